@@ -1,0 +1,97 @@
+"""Head masking with hooks.
+
+transformers 5 dropped ``head_mask`` and silently ignores the argument, so headlab masks heads itself:
+a forward pre-hook on each layer's attention *output projection* scales that layer's per-head slices of
+the concatenated head outputs before they are mixed back into the residual stream. A masked head's output
+is therefore exactly zero, whatever the input -- the study's HEAD-MASK. The hooks live only inside the
+``mask_heads`` context, so every intervention undoes itself.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+
+# Where each architecture mixes its heads back into the residual stream: model_type -> path from a layer.
+# Add an encoder here (and a tiny-config test) to support it everywhere.
+OUTPUT_PROJECTION = {
+    "bert": "attention.output.dense",
+    "mpnet": "attention.attn.o",
+}
+
+
+def encoder_layers(model: nn.Module) -> list[nn.Module]:
+    """The transformer layers of an encoder or of a model with an encoder inside (``model.base_model``)."""
+    model_type = model.config.model_type
+    if model_type not in OUTPUT_PROJECTION:
+        raise ValueError(
+            f"headlab cannot mask heads of model_type={model_type!r}; supported: {sorted(OUTPUT_PROJECTION)}"
+        )
+    return list(model.base_model.encoder.layer)
+
+
+def output_projections(model: nn.Module) -> list[nn.Linear]:
+    """The Linear per layer whose input is the concatenation of that layer's head outputs."""
+    path = OUTPUT_PROJECTION[model.config.model_type]
+    projections = []
+    for layer in encoder_layers(model):
+        module = layer
+        for name in path.split("."):
+            module = getattr(module, name)
+        projections.append(module)
+    return projections
+
+
+def head_grid(model: nn.Module) -> tuple[int, int]:
+    """(layers, heads per layer) of the model."""
+    return len(encoder_layers(model)), model.config.num_attention_heads
+
+
+def _check_mask(model: nn.Module, mask: torch.Tensor) -> torch.Tensor:
+    layers, heads = head_grid(model)
+    mask = torch.as_tensor(mask)
+    if mask.dim() not in (2, 3) or tuple(mask.shape[-2:]) != (layers, heads):
+        raise ValueError(
+            f"head mask must have shape ({layers}, {heads}) or (batch, {layers}, {heads}) for this model, "
+            f"got {tuple(mask.shape)}"
+        )
+    return mask if mask.is_floating_point() else mask.float()
+
+
+@contextmanager
+def mask_heads(model: nn.Module, mask):
+    """Scale every head's output by ``mask[layer, head]`` (1 keeps, 0 removes) inside the ``with`` block.
+
+    ``mask`` is (layers, heads) for the whole batch, or (batch, layers, heads) to give every example of a
+    batch its own mask (several masks in one forward pass). A float mask that requires grad gives
+    gradients with respect to each head's mask variable (Michel et al., 2019). Layers whose mask is all
+    ones get no hook at all, so an all-ones mask leaves the outputs bit-identical.
+    """
+    mask = _check_mask(model, mask)
+    heads = mask.shape[-1]
+    handles = []
+    for layer, projection in enumerate(output_projections(model)):
+        layer_mask = mask[..., layer, :]
+        if not layer_mask.requires_grad and bool((layer_mask == 1).all()):
+            continue
+
+        def scale_heads(module, args, layer_mask=layer_mask):
+            hidden, *rest = args
+            head_dim = hidden.shape[-1] // heads
+            scale = layer_mask.to(device=hidden.device, dtype=hidden.dtype).repeat_interleave(head_dim, dim=-1)
+            if scale.dim() == 2:  # one mask per example: (batch, hidden) -> (batch, 1, hidden)
+                scale = scale[:, None, :]
+            return (hidden * scale, *rest)
+
+        handles.append(projection.register_forward_pre_hook(scale_heads))
+    try:
+        yield model
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def keep_all(model: nn.Module) -> torch.Tensor:
+    """A (layers, heads) mask of ones: the unmasked model."""
+    return torch.ones(head_grid(model))

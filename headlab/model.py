@@ -1,0 +1,113 @@
+"""Load encoders and tokenizers from an asset name, a local folder or (online) a Hugging Face id.
+
+Weights come from safetensors only (pickled ``.bin`` weights can run code when loaded, so they are refused
+unless the caller opts in with ``allow_pickle=True``), and ``trust_remote_code`` is never set.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoTokenizer
+
+from headlab.masking import OUTPUT_PROJECTION
+
+NUM_GRADES = 5
+
+
+class ModelError(ValueError):
+    """A model spec that headlab cannot load, with the reason and what to do."""
+
+
+def _looks_like_path(spec: str) -> bool:
+    return spec.startswith(("/", "./", "../", "~")) or spec.count("/") > 1 or "\\" in spec
+
+
+def resolve_model(spec: str, allow_pickle: bool = False) -> str:
+    """Turn a model spec into something ``from_pretrained`` can load, checking a local folder first."""
+    from headlab.assets import ASSETS, asset_path, is_asset
+
+    if is_asset(spec):
+        return str(asset_path(spec))
+    folder = Path(spec).expanduser()
+    if folder.exists():
+        _check_folder(folder, allow_pickle)
+        return str(folder)
+    if _looks_like_path(spec):
+        raise ModelError(
+            f"model folder {spec!r} does not exist (MODEL may be an asset name {sorted(ASSETS)}, "
+            "a local model folder, or a Hugging Face id when online)"
+        )
+    return spec  # a hub id; loading it needs the network unless it is in the local HF cache
+
+
+def _check_folder(folder: Path, allow_pickle: bool) -> None:
+    config = folder / "config.json"
+    if not folder.is_dir() or not config.is_file():
+        raise ModelError(f"model folder {folder} has no config.json: it is not a transformers model folder")
+    try:
+        settings = json.loads(config.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ModelError(f"{config} is not valid JSON: {err}") from None
+    if "auto_map" in settings:
+        raise ModelError(f"{config} asks for remote code (auto_map); headlab never sets trust_remote_code")
+    model_type = settings.get("model_type")
+    if model_type not in OUTPUT_PROJECTION:
+        raise ModelError(
+            f"{config}: model_type={model_type!r} is not an encoder headlab supports "
+            f"(supported: {sorted(OUTPUT_PROJECTION)})"
+        )
+    has_safetensors = any(folder.glob("*.safetensors"))
+    has_pickle = any(folder.glob("*.bin"))
+    if not has_safetensors and has_pickle and not allow_pickle:
+        raise ModelError(
+            f"model folder {folder} has only pickle (.bin) weights, which can run code when loaded; "
+            "convert them to safetensors or pass allow_pickle=True if you trust the source"
+        )
+    if not has_safetensors and not has_pickle:
+        raise ModelError(f"model folder {folder} has no weights (*.safetensors)")
+
+
+def _load(loader, spec: str, allow_pickle: bool, **kwargs):
+    path = resolve_model(spec, allow_pickle)
+    config = AutoConfig.from_pretrained(path, trust_remote_code=False)
+    if config.model_type not in OUTPUT_PROJECTION:
+        raise ModelError(
+            f"model {spec!r}: model_type={config.model_type!r} is not an encoder headlab supports "
+            f"(supported: {sorted(OUTPUT_PROJECTION)})"
+        )
+    try:
+        return loader.from_pretrained(
+            path, trust_remote_code=False, use_safetensors=None if allow_pickle else True, **kwargs
+        )
+    except OSError as err:
+        raise ModelError(f"could not load model {spec!r}: {err}") from None
+
+
+def load_classifier(spec: str, attn: str = "sdpa", allow_pickle: bool = False) -> torch.nn.Module:
+    """The encoder with a 5-way grade classifier on ``[CLS]`` (new and untrained unless the folder has one)."""
+    return _load(
+        AutoModelForSequenceClassification, spec, allow_pickle, num_labels=NUM_GRADES, attn_implementation=attn
+    ).eval()
+
+
+def load_encoder(spec: str, attn: str = "eager", allow_pickle: bool = False) -> torch.nn.Module:
+    """The bare pretrained encoder (no classifier): the 'before fine-tuning' model of the delta study."""
+    return _load(AutoModel, spec, allow_pickle, attn_implementation=attn).eval()
+
+
+def load_tokenizer(spec: str, allow_pickle: bool = False):
+    """The tokenizer stored with the model."""
+    return AutoTokenizer.from_pretrained(resolve_model(spec, allow_pickle), trust_remote_code=False)
+
+
+def resolve_device(device: str) -> torch.device:
+    """``cpu``, ``cuda``, ``cuda:N`` or ``auto``; asking for a GPU that is not there is an error, not a fallback."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"DEVICE={device!r} but torch sees no CUDA GPU (torch {torch.__version__}); use 'cpu' or 'auto'")
+    if not (device == "cpu" or device.startswith("cuda")):
+        raise ValueError(f"DEVICE must be 'cpu', 'cuda', 'cuda:N' or 'auto', got {device!r}")
+    return torch.device(device)

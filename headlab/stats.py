@@ -1,0 +1,75 @@
+"""Uncertainty for every reported effect: paired bootstrap intervals and paired tests.
+
+All effects are *relative* changes of accuracy against the unmasked baseline, as in the study, measured on
+the same examples; the bootstrap resamples examples, so both accuracies move together (paired).
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats as sps
+
+
+def bootstrap_weights(n: int, n_boot: int, seed: int) -> np.ndarray:
+    """(n_boot x n) multinomial counts: each row is one bootstrap resample of n examples."""
+    rng = np.random.default_rng(seed)
+    return rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(np.float64)
+
+
+def relative_change(masked_correct: np.ndarray, base_correct: np.ndarray, n_boot: int = 2000, seed: int = 0,
+                    level: float = 0.95) -> dict:
+    """Relative accuracy change of masked vs base with a paired percentile-bootstrap interval.
+
+    ``masked_correct`` is (examples,) or (draws, examples): with draws, the effect is that of the mean
+    accuracy over draws, and the interval covers the sampling of test examples (the spread of draws is
+    reported separately by the caller).
+    """
+    masked = np.atleast_2d(np.asarray(masked_correct, dtype=np.float64))
+    base = np.asarray(base_correct, dtype=np.float64)
+    if masked.shape[1] != base.shape[0]:
+        raise ValueError(f"masked results cover {masked.shape[1]} examples, baseline {base.shape[0]}")
+    n = base.shape[0]
+    w = bootstrap_weights(n, n_boot, seed)
+    base_acc = w @ base / n
+    masked_acc = (w @ masked.mean(axis=0)) / n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        boots = masked_acc / base_acc - 1.0
+    boots = boots[np.isfinite(boots)]
+    alpha = (1.0 - level) / 2.0
+    return {
+        "rel_change": float(masked.mean() / base.mean() - 1.0),
+        "lo": float(np.quantile(boots, alpha)),
+        "hi": float(np.quantile(boots, 1.0 - alpha)),
+        "n_examples": int(n),
+        "n_draws": int(masked.shape[0]),
+        "n_boot": int(n_boot),
+    }
+
+
+def mcnemar(correct_a: np.ndarray, correct_b: np.ndarray) -> float:
+    """Exact two-sided McNemar p-value: do a and b differ on the same examples beyond chance?"""
+    a = np.asarray(correct_a, dtype=bool)
+    b = np.asarray(correct_b, dtype=bool)
+    only_a, only_b = int(np.sum(a & ~b)), int(np.sum(~a & b))
+    if only_a + only_b == 0:
+        return 1.0
+    return float(sps.binomtest(only_a, only_a + only_b, 0.5).pvalue)
+
+
+def holm(p_values) -> np.ndarray:
+    """Holm–Bonferroni adjusted p-values, for testing many heads at once."""
+    p = np.asarray(p_values, dtype=np.float64)
+    order = np.argsort(p)
+    adjusted = np.minimum(1.0, (len(p) - np.arange(len(p))) * p[order])
+    adjusted = np.maximum.accumulate(adjusted)
+    out = np.empty_like(adjusted)
+    out[order] = adjusted
+    return out
+
+
+def mean_interval(values, level: float = 0.95) -> tuple[float, float, float]:
+    """Mean and t-interval of independent draws (e.g. random masks), for the spread between draws."""
+    v = np.asarray(values, dtype=np.float64)
+    if len(v) < 2:
+        return float(v.mean()), float("nan"), float("nan")
+    half = sps.t.ppf(0.5 + level / 2, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v))
+    return float(v.mean()), float(v.mean() - half), float(v.mean() + half)

@@ -1,0 +1,168 @@
+"""Sweeps over head masks: plan them, run them resumably (and in shards), summarize them.
+
+A sweep is a list of named masks. Each mask's per-example results are written to their own file the moment
+they are done (write to a temporary name, then rename), so a killed sweep resumes where it stopped and
+shards run in separate processes or machines fill the same folder.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from io import StringIO
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from headlab.evaluate import Encoded, predict, predicted_grades
+from headlab.masking import head_grid
+from headlab.stats import mcnemar, relative_change
+
+BASELINE = "none"
+
+
+class SweepError(RuntimeError):
+    """A sweep folder that does not match the sweep asked for, or is incomplete."""
+
+
+@dataclass(frozen=True)
+class MaskSpec:
+    """A named set of removed heads, with the parameters that produced it (kept in the tables)."""
+
+    mask_id: str
+    dropped: tuple[tuple[int, int], ...]
+    kind: str
+    meta: dict = field(default_factory=dict, compare=False, hash=False)
+
+    def keep(self, layers: int, heads: int) -> torch.Tensor:
+        """(layers, heads) mask: 0 for removed heads, 1 elsewhere."""
+        mask = torch.ones(layers, heads)
+        for layer, head in self.dropped:
+            if not (0 <= layer < layers and 0 <= head < heads):
+                raise ValueError(f"mask {self.mask_id}: head ({layer}, {head}) does not exist in a {layers}x{heads} model")
+            mask[layer, head] = 0.0
+        return mask
+
+
+def baseline_spec() -> MaskSpec:
+    return MaskSpec(BASELINE, (), "none")
+
+
+def all_heads(layers: int, heads: int) -> list[tuple[int, int]]:
+    return [(l, h) for l in range(layers) for h in range(heads)]
+
+
+def random_share_specs(layers: int, heads: int, shares, draws: int, seed: int, pool=None, kind: str = "random") -> list[MaskSpec]:
+    """``draws`` random masks per share; a share counts heads of the *whole* model, drawn from ``pool``.
+
+    Each (share, draw) has its own seeded generator, so a mask does not depend on which other shares or
+    draws are in the sweep (resuming or sharding never changes a mask).
+    """
+    pool = list(pool) if pool is not None else all_heads(layers, heads)
+    if draws < 1:
+        raise ValueError(f"draws must be a positive integer, got {draws}")
+    specs = []
+    for share in shares:
+        if not 0.0 <= share <= 1.0:
+            raise ValueError(f"shares must lie in [0, 1], got {share}")
+        n_drop = int(round(share * layers * heads))
+        if n_drop > len(pool):
+            raise ValueError(f"share {share} means {n_drop} heads but the pool has only {len(pool)}")
+        for draw in range(draws):
+            rng = np.random.default_rng([seed, draw, int(round(share * 10_000))])
+            picked = sorted(pool[i] for i in rng.choice(len(pool), size=n_drop, replace=False))
+            specs.append(MaskSpec(f"{kind}-s{share:.3f}-d{draw}", tuple(picked), kind, {"share": share, "draw": draw}))
+    return specs
+
+
+def layer_specs(layers: int, heads: int) -> list[MaskSpec]:
+    """One mask per layer, removing all of its heads."""
+    return [MaskSpec(f"layer-{l}", tuple((l, h) for h in range(heads)), "layer", {"layer": l}) for l in range(layers)]
+
+
+def single_head_specs(layers: int, heads: int) -> list[MaskSpec]:
+    """One mask per head."""
+    return [MaskSpec(f"head-{l}-{h}", ((l, h),), "head", {"layer": l, "head": h}) for l, h in all_heads(layers, heads)]
+
+
+def plan_table(specs: list[MaskSpec]) -> pd.DataFrame:
+    rows = []
+    for s in specs:
+        rows.append({"mask_id": s.mask_id, "kind": s.kind, "n_dropped": len(s.dropped),
+                     "dropped": ";".join(f"{l}.{h}" for l, h in s.dropped), **s.meta})
+    return pd.DataFrame(rows)
+
+
+def _check_plan(out_dir: Path, plan: pd.DataFrame) -> None:
+    path = out_dir / "plan.csv"
+    if path.exists():
+        old = pd.read_csv(path, dtype=str, keep_default_na=False)
+        new = pd.read_csv(StringIO(plan.to_csv(index=False)), dtype=str, keep_default_na=False)
+        if not old.equals(new):
+            raise SweepError(f"{path} describes a different sweep; use another folder or delete it to start over")
+    else:
+        _atomic_write(path, plan.to_csv(index=False))
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _mask_file(out_dir: Path, mask_id: str) -> Path:
+    return out_dir / "masks" / f"{mask_id}.csv"
+
+
+def per_example_table(mask_id: str, probs: np.ndarray, grades: np.ndarray) -> pd.DataFrame:
+    predicted = predicted_grades(probs)
+    frame = pd.DataFrame({"mask_id": mask_id, "example": np.arange(len(grades)), "grade": grades,
+                          "predicted": predicted, "correct": (predicted == grades).astype(int)})
+    for g in range(probs.shape[1]):
+        frame[f"p{g + 1}"] = probs[:, g]
+    return frame
+
+
+def run_sweep(model, encoded: Encoded, specs: list[MaskSpec], out_dir, batch_size: int = 64, device="cpu",
+              shard: int = 0, n_shards: int = 1, pad_id: int = 0, progress: bool = True) -> pd.DataFrame | None:
+    """Evaluate every mask of ``specs`` (this shard's share of them), saving each as soon as it is done.
+
+    Returns the per-example table of the whole sweep once every shard has finished, else None.
+    """
+    if not 0 <= shard < n_shards:
+        raise ValueError(f"shard must be in [0, n_shards), got shard={shard}, n_shards={n_shards}")
+    out_dir = Path(out_dir)
+    (out_dir / "masks").mkdir(parents=True, exist_ok=True)
+    _check_plan(out_dir, plan_table(specs))
+    layers, heads = head_grid(model)
+    todo = [s for i, s in enumerate(specs) if i % n_shards == shard and not _mask_file(out_dir, s.mask_id).exists()]
+    for spec in tqdm(todo, desc=f"masks ({out_dir.name})", disable=not progress):
+        mask = spec.keep(layers, heads) if spec.dropped else None
+        probs = predict(model, encoded, mask=mask, batch_size=batch_size, device=device, pad_id=pad_id)
+        table = per_example_table(spec.mask_id, probs, encoded.grades)
+        _atomic_write(_mask_file(out_dir, spec.mask_id), table.to_csv(index=False, float_format="%.6f"))
+    return load_sweep(out_dir) if all(_mask_file(out_dir, s.mask_id).exists() for s in specs) else None
+
+
+def load_sweep(out_dir) -> pd.DataFrame:
+    """Merge the per-mask files of a finished sweep, in plan order (identical however it was sharded)."""
+    out_dir = Path(out_dir)
+    plan = pd.read_csv(out_dir / "plan.csv", keep_default_na=False)
+    missing = [m for m in plan["mask_id"] if not _mask_file(out_dir, m).exists()]
+    if missing:
+        raise SweepError(f"sweep {out_dir} is incomplete: {len(missing)} of {len(plan)} masks missing (e.g. {missing[0]})")
+    return pd.concat([pd.read_csv(_mask_file(out_dir, m)) for m in plan["mask_id"]], ignore_index=True)
+
+
+def summarize(per_example: pd.DataFrame, plan: pd.DataFrame, base_correct: np.ndarray, n_boot: int = 2000,
+              seed: int = 0) -> pd.DataFrame:
+    """One row per mask: accuracy, relative change vs baseline with its paired bootstrap interval, McNemar p."""
+    rows = []
+    for mask_id, group in per_example.groupby("mask_id", sort=False):
+        correct = group.sort_values("example")["correct"].to_numpy()
+        effect = relative_change(correct, base_correct, n_boot=n_boot, seed=seed)
+        rows.append({"mask_id": mask_id, "accuracy": correct.mean(), **effect,
+                     "p_mcnemar": mcnemar(correct, base_correct)})
+    return plan.merge(pd.DataFrame(rows), on="mask_id", how="right")

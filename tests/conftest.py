@@ -1,0 +1,31 @@
+import pytest
+import torch
+from transformers import BertConfig, BertForSequenceClassification, MPNetConfig, MPNetForSequenceClassification
+
+
+def tiny_bert(attn: str = "eager", seed: int = 0):
+    """A randomly initialised 3-layer x 4-head BERT with a 5-way head: no download needed."""
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=3, num_attention_heads=4,
+                        intermediate_size=32, max_position_embeddings=32, num_labels=5,
+                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, initializer_range=0.3)
+    config._attn_implementation = attn
+    return BertForSequenceClassification(config).eval()
+
+
+def tiny_mpnet(attn: str = "eager", seed: int = 0):
+    torch.manual_seed(seed)
+    config = MPNetConfig(vocab_size=50, hidden_size=16, num_hidden_layers=3, num_attention_heads=4,
+                         intermediate_size=32, max_position_embeddings=40, num_labels=5,
+                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, initializer_range=0.3)
+    config._attn_implementation = attn
+    return MPNetForSequenceClassification(config).eval()
+
+
+@pytest.fixture
+def batch():
+    torch.manual_seed(1)
+    ids = torch.randint(5, 50, (3, 7))
+    attention = torch.ones_like(ids)
+    attention[2, 5:] = 0
+    return {"input_ids": ids, "attention_mask": attention}
