@@ -256,3 +256,9 @@ def class_balance(df: pd.DataFrame) -> pd.DataFrame:
     out = df.groupby(["split", "label"]).size().reindex(grid, fill_value=0).rename("count").reset_index()
     out["share"] = out["count"] / out.groupby("split")["count"].transform("sum")
     return out
+
+
+def grade_mapping(spec: str) -> str:
+    """How the labels of a data spec became grades, in words for the book."""
+    return {"stsb-en": STSB_EN_MAPPING, "stsb-zh": STSB_ZH_MAPPING}.get(
+        spec, f"{spec}: labels are the grades 1-5 as given in the file")

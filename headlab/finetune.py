@@ -7,11 +7,13 @@ resumes and ends with the same weights as an uninterrupted one; a cache entry co
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -86,16 +88,32 @@ def _schedule(optimizer, warmup_steps: int, total_steps: int):
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
+@contextmanager
+def _exclusive(path: Path):
+    """Hold an exclusive lock file, so two processes never train the same checkpoint at once."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def finetune(config: FinetuneConfig = FinetuneConfig(), device="cpu", progress: bool = True) -> Path:
     """Return the folder of the fine-tuned model, training it first if it is not cached."""
     out = checkpoint_dir(config)
     if is_complete(out):
         return out
+    with _exclusive(out.with_name(out.name + ".lock")):
+        return out if is_complete(out) else _train(config, out, torch.device(device), progress)
+
+
+def _train(config: FinetuneConfig, out: Path, device: torch.device, progress: bool) -> Path:
     if out.exists():
         shutil.rmtree(out)  # partial or corrupt: rebuild
     work = out.with_name(out.name + ".partial")
     work.mkdir(parents=True, exist_ok=True)
-    device = torch.device(device)
 
     frame = load_data(config.data, seed=config.seed)
     train = get_split(frame, "train", limit=config.train_limit, seed=config.seed)

@@ -6,6 +6,7 @@ notebook's tidy result tables go (and where later notebooks read them).
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,9 +14,11 @@ import numpy as np
 import pandas as pd
 
 from headlab.data import get_split, load_data
-from headlab.evaluate import Encoded, encode, predict, predicted_grades
+from headlab.evaluate import Encoded, confusion, encode, metrics, predict, predicted_grades
 from headlab.finetune import FinetuneConfig, finetune
 from headlab.model import load_classifier, load_tokenizer, resolve_device
+from headlab.stats import bootstrap_weights
+from headlab.sweep import plan_table
 
 
 @dataclass
@@ -32,6 +35,12 @@ class Study:
     eval_limit: int | None = None
     batch_size: int = 64
     run_dir: str = "runs"
+
+    @classmethod
+    def from_globals(cls, names: dict) -> "Study":
+        """Build from a notebook's upper-case parameters (MODEL, DATA, SEED, ...) where they are defined."""
+        fields = cls.__dataclass_fields__
+        return cls(**{f: names[f.upper()] for f in fields if f.upper() in names})
 
     def __post_init__(self):
         if self.eval_limit is not None and int(self.eval_limit) < 1:
@@ -57,6 +66,11 @@ class Study:
         path = Path(self.run_dir) / f"{self.checkpoint.name}-{self.eval_split}-{limit}"
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+    def sweep_dir(self, name: str, specs) -> Path:
+        """A sweep's folder, named by its plan, so other parameters start a new sweep and the same ones resume."""
+        plan = plan_table(specs).to_csv(index=False)
+        return self.table_dir / "sweeps" / f"{name}-{hashlib.sha256(plan.encode()).hexdigest()[:10]}"
 
     def eval_frame(self) -> pd.DataFrame:
         frame = load_data(self.data, seed=self.seed)
@@ -87,8 +101,35 @@ class Setup:
     def base_correct(self) -> np.ndarray:
         return (predicted_grades(self.base_probs) == self.encoded.grades).astype(int)
 
+    def baseline_metrics(self, n_boot: int = 2000) -> pd.DataFrame:
+        """Accuracy and macro-F1 of the unmasked model with 95% bootstrap intervals, and the majority-class rate."""
+        grades, predicted = self.encoded.grades, predicted_grades(self.base_probs)
+        w = bootstrap_weights(len(grades), n_boot, self.study.seed)
+        correct = (grades == predicted).astype(float)
+        boot_acc = w @ correct / len(grades)
+        majority = np.bincount(grades).argmax()
+        rows = [
+            {"metric": "accuracy", "value": correct.mean(), "lo": np.quantile(boot_acc, 0.025), "hi": np.quantile(boot_acc, 0.975)},
+            {"metric": "macro_f1", **_f1_interval(grades, predicted, w)},
+            {"metric": f"majority class (grade {majority}) accuracy", "value": float(np.mean(grades == majority)), "lo": np.nan, "hi": np.nan},
+        ]
+        table = pd.DataFrame(rows)
+        table["n_examples"] = len(grades)
+        table["n_boot"] = n_boot
+        return table
+
     def save_table(self, frame: pd.DataFrame, name: str) -> Path:
         """Write a tidy result table where the book and later notebooks read it."""
         path = self.study.table_dir / f"{name}.csv"
         frame.to_csv(path, index=False, float_format="%.6g")
         return path
+
+
+def _f1_interval(grades, predicted, weights) -> dict:
+    """Macro-F1 and its bootstrap interval (resampling examples with the given multinomial weights)."""
+    stats = []
+    for w in weights:
+        rows = np.repeat(np.arange(len(grades)), w.astype(int))
+        stats.append(metrics(grades[rows], predicted[rows])["macro_f1"])
+    return {"value": metrics(grades, predicted)["macro_f1"], "lo": float(np.quantile(stats, 0.025)),
+            "hi": float(np.quantile(stats, 0.975))}

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from headlab.evaluate import Encoded, predict, predicted_grades
 from headlab.masking import head_grid
-from headlab.stats import mcnemar, relative_change
+from headlab.stats import mcnemar, mean_interval, relative_change
 
 BASELINE = "none"
 
@@ -166,3 +166,53 @@ def summarize(per_example: pd.DataFrame, plan: pd.DataFrame, base_correct: np.nd
         rows.append({"mask_id": mask_id, "accuracy": correct.mean(), **effect,
                      "p_mcnemar": mcnemar(correct, base_correct)})
     return plan.merge(pd.DataFrame(rows), on="mask_id", how="right")
+
+
+def masks_of_kind(table: pd.DataFrame, kind: str, int_columns: list[str]) -> pd.DataFrame:
+    """Rows of one mask kind, with their meta columns as numbers.
+
+    A plan read back from ``plan.csv`` holds several kinds, so a meta column such as ``layer`` is empty for
+    the other kinds and comes back as strings; within one kind it is always filled.
+    """
+    rows = table[table["kind"] == kind].copy()
+    if rows.empty:
+        raise ValueError(f"no masks of kind {kind!r} in the table (kinds: {sorted(table['kind'].unique())})")
+    for column in int_columns:
+        rows[column] = pd.to_numeric(rows[column]).astype(int)
+    return rows
+
+
+def share_curve(per_example: pd.DataFrame, plan: pd.DataFrame, base_correct: np.ndarray, kind: str,
+                n_boot: int = 2000, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Random masks of one ``kind`` (meta: share, draw) summarized per share: ``(curve, draws)``.
+
+    curve: ``rel_change`` is that of the accuracy averaged over draws, with ``lo``/``hi`` its paired bootstrap
+    interval over test examples; ``draw_lo``/``draw_hi`` (t-interval of the draws' mean) and
+    ``draw_min``/``draw_max`` show how much the choice of heads matters, which the example bootstrap does not
+    cover. draws: one row per mask with its own relative change, so every draw can be shown.
+    """
+    specs = masks_of_kind(plan, kind, ["draw", "n_dropped"])
+    specs["share"] = pd.to_numeric(specs["share"]).astype(float)
+    base = np.asarray(base_correct, dtype=np.float64)
+    correct = per_example.pivot(index="mask_id", columns="example", values="correct")
+    if correct.shape[1] != len(base):
+        raise ValueError(f"the sweep covers {correct.shape[1]} examples, the baseline {len(base)}")
+    missing = sorted(set(specs["mask_id"]) - set(correct.index))
+    if missing:
+        raise ValueError(f"{len(missing)} masks of kind {kind!r} have no results (e.g. {missing[0]})")
+    specs = specs.sort_values(["share", "draw"])
+    specs["accuracy"] = correct.loc[specs["mask_id"]].to_numpy(dtype=np.float64).mean(axis=1)
+    specs["rel_change"] = specs["accuracy"] / base.mean() - 1.0
+    rows = []
+    for share, group in specs.groupby("share", sort=True):
+        n_heads = group["n_dropped"].unique()
+        if len(n_heads) != 1:
+            raise ValueError(f"share {share} of kind {kind!r} masks different numbers of heads: {sorted(n_heads)}")
+        effect = relative_change(correct.loc[group["mask_id"]].to_numpy(dtype=np.float64), base,
+                                 n_boot=n_boot, seed=seed)
+        _, draw_lo, draw_hi = mean_interval(group["rel_change"])
+        rows.append({"kind": kind, "share": share, "n_heads": int(n_heads[0]), **effect,
+                     "draw_lo": draw_lo, "draw_hi": draw_hi,
+                     "draw_min": float(group["rel_change"].min()), "draw_max": float(group["rel_change"].max())})
+    draws = specs[["mask_id", "kind", "share", "draw", "n_dropped", "accuracy", "rel_change"]].reset_index(drop=True)
+    return pd.DataFrame(rows), draws

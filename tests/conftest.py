@@ -29,3 +29,12 @@ def batch():
     attention = torch.ones_like(ids)
     attention[2, 5:] = 0
     return {"input_ids": ids, "attention_mask": attention}
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Tiny models run far faster on one thread than on two busy cores; restore the setting afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

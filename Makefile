@@ -1,0 +1,34 @@
+# Two commands do all set-up on a fresh machine:
+#   make book   venv + install + offline assets + fine-tuning (cached) + notebooks (papermill) + static site
+#   make test   venv + install + the whole test suite (what .ci/run calls)
+# Options: make book PRESET=tiny      quick tiny-sized book
+#          make book SET="DEVICE=cuda DRAWS=50"   any notebook parameter, for every notebook that declares it
+#          make book TORCH="torch==2.14.1"        another torch build (e.g. a CUDA one on a GPU machine)
+PYTHON ?= python3
+VENV ?= .venv
+TORCH ?= torch==2.13.0
+PRESET ?= default
+SET ?=
+BIN := $(VENV)/bin
+
+.PHONY: book test venv assets clean
+
+$(VENV)/.installed: pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $@
+
+venv: $(VENV)/.installed
+
+assets: venv
+	$(BIN)/python -m headlab.assets fetch minilm stsb-en
+
+book: assets
+	$(BIN)/python -m headlab.book --preset $(PRESET) $(foreach s,$(SET),--set $(s))
+
+test: venv
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf book/_build book/executed book/_extra runs

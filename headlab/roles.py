@@ -1,0 +1,229 @@
+"""What each head attends to: identical terms across the pair, itself, [SEP], [CLS], its neighbours.
+
+These role scores read the study's findings 5-7 off attention maps: term-matching heads put attention
+between identical query and title tokens, fine-tuning moves attention from the diagonal and [SEP] onto
+those matches, and a high head's [CLS] row gathers on the shared terms.
+
+A head that ignores token identity still puts *some* attention on identical terms, the more so the more
+of the other sentence they make up. So ``match`` is always reported next to ``match_baseline``, the mass
+that same head would put on the identical terms if it spread its attention on the other sentence evenly
+over that sentence's tokens; ``match_excess`` and ``match_ratio`` compare the two.
+"""
+from __future__ import annotations
+
+import unicodedata
+
+import numpy as np
+import pandas as pd
+
+from headlab.attention import Tokens, attention_maps, token_roles
+from headlab.stats import bootstrap_weights
+
+ROLE_COLUMNS = ["match", "match_baseline", "match_ratio", "match_excess", "self", "sep", "cls", "prev", "next"]
+
+
+def is_punctuation(token: str) -> bool:
+    """A token made only of punctuation characters (a WordPiece ``##`` prefix is ignored)."""
+    text = token.removeprefix("##")
+    return bool(text) and all(unicodedata.category(c).startswith("P") for c in text)
+
+
+def content_positions(tokens: Tokens, tokenizer) -> list[int]:
+    """Query and title positions that hold no special token ([CLS], [SEP], [UNK], ...)."""
+    special = set(tokenizer.all_special_ids)
+    return [i for i in [*tokens.query, *tokens.title] if tokens.ids[i] not in special]
+
+
+def shared_terms(tokens: Tokens, tokenizer, stopwords=None) -> list[tuple[int, int]]:
+    """Every (query position, title position) pair holding the same token id.
+
+    Tokens are compared whole, as the tokenizer cut them (an uncased tokenizer has already folded case;
+    a ``##`` piece matches only the same ``##`` piece; a Chinese character is its own token). Special
+    tokens -- [UNK] included, since two unknown characters need not be the same --, tokens made only
+    of punctuation, and tokens whose text is in ``stopwords`` never match.
+    """
+    stop = set(stopwords or ())
+    special = set(tokenizer.all_special_ids)
+
+    def is_term(i: int) -> bool:
+        return tokens.ids[i] not in special and not is_punctuation(tokens.tokens[i]) and tokens.tokens[i] not in stop
+
+    title_by_id: dict[int, list[int]] = {}
+    for t in tokens.title:
+        if is_term(t):
+            title_by_id.setdefault(tokens.ids[t], []).append(t)
+    return [(q, t) for q in tokens.query if is_term(q) for t in title_by_id.get(tokens.ids[q], [])]
+
+
+def _match_scores(maps: np.ndarray, tokens: Tokens, pairs) -> dict[str, np.ndarray]:
+    """match and its identity-blind baseline per head; NaN when the pair shares no term."""
+    n_layers, n_heads, n = maps.shape[:3]
+    if not pairs:
+        nan = np.full((n_layers, n_heads), np.nan)
+        return {"match": nan, "match_baseline": nan.copy()}
+    identical = np.zeros((n, n))
+    for q, t in pairs:
+        identical[q, t] = identical[t, q] = 1.0
+    other = np.zeros((n, n))  # query rows -> title columns and title rows -> query columns
+    other[np.ix_(tokens.query, tokens.title)] = 1.0
+    other[np.ix_(tokens.title, tokens.query)] = 1.0
+    sources = np.flatnonzero(identical.sum(axis=1))
+    on_identical = (maps * identical).sum(axis=-1)[..., sources]  # (L, H, sources)
+    on_other = (maps * other).sum(axis=-1)[..., sources]
+    per_other_token = on_other / other.sum(axis=1)[sources]
+    uniform_on_identical = per_other_token * identical.sum(axis=1)[sources]
+    return {"match": on_identical.mean(axis=-1), "match_baseline": uniform_on_identical.mean(axis=-1)}
+
+
+def example_role_scores(maps: np.ndarray, tokens: Tokens, tokenizer, stopwords=None) -> dict[str, np.ndarray]:
+    """Role scores of every head for one example, each an (layers, heads) array keyed by ``ROLE_COLUMNS``.
+
+    ``maps`` is (layers, heads, T, T) with rows attending to columns, as :func:`attention_maps` yields.
+
+    - ``match``: for each token with an identical token in the *other* sentence, the attention it puts on
+      those identical tokens (query -> title and title -> query), averaged over such tokens.
+    - ``match_baseline``: for the same tokens, (attention on the other sentence / its number of tokens)
+      x (number of identical tokens there): the ``match`` of a head that spreads its attention on the
+      other sentence evenly over its tokens (punctuation included, [SEP] and [CLS] not).
+    - ``match_ratio`` = match / match_baseline, ``match_excess`` = match - match_baseline.
+      All four are NaN when the two sentences share no term.
+    - ``self``, ``sep``, ``cls``, ``prev``, ``next``: attention of a non-special token on itself, on all
+      [SEP]s together, on [CLS], on the token before / after it (whatever that is: the first query
+      token's previous token is [CLS]), averaged over the non-special tokens.
+    """
+    content = np.array(content_positions(tokens, tokenizer))
+    scores = _match_scores(maps, tokens, shared_terms(tokens, tokenizer, stopwords))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scores["match_ratio"] = scores["match"] / scores["match_baseline"]
+    scores["match_excess"] = scores["match"] - scores["match_baseline"]
+    rows = maps[..., content, :]  # (L, H, content, T)
+    scores["self"] = rows[..., np.arange(len(content)), content].mean(axis=-1)
+    scores["sep"] = rows[..., tokens.seps].sum(axis=-1).mean(axis=-1)
+    scores["cls"] = rows[..., tokens.cls].mean(axis=-1)
+    scores["prev"] = rows[..., np.arange(len(content)), content - 1].mean(axis=-1)
+    scores["next"] = rows[..., np.arange(len(content)), content + 1].mean(axis=-1)
+    return {name: scores[name] for name in ROLE_COLUMNS}
+
+
+def role_scores(model, encoded, tokenizer, indices=None, mask=None, batch_size: int = 32, device="cpu",
+                stopwords=None, per_example: bool = False) -> pd.DataFrame:
+    """Role scores of every head over the examples (all, or those at ``indices``), heads of ``mask`` removed.
+
+    Works for a bare encoder and for a model with a classifier on top. Returns :func:`summarize_roles` of
+    the per-example table, or with ``per_example=True`` that table itself (example, layer, head, one
+    column per role): the paired values that before/after comparisons (:func:`finetune_delta`) need.
+    """
+    pad_id = tokenizer.pad_token_id or 0
+    frames = []
+    for example, maps in attention_maps(model, encoded, indices, mask, batch_size, device, pad_id):
+        tokens = token_roles(tokenizer, encoded.input_ids[example])
+        scores = example_role_scores(maps, tokens, tokenizer, stopwords)
+        layers, heads = np.indices(maps.shape[:2])
+        frames.append(pd.DataFrame({"example": example, "layer": layers.ravel(), "head": heads.ravel(),
+                                    **{name: value.ravel() for name, value in scores.items()}}))
+    long = pd.concat(frames, ignore_index=True).sort_values(["example", "layer", "head"], ignore_index=True)
+    return long if per_example else summarize_roles(long)
+
+
+def summarize_roles(per_example: pd.DataFrame) -> pd.DataFrame:
+    """Per head, the mean of each role over examples (match scores over the examples that share a term).
+
+    ``match_ratio`` is the ratio of the mean match to the mean baseline (steadier than a mean of ratios);
+    ``match_excess`` is the mean of per-example excesses, which equals the difference of the means.
+    """
+    grouped = per_example.groupby(["layer", "head"])
+    out = grouped[[c for c in ROLE_COLUMNS if c != "match_ratio"]].mean()  # pandas means skip NaN
+    out["match_ratio"] = out["match"] / out["match_baseline"]
+    out["n_examples"] = grouped["example"].nunique()
+    out["n_match_examples"] = grouped["match"].count()
+    return out[ROLE_COLUMNS + ["n_examples", "n_match_examples"]].reset_index()
+
+
+def rank_heads(scores: pd.DataFrame, by: str = "match_excess", among_layers=None, k: int = 5):
+    """The ``k`` heads with the highest ``by`` (optionally only in ``among_layers``): ((layer, head) list, rows)."""
+    rows = scores if among_layers is None else scores[scores["layer"].isin(list(among_layers))]
+    top = rows.sort_values(by, ascending=False, na_position="last").head(k).reset_index(drop=True)
+    return [(int(layer), int(head)) for layer, head in zip(top["layer"], top["head"])], top
+
+
+def cls_attention_on_shared(maps: np.ndarray, tokens: Tokens, tokenizer, layer: int, head: int,
+                            stopwords=None) -> dict:
+    """How one head's [CLS] row spreads over the non-special tokens, and how much lands on shared terms.
+
+    The row is renormalised over the non-special tokens (``content_mass`` is the share it had before),
+    so ``shared_share`` can be read against ``chance``, the share a uniform row would give
+    (shared-term tokens / non-special tokens). Both are NaN when the pair shares no term. ``entropy``
+    (nats) of the renormalised row is 0 when all of it sits on one token and log(n_tokens) when uniform.
+    """
+    content = content_positions(tokens, tokenizer)
+    row = maps[layer, head, tokens.cls, content].astype(np.float64)
+    content_mass = float(row.sum())
+    p = row / content_mass
+    shared = {i for pair in shared_terms(tokens, tokenizer, stopwords) for i in pair}
+    on_shared = np.array([i in shared for i in content])
+    nonzero = p[p > 0]
+    return {
+        "shared_share": float(p[on_shared].sum()) if shared else float("nan"),
+        "chance": len(shared) / len(content) if shared else float("nan"),
+        "entropy": float(-(nonzero * np.log(nonzero)).sum()),
+        "n_shared_tokens": len(shared),
+        "n_tokens": len(content),
+        "content_mass": content_mass,
+    }
+
+
+def cls_head_profile(model, encoded, tokenizer, layer: int, head: int, mask=None, indices=None,
+                     batch_size: int = 32, device="cpu", stopwords=None) -> pd.DataFrame:
+    """:func:`cls_attention_on_shared` of one head for every example, with the heads of ``mask`` removed."""
+    pad_id = tokenizer.pad_token_id or 0
+    rows = []
+    for example, maps in attention_maps(model, encoded, indices, mask, batch_size, device, pad_id):
+        tokens = token_roles(tokenizer, encoded.input_ids[example])
+        rows.append({"example": example, **cls_attention_on_shared(maps, tokens, tokenizer, layer, head, stopwords)})
+    return pd.DataFrame(rows).sort_values("example", ignore_index=True)
+
+
+def finetune_delta(before: pd.DataFrame, after: pd.DataFrame, metric: str, n_boot: int = 2000, seed: int = 0,
+                   heads=None, level: float = 0.95) -> pd.DataFrame:
+    """Per head, the mean change (after - before) of ``metric`` with a paired bootstrap interval.
+
+    ``before`` and ``after`` are per-example role tables (``role_scores(..., per_example=True)``) of the
+    pretrained encoder and the fine-tuned model on the same examples. Examples are resampled once for
+    all heads, so the rows scope="all" (mean over every head) and scope="subset" (mean over ``heads``,
+    a list of (layer, head)) get intervals too. An example counts for a head only where both values are
+    finite (``match`` is NaN for pairs that share no term).
+    """
+    keys = ["example", "layer", "head"]
+    paired = before[keys + [metric]].merge(after[keys + [metric]], on=keys, suffixes=("_before", "_after"),
+                                           validate="one_to_one")
+    if len(paired) != len(before) or len(paired) != len(after):
+        raise ValueError("before and after must cover the same examples and heads")
+    wide = {side: paired.pivot(index="example", columns=["layer", "head"], values=f"{metric}_{side}")
+            for side in ("before", "after")}
+    head_index = wide["before"].columns
+    b, a = wide["before"].to_numpy(), wide["after"][head_index].to_numpy()
+    valid = np.isfinite(a) & np.isfinite(b)
+    a, b = np.where(valid, a, 0.0), np.where(valid, b, 0.0)
+    weights = bootstrap_weights(valid.shape[0], n_boot, seed)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        count = valid.sum(axis=0)
+        means = {"before": b.sum(axis=0) / count, "after": a.sum(axis=0) / count}
+        boots = (weights @ (a - b)) / (weights @ valid)  # (n_boot, heads): mean change per resample
+    alpha = (1.0 - level) / 2.0
+
+    def row(scope, layer, head, columns):
+        delta_boots = np.nanmean(boots[:, columns], axis=1) if len(columns) > 1 else boots[:, columns[0]]
+        before_mean, after_mean = np.nanmean(means["before"][columns]), np.nanmean(means["after"][columns])
+        return {"scope": scope, "layer": layer, "head": head, "metric": metric, "before": before_mean,
+                "after": after_mean, "delta": after_mean - before_mean,
+                "lo": np.nanquantile(delta_boots, alpha), "hi": np.nanquantile(delta_boots, 1 - alpha),
+                "n_examples": int(valid[:, columns].any(axis=1).sum())}
+
+    rows = [row("head", layer, head, [j]) for j, (layer, head) in enumerate(head_index)]
+    rows.append(row("all", pd.NA, pd.NA, list(range(len(head_index)))))
+    if heads is not None:
+        chosen = [head_index.get_loc((int(layer), int(head))) for layer, head in heads]
+        rows.append(row("subset", pd.NA, pd.NA, chosen))
+    out = pd.DataFrame(rows)
+    out[["layer", "head"]] = out[["layer", "head"]].astype("Int64")
+    return out

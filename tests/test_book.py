@@ -1,0 +1,73 @@
+"""The book pipeline: notebooks are clean and parameterized, a failing notebook is loud, and the whole book
+builds from tiny runs on the real default model and data."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from headlab.book import PRESETS, REPO, BookError, _check_settings, execute_notebook, parse_setting, toc_notebooks
+
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+
+
+def test_toc_and_notebooks_folder_agree():
+    assert sorted(toc_notebooks(REPO / "book" / "_toc.yml")) == [nb.stem for nb in NOTEBOOKS]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebooks_are_committed_clean_with_a_parameters_cell(path):
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(not c.outputs and c.execution_count is None for c in code), "clear the outputs before committing"
+    tagged = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1
+    for name in ("MODEL", "DATA", "SEED", "DEVICE", "EVAL_LIMIT", "RUN_DIR"):
+        assert f"{name} = " in tagged[0].source
+
+
+def test_parse_setting_reads_python_literals_and_strings():
+    assert parse_setting("draws=5") == ("DRAWS", 5)
+    assert parse_setting("SHARES=[0.0, 0.5]") == ("SHARES", [0.0, 0.5])
+    assert parse_setting("MODEL=minilm") == ("MODEL", "minilm")
+    with pytest.raises(BookError, match="KEY=VALUE"):
+        parse_setting("DRAWS")
+
+
+def test_an_unknown_setting_is_refused_before_anything_runs():
+    with pytest.raises(BookError, match="DRAWZ"):
+        _check_settings({"DRAWZ": 3}, NOTEBOOKS)
+    _check_settings(PRESETS["tiny"], NOTEBOOKS)
+
+
+def test_a_failing_cell_names_the_notebook_and_cell(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell("X = 1")
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell("y = 2"), nbformat.v4.new_code_cell("raise ValueError('bad X')")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    source = tmp_path / "broken.ipynb"
+    nbformat.write(nb, source)
+    with pytest.raises(BookError, match=r"broken\.ipynb failed in cell 3 .*`raise ValueError\('bad X'\)`.*ValueError: bad X"):
+        execute_notebook(source, tmp_path / "out.ipynb", {"X": 2}, tmp_path)
+
+
+def test_tiny_book_builds_with_real_numbers(tmp_path):
+    work, runs = tmp_path / "book", tmp_path / "runs"
+    result = subprocess.run([sys.executable, "-m", "headlab.book", "--preset", "tiny", "--work", str(work),
+                             "--run-dir", str(runs)], capture_output=True, text=True, cwd=REPO, timeout=1800)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    index = work / "_build" / "html" / "index.html"
+    assert f"built: {index}" in result.stdout
+    for nb in NOTEBOOKS:
+        page = (work / "_build" / "html" / "executed" / f"{nb.stem}.html").read_text()
+        assert "Traceback" not in page
+    redundancy = (work / "_build" / "html" / "executed" / "01_redundancy.html").read_text()
+    assert "headlab-chart" in redundancy and "relative change" in redundancy
+    assert (work / "_build" / "html" / "headlab-js" / "vega-embed.js").stat().st_size > 100_000
+    tables = {p.name for p in runs.rglob("*.csv")}
+    assert {"baseline_metrics.csv", "confusion.csv", "redundancy_curve.csv", "redundancy_draws.csv"} <= tables
+    curve = next(runs.rglob("redundancy_curve.csv")).read_text().splitlines()
+    assert len(curve) == 1 + len(PRESETS["tiny"]["SHARES"])

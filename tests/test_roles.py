@@ -1,0 +1,171 @@
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from transformers import BertConfig, BertForSequenceClassification
+
+from headlab.attention import token_roles
+from headlab.evaluate import encode
+from headlab.model import load_tokenizer
+from headlab.roles import (ROLE_COLUMNS, cls_attention_on_shared, cls_head_profile, example_role_scores,
+                           finetune_delta, rank_heads, role_scores, shared_terms, summarize_roles)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return load_tokenizer("minilm")
+
+
+def pair(tokenizer, query, title):
+    return token_roles(tokenizer, tokenizer(query, title)["input_ids"])
+
+
+@pytest.fixture
+def toy(tokenizer):
+    # 0 [CLS] 1 red 2 cat 3 , 4 red 5 [SEP] 6 the 7 cat 8 , 9 red 10 ! 11 [SEP]
+    tokens = pair(tokenizer, "red cat, red", "the cat, red!")
+    assert tokens.tokens == ["[CLS]", "red", "cat", ",", "red", "[SEP]", "the", "cat", ",", "red", "!", "[SEP]"]
+    return tokens
+
+
+def uniform_maps(layers=2, heads=2, n=12):
+    return np.full((layers, heads, n, n), 1.0 / n)
+
+
+def test_shared_terms_skip_punctuation_specials_and_stopwords(tokenizer, toy):
+    assert shared_terms(toy, tokenizer) == [(1, 9), (2, 7), (4, 9)]
+    assert shared_terms(toy, tokenizer, stopwords={"red"}) == [(2, 7)]
+
+
+def test_shared_terms_compare_whole_pieces_and_never_unknown_tokens(tokenizer):
+    tokens = pair(tokenizer, "unaffable 我在大", "unaffable 我在大")
+    by_text = {(tokens.tokens[q], tokens.tokens[t]) for q, t in shared_terms(tokens, tokenizer)}
+    assert "[UNK]" in tokens.tokens  # 在 is not in the MiniLM vocabulary
+    assert by_text == {("una", "una"), ("##ffa", "##ffa"), ("##ble", "##ble"), ("我", "我"), ("大", "大")}
+
+
+def test_match_of_a_head_that_looks_only_at_identical_terms(tokenizer, toy):
+    maps = uniform_maps()
+    for source, targets in {1: [9], 2: [7], 4: [9], 7: [2], 9: [1, 4]}.items():
+        maps[0, 1, source] = 0
+        maps[0, 1, source, targets] = 1 / len(targets)
+    scores = example_role_scores(maps, toy, tokenizer)
+    assert scores["match"][0, 1] == pytest.approx(1.0)
+    # uniform share of the other sentence x identical targets: query rows 1/5 (5 title tokens),
+    # title row 7 1/4, title row 9 2/4 (4 query tokens, two of them "red")
+    baseline = (0.2 + 0.2 + 0.2 + 0.25 + 0.5) / 5
+    assert scores["match_baseline"][0, 1] == pytest.approx(baseline)
+    assert scores["match_ratio"][0, 1] == pytest.approx(1 / baseline)
+    assert scores["match_excess"][0, 1] == pytest.approx(1 - baseline)
+    # a uniform head puts identity-blind mass on the matches: exactly its baseline
+    assert scores["match"][0, 0] == pytest.approx(0.1)
+    assert scores["match_excess"][0, 0] == pytest.approx(0.0)
+    assert scores["match_ratio"][0, 0] == pytest.approx(1.0)
+
+
+def test_match_is_nan_without_shared_terms(tokenizer):
+    tokens = pair(tokenizer, "red cat", "a dog")
+    scores = example_role_scores(uniform_maps(n=len(tokens.ids)), tokens, tokenizer)
+    assert np.isnan(scores["match"]).all() and np.isnan(scores["match_excess"]).all()
+    assert not np.isnan(scores["self"]).any()
+
+
+def test_diagonal_sep_and_shifted_heads(tokenizer, toy):
+    n = 12
+    maps = uniform_maps(layers=1, heads=4, n=n)
+    maps[0, 0] = np.eye(n)
+    maps[0, 1] = 0
+    maps[0, 1][:, toy.seps] = 0.5
+    maps[0, 2] = np.eye(n, k=-1)
+    maps[0, 2, 0, 0] = 1
+    maps[0, 3] = np.eye(n, k=1)
+    maps[0, 3, n - 1, n - 1] = 1
+    s = example_role_scores(maps, toy, tokenizer)
+    assert s["self"][0, 0] == 1 and s["sep"][0, 1] == 1 and s["prev"][0, 2] == 1 and s["next"][0, 3] == 1
+    assert s["self"][0, 1] == 0 and s["cls"][0, 0] == 0 and s["match"][0, 0] == 0
+    assert s["cls"][0, 2] == pytest.approx(1 / 9)  # only the first query token's previous token is [CLS]
+
+
+def test_cls_row_on_one_shared_term(tokenizer, toy):
+    maps = uniform_maps()
+    maps[1, 0, toy.cls] = 0
+    maps[1, 0, toy.cls, 2] = 1.0
+    got = cls_attention_on_shared(maps, toy, tokenizer, layer=1, head=0)
+    assert got["shared_share"] == 1 and got["entropy"] == 0
+    assert got["n_shared_tokens"] == 5 and got["n_tokens"] == 9 and got["chance"] == pytest.approx(5 / 9)
+    spread = cls_attention_on_shared(maps, toy, tokenizer, layer=0, head=0)  # uniform row
+    assert spread["shared_share"] == pytest.approx(5 / 9) and spread["entropy"] == pytest.approx(np.log(9))
+    assert spread["content_mass"] == pytest.approx(9 / 12)
+
+
+def tiny_models(tokenizer):
+    """A random classifier and its bare encoder (the same weights), over the real vocabulary."""
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=32, max_position_embeddings=64, num_labels=5, initializer_range=0.3)
+    config._attn_implementation = "sdpa"
+    classifier = BertForSequenceClassification(config).eval()
+    return classifier, classifier.bert
+
+
+@pytest.fixture(scope="module")
+def encoded(tokenizer):
+    frame = pd.DataFrame({"query": ["red cat, red", "a dog runs", "the sun is hot"],
+                          "title": ["the cat, red!", "a dog walks", "cold moon"], "label": [5, 3, 1]})
+    return encode(tokenizer, frame)
+
+
+def test_role_scores_on_tiny_models(tokenizer, encoded):
+    classifier, encoder = tiny_models(tokenizer)
+    summary = role_scores(classifier, encoded, tokenizer)
+    assert len(summary) == 2 * 4 and list(summary.columns[:2]) == ["layer", "head"]
+    shares = summary[["match", "match_baseline", "self", "sep", "cls", "prev", "next"]].to_numpy()
+    assert ((shares >= 0) & (shares <= 1)).all()
+    assert (summary["n_examples"] == 3).all() and (summary["n_match_examples"] == 2).all()
+    assert classifier.config._attn_implementation == "sdpa"  # switched back after taking the maps
+    long = role_scores(classifier, encoded, tokenizer, per_example=True)
+    assert len(long) == 3 * 2 * 4 and set(ROLE_COLUMNS) <= set(long.columns)
+    pd.testing.assert_frame_equal(summarize_roles(long), summary)
+    bare = role_scores(encoder, encoded, tokenizer, per_example=True)
+    pd.testing.assert_frame_equal(bare, long)
+    heads, rows = rank_heads(summary, by="self", among_layers=[1], k=2)
+    assert len(heads) == 2 and all(layer == 1 for layer, _ in heads)
+    assert rows["self"].is_monotonic_decreasing
+
+
+def test_cls_head_profile_per_example(tokenizer, encoded):
+    classifier, _ = tiny_models(tokenizer)
+    mask = torch.ones(2, 4)
+    mask[0] = 0
+    profile = cls_head_profile(classifier, encoded, tokenizer, layer=1, head=2, mask=mask)
+    assert list(profile["example"]) == [0, 1, 2]
+    assert profile["n_shared_tokens"].tolist() == [5, 4, 0]  # "a dog" is shared by the second pair
+    assert np.isnan(profile.loc[2, "shared_share"]) and profile["entropy"].gt(0).all()
+
+
+def long_table(values):
+    """A per-example role table with ``values`` (examples, heads) for a 1-layer model."""
+    examples, heads = values.shape
+    return pd.DataFrame({"example": np.repeat(np.arange(examples), heads), "layer": 0,
+                         "head": np.tile(np.arange(heads), examples), "match": values.ravel()})
+
+
+def test_finetune_delta_zero_for_identical_tables():
+    rng = np.random.default_rng(0)
+    before = long_table(rng.random((20, 3)))
+    out = finetune_delta(before, before.copy(), "match", n_boot=200, heads=[(0, 1)])
+    assert out["scope"].tolist() == ["head", "head", "head", "all", "subset"]
+    assert (out[["delta", "lo", "hi"]] == 0).all().all()
+
+
+def test_finetune_delta_shift_and_missing_matches():
+    rng = np.random.default_rng(0)
+    values = rng.random((20, 2))
+    values[:5, 1] = np.nan  # pairs with no shared term
+    after = values.copy()
+    after[:, 0] += 0.25
+    out = finetune_delta(long_table(values), long_table(after), "match", n_boot=200)
+    first, second, overall = out.iloc[0], out.iloc[1], out.iloc[2]
+    assert first["delta"] == pytest.approx(0.25) and first["lo"] == pytest.approx(0.25)
+    assert second["delta"] == 0 and second["n_examples"] == 15
+    assert overall["delta"] == pytest.approx(0.125) and overall["lo"] == pytest.approx(0.125)
