@@ -62,13 +62,22 @@ def execute_notebook(source: Path, target: Path, settings: dict, cwd: Path) -> f
         pm.execute_notebook(str(source), str(target), parameters=params, kernel_name="python3", cwd=str(cwd),
                             progress_bar=False, request_save_on_cell_execute=True)
     except pm.PapermillExecutionError as err:
-        import nbformat
-
-        first_line = nbformat.read(str(target), as_version=4).cells[err.cell_index].source.strip().splitlines()[0]
-        raise BookError(f"notebook {source.name} failed in cell {err.cell_index} of its executed copy "
-                        f"(execution count {err.exec_count}, starting `{first_line}`): {err.ename}: {err.evalue}\n"
+        raise BookError(f"notebook {source.name} failed in {_failing_cell(target)}: {err.ename}: {err.evalue}\n"
                         f"(the executed copy with the traceback is {target})") from None
     return time.time() - started
+
+
+def _failing_cell(executed: Path) -> str:
+    """Which cell of the source notebook raised: its number among the code cells and its first line."""
+    import nbformat
+
+    code = [c for c in nbformat.read(str(executed), as_version=4).cells
+            if c.cell_type == "code" and "injected-parameters" not in c.metadata.get("tags", [])]
+    for number, cell in enumerate(code, start=1):
+        if any(out.get("output_type") == "error" for out in cell.get("outputs", [])):
+            first_line = cell.source.strip().splitlines()[0] if cell.source.strip() else ""
+            return f"code cell {number} (`{first_line}`)"
+    return "an unknown cell"
 
 
 def _check_settings(settings: dict, notebooks: list[Path]) -> None:

@@ -50,7 +50,7 @@ def test_a_failing_cell_names_the_notebook_and_cell(tmp_path):
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     source = tmp_path / "broken.ipynb"
     nbformat.write(nb, source)
-    with pytest.raises(BookError, match=r"broken\.ipynb failed in cell 3 .*`raise ValueError\('bad X'\)`.*ValueError: bad X"):
+    with pytest.raises(BookError, match=r"broken\.ipynb failed in code cell 3 \(`raise ValueError\('bad X'\)`.*ValueError: bad X"):
         execute_notebook(source, tmp_path / "out.ipynb", {"X": 2}, tmp_path)
 
 
