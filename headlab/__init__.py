@@ -6,3 +6,10 @@ and scores), ``stats`` (intervals and tests), ``sweep`` (many masks, resumable),
 parameters), ``charts`` (Altair figures).
 """
 __version__ = "0.1.0"
+
+import os as _os
+
+if _os.environ.get("HEADLAB_NO_NETWORK") == "1":
+    from headlab import netguard as _netguard
+
+    _netguard.install()

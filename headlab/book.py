@@ -103,7 +103,8 @@ def build(settings: dict, work: Path | None = None, run_dir: Path | None = None,
         shutil.copytree(source, work, dirs_exist_ok=True, ignore=shutil.ignore_patterns("_build", "executed", "_extra"))
     (work / "executed").mkdir(parents=True, exist_ok=True)
     settings = {"RUN_DIR": str((run_dir or REPO / "runs").resolve()), **settings}
-    os.environ.update({"HEADLAB_BOOK": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"})
+    os.environ.update({"HEADLAB_BOOK": "1", "HEADLAB_NO_NETWORK": "1", "HF_HUB_OFFLINE": "1",
+                       "TOKENIZERS_PARALLELISM": "false"})
     names = toc_notebooks(work / "_toc.yml")
     _check_settings(settings, [REPO / "notebooks" / f"{name}.ipynb" for name in names])
     for name in names:

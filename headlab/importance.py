@@ -17,8 +17,8 @@ from scipy import stats as sps
 
 from headlab.evaluate import Encoded, length_batches, model_inputs
 from headlab.masking import head_grid, mask_heads
-from headlab.stats import holm
-from headlab.sweep import masks_of_kind
+from headlab.stats import bootstrap_weights, holm, relative_change
+from headlab.sweep import MaskSpec, masks_of_kind, random_share_specs
 
 HALVES = ("lower", "upper")
 
@@ -159,3 +159,62 @@ def half_shares(layers: int, heads: int, steps: int) -> list[float]:
         raise ValueError(f"steps must lie in [1, {half}] (one head per step at most), got {steps}")
     counts = np.round(np.linspace(0, half, steps + 1)).astype(int)
     return [float(c) / (layers * heads) for c in counts]
+
+
+def half_specs(layers: int, heads: int, steps: int, draws: int, seed: int) -> list[MaskSpec]:
+    """Random masks drawn only from the lower half (kind "lower") or only from the upper half ("upper").
+
+    Shares are :func:`half_shares`. Masking no head, or every head of the half, is the same mask on every
+    draw, so those two points get one draw each and the shares between get ``draws``.
+    """
+    specs = []
+    for which in HALVES:
+        pool = half_pool(layers, heads, which)
+        for share in half_shares(layers, heads, steps):
+            n_drop = int(round(share * layers * heads))
+            n_draws = draws if 0 < n_drop < len(pool) else 1
+            specs += random_share_specs(layers, heads, [share], n_draws, seed, pool=pool, kind=which)
+    return specs
+
+
+def half_gap(per_example: pd.DataFrame, plan: pd.DataFrame, base_correct: np.ndarray, n_boot: int = 2000,
+             seed: int = 0) -> pd.DataFrame:
+    """Per share: the relative change from masking the lower and the upper half, and their difference.
+
+    Each half's effect is that of its accuracy averaged over draws, as in :func:`headlab.sweep.share_curve`
+    (same bootstrap, so the same numbers). ``gap = upper_change - lower_change``: positive when masking
+    lower heads costs more, in points of relative change; its 95% interval resamples test examples once
+    for both halves and the baseline (paired), so it is narrower than the two intervals side by side.
+    """
+    base = np.asarray(base_correct, dtype=np.float64)
+    correct = per_example.pivot(index="mask_id", columns="example", values="correct")
+    if correct.shape[1] != len(base):
+        raise ValueError(f"the sweep covers {correct.shape[1]} examples, the baseline {len(base)}")
+    by_half = {}
+    for which in HALVES:
+        rows = masks_of_kind(plan, which, ["n_dropped"])
+        rows["share"] = pd.to_numeric(rows["share"]).astype(float)
+        by_half[which] = dict(list(rows.groupby("share", sort=True)))
+    if sorted(by_half["lower"]) != sorted(by_half["upper"]):
+        raise ValueError(f"the halves were masked at different shares: {sorted(by_half['lower'])} vs {sorted(by_half['upper'])}")
+    weights = bootstrap_weights(len(base), n_boot, seed)
+    base_boot = weights @ base
+    out = []
+    for share in sorted(by_half["lower"]):
+        row = {"share": share, "n_heads": int(by_half["lower"][share]["n_dropped"].iloc[0]),
+               "base_accuracy": float(base.mean())}
+        boots = {}
+        for which in HALVES:
+            masks = by_half[which][share]
+            draws = correct.loc[masks["mask_id"]].to_numpy(dtype=np.float64)
+            effect = relative_change(draws, base, n_boot=n_boot, seed=seed)
+            row.update({f"{which}_accuracy": float(draws.mean()), f"{which}_change": effect["rel_change"],
+                        f"{which}_lo": effect["lo"], f"{which}_hi": effect["hi"], f"{which}_draws": len(masks)})
+            with np.errstate(divide="ignore", invalid="ignore"):
+                boots[which] = weights @ draws.mean(axis=0) / base_boot - 1.0
+        gap_boot = boots["upper"] - boots["lower"]
+        gap_boot = gap_boot[np.isfinite(gap_boot)]
+        row.update({"gap": row["upper_change"] - row["lower_change"], "gap_lo": float(np.quantile(gap_boot, 0.025)),
+                    "gap_hi": float(np.quantile(gap_boot, 0.975)), "n_examples": len(base), "n_boot": n_boot})
+        out.append(row)
+    return pd.DataFrame(out)

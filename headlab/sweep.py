@@ -16,7 +16,8 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from headlab.evaluate import Encoded, predict, predicted_grades
+from headlab.engine import MaskEngine, first_masked_layer
+from headlab.evaluate import Encoded, predicted_grades
 from headlab.masking import head_grid
 from headlab.stats import mcnemar, mean_interval, relative_change
 
@@ -126,10 +127,13 @@ def per_example_table(mask_id: str, probs: np.ndarray, grades: np.ndarray) -> pd
 
 
 def run_sweep(model, encoded: Encoded, specs: list[MaskSpec], out_dir, batch_size: int = 64, device="cpu",
-              shard: int = 0, n_shards: int = 1, pad_id: int = 0, progress: bool = True) -> pd.DataFrame | None:
+              shard: int = 0, n_shards: int = 1, pad_id: int = 0, progress: bool = True,
+              masks_per_pass: int = 1) -> pd.DataFrame | None:
     """Evaluate every mask of ``specs`` (this shard's share of them), saving each as soon as it is done.
 
-    Returns the per-example table of the whole sweep once every shard has finished, else None.
+    Masks run through :class:`headlab.engine.MaskEngine` (layer reuse, several masks per pass, bf16 on a
+    GPU, where the agreement with fp32 is written to ``precision.csv``). Returns the per-example table of
+    the whole sweep once every shard has finished, else None.
     """
     if not 0 <= shard < n_shards:
         raise ValueError(f"shard must be in [0, n_shards), got shard={shard}, n_shards={n_shards}")
@@ -138,11 +142,20 @@ def run_sweep(model, encoded: Encoded, specs: list[MaskSpec], out_dir, batch_siz
     _check_plan(out_dir, plan_table(specs))
     layers, heads = head_grid(model)
     todo = [s for i, s in enumerate(specs) if i % n_shards == shard and not _mask_file(out_dir, s.mask_id).exists()]
-    for spec in tqdm(todo, desc=f"masks ({out_dir.name})", disable=not progress):
-        mask = spec.keep(layers, heads) if spec.dropped else None
-        probs = predict(model, encoded, mask=mask, batch_size=batch_size, device=device, pad_id=pad_id)
-        table = per_example_table(spec.mask_id, probs, encoded.grades)
-        _atomic_write(_mask_file(out_dir, spec.mask_id), table.to_csv(index=False, float_format="%.6f"))
+    if todo:
+        engine = MaskEngine(model, encoded, batch_size, device, pad_id, masks_per_pass=masks_per_pass)
+        if engine.autocast and not (out_dir / "precision.csv").exists():
+            _atomic_write(out_dir / "precision.csv", pd.DataFrame([engine.precision_check()]).to_csv(index=False))
+        keeps = {s.mask_id: s.keep(layers, heads) for s in todo}
+        todo.sort(key=lambda s: first_masked_layer(keeps[s.mask_id]))  # chunks that share their reusable layers
+        step = engine.masks_per_pass
+        with tqdm(total=len(todo), desc=f"masks ({out_dir.name})", disable=not progress) as bar:
+            for start in range(0, len(todo), step):
+                chunk = todo[start : start + step]
+                for spec, probs in zip(chunk, engine.probabilities([keeps[s.mask_id] for s in chunk])):
+                    table = per_example_table(spec.mask_id, probs, encoded.grades)
+                    _atomic_write(_mask_file(out_dir, spec.mask_id), table.to_csv(index=False, float_format="%.6f"))
+                bar.update(len(chunk))
     return load_sweep(out_dir) if all(_mask_file(out_dir, s.mask_id).exists() for s in specs) else None
 
 

@@ -1,3 +1,9 @@
+import os
+
+# No network in tests (loopback only) and no model hub: set before headlab is imported anywhere.
+os.environ.setdefault("HEADLAB_NO_NETWORK", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
 import pytest
 import torch
 from transformers import BertConfig, BertForSequenceClassification, MPNetConfig, MPNetForSequenceClassification

@@ -1,0 +1,126 @@
+"""Time headlab's sweep engine against the naive loop, on the default model and test split.
+
+The naive loop is how the transformers ``bertology`` example did it: one mask at a time, a full forward pass,
+every pair padded to 128 tokens, eager attention. headlab's engine: length-sorted dynamic padding, sdpa,
+reuse of the unmasked layers below a mask's first masked head, several masks per pass where asked.
+
+    python benchmarks/sweep_speed.py                    # both workloads, every mask, both ways
+    python benchmarks/sweep_speed.py --naive-sample 12  # time the naive loop on 12 masks per workload only
+
+Prints both times, their ratio, the largest accuracy difference between the two (0 expected on a CPU), and
+the achieved FLOP/s against this machine's measured fp32 matmul peak.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+
+from headlab.engine import MaskEngine, first_masked_layer
+from headlab.evaluate import Encoded
+from headlab.masking import mask_heads
+from headlab.model import NUM_GRADES
+from headlab.study import Study
+from headlab.sweep import random_share_specs, single_head_specs
+
+
+def naive_probabilities(model, encoded: Encoded, mask, batch_size: int, device) -> np.ndarray:
+    """One mask, full forward passes, every pair padded to 128 tokens, eager attention."""
+    probs = np.zeros((len(encoded), NUM_GRADES), dtype=np.float32)
+    with torch.inference_mode(), mask_heads(model, mask):
+        for start in range(0, len(encoded), batch_size):
+            rows = range(start, min(start + batch_size, len(encoded)))
+            ids = torch.zeros((len(rows), 128), dtype=torch.long)
+            types = torch.zeros_like(ids)
+            attention = torch.zeros_like(ids)
+            for r, i in enumerate(rows):
+                n = len(encoded.input_ids[i])
+                ids[r, :n] = torch.tensor(encoded.input_ids[i])
+                types[r, :n] = torch.tensor(encoded.token_type_ids[i])
+                attention[r, :n] = 1
+            logits = model(input_ids=ids.to(device), token_type_ids=types.to(device),
+                           attention_mask=attention.to(device)).logits
+            probs[start : start + len(rows)] = torch.softmax(logits.float(), -1).cpu().numpy()
+    return probs
+
+
+def matmul_peak(device, n: int = 2048, repeats: int = 10) -> float:
+    """Measured fp32 matmul FLOP/s: the practical ceiling for this model's work on this machine."""
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+    a @ b
+    started = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return 2 * n**3 * repeats / (time.perf_counter() - started)
+
+
+def engine_flops(model, encoded: Encoded, masks, batch_size: int) -> float:
+    """Matmul FLOPs the engine performs (skipped layers excluded): projections, attention and feed-forward."""
+    cfg = model.config
+    d, inner, layers = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
+    lengths = np.sort([len(x) for x in encoded.input_ids])
+    per_layer = 0.0
+    for start in range(0, len(lengths), batch_size):
+        t = lengths[start : start + batch_size].max()
+        rows = len(lengths[start : start + batch_size])
+        per_layer += rows * (2 * 4 * t * d * d + 2 * 2 * t * t * d + 2 * 2 * t * d * inner)
+    computed_layers = sum(layers - min(first_masked_layer(m), layers) for m in masks)
+    return per_layer * (computed_layers + layers)  # + the one unmasked pass that records layer outputs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--masks-per-pass", type=int, default=1)
+    parser.add_argument("--naive-sample", type=int, default=0, help="naive loop on this many masks per workload (0: all)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    study = Study(device=args.device, seed=args.seed)
+    setup = study.setup()
+    model, encoded = setup.model, setup.encoded
+    layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
+    device = study.torch_device
+    print(f"model {study.checkpoint.name}: {layers}x{heads} heads, {len(encoded)} test pairs, device {device}, "
+          f"{torch.get_num_threads()} threads")
+    workloads = {
+        "single-head grid": single_head_specs(layers, heads),
+        "10 shares x 10 draws": random_share_specs(layers, heads, [i / 10 for i in range(1, 11)], 10, args.seed),
+    }
+    rng = np.random.default_rng(args.seed)
+    total_engine = total_naive = 0.0
+    for name, specs in workloads.items():
+        masks = [s.keep(layers, heads) for s in specs]
+        started = time.perf_counter()
+        engine = MaskEngine(model, encoded, args.batch_size, device, masks_per_pass=args.masks_per_pass)
+        fast = engine.probabilities(masks)
+        t_engine = time.perf_counter() - started
+        flops = engine_flops(model, encoded, masks, args.batch_size)
+
+        picked = np.arange(len(masks)) if not args.naive_sample else np.sort(rng.choice(len(masks), args.naive_sample, replace=False))
+        model.set_attn_implementation("eager")
+        started = time.perf_counter()
+        slow = {i: naive_probabilities(model, encoded, masks[i], args.batch_size, device) for i in picked}
+        t_naive = (time.perf_counter() - started) * len(masks) / len(picked)
+        model.set_attn_implementation("sdpa")
+        acc = lambda p: float(np.mean(p.argmax(1) + 1 == encoded.grades))
+        diff = max(abs(acc(fast[i]) - acc(slow[i])) for i in picked)
+        note = "" if len(picked) == len(masks) else f" (extrapolated from {len(picked)} of {len(masks)} masks)"
+        print(f"\n{name}: {len(masks)} masks")
+        print(f"  naive loop : {t_naive:8.1f} s{note}")
+        print(f"  headlab    : {t_engine:8.1f} s   ({flops / t_engine / 1e9:.1f} GFLOP/s achieved)")
+        print(f"  speed-up   : {t_naive / t_engine:8.2f}x   largest accuracy difference: {diff:.6f}")
+        total_engine += t_engine
+        total_naive += t_naive
+    peak = matmul_peak(device)
+    print(f"\nall workloads: naive {total_naive:.1f} s, headlab {total_engine:.1f} s, speed-up {total_naive / total_engine:.2f}x")
+    print(f"measured fp32 matmul peak on this machine: {peak / 1e9:.1f} GFLOP/s")
+
+
+if __name__ == "__main__":
+    main()
