@@ -28,6 +28,7 @@ book: assets
 	$(BIN)/python -m headlab.book --preset $(PRESET) $(foreach s,$(SET),--set $(s))
 
 test: venv
+	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 	$(BIN)/python -m pytest
 
 clean:

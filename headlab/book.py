@@ -95,7 +95,10 @@ def _check_settings(settings: dict, notebooks: list[Path]) -> None:
 
 def build(settings: dict, work: Path | None = None, run_dir: Path | None = None, only: list[str] | None = None) -> Path:
     """Execute the toc's notebooks into ``<work>/executed`` and build the site; return the path of index.html."""
-    from headlab.render import write_js_assets
+    import nbformat
+
+    from headlab.bookjs import write_scripts
+    from headlab.render import static_widgets
 
     source = REPO / "book"
     work = Path(work) if work else source
@@ -113,9 +116,13 @@ def build(settings: dict, work: Path | None = None, run_dir: Path | None = None,
                 raise BookError(f"--only skips {name}, but it has never been executed into {work / 'executed'}")
             continue
         print(f"[book] executing notebooks/{name}.ipynb ...", flush=True)
-        seconds = execute_notebook(REPO / "notebooks" / f"{name}.ipynb", work / "executed" / f"{name}.ipynb", settings, REPO)
+        executed = work / "executed" / f"{name}.ipynb"
+        seconds = execute_notebook(REPO / "notebooks" / f"{name}.ipynb", executed, settings, REPO)
+        nb = nbformat.read(str(executed), as_version=4)
+        static_widgets(nb)  # the static book embeds no widgets: no widget JavaScript from a CDN
+        nbformat.write(nb, str(executed))
         print(f"[book] {name}: {seconds:.0f} s", flush=True)
-    write_js_assets(work / "_extra")
+    write_scripts(work / "_extra")
     jb = Path(sys.executable).with_name("jupyter-book")
     command = [str(jb if jb.exists() else "jupyter-book"), "build", str(work), "--config", str(REPO / "_config.yml"),
                "--toc", str(work / "_toc.yml"), "-W", "-n", "--keep-going", "--all"]

@@ -184,7 +184,8 @@ def half_gap(per_example: pd.DataFrame, plan: pd.DataFrame, base_correct: np.nda
     Each half's effect is that of its accuracy averaged over draws, as in :func:`headlab.sweep.share_curve`
     (same bootstrap, so the same numbers). ``gap = upper_change - lower_change``: positive when masking
     lower heads costs more, in points of relative change; its 95% interval resamples test examples once
-    for both halves and the baseline (paired), so it is narrower than the two intervals side by side.
+    for both halves and the baseline (paired), so what the halves share cancels and it is usually narrower
+    than the two intervals side by side suggest.
     """
     base = np.asarray(base_correct, dtype=np.float64)
     correct = per_example.pivot(index="mask_id", columns="example", values="correct")

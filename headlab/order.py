@@ -12,11 +12,13 @@ import zlib
 import numpy as np
 import pandas as pd
 import torch
+from scipy import stats as sps
 
 from headlab.attention import attention_maps
 from headlab.evaluate import Encoded, predict, predicted_grades
 from headlab.masking import head_grid
 from headlab.stats import bootstrap_weights
+from headlab.sweep import MaskSpec, baseline_spec
 
 GRADES = np.arange(1, 6, dtype=np.float64)
 
@@ -150,24 +152,34 @@ def random_head_sets(layers: int, heads: int, k: int, draws: int, seed: int, exc
     return [sorted(pool[i] for i in rng.choice(len(pool), size=k, replace=False)) for _ in range(draws)]
 
 
-def removal_mask(model, heads) -> torch.Tensor:
-    """(L, H) mask removing ``heads``."""
-    mask = torch.ones(head_grid(model))
-    for layer, head in heads:
-        mask[layer, head] = 0.0
-    return mask
+def grade_shares(effects: pd.DataFrame, examples=None) -> pd.DataFrame:
+    """Predicted-grade distribution over the set, unmasked, with original and shuffled titles: condition, grade, count, share."""
+    rows = _unmasked(effects, examples)
+    out = []
+    for condition, column in (("original", "predicted"), ("shuffled", "predicted_shuffled")):
+        counts = rows[column].value_counts().reindex(range(1, len(GRADES) + 1), fill_value=0)
+        out += [{"condition": condition, "grade": g, "count": int(c), "share": c / len(rows)} for g, c in counts.items()]
+    return pd.DataFrame(out)
 
 
-def shift_under_masks(model, original: Encoded, shuffled: Encoded, head_sets, batch_size: int = 64, device="cpu",
-                      pad_id: int = 0) -> np.ndarray:
-    """Mean expected-grade shift (shuffled - original) with each set of heads removed from both runs."""
-    shifts = []
-    for heads in head_sets:
-        mask = removal_mask(model, heads)
-        p = predict(model, original, mask=mask, batch_size=batch_size, device=device, pad_id=pad_id)
-        q = predict(model, shuffled, mask=mask, batch_size=batch_size, device=device, pad_id=pad_id)
-        shifts.append(float(np.mean(expected_grade(q) - expected_grade(p))))
-    return np.asarray(shifts)
+def shift_by_grade(effects: pd.DataFrame, examples=None, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """Per gold grade (and all together), unmasked: mean expected grade before and after shuffling, the shift with its 95% interval, and tv."""
+    rows = _unmasked(effects, examples)
+    out = []
+    for grade, group in [*rows.groupby("grade"), ("all", rows)]:
+        shift, lo, hi = _interval(group["shift"].to_numpy(), bootstrap_weights(len(group), n_boot, seed))
+        out.append({"grade": str(grade), "n_examples": len(group), "expected": group["expected"].mean(),
+                    "expected_shuffled": group["expected_shuffled"].mean(), "shift": shift, "lo": lo, "hi": hi,
+                    "tv": group["tv"].mean()})
+    return pd.DataFrame(out)
+
+
+def _unmasked(effects: pd.DataFrame, examples) -> pd.DataFrame:
+    rows = effects[effects["kind"] == "none"]
+    return rows if examples is None else rows[rows["example"].isin(list(examples))]
+
+
+# --- masking the order heads against masking random heads ------------------------------------------
 
 
 def sensitivity_reduction(order_value: float, random_values, unmasked_value: float | None = None) -> dict:
@@ -192,21 +204,213 @@ def sensitivity_reduction(order_value: float, random_values, unmasked_value: flo
     return out
 
 
-def case_candidates(frame: pd.DataFrame, probs_original: np.ndarray, probs_shuffled: np.ndarray, min_grade: int = 4,
-                    min_drop: int = 2, shuffled_titles=None) -> tuple[pd.DataFrame, float]:
-    """Examples like the study's case, and the share of the evaluation set they are.
 
-    A candidate has gold grade and original predicted grade at least ``min_grade`` and loses at least
-    ``min_drop`` predicted grades when its title is shuffled.
+
+def order_mask_specs(order_table: pd.DataFrame, k: int, draws: int, seed: int, layers: int, heads: int) -> list[MaskSpec]:
+    """The sweep that tests the order heads: no mask, the ``k`` top-ranked order heads, and ``draws`` sets of k random others.
+
+    Random heads are drawn from the heads *not* among the k order heads, so the control removes as many
+    heads but none of the ones under test.
     """
-    gold = frame["label"].to_numpy()
-    before, after = predicted_grades(probs_original), predicted_grades(probs_shuffled)
-    hit = (gold >= min_grade) & (before >= min_grade) & (before - after >= min_drop)
-    table = frame.loc[hit, ["query", "title", "label"]].copy()
-    if shuffled_titles is not None:
-        table["shuffled_title"] = np.asarray(list(shuffled_titles), dtype=object)[hit]
-    table["example"] = np.flatnonzero(hit)
-    table["predicted"], table["predicted_shuffled"] = before[hit], after[hit]
-    table["expected"] = expected_grade(probs_original)[hit]
-    table["expected_shuffled"] = expected_grade(probs_shuffled)[hit]
-    return table.reset_index(drop=True), float(hit.mean())
+    top = order_table.sort_values("rank").head(k)
+    order = tuple(sorted(zip(top["layer"].astype(int), top["head"].astype(int))))
+    specs = [baseline_spec(), MaskSpec(f"order-k{k}", order, "order", {"k": k})]
+    for draw, picked in enumerate(random_head_sets(layers, heads, k, draws, seed, exclude=order)):
+        specs.append(MaskSpec(f"random-k{k}-d{draw}", tuple(picked), "random", {"k": k, "draw": draw}))
+    return specs
+
+
+PROBS = [f"p{g}" for g in range(1, 6)]
+SHUFFLED_PROBS = [f"{p}_shuffled" for p in PROBS]
+
+
+def shuffle_effects(original: pd.DataFrame, shuffled: pd.DataFrame, plan: pd.DataFrame) -> pd.DataFrame:
+    """Per mask and example: grades and grade distributions with the original and the shuffled title, and how they moved.
+
+    ``original`` and ``shuffled`` are the per-example sweep tables (:func:`headlab.sweep.run_sweep`) of the same
+    masks on the original and on the shuffled titles. ``shift`` is E[grade | shuffled] - E[grade | original];
+    ``tv`` the total variation distance between the two grade distributions (0 unchanged, 1 disjoint).
+    """
+    merged = original.merge(shuffled[["mask_id", "example", "predicted", *PROBS]], on=["mask_id", "example"],
+                            suffixes=("", "_shuffled"), validate="one_to_one")
+    if len(merged) != len(original) or len(merged) != len(shuffled):
+        raise ValueError("the original and shuffled sweeps cover different masks or examples")
+    p, q = merged[PROBS].to_numpy(np.float64), merged[SHUFFLED_PROBS].to_numpy(np.float64)
+    merged["expected"], merged["expected_shuffled"] = expected_grade(p), expected_grade(q)
+    merged["shift"] = merged["expected_shuffled"] - merged["expected"]
+    merged["tv"] = 0.5 * np.abs(q - p).sum(axis=1)
+    merged = merged.merge(plan[["mask_id", "kind"]], on="mask_id", how="left")
+    return merged[["mask_id", "kind", "example", "grade", "predicted", "predicted_shuffled", "expected",
+                   "expected_shuffled", "shift", "tv", *PROBS, *SHUFFLED_PROBS]]
+
+
+def _per_kind(effects: pd.DataFrame, measure: str, examples) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(unmasked per example, order-masked per example, random draws x examples) of one measure."""
+    wide = effects.pivot(index="mask_id", columns="example", values=measure)
+    kinds = effects.drop_duplicates("mask_id").set_index("mask_id")["kind"]
+    wide = wide.loc[:, list(examples)] if examples is not None else wide
+    pick = lambda kind: wide.loc[kinds[kinds == kind].index].to_numpy(np.float64)
+    return pick("none")[0], pick("order")[0], pick("random")
+
+
+def masking_comparison(effects: pd.DataFrame, examples=None, n_boot: int = 2000, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Is the model less sensitive to the shuffle with the order heads masked than with k random heads masked?
+
+    Returns ``(conditions, tests)``. conditions: one row per measure (tv, shift) and condition (no mask, order
+    heads, random heads: the mean over draws), the mean over ``examples`` (default all) with a 95% bootstrap
+    interval over examples (the same resamples for every condition), and for random heads the 2.5-97.5%
+    range of the draws' means. tests: per measure, the order heads' value against the random draws (the
+    empirical one-sided p-value of :func:`sensitivity_reduction`, over the draws), and the paired difference
+    order - random (mean over draws) per example, with its bootstrap interval.
+    """
+    rows, tests = [], []
+    for measure in ("tv", "shift"):
+        none, order, random = _per_kind(effects, measure, examples)
+        w = bootstrap_weights(len(none), n_boot, seed)
+        draw_means = random.mean(axis=1)
+        for condition, values in (("no mask", none), ("order heads", order), ("random heads", random.mean(axis=0))):
+            value, lo, hi = _interval(values, w)
+            extra = {"draw_lo": float(np.quantile(draw_means, 0.025)), "draw_hi": float(np.quantile(draw_means, 0.975)),
+                     "n_draws": len(draw_means)} if condition == "random heads" else {}
+            rows.append({"measure": measure, "condition": condition, "value": value, "lo": lo, "hi": hi,
+                         "n_examples": len(none), **extra})
+        diff, diff_lo, diff_hi = _interval(order - random.mean(axis=0), w)
+        reduction = sensitivity_reduction(order.mean(), draw_means, unmasked_value=none.mean())
+        tests.append({"measure": measure, **reduction, "difference": diff, "difference_lo": diff_lo,
+                      "difference_hi": diff_hi, "n_examples": len(none)})
+    return pd.DataFrame(rows), pd.DataFrame(tests)
+
+
+def draw_table(effects: pd.DataFrame, examples=None) -> pd.DataFrame:
+    """One row per mask: its kind and mean tv and shift over ``examples`` (the random draws' spread, for a chart)."""
+    rows = effects if examples is None else effects[effects["example"].isin(list(examples))]
+    return rows.groupby(["mask_id", "kind"], sort=False)[["tv", "shift"]].mean().reset_index()
+
+
+# --- the study's case ------------------------------------------------------------------------------
+
+CONDITIONS = ("original", "shuffled", "shuffled, order heads masked", "shuffled, random heads masked")
+
+
+def case_table(effects: pd.DataFrame, min_grade: int = 4, min_drop: int = 2) -> pd.DataFrame:
+    """One row per example: predicted and expected grade under the study's four conditions, and which pattern it shows.
+
+    Conditions are :data:`CONDITIONS`; with random heads the grade distribution is the mean over draws.
+    Patterns, nested like the study's case: ``relevant`` (gold and predicted grade at least ``min_grade``),
+    ``drops`` (and shuffling costs at least ``min_drop`` predicted grades), ``order_restores`` (and masking
+    the order heads gives the shuffled title a higher grade than unmasked), ``study_like`` (and random heads
+    masked do not).
+    """
+    def by_kind(kind):
+        return effects[effects["kind"] == kind].groupby("example")
+    unmasked = by_kind("none").first()
+    order = by_kind("order").first()
+    random = by_kind("random")[SHUFFLED_PROBS].mean()
+    table = pd.DataFrame({"example": unmasked.index, "grade": unmasked["grade"].to_numpy()})
+    distributions = {
+        CONDITIONS[0]: unmasked[PROBS].to_numpy(np.float64), CONDITIONS[1]: unmasked[SHUFFLED_PROBS].to_numpy(np.float64),
+        CONDITIONS[2]: order.loc[unmasked.index, SHUFFLED_PROBS].to_numpy(np.float64),
+        CONDITIONS[3]: random.loc[unmasked.index].to_numpy(np.float64),
+    }
+    for short, condition in zip(("original", "shuffled", "order", "random"), CONDITIONS):
+        table[f"predicted_{short}"] = predicted_grades(distributions[condition])
+        table[f"expected_{short}"] = expected_grade(distributions[condition])
+    table["relevant"] = (table["grade"] >= min_grade) & (table["predicted_original"] >= min_grade)
+    table["drops"] = table["relevant"] & (table["predicted_original"] - table["predicted_shuffled"] >= min_drop)
+    table["order_restores"] = table["drops"] & (table["predicted_order"] > table["predicted_shuffled"])
+    table["study_like"] = table["order_restores"] & (table["predicted_random"] <= table["predicted_shuffled"])
+    return table
+
+
+PATTERNS = {
+    "relevant": "gold and predicted grade high",
+    "drops": "... and the shuffled title loses grades",
+    "order_restores": "... and masking the order heads raises it again",
+    "study_like": "... and masking random heads does not",
+}
+
+
+def case_shares(cases: pd.DataFrame, examples=None) -> pd.DataFrame:
+    """How many examples show each nested pattern of the study's case, and what share of the set they are.
+
+    ``lo``/``hi``: the exact (Clopper-Pearson) 95% interval of the share.
+    """
+    rows = cases if examples is None else cases[cases["example"].isin(list(examples))]
+    out = []
+    for name, text in PATTERNS.items():
+        count = int(rows[name].sum())
+        interval = sps.binomtest(count, len(rows)).proportion_ci(0.95)
+        out.append({"pattern": name, "description": text, "count": count, "share": count / len(rows),
+                    "lo": interval.low, "hi": interval.high, "n_examples": len(rows)})
+    return pd.DataFrame(out)
+
+
+def rank_cases(cases: pd.DataFrame, examples=None) -> pd.DataFrame:
+    """The examples ordered by how far they follow the study's case: deepest pattern first, then largest fall of expected grade.
+
+    Adds ``pattern`` (the deepest of :data:`PATTERNS` it shows, or "none") and ``fall`` (expected grade, original
+    minus shuffled).
+    """
+    rows = cases if examples is None else cases[cases["example"].isin(list(examples))]
+    depth = sum(rows[p].astype(int) for p in PATTERNS)
+    names = np.array(["none", *PATTERNS])
+    ranked = rows.assign(pattern=names[depth.to_numpy()], depth=depth,
+                         fall=rows["expected_original"] - rows["expected_shuffled"])
+    return ranked.sort_values(["depth", "fall"], ascending=False, kind="stable").drop(columns="depth")
+
+
+def pick_case(cases: pd.DataFrame, examples=None) -> tuple[int, str]:
+    """``(example, pattern)``: the example most like the study's case (see :func:`rank_cases`) and the deepest pattern it shows."""
+    top = rank_cases(cases, examples).iloc[0]
+    return int(top["example"]), str(top["pattern"])
+
+
+def case_distributions(effects: pd.DataFrame, example: int) -> pd.DataFrame:
+    """Tidy grade distributions of one example under the four :data:`CONDITIONS`: condition, grade, probability."""
+    rows = effects[effects["example"] == example]
+    unmasked, order = rows[rows["kind"] == "none"].iloc[0], rows[rows["kind"] == "order"].iloc[0]
+    random = rows[rows["kind"] == "random"][SHUFFLED_PROBS].mean()
+    values = [unmasked[PROBS], unmasked[SHUFFLED_PROBS], order[SHUFFLED_PROBS], random]
+    return _tidy_distributions(dict(zip(CONDITIONS, (np.asarray(v, dtype=np.float64) for v in values))))
+
+
+def _tidy_distributions(by_condition: dict) -> pd.DataFrame:
+    return pd.DataFrame([{"condition": c, "grade": g + 1, "probability": float(p[g])}
+                         for c, p in by_condition.items() for g in range(len(GRADES))])
+
+
+def case_k_table(model, original: Encoded, shuffled: Encoded, examples, order_table: pd.DataFrame, k_values,
+                 draws: int, seed: int, batch_size: int = 64, device="cpu", pad_id: int = 0) -> pd.DataFrame:
+    """The four conditions' grade distributions of a few examples for each k (top-k order heads, or k random others).
+
+    For the static explorer of the case study: rows example, k, condition, grade, probability. Random heads are
+    ``draws`` seeded sets per k, drawn from the heads outside the top k, and averaged.
+    """
+    examples = list(examples)
+    orig, shuf = original.subset(examples), shuffled.subset(examples)
+
+    def run(enc, heads=()):
+        mask = removal_mask(model, heads) if heads else None
+        return predict(model, enc, mask=mask, batch_size=batch_size, device=device, pad_id=pad_id)
+
+    base_o, base_s = run(orig), run(shuf)
+    ranked = order_table.sort_values("rank")
+    layers, heads = head_grid(model)
+    tables = []
+    for k in k_values:
+        top = list(zip(ranked["layer"].astype(int)[:k], ranked["head"].astype(int)[:k]))
+        order_s = run(shuf, top)
+        random_s = np.mean([run(shuf, picked) for picked in random_head_sets(layers, heads, k, draws, seed, exclude=top)]
+                           if k else [base_s], axis=0)
+        for row, example in enumerate(examples):
+            values = (base_o[row], base_s[row], order_s[row], random_s[row])
+            tables.append(_tidy_distributions(dict(zip(CONDITIONS, values))).assign(example=example, k=k))
+    return pd.concat(tables, ignore_index=True)[["example", "k", "condition", "grade", "probability"]]
+
+
+def removal_mask(model, heads) -> torch.Tensor:
+    """(L, H) mask removing ``heads``."""
+    mask = torch.ones(head_grid(model))
+    for layer, head in heads:
+        mask[layer, head] = 0.0
+    return mask

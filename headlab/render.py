@@ -1,72 +1,86 @@
-"""Show Altair charts so that the built book draws them with no network.
+"""Notebook outputs that show with no network in the built book: Altair charts and ipywidgets.
 
-In JupyterLab a chart is shown the usual way (Altair's own renderer). When the book is built
-(``HEADLAB_BOOK=1``, set by ``python -m headlab.book``), a chart becomes HTML that loads the Vega bundle
-shipped with the book (written by :func:`write_js_assets` from ``vl-convert-python``, a pinned PyPI
-package) relative to the page's ``data-content_root``, instead of from a CDN.
+In JupyterLab a chart is shown the usual way (Altair's own renderer). When the book is built (``HEADLAB_BOOK=1``,
+set by ``python -m headlab.book``), :func:`show` turns a chart into HTML that draws it with the Vega bundle the
+book ships (:mod:`headlab.bookjs`), with a static SVG inside ``<noscript>`` for readers without JavaScript.
+
+Widgets need a kernel, so the book does not embed them (no widget JavaScript on any page): :func:`static_widgets`
+drops finished progress bars and replaces every other widget with a note that its live version needs JupyterLab.
+A notebook that keeps a widget shows the same exploration as a chart over its saved results.
 """
 from __future__ import annotations
 
-import hashlib
-import itertools
 import json
 import os
-from pathlib import Path
+import uuid
 
-JS_DIR = "headlab-js"
-_COUNTER = itertools.count()
-VEGA_FILE = f"{JS_DIR}/vega-embed.js"
+from headlab.bookjs import VEGA_LITE, VEGA_PATH, after_loading
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+LIVE_ONLY_NOTE = ('<p class="headlab-live-only"><em>An interactive control was here: it needs a running Python '
+                  'kernel. Open this notebook in JupyterLab to use it; the static book shows the same results in '
+                  'the charts.</em></p>')
 
 
 def in_book() -> bool:
     return os.environ.get("HEADLAB_BOOK") == "1"
 
 
-def write_js_assets(extra_dir: Path) -> list[Path]:
-    """Write the JavaScript the book's pages load into ``extra_dir`` (copied to the site root by Sphinx)."""
-    import vl_convert
-
-    target = Path(extra_dir) / VEGA_FILE
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(vl_convert.javascript_bundle(), encoding="utf-8")
-    return [target]
-
-
-_LOADER = """<div id="{id}" class="headlab-chart" style="width:100%"></div>
-<script>
-(function () {{
-  var el = document.getElementById("{id}");
-  var spec = {spec};
-  function draw() {{
-    vegaEmbed(el, spec, {{actions: false, renderer: "svg"}}).catch(function (err) {{
-      el.textContent = "chart failed: " + err; console.error(err);
-    }});
-  }}
-  if (!window.headlabVega) {{
-    window.headlabVega = new Promise(function (resolve, reject) {{
-      var root = document.documentElement.getAttribute("data-content_root") || "";
-      var s = document.createElement("script");
-      s.src = root + "{vega}"; s.onload = resolve; s.onerror = reject;
-      document.head.appendChild(s);
-    }});
-  }}
-  window.headlabVega.then(draw, function () {{ el.textContent = "could not load {vega}"; }});
-}})();
-</script>"""
+_DRAW = """var el = document.getElementById("{id}");
+return vegaEmbed(el, {spec}, {{actions: false, renderer: "svg"}}).catch(function (err) {{
+  el.textContent = "chart failed: " + err; throw err;
+}});"""
 
 
 class BookChart:
-    """Display wrapper: HTML for the book, the chart itself everywhere else."""
+    """Display wrapper for the book: a div that vega-embed fills, and the chart as SVG for readers without JS."""
 
     def __init__(self, chart):
         self.chart = chart
 
     def _repr_html_(self) -> str:
-        spec = json.dumps(self.chart.to_dict(), separators=(",", ":")).replace("</", "<\\/")
-        chart_id = f"hl-{hashlib.sha1(spec.encode()).hexdigest()[:10]}-{next(_COUNTER)}"
-        return _LOADER.format(id=chart_id, spec=spec, vega=VEGA_FILE)
+        import vl_convert
+
+        spec = self.chart.to_dict()
+        chart_id = f"headlab-chart-{uuid.uuid4().hex[:12]}"
+        code = _DRAW.format(id=chart_id, spec=json.dumps(spec, separators=(",", ":")).replace("</", "<\\/"))
+        svg = vl_convert.vegalite_to_svg(spec, vl_version=f"v{VEGA_LITE}")
+        return (f'<div id="{chart_id}" class="headlab-chart"></div>\n'
+                f"<noscript>{svg}</noscript>\n{after_loading([VEGA_PATH], code)}")
 
 
 def show(chart):
-    """Return what a notebook cell should end with to display ``chart`` (live or in the static book)."""
+    """What a notebook cell should end with to display ``chart``: live, the chart; in the book, a BookChart."""
     return BookChart(chart) if in_book() else chart
+
+
+def _is_progress_bar(model_id: str, state: dict) -> bool:
+    """tqdm's notebook bar is an HBox whose children include a FloatProgress (or IntProgress)."""
+    model = state.get(model_id, {})
+    children = [ref.removeprefix("IPY_MODEL_") for ref in model.get("state", {}).get("children", [])]
+    return model.get("model_name") == "HBoxModel" and any(
+        state.get(child, {}).get("model_name") in ("FloatProgressModel", "IntProgressModel") for child in children)
+
+
+def static_widgets(nb) -> int:
+    """Make a notebook's widgets static, in place: drop progress bars, note the rest; return how many changed.
+
+    The saved widget state goes too, so the book loads no widget JavaScript (myst-nb would fetch it from a CDN).
+    """
+    state = nb.metadata.pop("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    changed = 0
+    for cell in nb.cells:
+        kept = []
+        for output in cell.get("outputs", []):
+            view = output.get("data", {}).get(WIDGET_VIEW)
+            if view is None:
+                kept.append(output)
+                continue
+            changed += 1
+            if not _is_progress_bar(view.get("model_id", ""), state):
+                output["data"] = {"text/html": LIVE_ONLY_NOTE, "text/plain": "(interactive control: live only)"}
+                kept.append(output)
+        if "outputs" in cell:
+            cell["outputs"] = kept
+    return changed

@@ -19,6 +19,23 @@ import pandas as pd
 from headlab.attention import Tokens, attention_maps, token_roles
 from headlab.stats import bootstrap_weights
 
+# A small English stopword list (articles, pronouns, prepositions, conjunctions, auxiliaries and the pieces
+# WordPiece cuts from contractions), lower case as an uncased tokenizer writes them. About half of the tokens
+# of an STS-B pair also occur in its other sentence, mostly such words; leaving them out makes "shared
+# terms" mean shared content words. It has no effect on Chinese text.
+ENGLISH_STOPWORDS = frozenset("""
+a an the this that these those there here
+i me my mine we us our ours you your yours he him his she her hers it its they them their theirs
+what which who whom whose when where why how
+am is are was were be been being have has had having do does did doing will would shall should can could
+may might must
+and or but nor so yet if then than as because while although though
+of at by for with about against between into through during before after above below to from up down in out
+on off over under again further once
+all any both each few more most other some such no not only own same too very just also
+s t d ll m re ve
+""".split())
+
 ROLE_COLUMNS = ["match", "match_baseline", "match_ratio", "match_excess", "self", "sep", "cls", "prev", "next"]
 
 
@@ -53,6 +70,51 @@ def shared_terms(tokens: Tokens, tokenizer, stopwords=None) -> list[tuple[int, i
         if is_term(t):
             title_by_id.setdefault(tokens.ids[t], []).append(t)
     return [(q, t) for q in tokens.query if is_term(q) for t in title_by_id.get(tokens.ids[q], [])]
+
+
+def longest_shared_phrase(tokens: Tokens) -> tuple[int, int, int]:
+    """The longest run of identical consecutive tokens in query and title: (query start, title start, length).
+
+    Tokens are compared by id as in :func:`shared_terms`, but stopwords and punctuation count inside a
+    phrase ("grew up in iran"). Length 0 when the sentences share no token.
+    """
+    query = [tokens.ids[i] for i in tokens.query]
+    title = [tokens.ids[i] for i in tokens.title]
+    best = (tokens.query.start, tokens.title.start, 0)
+    run = [0] * (len(title) + 1)  # run[j + 1]: length of the common run ending at query[i] and title[j]
+    for i, q in enumerate(query):
+        for j in range(len(title) - 1, -1, -1):
+            run[j + 1] = run[j] + 1 if q == title[j] else 0
+            if run[j + 1] > best[2]:
+                best = (tokens.query.start + i - run[j + 1] + 1, tokens.title.start + j - run[j + 1] + 1, run[j + 1])
+    return best
+
+
+def showcase_examples(encoded, tokenizer, max_tokens: int = 32, stopwords=None) -> pd.DataFrame:
+    """Pairs that show term matching best: the longest shared phrase first, among pairs of at most ``max_tokens``.
+
+    One row per pair that shares at least one term: example, n_tokens, n_shared (shared-term pairs, as
+    :func:`shared_terms` counts them), phrase_terms (terms in the longest shared phrase), phrase_length
+    (its tokens), phrase (its text). Sorted by phrase_terms, then phrase_length (both descending), then
+    n_tokens (short pairs are easier to read), then example.
+    """
+    rows = []
+    for example, ids in enumerate(encoded.input_ids):
+        if len(ids) > max_tokens:
+            continue
+        tokens = token_roles(tokenizer, ids)
+        pairs = shared_terms(tokens, tokenizer, stopwords)
+        if not pairs:
+            continue
+        start, _, length = longest_shared_phrase(tokens)
+        terms = {q for q, _ in pairs}
+        rows.append({"example": example, "n_tokens": len(ids), "n_shared": len(pairs),
+                     "phrase_terms": sum(i in terms for i in range(start, start + length)), "phrase_length": length,
+                     "phrase": tokenizer.convert_tokens_to_string(tokens.tokens[start:start + length])})
+    columns = ["example", "n_tokens", "n_shared", "phrase_terms", "phrase_length", "phrase"]
+    table = pd.DataFrame(rows, columns=columns)
+    return table.sort_values(["phrase_terms", "phrase_length", "n_tokens", "example"],
+                             ascending=[False, False, True, True], ignore_index=True)
 
 
 def _match_scores(maps: np.ndarray, tokens: Tokens, pairs) -> dict[str, np.ndarray]:
@@ -111,7 +173,7 @@ def role_scores(model, encoded, tokenizer, indices=None, mask=None, batch_size: 
 
     Works for a bare encoder and for a model with a classifier on top. Returns :func:`summarize_roles` of
     the per-example table, or with ``per_example=True`` that table itself (example, layer, head, one
-    column per role): the paired values that before/after comparisons (:func:`finetune_delta`) need.
+    column per role): the paired values that before/after comparisons (:func:`paired_delta`) need.
     """
     pad_id = tokenizer.pad_token_id or 0
     frames = []
@@ -146,52 +208,66 @@ def rank_heads(scores: pd.DataFrame, by: str = "match_excess", among_layers=None
     return [(int(layer), int(head)) for layer, head in zip(top["layer"], top["head"])], top
 
 
-def cls_attention_on_shared(maps: np.ndarray, tokens: Tokens, tokenizer, layer: int, head: int,
-                            stopwords=None) -> dict:
-    """How one head's [CLS] row spreads over the non-special tokens, and how much lands on shared terms.
+def cls_attention_on_shared(maps: np.ndarray, tokens: Tokens, tokenizer, stopwords=None) -> dict:
+    """How every head's [CLS] row spreads over the non-special tokens, and how much lands on shared terms.
 
-    The row is renormalised over the non-special tokens (``content_mass`` is the share it had before),
-    so ``shared_share`` can be read against ``chance``, the share a uniform row would give
+    Each row is renormalised over the non-special tokens (``content_mass``, per head, is the share it had
+    before), so ``shared_share`` can be read against ``chance``, the share a uniform row would give
     (shared-term tokens / non-special tokens). Both are NaN when the pair shares no term. ``entropy``
-    (nats) of the renormalised row is 0 when all of it sits on one token and log(n_tokens) when uniform.
+    (nats) of the renormalised row is 0 when all of it sits on one token and log(n_tokens) when uniform;
+    ``n_effective`` = exp(entropy) is the number of tokens a uniform row with that entropy would cover.
+    Per-head values are (layers, heads) arrays; ``chance``, ``n_shared_tokens``, ``n_tokens`` are numbers.
     """
     content = content_positions(tokens, tokenizer)
-    row = maps[layer, head, tokens.cls, content].astype(np.float64)
-    content_mass = float(row.sum())
-    p = row / content_mass
+    rows = maps[:, :, tokens.cls, content].astype(np.float64)  # (L, H, content)
+    content_mass = rows.sum(axis=-1)
+    p = rows / content_mass[..., None]
     shared = {i for pair in shared_terms(tokens, tokenizer, stopwords) for i in pair}
     on_shared = np.array([i in shared for i in content])
-    nonzero = p[p > 0]
+    entropy = -np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0).sum(axis=-1)
     return {
-        "shared_share": float(p[on_shared].sum()) if shared else float("nan"),
+        "shared_share": p[..., on_shared].sum(axis=-1) if shared else np.full(content_mass.shape, np.nan),
         "chance": len(shared) / len(content) if shared else float("nan"),
-        "entropy": float(-(nonzero * np.log(nonzero)).sum()),
+        "entropy": entropy,
+        "n_effective": np.exp(entropy),
+        "content_mass": content_mass,
         "n_shared_tokens": len(shared),
         "n_tokens": len(content),
-        "content_mass": content_mass,
     }
 
 
-def cls_head_profile(model, encoded, tokenizer, layer: int, head: int, mask=None, indices=None,
-                     batch_size: int = 32, device="cpu", stopwords=None) -> pd.DataFrame:
-    """:func:`cls_attention_on_shared` of one head for every example, with the heads of ``mask`` removed."""
+def cls_profile(model, encoded, tokenizer, heads=None, mask=None, indices=None, batch_size: int = 32, device="cpu",
+                stopwords=None) -> pd.DataFrame:
+    """:func:`cls_attention_on_shared` per example and head (all, or the (layer, head) pairs in ``heads``).
+
+    ``mask`` removes heads first, so the rows show how the remaining heads' [CLS] attention changes when
+    the removed heads' features are missing. One row per example and head, sorted by example, layer, head.
+    """
     pad_id = tokenizer.pad_token_id or 0
-    rows = []
+    frames = []
     for example, maps in attention_maps(model, encoded, indices, mask, batch_size, device, pad_id):
         tokens = token_roles(tokenizer, encoded.input_ids[example])
-        rows.append({"example": example, **cls_attention_on_shared(maps, tokens, tokenizer, layer, head, stopwords)})
-    return pd.DataFrame(rows).sort_values("example", ignore_index=True)
+        scores = cls_attention_on_shared(maps, tokens, tokenizer, stopwords)
+        layers, head_ids = np.indices(maps.shape[:2])
+        frames.append(pd.DataFrame({"example": example, "layer": layers.ravel(), "head": head_ids.ravel(),
+                                    **{k: np.broadcast_to(v, maps.shape[:2]).ravel() for k, v in scores.items()}}))
+    out = pd.concat(frames, ignore_index=True)
+    if heads is not None:
+        chosen = pd.DataFrame([(int(l), int(h)) for l, h in heads], columns=["layer", "head"])
+        out = out.merge(chosen, on=["layer", "head"])
+    return out.sort_values(["example", "layer", "head"], ignore_index=True)
 
 
-def finetune_delta(before: pd.DataFrame, after: pd.DataFrame, metric: str, n_boot: int = 2000, seed: int = 0,
-                   heads=None, level: float = 0.95) -> pd.DataFrame:
+def paired_delta(before: pd.DataFrame, after: pd.DataFrame, metric: str, n_boot: int = 2000, seed: int = 0,
+                 heads=None, level: float = 0.95) -> pd.DataFrame:
     """Per head, the mean change (after - before) of ``metric`` with a paired bootstrap interval.
 
-    ``before`` and ``after`` are per-example role tables (``role_scores(..., per_example=True)``) of the
-    pretrained encoder and the fine-tuned model on the same examples. Examples are resampled once for
-    all heads, so the rows scope="all" (mean over every head) and scope="subset" (mean over ``heads``,
-    a list of (layer, head)) get intervals too. An example counts for a head only where both values are
-    finite (``match`` is NaN for pairs that share no term).
+    ``before`` and ``after`` are per-example tables (example, layer, head, metric) on the same examples:
+    role tables (``role_scores(..., per_example=True)``) of the pretrained encoder and the fine-tuned model
+    (finding 6), or [CLS] profiles (:func:`cls_profile`) without and with a mask (finding 7). Examples are
+    resampled once for all heads, so the rows scope="all" (mean over every head) and scope="subset" (mean
+    over ``heads``, a list of (layer, head)) get intervals too. An example counts for a head only where both
+    values are finite (``match`` and ``shared_share`` are NaN for pairs that share no term).
     """
     keys = ["example", "layer", "head"]
     paired = before[keys + [metric]].merge(after[keys + [metric]], on=keys, suffixes=("_before", "_after"),

@@ -44,3 +44,21 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def tiny_book(tmp_path_factory):
+    """The whole book built once per session from tiny notebook runs (tests/test_book.py checks the build,
+    tests/test_browser.py opens its pages): the build folder, the run folder and the build's stdout."""
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    from headlab.book import REPO
+
+    root = tmp_path_factory.mktemp("tiny-book")
+    work, runs = root / "book", root / "runs"
+    result = subprocess.run([sys.executable, "-m", "headlab.book", "--preset", "tiny", "--work", str(work),
+                             "--run-dir", str(runs)], capture_output=True, text=True, cwd=REPO, timeout=1800)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return SimpleNamespace(work=work, runs=runs, html=work / "_build" / "html", stdout=result.stdout)

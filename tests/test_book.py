@@ -1,8 +1,6 @@
 """The book pipeline: notebooks are clean and parameterized, a failing notebook is loud, and the whole book
 builds from tiny runs on the real default model and data."""
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
@@ -54,13 +52,10 @@ def test_a_failing_cell_names_the_notebook_and_cell(tmp_path):
         execute_notebook(source, tmp_path / "out.ipynb", {"X": 2}, tmp_path)
 
 
-def test_tiny_book_builds_with_real_numbers(tmp_path):
-    work, runs = tmp_path / "book", tmp_path / "runs"
-    result = subprocess.run([sys.executable, "-m", "headlab.book", "--preset", "tiny", "--work", str(work),
-                             "--run-dir", str(runs)], capture_output=True, text=True, cwd=REPO, timeout=1800)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+def test_tiny_book_builds_with_real_numbers(tiny_book):
+    work, runs = tiny_book.work, tiny_book.runs
     index = work / "_build" / "html" / "index.html"
-    assert f"built: {index}" in result.stdout
+    assert f"built: {index}" in tiny_book.stdout
     for nb in NOTEBOOKS:
         page = (work / "_build" / "html" / "executed" / f"{nb.stem}.html").read_text()
         assert "Traceback" not in page

@@ -5,8 +5,8 @@ import torch
 
 from conftest import tiny_bert, tiny_mpnet
 from headlab.evaluate import Encoded, predict, predicted_grades
-from headlab.importance import (gradient_importance, half_pool, half_shares, half_split, head_grid_table,
-                                layer_effects, rank_agreement)
+from headlab.importance import (gradient_importance, half_gap, half_pool, half_shares, half_specs, half_split,
+                                head_grid_table, layer_effects, rank_agreement)
 from headlab.masking import head_grid, keep_all, mask_heads, output_projections
 from headlab.sweep import share_curve, baseline_spec, plan_table, random_share_specs, run_sweep, single_head_specs, summarize
 
@@ -220,3 +220,59 @@ def test_curve_with_real_sweep_specs_matches_plan_table():
     table, _ = share_curve(per_example, plan, base, "random", n_boot=100)
     np.testing.assert_allclose(table["rel_change"], [-1 / 3, -2 / 3])
     np.testing.assert_allclose(table["draw_min"], table["draw_max"])
+
+
+# --- low versus high halves ----------------------------------------------------------------------------
+
+def test_half_specs_draw_only_from_their_half_with_one_draw_at_the_fixed_ends():
+    specs = half_specs(6, 12, steps=5, draws=3, seed=0)
+    lower, upper = set(half_pool(6, 12, "lower")), set(half_pool(6, 12, "upper"))
+    for which, pool in (("lower", lower), ("upper", upper)):
+        mine = [s for s in specs if s.kind == which]
+        assert len(mine) == 1 + 4 * 3 + 1  # share 0 and the whole half once, the 4 shares between 3 times
+        assert all(set(s.dropped) <= pool for s in mine)
+        assert sorted({len(s.dropped) for s in mine}) == [0, 7, 14, 22, 29, 36]
+    assert len({s.mask_id for s in specs}) == len(specs)
+    assert half_specs(6, 12, steps=5, draws=3, seed=0) == specs  # seeded: a rerun resumes the same sweep
+
+
+def test_half_gap_gives_hand_computed_changes_and_agrees_with_the_curves():
+    base = np.array([1, 1, 1, 1, 0, 0])  # accuracy 4/6
+    correct = {"lower-a": [1, 0, 0, 0, 0, 0], "lower-b": [1, 1, 0, 0, 0, 0],  # mean 1.5/6
+               "upper-a": [1, 1, 1, 1, 0, 0], "upper-b": [1, 1, 1, 0, 0, 1]}  # mean 4/6
+    per_example = pd.DataFrame([{"mask_id": m, "example": i, "correct": c}
+                                for m, cs in correct.items() for i, c in enumerate(cs)])
+    plan = as_read_back(pd.DataFrame({"mask_id": list(correct), "kind": ["lower", "lower", "upper", "upper"],
+                                      "n_dropped": [2] * 4, "share": [0.25] * 4, "draw": [0, 1, 0, 1]}))
+    gap = half_gap(per_example, plan, base, n_boot=400, seed=1)
+    row = gap.iloc[0]
+    assert np.isclose(row["lower_change"], 1.5 / 4 - 1) and np.isclose(row["upper_change"], 0.0)
+    assert np.isclose(row["gap"], 1 - 1.5 / 4)
+    assert row["gap_lo"] <= row["gap"] <= row["gap_hi"]
+    assert (row["lower_draws"], row["upper_draws"], row["n_heads"]) == (2, 2, 2)
+    for which in ("lower", "upper"):
+        curve, _ = share_curve(per_example, plan, base, which, n_boot=400, seed=1)
+        np.testing.assert_allclose(curve[["rel_change", "lo", "hi"]].to_numpy()[0],
+                                   [row[f"{which}_change"], row[f"{which}_lo"], row[f"{which}_hi"]])
+
+
+def test_half_gap_refuses_halves_masked_at_different_shares():
+    plan = as_read_back(pd.DataFrame({"mask_id": ["l", "u"], "kind": ["lower", "upper"], "n_dropped": [1, 2],
+                                      "share": [0.25, 0.5], "draw": [0, 0]}))
+    per_example = pd.DataFrame({"mask_id": ["l", "u"], "example": [0, 0], "correct": [1, 1]})
+    with pytest.raises(ValueError, match="different shares"):
+        half_gap(per_example, plan, np.array([1]), n_boot=10)
+
+
+def test_halves_sweep_on_a_tiny_model_runs_end_to_end(tmp_path):
+    model = tiny_bert(seed=2)
+    model.bert.encoder.layer = model.bert.encoder.layer[:2]  # halves need an even number of layers
+    model.config.num_hidden_layers = 2
+    layers, heads = head_grid(model)
+    encoded = tiny_encoded(20)
+    specs = [baseline_spec(), *half_specs(layers, heads, steps=2, draws=2, seed=0)]
+    per_example = run_sweep(model, encoded, specs, tmp_path, batch_size=8, progress=False)
+    base = per_example[per_example["mask_id"] == "none"].sort_values("example")["correct"].to_numpy()
+    gap = half_gap(per_example, pd.read_csv(tmp_path / "plan.csv", keep_default_na=False), base, n_boot=50)
+    assert gap["share"].tolist() == [0.0, 0.25, 0.5]  # of 8 heads: 0, 2 and 4 (the whole half) masked
+    assert np.allclose(gap.loc[0, ["lower_change", "upper_change", "gap"]].astype(float), 0.0)

@@ -6,9 +6,11 @@ import pytest
 from conftest import tiny_bert
 
 from headlab.evaluate import Encoded
-from headlab.order import (case_candidates, expected_grade, order_heads, random_head_sets, sensitivity_reduction,
-                           shifted_diagonal_scores, shuffle_sensitivity, shuffle_words, shuffle_words_list,
-                           shuffled_frame)
+from headlab.order import (CONDITIONS, case_distributions, case_k_table, case_shares, case_table, draw_table,
+                           expected_grade, grade_shares, masking_comparison, order_heads, order_mask_specs, pick_case,
+                           random_head_sets, rank_cases, sensitivity_reduction, shift_by_grade, shifted_diagonal_scores,
+                           shuffle_effects, shuffle_sensitivity, shuffle_words, shuffle_words_list, shuffled_frame)
+from headlab.sweep import per_example_table, plan_table
 
 
 def test_shuffle_words_is_seeded_and_keeps_the_words():
@@ -78,14 +80,102 @@ def test_sensitivity_reduction_p_value_by_hand():
     assert sensitivity_reduction(0.0, random_shifts)["p_value"] == pytest.approx(1 / 6)
 
 
-def test_random_head_sets_and_case_candidates():
+def test_random_head_sets_are_seeded_and_exclude():
     sets = random_head_sets(3, 4, k=2, draws=5, seed=0, exclude=[(0, 0)])
     assert sets == random_head_sets(3, 4, k=2, draws=5, seed=0, exclude=[(0, 0)])
     assert all(len(set(s)) == 2 and (0, 0) not in s for s in sets)
-    frame = pd.DataFrame({"query": list("abcd"), "title": list("ABCD"), "label": [5, 4, 2, 5]})
+
+
+def _order_table(ranked):
+    return pd.DataFrame({"layer": [l for l, _ in ranked], "head": [h for _, h in ranked],
+                         "rank": np.arange(1, len(ranked) + 1)})
+
+
+def test_order_mask_specs():
+    specs = order_mask_specs(_order_table([(2, 1), (0, 3), (1, 1), (0, 0)]), k=2, draws=3, seed=0, layers=3, heads=4)
+    assert [s.kind for s in specs] == ["none", "order", "random", "random", "random"]
+    assert specs[1].dropped == ((0, 3), (2, 1))
+    assert all(len(s.dropped) == 2 and not set(s.dropped) & {(0, 3), (2, 1)} for s in specs[2:])
+
+
+def _effects():
+    """Three examples; masks: none, order, two random draws. Original grades 5, 4, 1 (as one-hot distributions)."""
     eye = np.eye(5)
-    original = eye[[4, 3, 1, 3]]  # predicted 5, 4, 2, 4
-    shuffled = eye[[1, 2, 0, 1]]  # predicted 2, 3, 1, 2
-    table, share = case_candidates(frame, original, shuffled, shuffled_titles=["x", "y", "z", "w"])
-    assert table["example"].tolist() == [0, 3] and share == 0.5
-    assert table["shuffled_title"].tolist() == ["x", "w"]
+    grades = np.array([5, 4, 1])
+    specs = order_mask_specs(_order_table([(0, 0), (0, 1)]), k=1, draws=2, seed=0, layers=1, heads=3)
+    original = {"none": eye[[4, 3, 0]], "order": eye[[4, 3, 0]], "random-k1-d0": eye[[4, 3, 0]], "random-k1-d1": eye[[4, 3, 0]]}
+    shuffled = {"none": eye[[1, 3, 0]],  # example 0 drops 5 -> 2, example 1 stays 4
+                "order": eye[[3, 3, 0]],  # the order heads masked: example 0 only drops to 4
+                "random-k1-d0": eye[[1, 3, 0]], "random-k1-d1": 0.5 * (eye[[1, 3, 0]] + eye[[2, 3, 0]])}
+    ids = {s.kind if s.kind != "random" else s.mask_id: s.mask_id for s in specs}
+    orig = pd.concat([per_example_table(ids[k], v, grades) for k, v in original.items()], ignore_index=True)
+    shuf = pd.concat([per_example_table(ids[k], v, grades) for k, v in shuffled.items()], ignore_index=True)
+    return shuffle_effects(orig, shuf, plan_table(specs))
+
+
+def test_shuffle_effects_and_grade_tables():
+    effects = _effects()
+    none = effects[effects["kind"] == "none"].set_index("example")
+    assert none["shift"].tolist() == [-3.0, 0.0, 0.0] and none["tv"].tolist() == [1.0, 0.0, 0.0]
+    assert none["predicted_shuffled"].tolist() == [2, 4, 1]
+    shares = grade_shares(effects).set_index(["condition", "grade"])
+    assert shares.loc[("shuffled", 2), "count"] == 1 and shares.loc[("original", 5), "share"] == pytest.approx(1 / 3)
+    by_grade = shift_by_grade(effects, n_boot=100).set_index("grade")
+    assert by_grade.loc["5", "shift"] == -3.0 and by_grade.loc["all", "shift"] == pytest.approx(-1.0)
+    assert by_grade.loc["all", "n_examples"] == 3
+    assert len(shift_by_grade(effects, examples=[0, 1], n_boot=100)) == 3  # grades 4, 5 and all
+    one, two = np.eye(5)[[0]], np.eye(5)[[0, 1]]
+    with pytest.raises(ValueError, match="different"):
+        shuffle_effects(per_example_table("none", one, np.array([1])), per_example_table("none", two, np.array([1, 2])),
+                        plan_table(order_mask_specs(_order_table([(0, 0)]), 1, 1, 0, 1, 2)))
+
+
+def test_masking_comparison_by_hand():
+    conditions, tests = masking_comparison(_effects(), n_boot=200)
+    tv = conditions[conditions["measure"] == "tv"].set_index("condition")
+    assert tv.loc["no mask", "value"] == pytest.approx(1 / 3)
+    assert tv.loc["order heads", "value"] == pytest.approx(1 / 3)  # example 0: 5 -> 4 is still a full move
+    assert tv.loc["random heads", "value"] == pytest.approx((1 + 1) / 2 / 3)
+    shift = tests.set_index("measure").loc["shift"]
+    assert shift["order_heads"] == pytest.approx(-1 / 3) and shift["unmasked"] == pytest.approx(-1.0)
+    assert shift["random_mean"] == pytest.approx(np.mean([-1.0, -2.5 / 3]))
+    assert shift["p_value"] == pytest.approx(1 / 3)  # no draw as insensitive as the order heads
+    assert shift["difference"] == pytest.approx(-1 / 3 - shift["random_mean"])
+    assert shift["difference_lo"] <= shift["difference"] <= shift["difference_hi"]
+    draws = draw_table(_effects())
+    assert draws["kind"].tolist() == ["none", "order", "random", "random"]
+
+
+def test_case_table_patterns_and_pick():
+    effects = _effects()
+    cases = case_table(effects)
+    row = cases.set_index("example").loc[0]
+    assert (row["predicted_original"], row["predicted_shuffled"], row["predicted_order"], row["predicted_random"]) == (5, 2, 4, 2)
+    assert row["study_like"]
+    assert cases["relevant"].tolist() == [True, True, False] and cases["drops"].tolist() == [True, False, False]
+    shares = case_shares(cases).set_index("pattern")
+    assert shares.loc["study_like", "count"] == 1 and shares.loc["relevant", "share"] == pytest.approx(2 / 3)
+    assert shares.loc["study_like", "lo"] < 1 / 3 < shares.loc["study_like", "hi"]
+    assert pick_case(cases) == (0, "study_like")
+    assert pick_case(cases, examples=[1, 2]) == (1, "relevant")
+    ranked = rank_cases(cases)
+    assert ranked["example"].tolist() == [0, 1, 2] and ranked["pattern"].tolist() == ["study_like", "relevant", "none"]
+    assert ranked["fall"].tolist() == [3.0, 0.0, 0.0]
+    dist = case_distributions(effects, 0).set_index(["condition", "grade"])["probability"]
+    assert dist[("original", 5)] == 1.0 and dist[("shuffled, order heads masked", 4)] == 1.0
+    assert dist[("shuffled, random heads masked", 2)] == pytest.approx(0.75)
+    assert list(dict.fromkeys(case_distributions(effects, 0)["condition"])) == list(CONDITIONS)
+
+
+def test_case_k_table_on_a_tiny_model():
+    encoded = Encoded([[1, 5, 6, 2, 7, 8, 9, 2], [1, 5, 2, 7, 2]], [[0] * 8, [0] * 5], np.array([3, 4]), 0)
+    shuffled = Encoded([[1, 5, 6, 2, 9, 8, 7, 2], [1, 5, 2, 7, 2]], [[0] * 8, [0] * 5], np.array([3, 4]), 0)
+    ranked = _order_table([(0, 1), (2, 3), (1, 0)])
+    table = case_k_table(tiny_bert(), encoded, shuffled, [0], ranked, k_values=[0, 2], draws=2, seed=0)
+    assert set(table["k"]) == {0, 2} and set(table["example"]) == {0} and len(table) == 2 * 4 * 5
+    sums = table.groupby(["k", "condition"])["probability"].sum()
+    np.testing.assert_allclose(sums.to_numpy(), 1.0, rtol=1e-5)
+    at_zero = table[table["k"] == 0].pivot(index="grade", columns="condition", values="probability")
+    np.testing.assert_allclose(at_zero["shuffled"], at_zero["shuffled, order heads masked"])
+    at_two = table[table["k"] == 2].pivot(index="grade", columns="condition", values="probability")
+    assert not np.allclose(at_two["shuffled"], at_two["shuffled, order heads masked"])

@@ -7,8 +7,9 @@ from transformers import BertConfig, BertForSequenceClassification
 from headlab.attention import token_roles
 from headlab.evaluate import encode
 from headlab.model import load_tokenizer
-from headlab.roles import (ROLE_COLUMNS, cls_attention_on_shared, cls_head_profile, example_role_scores,
-                           finetune_delta, rank_heads, role_scores, shared_terms, summarize_roles)
+from headlab.roles import (ENGLISH_STOPWORDS, ROLE_COLUMNS, cls_attention_on_shared, cls_profile,
+                           example_role_scores, longest_shared_phrase, paired_delta, rank_heads, role_scores,
+                           shared_terms, showcase_examples, summarize_roles)
 
 
 @pytest.fixture(scope="module")
@@ -90,12 +91,38 @@ def test_cls_row_on_one_shared_term(tokenizer, toy):
     maps = uniform_maps()
     maps[1, 0, toy.cls] = 0
     maps[1, 0, toy.cls, 2] = 1.0
-    got = cls_attention_on_shared(maps, toy, tokenizer, layer=1, head=0)
-    assert got["shared_share"] == 1 and got["entropy"] == 0
+    got = cls_attention_on_shared(maps, toy, tokenizer)
+    assert got["shared_share"][1, 0] == 1 and got["entropy"][1, 0] == 0 and got["n_effective"][1, 0] == 1
     assert got["n_shared_tokens"] == 5 and got["n_tokens"] == 9 and got["chance"] == pytest.approx(5 / 9)
-    spread = cls_attention_on_shared(maps, toy, tokenizer, layer=0, head=0)  # uniform row
-    assert spread["shared_share"] == pytest.approx(5 / 9) and spread["entropy"] == pytest.approx(np.log(9))
-    assert spread["content_mass"] == pytest.approx(9 / 12)
+    # the other heads' rows are uniform
+    assert got["shared_share"][0, 0] == pytest.approx(5 / 9) and got["entropy"][0, 0] == pytest.approx(np.log(9))
+    assert got["n_effective"][0, 0] == pytest.approx(9) and got["content_mass"][0, 0] == pytest.approx(9 / 12)
+
+
+def test_stopwords_shrink_the_shared_terms_and_the_chance(tokenizer, toy):
+    got = cls_attention_on_shared(uniform_maps(), toy, tokenizer, stopwords={"red"})
+    assert got["n_shared_tokens"] == 2 and got["chance"] == pytest.approx(2 / 9)
+    assert {"the", "a", "is", "of"} <= ENGLISH_STOPWORDS and "cat" not in ENGLISH_STOPWORDS
+
+
+def test_longest_shared_phrase(tokenizer):
+    tokens = pair(tokenizer, "i grew up in iran", "the film i grew up in iran is good")
+    start, title_start, length = longest_shared_phrase(tokens)
+    assert tokens.tokens[start:start + length] == ["i", "grew", "up", "in", "iran"]
+    assert tokens.tokens[title_start:title_start + length] == tokens.tokens[start:start + length]
+    assert longest_shared_phrase(pair(tokenizer, "red cat", "a dog"))[2] == 0
+
+
+def test_showcase_examples_prefer_long_shared_phrases(tokenizer):
+    frame = pd.DataFrame({"query": ["a dog runs", "red cat, red", "a dog runs fast", "the sun"],
+                          "title": ["a dog walks", "the red cat!", "a dog runs fast today", "cold moon"],
+                          "label": [3, 5, 4, 1]})
+    table = showcase_examples(encode(tokenizer, frame), tokenizer, stopwords=ENGLISH_STOPWORDS)
+    assert table["example"].tolist() == [2, 1, 0]  # no shared term in the last pair
+    assert table.loc[0, "phrase"] == "a dog runs fast" and table.loc[0, "phrase_terms"] == 3
+    assert table.loc[1, "phrase"] == "red cat" and table.loc[2, "phrase_terms"] == 1
+    short = showcase_examples(encode(tokenizer, frame), tokenizer, max_tokens=11, stopwords=ENGLISH_STOPWORDS)
+    assert short["example"].tolist() == [1, 0]
 
 
 def tiny_models(tokenizer):
@@ -133,14 +160,20 @@ def test_role_scores_on_tiny_models(tokenizer, encoded):
     assert rows["self"].is_monotonic_decreasing
 
 
-def test_cls_head_profile_per_example(tokenizer, encoded):
+def test_cls_profile_per_example_and_head(tokenizer, encoded):
     classifier, _ = tiny_models(tokenizer)
     mask = torch.ones(2, 4)
     mask[0] = 0
-    profile = cls_head_profile(classifier, encoded, tokenizer, layer=1, head=2, mask=mask)
-    assert list(profile["example"]) == [0, 1, 2]
+    full = cls_profile(classifier, encoded, tokenizer, mask=mask)
+    assert len(full) == 3 * 2 * 4
+    profile = cls_profile(classifier, encoded, tokenizer, heads=[(1, 2)], mask=mask)
+    assert list(profile["example"]) == [0, 1, 2] and (profile["layer"] == 1).all() and (profile["head"] == 2).all()
     assert profile["n_shared_tokens"].tolist() == [5, 4, 0]  # "a dog" is shared by the second pair
     assert np.isnan(profile.loc[2, "shared_share"]) and profile["entropy"].gt(0).all()
+    same = full[(full["layer"] == 1) & (full["head"] == 2)].reset_index(drop=True)
+    pd.testing.assert_frame_equal(same, profile)
+    unmasked = cls_profile(classifier, encoded, tokenizer, heads=[(1, 2)])
+    assert not np.allclose(unmasked["entropy"], profile["entropy"])  # masking layer 0 changes layer 1's rows
 
 
 def long_table(values):
@@ -150,21 +183,21 @@ def long_table(values):
                          "head": np.tile(np.arange(heads), examples), "match": values.ravel()})
 
 
-def test_finetune_delta_zero_for_identical_tables():
+def test_paired_delta_zero_for_identical_tables():
     rng = np.random.default_rng(0)
     before = long_table(rng.random((20, 3)))
-    out = finetune_delta(before, before.copy(), "match", n_boot=200, heads=[(0, 1)])
+    out = paired_delta(before, before.copy(), "match", n_boot=200, heads=[(0, 1)])
     assert out["scope"].tolist() == ["head", "head", "head", "all", "subset"]
     assert (out[["delta", "lo", "hi"]] == 0).all().all()
 
 
-def test_finetune_delta_shift_and_missing_matches():
+def test_paired_delta_shift_and_missing_matches():
     rng = np.random.default_rng(0)
     values = rng.random((20, 2))
     values[:5, 1] = np.nan  # pairs with no shared term
     after = values.copy()
     after[:, 0] += 0.25
-    out = finetune_delta(long_table(values), long_table(after), "match", n_boot=200)
+    out = paired_delta(long_table(values), long_table(after), "match", n_boot=200)
     first, second, overall = out.iloc[0], out.iloc[1], out.iloc[2]
     assert first["delta"] == pytest.approx(0.25) and first["lo"] == pytest.approx(0.25)
     assert second["delta"] == 0 and second["n_examples"] == 15

@@ -1,10 +1,13 @@
 import numpy as np
 import pytest
+from conftest import tiny_bert
 
 from headlab.model import load_tokenizer
-from headlab.segmentation import (baselines, boundary_features, gold_word_ends_from_segmentation,
-                                  greedy_oracle_heads, group_split, head_boundary_scores, held_out_split,
-                                  oracle_union, probe, read_pku, rule_predictions, segment_word_ends,
+from headlab.segmentation import (baselines, boundary_data, boundary_example, boundary_examples, boundary_features,
+                                  encode_segmented,
+                                  gold_word_ends_from_segmentation, greedy_oracle_heads, group_split,
+                                  head_boundary_scores, held_out_best_head, multi_token_words, oracle_union, probe,
+                                  readable_examples, rule_predictions, segment_word_ends, shuffled_union_control,
                                   wordpiece_word_ends)
 
 
@@ -48,34 +51,6 @@ def test_segment_word_ends_per_segment():
     ends, scored = segment_word_ends(tokens, [["中国"], ["人民", "好"]])
     assert scored.tolist() == [False, True, True, False, True, True, True, False]
     assert ends.tolist() == [False, False, True, False, False, True, True, False]
-
-
-def test_read_pku_real_format(tmp_path):
-    path = tmp_path / "199801.txt"
-    path.write_text(
-        "19980101-01-001-001/m  迈向/v  充满/v  希望/v  的/u  新/a  世纪/n  ——/w  一九九八年/t\n"
-        "\n"
-        "19980101-01-001-002/m  我/r  通过/p  [中央/n  人民/n  广播/vn  电台/n]nt  ，/w  说/v  “/w  好/a  。/w  ”/w  "
-        "１/２/m  年/q  ！/w\n",
-        encoding="utf-8")
-    sentences = read_pku(path)
-    assert sentences == [["迈向", "充满", "希望", "的", "新", "世纪", "——", "一九九八年"],
-                         ["我", "通过", "中央", "人民", "广播", "电台", "，", "说", "“", "好", "。", "”"],
-                         ["１/２", "年", "！"]]
-    assert read_pku(path, limit_sentences=2) == sentences[:2]
-    assert len(read_pku(path, split_sentences=False)) == 2
-
-
-def test_held_out_split_is_deterministic_and_disjoint():
-    sentences = [[f"词{i}", "的", f"{i % 7}"] for i in range(400)] + [["重复"]] * 5
-    train, held = held_out_split(sentences, 0.2, seed=3)
-    assert sorted(map(tuple, held)) == sorted(map(tuple, held_out_split(sentences[::-1], 0.2, seed=3)[1]))
-    train2, held2 = held_out_split(sentences, 0.2, seed=3)
-    assert train == train2 and held == held2
-    assert len(train) + len(held) == len(sentences)
-    assert not {"".join(s) for s in train} & {"".join(s) for s in held}
-    assert 40 < len(held) < 120
-    assert held_out_split(sentences, 0.2, seed=4)[1] != held
 
 
 def _maps_with_rule(gold: np.ndarray, inverse: bool = False) -> tuple[np.ndarray, list[int], np.ndarray]:
@@ -152,4 +127,102 @@ def test_probe_learns_separable_toy_and_keeps_groups_apart():
     result = probe(x, gold, groups, seed=1, test_share=0.25)
     assert result["n_test_groups"] == 15 and result["n_train"] + result["n_test"] == 600
     assert result["test_accuracy"] > 0.95 and result["train_accuracy"] > 0.95
+    assert result["test_accuracy_lo"] <= result["test_accuracy"] <= result["test_accuracy_hi"]
+    assert result["gain"] == pytest.approx(result["test_accuracy"] - result["test_majority_accuracy"])
     assert abs(result["weights"][2]) > abs(result["weights"][1]) and result["weights"].shape == (4,)
+
+
+def test_multi_token_words():
+    tokens = ["[CLS]", "unbelievable", "x", "##yl", "##ist", "[SEP]", "token", "##ization", ",", "[SEP]"]
+    ends, scored = wordpiece_word_ends(tokens)
+    assert np.flatnonzero(multi_token_words(ends, scored)).tolist() == [2, 3, 4, 6, 7]
+    ends, scored = segment_word_ends(["[CLS]", "中", "国", "人", "[SEP]"], [["中国", "人"]])
+    assert multi_token_words(ends, scored).tolist() == [False, True, True, False, False]
+
+
+class ToyTokenizer:
+    """Just enough of a tokenizer for tiny_bert: one token per character, 'x' unknown, '?' dropped."""
+
+    vocab = ["[PAD]", "[CLS]", "[SEP]", "[UNK]", "a", "b", "c", "d", "中", "国", "人"]
+    all_special_tokens = ["[PAD]", "[CLS]", "[SEP]", "[UNK]"]
+    sep_token_id, pad_token_id, unk_token = 2, 0, "[UNK]"
+
+    def __call__(self, text, **kwargs):
+        ids = [1] + [self.vocab.index(c) if c in self.vocab else 3 for c in text if c != "?"] + [2]
+        return {"input_ids": ids, "token_type_ids": [0] * len(ids)}
+
+    def convert_ids_to_tokens(self, ids):
+        return [self.vocab[i] for i in ids]
+
+
+def test_encode_segmented_keeps_what_fits_and_aligns(tokenizer):
+    sentences = [["中国", "人"], ["ab", "c"], ["abcd"] * 10]
+    out = encode_segmented(ToyTokenizer(), sentences, max_length=12)
+    assert len(out) == 2 and out.n_too_long == 1 and out.n_unaligned == 0
+    assert out.segments == [[["中国", "人"]], [["ab", "c"]]]
+    assert out.encoded.input_ids[0] == [1, 8, 9, 10, 2]
+    assert encode_segmented(ToyTokenizer(), [["a?", "b"]]).n_unaligned == 1  # the tokenizer dropped '?'
+    unknown = encode_segmented(ToyTokenizer(), [["ax", "b"]])  # [UNK] stands for 'x' and is scored
+    assert len(unknown) == 1 and unknown.encoded.input_ids[0] == [1, 4, 3, 5, 2]
+    real = encode_segmented(tokenizer, [["中国", "人民", "㈠", "好"]])  # MiniLM knows no ㈠
+    assert len(real) == 1 and "[UNK]" in tokenizer.convert_ids_to_tokens(real.encoded.input_ids[0])
+
+
+def test_boundary_data_and_example_agree_on_a_tiny_model():
+    tok = ToyTokenizer()
+    sentences = [["中国", "人"], ["ab", "c", "d"], ["abcd"]]
+    data_set = encode_segmented(tok, sentences)
+    data = boundary_data(tiny_bert(), data_set.encoded, tok, segments=data_set.segments, batch_size=2)
+    assert data.pred.shape == (3, 4, 3 + 4 + 4) and data.features.shape == (11, 12)
+    assert data.gold.tolist() == [False, True, True, False, True, True, True, False, False, False, True]
+    assert data.multi.tolist() == [True, True, False, True, True, False, False, True, True, True, True]
+    assert data.groups.tolist() == [0] * 3 + [1] * 4 + [2] * 4
+    sub = data.subset(data.multi)
+    assert sub.pred.shape[-1] == sub.gold.size == sub.groups.size == 8 and sub.multi.all()
+    example = boundary_example(tiny_bert(), data_set.encoded, tok, 1, segments=data_set.segments)
+    assert example.maps.shape == (3, 4, 6, 6) and example.tokens == ["[CLS]", "a", "b", "c", "d", "[SEP]"]
+    head = example.table[(example.table["layer"] == 2) & (example.table["head"] == 1)]
+    assert head["token"].tolist() == ["a", "b", "c", "d"]
+    assert head["predicted_end"].tolist() == data.pred[2, 1, data.groups == 1].tolist()
+    assert head["gold_end"].tolist() == [False, True, True, True]
+    assert (head["predicted_end"] == (head["to_sep"] > head["to_next"])).all()
+    several = boundary_examples(tiny_bert(), data_set.encoded, tok, [2, 0], data_set.segments, first_head=(1, 3))
+    assert several["example"].tolist() == [2] * 48 + [0] * 36
+    assert several.iloc[0][["layer", "head", "position"]].tolist() == [1, 3, 1]
+    assert several.iloc[48][["layer", "head"]].tolist() == [1, 3]
+    assert readable_examples(data) == [2] and readable_examples(data, n=3) == [2, 0, 1]
+    assert readable_examples(data, n=2, max_tokens=3) == [0]
+    assert readable_examples(data, n=2, max_tokens=2) == [0, 1]  # none is that short: the shortest
+    unknown = encode_segmented(tok, [["ax", "b"]])
+    data = boundary_data(tiny_bert(), unknown.encoded, tok, segments=unknown.segments)
+    assert data.gold.tolist() == [False, True, True] and data.multi.tolist() == [True, True, False]
+
+
+def test_shuffled_union_control_reaches_the_oracle_by_chance():
+    rng = np.random.default_rng(0)
+    gold = rng.random(2000) < 0.95  # English WordPiece: nearly every token ends a word
+    pred = rng.random((2, 4, 2000)) < rng.random((2, 4, 1))  # heads that ignore the text
+    control = shuffled_union_control(pred, gold, max_heads=3, draws=4, seed=1)
+    assert control["draw"].tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3] and control["k"].max() == 3
+    assert control.equals(shuffled_union_control(pred, gold, max_heads=3, draws=4, seed=1))
+    at_three = control[control["k"] == 3]["union_accuracy"]
+    assert (at_three > 0.95).all()
+    real = greedy_oracle_heads(pred, gold, 3)["union_accuracy"].iloc[-1]
+    assert abs(real - at_three.mean()) < 0.02
+
+
+def test_held_out_best_head_picks_on_train_and_scores_on_test():
+    rng = np.random.default_rng(0)
+    groups = np.repeat(np.arange(100), 8)
+    gold = rng.random(800) < 0.6
+    pred = rng.random((2, 3, 800)) < 0.5
+    pred[1, 2] = gold ^ (rng.random(800) < 0.1)  # a head right 90% of the time
+    result = held_out_best_head(pred, gold, groups, test_share=0.3, seed=0, n_boot=200)
+    assert (result["layer"], result["head"]) == (1, 2)
+    assert result["n_test_groups"] == 30 and result["n_train"] + result["n_test"] == 800
+    test = group_split(groups, 0.3, seed=0)
+    assert result["test_accuracy"] == pytest.approx(np.mean(pred[1, 2, test] == gold[test]))
+    assert result["test_majority_accuracy"] == pytest.approx(np.mean(gold[test]))
+    assert result["gain"] == pytest.approx(result["test_accuracy"] - result["test_majority_accuracy"])
+    assert result["gain_lo"] < result["gain"] < result["gain_hi"] and result["gain_lo"] > 0
+    assert result["test_accuracy_lo"] < result["test_accuracy"] < result["test_accuracy_hi"]

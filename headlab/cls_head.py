@@ -1,0 +1,234 @@
+"""Finding 7, the high [CLS] head: the upper head that hurts most when masked, and what its [CLS] row reads.
+
+The study found one high head (layer 10 of 12) whose masking hurt, whose ``[CLS]`` attention concentrated on
+the terms query and title share, and whose attention spread over many more terms once the 5 low term-matching
+heads were masked: the high head reads the low heads' matching features and hands them to the classifier.
+Here: the head comes from the single-head grid (notebook 02's, or computed the same way); its concentration on
+shared terms is measured against the share a uniform row would give; the spread is a paired before/after change
+of the row's entropy over the test set, placed among the same change with random lower heads masked instead.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from headlab.attention import attention_maps, token_roles
+from headlab.attention_compare import token_labels
+from headlab.importance import half_split, head_grid_table
+from headlab.layer_dependence import STUDY_HIGH_HEAD_LAYER, STUDY_LAYERS, study_layer_to_ours
+from headlab.masking import head_grid
+from headlab.roles import cls_profile, content_positions, paired_delta, shared_terms
+from headlab.stats import bootstrap_weights
+from headlab.sweep import plan_table, run_sweep, single_head_specs, summarize
+
+GRID_TABLE = "head_grid"  # the name notebook 02 saves the single-head grid under
+SPREAD_METRICS = ["entropy", "shared_share", "content_mass"]
+SLIGHT = 1.2  # a spread that multiplies the effectively attended tokens by less than this is called slight
+
+
+def single_head_grid(setup, n_boot: int = 2000, progress: bool = True) -> tuple[pd.DataFrame, str]:
+    """The single-head ablation grid (:func:`headlab.importance.head_grid_table`) and where it came from.
+
+    Loaded from ``head_grid.csv`` in the study's table folder when notebook 02 has written it; else every
+    head is masked alone with the same sweep code (resumable, in the study's sweep folder ``single_head``),
+    which takes one pass over the evaluation set per head.
+    """
+    study = setup.study
+    path = study.table_dir / f"{GRID_TABLE}.csv"
+    if path.exists():
+        return pd.read_csv(path), f"loaded from {path.name}, written by notebook 02"
+    layers, heads = head_grid(setup.model)
+    specs = single_head_specs(layers, heads)
+    per_example = run_sweep(setup.model, setup.encoded, specs, study.sweep_dir("single_head", specs),
+                            batch_size=study.batch_size, device=study.torch_device,
+                            pad_id=setup.tokenizer.pad_token_id or 0, progress=progress)
+    summary = summarize(per_example, plan_table(specs), setup.base_correct, n_boot=n_boot, seed=study.seed)
+    return head_grid_table(summary, layers, heads), f"computed ({len(specs)} single-head masks)"
+
+
+def focus_head(grid: pd.DataFrame, layers: int) -> pd.Series:
+    """The grid row of the upper-half head whose masking costs most accuracy (lowest ``rel_change``)."""
+    upper = grid[grid["layer"].isin(half_split(layers)[1]) & grid["rel_change"].notna()]
+    if upper.empty:
+        raise ValueError("no upper-half head has a single-head result in the grid")
+    return upper.loc[upper["rel_change"].idxmin()]
+
+
+def focus_verdict(row: pd.Series, layers: int) -> str:
+    """What masking the chosen head alone does, and where the study's head sat (markdown)."""
+    ours = study_layer_to_ours(STUDY_HIGH_HEAD_LAYER, layers)
+    significant = "survives" if row["significant"] else "does not survive"
+    place = f"the relative depth of our layer {ours}" + (", this head's layer" if int(row["layer"]) == ours else "")
+    return (f"- The upper-half head whose masking costs most is **{int(row['layer'])}.{int(row['head'])}**: "
+            f"masked alone, accuracy changes by {row['rel_change']:+.1%} [{row['lo']:+.1%}, {row['hi']:+.1%}] "
+            f"(McNemar p = {row['p_mcnemar']:.2g}; it {significant} the Holm correction over all heads). "
+            f"The study's head sat in layer {STUDY_HIGH_HEAD_LAYER} of {STUDY_LAYERS}: {place}.")
+
+
+def concentration(profile: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """Per head: how much more of its [CLS] row lands on shared terms than a uniform row would put there.
+
+    Over the examples that share a term: mean ``shared_share`` and ``chance``, their difference ``excess``
+    with a 95% bootstrap interval (examples resampled once for all heads), ``ratio`` of the means,
+    ``above_chance`` (share of examples where the head beats chance) and a two-sided sign-test p-value.
+    """
+    rows = profile.dropna(subset=["shared_share"])
+    share = rows.pivot(index="example", columns=["layer", "head"], values="shared_share")
+    chance = rows.pivot(index="example", columns=["layer", "head"], values="chance")[share.columns]
+    excess = (share - chance).to_numpy()
+    boots = bootstrap_weights(len(excess), n_boot, seed) @ excess / len(excess)
+    wins, losses = (excess > 0).sum(axis=0), (excess < 0).sum(axis=0)
+    table = pd.DataFrame({"layer": share.columns.get_level_values(0), "head": share.columns.get_level_values(1),
+                          "shared_share": share.mean().to_numpy(), "chance": chance.mean().to_numpy(),
+                          "excess": excess.mean(axis=0), "lo": np.quantile(boots, 0.025, axis=0),
+                          "hi": np.quantile(boots, 0.975, axis=0), "above_chance": (excess > 0).mean(axis=0),
+                          "p_sign": [sps.binomtest(int(w), int(w + l)).pvalue if w + l else 1.0
+                                     for w, l in zip(wins, losses)], "n_examples": len(excess)})
+    table["ratio"] = table["shared_share"] / table["chance"]
+    return table
+
+
+def _one_head(profile: pd.DataFrame, layer: int, head: int) -> pd.DataFrame:
+    return profile[(profile["layer"] == layer) & (profile["head"] == head)]
+
+
+def spread(before: pd.DataFrame, after: pd.DataFrame, layer: int, head: int, n_boot: int = 2000,
+           seed: int = 0) -> pd.DataFrame:
+    """Paired before/after change of one head's [CLS] row: entropy, share on shared terms, content mass.
+
+    ``before`` and ``after`` are :func:`headlab.roles.cls_profile` tables of the same examples without and with
+    a mask (all heads or just this one); one row per metric with the mean change and its 95% paired bootstrap
+    interval.
+    """
+    before, after = _one_head(before, layer, head), _one_head(after, layer, head)
+    rows = [paired_delta(before, after, metric, n_boot=n_boot, seed=seed).query("scope == 'head'")
+            for metric in SPREAD_METRICS]
+    return pd.concat(rows, ignore_index=True).drop(columns="scope")
+
+
+def spread_under_masks(setup, layer: int, head: int, head_sets, before: pd.DataFrame, stopwords=None) -> pd.DataFrame:
+    """Mean change of the head's [CLS] entropy and shared-term share with each set of heads masked.
+
+    ``before`` is the unmasked :func:`headlab.roles.cls_profile` of the same examples (at least this head).
+    One row per head set: draw, heads ("l.h;l.h"), entropy_delta, shared_share_delta.
+    """
+    keys = ["example", "layer", "head"]
+    base = _one_head(before, layer, head).set_index(keys)
+    layers, heads = head_grid(setup.model)
+    examples = base.index.get_level_values("example").unique()
+    rows = []
+    for draw, chosen in enumerate(head_sets):
+        mask = np.ones((layers, heads), dtype=np.float32)
+        for l, h in chosen:
+            mask[l, h] = 0.0
+        after = cls_profile(setup.model, setup.encoded, setup.tokenizer, heads=[(layer, head)], mask=mask,
+                            indices=examples, batch_size=setup.study.batch_size, device=setup.study.torch_device,
+                            stopwords=stopwords).set_index(keys)
+        change = after[["entropy", "shared_share"]] - base[["entropy", "shared_share"]]
+        rows.append({"draw": draw, "heads": ";".join(f"{l}.{h}" for l, h in chosen),
+                     "entropy_delta": float(change["entropy"].mean()),
+                     "shared_share_delta": float(change["shared_share"].mean())})
+    return pd.DataFrame(rows)
+
+
+def cls_rows(runs: dict, encoded, tokenizer, examples, layer: int, head: int, batch_size: int = 32, device="cpu",
+             stopwords=None) -> pd.DataFrame:
+    """One head's [CLS] row on each of ``examples``, renormalised over the non-special tokens, per run.
+
+    ``runs`` maps a name to ``(model, mask)`` as in :func:`headlab.attention_compare.compare_maps`. One row
+    per example and non-special token: example, position, token (position-prefixed label), shared (a term
+    the other sentence shares), and one column per run: the share of that run's [CLS] row on the token,
+    as :func:`headlab.roles.cls_attention_on_shared` measures it.
+    """
+    examples = [int(e) for e in examples]
+    pad_id = tokenizer.pad_token_id or 0
+    weights = {}
+    for name, (model, mask) in runs.items():
+        for example, maps in attention_maps(model, encoded, examples, mask, batch_size, device, pad_id):
+            weights[name, example] = maps[layer, head, 0].astype(np.float64)
+    frames = []
+    for example in examples:
+        tokens = token_roles(tokenizer, encoded.input_ids[example])
+        content = content_positions(tokens, tokenizer)
+        shared = {i for pair in shared_terms(tokens, tokenizer, stopwords) for i in pair}
+        labels = token_labels(tokens.tokens)
+        frame = pd.DataFrame({"example": example, "position": content, "token": [labels[i] for i in content],
+                              "shared": [i in shared for i in content]})
+        for name in runs:
+            row = weights[name, example][content]
+            frame[name] = np.round(row / row.sum(), 4)
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _interval(r, fmt: str = "+.3f") -> str:
+    return f"{r['delta']:{fmt}} [{r['lo']:{fmt}}, {r['hi']:{fmt}}]"
+
+
+def concentration_verdict(table: pd.DataFrame, layer: int, head: int, alpha: float = 0.05) -> str:
+    """Does the head's [CLS] row concentrate on shared terms? (markdown)
+
+    ``table`` is the :func:`concentration` table of all heads, so the answer also says where the head ranks.
+    A difference from chance needs both the bootstrap interval and the sign test (p < ``alpha``).
+    """
+    row = table[(table["layer"] == layer) & (table["head"] == head)].iloc[0]
+    rank = int((table["excess"] > row["excess"]).sum()) + 1
+    if row["lo"] > 0 and row["p_sign"] < alpha:
+        state = "**it concentrates on the shared terms beyond chance**"
+    elif row["hi"] < 0 and row["p_sign"] < alpha:
+        state = "**it puts less on the shared terms than chance would**"
+    else:
+        state = "**no concentration on the shared terms distinguishable from chance**"
+    return (f"- *Its [CLS] attention concentrates on the terms query and title share* (study). Head {layer}.{head}, "
+            f"over {int(row['n_examples'])} pairs that share a term: {row['shared_share']:.1%} of its [CLS] attention "
+            f"on non-special tokens lands on shared terms, against {row['chance']:.1%} for a uniform row "
+            f"(excess {row['excess'] * 100:+.1f} points [{row['lo'] * 100:+.1f}, {row['hi'] * 100:+.1f}], "
+            f"{row['ratio']:.2f}× chance; above chance on {row['above_chance']:.0%} of pairs, sign test "
+            f"p = {row['p_sign']:.2g}): {state}. It ranks {rank} of {len(table)} heads by that excess.")
+
+
+def spread_verdict(change: pd.DataFrame, control: pd.DataFrame | None, layer: int, head: int, k: int,
+                   alpha: float = 0.05) -> str:
+    """Does the head's [CLS] attention spread out when the matching heads are masked? (markdown)
+
+    ``change`` comes from :func:`spread`; ``control`` from :func:`spread_under_masks` with random lower
+    heads. Spreading out means the entropy rises with an interval above zero; exp(entropy change) is the
+    factor on the number of effectively attended tokens (a spread by a factor under 1.2 is called slight).
+    The empirical p-value says how often k random lower heads raise the entropy as much.
+    """
+    rows = change.set_index("metric")
+    e, s = rows.loc["entropy"], rows.loc["shared_share"]
+    factor, factor_lo, factor_hi = np.exp([e["delta"], e["lo"], e["hi"]])
+    if e["lo"] > 0:
+        state = "**it spreads out**" if factor >= SLIGHT else "**it spreads out, but only slightly**"
+    elif e["hi"] < 0:
+        state = "**it concentrates further** (the opposite of the study)"
+    else:
+        state = "**no change of spread distinguishable from zero**"
+    shared = ("falls, as the study's reading implies" if s["hi"] < 0 else
+              "rises: the row moves towards the shared terms, not away from them" if s["lo"] > 0 else
+              "does not change distinguishably")
+    lines = [f"- *With the {k} matching heads masked, its [CLS] attention spreads over many more terms* (study). "
+             f"Head {layer}.{head}, paired over {int(e['n_examples'])} pairs: entropy {e['before']:.2f} → "
+             f"{e['after']:.2f} nats ({_interval(e)}), so the effectively attended tokens grow by a factor "
+             f"{factor:.2f} [{factor_lo:.2f}, {factor_hi:.2f}]: {state}. Its share on shared terms "
+             f"{s['before']:.1%} → {s['after']:.1%} ({s['delta'] * 100:+.1f} points [{s['lo'] * 100:+.1f}, "
+             f"{s['hi'] * 100:+.1f}]) {shared}."]
+    if control is not None and len(control):
+        values = control["entropy_delta"].to_numpy()
+        extreme = int(np.sum(values >= e["delta"]))
+        p = (1 + extreme) / (1 + len(values))
+        floor = 1 / (1 + len(values))
+        if p < alpha:
+            answer = "the matching heads shape this head's [CLS] row more than random lower heads do"
+        elif floor < alpha:
+            answer = "random lower heads shape this head's [CLS] row as much as the matching heads"
+        else:
+            answer = (f"too few draws to tell (with {len(values)} the smallest possible p is {floor:.2g}; "
+                      "raise CONTROL_DRAWS)")
+        lines.append(f"- Masking {k} random heads of the lower half instead changes its entropy by "
+                     f"{values.mean():+.3f} on average ({values.min():+.3f} to {values.max():+.3f} over "
+                     f"{len(values)} draws); {extreme} of {len(values)} raise it at least as much "
+                     f"(empirical p = {p:.2g}): {answer}.")
+    return "\n".join(lines)

@@ -1,0 +1,232 @@
+"""The built book works with no network: every page, opened in headless Chromium (served from localhost, and as
+files), requests nothing from any other host, logs no JavaScript error, and draws every chart, attention view and
+formula. A planted page proves that the check catches a CDN request.
+
+Uses Debian's ``chromium`` through Playwright (never ``playwright install``). `make test` installs chromium when it
+runs as root; elsewhere, without it, this test is skipped with a loud message, except under CI, where it fails.
+A screenshot of each page is saved; a failure names the screenshots of the failing pages.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import os
+import shutil
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]  # --headless and a fresh --user-data-dir: see `browser`
+LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+
+# Every chart and attention view holds an <svg> or <canvas>; every formula has been typeset by MathJax.
+_DRAWN = """() => [...document.querySelectorAll('.headlab-chart, .headlab-view, .vega-embed')]
+                     .every(el => el.querySelector('svg, canvas'))
+               && [...document.querySelectorAll('.math')].every(el => el.querySelector('mjx-container'))"""
+_NOT_DRAWN = """() => [...document.querySelectorAll('.headlab-chart, .headlab-view, .vega-embed')]
+                        .filter(el => !el.querySelector('svg, canvas')).map(el => el.className + ' ' + el.id)
+                  .concat([...document.querySelectorAll('.math')].filter(el => !el.querySelector('mjx-container'))
+                          .map(el => 'math ' + el.textContent.slice(0, 40)))"""
+
+
+def is_external(url: str) -> bool:
+    """A request that leaves this machine (file:, data: and blob: URLs do not)."""
+    parsed = urlparse(url)
+    return parsed.scheme in ("http", "https", "ws", "wss") and parsed.hostname not in LOCAL_HOSTS
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    def do_GET(self):
+        if self.path == "/favicon.ico":  # browsers ask for it by themselves; the book has none
+            self.send_response(204)
+            self.end_headers()
+            return
+        super().do_GET()
+
+    def log_message(self, *args):
+        pass
+
+
+@contextlib.contextmanager
+def serve(root: Path):
+    """Serve ``root`` on a free localhost port; yield the base URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Handler, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@dataclass
+class PageReport:
+    page: str
+    screenshot: Path
+    external: list[str] = field(default_factory=list)  # requests to any host but localhost (blocked)
+    errors: list[str] = field(default_factory=list)  # console errors, uncaught exceptions, failed local files
+    not_drawn: list[str] = field(default_factory=list)  # containers with no svg/canvas, formulas not typeset
+
+    def problems(self) -> list[str]:
+        return ([f"requests {url}" for url in self.external] + [f"error: {e}" for e in self.errors]
+                + [f"not drawn: {what}" for what in self.not_drawn])
+
+
+def check_page(context, base: str, page: str, shots: Path, wait_ms: int = 20_000) -> PageReport:
+    """Open ``base + page``, wait until everything is drawn (at most ``wait_ms``), screenshot, report."""
+    report = PageReport(page, shots / (page.replace("/", "__") + ".png"))
+    tab = context.new_page()
+    tab.on("request", lambda r: is_external(r.url) and report.external.append(r.url))
+    tab.on("console", lambda m: m.type == "error" and report.errors.append(f"console: {m.text}"))
+    tab.on("pageerror", lambda e: report.errors.append(f"uncaught: {e}"))
+    tab.on("response", lambda r: r.status >= 400 and report.errors.append(f"HTTP {r.status} {r.url}"))
+    tab.goto(base + page, wait_until="load")
+    with contextlib.suppress(Exception):  # what is still missing is reported below
+        tab.wait_for_function(_DRAWN, timeout=wait_ms)
+    with contextlib.suppress(Exception):
+        tab.wait_for_load_state("networkidle", timeout=5_000)
+    report.not_drawn = tab.evaluate(_NOT_DRAWN)
+    tab.screenshot(path=str(report.screenshot), full_page=True)
+    tab.close()
+    return report
+
+
+def assert_offline(reports: list[PageReport]) -> None:
+    failing = [r for r in reports if r.problems()]
+    assert not failing, "pages that do not work offline:\n" + "\n".join(
+        f"{r.page} (screenshot {r.screenshot}):\n    " + "\n    ".join(r.problems()) for r in failing)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """A Chromium context with a fresh profile that refuses (and so records) every request off localhost."""
+    missing = None
+    if not Path(CHROMIUM).exists():
+        missing = f"{CHROMIUM} is missing (Debian: apt-get install chromium; `make test` does it as root)"
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        missing = "playwright is missing (pip install -e '.[dev]')"
+    if missing:
+        message = f"BROWSER TEST NOT RUN: {missing}. The built book's offline rendering is NOT checked."
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        print("\n" + "!" * 100 + f"\n{message}\n" + "!" * 100)
+        pytest.skip(message)
+    with sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM, headless=True, args=FLAGS,
+            viewport={"width": 1280, "height": 900})
+        context.route("**/*", lambda route: route.abort("blockedbyclient") if is_external(route.request.url)
+                      else route.continue_())
+        yield context
+        context.close()
+
+
+def _book_pages(site: Path) -> list[str]:
+    return sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html")
+                  if not p.relative_to(site).parts[0].startswith("_"))
+
+
+def _views_page(site: Path) -> str:
+    """A test page with two head views, a model view and a chart with a slider and tooltips: several views on one
+    page must not clash, and interaction must work from the shipped scripts alone."""
+    from headlab.render import BookChart
+    from headlab.views import head_view, model_view
+
+    rng = np.random.default_rng(0)
+    maps = rng.random((2, 3, 6, 6))
+    maps /= maps.sum(-1, keepdims=True)
+    tokens = ["[CLS]", "a", "query", "[SEP]", "title", "[SEP]"]
+    cutoff = alt.param(name="cutoff", value=2, bind=alt.binding_range(min=0, max=5, step=1, name="cutoff "))
+    chart = alt.Chart(pd.DataFrame({"x": range(6), "y": [3, 1, 4, 1, 5, 9]})).mark_bar().encode(
+        x="x:O", y="y:Q", tooltip=["x", "y"],
+        color=alt.condition(alt.datum.x > cutoff, alt.value("steelblue"), alt.value("orange"))).add_params(cutoff)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HEADLAB_BOOK", "1")
+        parts = [head_view(maps, tokens, sentence_b_start=4), head_view(maps, tokens, layer=1, heads=[0]),
+                 model_view(maps, tokens), BookChart(chart)]
+    body = "\n".join(p._repr_html_() for p in parts)
+    return _plant(site, "views.html", f'<head><meta charset="utf-8"></head><body>{body}</body>')
+
+
+def _plant(site: Path, name: str, content: str) -> str:
+    """Write a test page into the site's _checks/ folder (not a book page); return its path in the site."""
+    (site / "_checks").mkdir(exist_ok=True)
+    (site / "_checks" / name).write_text(f'<!DOCTYPE html><html data-content_root="../">{content}</html>')
+    return f"_checks/{name}"
+
+
+@pytest.fixture(scope="module")
+def site(tiny_book, tmp_path_factory):
+    """A copy of the tiny book's site, to add test pages to (the build stays as built)."""
+    copy = tmp_path_factory.mktemp("site") / "html"
+    shutil.copytree(tiny_book.html, copy)
+    return copy
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory):
+    path = tmp_path_factory.mktemp("screenshots")
+    print(f"\nscreenshots of the book's pages: {path}")
+    return path
+
+
+@pytest.mark.parametrize("opened", ["served", "as-files"])
+def test_every_page_of_the_book_works_offline(site, browser, shots, opened):
+    """Served from localhost, and opened as files (the README says a reader may open index.html directly)."""
+    pages = _book_pages(site)
+    assert {"index.html", "executed/00_setup.html", "executed/01_redundancy.html"} <= set(pages)
+    pages.append(_views_page(site))
+    (shots / opened).mkdir(exist_ok=True)
+    with serve(site) if opened == "served" else contextlib.nullcontext(site.as_uri() + "/") as base:
+        reports = [check_page(browser, base, page, shots / opened) for page in pages]
+    assert_offline(reports)
+    print(f"\nchecked {len(reports)} pages offline ({opened}): " + ", ".join(r.page for r in reports))
+
+
+def test_views_on_one_page_keep_their_own_ids_and_respond(site, browser, shots):
+    page = _views_page(site)
+    with serve(site) as base:
+        tab = browser.new_page()
+        tab.goto(base + page, wait_until="load")
+        tab.wait_for_function(_DRAWN, timeout=20_000)
+        tab.screenshot(path=str(shots / "views.png"), full_page=True)
+        ids = tab.evaluate("[...document.querySelectorAll('[id]')].map(e => e.id)")
+        assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
+        # the head view redraws for another layer; the chart's slider recolours its bars; tooltips show
+        first = tab.locator(".headlab-view").first
+        before = first.locator("svg").inner_html()
+        first.locator("select[id$='-layer']").select_option("1")
+        assert first.locator("svg").inner_html() != before
+        chart = tab.locator(".headlab-chart")
+        bars = chart.locator("path[aria-roledescription='bar']")
+        colours = bars.evaluate_all("els => els.map(e => e.getAttribute('fill'))")
+        chart.locator("input[type='range']").fill("4")
+        assert bars.evaluate_all("els => els.map(e => e.getAttribute('fill'))") != colours
+        bars.first.hover()
+        tab.wait_for_selector("#vg-tooltip-element.visible", timeout=5_000)
+        tab.close()
+
+
+def test_a_page_that_reaches_a_cdn_fails_the_check(site, browser, shots):
+    """The check is not blind: a page that loads Vega from a CDN, throws, and leaves its chart empty fails it."""
+    page = _plant(site, "cdn.html", '<head><script src="https://cdn.jsdelivr.net/npm/vega@5"></script></head><body>'
+                  '<div class="headlab-chart" id="c"></div><script>vegaEmbed("#c", {});</script></body>')
+    with serve(site) as base:
+        report = check_page(browser, base, page, shots, wait_ms=2_000)
+    assert report.external == ["https://cdn.jsdelivr.net/npm/vega@5"]
+    assert any("vegaEmbed is not defined" in e for e in report.errors)
+    assert report.not_drawn == ["headlab-chart c"]
+    with pytest.raises(AssertionError, match="cdn.jsdelivr.net"):
+        assert_offline([report])

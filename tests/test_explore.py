@@ -1,0 +1,105 @@
+"""The head explorer (live widget and static chart) and the charts of notebook 02, on a tiny model."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import tiny_bert
+from headlab import charts
+from headlab.evaluate import Encoded
+from headlab.explore import attention_table, example_view, head_explorer, head_explorer_chart, head_report
+from headlab.layer_dependence import layer_reference
+
+
+class StubTokenizer:
+    pad_token_id = 0
+
+    def convert_ids_to_tokens(self, ids):
+        return [f"t{i}" for i in ids]
+
+
+def tiny_encoded(n: int = 4) -> Encoded:
+    rng = np.random.default_rng(0)
+    ids = [[1, *rng.integers(5, 50, size=6).tolist(), 2, *rng.integers(5, 50, size=3).tolist(), 2] for _ in range(n)]
+    return Encoded(ids, [[0] * len(i) for i in ids], rng.integers(1, 6, size=n), 0)
+
+
+def grid_and_layers(layers=3, heads=4):
+    rng = np.random.default_rng(1)
+    grid = pd.DataFrame([(l, h) for l in range(layers) for h in range(heads)], columns=["layer", "head"])
+    grid["rel_change"] = rng.normal(0, 0.05, len(grid))
+    grid.loc[5, "rel_change"] = -0.4  # head 1.1 costs most
+    grid["lo"], grid["hi"] = grid["rel_change"] - 0.03, grid["rel_change"] + 0.03
+    grid["p_mcnemar"], grid["p_holm"] = 0.5, 1.0
+    grid.loc[5, ["p_mcnemar", "p_holm"]] = [1e-5, 1e-4]
+    grid["significant"] = grid["p_holm"] < 0.05
+    grid["direction"] = np.where(grid["significant"], "hurts", "none")
+    layer_table = pd.DataFrame({"layer": range(layers), "accuracy": 0.5, "rel_change": [-0.2, 0.03, 0.0],
+                                "lo": [-0.25, 0.01, -0.02], "hi": [-0.15, 0.05, 0.02], "p_mcnemar": 0.1})
+    layer_table["distinguishable"] = (layer_table["lo"] > 0) | (layer_table["hi"] < 0)
+    return grid, layer_table
+
+
+def test_attention_table_keeps_the_weights_above_the_floor():
+    maps = np.zeros((2, 3, 4, 4))
+    maps[1, 2, 3, 0], maps[0, 0, 1, 1], maps[0, 1, 2, 2] = 0.9, 0.02, 0.019
+    table = attention_table(maps, min_weight=0.02)
+    assert table[["layer", "head", "query", "key"]].values.tolist() == [[0, 0, 1, 1], [1, 2, 3, 0]]
+    np.testing.assert_allclose(table["weight"], [0.02, 0.9])
+
+
+def test_head_report_names_the_head_its_layer_and_untested_heads():
+    grid, layer_table = grid_and_layers()
+    text = head_report(grid, layer_table, 1, 1)
+    assert text.startswith("Head 1.1 masked alone: -40.0% [-43.0%, -37.0%], McNemar p = 1e-05, Holm p = 0.0001 (hurts).")
+    assert text.endswith("Whole layer 1 masked: +3.0% [+1.0%, +5.0%].")
+    grid.loc[0, "rel_change"] = np.nan
+    assert head_report(grid, layer_table, 0, 0).startswith("Head 0.0 masked alone: not tested.")
+
+
+def test_static_explorer_starts_on_the_costliest_head_and_filters_attention_by_the_click():
+    grid, layer_table = grid_and_layers()
+    maps = np.random.default_rng(0).dirichlet(np.ones(5), size=(3, 4, 5))
+    spec = head_explorer_chart(grid, layer_table, attention_table(maps), [f"w{i}" for i in range(5)]).to_dict()
+    text = json.dumps(spec)
+    assert '"value": [{"layer": 1, "head": 1}]' in text
+    assert '"type": "csv"' in text and "layer,head,query,key,weight" in text  # compact, past the 5000-row guard
+    assert text.count('"filter": {"param"') == 2  # the attention map and the report line follow the click
+    assert "Head 1.1 masked alone" in text
+
+
+def test_example_view_and_the_live_explorer_on_a_tiny_model(monkeypatch):
+    model, tokenizer, encoded = tiny_bert(), StubTokenizer(), tiny_encoded()
+    grid, layer_table = grid_and_layers()
+    text, chart = example_view(model, tokenizer, encoded, 2, 3, example=1)
+    assert text.startswith(f"Example 1: gold grade {encoded.grades[1]}; predicted ")
+    assert "with head 2.3 masked" in text
+    assert len(chart.data) == len(encoded.input_ids[1]) ** 2 and "t1" in json.dumps(chart.to_dict())
+    monkeypatch.delenv("HEADLAB_BOOK", raising=False)
+    box = head_explorer(model, tokenizer, encoded, grid, layer_table)
+    layer_box, head_box, example_box = box.children[0].children
+    out = box.children[1]
+    assert "Head 0.0 masked alone" in out.outputs[0]["data"]["text/markdown"]
+    head_box.value = 2  # the callback redraws the view for head 0.2
+    example_box.value = 3
+    assert len(out.outputs) == 2 and out.outputs[1]["data"]["text/plain"] == "alt.Chart(...)"
+    assert "Head 0.2 masked alone" in out.outputs[0]["data"]["text/markdown"]
+    assert "Example 3:" in out.outputs[0]["data"]["text/markdown"] and example_box.max == len(encoded) - 1
+    monkeypatch.setenv("HEADLAB_BOOK", "1")
+    assert "JupyterLab" in head_explorer(model, tokenizer, encoded, grid, layer_table).data
+
+
+def test_notebook_02_charts_build_valid_specs():
+    grid, layer_table = grid_and_layers()
+    importance = grid[["layer", "head"]].assign(importance=np.linspace(0, 1, len(grid)))
+    for chart in (charts.layer_bars(layer_table, layer_reference(3)),
+                  charts.head_heatmap(grid),
+                  charts.head_heatmap(importance, "importance", "importance", fmt=".2f", diverging=False, mark=None),
+                  charts.head_intervals(grid),
+                  charts.importance_scatter(grid, importance),
+                  charts.attention_heatmap(np.eye(3), ["a", "b", "a"])):
+        assert chart.to_dict()  # validates against the Vega-Lite schema
+    heatmap = charts.attention_heatmap(np.eye(3), ["a", "b", "a"])
+    calculate = {t["as"]: t["calculate"] for t in heatmap.to_dict()["transform"]}
+    assert len(heatmap.data) == 9 and calculate["query_token"] == '["0 a", "1 b", "2 a"][datum.query]'

@@ -1,0 +1,55 @@
+import numpy as np
+import pandas as pd
+from conftest import tiny_bert
+from IPython.display import Markdown
+
+from headlab.evaluate import Encoded
+from headlab.explore_words import case_texts, order_explorer, segmentation_explorer
+
+
+class Tok:
+    vocab = ["[PAD]", "[CLS]", "[SEP]", "[UNK]", "a", "b", "##c", "d", "e", "f"]
+    all_special_tokens = ["[PAD]", "[CLS]", "[SEP]", "[UNK]"]
+    sep_token_id, pad_token_id, unk_token = 2, 0, "[UNK]"
+
+    def convert_ids_to_tokens(self, ids):
+        return [self.vocab[i] for i in ids]
+
+
+def _encoded(order=(7, 8, 9)):
+    ids = [[1, 4, 5, 6, 2, *order, 2], [1, 4, 2, 8, 7, 2]]
+    return Encoded(ids, [[0] * len(i) for i in ids], np.array([4, 2]), 0)
+
+
+def test_segmentation_explorer_builds_and_updates(capsys):
+    heads = pd.DataFrame({"subset": "all tokens", "layer": [1], "head": [2], "accuracy": [0.9], "majority": [0.8], "f1": [0.7]})
+    box = segmentation_explorer(tiny_bert(), Tok(), _encoded(), heads=heads, layer=1, head=2)
+    example, layer, head = box.children[0].children
+    assert (layer.max, head.max) == (2, 3)
+    example.value = 1
+    head.value = 0
+    shown = capsys.readouterr().out  # outside a kernel the Output widget prints what it shows
+    assert shown.count("Markdown object") == 3 and shown.count("Chart") == 6
+
+
+def test_order_explorer_builds_and_updates(capsys):
+    frame = pd.DataFrame({"query": ["a b", "a"], "title": ["d e f", "e d"]})
+    shuffled = frame.assign(title=["f d e", "d e"])
+    texts = case_texts(frame, shuffled, [0, 1])
+    assert texts[texts["example"] == 0]["line"].tolist() == ["query: a b", "title: d e f", "shuffled: f d e"]
+    ranked = pd.DataFrame({"layer": [0, 2, 1], "head": [1, 3, 0], "rank": [1, 2, 3], "direction": "prev",
+                           "score": [0.9, 0.5, 0.2]})
+    box = order_explorer(tiny_bert(), Tok(), _encoded(), _encoded((9, 7, 8)), ranked, texts, k=2, draws=2)
+    example, k, rank = box.children[0].children
+    assert k.max == 6 and rank.max == 3
+    k.value = 0
+    rank.value = 3
+    example.value = 1
+    shown = capsys.readouterr().out
+    assert shown.count("Markdown object") == 4 and shown.count("Chart") == 8
+
+
+def test_explorers_are_a_note_in_the_book(monkeypatch):
+    monkeypatch.setenv("HEADLAB_BOOK", "1")
+    assert isinstance(segmentation_explorer(tiny_bert(), Tok(), _encoded()), Markdown)
+    assert isinstance(order_explorer(tiny_bert(), Tok(), _encoded(), _encoded(), pd.DataFrame(), pd.DataFrame()), Markdown)

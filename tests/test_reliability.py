@@ -1,0 +1,245 @@
+"""Bad input gets a clear error, same seed gives the same tables, and interrupted work resumes."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from transformers import BertConfig, BertModel
+
+from conftest import tiny_bert
+from headlab.evaluate import Encoded, encode
+from headlab.finetune import FinetuneConfig, checkpoint_dir, finetune, is_complete
+from headlab.model import ModelError, load_classifier, load_tokenizer, resolve_device, resolve_model
+from headlab.study import Study
+from headlab.sweep import MaskSpec, load_sweep, random_share_specs, run_sweep, single_head_specs
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return load_tokenizer("minilm")
+
+
+@pytest.fixture
+def tiny_model_folder(tmp_path, tokenizer):
+    """A tiny random BERT saved like any model folder (safetensors + the real MiniLM tokenizer)."""
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=128)
+    folder = tmp_path / "tiny-bert"
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture
+def pairs_file(tmp_path):
+    rng = np.random.default_rng(0)
+    words = "cat dog sat mat ran far red blue car road sky sea".split()
+    rows = ["query\ttitle\tlabel\tsplit"]
+    for i in range(240):
+        q, t = " ".join(rng.choice(words, 4)), " ".join(rng.choice(words, 5))
+        rows.append(f"{q}\t{t}\t{rng.integers(1, 6)}\t{['train', 'dev', 'test'][i % 3] if i >= 160 else 'train'}")
+    path = tmp_path / "pairs.tsv"
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    """A private HEADLAB_CACHE that still sees the already downloaded assets."""
+    from headlab.assets import cache_dir
+
+    assets = cache_dir() / "assets"
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    if assets.exists():
+        (cache / "assets").symlink_to(assets)
+    monkeypatch.setenv("HEADLAB_CACHE", str(cache))
+    return cache
+
+
+# --- model loading ----------------------------------------------------------------------------------------
+
+def test_missing_model_folder_is_named(tmp_path):
+    with pytest.raises(ModelError, match="does not exist"):
+        resolve_model(str(tmp_path / "nope"))
+
+
+def test_pickle_only_weights_are_refused_unless_allowed(tiny_model_folder):
+    (tiny_model_folder / "model.safetensors").rename(tiny_model_folder / "pytorch_model.bin")
+    with pytest.raises(ModelError, match="pickle"):
+        resolve_model(str(tiny_model_folder))
+    assert resolve_model(str(tiny_model_folder), allow_pickle=True) == str(tiny_model_folder)
+
+
+def test_remote_code_and_unsupported_encoders_are_refused(tiny_model_folder):
+    config_path = tiny_model_folder / "config.json"
+    config = json.loads(config_path.read_text())
+    config_path.write_text(json.dumps({**config, "auto_map": {"AutoModel": "evil.Model"}}))
+    with pytest.raises(ModelError, match="remote code"):
+        resolve_model(str(tiny_model_folder))
+    config_path.write_text(json.dumps({**config, "model_type": "gpt2"}))
+    with pytest.raises(ModelError, match="gpt2.*not an encoder headlab supports"):
+        resolve_model(str(tiny_model_folder))
+
+
+def test_asking_for_a_gpu_that_is_not_there_is_an_error():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(ValueError, match="DEVICE='cuda'"):
+        resolve_device("cuda")
+    with pytest.raises(ValueError, match="DEVICE must be"):
+        resolve_device("tpu")
+
+
+# --- parameters -------------------------------------------------------------------------------------------
+
+def test_out_of_range_parameters_name_the_parameter():
+    with pytest.raises(ValueError, match=r"shares must lie in \[0, 1\]"):
+        random_share_specs(2, 4, [1.5], 2, 0)
+    with pytest.raises(ValueError, match="draws must be a positive integer"):
+        random_share_specs(2, 4, [0.5], -1, 0)
+    with pytest.raises(ValueError, match=r"head \(5, 0\) does not exist in a 2x4 model"):
+        MaskSpec("x", ((5, 0),), "head").keep(2, 4)
+    with pytest.raises(ValueError, match="EVAL_LIMIT"):
+        Study(eval_limit=0, device="cpu")
+    with pytest.raises(ValueError, match="epochs"):
+        FinetuneConfig(epochs=0)
+
+
+def test_truncation_is_counted_and_reported(tokenizer):
+    frame = pd.DataFrame({"query": ["word " * 100, "short"], "title": ["word " * 100, "short too"], "label": [1, 2]})
+    with pytest.warns(UserWarning, match="1 of 2 pairs are longer than max_length=128"):
+        encoded = encode(tokenizer, frame, max_length=128)
+    assert encoded.n_truncated == 1 and max(len(x) for x in encoded.input_ids) == 128
+
+
+# --- determinism ------------------------------------------------------------------------------------------
+
+def test_fine_tuning_twice_gives_byte_identical_results(fresh_cache, tiny_model_folder, pairs_file):
+    config = FinetuneConfig(model=str(tiny_model_folder), data=str(pairs_file), epochs=2, train_limit=64, seed=3)
+    first = finetune(config, progress=False)
+    history, weights = (first / "history.csv").read_bytes(), (first / "model.safetensors").read_bytes()
+    import shutil
+
+    shutil.rmtree(first)
+    second = finetune(config, progress=False)
+    assert (second / "history.csv").read_bytes() == history
+    assert (second / "model.safetensors").read_bytes() == weights
+
+
+def _tiny_encoded(n=40, seed=0):
+    rng = np.random.default_rng(seed)
+    ids = [[2] + rng.integers(5, 50, size=rng.integers(3, 15)).tolist() + [3] for _ in range(n)]
+    return Encoded(ids, [[0] * len(x) for x in ids], rng.integers(1, 6, size=n), 0)
+
+
+def test_sweeps_twice_and_sharded_give_byte_identical_tables(tmp_path):
+    model, encoded = tiny_bert(), _tiny_encoded()
+    specs = single_head_specs(3, 4) + random_share_specs(3, 4, [0.25, 0.5], 2, seed=1)
+    run_sweep(model, encoded, specs, tmp_path / "a", progress=False)
+    run_sweep(model, encoded, specs, tmp_path / "b", progress=False)
+    for shard in range(3):
+        run_sweep(model, encoded, specs, tmp_path / "sharded", shard=shard, n_shards=3, progress=False)
+    files = sorted(p.name for p in (tmp_path / "a" / "masks").glob("*.csv"))
+    assert len(files) == len(specs)
+    for name in files:
+        a = (tmp_path / "a" / "masks" / name).read_bytes()
+        assert a == (tmp_path / "b" / "masks" / name).read_bytes() == (tmp_path / "sharded" / "masks" / name).read_bytes()
+    pd.testing.assert_frame_equal(load_sweep(tmp_path / "a"), load_sweep(tmp_path / "sharded"))
+
+
+def test_a_sweep_folder_of_another_plan_is_refused(tmp_path):
+    model, encoded = tiny_bert(), _tiny_encoded(10)
+    run_sweep(model, encoded, single_head_specs(3, 4)[:2], tmp_path, progress=False)
+    from headlab.sweep import SweepError
+
+    with pytest.raises(SweepError, match="different sweep"):
+        run_sweep(model, encoded, single_head_specs(3, 4)[:3], tmp_path, progress=False)
+
+
+# --- interruption -----------------------------------------------------------------------------------------
+
+SWEEP_SCRIPT = """
+import sys, numpy as np, torch
+torch.set_num_threads(1)
+sys.path.insert(0, {tests!r})
+from conftest import tiny_bert
+from headlab.evaluate import Encoded
+from headlab.sweep import random_share_specs, run_sweep
+rng = np.random.default_rng(0)
+ids = [[2] + rng.integers(5, 50, size=rng.integers(20, 30)).tolist() + [3] for _ in range(400)]
+enc = Encoded(ids, [[0] * len(x) for x in ids], rng.integers(1, 6, size=400), 0)
+run_sweep(tiny_bert(), enc, random_share_specs(3, 4, [0.25, 0.5, 0.75], 10, seed=0), {out!r}, batch_size=8, progress=False)
+"""
+
+
+def _run_until(script: str, ready, sig) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not ready() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    proc.send_signal(sig)
+    proc.wait(timeout=60)
+    return proc
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+def test_a_killed_sweep_resumes_to_the_same_table(tmp_path, sig):
+    tests = str(REPO / "tests")
+    killed, clean = tmp_path / "killed", tmp_path / "clean"
+    masks = killed / "masks"
+    proc = _run_until(SWEEP_SCRIPT.format(tests=tests, out=str(killed)),
+                      lambda: masks.exists() and len(list(masks.glob("*.csv"))) >= 3, sig)
+    done_before = len(list(masks.glob("*.csv")))
+    assert proc.returncode != 0 and 3 <= done_before < 30, "the sweep was not interrupted part-way"
+    subprocess.run([sys.executable, "-c", SWEEP_SCRIPT.format(tests=tests, out=str(killed))], cwd=REPO, check=True)
+    subprocess.run([sys.executable, "-c", SWEEP_SCRIPT.format(tests=tests, out=str(clean))], cwd=REPO, check=True)
+    pd.testing.assert_frame_equal(load_sweep(killed), load_sweep(clean))
+    assert not list(masks.glob(".*tmp"))  # no half-written file left behind
+
+
+FINETUNE_SCRIPT = """
+import torch
+torch.set_num_threads(1)
+from headlab.finetune import FinetuneConfig, finetune
+finetune(FinetuneConfig(model={model!r}, data={data!r}, epochs=4, train_limit=160, batch_size=4, seed=1), progress=False)
+"""
+
+
+def test_a_killed_fine_tune_resumes_to_the_same_weights(fresh_cache, tiny_model_folder, pairs_file):
+    script = FINETUNE_SCRIPT.format(model=str(tiny_model_folder), data=str(pairs_file))
+    config = FinetuneConfig(model=str(tiny_model_folder), data=str(pairs_file), epochs=4, train_limit=160,
+                            batch_size=4, seed=1)
+    out = checkpoint_dir(config)
+    state = out.with_name(out.name + ".partial") / "state.pt"
+    proc = _run_until(script, state.exists, signal.SIGKILL)
+    assert proc.returncode == -signal.SIGKILL and not is_complete(out), "fine-tuning was not interrupted part-way"
+    subprocess.run([sys.executable, "-c", script], cwd=REPO, check=True, env=os.environ)
+    assert is_complete(out)
+    resumed = (out / "model.safetensors").read_bytes()
+    import shutil
+
+    shutil.rmtree(out)
+    subprocess.run([sys.executable, "-c", script], cwd=REPO, check=True, env=os.environ)
+    assert (out / "model.safetensors").read_bytes() == resumed
+
+
+def test_a_corrupt_checkpoint_is_rebuilt_not_loaded(fresh_cache, tiny_model_folder, pairs_file):
+    config = FinetuneConfig(model=str(tiny_model_folder), data=str(pairs_file), epochs=1, train_limit=32)
+    out = finetune(config, progress=False)
+    good = (out / "model.safetensors").read_bytes()
+    (out / "model.safetensors").write_bytes(good[: len(good) // 2])  # truncated weights
+    assert not is_complete(out)
+    again = finetune(config, progress=False)
+    assert is_complete(again) and (again / "model.safetensors").read_bytes() == good

@@ -1,0 +1,85 @@
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from headlab.evaluate import encode
+from headlab.model import load_tokenizer
+from headlab.segmentation import BoundaryData
+from headlab.segmentation_report import (ALL, MULTI, STUDY_UNION, best_head, score_segmentation, segmentation_corpus,
+                                         token_subsets, verdict_single_head, verdict_union)
+
+
+def _data(seed: int = 0, n_examples: int = 80, per_example: int = 12) -> BoundaryData:
+    """Mostly word ends, as in English WordPiece; head (0, 1) reads the multi-token words well, (0, 0) says "end" always."""
+    rng = np.random.default_rng(seed)
+    n = n_examples * per_example
+    multi = rng.random(n) < 0.3
+    gold = np.where(multi, rng.random(n) < 0.4, True)
+    pred = rng.random((2, 3, n)) < 0.9
+    pred[0, 0] = True
+    pred[0, 1] = np.where(multi, gold ^ (rng.random(n) < 0.15), True)
+    features = np.where(pred.reshape(6, n).T, 1.0, -1.0) + rng.normal(0, 0.5, (n, 6))
+    return BoundaryData(pred, features, gold, np.repeat(np.arange(n_examples), per_example), multi)
+
+
+@pytest.fixture(scope="module")
+def results():
+    return score_segmentation(_data(), max_heads=4, control_draws=3, n_boot=200)
+
+
+def test_score_segmentation_tables(results):
+    assert set(results.heads["subset"]) == {ALL, MULTI} and len(results.heads) == 12
+    comparison = results.comparison.set_index(["subset", "measure"])
+    multi = comparison.loc[MULTI]
+    assert multi.loc["majority class", "value"] == pytest.approx(max(multi.loc["majority class", "end_share"],
+                                                                     1 - multi.loc["majority class", "end_share"]))
+    assert multi.loc["best head, chosen on the same tokens", "heads"] == "L0H1"
+    assert multi.loc["best head, chosen on other examples", "gain_lo"] > 0
+    union = multi.loc["oracle union of heads"]
+    curve = results.union[(results.union["subset"] == MULTI) & (results.union["kind"] == "heads")]
+    reached = curve[curve["union_accuracy"] >= STUDY_UNION]
+    assert union["k"] == (reached["k"].iloc[0] if len(reached) else 4)
+    assert union["value"] == pytest.approx(curve["union_accuracy"].iloc[int(union["k"]) - 1])
+    control = results.union[(results.union["subset"] == MULTI) & (results.union["kind"] == "shuffled control")]
+    assert (control["lo"] <= control["union_accuracy"]).all() and (control["union_accuracy"] <= control["hi"]).all()
+    fixed = score_segmentation(_data(), union_heads=1, max_heads=4, control_draws=2, n_boot=100).comparison
+    assert (fixed[fixed["measure"] == "oracle union of heads"]["k"] == 1).all()
+
+
+def test_subsets_need_enough_examples():
+    data = _data(n_examples=80)
+    data.multi[:] = False
+    data.multi[:3 * 12] = True  # three examples only
+    assert list(token_subsets(data)) == [ALL]
+
+
+def test_verdicts_state_the_baselines_and_the_oracle(results):
+    single = verdict_single_head(results.comparison)
+    assert "majority class" in single and "study: 70%" in single and "**Verdict:** a single head's rule does carry" in single
+    assert "Plainly" in single  # most tokens end a word
+    union = verdict_union(results.comparison)
+    assert "oracle upper bound" in union and "study: 96%" in union and "shuffled" in union and "held-out" in union
+    only_all = results.comparison[results.comparison["subset"] == ALL]
+    assert "too few examples" in verdict_single_head(only_all)
+
+
+def test_best_head_prefers_multi_token_words(results):
+    assert best_head(results.heads) == (0, 1)
+    assert best_head(results.heads[results.heads["subset"] == ALL]) in {(0, 0), (0, 1)}
+
+
+def test_segmentation_corpus_eval_and_pku():
+    tokenizer = load_tokenizer("minilm")
+    frame = pd.DataFrame({"query": ["a playing cat", "dogs"], "title": ["tokenization", "a dog"], "label": [3, 4]})
+    setup = SimpleNamespace(tokenizer=tokenizer, frame=frame, encoded=encode(tokenizer, frame),
+                            study=SimpleNamespace(eval_split="test"))
+    corpus = segmentation_corpus(setup, "eval", limit=1)
+    assert len(corpus.encoded) == 1 and corpus.segments is None and corpus.texts == ["a playing cat [SEP] tokenization"]
+    assert "the first 1 test pairs" in corpus.note
+    pku = segmentation_corpus(setup, "pku-1998", limit=20)
+    assert 0 < len(pku.encoded) <= 20 and len(pku.segments) == len(pku.encoded) and len(pku.texts) == len(pku.encoded)
+    assert "People's Daily" in pku.note and "does not read Chinese" in pku.note  # MiniLM knows few Chinese characters
+    with pytest.raises(ValueError, match="SEG_CORPUS"):
+        segmentation_corpus(setup, "wiki")

@@ -1,0 +1,138 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from headlab import term_matching
+from headlab.importance import half_pool
+from headlab.roles import ENGLISH_STOPWORDS
+from headlab.sweep import plan_table, run_sweep
+from headlab.term_matching import (condition_table, draw_table, head_roles, random_comparison, term_matching_specs,
+                                   verdict)
+from tiny_setup import tiny_setup
+
+MATCHING = [(2, 9), (1, 1), (2, 4), (0, 8), (1, 0)]
+
+
+def test_specs_hold_every_condition_and_pair_kept_with_removed_random_sets():
+    specs = term_matching_specs(6, 12, MATCHING, draws=4, keep_draws=3, seed=0)
+    kinds = pd.Series([s.kind for s in specs]).value_counts().to_dict()
+    assert kinds == {"none": 1, "random": 4, "random_lower": 4, "matching": 1, "lower": 1, "lower_but_matching": 1,
+                     "lower_but_random": 3}
+    lower = set(half_pool(6, 12, "lower"))
+    by_id = {s.mask_id: s for s in specs}
+    assert set(by_id["matching"].dropped) == set(MATCHING) and set(by_id["lower"].dropped) == lower
+    assert set(by_id["lower_but_matching"].dropped) == lower - set(MATCHING)
+    removed = [set(s.dropped) for s in specs if s.kind == "random_lower"]
+    kept = [lower - set(s.dropped) for s in specs if s.kind == "lower_but_random"]
+    assert kept == removed[:3] and all(len(r) == 5 and r <= lower for r in removed)
+    randoms = [set(s.dropped) for s in specs if s.kind == "random"]
+    assert all(len(r) == 5 for r in randoms) and randoms != removed
+    assert len({s.mask_id for s in specs}) == len(specs)
+    assert term_matching_specs(6, 12, MATCHING, draws=4, keep_draws=3, seed=0) == specs  # a rerun resumes
+    assert [set(s) for s in term_matching.random_lower_sets(6, 12, 5, 4, seed=0)] == removed
+
+
+def test_specs_need_heads_and_draws():
+    with pytest.raises(ValueError, match="at least one head"):
+        term_matching_specs(6, 12, [], 2, 2, 0)
+    with pytest.raises(ValueError, match="positive"):
+        term_matching_specs(6, 12, MATCHING, 0, 2, 0)
+
+
+def toy_sweep(matching, randoms, lower, keep_matching, keeps):
+    """A per-example table and plan from lists of correct flags per mask (baseline: 4 of 6 right)."""
+    masks = {"none": ("none", [1, 1, 1, 1, 0, 0]), "matching": ("matching", matching), "lower": ("lower", lower),
+             "lower_but_matching": ("lower_but_matching", keep_matching)}
+    masks |= {f"random-d{i}": ("random", c) for i, c in enumerate(randoms)}
+    masks |= {f"random_lower-d{i}": ("random_lower", c) for i, c in enumerate(randoms)}
+    masks |= {f"lower_but_random-d{i}": ("lower_but_random", c) for i, c in enumerate(keeps)}
+    per_example = pd.DataFrame([{"mask_id": m, "example": i, "correct": c}
+                                for m, (_, cs) in masks.items() for i, c in enumerate(cs)])
+    plan = pd.DataFrame({"mask_id": list(masks), "kind": [k for k, _ in masks.values()],
+                         "n_dropped": [0 if k == "none" else 5 for k, _ in masks.values()]})
+    return per_example, plan, np.array(masks["none"][1])
+
+
+def test_tables_of_a_strong_matching_effect():
+    randoms = [[1, 1, 1, 1, 0, 0], [1, 1, 1, 0, 0, 1], [1, 1, 0, 1, 1, 0]]  # all at 4/6: no change
+    per_example, plan, base = toy_sweep(matching=[1, 0, 0, 0, 0, 0], randoms=randoms, lower=[0] * 6,
+                                        keep_matching=[1, 1, 1, 0, 0, 0], keeps=[[1, 0, 0, 0, 0, 0]] * 2)
+    table = condition_table(per_example, plan, base, k=5, n_boot=300).set_index("condition")
+    assert table.loc["matching", "rel_change"] == pytest.approx(1 / 4 - 1)
+    assert table.loc["random", "rel_change"] == pytest.approx(0) and table.loc["random", "n_draws"] == 3
+    assert np.isnan(table.loc["random", "p_mcnemar"]) and table.loc["matching", "p_mcnemar"] == pytest.approx(0.25)
+    assert table.loc["lower_but_matching", "kept"] == pytest.approx(0.75)
+    assert table.loc["matching", "study"] == -0.524 and table.loc["matching", "label"] == "the 5 term-matching heads"
+    draws = draw_table(per_example, plan, base, k=5)
+    assert len(draws) == len(plan) and draws.set_index("mask_id").loc["lower", "rel_change"] == -1
+    comparison = random_comparison(per_example, plan, base, k=5).set_index(["tested", "reference"])
+    assert comparison.loc[("matching", "random_lower"), "n_as_extreme"] == 0
+    assert comparison.loc[("matching", "random_lower"), "p_empirical"] == pytest.approx(1 / 4)
+    keep = comparison.loc[("lower_but_matching", "lower_but_random")]
+    assert keep["n_as_extreme"] == 0 and keep["p_empirical"] == pytest.approx(1 / 3)
+    text = verdict(condition_table(per_example, plan, base, k=5, n_boot=300),
+                   random_comparison(per_example, plan, base, k=5))
+    assert "**no: masking them costs no accuracy" in text  # 6 examples: McNemar p = 0.25
+    assert "keeps 75%" in text
+
+
+def test_verdict_says_far_more_only_with_enough_draws_and_a_clear_loss():
+    table = pd.DataFrame([{"condition": "matching", "label": "the 5 term-matching heads", "n_heads": 5,
+                           "rel_change": -0.5, "lo": -0.6, "hi": -0.4, "n_draws": 1, "draw_lo": -0.5,
+                           "draw_hi": -0.5, "p_mcnemar": 1e-6, "study": -0.524, "kept": 0.5}])
+    comparison = pd.DataFrame([{"tested": "matching", "reference": "random_lower",
+                                "reference_label": "5 random heads of the lower half", "reference_mean": -0.05,
+                                "reference_min": -0.1, "reference_max": 0.0, "n_draws": 40, "n_as_extreme": 0,
+                                "p_empirical": 1 / 41}])
+    assert "matter far more than random heads here" in verdict(table, comparison)
+    assert "contains the study's number" in verdict(table, comparison)
+    few = comparison.assign(n_draws=3, p_empirical=0.25)
+    assert "with 3 draws the smallest possible p is 0.25" in verdict(table, few)
+    null = table.assign(rel_change=-0.01, lo=-0.05, hi=0.03, p_mcnemar=0.6)
+    assert "**no: masking them costs no accuracy" in verdict(null, comparison.assign(n_as_extreme=30,
+                                                                                       p_empirical=31 / 41))
+
+
+def test_head_roles_are_computed_once_then_loaded(tmp_path, monkeypatch):
+    setup = tiny_setup(tmp_path)
+    first = head_roles(setup, stopwords=ENGLISH_STOPWORDS)
+    assert len(first) == 4 * 4 and (first["n_examples"] == 5).all()
+    saved = list(setup.study.table_dir.glob("head_roles-*.csv"))
+    assert len(saved) == 1
+
+    def no_compute(*args, **kwargs):
+        raise AssertionError("should have been loaded")
+
+    monkeypatch.setattr(term_matching, "role_scores", no_compute)
+    pd.testing.assert_frame_equal(head_roles(setup, stopwords=ENGLISH_STOPWORDS), first, check_dtype=False,
+                                  atol=1e-5)
+    with pytest.raises(AssertionError, match="loaded"):
+        head_roles(setup, limit=3, stopwords=ENGLISH_STOPWORDS)  # other settings: another file
+
+
+def test_role_indices_are_a_seeded_sorted_subset():
+    assert term_matching.role_indices(10, None, 0) is None and term_matching.role_indices(10, 20, 0) is None
+    picked = term_matching.role_indices(100, 10, 3)
+    assert len(set(picked)) == 10 and list(picked) == sorted(picked)
+    assert list(picked) == list(term_matching.role_indices(100, 10, 3))
+
+
+def test_term_matching_sweep_on_a_tiny_model(tmp_path):
+    setup = tiny_setup(tmp_path, n_right=3)
+    assert setup.base_correct.tolist() == [1, 1, 1, 0, 0]
+    specs = term_matching_specs(4, 4, [(0, 1), (1, 2)], draws=2, keep_draws=2, seed=0)
+    per_example = run_sweep(setup.model, setup.encoded, specs, setup.study.sweep_dir("tm", specs), progress=False)
+    plan = plan_table(specs)
+    table = condition_table(per_example, plan, setup.base_correct, k=2, n_boot=50)
+    assert table["condition"].tolist() == list(term_matching.CONDITIONS)
+    assert table.set_index("condition").loc["none", "rel_change"] == 0
+    assert len(random_comparison(per_example, plan, setup.base_correct, k=2)) == 3
+
+
+def test_placement_against_the_study_layers():
+    roles = pd.DataFrame({"layer": np.repeat(np.arange(6), 2), "head": np.tile([0, 1], 6),
+                          "match_excess": [0.0, 0.1, 0.5, 0.0, 0.0, 0.3, 0.0, 0.0, 0.9, 0.0, 0.0, 0.0]})
+    text = term_matching.placement(roles, [(1, 0), (2, 1), (0, 1)], layers=6)
+    assert "1.0 (0.50), 2.1 (0.30), 0.1 (0.10)" in text
+    assert "our layers 1, 2: 2 of ours are there" in text
+    assert "4.0 (0.90), 1.0 (0.50), 2.1 (0.30); 2 of them in the lower half" in text

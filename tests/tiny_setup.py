@@ -1,0 +1,51 @@
+"""A tiny stand-in for ``Study(...).setup()``: a random 4-layer x 4-head BERT over the real MiniLM tokenizer.
+
+The study, table folder and sweep folders are the real ones; only the checkpoint is replaced, so nothing is
+fine-tuned and the tests stay fast.
+"""
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from transformers import BertConfig, BertForSequenceClassification
+
+from headlab.evaluate import encode, predict, predicted_grades
+from headlab.model import load_tokenizer
+from headlab.study import Setup, Study
+
+PAIRS = pd.DataFrame({
+    "query": ["red cat, red", "a dog runs fast", "the sun is hot", "a man plays a guitar", "two birds fly"],
+    "title": ["the cat, red!", "a dog runs fast today", "cold moon", "a man plays a flute", "birds fly south"],
+    "label": [5, 4, 1, 3, 4],
+})
+
+
+class TinyStudy(Study):
+    @property
+    def checkpoint(self) -> Path:
+        return Path("tiny")
+
+
+def tiny_classifier(vocab_size: int, layers: int = 4, seed: int = 0):
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=vocab_size, hidden_size=16, num_hidden_layers=layers, num_attention_heads=4,
+                        intermediate_size=32, max_position_embeddings=64, num_labels=5, initializer_range=0.3)
+    config._attn_implementation = "sdpa"
+    return BertForSequenceClassification(config).eval()
+
+
+def tiny_setup(run_dir, frame: pd.DataFrame = PAIRS, layers: int = 4, seed: int = 0,
+               n_right: int | None = None) -> Setup:
+    """The Setup of a random model on ``frame``; with ``n_right``, labels are set so that the unmasked model
+    grades exactly the first ``n_right`` pairs right (a baseline accuracy of 0 has no relative change)."""
+    tokenizer = load_tokenizer("minilm")
+    model = tiny_classifier(len(tokenizer), layers, seed)
+    encoded = encode(tokenizer, frame)
+    probs = predict(model, encoded, batch_size=4)
+    if n_right is not None:
+        predicted = predicted_grades(probs)
+        frame = frame.assign(label=np.where(np.arange(len(frame)) < n_right, predicted, predicted % 5 + 1))
+        encoded = encode(tokenizer, frame)
+    study = TinyStudy(device="cpu", run_dir=str(run_dir), batch_size=4)
+    return Setup(study, model, tokenizer, frame, encoded, probs)
