@@ -92,15 +92,15 @@ def asset_path(name: str, fetch: bool = True) -> Path:
     if not fetch:
         raise AssetError(f"asset {name!r} is not in {_folder(asset)}; "
                          f"run `python -m headlab.assets fetch {name}`")
-    return _install(asset)
+    return install(asset)
 
 
 def fetch(name: str) -> Path:
     """Like asset_path(name), but re-verify the downloaded archive even if the folder is there."""
-    return _install(_get(name))
+    return install(_get(name))
 
 
-def _install(asset: Asset) -> Path:
+def install(asset: Asset) -> Path:
     """Verify the archive, then unpack into a temp folder and rename it into place, marker last."""
     archive, folder = _download(asset), _folder(asset)
     if _is_complete(asset):

@@ -14,7 +14,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from headlab.assets import Asset, _install as install_asset
+from headlab.assets import Asset, install as install_asset
 
 JS_DIR = "headlab-js"
 

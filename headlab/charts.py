@@ -195,7 +195,9 @@ def map_panels(cells: pd.DataFrame, columns: list[str], select: bool = True, tit
     values = {column: f"v{i}" for i, column in enumerate(columns)}
     data = pd.DataFrame({"e": cells["example"], "h": cells["head_label"], "q": cells["query"], "k": cells["key"],
                          "i": cells["identical"].astype(int), **{v: cells[c].round(3) for c, v in values.items()}})
-    base = alt.Chart(data).transform_calculate(query_token=f"{lookup}[datum.e][datum.q]",
+    # inline values: a DataFrame over Altair's 5000-row limit (a few pairs x heads) would be refused
+    base = alt.Chart({"values": data.to_dict("records")}).transform_calculate(
+        query_token=f"{lookup}[datum.e][datum.q]",
                                                key_token=f"{lookup}[datum.e][datum.k]")
     params = []
     if select:

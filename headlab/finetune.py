@@ -28,6 +28,7 @@ from headlab.evaluate import encode, length_batches, metrics, model_inputs, pred
 from headlab.model import load_classifier, load_tokenizer
 
 MARKER = ".headlab-complete"
+TRAINING_PROCEDURE = 2  # bump when the loop changes what a config trains to, so old checkpoints are not reused
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,8 @@ def _fingerprint(spec: str) -> str:
 
 def checkpoint_dir(config: FinetuneConfig) -> Path:
     """Where the fine-tuned model for ``config`` lives in the cache."""
-    key_source = {**asdict(config), "model": _fingerprint(config.model), "data": _fingerprint(config.data)}
+    key_source = {**asdict(config), "model": _fingerprint(config.model), "data": _fingerprint(config.data),
+                  "procedure": TRAINING_PROCEDURE}
     key = hashlib.sha256(json.dumps(key_source, sort_keys=True).encode()).hexdigest()[:12]
     name = Path(config.model).name if not is_asset(config.model) else config.model
     return cache_dir() / "finetuned" / f"{name}-{Path(config.data).stem}-{key}"
@@ -86,6 +88,22 @@ def _schedule(optimizer, warmup_steps: int, total_steps: int):
         return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def length_bucketed_batches(encoded, batch_size: int, rng: np.random.Generator, pool: int = 50) -> list[np.ndarray]:
+    """Shuffled batches of examples of similar length, so little compute goes to padding.
+
+    Examples are shuffled, cut into pools of ``pool`` batches, sorted by length within a pool and batched;
+    then the order of the batches is shuffled. Every example appears exactly once per epoch.
+    """
+    order = rng.permutation(len(encoded))
+    lengths = np.array([len(ids) for ids in encoded.input_ids])
+    batches = []
+    for start in range(0, len(order), pool * batch_size):
+        chunk = order[start : start + pool * batch_size]
+        chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+        batches += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
+    return [batches[i] for i in rng.permutation(len(batches))]
 
 
 @contextmanager
@@ -141,11 +159,11 @@ def _train(config: FinetuneConfig, out: Path, device: torch.device, progress: bo
     for epoch in range(start_epoch, config.epochs):
         model.train()
         torch.manual_seed(config.seed * 1000 + epoch)  # dropout stream, reproducible after a resume
-        order = np.random.default_rng([config.seed, epoch]).permutation(len(train_enc))
+        batches = length_bucketed_batches(train_enc, config.batch_size, np.random.default_rng([config.seed, epoch]))
         bar = tqdm(range(steps_per_epoch), desc=f"fine-tune epoch {epoch + 1}/{config.epochs}", disable=not progress)
         total_loss = 0.0
         for step in bar:
-            idx = order[step * config.batch_size : (step + 1) * config.batch_size]
+            idx = batches[step]
             sub = train_enc.subset(idx)
             (rows, batch), = length_batches(sub, len(idx), tokenizer.pad_token_id or 0)
             labels = torch.as_tensor(sub.grades[rows] - 1, device=device)

@@ -2,8 +2,10 @@
 
 The study (finding 4) found heads with a shifted-diagonal pattern (attending to the previous or next
 token), shuffled a title's words (grade 4 -> 2), masked the 7 order heads (-> 3) and masked 7 random heads
-(-> still 2). Here the same steps run on a whole test set, so the effect comes with intervals and a
-permutation-style p-value against random heads, and single striking cases are counted, not picked.
+(-> still 2). Here the same steps run on a whole test set: one sweep of masks (none, the order heads,
+random other heads) on the original titles and one on the shuffled titles (:func:`order_mask_specs`,
+:func:`shuffle_effects`), so the effect comes with intervals and an empirical p-value against random heads
+(:func:`masking_comparison`), and single striking cases are counted, not picked (:func:`case_table`).
 """
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ from headlab.stats import bootstrap_weights
 from headlab.sweep import MaskSpec, baseline_spec
 
 GRADES = np.arange(1, 6, dtype=np.float64)
+PROBS = [f"p{g}" for g in range(1, 6)]  # a sweep table's grade probabilities
+SHUFFLED_PROBS = [f"{p}_shuffled" for p in PROBS]
 
 
 # --- shuffling ------------------------------------------------------------------------------------
@@ -124,25 +128,6 @@ def _interval(per_example: np.ndarray, w: np.ndarray) -> tuple[float, float, flo
     return float(per_example.mean()), float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))
 
 
-def shuffle_sensitivity(probs_original: np.ndarray, probs_shuffled: np.ndarray, n_boot: int = 2000, seed: int = 0) -> dict:
-    """How much shuffling moves the grades, with 95% bootstrap intervals over examples.
-
-    ``shift``: mean of E[grade | shuffled] - E[grade | original] (negative: shuffling lowers the grade);
-    ``drop_share``: share of examples whose predicted (argmax) grade falls; ``tv``: mean total variation
-    distance between the two grade distributions (0 = unchanged, 1 = disjoint).
-    """
-    p, q = np.asarray(probs_original, dtype=np.float64), np.asarray(probs_shuffled, dtype=np.float64)
-    if p.shape != q.shape:
-        raise ValueError(f"original and shuffled probabilities differ in shape: {p.shape} vs {q.shape}")
-    w = bootstrap_weights(len(p), n_boot, seed)
-    out = {"n_examples": len(p)}
-    for name, values in (("shift", expected_grade(q) - expected_grade(p)),
-                         ("drop_share", (predicted_grades(q) < predicted_grades(p)).astype(np.float64)),
-                         ("tv", 0.5 * np.abs(q - p).sum(axis=1))):
-        out[name], out[f"{name}_lo"], out[f"{name}_hi"] = _interval(values, w)
-    return out
-
-
 def random_head_sets(layers: int, heads: int, k: int, draws: int, seed: int, exclude=()) -> list[list[tuple[int, int]]]:
     """``draws`` seeded sets of ``k`` distinct heads, drawn from all heads but ``exclude``."""
     pool = [(l, h) for l in range(layers) for h in range(heads) if (l, h) not in set(map(tuple, exclude))]
@@ -163,7 +148,10 @@ def grade_shares(effects: pd.DataFrame, examples=None) -> pd.DataFrame:
 
 
 def shift_by_grade(effects: pd.DataFrame, examples=None, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """Per gold grade (and all together), unmasked: mean expected grade before and after shuffling, the shift with its 95% interval, and tv."""
+    """Per gold grade (and all together), unmasked: mean expected grade before and after shuffling, and the shift.
+
+    The shift comes with its 95% bootstrap interval over examples; ``tv`` is the mean total variation distance.
+    """
     rows = _unmasked(effects, examples)
     out = []
     for grade, group in [*rows.groupby("grade"), ("all", rows)]:
@@ -220,10 +208,6 @@ def order_mask_specs(order_table: pd.DataFrame, k: int, draws: int, seed: int, l
     return specs
 
 
-PROBS = [f"p{g}" for g in range(1, 6)]
-SHUFFLED_PROBS = [f"{p}_shuffled" for p in PROBS]
-
-
 def shuffle_effects(original: pd.DataFrame, shuffled: pd.DataFrame, plan: pd.DataFrame) -> pd.DataFrame:
     """Per mask and example: grades and grade distributions with the original and the shuffled title, and how they moved.
 
@@ -249,11 +233,15 @@ def _per_kind(effects: pd.DataFrame, measure: str, examples) -> tuple[np.ndarray
     wide = effects.pivot(index="mask_id", columns="example", values=measure)
     kinds = effects.drop_duplicates("mask_id").set_index("mask_id")["kind"]
     wide = wide.loc[:, list(examples)] if examples is not None else wide
-    pick = lambda kind: wide.loc[kinds[kinds == kind].index].to_numpy(np.float64)
-    return pick("none")[0], pick("order")[0], pick("random")
+
+    def of_kind(kind):
+        return wide.loc[kinds[kinds == kind].index].to_numpy(np.float64)
+
+    return of_kind("none")[0], of_kind("order")[0], of_kind("random")
 
 
-def masking_comparison(effects: pd.DataFrame, examples=None, n_boot: int = 2000, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+def masking_comparison(effects: pd.DataFrame, examples=None, n_boot: int = 2000,
+                       seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Is the model less sensitive to the shuffle with the order heads masked than with k random heads masked?
 
     Returns ``(conditions, tests)``. conditions: one row per measure (tv, shift) and condition (no mask, order
@@ -360,7 +348,7 @@ def rank_cases(cases: pd.DataFrame, examples=None) -> pd.DataFrame:
 
 
 def pick_case(cases: pd.DataFrame, examples=None) -> tuple[int, str]:
-    """``(example, pattern)``: the example most like the study's case (see :func:`rank_cases`) and the deepest pattern it shows."""
+    """``(example, pattern)``: the example most like the study's case (:func:`rank_cases`), the deepest pattern it shows."""
     top = rank_cases(cases, examples).iloc[0]
     return int(top["example"]), str(top["pattern"])
 

@@ -70,7 +70,7 @@ def _grade_change(shares: pd.DataFrame) -> float:
 
 
 def verdict_masking(conditions: pd.DataFrame, tests: pd.DataFrame, k: int) -> str:
-    """Markdown: with the k order heads masked, is the model markedly less sensitive to the shuffle than with k random heads masked?"""
+    """Markdown: is the model markedly less sensitive to the shuffle with the k order heads masked than with k random ones?"""
     tv = conditions[conditions["measure"] == "tv"]
     none, order, rand = (_record(tv, "condition", c) for c in ("no mask", "order heads", "random heads"))
     test = _record(tests, "measure", "tv")

@@ -6,6 +6,7 @@ model on this corpus never sees the sentences its segmentation heads are scored 
 """
 from __future__ import annotations
 
+import functools
 import re
 import zlib
 from pathlib import Path
@@ -76,8 +77,13 @@ def held_out_split(sentences: list[list[str]], held_out_share: float = 0.1, seed
     return train, held_out
 
 
+@functools.lru_cache(maxsize=1)
+def _asset_sentences() -> tuple[tuple[str, ...], ...]:
+    """The whole asset, read once per process (a few seconds), frozen so no caller can change the cache."""
+    return tuple(tuple(words) for words in read_pku(asset_path(ASSET) / "199801.txt"))
+
+
 def held_out_sentences(limit: int | None = None, held_out_share: float = 0.1, seed: int = 0) -> list[list[str]]:
     """The first ``limit`` held-out sentences of the ``pku-1998`` asset (see :func:`held_out_split`)."""
-    sentences = read_pku(asset_path(ASSET) / "199801.txt")
-    held_out = held_out_split(sentences, held_out_share, seed)[1]
-    return held_out if limit is None else held_out[:limit]
+    held_out = held_out_split(_asset_sentences(), held_out_share, seed)[1]
+    return [list(words) for words in (held_out if limit is None else held_out[:limit])]

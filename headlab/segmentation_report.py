@@ -47,8 +47,9 @@ def segmentation_corpus(setup, corpus: str = "eval", limit: int | None = None, s
         n = len(setup.encoded) if limit is None else min(int(limit), len(setup.encoded))
         encoded = setup.encoded.subset(list(range(n)))
         texts = [f"{q} [SEP] {t}" for q, t in zip(setup.frame["query"][:n], setup.frame["title"][:n])]
-        note = (f"**Corpus**: the first {n} {setup.study.eval_split} pairs (query and title), {sum(map(len, encoded.input_ids))} "
-                "tokens; gold word ends are the tokenizer's own: a piece ends a word unless the next piece continues it (`##`).")
+        tokens = sum(map(len, encoded.input_ids))
+        note = (f"**Corpus**: the first {n} {setup.study.eval_split} pairs (query and title), {tokens} tokens; gold word "
+                "ends are the tokenizer's own: a piece ends a word unless the next piece continues it (`##`).")
         return SegmentationCorpus(corpus, encoded, None, texts, note)
     if corpus != "pku-1998":
         raise ValueError(f"SEG_CORPUS must be one of {CORPORA}, got {corpus!r}")
@@ -193,7 +194,7 @@ def verdict_single_head(comparison: pd.DataFrame) -> str:
             f"{int(held.n_test_examples)} held-out ones, the best head ({held.heads}) scores {held.value:.1%} "
             f"[{held.lo:.1%}, {held.hi:.1%}], {_points(held.gain)} against the majority class "
             f"[{_points(held.gain_lo)}, {_points(held.gain_hi)}]: {_against_majority(held)}.")
-    all_held, multi_held = _row(comparison, ALL, "best head, chosen on other examples"), _row(comparison, MULTI, "best head, chosen on other examples")
+    all_held, multi_held = (_row(comparison, s, "best head, chosen on other examples") for s in (ALL, MULTI))
     if all_held is not None and all_held.end_share > 0.8:
         lines.append(f"- **Plainly:** with {all_held.end_share:.0%} of tokens ending a word, a rule that always "
                      "says \"word end\" is right almost everywhere on all tokens, so an accuracy, the study's 70% or "

@@ -72,6 +72,15 @@ def test_the_charts_of_notebooks_05_to_07_build(setup):
                          "matching heads masked", "entropy change").to_dict()
 
 
+def test_map_panels_take_more_cells_than_altairs_row_limit(setup):
+    runs = {"all": (setup.model, None)}
+    heads = [(l, h) for l in range(4) for h in range(4)]
+    cells = compare_maps(runs, setup.encoded, setup.tokenizer, range(5), heads, min_weight=0.0)
+    assert len(cells) > 5000
+    spec = charts.map_panels(cells, ["all"]).to_dict()
+    assert sum(len(v) for v in spec["datasets"].values()) == len(cells)  # once, not once per layer
+
+
 def test_live_explorer_builds_and_is_a_note_in_the_book(setup, monkeypatch):
     runs = {"all": (setup.model, None), "masked": (setup.model, masked_first_layer(setup))}
     widget = live_explorer(runs, setup.encoded, setup.tokenizer, setup.frame, example=1, head=(2, 3))

@@ -243,3 +243,18 @@ def test_a_corrupt_checkpoint_is_rebuilt_not_loaded(fresh_cache, tiny_model_fold
     assert not is_complete(out)
     again = finetune(config, progress=False)
     assert is_complete(again) and (again / "model.safetensors").read_bytes() == good
+
+
+def test_length_bucketed_batches_cover_every_example_once_with_little_padding():
+    from headlab.finetune import length_bucketed_batches
+
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(5, 80, size=1000)
+    encoded = Encoded([[1] * n for n in lengths], [[0] * n for n in lengths], np.ones(1000, dtype=int), 0)
+    batches = length_bucketed_batches(encoded, 32, np.random.default_rng(1))
+    assert sorted(np.concatenate(batches).tolist()) == list(range(1000))
+    padded = sum(len(b) * lengths[b].max() for b in batches)
+    random_padded = sum(len(b) * lengths[b].max() for b in np.array_split(rng.permutation(1000), len(batches)))
+    assert padded < 0.7 * random_padded
+    again = length_bucketed_batches(encoded, 32, np.random.default_rng(1))
+    assert all(np.array_equal(a, b) for a, b in zip(batches, again))
