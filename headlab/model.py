@@ -69,7 +69,7 @@ def _check_folder(folder: Path, allow_pickle: bool) -> None:
         raise ModelError(f"model folder {folder} has no weights (*.safetensors)")
 
 
-def _load(loader, spec: str, allow_pickle: bool, **kwargs):
+def _load(loader, spec: str, allow_pickle: bool, attn: str, **kwargs):
     path = resolve_model(spec, allow_pickle)
     config = AutoConfig.from_pretrained(path, trust_remote_code=False)
     if config.model_type not in OUTPUT_PROJECTION:
@@ -77,24 +77,33 @@ def _load(loader, spec: str, allow_pickle: bool, **kwargs):
             f"model {spec!r}: model_type={config.model_type!r} is not an encoder headlab supports "
             f"(supported: {sorted(OUTPUT_PROJECTION)})"
         )
+
+    def load(implementation: str):
+        return loader.from_pretrained(path, trust_remote_code=False, use_safetensors=None if allow_pickle else True,
+                                      attn_implementation=implementation, **kwargs)
+
     try:
-        return loader.from_pretrained(
-            path, trust_remote_code=False, use_safetensors=None if allow_pickle else True, **kwargs
-        )
+        try:
+            return load(attn)
+        except ValueError:  # transformers refuses sdpa for encoders without it (MPNet): eager is the same, slower
+            if attn != "sdpa":
+                raise
+            return load("eager")
     except OSError as err:
         raise ModelError(f"could not load model {spec!r}: {err}") from None
 
 
 def load_classifier(spec: str, attn: str = "sdpa", allow_pickle: bool = False) -> torch.nn.Module:
-    """The encoder with a 5-way grade classifier on ``[CLS]`` (new and untrained unless the folder has one)."""
-    return _load(
-        AutoModelForSequenceClassification, spec, allow_pickle, num_labels=NUM_GRADES, attn_implementation=attn
-    ).eval()
+    """The encoder with a 5-way grade classifier on ``[CLS]`` (new and untrained unless the folder has one).
+
+    sdpa is the fast default; an encoder that has no sdpa path gets eager attention instead.
+    """
+    return _load(AutoModelForSequenceClassification, spec, allow_pickle, attn, num_labels=NUM_GRADES).eval()
 
 
 def load_encoder(spec: str, attn: str = "eager", allow_pickle: bool = False) -> torch.nn.Module:
     """The bare pretrained encoder (no classifier): the 'before fine-tuning' model of the delta study."""
-    return _load(AutoModel, spec, allow_pickle, attn_implementation=attn).eval()
+    return _load(AutoModel, spec, allow_pickle, attn).eval()
 
 
 def load_tokenizer(spec: str, allow_pickle: bool = False):

