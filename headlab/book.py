@@ -26,10 +26,14 @@ REPO = Path(__file__).resolve().parent.parent
 PRESETS = {
     "default": {},
     "tiny": {"EPOCHS": 1, "TRAIN_LIMIT": 64, "EVAL_LIMIT": 40, "DRAWS": 2, "SHARES": [0.0, 0.5, 1.0], "N_BOOT": 200,
-             "DEVICE": "cpu"},
+             "DEVICE": "cpu", "CONTROL_DRAWS": 2, "N_EXPLORE": 2, "RANDOM_DRAWS": 3, "K_MAX": 3,
+             "EXPLORE_EXAMPLES": 3, "EXPLORE_DRAWS": 2},
     # all-mpnet-base-v2 (12 x 12 heads) on one GPU: 30 random draws per share (the CPU defaults use 5-20)
     "mpnet": {"MODEL": "mpnet", "DEVICE": "cuda", "DRAWS": 30, "N_BOOT": 2000, "BATCH_SIZE": 256},
 }
+
+
+CELL_TIMEOUT = 3600  # seconds: a cell that hangs (e.g. a widget waiting on a kernel) fails the build instead
 
 
 class BookError(RuntimeError):
@@ -62,6 +66,7 @@ def execute_notebook(source: Path, target: Path, settings: dict, cwd: Path) -> f
     started = time.time()
     try:
         pm.execute_notebook(str(source), str(target), parameters=params, kernel_name="python3", cwd=str(cwd),
+                            execution_timeout=CELL_TIMEOUT,
                             progress_bar=False, request_save_on_cell_execute=True)
     except pm.PapermillExecutionError as err:
         raise BookError(f"notebook {source.name} failed in {_failing_cell(target)}: {err.ename}: {err.evalue}\n"

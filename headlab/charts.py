@@ -365,7 +365,9 @@ def boundary_rule(table: pd.DataFrame, select: bool = True, title: str = "") -> 
     data = pd.DataFrame({"e": table["example"], "l": table["layer"], "h": table["head"], "p": table["position"],
                          "s": table["to_sep"].round(3), "n": table["to_next"].round(3),
                          "g": table["gold_end"].astype(int)})
-    base = alt.Chart(data).transform_calculate(token=f"datum.p + ' ' + {lookup}[datum.e][datum.p]")
+    inline = alt.InlineData(values=data.to_csv(index=False),  # CSV: every head of a few examples, past Altair's row cap
+                            format=alt.DataFormat(type="csv", parse={c: "number" for c in data.columns}))
+    base = alt.Chart(inline).transform_calculate(token=f"datum.p + ' ' + {lookup}[datum.e][datum.p]")
     params = []
     if select:
         examples = list(dict.fromkeys(int(e) for e in table["example"]))
@@ -402,7 +404,9 @@ def grade_distributions(table: pd.DataFrame, select: bool = False, texts: pd.Dat
     prints the chosen example's query and titles above the bars.
     """
     conditions = list(dict.fromkeys(table["condition"]))
-    base = alt.Chart(table)
+    numbers = [c for c in table.columns if pd.api.types.is_numeric_dtype(table[c])]
+    base = alt.Chart(alt.InlineData(values=table.to_csv(index=False),  # CSV: many pairs and k, past Altair's row cap
+                                    format=alt.DataFormat(type="csv", parse={c: "number" for c in numbers})))
     params, filters = [], []
     if select:
         examples = list(dict.fromkeys(int(e) for e in table["example"]))
@@ -418,7 +422,7 @@ def grade_distributions(table: pd.DataFrame, select: bool = False, texts: pd.Dat
         x=alt.X("grade:O"), xOffset=alt.XOffset("condition:N", sort=conditions),
         y=alt.Y("probability:Q", title="predicted probability", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("condition:N", sort=conditions, title=None, legend=alt.Legend(orient="bottom", columns=2)),
-        tooltip=["condition", "grade", alt.Tooltip("probability:Q", format=".3f")],
+        tooltip=["condition:N", "grade:O", alt.Tooltip("probability:Q", format=".3f")],
     ).properties(width=420, height=220, title=title)
     if texts is None:
         return chart.add_params(*params) if params else chart

@@ -170,14 +170,20 @@ def concentration_verdict(table: pd.DataFrame, layer: int, head: int, alpha: flo
     """Does the head's [CLS] row concentrate on shared terms? (markdown)
 
     ``table`` is the :func:`concentration` table of all heads, so the answer also says where the head ranks.
-    A difference from chance needs both the bootstrap interval and the sign test (p < ``alpha``).
+    A difference from chance needs the bootstrap interval of the mean excess and the sign test (p < ``alpha``)
+    to agree; where only the sign test does, the answer says so.
     """
     row = table[(table["layer"] == layer) & (table["head"] == head)].iloc[0]
     rank = int((table["excess"] > row["excess"]).sum()) + 1
-    if row["lo"] > 0 and row["p_sign"] < alpha:
+    sign = row["p_sign"] < alpha
+    if row["lo"] > 0 and sign and row["above_chance"] > 0.5:
         state = "**it concentrates on the shared terms beyond chance**"
-    elif row["hi"] < 0 and row["p_sign"] < alpha:
+    elif row["hi"] < 0 and sign and row["above_chance"] < 0.5:
         state = "**it puts less on the shared terms than chance would**"
+    elif sign:
+        side = "above" if row["above_chance"] > 0.5 else "below"
+        state = (f"**no consistent concentration**: the mean excess is not distinguishable from zero, though the "
+                 f"head is {side} chance on most pairs")
     else:
         state = "**no concentration on the shared terms distinguishable from chance**"
     return (f"- *Its [CLS] attention concentrates on the terms query and title share* (study). Head {layer}.{head}, "

@@ -22,13 +22,15 @@ def test_segmentation_charts():
                          "to_next": rng.random(16), "predicted_end": True, "gold_end": [False, True] * 8, "multi": False})
     spec = charts.boundary_rule(rule).to_dict()
     assert {p["name"] for p in spec["params"]} == {"seg_example", "seg_layer", "seg_head"}
+    many = pd.concat([rule.assign(example=e) for e in range(400)], ignore_index=True)  # 6400 rows: past Altair's cap
+    charts.boundary_rule(many).to_dict()
     assert "params" not in charts.boundary_rule(rule[(rule["example"] == 3) & (rule["layer"] == 0)], select=False).to_dict()
 
 
 def test_order_charts():
     one = pd.DataFrame([{"condition": c, "grade": g, "probability": 0.2} for c in CONDITIONS for g in range(1, 6)])
     charts.grade_distributions(one).to_dict()
-    many = pd.concat([one.assign(example=e, k=k) for e in (4, 9) for k in range(3)])
+    many = pd.concat([one.assign(example=e, k=k) for e in (4, 9) for k in range(130)])  # 10400 rows
     texts = pd.DataFrame({"example": [4, 4, 9, 9], "line": ["query: a", "title: b", "query: c", "title: d"]})
     spec = charts.grade_distributions(many, select=True, texts=texts).to_dict()
     assert {p["name"] for p in spec["params"]} == {"case_example", "case_k"}

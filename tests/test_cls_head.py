@@ -70,6 +70,9 @@ def test_concentration_against_chance():
     text = concentration_verdict(table.reset_index(), layer=1, head=0)
     assert "beyond chance" in text and "ranks 1 of 2" in text
     assert "no concentration" in concentration_verdict(table.reset_index(), layer=1, head=1)
+    mixed = table.reset_index().assign(lo=-0.01, hi=0.02, p_sign=0.001, above_chance=0.3)
+    assert "no consistent concentration" in concentration_verdict(mixed, layer=1, head=0)
+    assert "below chance on most pairs" in concentration_verdict(mixed, layer=1, head=0)
 
 
 def test_spread_and_its_verdict():
