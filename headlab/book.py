@@ -27,7 +27,7 @@ PRESETS = {
     "default": {},
     "tiny": {"EPOCHS": 1, "TRAIN_LIMIT": 64, "EVAL_LIMIT": 40, "DRAWS": 2, "SHARES": [0.0, 0.5, 1.0], "N_BOOT": 200,
              "DEVICE": "cpu", "CONTROL_DRAWS": 2, "N_EXPLORE": 2, "RANDOM_DRAWS": 3, "K_MAX": 3,
-             "EXPLORE_EXAMPLES": 3, "EXPLORE_DRAWS": 2},
+             "EXPLORE_EXAMPLES": 3, "EXPLORE_DRAWS": 2, "KEEP_DRAWS": 2},
     # all-mpnet-base-v2 (12 x 12 heads) on one GPU: 30 random draws per share (the CPU defaults use 5-20)
     "mpnet": {"MODEL": "mpnet", "DEVICE": "cuda", "DRAWS": 30, "N_BOOT": 2000, "BATCH_SIZE": 256},
 }

@@ -96,7 +96,7 @@ def no_op_table(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
 
 
 def _change(r) -> str:
-    return (f"{r['before']:.3f} → {r['after']:.3f} ({r['delta']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}], "
+    return (f"{r['before']:.3f} → {r['after']:.3f} ({r['delta']:+.4f} [{r['lo']:+.4f}, {r['hi']:+.4f}], "
             f"{r['relative']:+.1%} of its level)")
 
 
