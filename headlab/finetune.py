@@ -153,7 +153,7 @@ def _train(config: FinetuneConfig, out: Path, device: torch.device, progress: bo
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         start_epoch = int(state["epoch"]) + 1
-        history = pd.read_csv(work / "history.csv").to_dict("records")
+        history = [dict(zip(state["history_columns"], row)) for row in state["history"].tolist()]
 
     started = time.time()
     for epoch in range(start_epoch, config.epochs):
@@ -179,11 +179,17 @@ def _train(config: FinetuneConfig, out: Path, device: torch.device, progress: bo
         dev_scores = metrics(dev_enc.grades, predicted_grades(dev_probs))
         history.append({"epoch": epoch + 1, "train_loss": total_loss / steps_per_epoch,
                         "dev_accuracy": dev_scores["accuracy"], "dev_macro_f1": dev_scores["macro_f1"]})
+        # one file, replaced atomically: weights, optimizer, schedule and history always agree on a resume
+        table = pd.DataFrame(history)
         torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict(), "epoch": epoch}, work / "state.tmp")
+                    "scheduler": scheduler.state_dict(), "epoch": epoch,
+                    "history": torch.tensor(table.to_numpy(dtype="float64")), "history_columns": list(table.columns)},
+                   work / "state.tmp")
         os.replace(work / "state.tmp", state_file)
-        pd.DataFrame(history).to_csv(work / "history.csv", index=False, float_format="%.6f")
 
+    table = pd.DataFrame(history)
+    table["epoch"] = table["epoch"].astype(int)
+    table.to_csv(work / "history.csv", index=False, float_format="%.6f")
     model.save_pretrained(work, safe_serialization=True)
     tokenizer.save_pretrained(work)
     (work / "training.json").write_text(json.dumps({
