@@ -167,6 +167,18 @@ def example_role_scores(maps: np.ndarray, tokens: Tokens, tokenizer, stopwords=N
     return {name: scores[name] for name in ROLE_COLUMNS}
 
 
+def per_head_rows(model, encoded, tokenizer, score, indices=None, mask=None, batch_size: int = 32,
+                  device="cpu") -> pd.DataFrame:
+    """One row per (example, layer, head): ``score(maps, tokens)`` gives (layers, heads) arrays or scalars."""
+    frames = []
+    for example, maps in attention_maps(model, encoded, indices, mask, batch_size, device, tokenizer.pad_token_id or 0):
+        scores = score(maps, token_roles(tokenizer, encoded.input_ids[example]))
+        layers, heads = np.indices(maps.shape[:2])
+        frames.append(pd.DataFrame({"example": example, "layer": layers.ravel(), "head": heads.ravel(),
+                                    **{k: np.broadcast_to(v, maps.shape[:2]).ravel() for k, v in scores.items()}}))
+    return pd.concat(frames, ignore_index=True)
+
+
 def role_scores(model, encoded, tokenizer, indices=None, mask=None, batch_size: int = 32, device="cpu",
                 stopwords=None, per_example: bool = False) -> pd.DataFrame:
     """Role scores of every head over the examples (all, or those at ``indices``), heads of ``mask`` removed.
@@ -175,15 +187,8 @@ def role_scores(model, encoded, tokenizer, indices=None, mask=None, batch_size: 
     the per-example table, or with ``per_example=True`` that table itself (example, layer, head, one
     column per role): the paired values that before/after comparisons (:func:`paired_delta`) need.
     """
-    pad_id = tokenizer.pad_token_id or 0
-    frames = []
-    for example, maps in attention_maps(model, encoded, indices, mask, batch_size, device, pad_id):
-        tokens = token_roles(tokenizer, encoded.input_ids[example])
-        scores = example_role_scores(maps, tokens, tokenizer, stopwords)
-        layers, heads = np.indices(maps.shape[:2])
-        frames.append(pd.DataFrame({"example": example, "layer": layers.ravel(), "head": heads.ravel(),
-                                    **{name: value.ravel() for name, value in scores.items()}}))
-    long = pd.concat(frames, ignore_index=True).sort_values(["example", "layer", "head"], ignore_index=True)
+    long = per_head_rows(model, encoded, tokenizer, lambda maps, tokens: example_role_scores(maps, tokens, tokenizer, stopwords),
+                         indices, mask, batch_size, device).sort_values(["example", "layer", "head"], ignore_index=True)
     return long if per_example else summarize_roles(long)
 
 
@@ -243,15 +248,9 @@ def cls_profile(model, encoded, tokenizer, heads=None, mask=None, indices=None, 
     ``mask`` removes heads first, so the rows show how the remaining heads' [CLS] attention changes when
     the removed heads' features are missing. One row per example and head, sorted by example, layer, head.
     """
-    pad_id = tokenizer.pad_token_id or 0
-    frames = []
-    for example, maps in attention_maps(model, encoded, indices, mask, batch_size, device, pad_id):
-        tokens = token_roles(tokenizer, encoded.input_ids[example])
-        scores = cls_attention_on_shared(maps, tokens, tokenizer, stopwords)
-        layers, head_ids = np.indices(maps.shape[:2])
-        frames.append(pd.DataFrame({"example": example, "layer": layers.ravel(), "head": head_ids.ravel(),
-                                    **{k: np.broadcast_to(v, maps.shape[:2]).ravel() for k, v in scores.items()}}))
-    out = pd.concat(frames, ignore_index=True)
+    out = per_head_rows(model, encoded, tokenizer,
+                        lambda maps, tokens: cls_attention_on_shared(maps, tokens, tokenizer, stopwords),
+                        indices, mask, batch_size, device)
     if heads is not None:
         chosen = pd.DataFrame([(int(l), int(h)) for l, h in heads], columns=["layer", "head"])
         out = out.merge(chosen, on=["layer", "head"])
