@@ -58,6 +58,8 @@ def tiny_book(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("tiny-book")
     work, runs = root / "book", root / "runs"
+    # laid out like the repository (a _config.yml beside book/), where jupyter-book would put _build by default
+    (root / "_config.yml").write_text((REPO / "_config.yml").read_text())
     result = subprocess.run([sys.executable, "-m", "headlab.book", "--preset", "tiny", "--work", str(work),
                              "--run-dir", str(runs)], capture_output=True, text=True, cwd=REPO, timeout=1800)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
