@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from headlab.stats import by_interval
+
 STUDY_LAYERS = 12
 STUDY_GAIN_LAYERS = range(5, 10)  # masking any one of these whole layers improved accuracy
 STUDY_BEST_LAYER, STUDY_BEST_GAIN = 8, 0.023
@@ -64,11 +66,8 @@ def depth_note(layers: int) -> str:
 # --- low versus high layers ----------------------------------------------------------------------------
 
 def _which_half(row) -> str:
-    if row.gap_lo > 0:
-        return "the lower half costs more"
-    if row.gap_hi < 0:
-        return "the upper half costs more"
-    return "no difference distinguishable from zero"
+    return by_interval(row.gap_lo, row.gap_hi, "the lower half costs more", "the upper half costs more",
+                       "no difference distinguishable from zero")
 
 
 def halves_verdict(gap: pd.DataFrame, majority: float | None = None) -> str:
@@ -135,7 +134,7 @@ def layer_reference(layers: int) -> pd.DataFrame:
 
 
 def _layer_state(lo: float, hi: float) -> str:
-    return " (gain)" if lo > 0 else " (loss)" if hi < 0 else ""
+    return by_interval(lo, hi, " (gain)", " (loss)", "")
 
 
 def _layers(table: pd.DataFrame) -> str:

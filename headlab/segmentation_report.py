@@ -13,14 +13,17 @@ import pandas as pd
 
 from headlab.evaluate import Encoded
 from headlab.pku import held_out_sentences
-from headlab.segmentation import (BoundaryData, baselines, encode_segmented, greedy_oracle_heads, head_boundary_scores,
-                                  held_out_best_head, probe, shuffled_union_control)
+from headlab.segmentation import (BoundaryData, baselines, encode_segmented, encode_segmented_examples,
+                                  greedy_oracle_heads, head_boundary_scores, held_out_best_head, probe,
+                                  shuffled_union_control)
+from headlab.stats import by_interval
+from headlab.words import SEGMENTER, chinese_words
 
 STUDY_SINGLE_HEAD = 0.70  # one head's rule (the 3rd head of the 1st layer)
 STUDY_UNION = 0.96  # right when at least one of several heads is right
 ALL, MULTI = "all tokens", "multi-token words"
 MIN_EXAMPLES = 4  # a subset is scored only when its tokens come from at least this many examples
-CORPORA = ("eval", "pku-1998")
+CORPORA = ("eval", "eval-jieba", "pku-1998")
 PKU_DEFAULT_SENTENCES = 500
 
 
@@ -37,6 +40,7 @@ class SegmentationCorpus:
 
 def segmentation_corpus(setup, corpus: str = "eval", limit: int | None = None, seed: int = 0) -> SegmentationCorpus:
     """``"eval"``: the first ``limit`` pairs of the evaluation split, gold = the tokenizer's own word ends;
+    ``"eval-jieba"``: the same pairs, gold = jieba's segmentation (for Chinese pairs and a character model);
     ``"pku-1998"``: ``limit`` (default 500) held-out People's Daily sentences with gold segmentation.
 
     People's Daily only means something for a model that reads Chinese characters; for any other the note
@@ -51,6 +55,16 @@ def segmentation_corpus(setup, corpus: str = "eval", limit: int | None = None, s
         note = (f"**Corpus**: the first {n} {setup.study.eval_split} pairs (query and title), {tokens} tokens; gold word "
                 "ends are the tokenizer's own: a piece ends a word unless the next piece continues it (`##`).")
         return SegmentationCorpus(corpus, encoded, None, texts, note)
+    if corpus == "eval-jieba":
+        n = len(setup.frame) if limit is None else min(int(limit), len(setup.frame))
+        pairs = [[chinese_words(q), chinese_words(t)] for q, t in zip(setup.frame["query"][:n], setup.frame["title"][:n])]
+        segmented = encode_segmented_examples(tokenizer, pairs)
+        note = (f"**Corpus**: the first {n} {setup.study.eval_split} pairs (query and title); gold word ends from "
+                f"{SEGMENTER}, a dictionary segmenter (not a human gold standard), aligned character by character; "
+                f"{segmented.n_too_long} left out as too long and {segmented.n_unaligned} because their tokens do not "
+                "align to the text.")
+        texts = [" / ".join(query) + " [SEP] " + " / ".join(title) for query, title in segmented.segments]
+        return SegmentationCorpus(corpus, segmented.encoded, segmented.segments, texts, note)
     if corpus != "pku-1998":
         raise ValueError(f"SEG_CORPUS must be one of {CORPORA}, got {corpus!r}")
     sentences = held_out_sentences(PKU_DEFAULT_SENTENCES if limit is None else int(limit), seed=seed)
@@ -171,11 +185,8 @@ def _points(x: float) -> str:
 
 
 def _against_majority(r) -> str:
-    if r.gain_lo > 0:
-        return "better than the majority class"
-    if r.gain_hi < 0:
-        return "**worse** than the majority class"
-    return "not distinguishable from the majority class"
+    return by_interval(r.gain_lo, r.gain_hi, "better than the majority class", "**worse** than the majority class",
+                       "not distinguishable from the majority class")
 
 
 def verdict_single_head(comparison: pd.DataFrame) -> str:

@@ -73,3 +73,8 @@ def mean_interval(values, level: float = 0.95) -> tuple[float, float, float]:
         return float(v.mean()), float("nan"), float("nan")
     half = sps.t.ppf(0.5 + level / 2, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v))
     return float(v.mean()), float(v.mean() - half), float(v.mean() + half)
+
+
+def by_interval(lo: float, hi: float, above: str, below: str, neither: str) -> str:
+    """The words for an interval that lies above zero, below zero, or contains it (the three verdicts)."""
+    return above if lo > 0 else below if hi < 0 else neither
