@@ -5,12 +5,13 @@
 #          make book SET="DEVICE=cuda DRAWS=50"   any notebook parameter, for every notebook that declares it
 #          make book TORCH="torch==2.14.1"        another torch build (e.g. a CUDA one on a GPU machine)
 #          make book PRESET=mpnet TORCH="torch==2.14.1"   the 12x12 all-mpnet-base-v2 on a GPU
+#          make book PRESET=zh-char   pretrain a 12x12 character-level Chinese BERT, run the book on it
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
 PRESET ?= default
 SET ?=
-ASSETS ?= minilm stsb-en $(if $(filter mpnet,$(PRESET)),mpnet)
+ASSETS ?= minilm stsb-en $(if $(filter mpnet,$(PRESET)),mpnet) $(if $(filter zh-char,$(PRESET)),pku-1998 stsb-zh)
 BIN := $(VENV)/bin
 
 .PHONY: book test venv assets clean

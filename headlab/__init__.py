@@ -3,7 +3,8 @@
 One concept per module: ``assets`` (pinned offline downloads), ``data`` (relevance pairs), ``model``
 (safe loading), ``masking`` (head masks as hooks), ``finetune`` (the classifier), ``evaluate`` (predictions
 and scores), ``stats`` (intervals and tests), ``sweep`` (many masks, resumable), ``study`` (the notebook
-parameters), ``charts`` (Altair figures).
+parameters), ``charts`` (Altair figures), ``pretrain`` (the character-level Chinese BERT headlab trains), ``words``
+(words of a text, Chinese included).
 """
 __version__ = "0.1.0"
 

@@ -57,8 +57,10 @@ class FinetuneConfig:
 
 
 def _fingerprint(spec: str) -> str:
-    """An asset or hub name identifies itself; a local file or folder is identified by its content."""
-    path = Path(spec).expanduser()
+    """An asset or hub name identifies itself; a local file or folder (or a model headlab pretrained) by its content."""
+    from headlab.pretrain import is_pretrained_name, named_model_dir
+
+    path = named_model_dir(spec) if is_pretrained_name(spec) else Path(spec).expanduser()
     if is_asset(spec) or not path.exists():
         return spec
     if path.is_file():
@@ -81,7 +83,8 @@ def is_complete(folder: Path) -> bool:
     return marker.is_file() and weights.is_file() and marker.read_text().strip() == sha256_of(weights)
 
 
-def _schedule(optimizer, warmup_steps: int, total_steps: int):
+def linear_schedule(optimizer, warmup_steps: int, total_steps: int):
+    """Linear warm-up to the full learning rate, then linear decay to zero at ``total_steps``."""
     def factor(step: int) -> float:
         if step < warmup_steps:
             return (step + 1) / warmup_steps
@@ -107,7 +110,7 @@ def length_bucketed_batches(encoded, batch_size: int, rng: np.random.Generator, 
 
 
 @contextmanager
-def _exclusive(path: Path):
+def exclusive_lock(path: Path):
     """Hold an exclusive lock file, so two processes never train the same checkpoint at once."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as handle:
@@ -123,7 +126,7 @@ def finetune(config: FinetuneConfig = FinetuneConfig(), device="cpu", progress: 
     out = checkpoint_dir(config)
     if is_complete(out):
         return out
-    with _exclusive(out.with_name(out.name + ".lock")):
+    with exclusive_lock(out.with_name(out.name + ".lock")):
         return out if is_complete(out) else _train(config, out, torch.device(device), progress)
 
 
@@ -144,7 +147,7 @@ def _train(config: FinetuneConfig, out: Path, device: torch.device, progress: bo
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     steps_per_epoch = -(-len(train_enc) // config.batch_size)
     total = steps_per_epoch * config.epochs
-    scheduler = _schedule(optimizer, max(1, int(config.warmup * total)), total)
+    scheduler = linear_schedule(optimizer, max(1, int(config.warmup * total)), total)
     history, start_epoch = [], 0
     state_file = work / "state.pt"
     if state_file.exists():  # resume after the last finished epoch

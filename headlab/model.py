@@ -25,11 +25,20 @@ def _looks_like_path(spec: str) -> bool:
 
 
 def resolve_model(spec: str, allow_pickle: bool = False) -> str:
-    """Turn a model spec into something ``from_pretrained`` can load, checking a local folder first."""
+    """Turn a model spec into something ``from_pretrained`` can load: an asset, a model headlab pretrains
+    (``zh-char``), a local folder, else a hub id."""
     from headlab.assets import ASSETS, asset_path, is_asset
+
+    from headlab.pretrain import MODELS, is_complete, is_pretrained_name, named_model_dir
 
     if is_asset(spec):
         return str(asset_path(spec))
+    if is_pretrained_name(spec):
+        folder = named_model_dir(spec)
+        if not is_complete(folder):
+            raise ModelError(f"model {spec!r} is pretrained by headlab and is not in the cache yet: "
+                             f"`python -m headlab.pretrain {spec}` trains it (`make book PRESET={spec}` does so first)")
+        return str(folder)
     folder = Path(spec).expanduser()
     if folder.exists():
         _check_folder(folder, allow_pickle)
@@ -37,7 +46,7 @@ def resolve_model(spec: str, allow_pickle: bool = False) -> str:
     if _looks_like_path(spec):
         raise ModelError(
             f"model folder {spec!r} does not exist (MODEL may be an asset name {sorted(ASSETS)}, "
-            "a local model folder, or a Hugging Face id when online)"
+            f"a model headlab pretrains {sorted(MODELS)}, a local model folder, or a Hugging Face id when online)"
         )
     return spec  # a hub id; loading it needs the network unless it is in the local HF cache
 

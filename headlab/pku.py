@@ -68,19 +68,51 @@ def held_out_split(sentences: list[list[str]], held_out_share: float = 0.1, seed
     sentences on the same side, so pretraining never sees a held-out sentence even when the corpus repeats
     it. The held-out share is ``held_out_share`` only approximately.
     """
-    if not 0.0 <= held_out_share <= 1.0:
-        raise ValueError(f"held_out_share must lie in [0, 1], got {held_out_share}")
     train, held_out = [], []
     for words in sentences:
-        key = f"{seed}\x1f{''.join(words)}".encode("utf-8")
-        (held_out if zlib.crc32(key) / 2**32 < held_out_share else train).append(words)
+        (held_out if is_held_out(words, held_out_share, seed) else train).append(words)
     return train, held_out
+
+
+def is_held_out(words, held_out_share: float = 0.1, seed: int = 0) -> bool:
+    """Whether a sentence (its words) belongs to the held-out part: a seeded hash of its text."""
+    if not 0.0 <= held_out_share <= 1.0:
+        raise ValueError(f"held_out_share must lie in [0, 1], got {held_out_share}")
+    key = f"{seed}\x1f{''.join(words)}".encode("utf-8")
+    return zlib.crc32(key) / 2**32 < held_out_share
+
+
+def training_runs(held_out_share: float = 0.1, seed: int = 0, limit_paragraphs: int | None = None) -> list[list[str]]:
+    """Pretraining text: runs of consecutive sentences (as strings) with every held-out sentence cut out.
+
+    A paragraph is split at its held-out sentences, so two sentences that follow each other in a run also
+    follow each other in the newspaper: the next-sentence objective never pairs across a removed sentence.
+    """
+    runs = []
+    for paragraph in _asset_paragraphs()[:limit_paragraphs]:
+        run = []
+        for sentence in _sentences(list(paragraph)):
+            if is_held_out(sentence, held_out_share, seed):
+                if run:
+                    runs.append(run)
+                run = []
+            else:
+                run.append("".join(sentence))
+        if run:
+            runs.append(run)
+    return runs
+
+
+@functools.lru_cache(maxsize=1)
+def _asset_paragraphs() -> tuple[tuple[str, ...], ...]:
+    """The whole asset as paragraphs of words."""
+    return tuple(tuple(words) for words in read_pku(asset_path(ASSET) / "199801.txt", split_sentences=False))
 
 
 @functools.lru_cache(maxsize=1)
 def _asset_sentences() -> tuple[tuple[str, ...], ...]:
-    """The whole asset, read once per process (a few seconds), frozen so no caller can change the cache."""
-    return tuple(tuple(words) for words in read_pku(asset_path(ASSET) / "199801.txt"))
+    """The whole asset as sentences, read once per process (a few seconds), frozen so no caller can change it."""
+    return tuple(tuple(s) for paragraph in _asset_paragraphs() for s in _sentences(list(paragraph)) if s)
 
 
 def held_out_sentences(limit: int | None = None, held_out_share: float = 0.1, seed: int = 0) -> list[list[str]]:

@@ -161,21 +161,28 @@ def encode_segmented(tokenizer, sentences: list[list[str]], max_length: int = 12
 
     Truncation would cut the gold words, so long sentences are left out, and counted, rather than cut.
     """
+    return encode_segmented_examples(tokenizer, [[words] for words in sentences], max_length)
+
+
+def encode_segmented_examples(tokenizer, examples: list[list[list[str]]], max_length: int = 128) -> SegmentedSet:
+    """Like :func:`encode_segmented` for examples of one or two segments (a query and a title), each a word list."""
     specials = special_tokens(tokenizer)
     ids, types, segments, too_long, unaligned = [], [], [], 0, 0
-    for words in sentences:
-        enc = tokenizer("".join(words), verbose=False)  # long ones are counted below, not warned about
+    for example in examples:
+        if len(example) not in (1, 2):
+            raise ValueError(f"an example has one or two segments, got {len(example)}")
+        enc = tokenizer(*["".join(words) for words in example], verbose=False)  # long ones are counted, not warned about
         if len(enc["input_ids"]) > max_length:
             too_long += 1
             continue
         try:
-            segment_word_ends(tokenizer.convert_ids_to_tokens(enc["input_ids"]), [words], specials)
+            segment_word_ends(tokenizer.convert_ids_to_tokens(enc["input_ids"]), example, specials)
         except ValueError:
             unaligned += 1
             continue
         ids.append(enc["input_ids"])
         types.append(enc.get("token_type_ids") or [0] * len(enc["input_ids"]))
-        segments.append([list(words)])
+        segments.append([list(words) for words in example])
     encoded = Encoded(ids, types, np.zeros(len(ids), dtype=np.int64), 0)
     return SegmentedSet(encoded, segments, too_long, unaligned)
 

@@ -30,6 +30,7 @@ class Study:
     seed: int = 0
     device: str = "auto"
     epochs: int = 3
+    lr: float = 5e-5
     train_limit: int | None = None
     eval_split: str = "test"
     eval_limit: int | None = None
@@ -51,7 +52,7 @@ class Study:
 
     @property
     def finetune_config(self) -> FinetuneConfig:
-        return FinetuneConfig(model=self.model, data=self.data, epochs=self.epochs,
+        return FinetuneConfig(model=self.model, data=self.data, epochs=self.epochs, lr=self.lr,
                               train_limit=self.train_limit, seed=self.seed)
 
     @property

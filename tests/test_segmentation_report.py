@@ -83,3 +83,16 @@ def test_segmentation_corpus_eval_and_pku():
     assert "People's Daily" in pku.note and "does not read Chinese" in pku.note  # MiniLM knows few Chinese characters
     with pytest.raises(ValueError, match="SEG_CORPUS"):
         segmentation_corpus(setup, "wiki")
+
+
+def test_segmentation_corpus_of_chinese_pairs_cut_by_jieba():
+    from headlab.pretrain import build_vocab, char_tokenizer
+
+    frame = pd.DataFrame({"query": ["一架飞机正在起飞", "我们喜欢北京"], "title": ["飞机起飞了", "他们在北京"], "label": [5, 2]})
+    tokenizer = char_tokenizer(build_vocab(frame["query"].tolist() + frame["title"].tolist(), min_count=1))
+    setup = SimpleNamespace(tokenizer=tokenizer, frame=frame, study=SimpleNamespace(eval_split="test"))
+    corpus = segmentation_corpus(setup, "eval-jieba")
+    assert len(corpus.encoded) == 2 and "jieba" in corpus.note and "0 because" in corpus.note
+    assert corpus.segments[0] == [["一架", "飞机", "正在", "起飞"], ["飞机", "起飞", "了"]]
+    assert corpus.texts[0] == "一架 / 飞机 / 正在 / 起飞 [SEP] 飞机 / 起飞 / 了"
+    assert len(segmentation_corpus(setup, "eval-jieba", limit=1).encoded) == 1
