@@ -235,6 +235,6 @@ def spread_verdict(change: pd.DataFrame, control: pd.DataFrame | None, layer: in
                       "raise CONTROL_DRAWS)")
         lines.append(f"- Masking {k} random heads of the lower half instead changes its entropy by "
                      f"{values.mean():+.3f} on average ({values.min():+.3f} to {values.max():+.3f} over "
-                     f"{len(values)} draws); {extreme} of {len(values)} raise it at least as much "
-                     f"(empirical p = {p:.2g}): {answer}.")
+                     f"{len(values)} draws); {extreme} of {len(values)} change it by {e['delta']:+.3f} or more "
+                     f"(one-sided, in the study's direction; empirical p = {p:.2g}): {answer}.")
     return "\n".join(lines)

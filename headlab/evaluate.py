@@ -36,7 +36,10 @@ class Encoded:
 
 
 def encode(tokenizer, frame: pd.DataFrame, max_length: int = 128) -> Encoded:
-    """Tokenize (query, title) pairs as ``[CLS] query [SEP] title [SEP]``; truncation is counted, never silent."""
+    """Tokenize (query, title) pairs as ``[CLS] query [SEP] title [SEP]``; truncation is counted, never silent.
+
+    ``max_length`` is capped at the tokenizer's ``model_max_length`` (the model's positions)."""
+    max_length = min(max_length, getattr(tokenizer, "model_max_length", max_length) or max_length)
     queries, titles = frame["query"].tolist(), frame["title"].tolist()
     full = tokenizer(queries, titles, truncation=False)["input_ids"]
     n_truncated = sum(len(ids) > max_length for ids in full)

@@ -49,9 +49,9 @@ class PretrainConfig:
     layers: int = 12
     heads: int = 12
     hidden: int = 192
-    max_length: int = 64
-    steps: int = 1200
-    batch_size: int = 32
+    max_length: int = 128  # also the model's positions: Chinese STS-B pairs run to ~110 characters (99th percentile)
+    steps: int = 1500
+    batch_size: int = 16
     lr: float = 5e-4
     warmup: float = 0.1
     weight_decay: float = 0.01
@@ -102,13 +102,14 @@ def named_model_dir(name: str) -> Path:
 # --- vocabulary and tokenizer ------------------------------------------------------------------------
 
 
-def char_tokenizer(vocab: list[str]):
+def char_tokenizer(vocab: list[str], max_length: int = 512):
     """A BERT tokenizer over a character vocabulary: every CJK character is its own token, and any other run of
-    characters (digits, Latin) is spelled out as ``x ##y ##z``, so each token is exactly one character."""
+    characters (digits, Latin) is spelled out as ``x ##y ##z``, so each token is exactly one character.
+    ``max_length`` is the model's number of positions, which :func:`headlab.evaluate.encode` respects."""
     from transformers import BertTokenizer
 
     return BertTokenizer(vocab={token: i for i, token in enumerate(vocab)}, do_lower_case=True,
-                         tokenize_chinese_chars=True)
+                         tokenize_chinese_chars=True, model_max_length=max_length)
 
 
 def build_vocab(texts, min_count: int = 2) -> list[str]:
@@ -301,7 +302,7 @@ def _train(config: PretrainConfig, out: Path, device: torch.device, progress: bo
     work.mkdir(parents=True, exist_ok=True)
     runs = training_runs(config.held_out_share, config.seed)
     vocab = build_vocab((s for run in runs for s in run), config.min_char_count)
-    tokenizer = char_tokenizer(vocab)
+    tokenizer = char_tokenizer(vocab, config.max_length)
     corpus = PretrainCorpus.from_runs(runs, tokenizer, config.max_length)
 
     model = new_model(config, len(vocab)).to(device)

@@ -1,10 +1,12 @@
 """The character-level Chinese BERT headlab pretrains: vocabulary, masking, batches, held-out text, the run."""
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from safetensors.torch import load_file
 
 from headlab import pku
+from headlab.evaluate import encode
 from headlab.model import ModelError, load_classifier, load_encoder, load_tokenizer, resolve_model
 from headlab.pretrain import (SPECIALS, PretrainConfig, PretrainCorpus, build_vocab, char_tokenizer, describe,
                               make_batch, mask_tokens, model_note, pretrain, pretraining_report)
@@ -98,6 +100,9 @@ def test_pretraining_learns_and_saves_a_model_every_notebook_can_load(tiny_corpu
     assert resolve_model(str(folder)) == str(folder)
     tokenizer = load_tokenizer(str(folder))
     assert tokenizer.tokenize("我们喜欢１９９８年") == ["我", "们", "喜", "欢", "１", "##９", "##９", "##８", "年"]
+    long_pair = pd.DataFrame({"query": ["我们喜欢学习中文" * 3], "title": ["他们研究经济" * 3], "label": [3]})
+    with pytest.warns(UserWarning, match="longer than max_length=32"):  # the model has 32 positions, not 128
+        assert len(encode(tokenizer, long_pair).input_ids[0]) == 32
     classifier, encoder = load_classifier(str(folder)), load_encoder(str(folder))
     assert classifier.config.num_hidden_layers == 2 and encoder.config.num_attention_heads == 2
     pretrained = load_file(folder / "model.safetensors")
