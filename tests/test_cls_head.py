@@ -89,7 +89,7 @@ def test_spread_and_its_verdict():
     control = pd.DataFrame({"entropy_delta": [0.0, 0.1, -0.05] * 10})
     text = spread_verdict(change, control, layer=1, head=0, k=5)
     assert "**it spreads out**" in text and "factor 2.00" in text and "falls, as the study's reading implies" in text
-    assert "0 of 30 raise it" in text and "more than random lower heads do" in text
+    assert "0 of 30 change it by" in text and "more than random lower heads do" in text
     still = spread(before, before, layer=1, head=0, n_boot=50)
     assert "no change of spread distinguishable from zero" in spread_verdict(still, None, layer=1, head=0, k=5)
 

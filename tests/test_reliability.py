@@ -184,8 +184,9 @@ run_sweep(tiny_bert(), enc, random_share_specs(3, 4, [0.25, 0.5, 0.75], 10, seed
 
 
 def _run_until(script: str, ready, sig) -> subprocess.Popen:
+    # a shell that starts the suite in the background has SIGINT ignored, and children inherit that: restore it
     proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+                            stderr=subprocess.DEVNULL, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 120
     while not ready() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.02)
