@@ -28,7 +28,6 @@ def resolve_model(spec: str, allow_pickle: bool = False) -> str:
     """Turn a model spec into something ``from_pretrained`` can load: an asset, a model headlab pretrains
     (``zh-char``), a local folder, else a hub id."""
     from headlab.assets import ASSETS, asset_path, is_asset
-
     from headlab.pretrain import MODELS, is_complete, is_pretrained_name, named_model_dir
 
     if is_asset(spec):
