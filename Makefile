@@ -5,13 +5,17 @@
 #          make book SET="DEVICE=cuda DRAWS=50"   any notebook parameter, for every notebook that declares it
 #          make book TORCH="torch==2.14.1"        another torch build (e.g. a CUDA one on a GPU machine)
 #          make book PRESET=mpnet TORCH="torch==2.14.1"   the 12x12 all-mpnet-base-v2 on a GPU
-#          make book PRESET=zh-char   pretrain a 12x12 character-level Chinese BERT, run the book on it
+#          make book MODEL=zh-char    pretrain a 12x12 character-level Chinese BERT, run the book on it
+#                                     (the same as PRESET=zh-char; zh-char-mlm: pretrained without NSP)
+#          make book MODEL=path/or/hub-id   any other model, on the default data and sizes
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
-PRESET ?= default
+MODEL ?=
+CHINESE_PRESETS := zh-char zh-char-mlm
+PRESET ?= $(if $(filter $(CHINESE_PRESETS),$(MODEL)),$(MODEL),default)
 SET ?=
-ASSETS ?= minilm stsb-en $(if $(filter mpnet,$(PRESET)),mpnet) $(if $(filter zh-char,$(PRESET)),pku-1998 stsb-zh)
+ASSETS ?= minilm stsb-en $(if $(filter mpnet,$(PRESET)),mpnet) $(if $(filter $(CHINESE_PRESETS),$(PRESET)),pku-1998 stsb-zh)
 BIN := $(VENV)/bin
 
 .PHONY: book test venv assets clean
@@ -28,7 +32,7 @@ assets: venv
 	$(BIN)/python -m headlab.assets fetch $(ASSETS)
 
 book: assets
-	$(BIN)/python -m headlab.book --preset $(PRESET) $(foreach s,$(SET),--set $(s))
+	$(BIN)/python -m headlab.book --preset $(PRESET) $(if $(MODEL),--set MODEL=$(MODEL)) $(foreach s,$(SET),--set $(s))
 
 test: venv
 	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }

@@ -35,6 +35,8 @@ PRESETS = {
     # a small model trained briefly from scratch fine-tunes with a larger learning rate than a published one
     "zh-char": {"MODEL": "zh-char", "DATA": "stsb-zh", "SEG_CORPUS": "pku-1998", "LR": 2e-4, "EPOCHS": 4},
 }
+# the same pretrained without next-sentence prediction: the study credits NSP for the term-matching heads
+PRESETS["zh-char-mlm"] = {**PRESETS["zh-char"], "MODEL": "zh-char-mlm"}
 
 
 CELL_TIMEOUT = 3600  # seconds: a cell that hangs (e.g. a widget waiting on a kernel) fails the build instead

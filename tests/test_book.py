@@ -1,6 +1,8 @@
 """The book pipeline: notebooks are clean and parameterized, a failing notebook is loud, and the whole book
 builds from tiny runs on the real default model and data."""
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import nbformat
@@ -39,6 +41,21 @@ def test_an_unknown_setting_is_refused_before_anything_runs():
         _check_settings({"DRAWZ": 3}, NOTEBOOKS)
     for preset in PRESETS.values():  # every preset sets only parameters that notebooks declare
         _check_settings(preset, NOTEBOOKS)
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+@pytest.mark.parametrize("model, preset, chinese", [("zh-char", "zh-char", True), ("zh-char-mlm", "zh-char-mlm", True),
+                                                    ("/some/model", "default", False), ("", "default", False)])
+def test_make_book_model_picks_the_preset_and_its_assets(model, preset, chinese):
+    """``make book MODEL=zh-char`` (the README's command) must run the Chinese preset with the Chinese assets."""
+    plan = subprocess.run(["make", "-n", "book", f"MODEL={model}"], cwd=REPO, capture_output=True, text=True,
+                          check=True).stdout
+    book = next(line for line in plan.splitlines() if "-m headlab.book" in line)
+    fetch = next(line for line in plan.splitlines() if "-m headlab.assets fetch" in line)
+    assert f"--preset {preset} " in book + " "
+    assert (f"--set MODEL={model}" in book) == bool(model)
+    assert ("pku-1998 stsb-zh" in fetch) == chinese
+    assert preset in PRESETS
 
 
 def test_a_failing_cell_names_the_notebook_and_cell(tmp_path):
