@@ -1,0 +1,93 @@
+"""Comparing the MLM+NSP and MLM-only Chinese models: the right rows are read, differences and their intervals
+are computed, and the verdict follows the numbers."""
+import json
+
+import pandas as pd
+import pytest
+
+from headlab.objectives import compare_objectives, main, objective_results, pretrained_name, verdict
+from headlab.pretrain import named_model_dir
+
+
+def write_results(folder, term_change, term_ci, seg_gain, seg_ci, accuracy=0.4):
+    """The four tables notebooks 00, 03 and 05 write, with only the columns the comparison reads (plus noise rows)."""
+    folder.mkdir(parents=True)
+    pd.DataFrame({"metric": ["accuracy", "macro_f1"], "value": [accuracy, 0.3], "lo": [accuracy - 0.04, 0.2],
+                  "hi": [accuracy + 0.04, 0.4], "n_examples": [1361, 1361]}).to_csv(folder / "baseline_metrics.csv")
+    seg = []
+    for subset in ("all tokens", "multi-token words"):
+        for measure in ("majority class", "best head, chosen on other examples", "probe on all heads, held-out examples"):
+            gain = 0.0 if measure == "majority class" else seg_gain
+            seg.append({"subset": subset, "measure": measure, "gain": gain, "gain_lo": gain - seg_ci,
+                        "gain_hi": gain + seg_ci, "n_test_tokens": 6068})
+    pd.DataFrame(seg).to_csv(folder / "segmentation_comparison_pku-1998.csv", index=False)
+    pd.DataFrame({"condition": ["none", "random", "matching"], "rel_change": [0.0, -0.01, term_change],
+                  "lo": [0, -0.02, term_change - term_ci], "hi": [0, 0.0, term_change + term_ci],
+                  "n_examples": [1361] * 3}).to_csv(folder / "term_matching_table.csv", index=False)
+    pd.DataFrame({"tested": ["matching", "matching"], "reference": ["random", "random_lower"],
+                  "p_empirical": [0.05, 0.5], "n_draws": [20, 20]}).to_csv(folder / "term_matching_vs_random.csv",
+                                                                            index=False)
+    return folder
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("HEADLAB_CACHE", str(tmp_path / "cache"))
+    return tmp_path
+
+
+def test_the_longest_pretrained_name_wins(tmp_path):
+    assert pretrained_name(tmp_path / "zh-char-mlm-stsb-zh-0123456789ab-test-all") == "zh-char-mlm"
+    assert pretrained_name(tmp_path / "zh-char-stsb-zh-0123456789ab-test-500") == "zh-char"
+    with pytest.raises(ValueError, match="minilm-stsb-en"):
+        pretrained_name(tmp_path / "minilm-stsb-en-0123456789ab-test-all")
+
+
+def test_results_read_the_named_rows_and_the_pretraining_report(cache):
+    folder = write_results(cache / "runs" / "zh-char-stsb-zh-k-test-all", -0.30, 0.05, 0.02, 0.01)
+    report = named_model_dir("zh-char")
+    report.mkdir(parents=True)
+    (report / "pretraining.json").write_text(json.dumps({
+        "masked_token_accuracy": 0.14, "masked_token_accuracy_lo": 0.13, "masked_token_accuracy_hi": 0.15,
+        "masked_tokens": 5772, "final_train": {"mlm_accuracy": 0.14, "nsp_accuracy": 0.58}}))
+    table = objective_results(folder).set_index("measure")
+    assert set(table["objective"]) == {"mlm+nsp"}
+    assert table.loc["masked-token accuracy (held-out sentences)", "value"] == 0.14
+    assert table.loc["next-sentence accuracy (last 50 training steps)", "value"] == 0.58
+    assert table.loc["test accuracy", "value"] == 0.4  # the accuracy row, not macro-F1
+    assert table.loc["the 5 term-matching heads masked: relative change", "value"] == -0.30
+    assert table.loc["share of random draws costing at least as much (p)", "value"] == 0.05  # vs random, not lower
+    assert table.loc["best head: gain over the majority class (all tokens)", "lo"] == pytest.approx(0.01)
+
+
+def test_difference_and_its_interval(cache):
+    nsp = write_results(cache / "zh-char-stsb-zh-k-test-all", -0.30, 0.03, 0.02, 0.01)
+    mlm = write_results(cache / "zh-char-mlm-stsb-zh-k-test-all", -0.02, 0.04, 0.02, 0.01)
+    table = compare_objectives(nsp, mlm).set_index("measure")
+    row = table.loc["the 5 term-matching heads masked: relative change"]
+    assert row["difference"] == pytest.approx(-0.28)
+    assert row["difference_hi"] - row["difference"] == pytest.approx(0.05)  # sqrt(0.03^2 + 0.04^2)
+    assert "pretraining" not in set(table["finding"])  # nothing pretrained in this cache: no report rows
+    text = verdict(table.reset_index())
+    assert "as the study's credit of NSP predicts" in text and "Not supported" not in text
+    assert "one pretraining run" in text
+    with pytest.raises(ValueError, match="MLM\\+NSP model's results first"):
+        compare_objectives(mlm, nsp)
+
+
+def test_verdict_when_the_heads_do_not_matter_even_with_nsp(cache, capsys):
+    nsp = write_results(cache / "zh-char-stsb-zh-k-test-all", 0.015, 0.03, 0.01, 0.008)
+    mlm = write_results(cache / "zh-char-mlm-stsb-zh-k-test-all", -0.01, 0.03, 0.03, 0.008)
+    text = verdict(compare_objectives(nsp, mlm))
+    assert "no effect distinguishable from zero" in text
+    assert "do not need NSP" in text
+    assert main([str(nsp), str(mlm), "--out", str(cache / "out.csv")]) == 0
+    assert "written:" in capsys.readouterr().out
+    assert len(pd.read_csv(cache / "out.csv")) == len(compare_objectives(nsp, mlm))
+
+
+def test_a_missing_table_names_the_file(cache):
+    folder = write_results(cache / "zh-char-stsb-zh-k-test-all", 0.0, 0.01, 0.0, 0.01)
+    (folder / "term_matching_table.csv").unlink()
+    with pytest.raises(FileNotFoundError, match="term_matching_table.csv"):
+        objective_results(folder)
