@@ -18,10 +18,12 @@ import math
 from pathlib import Path
 
 import pandas as pd
+from scipy.stats import binomtest
 
 from headlab.pretrain import MODELS, named_model_dir, pretraining_report
 
 SEG_CORPUS = "pku-1998"
+NSP_ACCURACY = "next-sentence accuracy (pairs of the last 50 training steps; chance 50%)"
 
 
 def pretrained_name(run_folder: Path) -> str:
@@ -58,9 +60,10 @@ def objective_results(run_folder) -> pd.DataFrame:
     if report is not None:
         rows.append(("pretraining", "masked-token accuracy (held-out sentences)", report["masked_token_accuracy"],
                      report["masked_token_accuracy_lo"], report["masked_token_accuracy_hi"], report["masked_tokens"]))
-        if "nsp_accuracy" in report["final_train"]:
-            rows.append(("pretraining", "next-sentence accuracy (last 50 training steps)",
-                         report["final_train"]["nsp_accuracy"], math.nan, math.nan, math.nan))
+        if "nsp_accuracy" in report["final_train"]:  # the mean over the last 50 steps' pairs (half true, half random)
+            n = 50 * report["config"]["batch_size"]
+            ci = binomtest(round(report["final_train"]["nsp_accuracy"] * n), n).proportion_ci(method="wilson")
+            rows.append(("pretraining", NSP_ACCURACY, report["final_train"]["nsp_accuracy"], ci.low, ci.high, n))
     acc = _row(_read(folder, "baseline_metrics.csv"), metric="accuracy")
     rows.append(("fine-tuned", "test accuracy", acc["value"], acc["lo"], acc["hi"], acc["n_examples"]))
 
@@ -137,6 +140,11 @@ def verdict(table: pd.DataFrame) -> str:
                  + ("segmentation heads do not need NSP, consistent with the study's credit of MLM."
                     if not (_excludes_zero(seg.difference_lo, seg.difference_hi) and seg.difference > 0)
                     else "the model with NSP segments better, which the study's credit of MLM alone does not predict."))
+    if NSP_ACCURACY in set(table["measure"]):
+        nsp = get(NSP_ACCURACY)
+        lines.append(f"How much NSP was learned bounds what it can be credited with: the MLM+NSP model told true from "
+                     f"random next sentences on {nsp.value_nsp:.1%} [{nsp.lo_nsp:.1%}, {nsp.hi_nsp:.1%}] of its last "
+                     f"{nsp.n_nsp:.0f} training pairs (chance: 50%).")
     lines.append("Each objective is one pretraining run with one seed: a difference between the two models mixes the "
                  "objective with the luck of the run.")
     return " ".join(lines)

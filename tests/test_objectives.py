@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from headlab.objectives import compare_objectives, main, objective_results, pretrained_name, verdict
+from headlab.objectives import NSP_ACCURACY, compare_objectives, main, objective_results, pretrained_name, verdict
 from headlab.pretrain import named_model_dir
 
 
@@ -49,15 +49,20 @@ def test_results_read_the_named_rows_and_the_pretraining_report(cache):
     report.mkdir(parents=True)
     (report / "pretraining.json").write_text(json.dumps({
         "masked_token_accuracy": 0.14, "masked_token_accuracy_lo": 0.13, "masked_token_accuracy_hi": 0.15,
-        "masked_tokens": 5772, "final_train": {"mlm_accuracy": 0.14, "nsp_accuracy": 0.58}}))
+        "masked_tokens": 5772, "final_train": {"mlm_accuracy": 0.14, "nsp_accuracy": 0.58},
+        "config": {"batch_size": 16}}))
     table = objective_results(folder).set_index("measure")
     assert set(table["objective"]) == {"mlm+nsp"}
     assert table.loc["masked-token accuracy (held-out sentences)", "value"] == 0.14
-    assert table.loc["next-sentence accuracy (last 50 training steps)", "value"] == 0.58
+    nsp = table.loc[NSP_ACCURACY]
+    assert nsp["value"] == 0.58 and nsp["n"] == 800  # 50 steps of 16 pairs
+    assert 0.54 < nsp["lo"] < 0.55 and 0.61 < nsp["hi"] < 0.62  # Wilson interval of 464 / 800
     assert table.loc["test accuracy", "value"] == 0.4  # the accuracy row, not macro-F1
     assert table.loc["the 5 term-matching heads masked: relative change", "value"] == -0.30
     assert table.loc["share of random draws costing at least as much (p)", "value"] == 0.05  # vs random, not lower
     assert table.loc["best head: gain over the majority class (all tokens)", "lo"] == pytest.approx(0.01)
+    mlm = write_results(cache / "runs" / "zh-char-mlm-stsb-zh-k-test-all", -0.01, 0.05, 0.02, 0.01)
+    assert "random next sentences on 58.0% [54.5%, 61.4%] of its last 800" in verdict(compare_objectives(folder, mlm))
 
 
 def test_difference_and_its_interval(cache):
