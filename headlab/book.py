@@ -33,7 +33,8 @@ PRESETS = {
     "mpnet": {"MODEL": "mpnet", "DEVICE": "cuda", "DRAWS": 30, "N_BOOT": 2000, "BATCH_SIZE": 256},
     # the character-level Chinese BERT headlab pretrains (12 x 12 heads; headlab.pretrain), on Chinese STS-B;
     # a small model trained briefly from scratch fine-tunes with a larger learning rate than a published one
-    "zh-char": {"MODEL": "zh-char", "DATA": "stsb-zh", "SEG_CORPUS": "pku-1998", "LR": 2e-4, "EPOCHS": 4},
+    "zh-char": {"MODEL": "zh-char", "DATA": "stsb-zh", "SEG_CORPUS": "pku-1998", "SEG_ALSO": "eval-jieba", "LR": 2e-4,
+                "EPOCHS": 4},
 }
 # the same pretrained without next-sentence prediction: the study credits NSP for the term-matching heads
 PRESETS["zh-char-mlm"] = {**PRESETS["zh-char"], "MODEL": "zh-char-mlm"}

@@ -13,7 +13,7 @@ import pandas as pd
 
 from headlab.evaluate import Encoded
 from headlab.pku import held_out_sentences
-from headlab.segmentation import (BoundaryData, baselines, encode_segmented, encode_segmented_examples,
+from headlab.segmentation import (BoundaryData, baselines, boundary_data, encode_segmented, encode_segmented_examples,
                                   greedy_oracle_heads, head_boundary_scores, held_out_best_head, probe,
                                   shuffled_union_control)
 from headlab.stats import by_interval
@@ -187,6 +187,19 @@ def _points(x: float) -> str:
 def _against_majority(r) -> str:
     return by_interval(r.gain_lo, r.gain_hi, "better than the majority class", "**worse** than the majority class",
                        "not distinguishable from the majority class")
+
+
+def score_corpus(setup, corpus: SegmentationCorpus, union_heads: int | None = None, max_heads: int = 8,
+                 control_draws: int = 5, test_share: float = 0.3, seed: int = 0, n_boot: int = 1000,
+                 batch_size: int = 64, device="cpu") -> tuple[BoundaryData, SegmentationResults]:
+    """One corpus end to end: an attention pass, every score, and the tables saved as
+    ``segmentation_<table>_<corpus name>`` (one set per corpus, so a second corpus never overwrites the first)."""
+    data = boundary_data(setup.model, corpus.encoded, setup.tokenizer, segments=corpus.segments,
+                         batch_size=batch_size, device=device)
+    results = score_segmentation(data, union_heads, max_heads, control_draws, test_share, seed, n_boot)
+    for name in ("heads", "baselines", "union", "comparison"):
+        setup.save_table(getattr(results, name), f"segmentation_{name}_{corpus.name}")
+    return data, results
 
 
 def verdict_single_head(comparison: pd.DataFrame) -> str:

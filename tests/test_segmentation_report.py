@@ -7,8 +7,8 @@ import pytest
 from headlab.evaluate import encode
 from headlab.model import load_tokenizer
 from headlab.segmentation import BoundaryData
-from headlab.segmentation_report import (ALL, MULTI, STUDY_UNION, best_head, score_segmentation, segmentation_corpus,
-                                         token_subsets, verdict_single_head, verdict_union)
+from headlab.segmentation_report import (ALL, MULTI, STUDY_UNION, best_head, score_corpus, score_segmentation,
+                                         segmentation_corpus, token_subsets, verdict_single_head, verdict_union)
 
 
 def _data(seed: int = 0, n_examples: int = 80, per_example: int = 12) -> BoundaryData:
@@ -96,3 +96,23 @@ def test_segmentation_corpus_of_chinese_pairs_cut_by_jieba():
     assert corpus.segments[0] == [["一架", "飞机", "正在", "起飞"], ["飞机", "起飞", "了"]]
     assert corpus.texts[0] == "一架 / 飞机 / 正在 / 起飞 [SEP] 飞机 / 起飞 / 了"
     assert len(segmentation_corpus(setup, "eval-jieba", limit=1).encoded) == 1
+
+
+def test_score_corpus_saves_one_set_of_tables_per_corpus():
+    """A second corpus (the notebook's SEG_ALSO) must not overwrite the first corpus's tables."""
+    from headlab.pretrain import build_vocab, char_tokenizer
+    from conftest import tiny_bert
+
+    queries = ["一架飞机正在起飞", "我们喜欢北京", "他在看书", "小猫在睡觉", "今天天气很好", "学生们在上课"]
+    titles = ["飞机起飞了", "他们在北京", "她在读书", "小狗在睡觉", "明天会下雨", "老师在上课"]
+    frame = pd.DataFrame({"query": queries, "title": titles, "label": [5, 2, 3, 3, 1, 3]})
+    tokenizer = char_tokenizer(build_vocab(queries + titles, min_count=1), max_length=32)
+    saved = {}
+    setup = SimpleNamespace(model=tiny_bert(), tokenizer=tokenizer, frame=frame, study=SimpleNamespace(eval_split="test"),
+                            save_table=lambda table, name: saved.__setitem__(name, table))
+    corpus = segmentation_corpus(setup, "eval-jieba")
+    data, results = score_corpus(setup, corpus, max_heads=2, control_draws=2, test_share=0.5, n_boot=50)
+    assert set(saved) == {f"segmentation_{t}_eval-jieba" for t in ("heads", "baselines", "union", "comparison")}
+    assert saved["segmentation_heads_eval-jieba"] is results.heads
+    assert data.pred.shape[:2] == (3, 4)  # every layer and head of the tiny model read
+    assert len(data.gold) == sum(len("".join(q + t)) for q, t in zip(queries, titles))  # every character scored once
