@@ -98,15 +98,18 @@ def compare_objectives(with_nsp, without_nsp) -> pd.DataFrame:
     keys = ["finding", "measure"]
     table = a.drop(columns="objective").merge(b.drop(columns="objective"), on=keys, how="outer",
                                               suffixes=("_nsp", "_mlm"), sort=False)
-    table["difference"] = table["value_nsp"] - table["value_mlm"]
     half = (((table["hi_nsp"] - table["lo_nsp"]) / 2) ** 2 + ((table["hi_mlm"] - table["lo_mlm"]) / 2) ** 2) ** 0.5
+    # only estimates with an interval on both sides are differenced (not p-values, not a one-sided NSP accuracy)
+    table["difference"] = (table["value_nsp"] - table["value_mlm"]).where(half.notna())
     table["difference_lo"], table["difference_hi"] = table["difference"] - half, table["difference"] + half
     return table
 
 
-def _interval(value, lo, hi, percent: bool) -> str:
-    fmt = (lambda x: f"{100 * x:+.1f}%") if percent else (lambda x: f"{x:.2f}")
-    return fmt(value) if pd.isna(lo) else f"{fmt(value)} [{fmt(lo)}, {fmt(hi)}]"
+def _interval(value, lo, hi, unit: str = "%") -> str:
+    """``-0.6% [-2.3%, +1.3%]`` for a relative change; ``unit=" points"`` for a difference of accuracies."""
+    fmt = (lambda x: f"{100 * x:+.1f}%") if unit == "%" else (lambda x: f"{100 * x:+.1f}")
+    text = fmt(value) if pd.isna(lo) else f"{fmt(value)} [{fmt(lo)}, {fmt(hi)}]"
+    return text if unit == "%" else text + unit
 
 
 def _excludes_zero(lo, hi) -> bool:
@@ -119,11 +122,10 @@ def verdict(table: pd.DataFrame) -> str:
         return _row(table, measure=measure)
 
     tm = get("the 5 term-matching heads masked: relative change")
-    seg = get("best head: gain over the majority class (all tokens)")
     lines = [
-        f"Masking the 5 term-matching heads changes accuracy by {_interval(tm.value_nsp, tm.lo_nsp, tm.hi_nsp, True)} "
-        f"with NSP and {_interval(tm.value_mlm, tm.lo_mlm, tm.hi_mlm, True)} without; the difference is "
-        f"{_interval(tm.difference, tm.difference_lo, tm.difference_hi, True)}.",
+        f"Masking the 5 term-matching heads changes accuracy by {_interval(tm.value_nsp, tm.lo_nsp, tm.hi_nsp)} "
+        f"with NSP and {_interval(tm.value_mlm, tm.lo_mlm, tm.hi_mlm)} without; the difference is "
+        f"{_interval(tm.difference, tm.difference_lo, tm.difference_hi)}.",
     ]
     if _excludes_zero(tm.difference_lo, tm.difference_hi) and tm.difference < 0:
         lines.append("The term-matching heads matter more in the model trained with NSP, as the study's credit of NSP "
@@ -133,13 +135,26 @@ def verdict(table: pd.DataFrame) -> str:
                      "effect distinguishable from zero, so there is nothing for NSP to be credited with.")
     else:
         lines.append("**Not supported here**: the term-matching heads matter no more with NSP than without.")
-    lines.append(f"The best segmentation head beats the majority class by "
-                 f"{_interval(seg.value_nsp, seg.lo_nsp, seg.hi_nsp, True)} with NSP and "
-                 f"{_interval(seg.value_mlm, seg.lo_mlm, seg.hi_mlm, True)} with MLM alone (difference "
-                 f"{_interval(seg.difference, seg.difference_lo, seg.difference_hi, True)}): "
-                 + ("segmentation heads do not need NSP, consistent with the study's credit of MLM."
-                    if not (_excludes_zero(seg.difference_lo, seg.difference_hi) and seg.difference > 0)
-                    else "the model with NSP segments better, which the study's credit of MLM alone does not predict."))
+
+    seg = {subset: get(f"best head: gain over the majority class ({subset})") for subset in ("all tokens",
+                                                                                           "multi-token words")}
+    lines.append("The best single segmentation head (chosen and scored on different sentences) beats the majority class "
+                 + " and ".join(f"on {subset} by {_interval(r.value_nsp, r.lo_nsp, r.hi_nsp, ' points')} with NSP and "
+                                f"{_interval(r.value_mlm, r.lo_mlm, r.hi_mlm, ' points')} with MLM alone"
+                                for subset, r in seg.items()) + ".")
+    better = {side: [subset for subset, r in seg.items() if _excludes_zero(r.difference_lo, r.difference_hi)
+                     and (r.difference > 0) == (side == "nsp")] for side in ("nsp", "mlm")}
+    if better["nsp"] and not better["mlm"]:
+        lines.append(f"The model with NSP segments better ({', '.join(better['nsp'])}), which the study's credit of "
+                     "MLM alone does not predict.")
+    elif better["mlm"] and not better["nsp"]:
+        lines.append(f"Without NSP the heads segment better on {', '.join(better['mlm'])} and distinguishably worse on "
+                     "none: they need no NSP, as the study's credit of MLM predicts.")
+    elif not better["nsp"]:
+        lines.append("No difference between the two is distinguishable from zero: the heads need no NSP, as the "
+                     "study's credit of MLM predicts.")
+    else:
+        lines.append(f"Mixed: NSP helps on {', '.join(better['nsp'])} and hurts on {', '.join(better['mlm'])}.")
     if NSP_ACCURACY in set(table["measure"]):
         nsp = get(NSP_ACCURACY)
         lines.append(f"How much NSP was learned bounds what it can be credited with: the MLM+NSP model told true from "

@@ -75,6 +75,10 @@ def test_difference_and_its_interval(cache):
     assert "pretraining" not in set(table["finding"])  # nothing pretrained in this cache: no report rows
     text = verdict(table.reset_index())
     assert "as the study's credit of NSP predicts" in text and "Not supported" not in text
+    assert "No difference between the two is distinguishable" in text  # same segmentation gains
+    assert "on all tokens by +2.0 [+1.0, +3.0] points with NSP" in text
+    p_row = table.loc["share of random draws costing at least as much (p)"]
+    assert pd.isna(p_row["difference"]) and p_row["value_nsp"] == 0.05  # p-values are shown, not differenced
     assert "one pretraining run" in text
     with pytest.raises(ValueError, match="MLM\\+NSP model's results first"):
         compare_objectives(mlm, nsp)
@@ -85,7 +89,7 @@ def test_verdict_when_the_heads_do_not_matter_even_with_nsp(cache, capsys):
     mlm = write_results(cache / "zh-char-mlm-stsb-zh-k-test-all", -0.01, 0.03, 0.03, 0.008)
     text = verdict(compare_objectives(nsp, mlm))
     assert "no effect distinguishable from zero" in text
-    assert "do not need NSP" in text
+    assert "better on all tokens, multi-token words and distinguishably worse on none: they need no NSP" in text
     assert main([str(nsp), str(mlm), "--out", str(cache / "out.csv")]) == 0
     assert "written:" in capsys.readouterr().out
     assert len(pd.read_csv(cache / "out.csv")) == len(compare_objectives(nsp, mlm))
