@@ -58,14 +58,16 @@ class FinetuneConfig:
 
 def _fingerprint(spec: str) -> str:
     """An asset or hub name identifies itself; a local file or folder (or a model headlab pretrained) by its content."""
-    from headlab.pretrain import is_pretrained_name, named_model_dir
+    from headlab.pretrain import REPORT, is_pretrained_name, named_model_dir
 
     path = named_model_dir(spec) if is_pretrained_name(spec) else Path(spec).expanduser()
     if is_asset(spec) or not path.exists():
         return spec
     if path.is_file():
         return sha256_of(path)
-    return hashlib.sha256(b"".join(sha256_of(p).encode() for p in sorted(path.glob("*")) if p.is_file())).hexdigest()
+    # not the pretraining report: the same weights pretrained again differ only in its timings
+    files = [p for p in sorted(path.glob("*")) if p.is_file() and p.name != REPORT]
+    return hashlib.sha256(b"".join(sha256_of(p).encode() for p in files)).hexdigest()
 
 
 def checkpoint_dir(config: FinetuneConfig) -> Path:

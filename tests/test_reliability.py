@@ -260,3 +260,15 @@ def test_length_bucketed_batches_cover_every_example_once_with_little_padding():
     assert padded < 0.7 * random_padded
     again = length_bucketed_batches(encoded, 32, np.random.default_rng(1))
     assert all(np.array_equal(a, b) for a, b in zip(batches, again))
+
+
+def test_a_model_folder_is_keyed_by_its_weights_not_its_pretraining_report(fresh_cache, tiny_model_folder, pairs_file):
+    """Pretraining the same model again gives the same weights but another report (its timings): same fine-tune."""
+    config = FinetuneConfig(model=str(tiny_model_folder), data=str(pairs_file))
+    (tiny_model_folder / "pretraining.json").write_text('{"seconds": 1610.3}')
+    before = checkpoint_dir(config)
+    (tiny_model_folder / "pretraining.json").write_text('{"seconds": 1824.9}')
+    assert checkpoint_dir(config) == before
+    weights = tiny_model_folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes() + b" ")  # other weights: another model, another fine-tune
+    assert checkpoint_dir(config) != before
