@@ -21,9 +21,16 @@ import pandas as pd
 from scipy.stats import binomtest
 
 from headlab.pretrain import MODELS, named_model_dir, pretraining_report
+from headlab.segmentation_report import ALL, MULTI
 
 SEG_CORPUS = "pku-1998"
 NSP_ACCURACY = "next-sentence accuracy (pairs of the last 50 training steps; chance 50%)"
+TERM_HEADS_MASKED = "the 5 term-matching heads masked: relative change"
+
+
+def best_head_gain(subset: str) -> str:
+    """The measure naming the best segmentation head's gain on ``subset`` (ALL or MULTI)."""
+    return f"best head: gain over the majority class ({subset})"
 
 
 def pretrained_name(run_folder: Path) -> str:
@@ -38,7 +45,7 @@ def pretrained_name(run_folder: Path) -> str:
 def _read(folder: Path, name: str) -> pd.DataFrame:
     path = Path(folder) / name
     if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing: run the notebook that writes it (03 or 05) on this model first")
+        raise FileNotFoundError(f"{path} is missing: run notebooks 00, 03 and 05 on this model first")
     return pd.read_csv(path)
 
 
@@ -56,7 +63,7 @@ def objective_results(run_folder) -> pd.DataFrame:
     folder = Path(run_folder)
     name = pretrained_name(folder)
     rows = []
-    report = pretraining_report(named_model_dir(name)) if named_model_dir(name).is_dir() else None
+    report = pretraining_report(named_model_dir(name))  # None until that model is pretrained in this cache
     if report is not None:
         rows.append(("pretraining", "masked-token accuracy (held-out sentences)", report["masked_token_accuracy"],
                      report["masked_token_accuracy_lo"], report["masked_token_accuracy_hi"], report["masked_tokens"]))
@@ -68,15 +75,15 @@ def objective_results(run_folder) -> pd.DataFrame:
     rows.append(("fine-tuned", "test accuracy", acc["value"], acc["lo"], acc["hi"], acc["n_examples"]))
 
     seg = _read(folder, f"segmentation_comparison_{SEG_CORPUS}.csv")
-    for subset in ("all tokens", "multi-token words"):
-        for measure, label in (("best head, chosen on other examples", "best head"),
-                               ("probe on all heads, held-out examples", "probe on all heads")):
+    for subset in (ALL, MULTI):
+        for measure, label in (("best head, chosen on other examples", best_head_gain(subset)),
+                               ("probe on all heads, held-out examples",
+                                f"probe on all heads: gain over the majority class ({subset})")):
             r = _row(seg, subset=subset, measure=measure)
-            rows.append(("segmentation", f"{label}: gain over the majority class ({subset})", r["gain"],
-                         r["gain_lo"], r["gain_hi"], r["n_test_tokens"]))
+            rows.append(("segmentation", label, r["gain"], r["gain_lo"], r["gain_hi"], r["n_test_tokens"]))
 
     terms = _read(folder, "term_matching_table.csv")
-    for condition, label in (("matching", "the 5 term-matching heads masked: relative change"),
+    for condition, label in (("matching", TERM_HEADS_MASKED),
                              ("random", "5 random heads masked: relative change (mean of draws)")):
         r = _row(terms, condition=condition)
         rows.append(("term matching", label, r["rel_change"], r["lo"], r["hi"], r["n_examples"]))
@@ -121,7 +128,7 @@ def verdict(table: pd.DataFrame) -> str:
     def get(measure):
         return _row(table, measure=measure)
 
-    tm = get("the 5 term-matching heads masked: relative change")
+    tm = get(TERM_HEADS_MASKED)
     lines = [
         f"Masking the 5 term-matching heads changes accuracy by {_interval(tm.value_nsp, tm.lo_nsp, tm.hi_nsp)} "
         f"with NSP and {_interval(tm.value_mlm, tm.lo_mlm, tm.hi_mlm)} without; the difference is "
@@ -136,8 +143,7 @@ def verdict(table: pd.DataFrame) -> str:
     else:
         lines.append("**Not supported here**: the term-matching heads matter no more with NSP than without.")
 
-    seg = {subset: get(f"best head: gain over the majority class ({subset})") for subset in ("all tokens",
-                                                                                           "multi-token words")}
+    seg = {subset: get(best_head_gain(subset)) for subset in (ALL, MULTI)}
     lines.append("The best single segmentation head (chosen and scored on different sentences) beats the majority class "
                  + " and ".join(f"on {subset} by {_interval(r.value_nsp, r.lo_nsp, r.hi_nsp, ' points')} with NSP and "
                                 f"{_interval(r.value_mlm, r.lo_mlm, r.hi_mlm, ' points')} with MLM alone"
