@@ -32,11 +32,13 @@ PRESETS = {
     # all-mpnet-base-v2 (12 x 12 heads) on one GPU: 30 random draws per share (the CPU defaults use 5-20)
     "mpnet": {"MODEL": "mpnet", "DEVICE": "cuda", "DRAWS": 30, "N_BOOT": 2000, "BATCH_SIZE": 256},
     # the character-level Chinese BERT headlab pretrains (12 x 12 heads; headlab.pretrain), on Chinese STS-B;
-    # a small model trained briefly from scratch fine-tunes with a larger learning rate than a published one
+    # LR and EPOCHS: chosen on the dev split, never on test, by `python -m headlab.tuning zh-char` (its grid is
+    # headlab.tuning.GRIDS; the table and the choice: see README)
     "zh-char": {"MODEL": "zh-char", "DATA": "stsb-zh", "SEG_CORPUS": "pku-1998", "SEG_ALSO": "eval-jieba", "LR": 2e-4,
                 "EPOCHS": 4},
 }
-# the same pretrained without next-sentence prediction: the study credits NSP for the term-matching heads
+# the same pretrained without next-sentence prediction: the study credits NSP for the term-matching heads;
+# it keeps zh-char's LR and EPOCHS, so the two models differ only in their pretraining
 PRESETS["zh-char-mlm"] = {**PRESETS["zh-char"], "MODEL": "zh-char-mlm"}
 
 

@@ -66,22 +66,22 @@ def share_curve(curve: pd.DataFrame, draws: pd.DataFrame | None = None, referenc
 def layer_bars(table: pd.DataFrame, reference: pd.DataFrame | None = None) -> alt.LayerChart:
     """Relative accuracy change when one whole layer is masked, with 95% intervals and the study's number.
 
-    ``table``: layer, rel_change, lo, hi (``importance.layer_effects``); ``reference``: layer, rel_change, label.
-    Bars are coloured by whether the interval lies above zero, below it, or covers it.
+    ``table``: layer, rel_change, lo, hi, distinguishable, p_holm (``importance.layer_effects``); ``reference``:
+    layer, rel_change, label. Bars are coloured by whether the change survives the Holm correction over layers.
     """
-    effect = ("datum.lo > 0 ? 'gain (interval above 0)' : datum.hi < 0 ? 'loss (interval below 0)' "
-              ": 'not distinguishable from 0'")
+    effect = ("!datum.distinguishable ? 'not distinguishable from 0' : datum.rel_change > 0 ? "
+              "'gain (Holm across layers)' : 'loss (Holm across layers)'")
     x = alt.X("layer:O", title="masked layer (all its heads)")
     base = alt.Chart(table).transform_calculate(effect=effect)
     layers = [
         base.mark_bar().encode(
             x=x, y=alt.Y("rel_change:Q", title="relative change of accuracy", axis=alt.Axis(format="+%")),
             color=alt.Color("effect:N", title=None, scale=alt.Scale(
-                domain=["gain (interval above 0)", "loss (interval below 0)", "not distinguishable from 0"],
+                domain=["gain (Holm across layers)", "loss (Holm across layers)", "not distinguishable from 0"],
                 range=["#4c78a8", "#e45756", "#bab0ac"])),
             tooltip=["layer", alt.Tooltip("rel_change:Q", format="+.1%"), alt.Tooltip("lo:Q", format="+.1%"),
                      alt.Tooltip("hi:Q", format="+.1%"), alt.Tooltip("accuracy:Q", format=".1%"),
-                     alt.Tooltip("p_mcnemar:Q", format=".2g")]),
+                     alt.Tooltip("p_mcnemar:Q", format=".2g"), alt.Tooltip("p_holm:Q", format=".2g")]),
         base.mark_rule().encode(x=x, y="lo:Q", y2="hi:Q"),
         alt.Chart(pd.DataFrame({"zero": [0.0]})).mark_rule(color="gray").encode(y="zero:Q"),
     ]

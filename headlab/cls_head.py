@@ -3,9 +3,11 @@
 The study found one high head (layer 10 of 12) whose masking hurt, whose ``[CLS]`` attention concentrated on
 the terms query and title share, and whose attention spread over many more terms once the 5 low term-matching
 heads were masked: the high head reads the low heads' matching features and hands them to the classifier.
-Here: the head comes from the single-head grid (notebook 02's, or computed the same way); its concentration on
-shared terms is measured against the share a uniform row would give; the spread is a paired before/after change
-of the row's entropy over the test set, placed among the same change with random lower heads masked instead.
+Here: the test pairs are split in two halves (:func:`split_halves`). The head is chosen on one, from each
+head's per-example results masked alone (notebook 02's sweep, or computed the same way); everything quoted about
+it is measured on the other: its effect on accuracy, its concentration on shared terms against the share a
+uniform row would give, and the spread, a paired before/after change of the row's entropy placed among the
+same change with random lower heads masked instead.
 """
 from __future__ import annotations
 
@@ -15,36 +17,73 @@ from scipy import stats as sps
 
 from headlab.attention import attention_maps, token_roles
 from headlab.attention_compare import token_labels
-from headlab.importance import half_split, head_grid_table
+from headlab.importance import half_split
 from headlab.layer_dependence import STUDY_HIGH_HEAD_LAYER, STUDY_LAYERS, study_layer_to_ours
 from headlab.masking import head_grid
 from headlab.roles import cls_profile, content_positions, paired_delta, shared_terms
-from headlab.stats import bootstrap_weights
-from headlab.sweep import plan_table, run_sweep, single_head_specs, summarize
+from headlab.segmentation import group_split
+from headlab.stats import bootstrap_weights, by_interval, mcnemar, relative_change
+from headlab.sweep import BASELINE, SweepError, baseline_spec, load_sweep, run_sweep, single_head_specs
 
-GRID_TABLE = "head_grid"  # the name notebook 02 saves the single-head grid under
+GRID_SWEEP = "layer_dependence"  # the name of notebook 02's sweep, which holds every single-head mask
 SPREAD_METRICS = ["entropy", "shared_share", "content_mass"]
 SLIGHT = 1.2  # a spread that multiplies the effectively attended tokens by less than this is called slight
 
 
-def single_head_grid(setup, n_boot: int = 2000, progress: bool = True) -> tuple[pd.DataFrame, str]:
-    """The single-head ablation grid (:func:`headlab.importance.head_grid_table`) and where it came from.
+def split_halves(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(select, estimate)``: a seeded split of the ``n`` evaluation pairs into two halves (sorted indices).
 
-    Loaded from ``head_grid.csv`` in the study's table folder when notebook 02 has written it; else every
-    head is masked alone with the same sweep code (resumable, in the study's sweep folder ``single_head``),
-    which takes one pass over the evaluation set per head.
+    The head is chosen on ``select`` and everything quoted about it is measured on ``estimate``: the worst
+    of many heads on some pairs looks worse there by chance too (winner's curse), so its size is measured on
+    pairs the choice never saw, as notebook 03 scores its best head (:func:`headlab.segmentation.group_split`).
+    """
+    estimate = group_split(np.arange(n), 0.5, seed)
+    return np.flatnonzero(~estimate), np.flatnonzero(estimate)
+
+
+def single_head_correct(setup, progress: bool = True) -> tuple[pd.DataFrame, np.ndarray, str]:
+    """``(correct, base_correct, source)``: per-example correctness of each head masked alone, and unmasked.
+
+    ``correct`` has one row per head (index layer, head) and one column per evaluation pair; the baseline
+    comes from the same sweep, so both sides ran at the same precision. Read from notebook 02's sweep when a
+    finished one in the study's sweep folder holds the unmasked and every single-head mask (its plan holds
+    other masks too, so it is found by name rather than resumed); else the same masks run here with the same
+    sweep code (resumable, folder ``single_head``), one pass over the evaluation set per mask.
     """
     study = setup.study
-    path = study.table_dir / f"{GRID_TABLE}.csv"
-    if path.exists():
-        return pd.read_csv(path), f"loaded from {path.name}, written by notebook 02"
     layers, heads = head_grid(setup.model)
-    specs = single_head_specs(layers, heads)
+    specs = [baseline_spec(), *single_head_specs(layers, heads)]
+    wanted = {s.mask_id for s in specs}
+    for folder in sorted((study.table_dir / "sweeps").glob(f"{GRID_SWEEP}-*")):
+        plan = folder / "plan.csv"
+        if plan.exists() and wanted <= set(pd.read_csv(plan, keep_default_na=False)["mask_id"]):
+            try:
+                return (*_correct_matrix(load_sweep(folder), specs), f"notebook 02's sweep ({folder.name})")
+            except SweepError:  # notebook 02 has not finished it
+                continue
     per_example = run_sweep(setup.model, setup.encoded, specs, study.sweep_dir("single_head", specs),
                             batch_size=study.batch_size, device=study.torch_device,
                             pad_id=setup.tokenizer.pad_token_id or 0, progress=progress)
-    summary = summarize(per_example, plan_table(specs), setup.base_correct, n_boot=n_boot, seed=study.seed)
-    return head_grid_table(summary, layers, heads), f"computed ({len(specs)} single-head masks)"
+    source = f"computed ({len(specs) - 1} single-head masks and the unmasked model)"
+    return (*_correct_matrix(per_example, specs), source)
+
+
+def _correct_matrix(per_example: pd.DataFrame, specs) -> tuple[pd.DataFrame, np.ndarray]:
+    """The single-head rows of a sweep as a (layer, head) x example 0/1 table, and the unmasked row."""
+    table = per_example.pivot(index="mask_id", columns="example", values="correct")
+    heads = [s for s in specs if s.kind == "head"]
+    correct = table.loc[[s.mask_id for s in heads]]
+    correct.index = pd.MultiIndex.from_tuples([s.dropped[0] for s in heads], names=["layer", "head"])
+    return correct, table.loc[BASELINE].to_numpy()
+
+
+def selection_grid(correct: pd.DataFrame, base_correct: np.ndarray, select) -> pd.DataFrame:
+    """Per head, accuracy and relative change when masked alone, on the pairs ``select`` only (what the choice sees)."""
+    base = np.asarray(base_correct, dtype=np.float64)[select]
+    accuracy = correct.iloc[:, select].to_numpy(dtype=np.float64).mean(axis=1)
+    return pd.DataFrame({"layer": correct.index.get_level_values("layer"),
+                         "head": correct.index.get_level_values("head"), "accuracy": accuracy,
+                         "rel_change": accuracy / base.mean() - 1.0, "n_examples": len(base)})
 
 
 def focus_head(grid: pd.DataFrame, layers: int) -> pd.Series:
@@ -55,15 +94,32 @@ def focus_head(grid: pd.DataFrame, layers: int) -> pd.Series:
     return upper.loc[upper["rel_change"].idxmin()]
 
 
-def focus_verdict(row: pd.Series, layers: int) -> str:
-    """What masking the chosen head alone does, and where the study's head sat (markdown)."""
+def held_out_effect(correct: pd.DataFrame, base_correct: np.ndarray, layer: int, head: int, estimate,
+                    n_boot: int = 2000, seed: int = 0) -> dict:
+    """One head's effect on the pairs ``estimate`` only: :func:`headlab.stats.relative_change` and McNemar p."""
+    masked = correct.loc[(layer, head)].to_numpy()[estimate]
+    base = np.asarray(base_correct)[estimate]
+    return {**relative_change(masked, base, n_boot=n_boot, seed=seed), "p_mcnemar": mcnemar(masked, base)}
+
+
+def focus_verdict(row: pd.Series, effect: dict, layers: int, alpha: float = 0.05) -> str:
+    """Where the chosen head costs most, what masking it does on held-out pairs, and the study's layer (markdown).
+
+    ``row`` is the head's :func:`selection_grid` row, ``effect`` its :func:`held_out_effect`. Only one head
+    is tested on the held-out pairs, so its McNemar p needs no correction for the many heads it was chosen from.
+    """
     ours = study_layer_to_ours(STUDY_HIGH_HEAD_LAYER, layers)
-    significant = "survives" if row["significant"] else "does not survive"
     place = f"the relative depth of our layer {ours}" + (", this head's layer" if int(row["layer"]) == ours else "")
-    return (f"- The upper-half head whose masking costs most is **{int(row['layer'])}.{int(row['head'])}**: "
-            f"masked alone, accuracy changes by {row['rel_change']:+.1%} [{row['lo']:+.1%}, {row['hi']:+.1%}] "
-            f"(McNemar p = {row['p_mcnemar']:.2g}; it {significant} the Holm correction over all heads). "
-            f"The study's head sat in layer {STUDY_HIGH_HEAD_LAYER} of {STUDY_LAYERS}: {place}.")
+    state = by_interval(effect["lo"], effect["hi"], "**masking it helps**", "**masking it hurts**",
+                        "**no change distinguishable from zero**")
+    test = "differ" if effect["p_mcnemar"] < alpha else "do not differ"
+    return (f"- Chosen on {int(row['n_examples'])} pairs: the upper-half head whose masking costs most there is "
+            f"**{int(row['layer'])}.{int(row['head'])}** ({row['rel_change']:+.1%} on those pairs, which flatters "
+            f"it: the worst of many heads is worst partly by chance). Measured on the other {effect['n_examples']} "
+            f"pairs: masked alone, accuracy changes by {effect['rel_change']:+.1%} [{effect['lo']:+.1%}, "
+            f"{effect['hi']:+.1%}]: {state} (exact McNemar p = {effect['p_mcnemar']:.2g}: masked and unmasked "
+            f"{test} beyond chance at {alpha:g}). The study's head sat in layer {STUDY_HIGH_HEAD_LAYER} of "
+            f"{STUDY_LAYERS}: {place}.")
 
 
 def concentration(profile: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
@@ -169,7 +225,8 @@ def _interval(r, fmt: str = "+.3f") -> str:
 def concentration_verdict(table: pd.DataFrame, layer: int, head: int, alpha: float = 0.05) -> str:
     """Does the head's [CLS] row concentrate on shared terms? (markdown)
 
-    ``table`` is the :func:`concentration` table of all heads, so the answer also says where the head ranks.
+    ``table`` is the :func:`concentration` table of all heads on the held-out pairs (those the head was not
+    chosen on, as the text says), so the answer also says where the head ranks.
     A difference from chance needs the bootstrap interval of the mean excess and the sign test (p < ``alpha``)
     to agree; where only the sign test does, the answer says so.
     """
@@ -187,8 +244,9 @@ def concentration_verdict(table: pd.DataFrame, layer: int, head: int, alpha: flo
     else:
         state = "**no concentration on the shared terms distinguishable from chance**"
     return (f"- *Its [CLS] attention concentrates on the terms query and title share* (study). Head {layer}.{head}, "
-            f"over {int(row['n_examples'])} pairs that share a term: {row['shared_share']:.1%} of its [CLS] attention "
-            f"on non-special tokens lands on shared terms, against {row['chance']:.1%} for a uniform row "
+            f"over {int(row['n_examples'])} held-out pairs that share a term (pairs it was not chosen on): "
+            f"{row['shared_share']:.1%} of its [CLS] attention on non-special tokens lands on shared terms, against "
+            f"{row['chance']:.1%} for a uniform row "
             f"(excess {row['excess'] * 100:+.1f} points [{row['lo'] * 100:+.1f}, {row['hi'] * 100:+.1f}], "
             f"{row['ratio']:.2f}× chance; above chance on {row['above_chance']:.0%} of pairs, sign test "
             f"p = {row['p_sign']:.2g}): {state}. It ranks {rank} of {len(table)} heads by that excess.")
@@ -199,9 +257,12 @@ def spread_verdict(change: pd.DataFrame, control: pd.DataFrame | None, layer: in
     """Does the head's [CLS] attention spread out when the matching heads are masked? (markdown)
 
     ``change`` comes from :func:`spread`; ``control`` from :func:`spread_under_masks` with random lower
-    heads. Spreading out means the entropy rises with an interval above zero; exp(entropy change) is the
-    factor on the number of effectively attended tokens (a spread by a factor under 1.2 is called slight).
-    The empirical p-value says how often k random lower heads raise the entropy as much.
+    heads; both on the held-out pairs (those the head was not chosen on, as the text says). Spreading out
+    means the entropy rises with an interval above zero; exp(entropy change) is the factor on the number of
+    effectively attended tokens (a spread by a factor under 1.2 is called slight). The empirical p-value says
+    how often k random lower heads raise the entropy as much; it is never below 1 / (1 + draws), so where that
+    floor is ``alpha`` or more (fewer than 20 draws at 5%) the text says the comparison cannot be decided
+    rather than report a result that could never have been significant.
     """
     rows = change.set_index("metric")
     e, s = rows.loc["entropy"], rows.loc["shared_share"]
@@ -216,7 +277,7 @@ def spread_verdict(change: pd.DataFrame, control: pd.DataFrame | None, layer: in
               "rises: the row moves towards the shared terms, not away from them" if s["lo"] > 0 else
               "does not change distinguishably")
     lines = [f"- *With the {k} matching heads masked, its [CLS] attention spreads over many more terms* (study). "
-             f"Head {layer}.{head}, paired over {int(e['n_examples'])} pairs: entropy {e['before']:.2f} → "
+             f"Head {layer}.{head}, paired over {int(e['n_examples'])} held-out pairs: entropy {e['before']:.2f} → "
              f"{e['after']:.2f} nats ({_interval(e)}), so the effectively attended tokens grow by a factor "
              f"{factor:.2f} [{factor_lo:.2f}, {factor_hi:.2f}]: {state}. Its share on shared terms "
              f"{s['before']:.1%} → {s['after']:.1%} ({s['delta'] * 100:+.1f} points [{s['lo'] * 100:+.1f}, "
@@ -231,7 +292,7 @@ def spread_verdict(change: pd.DataFrame, control: pd.DataFrame | None, layer: in
         elif floor < alpha:
             answer = "random lower heads shape this head's [CLS] row as much as the matching heads"
         else:
-            answer = (f"too few draws to tell (with {len(values)} the smallest possible p is {floor:.2g}; "
+            answer = (f"**cannot be decided with {len(values)} draws** (the smallest p they allow is {floor:.2g}; "
                       "raise CONTROL_DRAWS)")
         lines.append(f"- Masking {k} random heads of the lower half instead changes its entropy by "
                      f"{values.mean():+.3f} on average ({values.min():+.3f} to {values.max():+.3f} over "

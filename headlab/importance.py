@@ -17,8 +17,8 @@ from scipy import stats as sps
 
 from headlab.evaluate import Encoded, length_batches, model_inputs
 from headlab.masking import head_grid, mask_heads
-from headlab.stats import bootstrap_weights, holm, relative_change
-from headlab.sweep import MaskSpec, masks_of_kind, random_share_specs
+from headlab.stats import boot_means, bootstrap_weights, holm, relative_change
+from headlab.sweep import MaskSpec, baseline_correct, correct_matrix, draw_seed, masks_of_kind, random_share_specs
 
 HALVES = ("lower", "upper")
 
@@ -37,7 +37,7 @@ def head_grid_table(summary: pd.DataFrame, layers: int, heads: int, alpha: float
         raise ValueError(f"head masks outside a {layers}x{heads} grid: {list(outside['mask_id'])}")
     if rows.duplicated(["layer", "head"]).any():
         raise ValueError("the summary holds more than one single-head mask for the same head")
-    rows = rows[["layer", "head", "accuracy", "rel_change", "lo", "hi", "p_mcnemar"]]
+    rows = rows[["layer", "head", "accuracy", "rel_change", "lo", "hi", "lo90", "hi90", "p_mcnemar"]]
     rows["p_holm"] = holm(rows["p_mcnemar"].to_numpy())
     grid = pd.DataFrame([(l, h) for l in range(layers) for h in range(heads)], columns=["layer", "head"])
     grid = grid.merge(rows, on=["layer", "head"], how="left")
@@ -125,11 +125,16 @@ def rank_agreement(grid: pd.DataFrame, importance: pd.DataFrame, column: str = "
             "top_ablation": top_ablation, "top_gradient": top_gradient}
 
 
-def layer_effects(summary: pd.DataFrame) -> pd.DataFrame:
-    """Masking one whole layer at a time; ``distinguishable`` when the interval excludes no change."""
+def layer_effects(summary: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+    """Masking one whole layer at a time; ``distinguishable`` when the change survives Holm over all layers.
+
+    Every layer is a test, so with 12 layers one would pass at 5% by chance about half the time; the
+    McNemar p-values are Holm-corrected across layers (``p_holm``) before a layer's gain or loss is called.
+    """
     rows = masks_of_kind(summary, "layer", ["layer"]).sort_values("layer")
     table = rows[["layer", "accuracy", "rel_change", "lo", "hi", "p_mcnemar"]].reset_index(drop=True)
-    table["distinguishable"] = (table["lo"] > 0) | (table["hi"] < 0)
+    table["p_holm"] = holm(table["p_mcnemar"].to_numpy())
+    table["distinguishable"] = table["p_holm"] < alpha
     return table
 
 
@@ -167,30 +172,21 @@ def half_specs(layers: int, heads: int, steps: int, draws: int, seed: int) -> li
     Shares are :func:`half_shares`. Masking no head, or every head of the half, is the same mask on every
     draw, so those two points get one draw each and the shares between get ``draws``.
     """
-    specs = []
-    for which in HALVES:
-        pool = half_pool(layers, heads, which)
-        for share in half_shares(layers, heads, steps):
-            n_drop = int(round(share * layers * heads))
-            n_draws = draws if 0 < n_drop < len(pool) else 1
-            specs += random_share_specs(layers, heads, [share], n_draws, seed, pool=pool, kind=which)
-    return specs
+    return [spec for which in HALVES for spec in random_share_specs(
+        layers, heads, half_shares(layers, heads, steps), draws, seed, pool=half_pool(layers, heads, which), kind=which)]
 
 
-def half_gap(per_example: pd.DataFrame, plan: pd.DataFrame, base_correct: np.ndarray, n_boot: int = 2000,
-             seed: int = 0) -> pd.DataFrame:
+def half_gap(per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
     """Per share: the relative change from masking the lower and the upper half, and their difference.
 
     Each half's effect is that of its accuracy averaged over draws, as in :func:`headlab.sweep.share_curve`
-    (same bootstrap, so the same numbers). ``gap = upper_change - lower_change``: positive when masking
-    lower heads costs more, in points of relative change; its 95% interval resamples test examples once
-    for both halves and the baseline (paired), so what the halves share cancels and it is usually narrower
-    than the two intervals side by side suggest.
+    (same two-stage bootstrap, so the same numbers). ``gap = upper_change - lower_change``: positive when
+    masking lower heads costs more, in points of relative change; its 95% interval resamples test examples
+    once for both halves and the baseline (paired), so what the halves share cancels, and each half's draws
+    on their own (the two halves' heads are drawn independently).
     """
-    base = np.asarray(base_correct, dtype=np.float64)
-    correct = per_example.pivot(index="mask_id", columns="example", values="correct")
-    if correct.shape[1] != len(base):
-        raise ValueError(f"the sweep covers {correct.shape[1]} examples, the baseline {len(base)}")
+    base = baseline_correct(per_example).astype(np.float64)
+    correct = correct_matrix(per_example)
     by_half = {}
     for which in HALVES:
         rows = masks_of_kind(plan, which, ["n_dropped"])
@@ -208,11 +204,12 @@ def half_gap(per_example: pd.DataFrame, plan: pd.DataFrame, base_correct: np.nda
         for which in HALVES:
             masks = by_half[which][share]
             draws = correct.loc[masks["mask_id"]].to_numpy(dtype=np.float64)
-            effect = relative_change(draws, base, n_boot=n_boot, seed=seed)
+            seeds = draw_seed(seed, which, share)
+            effect = relative_change(draws, base, n_boot=n_boot, seed=seed, draw_seed=seeds)
             row.update({f"{which}_accuracy": float(draws.mean()), f"{which}_change": effect["rel_change"],
                         f"{which}_lo": effect["lo"], f"{which}_hi": effect["hi"], f"{which}_draws": len(masks)})
             with np.errstate(divide="ignore", invalid="ignore"):
-                boots[which] = weights @ draws.mean(axis=0) / base_boot - 1.0
+                boots[which] = boot_means(draws, weights, seeds) * len(base) / base_boot - 1.0
         gap_boot = boots["upper"] - boots["lower"]
         gap_boot = gap_boot[np.isfinite(gap_boot)]
         row.update({"gap": row["upper_change"] - row["lower_change"], "gap_lo": float(np.quantile(gap_boot, 0.025)),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from headlab.stats import by_interval
+from headlab.stats import by_interval, equivalent
 
 STUDY_LAYERS = 12
 STUDY_GAIN_LAYERS = range(5, 10)  # masking any one of these whole layers improved accuracy
@@ -133,43 +133,48 @@ def layer_reference(layers: int) -> pd.DataFrame:
                           "label": f"study: layer {STUDY_BEST_LAYER} of {STUDY_LAYERS}, +2.3%"}])
 
 
-def _layer_state(lo: float, hi: float) -> str:
-    return by_interval(lo, hi, " (gain)", " (loss)", "")
+def _layer_state(row) -> str:
+    if not row["distinguishable"]:
+        return ""
+    return " (gain)" if row["rel_change"] > 0 else " (loss)"
 
 
 def _layers(table: pd.DataFrame) -> str:
-    return ", ".join(f"layer {int(r.layer)} ({_pct(r.rel_change)})" for r in table.itertuples()) or "no layer"
+    return ", ".join(f"layer {int(r.layer)} ({_pct(r.rel_change)}, Holm p = {r.p_holm:.2g})"
+                     for r in table.itertuples()) or "no layer"
 
 
-def layers_verdict(table: pd.DataFrame, layers: int) -> str:
+def layers_verdict(table: pd.DataFrame, layers: int, alpha: float = 0.05) -> str:
     """Whole-layer masking against the study's gains for layers 5–9 and +2.3% at layer 8 (markdown).
 
-    ``table`` comes from :func:`headlab.importance.layer_effects`; a change counts as a gain or a loss when
-    its 95% interval excludes zero.
+    ``table`` comes from :func:`headlab.importance.layer_effects`: a change counts as a gain or a loss when its
+    McNemar test survives the Holm correction over all layers (``distinguishable``); the intervals are 95%
+    paired bootstrap intervals of each layer on its own.
     """
     rows = table.set_index("layer")
-    lines = [f"- {depth_note(layers)}"]
+    lines = [f"- {depth_note(layers)} A layer's gain or loss counts when its exact McNemar test survives the Holm "
+             f"correction over all {len(table)} layers ({alpha:.0%})."]
     gain_layers = [l for l in study_layers_to_ours(STUDY_GAIN_LAYERS, layers) if l in rows.index]
     if gain_layers:
         parts = "; ".join(f"layer {l}: {_interval(rows.at[l, 'rel_change'], rows.at[l, 'lo'], rows.at[l, 'hi'])}"
-                          f"{_layer_state(rows.at[l, 'lo'], rows.at[l, 'hi'])}" for l in gain_layers)
-        gains = sum(rows.at[l, "lo"] > 0 for l in gain_layers)
+                          f"{_layer_state(rows.loc[l])}" for l in gain_layers)
+        gains = sum(bool(rows.at[l, "distinguishable"]) and rows.at[l, "rel_change"] > 0 for l in gain_layers)
         state = "holds" if gains == len(gain_layers) else "holds in part" if gains else "does **not** hold"
         lines.append(f"- *Gains when masking any of layers 5–9 of 12* (our layers {_span(gain_layers)}): "
-                     f"{gains} of {len(gain_layers)} show a gain distinguishable from zero ({parts}); the claim {state} here.")
+                     f"{gains} of {len(gain_layers)} show a distinguishable gain ({parts}); the claim {state} here.")
     best = study_layer_to_ours(STUDY_BEST_LAYER, layers)
     if best in rows.index:
         r = rows.loc[best]
         contains = "contains" if r["lo"] <= STUDY_BEST_GAIN <= r["hi"] else "excludes"
-        gain = "a gain" if r["lo"] > 0 else "a loss" if r["hi"] < 0 else "no change"
+        gain = ("a gain" if r["rel_change"] > 0 else "a loss") if r["distinguishable"] else "no change"
         lines.append(f"- *+2.3% for layer 8 of 12* (our layer {best}): we measure "
-                     f"{_interval(r['rel_change'], r['lo'], r['hi'])}, {gain} distinguishable from zero; "
-                     f"the interval {contains} the study's +2.3%.")
-    gains = table[table["lo"] > 0]
-    losses = table[table["hi"] < 0]
+                     f"{_interval(r['rel_change'], r['lo'], r['hi'])} (Holm p = {r['p_holm']:.2g}), {gain} "
+                     f"distinguishable from zero; the interval {contains} the study's +2.3%.")
+    called = table[table["distinguishable"]]
     worst = table.loc[table["rel_change"].idxmin()]
     lines.append(f"- Across all {len(table)} layers, masking a whole layer gives a distinguishable gain at "
-                 f"{_layers(gains)} and a distinguishable loss at {_layers(losses)}; the largest loss is layer "
+                 f"{_layers(called[called['rel_change'] > 0])} and a distinguishable loss at "
+                 f"{_layers(called[called['rel_change'] < 0])}; the largest loss is layer "
                  f"{int(worst.layer)}: {_interval(worst.rel_change, worst.lo, worst.hi)}.")
     return "\n".join(lines)
 
@@ -182,10 +187,11 @@ def _heads(table: pd.DataFrame, with_p: bool = False) -> str:
                      for r in table.itertuples())
 
 
-def heads_verdict(grid: pd.DataFrame, layers: int, alpha: float = 0.05) -> str:
+def heads_verdict(grid: pd.DataFrame, layers: int, alpha: float = 0.05, margin: float = 0.02) -> str:
     """How many single heads matter after Holm, which hurt, which help, against the study (markdown).
 
-    ``grid`` comes from :func:`headlab.importance.head_grid_table` (with the same ``alpha``).
+    ``grid`` comes from :func:`headlab.importance.head_grid_table` (with the same ``alpha``). "Changes nothing"
+    is a claim of no effect: a head makes it only when its 90% interval lies within ±``margin``.
     """
     tested = grid[grid["direction"] != "untested"]
     if tested.empty:
@@ -198,9 +204,13 @@ def heads_verdict(grid: pd.DataFrame, layers: int, alpha: float = 0.05) -> str:
              f"{len(tested)} tests): **{len(sig)} significant** at {alpha:.0%}; {len(hurts)} hurt when masked"
              f"{': ' + _heads(hurts) if len(hurts) else ''}; {len(helps)} help{': ' + _heads(helps) if len(helps) else ''}."]
     quiet = len(tested) - len(sig)
-    lines.append(f"- *Most single heads change nothing* (study): {quiet} of {len(tested)} ({quiet / len(tested):.0%}) "
-                 f"show no significant change here; half of all single-head changes lie within "
-                 f"±{tested['rel_change'].abs().median():.1%}.")
+    same = int(sum(equivalent(r.lo90, r.hi90, margin) for r in tested.itertuples()))
+    share = same / len(tested)
+    holds = "**holds**" if share > 0.5 else "**is not shown**"
+    lines.append(f"- *Most single heads change nothing* (study): {same} of {len(tested)} heads ({share:.0%}) are shown "
+                 f"to change nothing (90% interval within ±{margin:.0%}, MARGIN); {quiet} show no significant change, "
+                 f"which alone would not show that they change nothing. The claim {holds} here. Half of all "
+                 f"single-head changes lie within ±{tested['rel_change'].abs().median():.1%}.")
     better = tested[(tested["p_mcnemar"] < alpha) & (tested["rel_change"] > 0)].sort_values("p_mcnemar")
     if better.empty:
         top = tested.loc[tested["rel_change"].idxmax()]
@@ -221,7 +231,9 @@ def heads_verdict(grid: pd.DataFrame, layers: int, alpha: float = 0.05) -> str:
                  f"at the same depth, our layers {_span(low)} and {high}. Significant hurting heads there: "
                  f"{_heads(in_low) or 'none'} in layers {_span(low)}; {_heads(in_high) or 'none'} in layer {high}.")
     worst = tested.nsmallest(min(5, len(tested)), "rel_change")
-    lines.append(f"- The largest losses, significant or not: {_heads(worst)}.")
+    lines.append(f"- The largest losses, significant or not: {_heads(worst)}. These heads were picked for their size on "
+                 f"the same pairs, so their sizes lean away from zero (the winner's curse); notebook 07 picks its head "
+                 f"on one part of the pairs and measures it on the other.")
     return "\n".join(lines)
 
 

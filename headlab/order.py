@@ -3,13 +3,15 @@
 The study (finding 4) found heads with a shifted-diagonal pattern (attending to the previous or next
 token), shuffled a title's words (grade 4 -> 2), masked the 7 order heads (-> 3) and masked 7 random heads
 (-> still 2). Here the same steps run on a whole test set: one sweep of masks (none, the order heads,
-random other heads) on the original titles and one on the shuffled titles (:func:`order_mask_specs`,
-:func:`shuffle_effects`), so the effect comes with intervals and an empirical p-value against random heads
-(:func:`masking_comparison`), and single striking cases are counted, not picked (:func:`case_table`).
+random other heads of the same layers) on the original titles and one on the shuffled titles
+(:func:`order_mask_specs`, :func:`shuffle_effects`), so the effect comes with intervals and an empirical
+p-value against random heads (:func:`masking_comparison`), and single striking cases are counted, not
+picked (:func:`case_table`).
 """
 from __future__ import annotations
 
 import zlib
+from collections import Counter
 
 import numpy as np
 import pandas as pd
@@ -19,7 +21,7 @@ from scipy import stats as sps
 from headlab.attention import attention_maps
 from headlab.evaluate import Encoded, predict, predicted_grades
 from headlab.masking import head_grid
-from headlab.stats import bootstrap_weights
+from headlab.stats import boot_means, bootstrap_weights
 from headlab.sweep import MaskSpec, baseline_spec
 
 GRADES = np.arange(1, 6, dtype=np.float64)
@@ -75,13 +77,19 @@ def shuffled_frame(frame: pd.DataFrame, seed: int, column: str = "title", segmen
 # --- order heads ----------------------------------------------------------------------------------
 
 
-def shifted_diagonal_scores(maps: np.ndarray, scored_positions) -> np.ndarray:
-    """(L, H, 2): mean attention from each scored token to the token before it (0) and after it (1)."""
+def shifted_diagonal_scores(maps: np.ndarray, special) -> np.ndarray:
+    """(L, H, 2): mean attention from each ordinary token to the token before it (0) and after it (1).
+
+    ``special`` flags the special tokens ([CLS], [SEP], ...) by position. A pair counts only when both tokens
+    are ordinary: a title's first token attending to [SEP] is not word order, and special tokens are not
+    scored. A side with no such pair is NaN: the example says nothing about it.
+    """
     maps = np.asarray(maps)
-    t = np.asarray(scored_positions, dtype=np.int64)
-    out = np.zeros(maps.shape[:2] + (2,), dtype=np.float64)
+    ordinary = ~np.asarray(special, dtype=bool)
+    out = np.full(maps.shape[:2] + (2,), np.nan)
     for side, shift in enumerate((-1, 1)):
-        rows = t[(t + shift >= 0) & (t + shift < maps.shape[-1])]
+        t = np.arange(max(0, -shift), len(ordinary) - max(0, shift))
+        rows = t[ordinary[t] & ordinary[t + shift]]
         if len(rows):
             out[..., side] = maps[:, :, rows, rows + shift].mean(axis=-1)
     return out
@@ -91,18 +99,16 @@ def order_heads(model, encoded: Encoded, tokenizer, k: int = 7, indices=None, ba
                 device="cpu") -> pd.DataFrame:
     """Heads ranked by shifted-diagonal attention: one row per head with ``prev``, ``next``, ``score``, ``rank``, ``selected``.
 
-    ``prev`` and ``next`` are averaged over the non-special tokens of each example, then over examples;
-    ``score = max(prev, next)``; the ``k`` best heads are ``selected`` (the study had 7).
+    ``prev`` and ``next`` are averaged over the non-special tokens of each example (neighbours that are special
+    tokens do not count, :func:`shifted_diagonal_scores`), then over the examples that have such a neighbour on
+    that side; ``score = max(prev, next)``; the ``k`` best heads are ``selected`` (the study had 7). The
+    tokenizer's ``all_special_ids`` say which tokens are special, so [CLS]/[SEP] and <s>/</s> alike are left out.
     """
-    special = set(tokenizer.all_special_ids)
-    total, count = None, 0
-    for example, maps in attention_maps(model, encoded, indices=indices, batch_size=batch_size, device=device,
-                                        pad_id=tokenizer.pad_token_id or 0):
-        scored = [i for i, t in enumerate(encoded.input_ids[example]) if t not in special]
-        scores = shifted_diagonal_scores(maps, scored)
-        total = scores if total is None else total + scores
-        count += 1
-    mean = total / count
+    special_ids = list(tokenizer.all_special_ids)
+    scores = np.stack([shifted_diagonal_scores(maps, np.isin(encoded.input_ids[example], special_ids))
+                       for example, maps in attention_maps(model, encoded, indices=indices, batch_size=batch_size,
+                                                           device=device, pad_id=tokenizer.pad_token_id or 0)])
+    count, mean = len(scores), np.nanmean(scores, axis=0)
     layers, heads = mean.shape[:2]
     table = pd.DataFrame({"layer": np.repeat(np.arange(layers), heads), "head": np.tile(np.arange(heads), layers),
                           "prev": mean[..., 0].reshape(-1), "next": mean[..., 1].reshape(-1)})
@@ -124,17 +130,37 @@ def expected_grade(probs: np.ndarray) -> np.ndarray:
 
 
 def _interval(per_example: np.ndarray, w: np.ndarray) -> tuple[float, float, float]:
-    boots = w @ per_example / len(per_example)
-    return float(per_example.mean()), float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))
+    return _quantiles(per_example.mean(), w @ per_example / len(per_example))
 
 
-def random_head_sets(layers: int, heads: int, k: int, draws: int, seed: int, exclude=()) -> list[list[tuple[int, int]]]:
-    """``draws`` seeded sets of ``k`` distinct heads, drawn from all heads but ``exclude``."""
-    pool = [(l, h) for l in range(layers) for h in range(heads) if (l, h) not in set(map(tuple, exclude))]
-    if k > len(pool):
-        raise ValueError(f"cannot draw {k} heads from a pool of {len(pool)}")
-    rng = np.random.default_rng(seed)
-    return [sorted(pool[i] for i in rng.choice(len(pool), size=k, replace=False)) for _ in range(draws)]
+def _quantiles(value: float, boots: np.ndarray) -> tuple[float, float, float]:
+    """The value with the 2.5% and 97.5% quantiles of its bootstrap replicates."""
+    return float(value), float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))
+
+
+def random_head_sets(layers: int, heads: int, like, draws: int, seed: int) -> list[list[tuple[int, int]]]:
+    """``draws`` seeded sets of random heads with the layers of ``like``: for each head of ``like``, one other head of its layer.
+
+    Depth-matched, as notebook 05's same-half control: masking heads costs more in some layers than in others,
+    so heads drawn from the whole model would differ from ``like`` in depth as well as in role. The heads of
+    ``like`` are never drawn, nor one head twice in a set. Draw d has its own generator, so it is the same set
+    whatever ``draws`` is.
+    """
+    like = {(int(l), int(h)) for l, h in like}
+    needed = Counter(l for l, _ in like)
+    pools = {l: [(l, h) for h in range(heads) if (l, h) not in like] for l in sorted(needed)}
+    for l, n in needed.items():
+        if not 0 <= l < layers:
+            raise ValueError(f"layer {l} is outside the model's {layers} layers")
+        if n > len(pools[l]):
+            raise ValueError(f"cannot draw a depth-matched set: layer {l} holds {n} of the heads to match but only "
+                             f"{len(pools[l])} others")
+    sets = []
+    for draw in range(draws):
+        rng = np.random.default_rng([seed, draw])
+        sets.append(sorted(pools[l][i] for l in sorted(needed)
+                           for i in rng.choice(len(pools[l]), size=needed[l], replace=False)))
+    return sets
 
 
 def grade_shares(effects: pd.DataFrame, examples=None) -> pd.DataFrame:
@@ -170,6 +196,9 @@ def _unmasked(effects: pd.DataFrame, examples) -> pd.DataFrame:
 # --- masking the order heads against masking random heads ------------------------------------------
 
 
+CONTROL = "random other heads of the order heads' layers (depth-matched)"  # the control, as tables name it
+
+
 def sensitivity_reduction(order_value: float, random_values, unmasked_value: float | None = None) -> dict:
     """Is the model less sensitive to shuffling with the order heads removed than with random heads removed?
 
@@ -192,18 +221,16 @@ def sensitivity_reduction(order_value: float, random_values, unmasked_value: flo
     return out
 
 
-
-
 def order_mask_specs(order_table: pd.DataFrame, k: int, draws: int, seed: int, layers: int, heads: int) -> list[MaskSpec]:
     """The sweep that tests the order heads: no mask, the ``k`` top-ranked order heads, and ``draws`` sets of k random others.
 
-    Random heads are drawn from the heads *not* among the k order heads, so the control removes as many
-    heads but none of the ones under test.
+    Each random set has the order heads' layers (:func:`random_head_sets`) but none of them, so the control
+    removes as many heads, at the same depths, but none of the ones under test.
     """
     top = order_table.sort_values("rank").head(k)
     order = tuple(sorted(zip(top["layer"].astype(int), top["head"].astype(int))))
     specs = [baseline_spec(), MaskSpec(f"order-k{k}", order, "order", {"k": k})]
-    for draw, picked in enumerate(random_head_sets(layers, heads, k, draws, seed, exclude=order)):
+    for draw, picked in enumerate(random_head_sets(layers, heads, order, draws, seed)):
         specs.append(MaskSpec(f"random-k{k}-d{draw}", tuple(picked), "random", {"k": k, "draw": draw}))
     return specs
 
@@ -245,28 +272,36 @@ def masking_comparison(effects: pd.DataFrame, examples=None, n_boot: int = 2000,
     """Is the model less sensitive to the shuffle with the order heads masked than with k random heads masked?
 
     Returns ``(conditions, tests)``. conditions: one row per measure (tv, shift) and condition (no mask, order
-    heads, random heads: the mean over draws), the mean over ``examples`` (default all) with a 95% bootstrap
-    interval over examples (the same resamples for every condition), and for random heads the 2.5-97.5%
-    range of the draws' means. tests: per measure, the order heads' value against the random draws (the
+    heads, random heads of the same layers: the mean over draws), the mean over ``examples`` (default all) with
+    a 95% bootstrap interval, and for random heads the 2.5-97.5% range of the draws' means. The examples are
+    resampled alike for every condition (paired); for random heads the draws are resampled too (a two-stage
+    bootstrap, :func:`headlab.stats.boot_means`), since which heads were drawn is chance as well. ``interval``
+    says what was resampled. tests: per measure, the order heads' value against the random draws (the
     empirical one-sided p-value of :func:`sensitivity_reduction`, over the draws), and the paired difference
-    order - random (mean over draws) per example, with its bootstrap interval.
+    order - random with its interval from the same two-stage replicates.
     """
     rows, tests = [], []
     for measure in ("tv", "shift"):
         none, order, random = _per_kind(effects, measure, examples)
         w = bootstrap_weights(len(none), n_boot, seed)
+        by_condition = {"no mask": none, "order heads": order, "random heads": random}
+        boots = {condition: boot_means(values, w, seed) for condition, values in by_condition.items()}
         draw_means = random.mean(axis=1)
-        for condition, values in (("no mask", none), ("order heads", order), ("random heads", random.mean(axis=0))):
-            value, lo, hi = _interval(values, w)
+        for condition, values in by_condition.items():
+            value, lo, hi = _quantiles(values.mean(), boots[condition])
             extra = {"draw_lo": float(np.quantile(draw_means, 0.025)), "draw_hi": float(np.quantile(draw_means, 0.975)),
                      "n_draws": len(draw_means)} if condition == "random heads" else {}
             rows.append({"measure": measure, "condition": condition, "value": value, "lo": lo, "hi": hi,
-                         "n_examples": len(none), **extra})
-        diff, diff_lo, diff_hi = _interval(order - random.mean(axis=0), w)
+                         "n_examples": len(none), "interval": _resampled(values), **extra})
+        diff, diff_lo, diff_hi = _quantiles(order.mean() - random.mean(), boots["order heads"] - boots["random heads"])
         reduction = sensitivity_reduction(order.mean(), draw_means, unmasked_value=none.mean())
-        tests.append({"measure": measure, **reduction, "difference": diff, "difference_lo": diff_lo,
-                      "difference_hi": diff_hi, "n_examples": len(none)})
+        tests.append({"measure": measure, "control": CONTROL, **reduction, "difference": diff, "difference_lo": diff_lo,
+                      "difference_hi": diff_hi, "n_examples": len(none), "interval": _resampled(random)})
     return pd.DataFrame(rows), pd.DataFrame(tests)
+
+
+def _resampled(values: np.ndarray) -> str:
+    return "draws and pairs" if np.ndim(values) == 2 and len(values) > 1 else "pairs"
 
 
 def draw_table(effects: pd.DataFrame, examples=None) -> pd.DataFrame:
@@ -372,7 +407,7 @@ def case_k_table(model, original: Encoded, shuffled: Encoded, examples, order_ta
     """The four conditions' grade distributions of a few examples for each k (top-k order heads, or k random others).
 
     For the static explorer of the case study: rows example, k, condition, grade, probability. Random heads are
-    ``draws`` seeded sets per k, drawn from the heads outside the top k, and averaged.
+    ``draws`` seeded sets per k with the layers of the top k but none of them (:func:`random_head_sets`), averaged.
     """
     examples = list(examples)
     orig, shuf = original.subset(examples), shuffled.subset(examples)
@@ -388,7 +423,7 @@ def case_k_table(model, original: Encoded, shuffled: Encoded, examples, order_ta
     for k in k_values:
         top = list(zip(ranked["layer"].astype(int)[:k], ranked["head"].astype(int)[:k]))
         order_s = run(shuf, top)
-        random_s = np.mean([run(shuf, picked) for picked in random_head_sets(layers, heads, k, draws, seed, exclude=top)]
+        random_s = np.mean([run(shuf, picked) for picked in random_head_sets(layers, heads, top, draws, seed)]
                            if k else [base_s], axis=0)
         for row, example in enumerate(examples):
             values = (base_o[row], base_s[row], order_s[row], random_s[row])

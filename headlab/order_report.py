@@ -2,9 +2,12 @@
 
 The study showed one pair: query "京东小哥", title "京东小哥最近在干什么", grade 4; title shuffled, grade 2;
 shuffled with its 7 order heads masked, grade 3; shuffled with 7 random heads masked (100 draws), still 2.
-Each verdict here reads the tables of :mod:`headlab.order`, measured over a whole test set.
+Each verdict here reads the tables of :mod:`headlab.order`, measured over a whole test set; the random heads
+there are depth-matched (drawn from the order heads' layers).
 """
 from __future__ import annotations
+
+import math
 
 import pandas as pd
 
@@ -14,6 +17,7 @@ STUDY_K = 7
 STUDY_DRAWS = 100
 STUDY_CASE_GRADES = dict(zip(CONDITIONS, (4, 2, 3, 2)))
 CLEAN = 0.5  # a "clean" shifted diagonal: more than half of a token's attention on one neighbour
+ALPHA = 0.05  # the empirical p-value must fall below this
 
 
 def verdict_order_heads(order_table: pd.DataFrame, k: int, mean_tokens: float | None = None) -> str:
@@ -70,11 +74,16 @@ def _grade_change(shares: pd.DataFrame) -> float:
 
 
 def verdict_masking(conditions: pd.DataFrame, tests: pd.DataFrame, k: int) -> str:
-    """Markdown: is the model markedly less sensitive to the shuffle with the k order heads masked than with k random ones?"""
+    """Markdown: is the model markedly less sensitive to the shuffle with the k order heads masked than with k random ones?
+
+    The random heads are depth-matched (one from each order head's layer). With too few draws the empirical
+    p-value cannot fall below :data:`ALPHA` whatever the model does, and the verdict says so instead of reading it.
+    """
     tv = conditions[conditions["measure"] == "tv"]
     none, order, rand = (_record(tv, "condition", c) for c in ("no mask", "order heads", "random heads"))
     test = _record(tests, "measure", "tv")
     draws = int(rand.n_draws)
+    floor = 1 / (draws + 1)
 
     def cut(value):
         return f"{1 - value / none.value:.0%}" if none.value > 0 else "n/a"
@@ -84,27 +93,28 @@ def verdict_masking(conditions: pd.DataFrame, tests: pd.DataFrame, k: int) -> st
         f"with the original and the shuffled title, averaged over {int(none.n_examples)} pairs: {none.value:.4f} "
         f"[{none.lo:.3g}, {none.hi:.3g}] with no mask; {order.value:.3g} [{order.lo:.3g}, {order.hi:.3g}] with the "
         f"{k} order heads masked (a cut of {cut(order.value)}); {rand.value:.3g} [{rand.lo:.3g}, {rand.hi:.3g}] with {k} "
-        f"random other heads masked, averaged over {draws} draws (a cut of {cut(rand.value)}; 95% of draws between "
-        f"{rand.draw_lo:.3g} and {rand.draw_hi:.3g}).",
+        f"random other heads of the same layers masked (depth-matched: one from each order head's layer), averaged "
+        f"over {draws} draws (a cut of {cut(rand.value)}; 95% of draws between {rand.draw_lo:.3g} and "
+        f"{rand.draw_hi:.3g}; its interval resamples the draws as well as the pairs).",
         f"- Order heads minus random heads, pair by pair: {test.difference:+.3g} [{test.difference_lo:+.3g}, "
         f"{test.difference_hi:+.3g}]. {round(test.p_value * (draws + 1)) - 1} of the {draws} random draws leave the model "
         f"at least as insensitive as the order heads do: empirical one-sided p = {test.p_value:.3f} (the smallest "
-        f"possible with {draws} draws is {1 / (draws + 1):.3f}; the study drew {STUDY_DRAWS}).",
+        f"possible with {draws} draws is {floor:.3f}; the study drew {STUDY_DRAWS}).",
     ]
-    if test.p_value <= 0.05 and test.difference_hi < 0:
+    if floor >= ALPHA:
+        lines.append(f"- **Verdict:** cannot be decided with {draws} draws: even if no random set did as much, p would "
+                     f"be {floor:.3f}, not below {ALPHA}. Raise RANDOM_DRAWS to at least {math.floor(1 / ALPHA)}.")
+    elif test.p_value < ALPHA and test.difference_hi < 0:
         strength = "markedly " if order.value < 0.5 * rand.value else ""
         lines.append(f"- **Verdict:** masking the order heads makes the model {strength}less sensitive to the shuffled "
-                     "title than masking as many random heads does, as the study found.")
-    elif test.difference_hi < 0 and 1 / (draws + 1) > 0.05:
-        lines.append(f"- **Verdict:** masking the order heads lowers the sensitivity more than random heads on average "
-                     f"over pairs, but {draws} random draws are too few for the test to reach p <= 0.05: raise "
-                     "RANDOM_DRAWS before reading this as the study's finding.")
+                     "title than masking as many random heads of the same layers does, as the study found.")
     elif test.difference_hi < 0:
-        lines.append("- **Verdict:** masking the order heads lowers the sensitivity more than random heads on average "
-                     "over pairs, but some random draws do as much: not the clear separation the study's case suggests.")
+        lines.append("- **Verdict:** masking the order heads lowers the sensitivity more than random heads of the same "
+                     "layers on average over pairs, but some random draws do as much: not the clear separation the "
+                     "study's case suggests.")
     else:
         lines.append("- **Verdict:** masking the order heads does **not** make the model less sensitive to the shuffle "
-                     "than masking random heads: the study's reading is not supported here.")
+                     "than masking random heads of the same layers: the study's reading is not supported here.")
     return "\n".join(lines)
 
 

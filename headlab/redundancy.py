@@ -17,8 +17,21 @@ def _pct(x: float) -> str:
     return f"{x:+.1%}"
 
 
-def verdict(curve: pd.DataFrame) -> str:
-    """Plain-words comparison of our share curve with the study's three claims (markdown)."""
+def _no_loss(row, margin: float) -> str:
+    """One share against "no loss": a non-inferiority test (the 90% interval's low end above -margin)."""
+    if row.hi < 0:
+        return "loss"
+    return "no loss" if row.lo90 > -margin else "cannot tell"
+
+
+def verdict(curve: pd.DataFrame, margin: float = 0.02) -> str:
+    """Plain-words comparison of our share curve with the study's three claims (markdown).
+
+    Intervals are two-stage (random draws, then test pairs). "No loss" is a claim of equivalence on one side
+    (non-inferiority): it holds at a share only when the 90% interval lies above ``-margin``; a loss needs the
+    95% interval below zero; anything else cannot be told. "Falls steadily" is a stated monotonicity rule:
+    from the first share with a loss on, the mean change is lower at every next share.
+    """
     curve = curve.sort_values("share")
     masked = curve[curve["share"] > 0]
     lines = []
@@ -26,10 +39,14 @@ def verdict(curve: pd.DataFrame) -> str:
     if below.empty:
         lines.append("- *No loss below 20%*: not tested (no share between 0 and 20% in SHARES).")
     else:
-        losses = below[below["hi"] < 0]
-        parts = ", ".join(f"{r.share:.0%}: {_pct(r.rel_change)} [{_pct(r.lo)}, {_pct(r.hi)}]" for r in below.itertuples())
-        holds = "holds" if losses.empty else "does **not** hold"
-        lines.append(f"- *No loss below 20%* {holds} here ({parts}; a loss counts when the whole 95% interval is below 0).")
+        states = [_no_loss(r, margin) for r in below.itertuples()]
+        parts = "; ".join(f"{r.share:.0%}: {_pct(r.rel_change)} [{_pct(r.lo)}, {_pct(r.hi)}], {state}"
+                          for r, state in zip(below.itertuples(), states))
+        holds = ("does **not** hold" if "loss" in states else "holds" if set(states) == {"no loss"}
+                 else "**cannot be told** with these draws and pairs")
+        lines.append(f"- *No loss below 20%* {holds} here ({parts}). \"No loss\" at a share means the 90% interval "
+                     f"lies above −{margin:.0%} (non-inferiority, margin MARGIN = {margin:.0%}); a loss, that the "
+                     f"95% interval lies below 0. Intervals cover both the random draws of heads and the test pairs.")
     ten = masked[(masked["share"] - 0.1).abs() < 1e-9]
     if ten.empty:
         lines.append("- *About +1% at 10%*: not tested (10% is not in SHARES).")
@@ -44,9 +61,12 @@ def verdict(curve: pd.DataFrame) -> str:
         lines.append("- *Accuracy falls past some share*: no share tested gives a loss distinguishable from zero.")
     else:
         first = falling.iloc[0]
-        steady = bool((masked[masked["share"] >= first.share]["rel_change"].diff().dropna() <= 0.02).all())
-        lines.append(f"- *Accuracy falls past some share*: the first share with a clear loss is {first.share:.0%} "
-                     f"({_pct(first.rel_change)} [{_pct(first.lo)}, {_pct(first.hi)}]); beyond it the mean "
-                     f"{'falls steadily' if steady else 'does not fall monotonically'}, down to "
-                     f"{_pct(masked.iloc[-1].rel_change)} at {masked.iloc[-1].share:.0%}.")
+        after = masked[masked["share"] >= first.share]
+        rises = after[after["rel_change"].diff() >= 0]
+        steady = ("falls steadily" if rises.empty else
+                  f"does **not** fall steadily (no lower at {', '.join(f'{s:.0%}' for s in rises['share'])})")
+        lines.append(f"- *Accuracy falls steadily past some share*: the first share with a clear loss is {first.share:.0%} "
+                     f"({_pct(first.rel_change)} [{_pct(first.lo)}, {_pct(first.hi)}]); from there the mean change "
+                     f"{steady}, down to {_pct(masked.iloc[-1].rel_change)} at {masked.iloc[-1].share:.0%}. "
+                     f"(The rule: lower at every next share.)")
     return "\n".join(lines)

@@ -6,8 +6,11 @@ when ``attn[l, h, t, [SEP]s] > attn[l, h, t, t + 1]``. Gold word ends come eithe
 itself (WordPiece: a piece ends a word when the next piece is not a ``##`` continuation) or from a gold
 segmentation aligned to character-level tokens (People's Daily, PKU-segmented: :mod:`headlab.pku`).
 
-On English WordPiece about 95% of tokens end a word, so "always word end" is a strong baseline; the
+On English WordPiece most tokens end a word, so "always word end" is a strong baseline; the
 tokens of multi-token words (:func:`multi_token_words`) make a harder sub-task where it is not.
+
+The last token of each segment, right before a ``[SEP]``, is never scored (:func:`rule_positions`): its next
+token is that ``[SEP]``, so every head's rule would call it a word end, which it always is, a hit for free.
 
 Two ways to score the heads, both here:
 
@@ -20,7 +23,7 @@ Two ways to score the heads, both here:
 from __future__ import annotations
 
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -38,17 +41,17 @@ UNK_TOKENS = frozenset({"[UNK]", "<unk>"})
 
 
 def wordpiece_word_ends(tokens: list[str], specials=SPECIAL_TOKENS) -> tuple[np.ndarray, np.ndarray]:
-    """``(ends, scored)``: which tokens end a word in the WordPiece tokenizer's own view, and which count.
+    """``(ends, content)``: which tokens end a word in the WordPiece tokenizer's own view, and which are text.
 
     A non-special token ends a word when the next token is not a ``##`` continuation (a special token or
-    the end of the sequence also close the word). Special tokens are never scored. Punctuation is its
-    own word to BERT's pre-tokenizer, so ``"hello,"`` has two word ends.
+    the end of the sequence also close the word). Special tokens are no text and end no word. Punctuation
+    is its own word to BERT's pre-tokenizer, so ``"hello,"`` has two word ends.
     """
-    scored = np.array([t not in specials for t in tokens], dtype=bool)
+    content = np.array([t not in specials for t in tokens], dtype=bool)
     ends = np.zeros(len(tokens), dtype=bool)
-    for i in np.flatnonzero(scored):
+    for i in np.flatnonzero(content):
         ends[i] = i + 1 == len(tokens) or not tokens[i + 1].startswith("##")
-    return ends, scored
+    return ends, content
 
 
 def _fold(text: str) -> str:
@@ -110,15 +113,15 @@ def _following_text(tokens: list[str], i: int) -> str:
 
 
 def segment_word_ends(tokens: list[str], segments: list[list[str]], specials=SPECIAL_TOKENS) -> tuple[np.ndarray, np.ndarray]:
-    """``(ends, scored)`` for a whole encoded sequence: each run of non-special tokens aligned to its gold words."""
-    scored = np.array([t not in specials for t in tokens], dtype=bool)
+    """``(ends, content)`` for a whole encoded sequence: each run of non-special tokens aligned to its gold words."""
+    content = np.array([t not in specials for t in tokens], dtype=bool)
     ends = np.zeros(len(tokens), dtype=bool)
-    runs = _runs(scored)
+    runs = _runs(content)
     if len(runs) != len(segments):
         raise ValueError(f"the tokens have {len(runs)} segments between special tokens, the gold has {len(segments)}")
     for (start, stop), words in zip(runs, segments):
         ends[start:stop] = gold_word_ends_from_segmentation(words, tokens[start:stop])
-    return ends, scored
+    return ends, content
 
 
 def _runs(flags: np.ndarray) -> list[tuple[int, int]]:
@@ -133,14 +136,26 @@ def _runs(flags: np.ndarray) -> list[tuple[int, int]]:
     return runs
 
 
-def multi_token_words(ends: np.ndarray, scored: np.ndarray) -> np.ndarray:
-    """True for the scored tokens of words made of several tokens (``play ##ing``; 中 and 国 of 中国).
+def multi_token_words(ends: np.ndarray, content: np.ndarray) -> np.ndarray:
+    """True for the text tokens of words made of several tokens (``play ##ing``; 中 and 国 of 中国).
 
     On these tokens "word end" is no longer the answer almost everywhere, so they make a harder sub-task.
     """
-    ends, scored = np.asarray(ends, dtype=bool), np.asarray(scored, dtype=bool)
-    continues = np.concatenate([[False], scored[:-1] & ~ends[:-1]])  # the previous token is inside this word
-    return scored & (continues | ~ends)
+    ends, content = np.asarray(ends, dtype=bool), np.asarray(content, dtype=bool)
+    continues = np.concatenate([[False], content[:-1] & ~ends[:-1]])  # the previous token is inside this word
+    return content & (continues | ~ends)
+
+
+def rule_positions(content: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(scored, before_sep)``: the text tokens the rule is scored on, and the last one of each segment, left out.
+
+    A segment's last token is followed by ``[SEP]``, not by a next token: the rule would weigh its attention
+    to ``[SEP]`` against nothing and say "word end", which the gold always says there too. That is a hit for
+    every head and for the probe's features alike, for free, so those tokens are left out of every score.
+    """
+    content = np.asarray(content, dtype=bool)
+    before_sep = np.array([stop - 1 for _, stop in _runs(content)], dtype=np.int64)
+    return np.setdiff1d(np.flatnonzero(content), before_sep), before_sep
 
 
 @dataclass
@@ -196,21 +211,20 @@ def _sep_and_next(maps: np.ndarray, sep_positions, scored_positions) -> tuple[np
     scored = np.asarray(scored_positions, dtype=np.int64)
     if scored.size and scored.max() + 1 >= maps.shape[-1]:
         raise ValueError("a scored token has no next token (the last token of a sequence is [SEP], never scored)")
+    if np.isin(scored + 1, list(sep_positions)).any():
+        raise ValueError("a scored token is right before [SEP], so it has no next token: rule_positions leaves it out")
     rows = maps[:, :, scored, :]  # L, H, n, T
     to_sep = rows[..., list(sep_positions)].sum(axis=-1)
     to_next = np.take_along_axis(rows, (scored + 1)[None, None, :, None], axis=-1)[..., 0]
-    to_next[..., np.isin(scored + 1, list(sep_positions))] = 0.0  # a [SEP] is no next character
     return to_sep, to_next
 
 
 def rule_predictions(maps: np.ndarray, sep_positions, scored_positions) -> np.ndarray:
     """(L, H, n) bool: head (l, h) says "word end" for token t when attention to [SEP] beats attention to t + 1.
 
-    ``maps`` is one example's (L, H, T, T), rows attending. All [SEP] positions count together. The last
-    token before a [SEP] is scored like the others (as the study counted every character): its next token
-    *is* that [SEP], which counts as no next token (attention 0), so the rule says "word end" there whenever
-    the token attends to [SEP] at all, and a segment's last token always ends a word; the baselines below
-    count those tokens too.
+    ``maps`` is one example's (L, H, T, T), rows attending. All [SEP] positions count together. A token
+    right before a [SEP] has no next token to weigh against [SEP] and raises ValueError; the study counted
+    every character, but there the rule's "word end" is free (:func:`rule_positions` leaves those out).
     """
     to_sep, to_next = _sep_and_next(maps, sep_positions, scored_positions)
     return to_sep > to_next
@@ -225,35 +239,40 @@ def boundary_features(maps: np.ndarray, sep_positions, scored_positions) -> np.n
 
 @dataclass
 class BoundaryData:
-    """Every scored token of a set of examples: rule predictions, features, gold word ends and example ids."""
+    """Every scored token of a set of examples: rule predictions, features, gold word ends and example ids.
+
+    The tokens left out because a [SEP] follows them (:func:`rule_positions`) are kept apart, to be counted.
+    """
 
     pred: np.ndarray  # (L, H, n) bool
     features: np.ndarray  # (n, L*H)
     gold: np.ndarray  # (n,) bool
     groups: np.ndarray  # (n,) example index of each token (split and bootstrap by these)
     multi: np.ndarray  # (n,) bool: the token belongs to a word of several tokens (:func:`multi_token_words`)
+    # (m,) bool, one per token left out: it belongs to a word of several tokens (none left out by default)
+    excluded_multi: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
-    def subset(self, keep) -> "BoundaryData":
-        """The tokens where ``keep`` is True."""
+    def subset(self, keep, keep_excluded) -> "BoundaryData":
+        """The scored tokens where ``keep`` is True, and the left-out ones where ``keep_excluded`` is."""
         keep = np.asarray(keep, dtype=bool)
         return BoundaryData(self.pred[..., keep], self.features[keep], self.gold[keep], self.groups[keep],
-                            self.multi[keep])
+                            self.multi[keep], self.excluded_multi[np.asarray(keep_excluded, dtype=bool)])
 
 
 def special_tokens(tokenizer) -> set[str]:
-    """The tokens never scored: the tokenizer's special tokens but its unknown token, which stands for text."""
+    """The tokens that are no text: the tokenizer's special tokens but its unknown token, which stands for text."""
     return set(tokenizer.all_special_tokens) - {getattr(tokenizer, "unk_token", None)} - UNK_TOKENS
 
 
 def _gold(tokenizer, ids: list[int], segments) -> tuple[list[str], np.ndarray, np.ndarray, list[int]]:
-    """``(tokens, ends, scored, seps)`` of one encoded example: WordPiece gold, or the given gold words."""
+    """``(tokens, ends, content, seps)`` of one encoded example: WordPiece gold, or the given gold words."""
     specials = special_tokens(tokenizer)
     tokens = tokenizer.convert_ids_to_tokens(ids)
     if segments is None:
-        ends, scored = wordpiece_word_ends(tokens, specials)
+        ends, content = wordpiece_word_ends(tokens, specials)
     else:
-        ends, scored = segment_word_ends(tokens, segments, specials)
-    return tokens, ends, scored, [i for i, t in enumerate(ids) if t == tokenizer.sep_token_id]
+        ends, content = segment_word_ends(tokens, segments, specials)
+    return tokens, ends, content, [i for i, t in enumerate(ids) if t == tokenizer.sep_token_id]
 
 
 def boundary_data(model, encoded: Encoded, tokenizer, segments=None, indices=None, batch_size: int = 32,
@@ -262,24 +281,26 @@ def boundary_data(model, encoded: Encoded, tokenizer, segments=None, indices=Non
 
     ``segments[i]`` lists the gold words of each text segment of example i (e.g. ``[query_words, title_words]``).
     """
-    preds, feats, golds, groups, multis = [], [], [], [], []
+    preds, feats, golds, groups, multis, excluded = [], [], [], [], [], []
     for example, maps in attention_maps(model, encoded, indices=indices, mask=mask, batch_size=batch_size,
                                         device=device, pad_id=tokenizer.pad_token_id or 0):
-        _, ends, scored, seps = _gold(tokenizer, encoded.input_ids[example],
-                                      None if segments is None else segments[example])
-        positions = np.flatnonzero(scored)
+        _, ends, content, seps = _gold(tokenizer, encoded.input_ids[example],
+                                       None if segments is None else segments[example])
+        positions, before_sep = rule_positions(content)
+        multi = multi_token_words(ends, content)
         preds.append(rule_predictions(maps, seps, positions))
         feats.append(boundary_features(maps, seps, positions))
         golds.append(ends[positions])
         groups.append(np.full(len(positions), example))
-        multis.append(multi_token_words(ends, scored)[positions])
+        multis.append(multi[positions])
+        excluded.append(multi[before_sep])
     return BoundaryData(np.concatenate(preds, axis=-1), np.concatenate(feats), np.concatenate(golds),
-                        np.concatenate(groups), np.concatenate(multis))
+                        np.concatenate(groups), np.concatenate(multis), np.concatenate(excluded))
 
 
 @dataclass
 class BoundaryExample:
-    """One example read closely: its attention maps (L, H, T, T), tokens, and the rule per head and token."""
+    """One example read closely: its attention maps (L, H, T, T), tokens, and the rule per head and scored token."""
 
     example: int
     maps: np.ndarray
@@ -290,9 +311,9 @@ class BoundaryExample:
 def boundary_example(model, encoded: Encoded, tokenizer, example: int, segments=None, device="cpu") -> BoundaryExample:
     """Attention and the rule's reading of every head on one example (``segments``: all examples' gold words)."""
     _, maps = next(attention_maps(model, encoded, indices=[example], device=device, pad_id=tokenizer.pad_token_id or 0))
-    tokens, ends, scored, seps = _gold(tokenizer, encoded.input_ids[example],
-                                       None if segments is None else segments[example])
-    positions = np.flatnonzero(scored)
+    tokens, ends, content, seps = _gold(tokenizer, encoded.input_ids[example],
+                                        None if segments is None else segments[example])
+    positions, _ = rule_positions(content)
     to_sep, to_next = _sep_and_next(maps, seps, positions)
     layers, heads, n = to_sep.shape
     table = pd.DataFrame({
@@ -302,7 +323,7 @@ def boundary_example(model, encoded: Encoded, tokenizer, example: int, segments=
         "token": np.tile(np.asarray(tokens, dtype=object)[positions], layers * heads),
         "to_sep": to_sep.reshape(-1), "to_next": to_next.reshape(-1), "predicted_end": (to_sep > to_next).reshape(-1),
         "gold_end": np.tile(ends[positions], layers * heads),
-        "multi": np.tile(multi_token_words(ends, scored)[positions], layers * heads),
+        "multi": np.tile(multi_token_words(ends, content)[positions], layers * heads),
     })
     return BoundaryExample(example, maps, tokens, table)
 

@@ -3,6 +3,8 @@
 :func:`score_segmentation` turns the rule's calls (:class:`headlab.segmentation.BoundaryData`) into the
 tables the notebook shows, on all tokens and on the tokens of multi-token words, where "word end" is not
 the answer almost everywhere. The verdicts put every number next to the baseline that needs no attention.
+No score counts the last token of a segment, whose "word end" is free
+(:func:`headlab.segmentation.rule_positions`); every table counts those tokens in ``n_excluded``.
 """
 from __future__ import annotations
 
@@ -84,7 +86,7 @@ def segmentation_corpus(setup, corpus: str = "eval", limit: int | None = None, s
 
 def token_subsets(data: BoundaryData) -> dict[str, BoundaryData]:
     """All scored tokens, and the tokens of words made of several tokens, where there are enough of them."""
-    subsets = {ALL: data, MULTI: data.subset(data.multi)}
+    subsets = {ALL: data, MULTI: data.subset(data.multi, data.excluded_multi)}
     return {name: d for name, d in subsets.items() if len(np.unique(d.groups)) >= MIN_EXAMPLES}
 
 
@@ -119,10 +121,11 @@ def score_segmentation(data: BoundaryData, union_heads: int | None = None, max_h
     """
     heads, base, union, comparison = [], [], [], []
     for subset, d in token_subsets(data).items():
-        b = baselines(d.gold).assign(subset=subset)
+        n_excluded = len(d.excluded_multi)
+        b = baselines(d.gold).assign(subset=subset, n_excluded=n_excluded)
         majority = float(b.loc[b["baseline"] == "majority class", "accuracy"].iloc[0])
         table = head_boundary_scores(d.pred, d.gold, d.groups, n_boot=n_boot, seed=seed)
-        table = table.assign(subset=subset, majority=majority, gain=table["accuracy"] - majority)
+        table = table.assign(subset=subset, majority=majority, gain=table["accuracy"] - majority, n_excluded=n_excluded)
         real = greedy_oracle_heads(d.pred, d.gold, max(max_heads, union_heads or 1))
         control = shuffled_union_control(d.pred, d.gold, len(real), control_draws, seed)
         spread = control.groupby("k")["union_accuracy"].agg(["mean", "min", "max"]).reset_index()
@@ -134,8 +137,8 @@ def score_segmentation(data: BoundaryData, union_heads: int | None = None, max_h
         probed = probe(d.features, d.gold, d.groups, seed=seed, test_share=test_share, n_boot=n_boot)
         k = min(union_heads, len(real)) if union_heads else _fewest_heads(real, STUDY_UNION)
         at_k = spread[spread["k"] == k].iloc[0]
-        common = {"subset": subset, "majority": majority, "n_tokens": len(d.gold), "n_examples": len(np.unique(d.groups)),
-                  "end_share": float(np.mean(d.gold))}
+        common = {"subset": subset, "majority": majority, "n_tokens": len(d.gold), "n_excluded": n_excluded,
+                  "n_examples": len(np.unique(d.groups)), "end_share": float(np.mean(d.gold))}
         comparison += [
             {**common, "measure": "majority class", "value": majority, "heads": ""},
             {**common, "measure": "best head, chosen on the same tokens", "value": best["accuracy"],
@@ -202,10 +205,23 @@ def score_corpus(setup, corpus: SegmentationCorpus, union_heads: int | None = No
     return data, results
 
 
+def _left_out(comparison: pd.DataFrame) -> list[str]:
+    """The line that says which tokens no score counts, and how many (none if nothing was scored)."""
+    everything, multi = (_row(comparison, s, "majority class") for s in (ALL, MULTI))
+    if everything is None:
+        return []
+    of_multi = "" if multi is None else f", {int(multi.n_excluded)} of them in multi-token words"
+    return [f"- **Not scored:** the token right before each `[SEP]`, the last of its segment "
+            f"({int(everything.n_excluded)} tokens{of_multi}). The rule would weigh its attention to `[SEP]` against "
+            "a next token it does not have, so every head would call it a word end, which it always is: a hit for "
+            "free. Every number below, the majority class's included, counts only the tokens that remain."]
+
+
 def verdict_single_head(comparison: pd.DataFrame) -> str:
     """Markdown: does one head's rule segment words (the study: 70%), measured against the trivial baselines?"""
-    lines = []
-    for subset, what in ((ALL, "all {n} tokens"), (MULTI, "the {n} tokens of multi-token words, the harder sub-task")):
+    lines = _left_out(comparison)
+    for subset, what in ((ALL, "all {n} scored tokens"),
+                         (MULTI, "the {n} scored tokens of multi-token words, the harder sub-task")):
         best = _row(comparison, subset, "best head, chosen on the same tokens")
         if best is None:
             lines.append(f"- *{subset}*: too few examples to score.")
@@ -244,7 +260,7 @@ def verdict_union(comparison: pd.DataFrame) -> str:
         elif control.value >= union.value - 0.02:
             worth = ": about as high, so the union measures the oracle's choice, not the heads"
         else:
-            worth = f", {_points(union.value - control.value)} below the real heads' union"
+            worth = f", {100 * (union.value - control.value):.1f} points below the real heads' union"
         lines.append(
             f"- *{subset}*: the oracle union of {int(union.k)} heads ({union.heads}) is right on {union.value:.1%} "
             f"(study: {STUDY_UNION:.0%}; majority class {union.majority:.1%}). The same union built from heads whose "

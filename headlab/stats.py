@@ -15,13 +15,40 @@ def bootstrap_weights(n: int, n_boot: int, seed: int) -> np.ndarray:
     return rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(np.float64)
 
 
+def draw_counts(n_draws: int, n_boot: int, seed) -> np.ndarray:
+    """(n_boot x n_draws) counts resampling the random draws with replacement: stage one of the two-stage bootstrap.
+
+    One draw (a fixed mask) is never resampled. The generator is seeded apart from :func:`bootstrap_weights`,
+    so adding draws never changes which test pairs a replicate resamples.
+    """
+    if n_draws == 1:
+        return np.ones((n_boot, 1))
+    rng = np.random.default_rng([*np.atleast_1d(seed).tolist(), 0xD7A3])
+    return rng.multinomial(n_draws, np.full(n_draws, 1.0 / n_draws), size=n_boot).astype(np.float64)
+
+
+def boot_means(values: np.ndarray, weights: np.ndarray, draw_seed) -> np.ndarray:
+    """Bootstrap replicates of the mean over draws and examples of ``values`` (draws x examples, or examples).
+
+    Two stages, because both are chance: which heads a random mask drew (draws resampled with
+    :func:`draw_counts`) and which test pairs were sampled (examples resampled with ``weights``, the same
+    rows for every condition, so comparisons stay paired). With one draw it is the paired bootstrap.
+    """
+    values = np.atleast_2d(np.asarray(values, dtype=np.float64))
+    per_draw = weights @ values.T / values.shape[1]  # (n_boot, draws): each draw on each resample of pairs
+    counts = draw_counts(values.shape[0], len(weights), draw_seed)
+    return (counts * per_draw).sum(axis=1) / values.shape[0]
+
+
 def relative_change(masked_correct: np.ndarray, base_correct: np.ndarray, n_boot: int = 2000, seed: int = 0,
-                    level: float = 0.95) -> dict:
+                    level: float = 0.95, draw_seed=None) -> dict:
     """Relative accuracy change of masked vs base with a paired percentile-bootstrap interval.
 
     ``masked_correct`` is (examples,) or (draws, examples): with draws, the effect is that of the mean
-    accuracy over draws, and the interval covers the sampling of test examples (the spread of draws is
-    reported separately by the caller).
+    accuracy over draws, and the interval is a two-stage bootstrap (:func:`boot_means`) that covers both
+    the random choice of heads and the sampling of test pairs. ``lo90``/``hi90`` is the 90% interval, the
+    one a two one-sided tests (TOST) equivalence check at 5% uses (:func:`equivalent`). ``draw_seed``
+    (default ``seed``) seeds the resampling of draws.
     """
     masked = np.atleast_2d(np.asarray(masked_correct, dtype=np.float64))
     base = np.asarray(base_correct, dtype=np.float64)
@@ -30,7 +57,7 @@ def relative_change(masked_correct: np.ndarray, base_correct: np.ndarray, n_boot
     n = base.shape[0]
     w = bootstrap_weights(n, n_boot, seed)
     base_acc = w @ base / n
-    masked_acc = (w @ masked.mean(axis=0)) / n
+    masked_acc = boot_means(masked, w, seed if draw_seed is None else draw_seed)
     with np.errstate(divide="ignore", invalid="ignore"):
         boots = masked_acc / base_acc - 1.0
     boots = boots[np.isfinite(boots)]
@@ -39,10 +66,18 @@ def relative_change(masked_correct: np.ndarray, base_correct: np.ndarray, n_boot
         "rel_change": float(masked.mean() / base.mean() - 1.0),
         "lo": float(np.quantile(boots, alpha)),
         "hi": float(np.quantile(boots, 1.0 - alpha)),
+        "lo90": float(np.quantile(boots, 0.05)),
+        "hi90": float(np.quantile(boots, 0.95)),
         "n_examples": int(n),
         "n_draws": int(masked.shape[0]),
         "n_boot": int(n_boot),
+        "interval": "draws and pairs" if masked.shape[0] > 1 else "pairs",
     }
+
+
+def equivalent(lo90: float, hi90: float, margin: float) -> bool:
+    """"No effect" as a claim of equivalence: the 90% interval lies inside (-margin, +margin) (TOST at 5%)."""
+    return -margin < lo90 and hi90 < margin
 
 
 def mcnemar(correct_a: np.ndarray, correct_b: np.ndarray) -> float:

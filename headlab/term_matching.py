@@ -18,8 +18,8 @@ import pandas as pd
 from headlab.importance import half_pool
 from headlab.layer_dependence import STUDY_MATCHING_LAYERS, study_layers_to_ours
 from headlab.roles import role_scores
-from headlab.stats import mcnemar, relative_change
-from headlab.sweep import MaskSpec, baseline_spec, random_share_specs
+from headlab.stats import equivalent, mcnemar, relative_change
+from headlab.sweep import MaskSpec, baseline_correct, baseline_spec, correct_matrix, draw_seed, random_share_specs
 
 # condition -> (how the table names it, the study's relative change or None where the study has no number)
 CONDITIONS = {
@@ -121,14 +121,10 @@ def term_matching_specs(layers: int, heads: int, matching, draws: int, keep_draw
                        {"draw": d}) for d, s in enumerate(lower_sets[:keep_draws])]]
 
 
-def _correct_by_mask(per_example: pd.DataFrame) -> pd.DataFrame:
-    return per_example.pivot(index="mask_id", columns="example", values="correct").sort_index(axis=1)
-
-
-def draw_table(per_example: pd.DataFrame, plan: pd.DataFrame, base_correct: np.ndarray, k: int) -> pd.DataFrame:
+def draw_table(per_example: pd.DataFrame, plan: pd.DataFrame, k: int) -> pd.DataFrame:
     """One row per mask: condition, its label, accuracy and relative change (each random draw on its own)."""
-    correct = _correct_by_mask(per_example)
-    base = np.asarray(base_correct, dtype=np.float64)
+    correct = correct_matrix(per_example)
+    base = baseline_correct(per_example).astype(np.float64)
     names = labels(k)
     rows = plan[plan["kind"].isin(list(CONDITIONS))][["mask_id", "kind", "n_dropped"]]
     accuracy = correct.loc[rows["mask_id"]].to_numpy(dtype=np.float64).mean(axis=1)
@@ -137,19 +133,18 @@ def draw_table(per_example: pd.DataFrame, plan: pd.DataFrame, base_correct: np.n
                          "accuracy": accuracy, "rel_change": accuracy / base.mean() - 1.0})
 
 
-def condition_table(per_example: pd.DataFrame, plan: pd.DataFrame, base_correct: np.ndarray, k: int,
-                    n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """The study's table, ours beside it: one row per condition.
+def condition_table(per_example: pd.DataFrame, plan: pd.DataFrame, k: int, n_boot: int = 2000,
+                    seed: int = 0) -> pd.DataFrame:
+    """The study's table, ours beside it: one row per condition, against the sweep's unmasked row.
 
     ``rel_change`` of a random condition is that of the accuracy averaged over its draws; ``lo``/``hi`` is
-    its 95% paired bootstrap interval over test examples; ``draw_lo``/``draw_hi`` the 2.5-97.5% range of
-    the single draws (which heads were drawn). ``p_mcnemar`` (exact, against the unmasked model) is given
-    for single masks. ``kept`` is the accuracy kept, 1 + rel_change; ``study`` the study's number.
+    its 95% two-stage bootstrap interval (draws, then test pairs), ``lo90``/``hi90`` the 90% one for
+    equivalence; ``draw_lo``/``draw_hi`` the 2.5-97.5% range of the single draws (which heads were drawn).
+    ``p_mcnemar`` (exact, against the unmasked model) is given for single masks. ``kept`` is the accuracy
+    kept, 1 + rel_change; ``study`` the study's number.
     """
-    base = np.asarray(base_correct, dtype=np.float64)
-    correct = _correct_by_mask(per_example)
-    if correct.shape[1] != len(base):
-        raise ValueError(f"the sweep covers {correct.shape[1]} examples, the baseline {len(base)}")
+    base = baseline_correct(per_example).astype(np.float64)
+    correct = correct_matrix(per_example)
     names = labels(k)
     rows = []
     for condition, (_, study) in CONDITIONS.items():
@@ -158,7 +153,7 @@ def condition_table(per_example: pd.DataFrame, plan: pd.DataFrame, base_correct:
             continue
         values = correct.loc[masks["mask_id"]].to_numpy(dtype=np.float64)
         per_draw = values.mean(axis=1) / base.mean() - 1.0
-        effect = relative_change(values, base, n_boot=n_boot, seed=seed)
+        effect = relative_change(values, base, n_boot=n_boot, seed=seed, draw_seed=draw_seed(seed, condition, 0.0))
         rows.append({"condition": condition, "label": names[condition], "n_heads": int(masks["n_dropped"].iloc[0]),
                      "accuracy": float(values.mean()), **effect, "kept": 1.0 + effect["rel_change"],
                      "draw_lo": float(np.quantile(per_draw, 0.025)), "draw_hi": float(np.quantile(per_draw, 0.975)),
@@ -166,7 +161,7 @@ def condition_table(per_example: pd.DataFrame, plan: pd.DataFrame, base_correct:
     return pd.DataFrame(rows)
 
 
-def random_comparison(per_example: pd.DataFrame, plan: pd.DataFrame, base_correct: np.ndarray, k: int) -> pd.DataFrame:
+def random_comparison(per_example: pd.DataFrame, plan: pd.DataFrame, k: int) -> pd.DataFrame:
     """Do the matching heads matter more than random heads? An empirical p-value per comparison.
 
     For each tested mask and its random condition: the share of random draws at least as extreme (as low a
@@ -174,7 +169,7 @@ def random_comparison(per_example: pd.DataFrame, plan: pd.DataFrame, base_correc
     (1 + that count) / (1 + draws). It measures the choice of heads on this test set; the example
     uncertainty is in :func:`condition_table`.
     """
-    draws = draw_table(per_example, plan, base_correct, k)
+    draws = draw_table(per_example, plan, k)
     names = labels(k)
     rows = []
     for tested, reference, side in COMPARISONS:
@@ -200,18 +195,30 @@ def _effect(row) -> str:
     return f"{_pct(row['rel_change'])} [{_pct(row['lo'])}, {_pct(row['hi'])}]"
 
 
-def _state(row) -> str:
+def _state(row, margin: float) -> str:
     if row["hi"] < 0:
         return "a loss distinguishable from zero"
-    return "a gain distinguishable from zero" if row["lo"] > 0 else "no change distinguishable from zero"
+    if row["lo"] > 0:
+        return "a gain distinguishable from zero"
+    if equivalent(row["lo90"], row["hi90"], margin):
+        return f"**no change**: the 90% interval lies within ±{margin:.0%} (equivalence)"
+    return (f"no change distinguishable from zero, but not shown to be none either (the 90% interval "
+            f"[{_pct(row['lo90'])}, {_pct(row['hi90'])}] reaches past ±{margin:.0%})")
 
 
-def verdict(table: pd.DataFrame, comparison: pd.DataFrame, alpha: float = 0.05) -> str:
+def _draws_needed(n_draws: int, alpha: float) -> str:
+    """Empty when ``n_draws`` random draws can give an empirical p below ``alpha``; else why it cannot be decided."""
+    floor = 1 / (1 + n_draws)
+    return "" if floor < alpha else f"**cannot be decided with {n_draws} draws** (the smallest possible p is {floor:.2g})"
+
+
+def verdict(table: pd.DataFrame, comparison: pd.DataFrame, alpha: float = 0.05, margin: float = 0.02) -> str:
     """The study's table against ours, and whether the matching heads matter far more than random ones (markdown).
 
     "Far more" means: masking them costs accuracy (McNemar p < ``alpha``), more than every random draw of
     their half, and at least twice the mean loss of those draws; the empirical p-value must be below
-    ``alpha`` (which needs at least 1/alpha - 1 draws).
+    ``alpha`` (which needs at least 1/alpha - 1 draws). The study's "+0%" is a claim of no effect, tested as
+    equivalence within ±``margin``.
     """
     rows = table.set_index("condition")
     lines = []
@@ -219,10 +226,11 @@ def verdict(table: pd.DataFrame, comparison: pd.DataFrame, alpha: float = 0.05) 
         if condition == "none" or pd.isna(row["study"]):
             continue
         contains = "contains" if row["lo"] <= row["study"] <= row["hi"] else "excludes"
-        spread = (f" (single draws {_pct(row['draw_lo'])} to {_pct(row['draw_hi'])})" if row["n_draws"] > 1
+        spread = (f" (two-stage interval over {row['n_draws']} draws and the pairs; single draws "
+                  f"{_pct(row['draw_lo'])} to {_pct(row['draw_hi'])})" if row["n_draws"] > 1
                   else f", McNemar p = {row['p_mcnemar']:.2g}")
-        lines.append(f"- *{row['label']}*: study {_pct(row['study'])}; here {_effect(row)}{spread}: {_state(row)}; "
-                     f"our interval {contains} the study's number.")
+        lines.append(f"- *{row['label']}*: study {_pct(row['study'])}; here {_effect(row)}{spread}: "
+                     f"{_state(row, margin)}; our interval {contains} the study's number.")
     by_test = {(r.tested, r.reference): r for r in comparison.itertuples()}
     if "matching" in rows.index:
         m = rows.loc["matching"]
@@ -236,10 +244,8 @@ def verdict(table: pd.DataFrame, comparison: pd.DataFrame, alpha: float = 0.05) 
         elif not hurts:
             answer = f"**no: masking them costs no accuracy distinguishable from zero** (McNemar p ≥ {alpha})"
         elif strict.p_empirical >= alpha:
-            floor = 1 / (1 + strict.n_draws)
-            answer = ("**not shown: random heads cost as much often enough**" if floor < alpha else
-                      f"**not shown: with {strict.n_draws} draws the smallest possible p is {floor:.2g}** "
-                      "(raise DRAWS)")
+            answer = (_draws_needed(strict.n_draws, alpha) + " (raise DRAWS)" if _draws_needed(strict.n_draws, alpha)
+                      else "**not shown: random heads cost as much often enough**")
         elif strict.n_as_extreme == 0 and m["rel_change"] <= 2 * strict.reference_mean:
             answer = "**yes: the term-matching heads matter far more than random heads here**"
         else:
@@ -257,6 +263,8 @@ def verdict(table: pd.DataFrame, comparison: pd.DataFrame, alpha: float = 0.05) 
         if r is not None:
             text += (f"; keeping {r.n_draws} random sets of as many lower heads instead keeps "
                      f"{1 + r.reference_mean:.0%} on average ({1 + r.reference_min:.0%} to {1 + r.reference_max:.0%}), "
-                     f"{r.n_as_extreme} of them at least as much (empirical p = {r.p_empirical:.2g})")
+                     f"{r.n_as_extreme} of them at least as much (empirical p = {r.p_empirical:.2g}"
+                     + (f"; {_draws_needed(r.n_draws, alpha)}, raise KEEP_DRAWS)" if _draws_needed(r.n_draws, alpha)
+                        else ")"))
         lines.append(text + ".")
     return "\n".join(lines)

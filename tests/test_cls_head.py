@@ -1,34 +1,102 @@
+import json
+import re
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from headlab import cls_head
-from headlab.cls_head import (concentration, concentration_verdict, cls_rows, focus_head, single_head_grid, spread,
+from headlab.cls_head import (concentration, concentration_verdict, cls_rows, focus_head, focus_verdict,
+                              held_out_effect, selection_grid, single_head_correct, split_halves, spread,
                               spread_under_masks, spread_verdict)
+from headlab.masking import head_grid
 from headlab.roles import ENGLISH_STOPWORDS, cls_profile
+from headlab.stats import mcnemar, relative_change
+from headlab.sweep import baseline_spec, layer_specs, plan_table, run_sweep, single_head_specs
 from tiny_setup import tiny_setup
 
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "07_cls_head.ipynb"
 
-def test_single_head_grid_is_loaded_when_notebook_02_saved_it(tmp_path, monkeypatch):
-    setup = tiny_setup(tmp_path)
-    saved = pd.DataFrame({"layer": [0, 1], "head": [0, 0], "rel_change": [-0.1, 0.0]})
-    setup.save_table(saved, cls_head.GRID_TABLE)
+
+def test_single_head_correct_is_computed_without_notebook_02s_sweep(tmp_path):
+    setup = tiny_setup(tmp_path, n_right=3)
+    layers, heads = head_grid(setup.model)
+    unfinished = setup.study.sweep_dir(cls_head.GRID_SWEEP, single_head_specs(layers, heads))
+    unfinished.mkdir(parents=True)  # notebook 02 started but wrote no mask: not read
+    plan = plan_table([baseline_spec(), *single_head_specs(layers, heads)])
+    (unfinished / "plan.csv").write_text(plan.to_csv(index=False))
+    correct, base, source = single_head_correct(setup, progress=False)
+    assert source == "computed (16 single-head masks and the unmasked model)"
+    assert correct.shape == (16, 5) and correct.index.names == ["layer", "head"]
+    assert base.tolist() == setup.base_correct.tolist()
+
+
+def test_single_head_correct_reads_notebook_02s_sweep(tmp_path, monkeypatch):
+    setup = tiny_setup(tmp_path, n_right=3)
+    layers, heads = head_grid(setup.model)
+    specs = [baseline_spec(), *layer_specs(layers, heads), *single_head_specs(layers, heads)]
+    folder = setup.study.sweep_dir(cls_head.GRID_SWEEP, specs)
+    per_example = run_sweep(setup.model, setup.encoded, specs, folder, batch_size=4, progress=False)
 
     def no_sweep(*args, **kwargs):
-        raise AssertionError("should have been loaded")
+        raise AssertionError("should have been read from notebook 02's sweep")
 
     monkeypatch.setattr(cls_head, "run_sweep", no_sweep)
-    grid, source = single_head_grid(setup)
-    pd.testing.assert_frame_equal(grid, saved)
-    assert source == "loaded from head_grid.csv, written by notebook 02"
+    correct, base, source = single_head_correct(setup)
+    assert source == f"notebook 02's sweep ({folder.name})"
+    head_2_1 = per_example[per_example["mask_id"] == "head-2-1"].sort_values("example")["correct"]
+    assert correct.loc[(2, 1)].tolist() == head_2_1.tolist() and len(correct) == 16
+    assert base.tolist() == per_example[per_example["mask_id"] == "none"].sort_values("example")["correct"].tolist()
 
 
-def test_single_head_grid_is_computed_otherwise(tmp_path):
-    setup = tiny_setup(tmp_path, n_right=3)
-    grid, source = single_head_grid(setup, n_boot=50, progress=False)
-    assert source == "computed (16 single-head masks)"
-    assert len(grid) == 16 and grid["direction"].isin(["none", "hurts", "helps"]).all()
-    assert not (setup.study.table_dir / "head_grid.csv").exists()  # notebook 02's file is left to notebook 02
+def test_split_halves_is_seeded_and_disjoint():
+    select, estimate = split_halves(101, seed=3)
+    assert sorted([*select, *estimate]) == list(range(101)) and abs(len(select) - len(estimate)) == 1
+    again, _ = split_halves(101, seed=3)
+    assert again.tolist() == select.tolist() and split_halves(101, seed=4)[0].tolist() != select.tolist()
+
+
+def chance_table(n: int = 400, layers: int = 4, heads: int = 3, seed: int = 0):
+    """Per-example results of heads that do nothing on average: each turns 5% of the right pairs wrong and 20%
+    of the wrong ones right, at random, so that with 80% right the expected accuracy stays the same."""
+    rng = np.random.default_rng(seed)
+    base = (rng.random(n) < 0.8).astype(int)
+    flips = rng.random((layers * heads, n)) < np.where(base == 1, 0.05, 0.2)
+    correct = pd.DataFrame(np.where(flips, 1 - base, base),
+                           index=pd.MultiIndex.from_product([range(layers), range(heads)], names=["layer", "head"]))
+    return correct, base
+
+
+def test_the_head_chosen_on_one_half_is_measured_on_the_other():
+    correct, base = chance_table()
+    select, estimate = split_halves(len(base), seed=0)
+    grid = selection_grid(correct, base, select)
+    focus = focus_head(grid, layers=4)
+    layer, head = int(focus["layer"]), int(focus["head"])
+    chosen = correct.loc[(layer, head)].to_numpy()
+    # the worst of six heads that do nothing looks harmful where it was chosen, by chance alone ...
+    assert focus["rel_change"] == pytest.approx(chosen[select].mean() / base[select].mean() - 1)
+    assert focus["rel_change"] < 0 and focus["n_examples"] == len(select)
+    effect = held_out_effect(correct, base, layer, head, estimate, n_boot=300, seed=1)
+    # ... and its reported size, interval and test come from the other half only
+    expected = relative_change(chosen[estimate], base[estimate], n_boot=300, seed=1)
+    assert {k: effect[k] for k in expected} == expected and effect["n_examples"] == len(estimate)
+    assert effect["p_mcnemar"] == mcnemar(chosen[estimate], base[estimate])
+    assert effect["rel_change"] > focus["rel_change"] and effect["lo"] < 0 < effect["hi"]
+
+
+def test_a_head_that_hurts_only_where_it_was_chosen_shows_no_held_out_effect():
+    correct, base = chance_table()
+    select, estimate = split_halves(len(base), seed=0)
+    worst = base.copy()
+    worst[select] = 0  # masking 3.2 is wrong on every selection pair, exactly right on the held-out ones
+    correct.loc[(3, 2)] = worst
+    correct.loc[(0, 0)] = 0  # a lower head that costs more is never the upper head
+    focus = focus_head(selection_grid(correct, base, select), layers=4)
+    assert (focus["layer"], focus["head"], focus["rel_change"]) == (3, 2, -1.0)
+    effect = held_out_effect(correct, base, 3, 2, estimate, n_boot=200)
+    assert (effect["rel_change"], effect["lo"], effect["hi"], effect["p_mcnemar"]) == (0, 0, 0, 1)
 
 
 def test_focus_head_is_the_costliest_upper_head():
@@ -40,13 +108,17 @@ def test_focus_head_is_the_costliest_upper_head():
         focus_head(grid.assign(rel_change=[-0.1, -0.1, np.nan, np.nan, np.nan]), layers=4)
 
 
-def test_focus_verdict_places_the_head_at_the_study_depth():
-    row = pd.Series({"layer": 5, "head": 3, "rel_change": -0.08, "lo": -0.12, "hi": -0.04, "p_mcnemar": 1e-4,
-                     "significant": True})
-    text = cls_head.focus_verdict(row, layers=6)
-    assert "**5.3**" in text and "-8.0% [-12.0%, -4.0%]" in text and "survives" in text
+def test_focus_verdict_says_where_the_head_was_chosen_and_measured():
+    row = pd.Series({"layer": 5, "head": 3, "rel_change": -0.15, "n_examples": 690})
+    effect = {"rel_change": -0.08, "lo": -0.12, "hi": -0.04, "p_mcnemar": 1e-4, "n_examples": 689}
+    text = focus_verdict(row, effect, layers=6)
+    assert "Chosen on 690 pairs" in text and "**5.3** (-15.0% on those pairs" in text
+    assert "Measured on the other 689 pairs: masked alone, accuracy changes by -8.0% [-12.0%, -4.0%]" in text
+    assert "**masking it hurts**" in text and "McNemar p = 0.0001" in text
     assert "layer 10 of 12: the relative depth of our layer 5, this head's layer." in text
-    assert "of our layer 10." in cls_head.focus_verdict(row, layers=12)
+    assert "of our layer 10." in focus_verdict(row, effect, layers=12)
+    unclear = focus_verdict(row, {**effect, "lo": -0.1, "hi": 0.02, "p_mcnemar": 0.3}, layers=6)
+    assert "**no change distinguishable from zero**" in unclear and "do not differ beyond chance" in unclear
 
 
 def profile_table(shared, chance, entropy=None, heads=((1, 0), (1, 1))):
@@ -92,6 +164,25 @@ def test_spread_and_its_verdict():
     assert "0 of 30 change it by" in text and "more than random lower heads do" in text
     still = spread(before, before, layer=1, head=0, n_boot=50)
     assert "no change of spread distinguishable from zero" in spread_verdict(still, None, layer=1, head=0, k=5)
+
+
+def test_a_control_with_too_few_draws_cannot_be_decided():
+    change = pd.DataFrame({"metric": ["entropy", "shared_share"], "before": [1.0, 0.4], "after": [1.3, 0.3],
+                           "delta": [0.3, -0.1], "lo": [0.2, -0.15], "hi": [0.4, -0.05], "n_examples": [50, 50]})
+    few = spread_verdict(change, pd.DataFrame({"entropy_delta": [0.0, 0.1, -0.05, 0.02, 0.01]}), 1, 0, k=5)
+    assert "0 of 5 change it by" in few and "**cannot be decided with 5 draws**" in few
+    assert "the smallest p they allow is 0.17" in few
+    assert "as much as the matching heads" not in few
+    enough = spread_verdict(change, pd.DataFrame({"entropy_delta": [0.0] * 19 + [0.5]}), 1, 0, k=5)
+    assert "empirical p = 0.095" in enough and "as much as the matching heads" in enough
+    assert "cannot be decided" not in enough
+
+
+def test_notebook_draws_enough_control_sets_to_reach_5_percent():
+    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    parameters = next("".join(c["source"]) for c in cells if "CONTROL_DRAWS =" in "".join(c["source"]))
+    draws = int(re.search(r"^CONTROL_DRAWS = (\d+)", parameters, re.M).group(1))
+    assert 1 / (1 + draws) < 0.05
 
 
 def test_spread_under_masks_and_cls_rows_on_a_tiny_model(tmp_path):

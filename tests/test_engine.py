@@ -5,6 +5,7 @@ import torch
 from conftest import tiny_bert, tiny_mpnet
 from headlab.engine import MaskEngine, first_masked_layer
 from headlab.evaluate import Encoded, predict
+from headlab.masking import encoder_layers
 
 
 def _encoded(n=11, seed=0):
@@ -37,14 +38,25 @@ def test_first_masked_layer():
 @pytest.mark.parametrize("make", [tiny_bert, tiny_mpnet])
 def test_layer_reuse_gives_the_same_probabilities_as_full_forward_passes(make):
     model, encoded = make(), _encoded()
+    full = [predict(model, encoded, mask=mask, batch_size=4) for mask in _masks()]  # before the engine touches it
     engine = MaskEngine(model, encoded, batch_size=4)
     fast = engine.probabilities(_masks())
-    for mask, got in zip(_masks(), fast):
-        full = predict(model, encoded, mask=mask, batch_size=4)
-        np.testing.assert_array_equal(got, full)  # bit-identical on CPU
+    for got, want in zip(fast, full):
+        np.testing.assert_array_equal(got, want)  # bit-identical on CPU
     # masks really differ (the check above would be empty if masking were ignored)
     assert np.abs(fast[0] - fast[1]).max() > 1e-4
-    assert not hasattr(engine.layers[0], "forward") or "forward" not in vars(engine.layers[0])
+
+
+@pytest.mark.parametrize("make", [tiny_bert, tiny_mpnet])
+def test_the_layers_compute_again_after_a_replay(make):
+    """Replayed layers get their own forward back: a model used by the engine then predicts new inputs right."""
+    model = make()
+    masks = _masks()
+    assert max(first_masked_layer(m) for m in masks) == 3  # the unmasked mask replays every layer
+    MaskEngine(model, _encoded(), batch_size=4).probabilities(masks)
+    assert all("forward" not in vars(layer) for layer in encoder_layers(model))
+    other = _encoded(n=7, seed=1)
+    np.testing.assert_array_equal(predict(model, other, batch_size=4), predict(make(), other, batch_size=4))
 
 
 def test_several_masks_per_pass_match_one_at_a_time():

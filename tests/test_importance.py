@@ -110,9 +110,8 @@ def test_grid_singles_out_the_one_head_that_decides(tmp_path):
     specs = [baseline_spec(), *single_head_specs(layers, heads)]
     per_example = run_sweep(model, encoded, specs, tmp_path, batch_size=16, progress=False)
     plan = pd.read_csv(tmp_path / "plan.csv", keep_default_na=False)  # layer/head are strings here
-    base_correct = per_example[per_example["mask_id"] == "none"].sort_values("example")["correct"].to_numpy()
-    assert base_correct.all()
-    grid = head_grid_table(summarize(per_example, plan, base_correct, n_boot=200), layers, heads)
+    assert per_example[per_example["mask_id"] == "none"]["correct"].all()
+    grid = head_grid_table(summarize(per_example, plan, n_boot=200), layers, heads)
     assert len(grid) == layers * heads
     worst = grid.loc[grid["rel_change"].idxmin()]
     assert (worst["layer"], worst["head"]) == (2, 1)
@@ -122,10 +121,11 @@ def test_grid_singles_out_the_one_head_that_decides(tmp_path):
 
 def _head_summary(p_values, rel_changes, heads_tested):
     rows = [{"mask_id": "none", "kind": "none", "layer": "", "head": "", "accuracy": 0.5, "rel_change": 0.0,
-             "lo": 0.0, "hi": 0.0, "p_mcnemar": 1.0}]
+             "lo": 0.0, "hi": 0.0, "lo90": 0.0, "hi90": 0.0, "p_mcnemar": 1.0}]
     for (l, h), p, r in zip(heads_tested, p_values, rel_changes):
         rows.append({"mask_id": f"head-{l}-{h}", "kind": "head", "layer": l, "head": h, "accuracy": 0.5 * (1 + r),
-                     "rel_change": r, "lo": r - 0.1, "hi": r + 0.1, "p_mcnemar": p})
+                     "rel_change": r, "lo": r - 0.1, "hi": r + 0.1, "lo90": r - 0.08, "hi90": r + 0.08,
+                     "p_mcnemar": p})
     return as_read_back(pd.DataFrame(rows))
 
 
@@ -165,14 +165,16 @@ def test_rank_agreement_on_identical_and_reversed_orderings():
     assert np.isclose(reversed_["spearman_rho"], -1.0) and reversed_["top_overlap"] == 0
 
 
-def test_layer_effects_flags_intervals_that_exclude_zero():
+def test_layer_effects_calls_a_layer_only_after_holm_across_layers():
     summary = as_read_back(pd.DataFrame({
         "mask_id": ["none", "layer-1", "layer-0", "layer-2"], "kind": ["none", "layer", "layer", "layer"],
         "layer": ["", 1, 0, 2], "accuracy": [0.5, 0.4, 0.55, 0.5], "rel_change": [0, -0.2, 0.1, 0.0],
         "lo": [0, -0.3, 0.01, -0.05], "hi": [0, -0.1, 0.2, 0.05], "p_mcnemar": [1, 0.01, 0.04, 1]}))
     table = layer_effects(summary)
     assert table["layer"].tolist() == [0, 1, 2]
-    assert table["distinguishable"].tolist() == [True, True, False]
+    # layer 0's interval excludes zero and p = 0.04, but Holm over 3 layers makes it 0.08: not called
+    np.testing.assert_allclose(table["p_holm"], [0.08, 0.03, 1.0])
+    assert table["distinguishable"].tolist() == [False, True, False]
     assert table["rel_change"].tolist() == [0.1, -0.2, 0.0]
 
 
@@ -193,13 +195,13 @@ def test_curve_gives_the_hand_computed_means_and_spreads():
     base = np.array([1, 1, 1, 0])  # accuracy 0.75
     correct = {"r-a0": [1, 1, 0, 0], "r-a1": [1, 0, 0, 0],  # share 0.1: 0.50 and 0.25
                "r-b0": [0, 0, 0, 0], "r-b1": [1, 1, 1, 1],  # share 0.2: 0.00 and 1.00
-               "other": [0, 0, 0, 0]}
+               "other": [0, 0, 0, 0], "none": base.tolist()}
     per_example = pd.DataFrame([{"mask_id": m, "example": i, "correct": c}
                                 for m, cs in correct.items() for i, c in enumerate(cs)])
     plan = as_read_back(pd.DataFrame({
         "mask_id": ["r-b1", "r-a0", "r-a1", "r-b0", "other"], "kind": ["random"] * 4 + ["layer"],
         "n_dropped": [2, 1, 1, 2, 3], "share": [0.2, 0.1, 0.1, 0.2, ""], "draw": [1, 0, 1, 0, ""]}))
-    table, _ = share_curve(per_example, plan, base, "random", n_boot=500)
+    table, _ = share_curve(per_example, plan, "random", n_boot=500)
     assert table["share"].tolist() == [0.1, 0.2]
     assert table["n_heads"].tolist() == [1, 2] and table["n_draws"].tolist() == [2, 2]
     np.testing.assert_allclose(table["rel_change"], [0.375 / 0.75 - 1, 0.5 / 0.75 - 1])
@@ -216,8 +218,9 @@ def test_curve_with_real_sweep_specs_matches_plan_table():
     plan = plan_table(specs)
     base = np.ones(3, dtype=int)
     per_example = pd.DataFrame([{"mask_id": s.mask_id, "example": i, "correct": int(i < 3 - len(s.dropped))}
-                                for s in specs for i in range(3)])
-    table, _ = share_curve(per_example, plan, base, "random", n_boot=100)
+                                for s in specs for i in range(3)]
+                               + [{"mask_id": "none", "example": i, "correct": c} for i, c in enumerate(base)])
+    table, _ = share_curve(per_example, plan, "random", n_boot=100)
     np.testing.assert_allclose(table["rel_change"], [-1 / 3, -2 / 3])
     np.testing.assert_allclose(table["draw_min"], table["draw_max"])
 
@@ -239,19 +242,20 @@ def test_half_specs_draw_only_from_their_half_with_one_draw_at_the_fixed_ends():
 def test_half_gap_gives_hand_computed_changes_and_agrees_with_the_curves():
     base = np.array([1, 1, 1, 1, 0, 0])  # accuracy 4/6
     correct = {"lower-a": [1, 0, 0, 0, 0, 0], "lower-b": [1, 1, 0, 0, 0, 0],  # mean 1.5/6
-               "upper-a": [1, 1, 1, 1, 0, 0], "upper-b": [1, 1, 1, 0, 0, 1]}  # mean 4/6
+               "upper-a": [1, 1, 1, 1, 0, 0], "upper-b": [1, 1, 1, 0, 0, 1],  # mean 4/6
+               "none": base.tolist()}
     per_example = pd.DataFrame([{"mask_id": m, "example": i, "correct": c}
                                 for m, cs in correct.items() for i, c in enumerate(cs)])
-    plan = as_read_back(pd.DataFrame({"mask_id": list(correct), "kind": ["lower", "lower", "upper", "upper"],
+    plan = as_read_back(pd.DataFrame({"mask_id": list(correct)[:4], "kind": ["lower", "lower", "upper", "upper"],
                                       "n_dropped": [2] * 4, "share": [0.25] * 4, "draw": [0, 1, 0, 1]}))
-    gap = half_gap(per_example, plan, base, n_boot=400, seed=1)
+    gap = half_gap(per_example, plan, n_boot=400, seed=1)
     row = gap.iloc[0]
     assert np.isclose(row["lower_change"], 1.5 / 4 - 1) and np.isclose(row["upper_change"], 0.0)
     assert np.isclose(row["gap"], 1 - 1.5 / 4)
     assert row["gap_lo"] <= row["gap"] <= row["gap_hi"]
     assert (row["lower_draws"], row["upper_draws"], row["n_heads"]) == (2, 2, 2)
     for which in ("lower", "upper"):
-        curve, _ = share_curve(per_example, plan, base, which, n_boot=400, seed=1)
+        curve, _ = share_curve(per_example, plan, which, n_boot=400, seed=1)
         np.testing.assert_allclose(curve[["rel_change", "lo", "hi"]].to_numpy()[0],
                                    [row[f"{which}_change"], row[f"{which}_lo"], row[f"{which}_hi"]])
 
@@ -259,9 +263,9 @@ def test_half_gap_gives_hand_computed_changes_and_agrees_with_the_curves():
 def test_half_gap_refuses_halves_masked_at_different_shares():
     plan = as_read_back(pd.DataFrame({"mask_id": ["l", "u"], "kind": ["lower", "upper"], "n_dropped": [1, 2],
                                       "share": [0.25, 0.5], "draw": [0, 0]}))
-    per_example = pd.DataFrame({"mask_id": ["l", "u"], "example": [0, 0], "correct": [1, 1]})
+    per_example = pd.DataFrame({"mask_id": ["l", "u", "none"], "example": [0, 0, 0], "correct": [1, 1, 1]})
     with pytest.raises(ValueError, match="different shares"):
-        half_gap(per_example, plan, np.array([1]), n_boot=10)
+        half_gap(per_example, plan, n_boot=10)
 
 
 def test_halves_sweep_on_a_tiny_model_runs_end_to_end(tmp_path):
@@ -272,7 +276,6 @@ def test_halves_sweep_on_a_tiny_model_runs_end_to_end(tmp_path):
     encoded = tiny_encoded(20)
     specs = [baseline_spec(), *half_specs(layers, heads, steps=2, draws=2, seed=0)]
     per_example = run_sweep(model, encoded, specs, tmp_path, batch_size=8, progress=False)
-    base = per_example[per_example["mask_id"] == "none"].sort_values("example")["correct"].to_numpy()
-    gap = half_gap(per_example, pd.read_csv(tmp_path / "plan.csv", keep_default_na=False), base, n_boot=50)
+    gap = half_gap(per_example, pd.read_csv(tmp_path / "plan.csv", keep_default_na=False), n_boot=50)
     assert gap["share"].tolist() == [0.0, 0.25, 0.5]  # of 8 heads: 0, 2 and 4 (the whole half) masked
     assert np.allclose(gap.loc[0, ["lower_change", "upper_change", "gap"]].astype(float), 0.0)

@@ -2,6 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from headlab.stats import holm
 from headlab.layer_dependence import (depth_note, halves_verdict, heads_verdict, layer_reference, layers_verdict,
                                       proxy_verdict, study_layer_to_ours, study_layers_to_ours)
 
@@ -53,27 +54,39 @@ def test_halves_verdict_when_the_halves_do_not_differ():
     assert "Not tested" in halves_verdict(gap.iloc[:1])
 
 
-def _layers(changes, half_width=0.01):
+def _layers(changes, p_values=None, half_width=0.01):
     c = np.array(changes)
-    return pd.DataFrame({"layer": range(len(c)), "accuracy": 0.5 * (1 + c), "rel_change": c,
-                         "lo": c - half_width, "hi": c + half_width, "p_mcnemar": 0.5})
+    p = np.where(np.abs(c) > half_width, 0.001, 0.5) if p_values is None else np.asarray(p_values)
+    table = pd.DataFrame({"layer": range(len(c)), "accuracy": 0.5 * (1 + c), "rel_change": c,
+                          "lo": c - half_width, "hi": c + half_width, "p_mcnemar": p, "p_holm": holm(p)})
+    table["distinguishable"] = table["p_holm"] < 0.05
+    return table
 
 
 def test_layers_verdict_compares_by_depth_and_with_the_study_numbers():
     text = layers_verdict(_layers([-0.5, -0.2, 0.03, 0.0, 0.02, -0.1]), 6)
     assert "study layers → our layer" in text
-    assert "our layers 2–4): 2 of 3 show a gain" in text and "holds in part" in text
+    assert "our layers 2–4): 2 of 3 show a distinguishable gain" in text and "holds in part" in text
     assert "layer 2: +3.0% [+2.0%, +4.0%] (gain)" in text and "layer 3: +0.0% [-1.0%, +1.0%];" in text
-    assert "(our layer 4): we measure +2.0% [+1.0%, +3.0%], a gain distinguishable from zero; the interval contains" in text
+    assert "(our layer 4): we measure +2.0% [+1.0%, +3.0%] (Holm p = 0.006), a gain distinguishable from zero; the interval contains" in text
+    assert "Holm correction over all 6 layers" in text
     assert "the largest loss is layer 0: -50.0%" in text
     text = layers_verdict(_layers([-0.5] * 12), 12)
-    assert "one to one" in text and "0 of 5 show a gain" in text and "does **not** hold" in text
+    assert "one to one" in text and "0 of 5 show a distinguishable gain" in text and "does **not** hold" in text
     assert "a loss distinguishable from zero; the interval excludes" in text and "gain at no layer" in text
+
+
+def test_layers_verdict_needs_holm_across_layers_not_one_interval():
+    # layer 2's interval excludes zero and p = 0.02, but six layers were tested: Holm makes it 0.1
+    text = layers_verdict(_layers([0.0, 0.0, 0.03, 0.0, 0.0, 0.0], p_values=[1, 1, 0.02, 1, 1, 1]), 6)
+    assert "layer 2: +3.0% [+2.0%, +4.0%];" in text and "0 of 3 show a distinguishable gain" in text
+    assert "gain at no layer" in text
 
 
 def _grid(rows):
     grid = pd.DataFrame(rows, columns=["layer", "head", "rel_change", "p_mcnemar", "p_holm"])
     grid["lo"], grid["hi"] = grid["rel_change"] - 0.02, grid["rel_change"] + 0.02
+    grid["lo90"], grid["hi90"] = grid["rel_change"] - 0.015, grid["rel_change"] + 0.015
     grid["significant"] = grid["p_holm"] < 0.05
     grid["direction"] = np.where(~grid["significant"], "none", np.where(grid["rel_change"] < 0, "hurts", "helps"))
     return grid
@@ -85,7 +98,9 @@ def test_heads_verdict_counts_and_names_the_heads():
     text = heads_verdict(grid, layers=3)
     assert "6 heads" in text and "**3 significant**" in text
     assert "2 hurt when masked: 0.0 -30.0%" in text and "1 help: 2.0 +5.0%" in text
-    assert "3 of 6 (50%) show no significant change" in text
+    # only head 0.1 (+0.0% [-1.5%, +1.5%]) lies within ±2%; 1.0 and 2.1 are not significant, yet not shown null
+    assert "1 of 6 heads (17%) are shown to change nothing (90% interval within ±2%, MARGIN); 3 show no significant" in text
+    assert "The claim **is not shown** here" in text
     assert "2 improve accuracy at an uncorrected p < 0.05" in text and "1 of them survive the Holm correction: 2.0" in text
     assert "our layers 1 and 2" not in text and "our layers 0–1 and 2" in text
     assert "1.1 -10.0% [-12.0%, -8.0%] in layers 0–1" in text and "none in layer 2" in text

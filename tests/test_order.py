@@ -5,11 +5,13 @@ import pandas as pd
 import pytest
 from conftest import tiny_bert
 
+from headlab.attention import attention_maps
 from headlab.evaluate import Encoded
-from headlab.order import (CONDITIONS, case_distributions, case_k_table, case_shares, case_table, draw_table,
+from headlab.order import (CONDITIONS, CONTROL, case_distributions, case_k_table, case_shares, case_table, draw_table,
                            expected_grade, grade_shares, masking_comparison, order_heads, order_mask_specs, pick_case,
                            random_head_sets, rank_cases, sensitivity_reduction, shift_by_grade, shifted_diagonal_scores,
                            shuffle_effects, shuffle_words, shuffle_words_list, shuffled_frame)
+from headlab.stats import boot_means, bootstrap_weights
 from headlab.sweep import per_example_table, plan_table
 
 
@@ -41,22 +43,47 @@ def test_shuffled_frame_marks_changes():
 
 def test_shifted_diagonal_scores():
     T = 5
+    special = [True, False, False, False, True]  # [CLS] a b c [SEP]
     maps = np.zeros((1, 2, T, T))
     maps[0, 0, np.arange(1, T), np.arange(T - 1)] = 1.0  # previous-token head
     maps[0, 1, np.arange(T - 1), np.arange(1, T)] = 0.5  # next-token head
-    scores = shifted_diagonal_scores(maps, [1, 2, 3])
+    scores = shifted_diagonal_scores(maps, special)
     np.testing.assert_allclose(scores[0], [[1.0, 0.0], [0.0, 0.5]])
 
 
-def test_order_heads_ranks_every_head():
-    class Tok:
-        all_special_ids = [1, 2]
-        pad_token_id = 0
+def test_shifted_diagonal_scores_give_special_neighbours_no_credit():
+    maps = np.zeros((1, 1, 3, 3))  # [CLS] a [SEP]: a's only neighbours are special
+    maps[0, 0, 1, 0] = maps[0, 0, 0, 1] = 1.0  # a -> [CLS], [CLS] -> a
+    assert np.isnan(shifted_diagonal_scores(maps, [True, False, True])).all()  # no credit, and no evidence either
+    maps = np.zeros((1, 1, 5, 5))  # [CLS] a b [SEP] c: only b -> a is a previous-token pair, only a -> b a next one
+    maps[0, 0, 1, 0], maps[0, 0, 2, 1], maps[0, 0, 4, 3] = 1.0, 0.2, 1.0
+    maps[0, 0, 1, 2], maps[0, 0, 2, 3] = 0.4, 1.0
+    np.testing.assert_allclose(shifted_diagonal_scores(maps, [True, False, False, True, False])[0, 0], [0.2, 0.4])
 
+
+class Tok:
+    all_special_ids = [1, 2]  # not BERT's ids: the tokenizer says which tokens are special
+    pad_token_id = 0
+
+
+def test_order_heads_ranks_every_head():
     encoded = Encoded([[1, 5, 6, 2, 7, 8, 9, 2], [1, 5, 2, 7, 2]], [[0] * 8, [0] * 5], np.array([3, 4]), 0)
     table = order_heads(tiny_bert(), encoded, Tok(), k=3)
     assert len(table) == 12 and table["selected"].sum() == 3
     assert table["score"].is_monotonic_decreasing and (table["score"] == table[["prev", "next"]].max(axis=1)).all()
+
+
+def test_order_heads_leave_special_tokens_out():
+    encoded = Encoded([[1, 5, 6, 2, 7, 8, 9, 2], [1, 5, 2, 7, 2]], [[0] * 8, [0] * 5], np.array([3, 4]), 0)
+    model = tiny_bert()
+    prev = []  # example 1, [CLS] a [SEP] b [SEP], has no previous-token pair: it does not count
+    for example, maps in attention_maps(model, encoded):
+        ids = encoded.input_ids[example]
+        pairs = [(t, t - 1) for t in range(1, len(ids)) if ids[t] not in (1, 2) and ids[t - 1] not in (1, 2)]
+        prev += [np.mean([maps[:, :, t, s] for t, s in pairs], axis=0)] if pairs else []
+    prev = np.mean(prev, axis=0)
+    table = order_heads(model, encoded, Tok(), k=3).set_index(["layer", "head"]).sort_index()
+    np.testing.assert_allclose(table["prev"].to_numpy(), prev.reshape(-1), rtol=1e-6)
 
 
 def test_sensitivity_reduction_p_value_by_hand():
@@ -68,10 +95,19 @@ def test_sensitivity_reduction_p_value_by_hand():
     assert sensitivity_reduction(0.0, random_shifts)["p_value"] == pytest.approx(1 / 6)
 
 
-def test_random_head_sets_are_seeded_and_exclude():
-    sets = random_head_sets(3, 4, k=2, draws=5, seed=0, exclude=[(0, 0)])
-    assert sets == random_head_sets(3, 4, k=2, draws=5, seed=0, exclude=[(0, 0)])
-    assert all(len(set(s)) == 2 and (0, 0) not in s for s in sets)
+def test_random_head_sets_match_the_layers():
+    like = [(0, 0), (0, 1), (2, 3)]
+    sets = random_head_sets(3, 4, like, draws=6, seed=0)
+    assert sets == random_head_sets(3, 4, like, draws=6, seed=0)
+    assert sets[:3] == random_head_sets(3, 4, like, draws=3, seed=0)  # draw d does not depend on the number of draws
+    for s in sets:
+        assert len(set(s)) == 3 and not set(s) & set(like)
+        assert Counter(l for l, _ in s) == Counter({0: 2, 2: 1})
+    assert len({tuple(s) for s in sets}) > 1
+    with pytest.raises(ValueError, match="layer 1 holds 4 of the heads to match but only 0 others"):
+        random_head_sets(3, 4, [(1, h) for h in range(4)], draws=1, seed=0)
+    with pytest.raises(ValueError, match="layer 3 is outside"):
+        random_head_sets(3, 4, [(3, 0)], draws=1, seed=0)
 
 
 def _order_table(ranked):
@@ -84,6 +120,7 @@ def test_order_mask_specs():
     assert [s.kind for s in specs] == ["none", "order", "random", "random", "random"]
     assert specs[1].dropped == ((0, 3), (2, 1))
     assert all(len(s.dropped) == 2 and not set(s.dropped) & {(0, 3), (2, 1)} for s in specs[2:])
+    assert all(sorted(l for l, _ in s.dropped) == [0, 2] for s in specs[2:])  # depth-matched: the order heads' layers
 
 
 def _effects():
@@ -131,8 +168,39 @@ def test_masking_comparison_by_hand():
     assert shift["p_value"] == pytest.approx(1 / 3)  # no draw as insensitive as the order heads
     assert shift["difference"] == pytest.approx(-1 / 3 - shift["random_mean"])
     assert shift["difference_lo"] <= shift["difference"] <= shift["difference_hi"]
+    assert tv["interval"].tolist() == ["pairs", "pairs", "draws and pairs"] and shift["control"] == CONTROL
     draws = draw_table(_effects())
     assert draws["kind"].tolist() == ["none", "order", "random", "random"]
+
+
+def _constant_draws(draw_values, n_examples=30, seed=0):
+    """Effects whose examples vary a little and whose random draws vary as given (each the same on every example)."""
+    rng = np.random.default_rng(seed)
+    rows = {"none": rng.normal(0.5, 0.01, n_examples), "order": rng.normal(0.1, 0.01, n_examples)}
+    rows.update({f"random-d{d}": np.full(n_examples, v) for d, v in enumerate(draw_values)})
+    return pd.DataFrame([{"mask_id": m, "kind": m.split("-")[0], "example": e, "tv": v, "shift": -v}
+                         for m, values in rows.items() for e, v in enumerate(values)])
+
+
+def test_masking_comparison_resamples_the_draws():
+    effects = _constant_draws(np.linspace(0.0, 1.0, 10))
+    conditions, tests = masking_comparison(effects, n_boot=500, seed=3)
+    rand = conditions.set_index(["measure", "condition"]).loc[("tv", "random heads")]
+    wide = effects.pivot(index="mask_id", columns="example", values="tv")
+    random, order = wide.filter(like="random", axis=0).to_numpy(), wide.loc["order"].to_numpy()
+    w = bootstrap_weights(30, 500, 3)
+    pairs_only = np.quantile(w @ random.mean(axis=0) / 30, [0.025, 0.975])  # the draws' spread is invisible here
+    assert rand["hi"] - rand["lo"] > 0.2 > pairs_only[1] - pairs_only[0]
+    assert rand["value"] == pytest.approx(0.5)
+    diffs = boot_means(order, w, 3) - boot_means(random, w, 3)  # the same two-stage replicates
+    test = tests.set_index("measure").loc["tv"]
+    assert (test["difference_lo"], test["difference_hi"]) == pytest.approx(tuple(np.quantile(diffs, [0.025, 0.975])))
+    one = _constant_draws([0.4]).replace({"mask_id": {"order": "random-d0", "random-d0": "order"}})
+    one["kind"] = one["mask_id"].str.split("-").str[0]  # the one random draw now varies over examples
+    single = masking_comparison(one, n_boot=500, seed=3)[0].set_index(["measure", "condition"])
+    single = single.loc[("tv", "random heads")]
+    by_pairs = np.quantile(w @ one[one["kind"] == "random"]["tv"].to_numpy() / 30, [0.025, 0.975])
+    assert (single["lo"], single["hi"]) == pytest.approx(tuple(by_pairs)) and single["interval"] == "pairs"
 
 
 def test_case_table_patterns_and_pick():

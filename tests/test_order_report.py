@@ -41,8 +41,11 @@ def _comparison(order_tv: float, draws: int, p: float, diff_hi: float):
 def test_verdict_masking_cases():
     text = verdict_masking(*_comparison(0.05, 30, 1 / 31, -0.1), k=7)
     assert "markedly less sensitive" in text and "a cut of 75%" in text and "0 of the 30 random draws" in text
-    assert "p = 0.032" in text
-    assert "too few" in verdict_masking(*_comparison(0.05, 5, 1 / 6, -0.1), k=7)
+    assert "p = 0.032" in text and "random other heads of the same layers masked (depth-matched" in text
+    assert "cannot be decided with 5 draws" in verdict_masking(*_comparison(0.05, 5, 1 / 6, -0.1), k=7)
+    assert "cannot be decided with 19 draws" in verdict_masking(*_comparison(0.05, 19, 1 / 20, -0.1), k=7)  # p = 0.05
+    assert "markedly less sensitive" in verdict_masking(*_comparison(0.05, 20, 1 / 21, -0.1), k=7)
+    assert "cannot be decided" in verdict_masking(*_comparison(0.19, 5, 0.8, 0.02), k=7)  # whatever the direction
     assert "some random draws do as much" in verdict_masking(*_comparison(0.15, 30, 0.3, -0.01), k=7)
     assert "does **not**" in verdict_masking(*_comparison(0.19, 30, 0.8, 0.02), k=7)
 

@@ -151,7 +151,7 @@ def test_sweeps_twice_and_sharded_give_byte_identical_tables(tmp_path):
     for shard in range(3):
         run_sweep(model, encoded, specs, tmp_path / "sharded", shard=shard, n_shards=3, progress=False)
     files = sorted(p.name for p in (tmp_path / "a" / "masks").glob("*.csv"))
-    assert len(files) == len(specs)
+    assert len(files) == len(specs) + 1  # the sweep adds the unmasked model
     for name in files:
         a = (tmp_path / "a" / "masks" / name).read_bytes()
         assert a == (tmp_path / "b" / "masks" / name).read_bytes() == (tmp_path / "sharded" / "masks" / name).read_bytes()
@@ -169,43 +169,71 @@ def test_a_sweep_folder_of_another_plan_is_refused(tmp_path):
 
 # --- interruption -----------------------------------------------------------------------------------------
 
+# A killed child is first frozen at a known point (it touches a marker file, then sleeps until killed), so the
+# kill lands part-way through the work however fast the machine is.
+FREEZE = """
+import time
+from pathlib import Path
+
+def freeze_after(module, name, calls, marker, counts=lambda *args: True):
+    # module.name runs as usual, but after its calls-th counted call it touches marker and sleeps until killed
+    original, seen = getattr(module, name), []
+    def frozen(*args, **kwargs):
+        result = original(*args, **kwargs)
+        if counts(*args):
+            seen.append(1)
+            if len(seen) == calls:
+                Path(marker).touch()
+                while True:
+                    time.sleep(1)
+        return result
+    setattr(module, name, frozen)
+"""
+
 SWEEP_SCRIPT = """
 import sys, numpy as np, torch
 torch.set_num_threads(1)
 sys.path.insert(0, {tests!r})
 from conftest import tiny_bert
+from headlab import sweep
 from headlab.evaluate import Encoded
-from headlab.sweep import random_share_specs, run_sweep
 rng = np.random.default_rng(0)
-ids = [[2] + rng.integers(5, 50, size=rng.integers(20, 30)).tolist() + [3] for _ in range(400)]
-enc = Encoded(ids, [[0] * len(x) for x in ids], rng.integers(1, 6, size=400), 0)
-run_sweep(tiny_bert(), enc, random_share_specs(3, 4, [0.25, 0.5, 0.75], 10, seed=0), {out!r}, batch_size=8, progress=False)
+ids = [[2] + rng.integers(5, 50, size=rng.integers(5, 20)).tolist() + [3] for _ in range(60)]
+enc = Encoded(ids, [[0] * len(x) for x in ids], rng.integers(1, 6, size=60), 0)
 """
+RUN_SWEEP = ("sweep.run_sweep(tiny_bert(), enc, sweep.random_share_specs(3, 4, [0.25, 0.5, 0.75], 10, seed=0), {out!r}, "
+             "batch_size=8, progress=False)\n")
+# frozen right after the third mask's file is in place
+FREEZE_SWEEP = "freeze_after(sweep, '_atomic_write', 3, {marker!r}, counts=lambda path, text: path.parent.name == 'masks')\n"
 
 
-def _run_until(script: str, ready, sig) -> subprocess.Popen:
+def _run_frozen(script: str, marker: Path, sig) -> None:
+    """Start ``script``, wait until it has frozen (``marker`` exists), send it ``sig``."""
     # a shell that starts the suite in the background has SIGINT ignored, and children inherit that: restore it
     proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 120
-    while not ready() and time.time() < deadline and proc.poll() is None:
+    while not marker.exists() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.02)
     proc.send_signal(sig)
     proc.wait(timeout=60)
-    return proc
+    assert marker.exists() and proc.returncode != 0, "the child did not freeze part-way and die of the signal"
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
 def test_a_killed_sweep_resumes_to_the_same_table(tmp_path, sig):
     tests = str(REPO / "tests")
-    killed, clean = tmp_path / "killed", tmp_path / "clean"
+    killed, clean, marker = tmp_path / "killed", tmp_path / "clean", tmp_path / "frozen"
     masks = killed / "masks"
-    proc = _run_until(SWEEP_SCRIPT.format(tests=tests, out=str(killed)),
-                      lambda: masks.exists() and len(list(masks.glob("*.csv"))) >= 3, sig)
-    done_before = len(list(masks.glob("*.csv")))
-    assert proc.returncode != 0 and 3 <= done_before < 30, "the sweep was not interrupted part-way"
-    subprocess.run([sys.executable, "-c", SWEEP_SCRIPT.format(tests=tests, out=str(killed))], cwd=REPO, check=True)
-    subprocess.run([sys.executable, "-c", SWEEP_SCRIPT.format(tests=tests, out=str(clean))], cwd=REPO, check=True)
+    _run_frozen(SWEEP_SCRIPT.format(tests=tests) + FREEZE + FREEZE_SWEEP.format(marker=str(marker))
+                + RUN_SWEEP.format(out=str(killed)), marker, sig)
+    done = {p.name: p.stat().st_ino for p in masks.glob("*.csv")}
+    assert len(done) == 3
+    subprocess.run([sys.executable, "-c", SWEEP_SCRIPT.format(tests=tests) + RUN_SWEEP.format(out=str(killed))],
+                   cwd=REPO, check=True)
+    assert {name: (masks / name).stat().st_ino for name in done} == done  # resumed: the 3 done masks not redone
+    subprocess.run([sys.executable, "-c", SWEEP_SCRIPT.format(tests=tests) + RUN_SWEEP.format(out=str(clean))],
+                   cwd=REPO, check=True)
     pd.testing.assert_frame_equal(load_sweep(killed), load_sweep(clean))
     assert not list(masks.glob(".*tmp"))  # no half-written file left behind
 
@@ -213,27 +241,32 @@ def test_a_killed_sweep_resumes_to_the_same_table(tmp_path, sig):
 FINETUNE_SCRIPT = """
 import torch
 torch.set_num_threads(1)
-from headlab.finetune import FinetuneConfig, finetune
-finetune(FinetuneConfig(model={model!r}, data={data!r}, epochs=4, train_limit=160, batch_size=4, seed=1), progress=False)
+from headlab import finetune
 """
+RUN_FINETUNE = ("finetune.finetune(finetune.FinetuneConfig(model={model!r}, data={data!r}, epochs=4, train_limit=160, "
+                "batch_size=4, seed=1), progress=False)\n")
+# frozen as epoch 2 begins (its batches are drawn once per epoch), with epoch 1's state saved
+FREEZE_FINETUNE = "freeze_after(finetune, 'length_bucketed_batches', 2, {marker!r})\n"
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
-def test_a_killed_fine_tune_resumes_to_the_same_weights(fresh_cache, tiny_model_folder, pairs_file, sig):
-    script = FINETUNE_SCRIPT.format(model=str(tiny_model_folder), data=str(pairs_file))
+def test_a_killed_fine_tune_resumes_to_the_same_weights(fresh_cache, tiny_model_folder, pairs_file, tmp_path, sig):
+    run = RUN_FINETUNE.format(model=str(tiny_model_folder), data=str(pairs_file))
     config = FinetuneConfig(model=str(tiny_model_folder), data=str(pairs_file), epochs=4, train_limit=160,
                             batch_size=4, seed=1)
     out = checkpoint_dir(config)
     state = out.with_name(out.name + ".partial") / "state.pt"
-    proc = _run_until(script, state.exists, sig)
-    assert proc.returncode != 0 and not is_complete(out), "fine-tuning was not interrupted part-way"
-    subprocess.run([sys.executable, "-c", script], cwd=REPO, check=True, env=os.environ)
+    marker = tmp_path / "frozen"
+    _run_frozen(FINETUNE_SCRIPT + FREEZE + FREEZE_FINETUNE.format(marker=str(marker)) + run, marker, sig)
+    assert state.exists() and not is_complete(out)
+    assert torch.load(state, weights_only=True)["epoch"] == 0  # epoch 1 of 4 done
+    subprocess.run([sys.executable, "-c", FINETUNE_SCRIPT + run], cwd=REPO, check=True, env=os.environ)
     assert is_complete(out)
     resumed = (out / "model.safetensors").read_bytes()
     import shutil
 
     shutil.rmtree(out)
-    subprocess.run([sys.executable, "-c", script], cwd=REPO, check=True, env=os.environ)
+    subprocess.run([sys.executable, "-c", FINETUNE_SCRIPT + run], cwd=REPO, check=True, env=os.environ)
     assert (out / "model.safetensors").read_bytes() == resumed
 
 

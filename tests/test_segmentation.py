@@ -2,13 +2,14 @@ import numpy as np
 import pytest
 from conftest import tiny_bert
 
+from headlab.evaluate import Encoded
 from headlab.model import load_tokenizer
 from headlab.segmentation import (baselines, boundary_data, boundary_example, boundary_examples, boundary_features,
-                                  encode_segmented,
+                                  encode_segmented, encode_segmented_examples,
                                   gold_word_ends_from_segmentation, greedy_oracle_heads, group_split,
                                   head_boundary_scores, held_out_best_head, multi_token_words, oracle_union, probe,
-                                  readable_examples, rule_predictions, segment_word_ends, shuffled_union_control,
-                                  wordpiece_word_ends)
+                                  readable_examples, rule_positions, rule_predictions, segment_word_ends,
+                                  shuffled_union_control, wordpiece_word_ends)
 
 
 @pytest.fixture(scope="module")
@@ -71,16 +72,65 @@ def _maps_with_rule(gold: np.ndarray, inverse: bool = False) -> tuple[np.ndarray
 def test_rule_predictions_and_features():
     gold = np.array([False, True, True, False, False, True])
     maps, seps, scored = _maps_with_rule(gold)
-    pred = rule_predictions(maps, seps, scored)
-    assert pred.shape == (1, 2, 6)
-    # the inverse head is wrong everywhere but on the token before [SEP], which has no next character
-    assert head_boundary_scores(pred, gold)["accuracy"].tolist() == [1.0, pytest.approx(1 / 6)]
-    inner = rule_predictions(maps, seps, scored[:-1])
-    assert head_boundary_scores(inner, gold[:-1])["accuracy"].tolist() == [1.0, 0.0]
-    feats = boundary_features(maps, seps, scored)
-    assert feats.shape == (6, 2)
-    np.testing.assert_allclose(feats[:, 0], np.where(gold, 0.9, -0.9))
-    assert feats[-1, 1] == pytest.approx(0.9) and pred[0, 1, -1]
+    # the token before [SEP] has no next token: the inverse head would be right there for free
+    for read in (rule_predictions, boundary_features):
+        with pytest.raises(ValueError, match=r"right before \[SEP\]"):
+            read(maps, seps, scored)
+    inner = scored[:-1]
+    pred = rule_predictions(maps, seps, inner)
+    assert pred.shape == (1, 2, 5)
+    assert head_boundary_scores(pred, gold[:-1])["accuracy"].tolist() == [1.0, 0.0]
+    feats = boundary_features(maps, seps, inner)
+    assert feats.shape == (5, 2)
+    np.testing.assert_allclose(feats[:, 0], np.where(gold[:-1], 0.9, -0.9))
+
+
+def test_rule_positions_leave_out_the_last_token_of_each_segment():
+    _, content = wordpiece_word_ends(["[CLS]", "play", "##ing", "cat", "[SEP]", "token", "##s", "[SEP]"])
+    scored, before_sep = rule_positions(content)
+    assert scored.tolist() == [1, 2, 5] and before_sep.tolist() == [3, 6]
+    _, content = segment_word_ends(["[CLS]", "中", "国", "[SEP]", "人", "[SEP]"], [["中国"], ["人"]])
+    assert [p.tolist() for p in rule_positions(content)] == [[1], [2, 4]]  # a one-token segment has nothing scored
+
+
+def _next_token_maps(ids: list[int]) -> np.ndarray:
+    """(1 layer, 2 heads, T, T): head 0 attends to the next token from every token, head 1 to the last [SEP]."""
+    n = len(ids)
+    maps = np.zeros((1, 2, n, n))
+    maps[0, 0, np.arange(n), np.minimum(np.arange(n) + 1, n - 1)] = 1.0
+    maps[0, 1, :, n - 1] = 1.0
+    return maps
+
+
+@pytest.fixture
+def next_token_heads(monkeypatch):
+    """Hand-made attention instead of a model's: :func:`_next_token_maps` for every example."""
+    def attention_maps(model, encoded, indices=None, **kwargs):
+        for example in range(len(encoded)) if indices is None else indices:
+            yield example, _next_token_maps(encoded.input_ids[example])
+
+    monkeypatch.setattr("headlab.segmentation.attention_maps", attention_maps)
+
+
+def test_no_free_hit_before_sep_for_the_heads_or_the_probe(tokenizer, next_token_heads):
+    """Before [SEP], a head that always attends to the next token attends to that [SEP]: the old rule called a word
+    end there, always right. Those tokens are left out of the calls and of the probe's rows, and counted."""
+    ids = tokenizer("playing cat", "tokenization")["input_ids"]
+    assert tokenizer.convert_ids_to_tokens(ids) == ["[CLS]", "playing", "cat", "[SEP]", "token", "##ization", "[SEP]"]
+    wordpiece = boundary_data(None, Encoded([ids], [[0] * len(ids)], np.zeros(1), 0), tokenizer)
+    assert wordpiece.gold.tolist() == [True, False]  # playing, token; cat and ##ization left out
+    assert wordpiece.excluded_multi.tolist() == [False, True]  # ##ization belongs to a word of two tokens
+    chinese = encode_segmented_examples(ToyTokenizer(), [[["ab", "c"], ["中", "国人"]], [["abcd"]]])
+    characters = boundary_data(None, chinese.encoded, ToyTokenizer(), segments=chinese.segments)
+    assert characters.gold.tolist() == [False, True, True, False, False, False, False]  # a b 中 国 | a b c
+    assert characters.groups.tolist() == [0, 0, 0, 0, 1, 1, 1]
+    assert characters.excluded_multi.tolist() == [False, True, True]  # c, 人, d
+    for data in (wordpiece, characters):
+        assert not data.pred[0, 0].any()  # the next-token head says "inside a word" on every scored token
+        assert data.pred[0, 1].all()
+        assert data.features.shape == (len(data.gold), 2)  # one probe row per scored token, none for the left out
+        np.testing.assert_allclose(data.features[:, 0], -1.0)
+        np.testing.assert_allclose(data.features[:, 1], 1.0)
 
 
 def test_head_boundary_scores_by_hand():
@@ -147,8 +197,10 @@ class ToyTokenizer:
     all_special_tokens = ["[PAD]", "[CLS]", "[SEP]", "[UNK]"]
     sep_token_id, pad_token_id, unk_token = 2, 0, "[UNK]"
 
-    def __call__(self, text, **kwargs):
-        ids = [1] + [self.vocab.index(c) if c in self.vocab else 3 for c in text if c != "?"] + [2]
+    def __call__(self, *texts, **kwargs):
+        ids = [1]
+        for text in texts:
+            ids += [self.vocab.index(c) if c in self.vocab else 3 for c in text if c != "?"] + [2]
         return {"input_ids": ids, "token_type_ids": [0] * len(ids)}
 
     def convert_ids_to_tokens(self, ids):
@@ -173,29 +225,32 @@ def test_boundary_data_and_example_agree_on_a_tiny_model():
     sentences = [["中国", "人"], ["ab", "c", "d"], ["abcd"]]
     data_set = encode_segmented(tok, sentences)
     data = boundary_data(tiny_bert(), data_set.encoded, tok, segments=data_set.segments, batch_size=2)
-    assert data.pred.shape == (3, 4, 3 + 4 + 4) and data.features.shape == (11, 12)
-    assert data.gold.tolist() == [False, True, True, False, True, True, True, False, False, False, True]
-    assert data.multi.tolist() == [True, True, False, True, True, False, False, True, True, True, True]
-    assert data.groups.tolist() == [0] * 3 + [1] * 4 + [2] * 4
-    sub = data.subset(data.multi)
-    assert sub.pred.shape[-1] == sub.gold.size == sub.groups.size == 8 and sub.multi.all()
+    # the last token of each sentence (人, d, d) is left out
+    assert data.pred.shape == (3, 4, 2 + 3 + 3) and data.features.shape == (8, 12)
+    assert data.gold.tolist() == [False, True, False, True, True, False, False, False]
+    assert data.multi.tolist() == [True, True, True, True, False, True, True, True]
+    assert data.groups.tolist() == [0] * 2 + [1] * 3 + [2] * 3
+    assert data.excluded_multi.tolist() == [False, False, True]
+    sub = data.subset(data.multi, data.excluded_multi)
+    assert sub.pred.shape[-1] == sub.gold.size == sub.groups.size == 7 and sub.multi.all()
+    assert sub.excluded_multi.tolist() == [True]
     example = boundary_example(tiny_bert(), data_set.encoded, tok, 1, segments=data_set.segments)
     assert example.maps.shape == (3, 4, 6, 6) and example.tokens == ["[CLS]", "a", "b", "c", "d", "[SEP]"]
     head = example.table[(example.table["layer"] == 2) & (example.table["head"] == 1)]
-    assert head["token"].tolist() == ["a", "b", "c", "d"]
+    assert head["token"].tolist() == ["a", "b", "c"]
     assert head["predicted_end"].tolist() == data.pred[2, 1, data.groups == 1].tolist()
-    assert head["gold_end"].tolist() == [False, True, True, True]
+    assert head["gold_end"].tolist() == [False, True, True]
     assert (head["predicted_end"] == (head["to_sep"] > head["to_next"])).all()
     several = boundary_examples(tiny_bert(), data_set.encoded, tok, [2, 0], data_set.segments, first_head=(1, 3))
-    assert several["example"].tolist() == [2] * 48 + [0] * 36
+    assert several["example"].tolist() == [2] * 36 + [0] * 24
     assert several.iloc[0][["layer", "head", "position"]].tolist() == [1, 3, 1]
-    assert several.iloc[48][["layer", "head"]].tolist() == [1, 3]
+    assert several.iloc[36][["layer", "head"]].tolist() == [1, 3]
     assert readable_examples(data) == [2] and readable_examples(data, n=3) == [2, 0, 1]
-    assert readable_examples(data, n=2, max_tokens=3) == [0]
-    assert readable_examples(data, n=2, max_tokens=2) == [0, 1]  # none is that short: the shortest
+    assert readable_examples(data, n=2, max_tokens=2) == [0]
+    assert readable_examples(data, n=2, max_tokens=1) == [0, 1]  # none is that short: the shortest
     unknown = encode_segmented(tok, [["ax", "b"]])
     data = boundary_data(tiny_bert(), unknown.encoded, tok, segments=unknown.segments)
-    assert data.gold.tolist() == [False, True, True] and data.multi.tolist() == [True, True, False]
+    assert data.gold.tolist() == [False, True] and data.multi.tolist() == [True, True]
 
 
 def test_shuffled_union_control_reaches_the_oracle_by_chance():

@@ -1,3 +1,4 @@
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -65,6 +66,22 @@ def test_verdicts_state_the_baselines_and_the_oracle(results):
     assert "too few examples" in verdict_single_head(only_all)
 
 
+def test_left_out_tokens_are_counted_in_the_tables_and_the_verdict():
+    """The last token of each segment is in no score, not even the majority class's; tables and verdict count them."""
+    data = replace(_data(), excluded_multi=np.arange(160) % 4 == 0)  # two segments per example, 40 in multi-token words
+    results = score_segmentation(data, max_heads=2, control_draws=2, n_boot=50)
+    for table in (results.heads, results.baselines, results.comparison):
+        assert table.groupby("subset")["n_excluded"].unique().map(list).to_dict() == {ALL: [160], MULTI: [40]}
+    base = results.baselines.set_index(["subset", "baseline"])
+    assert base.loc[(ALL, "majority class"), "n_tokens"] == len(data.gold)
+    assert base.loc[(ALL, "always word end"), "accuracy"] == pytest.approx(data.gold.mean())  # not raised by the 160
+    single = verdict_single_head(results.comparison)
+    assert "the last of its segment (160 tokens, 40 of them in multi-token words)" in single
+    only_all = verdict_single_head(results.comparison[results.comparison["subset"] == ALL])
+    assert "(160 tokens)" in only_all
+    assert "Not scored" not in verdict_single_head(results.comparison.iloc[:0])
+
+
 def test_best_head_prefers_multi_token_words(results):
     assert best_head(results.heads) == (0, 1)
     assert best_head(results.heads[results.heads["subset"] == ALL]) in {(0, 0), (0, 1)}
@@ -115,4 +132,7 @@ def test_score_corpus_saves_one_set_of_tables_per_corpus():
     assert set(saved) == {f"segmentation_{t}_eval-jieba" for t in ("heads", "baselines", "union", "comparison")}
     assert saved["segmentation_heads_eval-jieba"] is results.heads
     assert data.pred.shape[:2] == (3, 4)  # every layer and head of the tiny model read
-    assert len(data.gold) == sum(len("".join(q + t)) for q, t in zip(queries, titles))  # every character scored once
+    # every character scored once, but the last of each query and each title
+    assert len(data.gold) == sum(len(q + t) - 2 for q, t in zip(queries, titles))
+    comparison = saved["segmentation_comparison_eval-jieba"]
+    assert (comparison.loc[comparison["subset"] == ALL, "n_excluded"] == 2 * len(queries)).all()

@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from headlab.stats import bootstrap_weights, by_interval, holm, mcnemar, mean_interval, relative_change
+from headlab.stats import (boot_means, bootstrap_weights, by_interval, draw_counts, equivalent, holm, mcnemar,
+                           mean_interval, relative_change)
 
 
 def test_bootstrap_weights_resample_n_examples_each_and_repeat_with_the_seed():
@@ -47,3 +48,44 @@ def test_mean_interval_widens_with_spread_and_needs_two_draws():
 def test_by_interval_names_the_side_of_zero():
     words = ("up", "down", "unclear")
     assert [by_interval(lo, hi, *words) for lo, hi in ((0.1, 0.2), (-0.2, -0.1), (-0.1, 0.1))] == list(words)
+
+
+def test_random_draws_widen_the_interval_two_stage_bootstrap():
+    """Which heads were drawn is chance too: draws that disagree must widen the interval, not vanish in their mean."""
+    rng = np.random.default_rng(1)
+    base = (rng.random(600) < 0.6).astype(int)
+    draws = np.tile(base, (10, 1))
+    for d in range(5):  # half the draws lose 120 right answers, half lose none
+        draws[d, np.flatnonzero(base)[:120]] = 0
+    two_stage = relative_change(draws, base, n_boot=1000)
+    pairs_only = relative_change(draws.mean(axis=0), base, n_boot=1000)
+    assert two_stage["rel_change"] == pytest.approx(pairs_only["rel_change"])
+    assert two_stage["interval"] == "draws and pairs" and pairs_only["interval"] == "pairs"
+    assert (two_stage["hi"] - two_stage["lo"]) > 2 * (pairs_only["hi"] - pairs_only["lo"])
+    assert two_stage["lo"] < two_stage["lo90"] < two_stage["rel_change"] < two_stage["hi90"] < two_stage["hi"]
+
+
+def test_one_draw_is_the_paired_bootstrap_and_identical_draws_add_no_width():
+    rng = np.random.default_rng(2)
+    base = (rng.random(300) < 0.5).astype(int)
+    masked = base.copy()
+    masked[:40] = 1
+    one = relative_change(masked, base, n_boot=400)
+    same = relative_change(np.tile(masked, (7, 1)), base, n_boot=400)
+    assert (one["lo"], one["hi"]) == (same["lo"], same["hi"])
+    counts = draw_counts(7, 400, seed=0)
+    assert counts.shape == (400, 7) and (counts.sum(axis=1) == 7).all() and draw_counts(1, 5, 0).tolist() == [[1]] * 5
+
+
+def test_boot_means_resamples_draws_and_pairs_with_the_given_weights():
+    values = np.array([[1.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.0, 1.0]])
+    w = bootstrap_weights(4, 300, seed=0)
+    means = boot_means(values, w, draw_seed=0)
+    assert means.shape == (300,) and 0 <= means.min() and means.max() <= 1
+    np.testing.assert_allclose(boot_means(values[:1], w, 0), w @ values[0] / 4)
+
+
+def test_equivalence_needs_the_whole_90_percent_interval_inside_the_margin():
+    assert equivalent(-0.01, 0.015, margin=0.02)
+    assert not equivalent(-0.03, 0.01, margin=0.02)  # cannot exclude a 3% loss: no claim of "no effect"
+    assert not equivalent(0.0, 0.02, margin=0.02)

@@ -55,30 +55,32 @@ def toy_sweep(matching, randoms, lower, keep_matching, keeps):
 
 def test_tables_of_a_strong_matching_effect():
     randoms = [[1, 1, 1, 1, 0, 0], [1, 1, 1, 0, 0, 1], [1, 1, 0, 1, 1, 0]]  # all at 4/6: no change
-    per_example, plan, base = toy_sweep(matching=[1, 0, 0, 0, 0, 0], randoms=randoms, lower=[0] * 6,
+    per_example, plan, _ = toy_sweep(matching=[1, 0, 0, 0, 0, 0], randoms=randoms, lower=[0] * 6,
                                         keep_matching=[1, 1, 1, 0, 0, 0], keeps=[[1, 0, 0, 0, 0, 0]] * 2)
-    table = condition_table(per_example, plan, base, k=5, n_boot=300).set_index("condition")
+    table = condition_table(per_example, plan, k=5, n_boot=300).set_index("condition")
     assert table.loc["matching", "rel_change"] == pytest.approx(1 / 4 - 1)
     assert table.loc["random", "rel_change"] == pytest.approx(0) and table.loc["random", "n_draws"] == 3
     assert np.isnan(table.loc["random", "p_mcnemar"]) and table.loc["matching", "p_mcnemar"] == pytest.approx(0.25)
     assert table.loc["lower_but_matching", "kept"] == pytest.approx(0.75)
     assert table.loc["matching", "study"] == -0.524 and table.loc["matching", "label"] == "the 5 term-matching heads"
-    draws = draw_table(per_example, plan, base, k=5)
+    draws = draw_table(per_example, plan, k=5)
     assert len(draws) == len(plan) and draws.set_index("mask_id").loc["lower", "rel_change"] == -1
-    comparison = random_comparison(per_example, plan, base, k=5).set_index(["tested", "reference"])
+    comparison = random_comparison(per_example, plan, k=5).set_index(["tested", "reference"])
     assert comparison.loc[("matching", "random_lower"), "n_as_extreme"] == 0
     assert comparison.loc[("matching", "random_lower"), "p_empirical"] == pytest.approx(1 / 4)
     keep = comparison.loc[("lower_but_matching", "lower_but_random")]
     assert keep["n_as_extreme"] == 0 and keep["p_empirical"] == pytest.approx(1 / 3)
-    text = verdict(condition_table(per_example, plan, base, k=5, n_boot=300),
-                   random_comparison(per_example, plan, base, k=5))
+    text = verdict(condition_table(per_example, plan, k=5, n_boot=300),
+                   random_comparison(per_example, plan, k=5))
     assert "**no: masking them costs no accuracy" in text  # 6 examples: McNemar p = 0.25
     assert "keeps 75%" in text
+    # 2 keep draws: p can never go below 1/3, so that comparison says it cannot be decided
+    assert "**cannot be decided with 2 draws** (the smallest possible p is 0.33), raise KEEP_DRAWS" in text
 
 
 def test_verdict_says_far_more_only_with_enough_draws_and_a_clear_loss():
     table = pd.DataFrame([{"condition": "matching", "label": "the 5 term-matching heads", "n_heads": 5,
-                           "rel_change": -0.5, "lo": -0.6, "hi": -0.4, "n_draws": 1, "draw_lo": -0.5,
+                           "rel_change": -0.5, "lo": -0.6, "hi": -0.4, "lo90": -0.58, "hi90": -0.42, "n_draws": 1, "draw_lo": -0.5,
                            "draw_hi": -0.5, "p_mcnemar": 1e-6, "study": -0.524, "kept": 0.5}])
     comparison = pd.DataFrame([{"tested": "matching", "reference": "random_lower",
                                 "reference_label": "5 random heads of the lower half", "reference_mean": -0.05,
@@ -87,10 +89,21 @@ def test_verdict_says_far_more_only_with_enough_draws_and_a_clear_loss():
     assert "matter far more than random heads here" in verdict(table, comparison)
     assert "contains the study's number" in verdict(table, comparison)
     few = comparison.assign(n_draws=3, p_empirical=0.25)
-    assert "with 3 draws the smallest possible p is 0.25" in verdict(table, few)
-    null = table.assign(rel_change=-0.01, lo=-0.05, hi=0.03, p_mcnemar=0.6)
+    assert "**cannot be decided with 3 draws** (the smallest possible p is 0.25) (raise DRAWS)" in verdict(table, few)
+    null = table.assign(rel_change=-0.01, lo=-0.05, hi=0.03, lo90=-0.04, hi90=0.02, p_mcnemar=0.6)
     assert "**no: masking them costs no accuracy" in verdict(null, comparison.assign(n_as_extreme=30,
                                                                                        p_empirical=31 / 41))
+
+
+def test_the_studys_zero_for_random_heads_is_tested_as_equivalence():
+    row = {"condition": "random", "label": "5 random heads", "n_heads": 5, "rel_change": 0.0, "n_draws": 20,
+           "draw_lo": -0.01, "draw_hi": 0.01, "p_mcnemar": np.nan, "study": 0.0, "kept": 1.0}
+    empty = pd.DataFrame(columns=["tested", "reference"])
+    narrow = pd.DataFrame([{**row, "lo": -0.012, "hi": 0.011, "lo90": -0.01, "hi90": 0.009}])
+    assert "**no change**: the 90% interval lies within ±2% (equivalence)" in verdict(narrow, empty)
+    wide = pd.DataFrame([{**row, "lo": -0.06, "hi": 0.05, "lo90": -0.05, "hi90": 0.04}])
+    text = verdict(wide, empty)  # contains zero, yet a 5% loss is not excluded: no claim of "no change"
+    assert "but not shown to be none either (the 90% interval [-5.0%, +4.0%] reaches past ±2%)" in text
 
 
 def test_head_roles_are_computed_once_then_loaded(tmp_path, monkeypatch):
@@ -123,10 +136,10 @@ def test_term_matching_sweep_on_a_tiny_model(tmp_path):
     specs = term_matching_specs(4, 4, [(0, 1), (1, 2)], draws=2, keep_draws=2, seed=0)
     per_example = run_sweep(setup.model, setup.encoded, specs, setup.study.sweep_dir("tm", specs), progress=False)
     plan = plan_table(specs)
-    table = condition_table(per_example, plan, setup.base_correct, k=2, n_boot=50)
+    table = condition_table(per_example, plan, k=2, n_boot=50)
     assert table["condition"].tolist() == list(term_matching.CONDITIONS)
     assert table.set_index("condition").loc["none", "rel_change"] == 0
-    assert len(random_comparison(per_example, plan, setup.base_correct, k=2)) == 3
+    assert len(random_comparison(per_example, plan, k=2)) == 3
 
 
 def test_placement_against_the_study_layers():
