@@ -28,6 +28,17 @@ def tiny_mpnet(attn: str = "eager", seed: int = 0):
     return MPNetForSequenceClassification(config).eval()
 
 
+def random_encoded(n: int = 40, seed: int = 0, longest: int = 12):
+    """``n`` random pairs of ``[2] ids [3]`` (3 to ``longest - 1`` ids) with random grades, for the tiny models."""
+    import numpy as np
+
+    from headlab.evaluate import Encoded
+
+    rng = np.random.default_rng(seed)
+    ids = [[2] + rng.integers(5, 50, size=rng.integers(3, longest)).tolist() + [3] for _ in range(n)]
+    return Encoded(ids, [[0] * len(x) for x in ids], rng.integers(1, 6, size=n), 0)
+
+
 @pytest.fixture
 def batch():
     torch.manual_seed(1)

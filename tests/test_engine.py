@@ -2,16 +2,10 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import tiny_bert, tiny_mpnet
+from conftest import random_encoded, tiny_bert, tiny_mpnet
 from headlab.engine import MaskEngine, first_masked_layer
-from headlab.evaluate import Encoded, predict
+from headlab.evaluate import predict
 from headlab.masking import encoder_layers
-
-
-def _encoded(n=11, seed=0):
-    rng = np.random.default_rng(seed)
-    ids = [[2] + rng.integers(5, 50, size=rng.integers(3, 12)).tolist() + [3] for _ in range(n)]
-    return Encoded(ids, [[0] * len(x) for x in ids], rng.integers(1, 6, size=n), 0)
 
 
 def _masks(layers=3, heads=4):
@@ -37,7 +31,7 @@ def test_first_masked_layer():
 
 @pytest.mark.parametrize("make", [tiny_bert, tiny_mpnet])
 def test_layer_reuse_gives_the_same_probabilities_as_full_forward_passes(make):
-    model, encoded = make(), _encoded()
+    model, encoded = make(), random_encoded(11)
     full = [predict(model, encoded, mask=mask, batch_size=4) for mask in _masks()]  # before the engine touches it
     engine = MaskEngine(model, encoded, batch_size=4)
     fast = engine.probabilities(_masks())
@@ -53,14 +47,14 @@ def test_the_layers_compute_again_after_a_replay(make):
     model = make()
     masks = _masks()
     assert max(first_masked_layer(m) for m in masks) == 3  # the unmasked mask replays every layer
-    MaskEngine(model, _encoded(), batch_size=4).probabilities(masks)
+    MaskEngine(model, random_encoded(11), batch_size=4).probabilities(masks)
     assert all("forward" not in vars(layer) for layer in encoder_layers(model))
-    other = _encoded(n=7, seed=1)
+    other = random_encoded(7, seed=1)
     np.testing.assert_array_equal(predict(model, other, batch_size=4), predict(make(), other, batch_size=4))
 
 
 def test_several_masks_per_pass_match_one_at_a_time():
-    model, encoded = tiny_bert(), _encoded()
+    model, encoded = tiny_bert(), random_encoded(11)
     one = MaskEngine(model, encoded, batch_size=4).probabilities(_masks())
     many = MaskEngine(model, encoded, batch_size=4, masks_per_pass=3).probabilities(_masks())
     for a, b in zip(one, many):
@@ -68,7 +62,7 @@ def test_several_masks_per_pass_match_one_at_a_time():
 
 
 def test_results_come_back_in_the_order_asked_whatever_the_processing_order():
-    model, encoded = tiny_bert(), _encoded()
+    model, encoded = tiny_bert(), random_encoded(11)
     masks = _masks()
     forward = MaskEngine(model, encoded, batch_size=4).probabilities(masks)
     backward = MaskEngine(model, encoded, batch_size=4).probabilities(masks[::-1])

@@ -13,7 +13,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel
 
-from conftest import tiny_bert
+from conftest import random_encoded, tiny_bert
 from headlab.evaluate import Encoded, encode
 from headlab.finetune import FinetuneConfig, checkpoint_dir, finetune, is_complete
 from headlab.model import ModelError, load_classifier, load_tokenizer, resolve_device, resolve_model
@@ -137,14 +137,8 @@ def test_fine_tuning_twice_gives_byte_identical_results(fresh_cache, tiny_model_
     assert (second / "model.safetensors").read_bytes() == weights
 
 
-def _tiny_encoded(n=40, seed=0):
-    rng = np.random.default_rng(seed)
-    ids = [[2] + rng.integers(5, 50, size=rng.integers(3, 15)).tolist() + [3] for _ in range(n)]
-    return Encoded(ids, [[0] * len(x) for x in ids], rng.integers(1, 6, size=n), 0)
-
-
 def test_sweeps_twice_and_sharded_give_byte_identical_tables(tmp_path):
-    model, encoded = tiny_bert(), _tiny_encoded()
+    model, encoded = tiny_bert(), random_encoded(longest=15)
     specs = single_head_specs(3, 4) + random_share_specs(3, 4, [0.25, 0.5], 2, seed=1)
     run_sweep(model, encoded, specs, tmp_path / "a", progress=False)
     run_sweep(model, encoded, specs, tmp_path / "b", progress=False)
@@ -159,7 +153,7 @@ def test_sweeps_twice_and_sharded_give_byte_identical_tables(tmp_path):
 
 
 def test_a_sweep_folder_of_another_plan_is_refused(tmp_path):
-    model, encoded = tiny_bert(), _tiny_encoded(10)
+    model, encoded = tiny_bert(), random_encoded(10, longest=15)
     run_sweep(model, encoded, single_head_specs(3, 4)[:2], tmp_path, progress=False)
     from headlab.sweep import SweepError
 
@@ -194,7 +188,7 @@ SWEEP_SCRIPT = """
 import sys, numpy as np, torch
 torch.set_num_threads(1)
 sys.path.insert(0, {tests!r})
-from conftest import tiny_bert
+from conftest import random_encoded, tiny_bert
 from headlab import sweep
 from headlab.evaluate import Encoded
 rng = np.random.default_rng(0)

@@ -3,23 +3,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import tiny_bert
+from conftest import random_encoded, tiny_bert
 from headlab import sweep as sweep_module
 from headlab.engine import MaskEngine
-from headlab.evaluate import Encoded, predict
+from headlab.evaluate import predict
 from headlab.sweep import (BASELINE, MaskSpec, PrecisionError, SweepError, plan_table, random_share_specs, run_sweep,
                            share_curve, single_head_specs, summarize)
 
 
-def _encoded(n=40, seed=0):
-    rng = np.random.default_rng(seed)
-    ids = [[2] + rng.integers(5, 50, size=rng.integers(3, 12)).tolist() + [3] for _ in range(n)]
-    return Encoded(ids, [[0] * len(x) for x in ids], rng.integers(1, 6, size=n), 0)
-
-
 def test_under_bf16_autocast_the_unmasked_change_is_exactly_zero(tmp_path):
     """Baseline and masked runs share the engine's precision: no precision difference counts as an effect."""
-    model, encoded = tiny_bert(), _encoded()
+    model, encoded = tiny_bert(), random_encoded()
     fp32 = predict(model, encoded, batch_size=8)
     specs = single_head_specs(3, 4)[:3]  # no "none" in the list: the sweep adds it
     per_example = run_sweep(model, encoded, specs, tmp_path, batch_size=8, progress=False, autocast=True)
@@ -34,7 +28,7 @@ def test_under_bf16_autocast_the_unmasked_change_is_exactly_zero(tmp_path):
 
 
 def test_a_precision_check_above_the_tolerance_stops_the_sweep(tmp_path):
-    model, encoded = tiny_bert(), _encoded()
+    model, encoded = tiny_bert(), random_encoded()
     tmp_path.mkdir(exist_ok=True)
     (tmp_path / "precision.csv").write_text("grade_agreement,max_prob_diff,n_examples\n0.95,0.2,40\n")
     with pytest.raises(PrecisionError, match=r"precision.csv: bf16 autocast changes 5.00% of the 40 unmasked"):
@@ -45,7 +39,7 @@ def test_a_precision_check_above_the_tolerance_stops_the_sweep(tmp_path):
 
 
 def test_masks_removing_the_same_heads_are_evaluated_once(tmp_path, monkeypatch):
-    model, encoded = tiny_bert(), _encoded(n=12)
+    model, encoded = tiny_bert(), random_encoded(n=12)
     evaluated = []
     real = MaskEngine.probabilities
     monkeypatch.setattr(MaskEngine, "probabilities", lambda self, masks: evaluated.extend(masks) or real(self, masks))
@@ -65,7 +59,7 @@ def test_a_share_with_one_possible_mask_gets_one_draw():
 
 
 def test_share_curves_measure_against_the_sweep_baseline_and_need_it(tmp_path):
-    model, encoded = tiny_bert(), _encoded(n=20)
+    model, encoded = tiny_bert(), random_encoded(n=20)
     specs = random_share_specs(3, 4, [0.25, 0.5], draws=3, seed=0)
     per_example = run_sweep(model, encoded, specs, tmp_path, batch_size=4, progress=False)
     plan = plan_table(specs)
