@@ -23,7 +23,8 @@ from headlab.masking import head_grid
 from headlab.roles import cls_profile, content_positions, paired_delta, shared_terms
 from headlab.segmentation import group_split
 from headlab.stats import bootstrap_weights, by_interval, mcnemar, relative_change
-from headlab.sweep import BASELINE, SweepError, baseline_spec, load_sweep, run_sweep, single_head_specs
+from headlab.sweep import (SweepError, baseline_correct, baseline_spec, correct_matrix, load_sweep, run_sweep,
+                           single_head_specs)
 
 GRID_SWEEP = "layer_dependence"  # the name of notebook 02's sweep, which holds every single-head mask
 SPREAD_METRICS = ["entropy", "shared_share", "content_mass"]
@@ -70,11 +71,10 @@ def single_head_correct(setup, progress: bool = True) -> tuple[pd.DataFrame, np.
 
 def _correct_matrix(per_example: pd.DataFrame, specs) -> tuple[pd.DataFrame, np.ndarray]:
     """The single-head rows of a sweep as a (layer, head) x example 0/1 table, and the unmasked row."""
-    table = per_example.pivot(index="mask_id", columns="example", values="correct")
     heads = [s for s in specs if s.kind == "head"]
-    correct = table.loc[[s.mask_id for s in heads]]
+    correct = correct_matrix(per_example).loc[[s.mask_id for s in heads]]
     correct.index = pd.MultiIndex.from_tuples([s.dropped[0] for s in heads], names=["layer", "head"])
-    return correct, table.loc[BASELINE].to_numpy()
+    return correct, baseline_correct(per_example)
 
 
 def selection_grid(correct: pd.DataFrame, base_correct: np.ndarray, select) -> pd.DataFrame:
