@@ -81,10 +81,12 @@ def halves_verdict(gap: pd.DataFrame, majority: float | None = None) -> str:
     if masked.empty:
         return "- No share above 0 was masked: nothing to compare."
     lower, upper = masked[masked["gap_lo"] > 0], masked[masked["gap_hi"] < 0]
-    if len(lower) and upper.empty:
-        head = f"**The lower half matters more here**: masking lower heads costs more at {len(lower)} of {len(masked)} shares"
-    elif len(upper) and lower.empty:
-        head = f"**The upper half matters more here**: masking upper heads costs more at {len(upper)} of {len(masked)} shares"
+    one_sided = [(w, c) for w, c, other in (("lower", lower, upper), ("upper", upper, lower)) if len(c) and other.empty]
+    if one_sided:  # "matters more" needs most shares, not one of them
+        which, costs = one_sided[0]
+        head = (f"**The {which} half matters more here**: masking {which} heads costs more at {len(costs)} of "
+                f"{len(masked)} shares, never less" if 2 * len(costs) > len(masked) else
+                f"**Only at {len(costs)} of {len(masked)} shares does the {which} half cost more** (never less)")
     elif len(lower):
         head = (f"**Neither half matters more throughout**: lower heads cost more at {len(lower)} shares, "
                 f"upper heads at {len(upper)}, of {len(masked)}")

@@ -50,6 +50,8 @@ def test_halves_verdict_when_the_halves_do_not_differ():
                 (0.5, 36, -0.30, -0.35, -0.25, -0.28, -0.33, -0.23, -0.04, 0.08)])
     text = halves_verdict(gap, majority=0.1)
     assert "**No difference between the halves is distinguishable from zero**" in text
+    one = gap.assign(gap_lo=[-0.03, 0.01])  # the lower half costs more at the whole half only: not "matters more"
+    assert "**Only at 1 of 2 shares does the lower half cost more** (never less)" in halves_verdict(one)
     assert "at 50%:" in text and "at or below that floor at 0 of these 1 points" in text and "**does not hold**" in text
     assert "Not tested" in halves_verdict(gap.iloc[:1])
 
