@@ -4,7 +4,8 @@ One concept per module: ``assets`` (pinned offline downloads), ``data`` (relevan
 (safe loading), ``masking`` (head masks as hooks), ``finetune`` (the classifier), ``evaluate`` (predictions
 and scores), ``stats`` (intervals and tests), ``sweep`` (many masks, resumable), ``study`` (the notebook
 parameters), ``charts`` (Altair figures), ``pretrain`` (the character-level Chinese BERT headlab trains), ``words``
-(words of a text, Chinese included).
+(words of a text, Chinese included), ``tuning``
+(fine-tuning settings chosen on the dev split).
 """
 __version__ = "0.1.0"
 
