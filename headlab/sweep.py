@@ -183,12 +183,13 @@ def run_sweep(model, encoded: Encoded, specs: list[MaskSpec], out_dir, batch_siz
         same_heads: dict[tuple, list[MaskSpec]] = {}
         for spec in todo:
             same_heads.setdefault(tuple(sorted(spec.dropped)), []).append(spec)
-        groups = sorted(same_heads.values(), key=lambda g: first_masked_layer(g[0].keep(layers, heads)))
+        groups = [(group, group[0].keep(layers, heads)) for group in same_heads.values()]
+        groups.sort(key=lambda g: first_masked_layer(g[1]))  # so a chunk shares its reusable layers
         step = engine.masks_per_pass
         with tqdm(total=len(groups), desc=f"masks ({out_dir.name})", disable=not progress) as bar:
-            for start in range(0, len(groups), step):  # sorted, so a chunk shares its reusable layers
+            for start in range(0, len(groups), step):
                 chunk = groups[start : start + step]
-                for group, probs in zip(chunk, engine.probabilities([g[0].keep(layers, heads) for g in chunk])):
+                for (group, _), probs in zip(chunk, engine.probabilities([keep for _, keep in chunk])):
                     for spec in group:
                         table = per_example_table(spec.mask_id, probs, encoded.grades)
                         _atomic_write(_mask_file(out_dir, spec.mask_id), table.to_csv(index=False, float_format="%.6f"))
