@@ -22,7 +22,8 @@ from headlab.layer_dependence import STUDY_HIGH_HEAD_LAYER, STUDY_LAYERS, study_
 from headlab.masking import head_grid
 from headlab.roles import cls_profile, content_positions, paired_delta, shared_terms
 from headlab.segmentation import group_split
-from headlab.stats import bootstrap_weights, by_interval, mcnemar, relative_change
+from headlab.stats import (bootstrap_weights, by_interval, empirical_p, empirical_p_floor, mcnemar, relative_change,
+                           undecidable)
 from headlab.sweep import (SweepError, baseline_correct, baseline_spec, correct_matrix, load_sweep, run_sweep,
                            single_head_specs)
 
@@ -285,15 +286,14 @@ def spread_verdict(change: pd.DataFrame, control: pd.DataFrame | None, layer: in
     if control is not None and len(control):
         values = control["entropy_delta"].to_numpy()
         extreme = int(np.sum(values >= e["delta"]))
-        p = (1 + extreme) / (1 + len(values))
-        floor = 1 / (1 + len(values))
+        p = empirical_p(extreme, len(values))
+        floor = empirical_p_floor(len(values))
         if p < alpha:
             answer = "the matching heads shape this head's [CLS] row more than random lower heads do"
         elif floor < alpha:
             answer = "random lower heads shape this head's [CLS] row as much as the matching heads"
         else:
-            answer = (f"**cannot be decided with {len(values)} draws** (the smallest p they allow is {floor:.2g}; "
-                      "raise CONTROL_DRAWS)")
+            answer = undecidable(len(values), alpha) + " (raise CONTROL_DRAWS)"
         lines.append(f"- Masking {k} random heads of the lower half instead changes its entropy by "
                      f"{values.mean():+.3f} on average ({values.min():+.3f} to {values.max():+.3f} over "
                      f"{len(values)} draws); {extreme} of {len(values)} change it by {e['delta']:+.3f} or more "

@@ -21,7 +21,7 @@ from scipy import stats as sps
 from headlab.attention import attention_maps
 from headlab.evaluate import Encoded, predict, predicted_grades
 from headlab.masking import head_grid
-from headlab.stats import boot_means, bootstrap_weights
+from headlab.stats import boot_means, bootstrap_weights, empirical_p
 from headlab.sweep import MaskSpec, baseline_spec
 
 GRADES = np.arange(1, 6, dtype=np.float64)
@@ -214,7 +214,7 @@ def sensitivity_reduction(order_value: float, random_values, unmasked_value: flo
         "random_lo": float(np.quantile(random_values, 0.025)),
         "random_hi": float(np.quantile(random_values, 0.975)),
         "n_draws": len(random_values),
-        "p_value": (1 + as_insensitive) / (1 + len(random_values)),
+        "p_value": empirical_p(as_insensitive, len(random_values)),
     }
     if unmasked_value is not None:
         out["unmasked"] = float(unmasked_value)

@@ -12,6 +12,7 @@ import math
 import pandas as pd
 
 from headlab.order import CONDITIONS, PATTERNS
+from headlab.stats import empirical_p_floor, undecidable
 
 STUDY_K = 7
 STUDY_DRAWS = 100
@@ -83,7 +84,7 @@ def verdict_masking(conditions: pd.DataFrame, tests: pd.DataFrame, k: int) -> st
     none, order, rand = (_record(tv, "condition", c) for c in ("no mask", "order heads", "random heads"))
     test = _record(tests, "measure", "tv")
     draws = int(rand.n_draws)
-    floor = 1 / (draws + 1)
+    floor = empirical_p_floor(draws)
 
     def cut(value):
         return f"{1 - value / none.value:.0%}" if none.value > 0 else "n/a"
@@ -102,8 +103,8 @@ def verdict_masking(conditions: pd.DataFrame, tests: pd.DataFrame, k: int) -> st
         f"possible with {draws} draws is {floor:.3f}; the study drew {STUDY_DRAWS}).",
     ]
     if floor >= ALPHA:
-        lines.append(f"- **Verdict:** cannot be decided with {draws} draws: even if no random set did as much, p would "
-                     f"be {floor:.3f}, not below {ALPHA}. Raise RANDOM_DRAWS to at least {math.floor(1 / ALPHA)}.")
+        lines.append(f"- **Verdict:** {undecidable(draws, ALPHA)}: even if no random set did as much, p would not be "
+                     f"below {ALPHA}. Raise RANDOM_DRAWS to at least {math.floor(1 / ALPHA)}.")
     elif test.p_value < ALPHA and test.difference_hi < 0:
         strength = "markedly " if order.value < 0.5 * rand.value else ""
         lines.append(f"- **Verdict:** masking the order heads makes the model {strength}less sensitive to the shuffled "

@@ -80,6 +80,23 @@ def equivalent(lo90: float, hi90: float, margin: float) -> bool:
     return -margin < lo90 and hi90 < margin
 
 
+def empirical_p(n_as_extreme: int, n_draws: int) -> float:
+    """One-sided empirical p-value of an observed effect against ``n_draws`` random draws, ``n_as_extreme`` of which
+    did at least as much: (1 + k) / (1 + N), which counts the observation as one of the draws (never 0)."""
+    return (1 + n_as_extreme) / (1 + n_draws)
+
+
+def empirical_p_floor(n_draws: int) -> float:
+    """The smallest p :func:`empirical_p` can give with ``n_draws`` draws, whatever the model does: 1 / (1 + N)."""
+    return 1 / (1 + n_draws)
+
+
+def undecidable(n_draws: int, alpha: float) -> str:
+    """Empty when ``n_draws`` draws can give an empirical p below ``alpha``; else a verdict that says they cannot."""
+    floor = empirical_p_floor(n_draws)
+    return "" if floor < alpha else f"**cannot be decided with {n_draws} draws** (the smallest possible p is {floor:.2g})"
+
+
 def mcnemar(correct_a: np.ndarray, correct_b: np.ndarray) -> float:
     """Exact two-sided McNemar p-value: do a and b differ on the same examples beyond chance?"""
     a = np.asarray(correct_a, dtype=bool)

@@ -18,7 +18,7 @@ import pandas as pd
 from headlab.importance import half_pool
 from headlab.layer_dependence import STUDY_MATCHING_LAYERS, study_layers_to_ours
 from headlab.roles import role_scores
-from headlab.stats import equivalent, mcnemar, relative_change
+from headlab.stats import empirical_p, equivalent, mcnemar, relative_change, undecidable
 from headlab.sweep import MaskSpec, baseline_correct, baseline_spec, correct_matrix, draw_seed, random_share_specs
 
 # condition -> (how the table names it, the study's relative change or None where the study has no number)
@@ -183,7 +183,7 @@ def random_comparison(per_example: pd.DataFrame, plan: pd.DataFrame, k: int) -> 
                      "reference_label": names[reference], "side": side, "tested_change": value,
                      "reference_mean": float(pool.mean()), "reference_min": float(pool.min()),
                      "reference_max": float(pool.max()), "n_draws": len(pool), "n_as_extreme": extreme,
-                     "p_empirical": (1 + extreme) / (1 + len(pool))})
+                     "p_empirical": empirical_p(extreme, len(pool))})
     return pd.DataFrame(rows)
 
 
@@ -204,12 +204,6 @@ def _state(row, margin: float) -> str:
         return f"**no change**: the 90% interval lies within ±{margin:.0%} (equivalence)"
     return (f"no change distinguishable from zero, but not shown to be none either (the 90% interval "
             f"[{_pct(row['lo90'])}, {_pct(row['hi90'])}] reaches past ±{margin:.0%})")
-
-
-def _draws_needed(n_draws: int, alpha: float) -> str:
-    """Empty when ``n_draws`` random draws can give an empirical p below ``alpha``; else why it cannot be decided."""
-    floor = 1 / (1 + n_draws)
-    return "" if floor < alpha else f"**cannot be decided with {n_draws} draws** (the smallest possible p is {floor:.2g})"
 
 
 def verdict(table: pd.DataFrame, comparison: pd.DataFrame, alpha: float = 0.05, margin: float = 0.02) -> str:
@@ -244,7 +238,7 @@ def verdict(table: pd.DataFrame, comparison: pd.DataFrame, alpha: float = 0.05, 
         elif not hurts:
             answer = f"**no: masking them costs no accuracy distinguishable from zero** (McNemar p ≥ {alpha})"
         elif strict.p_empirical >= alpha:
-            answer = (_draws_needed(strict.n_draws, alpha) + " (raise DRAWS)" if _draws_needed(strict.n_draws, alpha)
+            answer = (undecidable(strict.n_draws, alpha) + " (raise DRAWS)" if undecidable(strict.n_draws, alpha)
                       else "**not shown: random heads cost as much often enough**")
         elif strict.n_as_extreme == 0 and m["rel_change"] <= 2 * strict.reference_mean:
             answer = "**yes: the term-matching heads matter far more than random heads here**"
@@ -264,7 +258,7 @@ def verdict(table: pd.DataFrame, comparison: pd.DataFrame, alpha: float = 0.05, 
             text += (f"; keeping {r.n_draws} random sets of as many lower heads instead keeps "
                      f"{1 + r.reference_mean:.0%} on average ({1 + r.reference_min:.0%} to {1 + r.reference_max:.0%}), "
                      f"{r.n_as_extreme} of them at least as much (empirical p = {r.p_empirical:.2g}"
-                     + (f"; {_draws_needed(r.n_draws, alpha)}, raise KEEP_DRAWS)" if _draws_needed(r.n_draws, alpha)
+                     + (f"; {undecidable(r.n_draws, alpha)}, raise KEEP_DRAWS)" if undecidable(r.n_draws, alpha)
                         else ")"))
         lines.append(text + ".")
     return "\n".join(lines)

@@ -171,7 +171,7 @@ def test_a_control_with_too_few_draws_cannot_be_decided():
                            "delta": [0.3, -0.1], "lo": [0.2, -0.15], "hi": [0.4, -0.05], "n_examples": [50, 50]})
     few = spread_verdict(change, pd.DataFrame({"entropy_delta": [0.0, 0.1, -0.05, 0.02, 0.01]}), 1, 0, k=5)
     assert "0 of 5 change it by" in few and "**cannot be decided with 5 draws**" in few
-    assert "the smallest p they allow is 0.17" in few
+    assert "(the smallest possible p is 0.17) (raise CONTROL_DRAWS)" in few
     assert "as much as the matching heads" not in few
     enough = spread_verdict(change, pd.DataFrame({"entropy_delta": [0.0] * 19 + [0.5]}), 1, 0, k=5)
     assert "empirical p = 0.095" in enough and "as much as the matching heads" in enough

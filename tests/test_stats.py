@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from headlab.stats import (boot_means, bootstrap_weights, by_interval, draw_counts, equivalent, holm, mcnemar,
-                           mean_interval, relative_change)
+from headlab.stats import (boot_means, bootstrap_weights, by_interval, draw_counts, empirical_p, empirical_p_floor,
+                           equivalent, holm, mcnemar, mean_interval, relative_change, undecidable)
 
 
 def test_bootstrap_weights_resample_n_examples_each_and_repeat_with_the_seed():
@@ -89,3 +89,9 @@ def test_equivalence_needs_the_whole_90_percent_interval_inside_the_margin():
     assert equivalent(-0.01, 0.015, margin=0.02)
     assert not equivalent(-0.03, 0.01, margin=0.02)  # cannot exclude a 3% loss: no claim of "no effect"
     assert not equivalent(0.0, 0.02, margin=0.02)
+
+
+def test_an_empirical_p_counts_the_observation_and_cannot_reach_alpha_with_too_few_draws():
+    assert empirical_p(0, 19) == empirical_p_floor(19) == 0.05 and empirical_p(3, 9) == 0.4
+    assert undecidable(19, alpha=0.05) == "**cannot be decided with 19 draws** (the smallest possible p is 0.05)"
+    assert undecidable(20, alpha=0.05) == ""  # 1/21 < 0.05
