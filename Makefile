@@ -29,7 +29,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 venv: $(VENV)/.installed
 
 assets: venv
-	$(BIN)/python -m headlab.assets fetch $(ASSETS)
+	$(BIN)/python -m headlab.inputs.assets fetch $(ASSETS)
 
 book: assets
 	$(BIN)/python -m headlab.book --preset $(PRESET) $(if $(MODEL),--set MODEL=$(MODEL)) $(foreach s,$(SET),--set $(s))

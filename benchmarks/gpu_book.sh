@@ -6,7 +6,7 @@
 #
 # The GPU machine may have no network, so nothing is installed or downloaded here. It needs:
 #   .venv/              a venv with a CUDA build of torch and this package's dependencies (`make venv TORCH=...`)
-#   $HEADLAB_CACHE      a cache that already holds the assets (`python -m headlab.assets fetch mpnet minilm stsb-en
+#   $HEADLAB_CACHE      a cache that already holds the assets (`python -m headlab.inputs.assets fetch mpnet minilm stsb-en
 #                       pku-1998 stsb-zh`, and jieba's dictionary comes with the venv),
 #                       plus the book's JavaScript, fetched by one `make book` run wherever there is network)
 # Results land in $OUT (default gpu-out/): timings.txt, one log per step, the built book and its CSV tables.
@@ -23,7 +23,7 @@ PY=.venv/bin/python
 nvidia-smi > "$OUT/gpu.txt" 2>&1
 $PY - <<'EOF' 2>&1 | tee -a "$OUT/gpu.txt" || exit 1
 import torch
-from headlab.assets import asset_path
+from headlab.inputs.assets import asset_path
 assert torch.cuda.is_available(), f"torch {torch.__version__} sees no CUDA GPU"
 print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
 for name in ("mpnet", "minilm", "stsb-en", "pku-1998", "stsb-zh"):
@@ -42,7 +42,7 @@ timed() {  # timed NAME COMMAND...: run it with its output in $OUT/NAME.log, and
 timed book $PY -m headlab.book --preset mpnet --work "$OUT/book" --run-dir "$OUT/runs"
 # The character-level Chinese BERT at GPU size (zh-char-gpu: 12 x 12 heads, hidden 288, 6000 steps of 128 x 128),
 # then the whole book on it; the model folder lands in the cache, its report in the log.
-timed pretrain_zh $PY -m headlab.pretrain zh-char-gpu --device cuda
+timed pretrain_zh $PY -m headlab.models.pretrain zh-char-gpu --device cuda
 timed book_zh $PY -m headlab.book --preset zh-char --set MODEL=zh-char-gpu --set DEVICE=cuda --work "$OUT/book-zh" --run-dir "$OUT/runs-zh"
 # headlab's sweep engine against the naive loop (default model), 8 masks per forward pass.
 timed sweep_speed $PY benchmarks/sweep_speed.py --device cuda --masks-per-pass 8 --naive-sample 8

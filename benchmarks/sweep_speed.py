@@ -18,12 +18,11 @@ import time
 import numpy as np
 import torch
 
-from headlab.engine import MaskEngine, first_masked_layer
-from headlab.evaluate import Encoded
-from headlab.masking import mask_heads
-from headlab.model import NUM_GRADES
-from headlab.study import Study
-from headlab.sweep import random_share_specs, single_head_specs
+from headlab.core.engine import MaskEngine, first_masked_layer
+from headlab.core.evaluate import NUM_GRADES, Encoded
+from headlab.core.masking import mask_heads
+from headlab.core.sweep import random_share_specs, single_head_specs
+from headlab.lab.study import Study
 
 
 def naive_probabilities(model, encoded: Encoded, mask, batch_size: int, device) -> np.ndarray:

@@ -12,6 +12,6 @@ __version__ = "0.1.0"
 import os as _os
 
 if _os.environ.get("HEADLAB_NO_NETWORK") == "1":
-    from headlab import netguard as _netguard
+    from headlab.inputs import netguard as _netguard
 
     _netguard.install()

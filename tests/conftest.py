@@ -32,7 +32,7 @@ def random_encoded(n: int = 40, seed: int = 0, longest: int = 12):
     """``n`` random pairs of ``[2] ids [3]`` (3 to ``longest - 1`` ids) with random grades, for the tiny models."""
     import numpy as np
 
-    from headlab.evaluate import Encoded
+    from headlab.core.evaluate import Encoded
 
     rng = np.random.default_rng(seed)
     ids = [[2] + rng.integers(5, 50, size=rng.integers(3, longest)).tolist() + [3] for _ in range(n)]
@@ -65,7 +65,7 @@ def tiny_book(tmp_path_factory):
     import sys
     from types import SimpleNamespace
 
-    from headlab.book import REPO
+    from headlab.book.build import REPO
 
     root = tmp_path_factory.mktemp("tiny-book")
     work, runs = root / "book", root / "runs"

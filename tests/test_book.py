@@ -1,14 +1,12 @@
 """The book pipeline: notebooks are clean and parameterized, a failing notebook is loud, and the whole book
 builds from tiny runs on the real default model and data."""
-import json
 import shutil
 import subprocess
-from pathlib import Path
 
 import nbformat
 import pytest
 
-from headlab.book import PRESETS, REPO, BookError, _check_settings, execute_notebook, parse_setting, toc_notebooks
+from headlab.book.build import PRESETS, REPO, BookError, _check_settings, execute_notebook, parse_setting, toc_notebooks
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 
@@ -51,7 +49,7 @@ def test_make_book_model_picks_the_preset_and_its_assets(model, preset, chinese)
     plan = subprocess.run(["make", "-n", "book", f"MODEL={model}"], cwd=REPO, capture_output=True, text=True,
                           check=True).stdout
     book = next(line for line in plan.splitlines() if "-m headlab.book" in line)
-    fetch = next(line for line in plan.splitlines() if "-m headlab.assets fetch" in line)
+    fetch = next(line for line in plan.splitlines() if "-m headlab.inputs.assets fetch" in line)
     assert f"--preset {preset} " in book + " "
     assert (f"--set MODEL={model}" in book) == bool(model)
     assert ("pku-1998 stsb-zh" in fetch) == chinese

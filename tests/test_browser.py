@@ -141,8 +141,8 @@ def _book_pages(site: Path) -> list[str]:
 def _views_page(site: Path) -> str:
     """A test page with two head views, a model view and a chart with a slider and tooltips: several views on one
     page must not clash, and interaction must work from the shipped scripts alone."""
-    from headlab.render import BookChart
-    from headlab.views import head_view, model_view
+    from headlab.report.render import BookChart
+    from headlab.report.views import head_view, model_view
 
     rng = np.random.default_rng(0)
     maps = rng.random((2, 3, 6, 6))

@@ -2,10 +2,10 @@
 import numpy as np
 import pandas as pd
 
-from headlab import charts
-from headlab.order import CONDITIONS
-from headlab.segmentation import BoundaryData
-from headlab.segmentation_report import score_segmentation
+from headlab.findings.order import CONDITIONS
+from headlab.findings.segmentation import BoundaryData
+from headlab.findings.segmentation_report import score_segmentation
+from headlab.report import charts
 
 
 def test_segmentation_charts():

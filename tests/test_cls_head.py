@@ -5,16 +5,27 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
-from headlab import cls_head
-from headlab.cls_head import (concentration, concentration_verdict, cls_rows, focus_head, focus_verdict,
-                              held_out_effect, selection_grid, single_head_correct, split_halves, spread,
-                              spread_under_masks, spread_verdict)
-from headlab.masking import head_grid
-from headlab.roles import ENGLISH_STOPWORDS, cls_profile
-from headlab.stats import mcnemar, relative_change
-from headlab.sweep import baseline_spec, layer_specs, plan_table, run_sweep, single_head_specs
 from tiny_setup import tiny_setup
+
+from headlab.core.masking import head_grid
+from headlab.core.stats import mcnemar, relative_change
+from headlab.core.sweep import baseline_spec, layer_specs, plan_table, run_sweep, single_head_specs
+from headlab.findings import cls_head
+from headlab.findings.cls_head import (
+    cls_rows,
+    concentration,
+    concentration_verdict,
+    focus_head,
+    focus_verdict,
+    held_out_effect,
+    selection_grid,
+    single_head_correct,
+    split_halves,
+    spread,
+    spread_under_masks,
+    spread_verdict,
+)
+from headlab.findings.roles import ENGLISH_STOPWORDS, cls_profile
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "07_cls_head.ipynb"
 

@@ -1,4 +1,4 @@
-"""headlab.data: grade mappings, STS-B loaders on hand-written fixtures, user-file validation, splits."""
+"""headlab.inputs.data: grade mappings, STS-B loaders on hand-written fixtures, user-file validation, splits."""
 import gzip
 import json
 import sys
@@ -6,9 +6,21 @@ import types
 
 import pytest
 
-from headlab.data import (GRADES, STSB_EN_MAPPING, STSB_ZH_MAPPING, DataError, DataWarning, class_balance,
-                          get_split, load_data, load_pairs, load_stsb_en, load_stsb_zh, stsb_grade,
-                          stsb_zh_grade)
+from headlab.inputs.data import (
+    GRADES,
+    STSB_EN_MAPPING,
+    STSB_ZH_MAPPING,
+    DataError,
+    DataWarning,
+    class_balance,
+    get_split,
+    load_data,
+    load_pairs,
+    load_stsb_en,
+    load_stsb_zh,
+    stsb_grade,
+    stsb_zh_grade,
+)
 
 HEADER = "query\ttitle\tlabel\n"
 
@@ -123,7 +135,7 @@ def test_load_stsb_zh_bad_label(tmp_path):
 
 def test_load_data_resolves_assets(tmp_path, monkeypatch):
     fake = types.SimpleNamespace(asset_path=lambda name: stsb_en_folder(tmp_path), is_asset=lambda name: True)
-    monkeypatch.setitem(sys.modules, "headlab.assets", fake)
+    monkeypatch.setitem(sys.modules, "headlab.inputs.assets", fake)
     assert len(load_data("stsb-en")) == 4
 
 

@@ -1,11 +1,11 @@
 import numpy as np
 import pytest
 import torch
-
 from conftest import random_encoded, tiny_bert, tiny_mpnet
-from headlab.engine import MaskEngine, first_masked_layer
-from headlab.evaluate import predict
-from headlab.masking import encoder_layers
+
+from headlab.core.engine import MaskEngine, first_masked_layer
+from headlab.core.evaluate import predict
+from headlab.core.masking import encoder_layers
 
 
 def _masks(layers=3, heads=4):

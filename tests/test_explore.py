@@ -3,13 +3,12 @@ import json
 
 import numpy as np
 import pandas as pd
-import pytest
-
 from conftest import tiny_bert
-from headlab import charts
-from headlab.evaluate import Encoded
-from headlab.explore import attention_table, example_view, head_explorer, head_explorer_chart, head_report
-from headlab.layer_dependence import layer_reference
+
+from headlab.core.evaluate import Encoded
+from headlab.findings.layer_dependence import layer_reference
+from headlab.report import charts
+from headlab.report.explore import attention_table, example_view, head_explorer, head_explorer_chart, head_report
 
 
 class StubTokenizer:

@@ -3,8 +3,8 @@ import pandas as pd
 from conftest import tiny_bert
 from IPython.display import Markdown
 
-from headlab.evaluate import Encoded
-from headlab.explore_words import case_texts, order_explorer, segmentation_explorer
+from headlab.core.evaluate import Encoded
+from headlab.report.explore_words import case_texts, order_explorer, segmentation_explorer
 
 
 class Tok:

@@ -2,13 +2,30 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-
 from conftest import tiny_bert, tiny_mpnet
-from headlab.evaluate import Encoded, predict, predicted_grades
-from headlab.importance import (gradient_importance, half_gap, half_pool, half_shares, half_specs, half_split,
-                                head_grid_table, layer_effects, rank_agreement)
-from headlab.masking import head_grid, keep_all, mask_heads, output_projections
-from headlab.sweep import share_curve, baseline_spec, plan_table, random_share_specs, run_sweep, single_head_specs, summarize
+
+from headlab.core.evaluate import Encoded, predict, predicted_grades
+from headlab.core.masking import head_grid, keep_all, mask_heads, output_projections
+from headlab.core.sweep import (
+    baseline_spec,
+    plan_table,
+    random_share_specs,
+    run_sweep,
+    share_curve,
+    single_head_specs,
+    summarize,
+)
+from headlab.findings.importance import (
+    gradient_importance,
+    half_gap,
+    half_pool,
+    half_shares,
+    half_specs,
+    half_split,
+    head_grid_table,
+    layer_effects,
+    rank_agreement,
+)
 
 
 @pytest.fixture(autouse=True, scope="module")

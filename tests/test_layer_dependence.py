@@ -2,9 +2,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from headlab.stats import holm
-from headlab.layer_dependence import (depth_note, halves_verdict, heads_verdict, layer_reference, layers_verdict,
-                                      proxy_verdict, study_layer_to_ours, study_layers_to_ours)
+from headlab.core.stats import holm
+from headlab.findings.layer_dependence import (
+    depth_note,
+    halves_verdict,
+    heads_verdict,
+    layer_reference,
+    layers_verdict,
+    proxy_verdict,
+    study_layer_to_ours,
+    study_layers_to_ours,
+)
 
 
 def test_study_layers_map_by_relative_depth():

@@ -1,8 +1,8 @@
 import pytest
 import torch
-
 from conftest import tiny_bert, tiny_mpnet
-from headlab.masking import head_grid, keep_all, mask_heads, output_projections
+
+from headlab.core.masking import head_grid, keep_all, mask_heads, output_projections
 
 MODELS = [tiny_bert, tiny_mpnet]
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 from transformers import MPNetConfig, MPNetForSequenceClassification, MPNetTokenizer
 
-from headlab.attention import attention_maps, token_roles
-from headlab.evaluate import encode, length_batches, model_inputs, predict
-from headlab.model import load_classifier, load_encoder, load_tokenizer
+from headlab.core.attention import attention_maps, token_roles
+from headlab.core.evaluate import encode, length_batches, model_inputs, predict
+from headlab.models.loading import load_classifier, load_encoder, load_tokenizer
 
 WORDS = "<s> <pad> </s> <unk> <mask> a cat dog sat on the mat ran far red blue car road".split()
 
@@ -64,8 +64,8 @@ def test_predictions_and_maps_without_token_types(mpnet_folder, pairs):
 def test_every_notebook_runs_on_a_tiny_random_mpnet_on_cpu(tmp_path):
     """The `mpnet` preset's architecture through the whole book (tiny sizes, CPU; the GPU run needs a GPU):
     a random 4 x 4 MPNet with the real WordPiece vocabulary laid out the MPNet way, fine-tuned and taken apart."""
-    from headlab.assets import asset_path
-    from headlab.book import PRESETS, REPO, execute_notebook, toc_notebooks
+    from headlab.book.build import PRESETS, REPO, execute_notebook, toc_notebooks
+    from headlab.inputs.assets import asset_path
 
     pieces = (asset_path("minilm") / "vocab.txt").read_text(encoding="utf-8").split("\n")
     vocab = ["<s>", "<pad>", "</s>", "<unk>"] + [p for p in pieces if p and not p.startswith("[")] + ["<mask>"]

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from headlab import netguard
+from headlab.inputs import netguard
 
 
 @pytest.fixture

@@ -5,8 +5,15 @@ import json
 import pandas as pd
 import pytest
 
-from headlab.objectives import NSP_ACCURACY, compare_objectives, main, objective_results, pretrained_name, verdict
-from headlab.pretrain import named_model_dir
+from headlab.findings.objectives import (
+    NSP_ACCURACY,
+    compare_objectives,
+    main,
+    objective_results,
+    pretrained_name,
+    verdict,
+)
+from headlab.models.names import named_model_dir
 
 
 def write_results(folder, term_change, term_ci, seg_gain, seg_ci, accuracy=0.4):

@@ -5,14 +5,34 @@ import pandas as pd
 import pytest
 from conftest import tiny_bert
 
-from headlab.attention import attention_maps
-from headlab.evaluate import Encoded
-from headlab.order import (CONDITIONS, CONTROL, case_distributions, case_k_table, case_shares, case_table, draw_table,
-                           expected_grade, grade_shares, masking_comparison, order_heads, order_mask_specs, pick_case,
-                           random_head_sets, rank_cases, sensitivity_reduction, shift_by_grade, shifted_diagonal_scores,
-                           shuffle_effects, shuffle_words, shuffle_words_list, shuffled_frame)
-from headlab.stats import boot_means, bootstrap_weights
-from headlab.sweep import per_example_table, plan_table
+from headlab.core.attention import attention_maps
+from headlab.core.evaluate import Encoded
+from headlab.core.stats import boot_means, bootstrap_weights
+from headlab.core.sweep import per_example_table, plan_table
+from headlab.findings.order import (
+    CONDITIONS,
+    CONTROL,
+    case_distributions,
+    case_k_table,
+    case_shares,
+    case_table,
+    draw_table,
+    expected_grade,
+    grade_shares,
+    masking_comparison,
+    order_heads,
+    order_mask_specs,
+    pick_case,
+    random_head_sets,
+    rank_cases,
+    sensitivity_reduction,
+    shift_by_grade,
+    shifted_diagonal_scores,
+    shuffle_effects,
+    shuffle_words,
+    shuffle_words_list,
+    shuffled_frame,
+)
 
 
 def test_shuffle_words_is_seeded_and_keeps_the_words():

@@ -1,8 +1,14 @@
 import numpy as np
 import pandas as pd
 
-from headlab.order import CONDITIONS, case_shares
-from headlab.order_report import case_grades, verdict_case, verdict_masking, verdict_order_heads, verdict_shuffle
+from headlab.findings.order import CONDITIONS, case_shares
+from headlab.findings.order_report import (
+    case_grades,
+    verdict_case,
+    verdict_masking,
+    verdict_order_heads,
+    verdict_shuffle,
+)
 
 
 def test_verdict_order_heads():

@@ -1,4 +1,4 @@
-from headlab.pku import held_out_sentences, held_out_split, read_pku
+from headlab.inputs.pku import held_out_sentences, held_out_split, read_pku
 
 
 def test_read_pku_real_format(tmp_path):

@@ -5,11 +5,22 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from headlab import pku
-from headlab.evaluate import encode
-from headlab.model import ModelError, load_classifier, load_encoder, load_tokenizer, resolve_model
-from headlab.pretrain import (SPECIALS, PretrainConfig, PretrainCorpus, build_vocab, char_tokenizer, describe,
-                              make_batch, mask_tokens, model_note, pretrain, pretraining_report)
+from headlab.core.evaluate import encode
+from headlab.inputs import pku
+from headlab.models.loading import ModelError, load_classifier, load_encoder, load_tokenizer, resolve_model
+from headlab.models.pretrain import (
+    SPECIALS,
+    PretrainConfig,
+    PretrainCorpus,
+    build_vocab,
+    char_tokenizer,
+    describe,
+    make_batch,
+    mask_tokens,
+    model_note,
+    pretrain,
+    pretraining_report,
+)
 
 # a tiny newspaper: sentences "subject verb object 。" from fixed two-character words, so a model can learn to
 # fill a gap inside a word, and held-out sentences are new combinations of words seen in training
@@ -112,7 +123,7 @@ def test_pretraining_learns_and_saves_a_model_every_notebook_can_load(tiny_corpu
 
 
 def test_a_run_stopped_after_a_checkpoint_resumes_where_it_stopped(tiny_corpus, monkeypatch):
-    import headlab.pretrain as pt
+    import headlab.models.pretrain as pt
 
     config = PretrainConfig(**TINY, steps=60)
     calls, crashed = [], []
@@ -140,7 +151,7 @@ def test_a_run_stopped_after_a_checkpoint_resumes_where_it_stopped(tiny_corpus, 
 
 def test_a_named_model_that_was_never_trained_says_how_to_train_it(tmp_path, monkeypatch):
     monkeypatch.setenv("HEADLAB_CACHE", str(tmp_path))
-    with pytest.raises(ModelError, match=r"python -m headlab.pretrain zh-char"):
+    with pytest.raises(ModelError, match=r"python -m headlab.models.pretrain zh-char"):
         resolve_model("zh-char")
 
 

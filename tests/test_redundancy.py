@@ -1,7 +1,7 @@
 """Finding 1's verdict: "no loss" as non-inferiority within a stated margin, "falls steadily" as a stated rule."""
 import pandas as pd
 
-from headlab.redundancy import verdict
+from headlab.findings.redundancy import verdict
 
 
 def _curve(rows):

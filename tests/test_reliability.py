@@ -11,14 +11,16 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import random_encoded, tiny_bert
 from transformers import BertConfig, BertModel
 
-from conftest import random_encoded, tiny_bert
-from headlab.evaluate import Encoded, encode
-from headlab.finetune import FinetuneConfig, checkpoint_dir, finetune, is_complete
-from headlab.model import ModelError, load_classifier, load_tokenizer, resolve_device, resolve_model
-from headlab.study import Study
-from headlab.sweep import MaskSpec, load_sweep, random_share_specs, run_sweep, single_head_specs
+from headlab.core.device import resolve_device
+from headlab.core.evaluate import Encoded, encode
+from headlab.core.sweep import MaskSpec, load_sweep, random_share_specs, run_sweep, single_head_specs
+from headlab.lab.study import Study
+from headlab.models.finetune import FinetuneConfig, checkpoint_dir, finetune
+from headlab.models.loading import ModelError, load_tokenizer, resolve_model
+from headlab.models.training import is_complete
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -56,7 +58,7 @@ def pairs_file(tmp_path):
 @pytest.fixture
 def fresh_cache(tmp_path, monkeypatch):
     """A private HEADLAB_CACHE that still sees the already downloaded assets."""
-    from headlab.assets import cache_dir
+    from headlab.inputs.assets import cache_dir
 
     assets = cache_dir() / "assets"
     cache = tmp_path / "cache"
@@ -155,7 +157,7 @@ def test_sweeps_twice_and_sharded_give_byte_identical_tables(tmp_path):
 def test_a_sweep_folder_of_another_plan_is_refused(tmp_path):
     model, encoded = tiny_bert(), random_encoded(10, longest=15)
     run_sweep(model, encoded, single_head_specs(3, 4)[:2], tmp_path, progress=False)
-    from headlab.sweep import SweepError
+    from headlab.core.sweep import SweepError
 
     with pytest.raises(SweepError, match="different sweep"):
         run_sweep(model, encoded, single_head_specs(3, 4)[:3], tmp_path, progress=False)
@@ -189,8 +191,8 @@ import sys, numpy as np, torch
 torch.set_num_threads(1)
 sys.path.insert(0, {tests!r})
 from conftest import random_encoded, tiny_bert
-from headlab import sweep
-from headlab.evaluate import Encoded
+from headlab.core import sweep
+from headlab.core.evaluate import Encoded
 rng = np.random.default_rng(0)
 ids = [[2] + rng.integers(5, 50, size=rng.integers(5, 20)).tolist() + [3] for _ in range(60)]
 enc = Encoded(ids, [[0] * len(x) for x in ids], rng.integers(1, 6, size=60), 0)
@@ -235,7 +237,7 @@ def test_a_killed_sweep_resumes_to_the_same_table(tmp_path, sig):
 FINETUNE_SCRIPT = """
 import torch
 torch.set_num_threads(1)
-from headlab import finetune
+from headlab.models import finetune
 """
 RUN_FINETUNE = ("finetune.finetune(finetune.FinetuneConfig(model={model!r}, data={data!r}, epochs=4, train_limit=160, "
                 "batch_size=4, seed=1), progress=False)\n")
@@ -275,7 +277,7 @@ def test_a_corrupt_checkpoint_is_rebuilt_not_loaded(fresh_cache, tiny_model_fold
 
 
 def test_length_bucketed_batches_cover_every_example_once_with_little_padding():
-    from headlab.finetune import length_bucketed_batches
+    from headlab.models.finetune import length_bucketed_batches
 
     rng = np.random.default_rng(0)
     lengths = rng.integers(5, 80, size=1000)

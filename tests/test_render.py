@@ -7,9 +7,9 @@ import nbformat
 import pandas as pd
 import pytest
 
-from headlab import bookjs
-from headlab.bookjs import VEGA_LITE, VEGA_PATH, after_loading, vega_bundle, write_scripts
-from headlab.render import LIVE_ONLY_NOTE, WIDGET_STATE, WIDGET_VIEW, BookChart, show, static_widgets
+from headlab.report import bookjs
+from headlab.report.bookjs import VEGA_LITE, VEGA_PATH, after_loading, vega_bundle, write_scripts
+from headlab.report.render import LIVE_ONLY_NOTE, WIDGET_STATE, WIDGET_VIEW, BookChart, show, static_widgets
 
 
 def _chart(title="t"):
@@ -77,7 +77,7 @@ def test_static_widgets_drops_progress_bars_notes_live_only_controls_and_the_sav
 
 
 def test_altair_writes_the_vega_lite_the_bundle_carries():
-    assert alt.SCHEMA_VERSION.startswith(f"v{VEGA_LITE}."), "update VEGA_LITE and the bundle pin in headlab/bookjs.py"
+    assert alt.SCHEMA_VERSION.startswith(f"v{VEGA_LITE}."), "update VEGA_LITE and the bundle pin in headlab/report/bookjs.py"
 
 
 def test_the_vega_bundle_matches_its_pin_and_keeps_its_names_private():
@@ -103,7 +103,7 @@ def test_a_file_that_does_not_match_its_pin_stops_the_build(tmp_path, monkeypatc
 def test_the_book_config_loads_no_script_from_a_cdn():
     import yaml
 
-    from headlab.book import REPO
+    from headlab.book.build import REPO
 
     config = yaml.safe_load((REPO / "_config.yml").read_text())["sphinx"]["config"]
     assert config["mathjax_path"] == "../" + bookjs.MATHJAX.path  # relative to _static/

@@ -4,12 +4,23 @@ import pytest
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
-from headlab.attention import token_roles
-from headlab.evaluate import encode
-from headlab.model import load_tokenizer
-from headlab.roles import (ENGLISH_STOPWORDS, ROLE_COLUMNS, cls_attention_on_shared, cls_profile,
-                           example_role_scores, longest_shared_phrase, paired_delta, rank_heads, role_scores,
-                           shared_terms, showcase_examples, summarize_roles)
+from headlab.core.attention import token_roles
+from headlab.core.evaluate import encode
+from headlab.findings.roles import (
+    ENGLISH_STOPWORDS,
+    ROLE_COLUMNS,
+    cls_attention_on_shared,
+    cls_profile,
+    example_role_scores,
+    longest_shared_phrase,
+    paired_delta,
+    rank_heads,
+    role_scores,
+    shared_terms,
+    showcase_examples,
+    summarize_roles,
+)
+from headlab.models.loading import load_tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -2,14 +2,31 @@ import numpy as np
 import pytest
 from conftest import tiny_bert
 
-from headlab.evaluate import Encoded
-from headlab.model import load_tokenizer
-from headlab.segmentation import (baselines, boundary_data, boundary_example, boundary_examples, boundary_features,
-                                  encode_segmented, encode_segmented_examples,
-                                  gold_word_ends_from_segmentation, greedy_oracle_heads, group_split,
-                                  head_boundary_scores, held_out_best_head, multi_token_words, oracle_union, probe,
-                                  readable_examples, rule_positions, rule_predictions, segment_word_ends,
-                                  shuffled_union_control, wordpiece_word_ends)
+from headlab.core.evaluate import Encoded
+from headlab.findings.segmentation import (
+    baselines,
+    boundary_data,
+    boundary_example,
+    boundary_examples,
+    boundary_features,
+    encode_segmented,
+    encode_segmented_examples,
+    gold_word_ends_from_segmentation,
+    greedy_oracle_heads,
+    group_split,
+    head_boundary_scores,
+    held_out_best_head,
+    multi_token_words,
+    oracle_union,
+    probe,
+    readable_examples,
+    rule_positions,
+    rule_predictions,
+    segment_word_ends,
+    shuffled_union_control,
+    wordpiece_word_ends,
+)
+from headlab.models.loading import load_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +126,7 @@ def next_token_heads(monkeypatch):
         for example in range(len(encoded)) if indices is None else indices:
             yield example, _next_token_maps(encoded.input_ids[example])
 
-    monkeypatch.setattr("headlab.segmentation.attention_maps", attention_maps)
+    monkeypatch.setattr("headlab.findings.segmentation.attention_maps", attention_maps)
 
 
 def test_no_free_hit_before_sep_for_the_heads_or_the_probe(tokenizer, next_token_heads):

@@ -5,11 +5,21 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from headlab.evaluate import encode
-from headlab.model import load_tokenizer
-from headlab.segmentation import BoundaryData
-from headlab.segmentation_report import (ALL, MULTI, STUDY_UNION, best_head, score_corpus, score_segmentation,
-                                         segmentation_corpus, token_subsets, verdict_single_head, verdict_union)
+from headlab.core.evaluate import encode
+from headlab.findings.segmentation import BoundaryData
+from headlab.findings.segmentation_report import (
+    ALL,
+    MULTI,
+    STUDY_UNION,
+    best_head,
+    score_corpus,
+    score_segmentation,
+    segmentation_corpus,
+    token_subsets,
+    verdict_single_head,
+    verdict_union,
+)
+from headlab.models.loading import load_tokenizer
 
 
 def _data(seed: int = 0, n_examples: int = 80, per_example: int = 12) -> BoundaryData:
@@ -103,7 +113,7 @@ def test_segmentation_corpus_eval_and_pku():
 
 
 def test_segmentation_corpus_of_chinese_pairs_cut_by_jieba():
-    from headlab.pretrain import build_vocab, char_tokenizer
+    from headlab.models.pretrain import build_vocab, char_tokenizer
 
     frame = pd.DataFrame({"query": ["一架飞机正在起飞", "我们喜欢北京"], "title": ["飞机起飞了", "他们在北京"], "label": [5, 2]})
     tokenizer = char_tokenizer(build_vocab(frame["query"].tolist() + frame["title"].tolist(), min_count=1))
@@ -117,8 +127,9 @@ def test_segmentation_corpus_of_chinese_pairs_cut_by_jieba():
 
 def test_score_corpus_saves_one_set_of_tables_per_corpus():
     """A second corpus (the notebook's SEG_ALSO) must not overwrite the first corpus's tables."""
-    from headlab.pretrain import build_vocab, char_tokenizer
     from conftest import tiny_bert
+
+    from headlab.models.pretrain import build_vocab, char_tokenizer
 
     queries = ["一架飞机正在起飞", "我们喜欢北京", "他在看书", "小猫在睡觉", "今天天气很好", "学生们在上课"]
     titles = ["飞机起飞了", "他们在北京", "她在读书", "小狗在睡觉", "明天会下雨", "老师在上课"]

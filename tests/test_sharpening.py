@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from headlab.sharpening import CLAIMS, claims_table, deltas, no_op_table, verdict
+from headlab.findings.sharpening import CLAIMS, claims_table, deltas, no_op_table, verdict
 
 
 def role_table(rng, examples=30, heads=3, shift=None):

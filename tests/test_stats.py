@@ -2,8 +2,20 @@
 import numpy as np
 import pytest
 
-from headlab.stats import (boot_means, bootstrap_weights, by_interval, draw_counts, empirical_p, empirical_p_floor,
-                           equivalent, holm, mcnemar, mean_interval, relative_change, undecidable)
+from headlab.core.stats import (
+    boot_means,
+    bootstrap_weights,
+    by_interval,
+    draw_counts,
+    empirical_p,
+    empirical_p_floor,
+    equivalent,
+    holm,
+    mcnemar,
+    mean_interval,
+    relative_change,
+    undecidable,
+)
 
 
 def test_bootstrap_weights_resample_n_examples_each_and_repeat_with_the_seed():

@@ -2,13 +2,23 @@
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import random_encoded, tiny_bert
-from headlab import sweep as sweep_module
-from headlab.engine import MaskEngine
-from headlab.evaluate import predict
-from headlab.sweep import (BASELINE, MaskSpec, PrecisionError, SweepError, plan_table, random_share_specs, run_sweep,
-                           share_curve, single_head_specs, summarize)
+
+from headlab.core import sweep as sweep_module
+from headlab.core.engine import MaskEngine
+from headlab.core.evaluate import predict
+from headlab.core.sweep import (
+    BASELINE,
+    MaskSpec,
+    PrecisionError,
+    SweepError,
+    plan_table,
+    random_share_specs,
+    run_sweep,
+    share_curve,
+    single_head_specs,
+    summarize,
+)
 
 
 def test_under_bf16_autocast_the_unmasked_change_is_exactly_zero(tmp_path):

@@ -1,14 +1,20 @@
 import numpy as np
 import pandas as pd
 import pytest
-
-from headlab import term_matching
-from headlab.importance import half_pool
-from headlab.roles import ENGLISH_STOPWORDS
-from headlab.sweep import plan_table, run_sweep
-from headlab.term_matching import (condition_table, draw_table, head_roles, random_comparison, term_matching_specs,
-                                   verdict)
 from tiny_setup import tiny_setup
+
+from headlab.core.sweep import plan_table, run_sweep
+from headlab.findings import term_matching
+from headlab.findings.importance import half_pool
+from headlab.findings.roles import ENGLISH_STOPWORDS
+from headlab.findings.term_matching import (
+    condition_table,
+    draw_table,
+    head_roles,
+    random_comparison,
+    term_matching_specs,
+    verdict,
+)
 
 MATCHING = [(2, 9), (1, 1), (2, 4), (0, 8), (1, 0)]
 

@@ -3,14 +3,14 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from test_reliability import fresh_cache  # noqa: F401 (a fixture)
 from transformers import BertConfig, BertModel
 
-from headlab import tuning
-from headlab.data import get_split, load_data
-from headlab.evaluate import encode, predict, predicted_grades
-from headlab.finetune import FinetuneConfig, checkpoint_dir, training_history
-from headlab.model import load_classifier, load_tokenizer
-from test_reliability import fresh_cache  # noqa: F401 (a fixture)
+from headlab.book import tuning
+from headlab.core.evaluate import encode, predict, predicted_grades
+from headlab.inputs.data import get_split, load_data
+from headlab.models.finetune import FinetuneConfig, checkpoint_dir, training_history
+from headlab.models.loading import load_classifier, load_tokenizer
 
 LRS, EPOCHS = (1e-4, 1e-3, 1e-2), (1, 3)
 

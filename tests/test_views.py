@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from headlab.bookjs import D3, JQUERY
-from headlab.views import BertvizError, BookView, head_view, model_view, offline_html
+from headlab.report.bookjs import D3, JQUERY
+from headlab.report.views import BertvizError, BookView, head_view, model_view, offline_html
 
 TOKENS = ["[CLS]", "a", "b", "[SEP]", "c", "[SEP]"]
 

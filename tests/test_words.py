@@ -3,10 +3,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from headlab.order import shuffled_frame
-from headlab.pretrain import build_vocab, char_tokenizer
-from headlab.segmentation import encode_segmented_examples, segment_word_ends, special_tokens
-from headlab.words import chinese_words, has_cjk, word_segmenter
+from headlab.findings.order import shuffled_frame
+from headlab.findings.segmentation import encode_segmented_examples, segment_word_ends, special_tokens
+from headlab.inputs.words import chinese_words, has_cjk, word_segmenter
+from headlab.models.pretrain import build_vocab, char_tokenizer
 
 
 def test_chinese_text_is_cut_into_dictionary_words_that_rebuild_the_text():

@@ -10,9 +10,9 @@ import pandas as pd
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
-from headlab.evaluate import encode, predict, predicted_grades
-from headlab.model import load_tokenizer
-from headlab.study import Setup, Study
+from headlab.core.evaluate import encode, predict, predicted_grades
+from headlab.lab.study import Setup, Study
+from headlab.models.loading import load_tokenizer
 
 PAIRS = pd.DataFrame({
     "query": ["red cat, red", "a dog runs fast", "the sun is hot", "a man plays a guitar", "two birds fly"],

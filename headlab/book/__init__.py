@@ -1,0 +1,1 @@
+"""Building the book: presets, papermill runs, the static site, fine-tuning settings chosen on dev."""

@@ -1,0 +1,189 @@
+"""Build the book: execute the notebooks headless with papermill, then build the static site with jupyter-book 1.
+
+The table of contents (``book/_toc.yml``) is the one list of pages: every ``executed/NAME`` entry is the
+notebook ``notebooks/NAME.ipynb`` run with the chosen parameters. A notebook that fails stops the build with
+its name and cell; Sphinx warnings (a missing page, an output it cannot show) are errors.
+
+    python -m headlab.book                      # the whole book on the default model and data
+    python -m headlab.book --preset tiny        # tiny sizes, for tests and a quick look
+    python -m headlab.book --preset zh-char     # the character-level Chinese BERT headlab pretrains
+    python -m headlab.book --set DEVICE=cuda --set DRAWS=50
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from headlab.core.device import resolve_device
+from headlab.models.names import is_pretrained_name
+from headlab.models.pretrain import ensure_named
+from headlab.report.bookjs import write_scripts
+from headlab.report.render import static_widgets
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Parameter sets passed to every notebook that declares the parameter (papermill ignores the rest).
+PRESETS = {
+    "default": {},
+    "tiny": {"EPOCHS": 1, "TRAIN_LIMIT": 64, "EVAL_LIMIT": 40, "DRAWS": 2, "SHARES": [0.0, 0.5, 1.0], "N_BOOT": 200,
+             "DEVICE": "cpu", "CONTROL_DRAWS": 2, "N_EXPLORE": 2, "RANDOM_DRAWS": 3, "K_MAX": 3,
+             "EXPLORE_EXAMPLES": 3, "EXPLORE_DRAWS": 2, "KEEP_DRAWS": 2},
+    # all-mpnet-base-v2 (12 x 12 heads) on one GPU: 30 random draws per share (the CPU defaults use 5-20)
+    "mpnet": {"MODEL": "mpnet", "DEVICE": "cuda", "DRAWS": 30, "N_BOOT": 2000, "BATCH_SIZE": 256},
+    # the character-level Chinese BERT headlab pretrains (12 x 12 heads; headlab.models.pretrain), on Chinese STS-B;
+    # LR and EPOCHS: chosen on the dev split, never on test, by `python -m headlab.book.tuning zh-char` (its grid is
+    # headlab.book.tuning.GRIDS; the table and the choice: see README)
+    "zh-char": {"MODEL": "zh-char", "DATA": "stsb-zh", "SEG_CORPUS": "pku-1998", "SEG_ALSO": "eval-jieba", "LR": 2e-4,
+                "EPOCHS": 4},
+}
+# the same pretrained without next-sentence prediction: the study credits NSP for the term-matching heads;
+# it keeps zh-char's LR and EPOCHS, so the two models differ only in their pretraining
+PRESETS["zh-char-mlm"] = {**PRESETS["zh-char"], "MODEL": "zh-char-mlm"}
+
+
+CELL_TIMEOUT = 3600  # seconds: a cell that hangs (e.g. a widget waiting on a kernel) fails the build instead
+
+
+class BookError(RuntimeError):
+    """A notebook or the site build failed; the message says which and where."""
+
+
+def toc_notebooks(toc: Path) -> list[str]:
+    """Notebook names in the order the table of contents lists them (``file: executed/NAME``)."""
+    return re.findall(r"file:\s*executed/([\w.-]+)", toc.read_text(encoding="utf-8"))
+
+
+def parse_setting(text: str) -> tuple[str, object]:
+    """``KEY=VALUE`` from the command line; the value is a Python literal if it parses as one."""
+    if "=" not in text:
+        raise BookError(f"--set expects KEY=VALUE, got {text!r}")
+    key, raw = text.split("=", 1)
+    try:
+        value = ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        value = raw
+    return key.strip().upper(), value
+
+
+def execute_notebook(source: Path, target: Path, settings: dict, cwd: Path) -> float:
+    """Run one notebook with the settings it declares as parameters; raise BookError naming the failing cell."""
+    import papermill as pm
+
+    declared = pm.inspect_notebook(str(source))
+    params = {k: v for k, v in settings.items() if k in declared}
+    started = time.time()
+    try:
+        pm.execute_notebook(str(source), str(target), parameters=params, kernel_name="python3", cwd=str(cwd),
+                            execution_timeout=CELL_TIMEOUT,
+                            progress_bar=False, request_save_on_cell_execute=True)
+    except pm.PapermillExecutionError as err:
+        raise BookError(f"notebook {source.name} failed in {_failing_cell(target)}: {err.ename}: {err.evalue}\n"
+                        f"(the executed copy with the traceback is {target})") from None
+    return time.time() - started
+
+
+def _failing_cell(executed: Path) -> str:
+    """Which cell of the source notebook raised: its number among the code cells and its first line."""
+    import nbformat
+
+    code = [c for c in nbformat.read(str(executed), as_version=4).cells
+            if c.cell_type == "code" and "injected-parameters" not in c.metadata.get("tags", [])]
+    for number, cell in enumerate(code, start=1):
+        if any(out.get("output_type") == "error" for out in cell.get("outputs", [])):
+            first_line = cell.source.strip().splitlines()[0] if cell.source.strip() else ""
+            return f"code cell {number} (`{first_line}`)"
+    return "an unknown cell"
+
+
+def _check_settings(settings: dict, notebooks: list[Path]) -> None:
+    """A setting no notebook declares is a typo (or a parameter papermill cannot parse): say so, run nothing."""
+    import papermill as pm
+
+    missing = [nb for nb in notebooks if not nb.exists()]
+    if missing:
+        raise BookError(f"the table of contents lists {missing[0].stem}, but {missing[0]} does not exist")
+    declared = set().union(*(pm.inspect_notebook(str(nb)) for nb in notebooks))
+    unknown = sorted(set(settings) - declared - {"RUN_DIR"})
+    if unknown:
+        raise BookError(f"no notebook declares the parameter(s) {unknown}; declared: {sorted(declared)}")
+
+
+def _pretrain_if_needed(settings: dict) -> None:
+    """A model headlab pretrains (``zh-char``) is trained, or found in the cache, before any notebook runs."""
+    model = settings.get("MODEL")
+    if isinstance(model, str) and is_pretrained_name(model):
+        print(f"[book] pretraining {model} (cached after the first run) ...", flush=True)
+        started = time.time()
+        folder = ensure_named(model, resolve_device(str(settings.get("DEVICE", "auto"))))
+        print(f"[book] {model}: {folder} ({time.time() - started:.0f} s)", flush=True)
+
+
+def build(settings: dict, work: Path | None = None, run_dir: Path | None = None, only: list[str] | None = None) -> Path:
+    """Execute the toc's notebooks into ``<work>/executed`` and build the site; return the path of index.html."""
+    import nbformat
+
+    source = REPO / "book"
+    work = Path(work) if work else source
+    if work != source:  # a separate build folder (tests): copy the pages, keep the sources clean
+        shutil.copytree(source, work, dirs_exist_ok=True, ignore=shutil.ignore_patterns("_build", "executed", "_extra"))
+    (work / "executed").mkdir(parents=True, exist_ok=True)
+    settings = {"RUN_DIR": str((run_dir or REPO / "runs").resolve()), **settings}
+    os.environ.update({"HEADLAB_BOOK": "1", "HEADLAB_NO_NETWORK": "1", "HF_HUB_OFFLINE": "1",
+                       "TOKENIZERS_PARALLELISM": "false"})
+    names = toc_notebooks(work / "_toc.yml")
+    _check_settings(settings, [REPO / "notebooks" / f"{name}.ipynb" for name in names])
+    _pretrain_if_needed(settings)
+    for name in names:
+        if only and name not in only:
+            if not (work / "executed" / f"{name}.ipynb").exists():
+                raise BookError(f"--only skips {name}, but it has never been executed into {work / 'executed'}")
+            continue
+        print(f"[book] executing notebooks/{name}.ipynb ...", flush=True)
+        executed = work / "executed" / f"{name}.ipynb"
+        seconds = execute_notebook(REPO / "notebooks" / f"{name}.ipynb", executed, settings, REPO)
+        nb = nbformat.read(str(executed), as_version=4)
+        static_widgets(nb)  # the static book embeds no widgets: no widget JavaScript from a CDN
+        nbformat.write(nb, str(executed))
+        print(f"[book] {name}: {seconds:.0f} s", flush=True)
+    write_scripts(work / "_extra")
+    jb = Path(sys.executable).with_name("jupyter-book")
+    command = [str(jb if jb.exists() else "jupyter-book"), "build", str(work), "--config", str(REPO / "_config.yml"),
+               "--toc", str(work / "_toc.yml"), "--path-output", str(work),  # else _build goes beside _config.yml
+               "-W", "-n", "--keep-going", "--all"]
+    result = subprocess.run(command, cwd=REPO)
+    if result.returncode != 0:
+        raise BookError(f"jupyter-book build failed (exit {result.returncode}); warnings count as errors, see above")
+    index = work / "_build" / "html" / "index.html"
+    if not index.exists():
+        raise BookError(f"jupyter-book finished but {index} does not exist")
+    return index
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="default")
+    parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                        help="a notebook parameter, e.g. --set DEVICE=cuda (repeatable)")
+    parser.add_argument("--work", type=Path, help="build folder (default: book/)")
+    parser.add_argument("--run-dir", type=Path, help="where result tables go (default: runs/)")
+    parser.add_argument("--only", nargs="*", help="execute only these notebooks (others must have run before)")
+    args = parser.parse_args(argv)
+    try:
+        settings = {**PRESETS[args.preset], **dict(parse_setting(s) for s in args.settings)}
+        index = build(settings, args.work, args.run_dir, args.only)
+    except BookError as err:
+        print(f"[book] ERROR: {err}", file=sys.stderr)
+        return 1
+    print(f"[book] built: {index}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

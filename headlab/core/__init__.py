@@ -1,0 +1,1 @@
+"""Masking, batching, prediction, the sweep engine, attention maps and statistics: no model files, no data files."""

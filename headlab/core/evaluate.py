@@ -1,0 +1,117 @@
+"""Tokenize once, predict in length-sorted batches, and score grades.
+
+Grades 1..5 are classes 0..4 inside the model; every table headlab writes uses grades.
+"""
+from __future__ import annotations
+
+import warnings
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from headlab.core.masking import mask_heads
+
+NUM_GRADES = 5
+GRADE_LABELS = list(range(1, NUM_GRADES + 1))
+
+
+@dataclass
+class Encoded:
+    """A split tokenized once: token ids per example (unpadded), grades, and how many were truncated."""
+
+    input_ids: list[list[int]]
+    token_type_ids: list[list[int]]
+    grades: np.ndarray
+    n_truncated: int
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    def subset(self, idx) -> "Encoded":
+        """The examples at positions ``idx``, in that order."""
+        return Encoded([self.input_ids[i] for i in idx], [self.token_type_ids[i] for i in idx], self.grades[idx], 0)
+
+
+def encode(tokenizer, frame: pd.DataFrame, max_length: int = 128) -> Encoded:
+    """Tokenize (query, title) pairs as ``[CLS] query [SEP] title [SEP]``; truncation is counted, never silent.
+
+    ``max_length`` is capped at the tokenizer's ``model_max_length`` (the model's positions)."""
+    max_length = min(max_length, getattr(tokenizer, "model_max_length", max_length) or max_length)
+    queries, titles = frame["query"].tolist(), frame["title"].tolist()
+    full = tokenizer(queries, titles, truncation=False)["input_ids"]
+    n_truncated = sum(len(ids) > max_length for ids in full)
+    if n_truncated:
+        warnings.warn(
+            f"{n_truncated} of {len(full)} pairs are longer than max_length={max_length} tokens and were "
+            "truncated (longest first)",
+            stacklevel=2,
+        )
+    enc = tokenizer(queries, titles, truncation="longest_first", max_length=max_length)
+    token_types = enc.get("token_type_ids") or [[0] * len(ids) for ids in enc["input_ids"]]
+    return Encoded(enc["input_ids"], token_types, frame["label"].to_numpy(dtype=np.int64), n_truncated)
+
+
+def length_batches(encoded: Encoded, batch_size: int, pad_id: int = 0):
+    """Yield (example indices, padded tensors) in order of length, so padding stays small."""
+    lengths = np.array([len(ids) for ids in encoded.input_ids])
+    order = np.argsort(lengths, kind="stable")
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        width = int(lengths[idx].max())
+        ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
+        types = torch.zeros((len(idx), width), dtype=torch.long)
+        attention = torch.zeros((len(idx), width), dtype=torch.long)
+        for row, i in enumerate(idx):
+            n = lengths[i]
+            ids[row, :n] = torch.tensor(encoded.input_ids[i])
+            types[row, :n] = torch.tensor(encoded.token_type_ids[i])
+            attention[row, :n] = 1
+        yield idx, {"input_ids": ids, "token_type_ids": types, "attention_mask": attention}
+
+
+def model_inputs(model, batch: dict, device) -> dict:
+    """Move a batch to the device, dropping token types for encoders that have none (MPNet)."""
+    if getattr(model.config, "type_vocab_size", 0) < 2:
+        batch = {k: v for k, v in batch.items() if k != "token_type_ids"}
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+@torch.inference_mode()
+def predict(model, encoded: Encoded, mask=None, batch_size: int = 64, device="cpu", pad_id: int = 0) -> np.ndarray:
+    """Grade probabilities (examples x 5) of the model, with the heads of ``mask`` removed if given."""
+    probs = np.zeros((len(encoded), NUM_GRADES), dtype=np.float32)
+    model.eval()
+    with mask_heads(model, mask) if mask is not None else nullcontext():
+        for idx, batch in length_batches(encoded, batch_size, pad_id):
+            logits = model(**model_inputs(model, batch, device)).logits
+            probs[idx] = torch.softmax(logits.float(), dim=-1).cpu().numpy()
+    return probs
+
+
+def predicted_grades(probs: np.ndarray) -> np.ndarray:
+    return probs.argmax(axis=1) + 1
+
+
+def metrics(grades: np.ndarray, predicted: np.ndarray) -> dict:
+    """Accuracy and macro-F1 over the five grades (a grade never predicted nor present counts as F1 0)."""
+    f1s = []
+    for g in GRADE_LABELS:
+        tp = np.sum((predicted == g) & (grades == g))
+        fp = np.sum((predicted == g) & (grades != g))
+        fn = np.sum((predicted != g) & (grades == g))
+        f1s.append(2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0)
+    return {"n": int(len(grades)), "accuracy": float(np.mean(grades == predicted)), "macro_f1": float(np.mean(f1s))}
+
+
+def confusion(grades: np.ndarray, predicted: np.ndarray) -> pd.DataFrame:
+    """Tidy confusion matrix: true grade, predicted grade, count, share of the true grade's row."""
+    rows = []
+    for t in GRADE_LABELS:
+        n_true = int(np.sum(grades == t))
+        for p in GRADE_LABELS:
+            count = int(np.sum((grades == t) & (predicted == p)))
+            rows.append({"true": t, "predicted": p, "count": count, "share": count / n_true if n_true else 0.0})
+    return pd.DataFrame(rows)

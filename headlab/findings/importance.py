@@ -1,0 +1,218 @@
+"""Which heads and layers matter: single-head and whole-layer ablations, gradient importance, the halves for low-vs-high masking.
+
+Ablation (mask a head, measure accuracy) is the study's tool. Gradient importance (Michel, Levy & Neubig,
+2019, "Are Sixteen Heads Really Better than One?") asks the same question to first order, in one backward
+pass over the data; where the two rankings agree, the cheap proxy can stand in for the costly sweep.
+Effects are relative accuracy changes with paired bootstrap intervals (see :mod:`headlab.core.stats`), and the
+many single-head tests are Holm-corrected, since with 144 heads some would look significant by chance.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy import stats as sps
+
+from headlab.core.evaluate import Encoded, length_batches, model_inputs
+from headlab.core.masking import head_grid, mask_heads
+from headlab.core.stats import boot_means, bootstrap_weights, holm, relative_change
+from headlab.core.sweep import MaskSpec, baseline_correct, correct_matrix, draw_seed, masks_of_kind, random_share_specs
+
+HALVES = ("lower", "upper")
+
+
+def head_grid_table(summary: pd.DataFrame, layers: int, heads: int, alpha: float = 0.05) -> pd.DataFrame:
+    """The single-head ablation grid: one row per head, Holm-corrected over all heads tested.
+
+    ``direction`` says what *masking* the head does when the effect survives the correction: "hurts"
+    (accuracy falls), "helps" (accuracy rises), else "none". Heads of the ``layers x heads`` grid missing
+    from the summary stay in the grid with empty numbers and direction "untested", so a partial sweep never
+    looks like a sweep of heads that changed nothing.
+    """
+    rows = masks_of_kind(summary, "head", ["layer", "head"])
+    outside = rows[(rows["layer"] >= layers) | (rows["head"] >= heads) | (rows["layer"] < 0) | (rows["head"] < 0)]
+    if not outside.empty:
+        raise ValueError(f"head masks outside a {layers}x{heads} grid: {list(outside['mask_id'])}")
+    if rows.duplicated(["layer", "head"]).any():
+        raise ValueError("the summary holds more than one single-head mask for the same head")
+    rows = rows[["layer", "head", "accuracy", "rel_change", "lo", "hi", "lo90", "hi90", "p_mcnemar"]]
+    rows["p_holm"] = holm(rows["p_mcnemar"].to_numpy())
+    grid = pd.DataFrame([(l, h) for l in range(layers) for h in range(heads)], columns=["layer", "head"])
+    grid = grid.merge(rows, on=["layer", "head"], how="left")
+    tested = grid["p_holm"].notna()
+    grid["significant"] = tested & (grid["p_holm"] < alpha)
+    grid["direction"] = np.where(~tested, "untested", np.where(~grid["significant"], "none",
+                                 np.where(grid["rel_change"] < 0, "hurts", "helps")))
+    return grid
+
+
+@contextmanager
+def _only_mask_needs_grad(model):
+    """Eval mode and no parameter gradients inside the block; both restored after it.
+
+    With every parameter frozen, backward reaches only the head mask, so it is cheaper and leaves each
+    parameter's ``.grad`` (and ``requires_grad``) exactly as the caller had them.
+    """
+    flags = [(p, p.requires_grad) for p in model.parameters()]
+    was_training = model.training
+    model.eval()
+    for p, _ in flags:
+        p.requires_grad_(False)
+    try:
+        yield model
+    finally:
+        for p, flag in flags:
+            p.requires_grad_(flag)
+        model.train(was_training)
+
+
+def gradient_importance(model, encoded: Encoded, batch_size: int = 32, device="cpu", pad_id: int = 0,
+                        normalize: bool = True) -> pd.DataFrame:
+    """Michel et al.'s head importance I_h = E_x |dL(x)/d xi_h|, with xi the head mask at 1 (all kept).
+
+    L(x) is the cross-entropy of the gold grade. Every example gets its own row of a (batch, layers, heads)
+    mask, so one backward pass of the summed loss yields each example's own gradient and the absolute
+    value is taken per example, as in the paper's definition. (Their code takes it per token of the head's
+    output; HuggingFace's ``run_bertology`` takes it per batch, which lets opposite signs within a batch
+    cancel and makes the score depend on the batch size; per example does neither.)
+
+    ``importance_raw`` is that mean over examples. ``importance`` divides it by its layer's L2 norm when
+    ``normalize`` (as their code does, so every layer sums to one in squares), else repeats the raw value.
+    """
+    layers, heads = head_grid(model)
+    total = torch.zeros(layers, heads, dtype=torch.float64)
+    with _only_mask_needs_grad(model):
+        for idx, batch in length_batches(encoded, batch_size, pad_id):
+            xi = torch.ones(len(idx), layers, heads, device=device, requires_grad=True)
+            labels = torch.as_tensor(encoded.grades[idx] - 1, dtype=torch.long, device=device)
+            with mask_heads(model, xi):
+                logits = model(**model_inputs(model, batch, device)).logits
+            loss = torch.nn.functional.cross_entropy(logits.float(), labels, reduction="sum")
+            (grad,) = torch.autograd.grad(loss, xi)
+            total += grad.abs().sum(dim=0).double().cpu()
+    raw = total / len(encoded)
+    score = raw / (raw.norm(dim=1, keepdim=True) + 1e-20) if normalize else raw
+    layer_idx, head_idx = np.divmod(np.arange(layers * heads), heads)
+    return pd.DataFrame({"layer": layer_idx, "head": head_idx, "importance": score.flatten().numpy(),
+                         "importance_raw": raw.flatten().numpy()})
+
+
+def rank_agreement(grid: pd.DataFrame, importance: pd.DataFrame, column: str = "importance") -> dict:
+    """Do ablation and gradient importance rank the heads alike?
+
+    The ablation effect is the accuracy lost when a head is masked (``-rel_change``). Reported: Spearman's
+    rho with its p-value over the heads both tables have, and the overlap of the two top-k sets (k = 10% of
+    heads, at least 1) next to the overlap two random top-k sets would have on average (k^2 / n).
+    Ties are broken by grid order (layer, then head).
+    """
+    both = grid[["layer", "head", "rel_change"]].merge(importance[["layer", "head", column]], on=["layer", "head"])
+    both = both.dropna().sort_values(["layer", "head"]).reset_index(drop=True)
+    n = len(both)
+    if n < 3:
+        raise ValueError(f"rank agreement needs at least 3 heads present in both tables, got {n}")
+    effect = -both["rel_change"].to_numpy()
+    score = both[column].to_numpy()
+    rho, p_value = sps.spearmanr(effect, score)
+    k = max(1, int(round(0.1 * n)))
+    heads = list(zip(both["layer"].astype(int), both["head"].astype(int)))
+    top_ablation = [heads[i] for i in np.argsort(-effect, kind="stable")[:k]]
+    top_gradient = [heads[i] for i in np.argsort(-score, kind="stable")[:k]]
+    overlap = len(set(top_ablation) & set(top_gradient))
+    return {"spearman_rho": float(rho), "p_value": float(p_value), "n_heads": n, "k": k,
+            "top_overlap": overlap, "top_overlap_expected": k * k / n,
+            "top_ablation": top_ablation, "top_gradient": top_gradient}
+
+
+def layer_effects(summary: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+    """Masking one whole layer at a time; ``distinguishable`` when the change survives Holm over all layers.
+
+    Every layer is a test, so with 12 layers one would pass at 5% by chance about half the time; the
+    McNemar p-values are Holm-corrected across layers (``p_holm``) before a layer's gain or loss is called.
+    """
+    rows = masks_of_kind(summary, "layer", ["layer"]).sort_values("layer")
+    table = rows[["layer", "accuracy", "rel_change", "lo", "hi", "p_mcnemar"]].reset_index(drop=True)
+    table["p_holm"] = holm(table["p_mcnemar"].to_numpy())
+    table["distinguishable"] = table["p_holm"] < alpha
+    return table
+
+
+def half_split(layers: int) -> tuple[list[int], list[int]]:
+    """Lower and upper half of the layers (0..L/2-1 and L/2..L-1), as the study splits 12 layers at 6."""
+    if layers < 2 or layers % 2:
+        raise ValueError(f"the layers split into two equal halves only for an even count, got {layers}")
+    return list(range(layers // 2)), list(range(layers // 2, layers))
+
+
+def half_pool(layers: int, heads: int, which: str) -> list[tuple[int, int]]:
+    """Every (layer, head) of the lower or upper half: the pool random masks of that half draw from."""
+    if which not in HALVES:
+        raise ValueError(f"which must be one of {HALVES}, got {which!r}")
+    half = half_split(layers)[HALVES.index(which)]
+    return [(l, h) for l in half for h in range(heads)]
+
+
+def half_shares(layers: int, heads: int, steps: int) -> list[float]:
+    """Shares of *all* heads from 0 to 0.5 (a whole half) in ``steps`` equal steps, on whole heads.
+
+    Each share is rounded to a whole number of heads and given back as that count over all heads, so the
+    axis shows what was masked (for 6x12: 0.1 of 72 heads is 7.2, so the point is 7/72 = 0.097).
+    """
+    half = len(half_pool(layers, heads, "lower"))
+    if not 1 <= steps <= half:
+        raise ValueError(f"steps must lie in [1, {half}] (one head per step at most), got {steps}")
+    counts = np.round(np.linspace(0, half, steps + 1)).astype(int)
+    return [float(c) / (layers * heads) for c in counts]
+
+
+def half_specs(layers: int, heads: int, steps: int, draws: int, seed: int) -> list[MaskSpec]:
+    """Random masks drawn only from the lower half (kind "lower") or only from the upper half ("upper").
+
+    Shares are :func:`half_shares`. Masking no head, or every head of the half, is the same mask on every
+    draw, so those two points get one draw each and the shares between get ``draws``.
+    """
+    return [spec for which in HALVES for spec in random_share_specs(
+        layers, heads, half_shares(layers, heads, steps), draws, seed, pool=half_pool(layers, heads, which), kind=which)]
+
+
+def half_gap(per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """Per share: the relative change from masking the lower and the upper half, and their difference.
+
+    Each half's effect is that of its accuracy averaged over draws, as in :func:`headlab.core.sweep.share_curve`
+    (same two-stage bootstrap, so the same numbers). ``gap = upper_change - lower_change``: positive when
+    masking lower heads costs more, in points of relative change; its 95% interval resamples test examples
+    once for both halves and the baseline (paired), so what the halves share cancels, and each half's draws
+    on their own (the two halves' heads are drawn independently).
+    """
+    base = baseline_correct(per_example).astype(np.float64)
+    correct = correct_matrix(per_example)
+    by_half = {}
+    for which in HALVES:
+        rows = masks_of_kind(plan, which, ["n_dropped"])
+        rows["share"] = pd.to_numeric(rows["share"]).astype(float)
+        by_half[which] = dict(list(rows.groupby("share", sort=True)))
+    if sorted(by_half["lower"]) != sorted(by_half["upper"]):
+        raise ValueError(f"the halves were masked at different shares: {sorted(by_half['lower'])} vs {sorted(by_half['upper'])}")
+    weights = bootstrap_weights(len(base), n_boot, seed)
+    base_boot = weights @ base
+    out = []
+    for share in sorted(by_half["lower"]):
+        row = {"share": share, "n_heads": int(by_half["lower"][share]["n_dropped"].iloc[0]),
+               "base_accuracy": float(base.mean())}
+        boots = {}
+        for which in HALVES:
+            masks = by_half[which][share]
+            draws = correct.loc[masks["mask_id"]].to_numpy(dtype=np.float64)
+            seeds = draw_seed(seed, which, share)
+            effect = relative_change(draws, base, n_boot=n_boot, seed=seed, draw_seed=seeds)
+            row.update({f"{which}_accuracy": float(draws.mean()), f"{which}_change": effect["rel_change"],
+                        f"{which}_lo": effect["lo"], f"{which}_hi": effect["hi"], f"{which}_draws": len(masks)})
+            with np.errstate(divide="ignore", invalid="ignore"):
+                boots[which] = boot_means(draws, weights, seeds) * len(base) / base_boot - 1.0
+        gap_boot = boots["upper"] - boots["lower"]
+        gap_boot = gap_boot[np.isfinite(gap_boot)]
+        row.update({"gap": row["upper_change"] - row["lower_change"], "gap_lo": float(np.quantile(gap_boot, 0.025)),
+                    "gap_hi": float(np.quantile(gap_boot, 0.975)), "n_examples": len(base), "n_boot": n_boot})
+        out.append(row)
+    return pd.DataFrame(out)

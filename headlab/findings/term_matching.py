@@ -1,0 +1,264 @@
+"""Finding 5, term-matching heads: rank heads by attention between identical query/title terms, then mask them.
+
+The study masked its 5 clearest term-matching heads (layers 2-4 of 12) and lost 52.4% of accuracy, while 5
+random heads cost nothing; all heads of layers 0-5 cost 86.5%, and all of them but the 5 matching heads only
+18.1%. Here the same masks run on the whole test set, each random mask as many seeded draws, and two controls
+the study lacks: 5 random heads of the lower half (the matching heads' own half, where masking costs more),
+and the lower half masked except 5 random heads of it. The matching heads' effects are then placed within the
+spread of those random draws (an empirical p-value of the head choice).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pandas as pd
+
+from headlab.core.stats import empirical_p, equivalent, mcnemar, relative_change, undecidable
+from headlab.core.sweep import MaskSpec, baseline_correct, baseline_spec, correct_matrix, draw_seed, random_share_specs
+from headlab.findings.importance import half_pool
+from headlab.findings.layer_dependence import STUDY_MATCHING_LAYERS, study_layers_to_ours
+from headlab.findings.roles import role_scores
+
+# condition -> (how the table names it, the study's relative change or None where the study has no number)
+CONDITIONS = {
+    "none": ("no mask", 0.0),
+    "random": ("{k} random heads", 0.0),
+    "random_lower": ("{k} random heads of the lower half", None),
+    "matching": ("the {k} term-matching heads", -0.524),
+    "lower": ("all heads of the lower half", -0.865),
+    "lower_but_matching": ("the lower half but the {k} term-matching heads", -0.181),
+    "lower_but_random": ("the lower half but {k} random heads of it", None),
+}
+# tested condition -> (random condition it is compared with, the side on which it is more extreme)
+COMPARISONS = [("matching", "random", "lower"), ("matching", "random_lower", "lower"),
+               ("lower_but_matching", "lower_but_random", "higher")]
+
+
+def _role_key(limit, seed: int, stopwords) -> str:
+    settings = {"limit": limit, "seed": seed, "stopwords": sorted(stopwords or ())}
+    return hashlib.sha256(json.dumps(settings).encode()).hexdigest()[:10]
+
+
+def role_indices(n_examples: int, limit: int | None, seed: int) -> np.ndarray | None:
+    """The examples role scores are computed on: all (None), or a seeded random ``limit`` of them in order."""
+    if limit is None or limit >= n_examples:
+        return None
+    return np.sort(np.random.default_rng(seed).choice(n_examples, int(limit), replace=False))
+
+
+def head_roles(setup, limit: int | None = None, stopwords=None) -> pd.DataFrame:
+    """Every head's role scores (:func:`headlab.findings.roles.role_scores`) on the evaluation split: loaded or computed.
+
+    Notebooks 05-07 all rank heads by these scores, so the first to run saves them in the study's table
+    folder as ``head_roles-<key>.csv``, the key naming ``limit`` (examples used, a seeded subset), the seed
+    and the stopword list; the others load that file.
+    """
+    study = setup.study
+    name = f"head_roles-{_role_key(limit, study.seed, stopwords)}"
+    path = study.table_dir / f"{name}.csv"
+    if path.exists():
+        return pd.read_csv(path)
+    table = role_scores(setup.model, setup.encoded, setup.tokenizer,
+                        indices=role_indices(len(setup.encoded), limit, study.seed), batch_size=study.batch_size,
+                        device=study.torch_device, stopwords=stopwords)
+    setup.save_table(table, name)
+    return table
+
+
+def placement(roles: pd.DataFrame, matching, layers: int, by: str = "match_excess") -> str:
+    """Where the chosen heads sit, against the study's layers 2-4 of 12, and the best heads of any layer (markdown)."""
+    scores = roles.set_index(["layer", "head"])[by]
+    ours = study_layers_to_ours(STUDY_MATCHING_LAYERS, layers)
+    there = sum(layer in ours for layer, _ in matching)
+    best = scores.sort_values(ascending=False).head(len(matching))
+    in_lower = sum(layer < layers // 2 for layer, _ in best.index)
+    heads = ", ".join(f"{l}.{h} ({scores[(l, h)]:.2f})" for l, h in matching)
+    return (f"- The {len(matching)} lower-half heads with the highest `{by}` (layer.head, score): {heads}. "
+            f"The study's {len(matching)} sat in layers 2–4 of 12, at the relative depth of our layers "
+            f"{', '.join(map(str, ours))}: {there} of ours are there.\n"
+            f"- Over all layers the top {len(matching)} by the same score are "
+            f"{', '.join(f'{l}.{h} ({v:.2f})' for (l, h), v in best.items())}; {in_lower} of them in the lower half.")
+
+
+def labels(k: int) -> dict[str, str]:
+    """Condition -> its name in tables and charts, for ``k`` matching heads."""
+    return {condition: text.format(k=k) for condition, (text, _) in CONDITIONS.items()}
+
+
+def random_lower_sets(layers: int, heads: int, k: int, draws: int, seed: int) -> list[tuple[tuple[int, int], ...]]:
+    """``draws`` seeded sets of ``k`` heads of the lower half: the control sets of notebooks 05 and 07.
+
+    Drawn by :func:`headlab.core.sweep.random_share_specs` with the seed ``seed + 1`` (so independent of the
+    all-heads draws); draw d is the same set whatever ``draws`` is.
+    """
+    pool = half_pool(layers, heads, "lower")
+    specs = random_share_specs(layers, heads, [k / (layers * heads)], draws, seed + 1, pool=pool, kind="random_lower")
+    return [spec.dropped for spec in specs]
+
+
+def term_matching_specs(layers: int, heads: int, matching, draws: int, keep_draws: int, seed: int) -> list[MaskSpec]:
+    """The masks of the study's table and of the controls; each mask's ``kind`` is its condition.
+
+    ``random``: ``draws`` sets of k heads from all heads; ``random_lower``: ``draws`` sets of k heads of
+    the lower half; ``lower_but_random``: the lower half but each of the first ``keep_draws`` of those
+    sets (so kept and removed random sets are the same heads; see :func:`random_lower_sets`). k = len(matching).
+    """
+    matching = sorted((int(l), int(h)) for l, h in matching)
+    if not matching:
+        raise ValueError("matching must name at least one head")
+    if draws < 1 or keep_draws < 1:
+        raise ValueError(f"draws and keep_draws must be positive, got {draws} and {keep_draws}")
+    k, lower = len(matching), half_pool(layers, heads, "lower")
+    lower_sets = random_lower_sets(layers, heads, k, max(draws, keep_draws), seed)
+    return [baseline_spec(), *random_share_specs(layers, heads, [k / (layers * heads)], draws, seed, kind="random"),
+            *[MaskSpec(f"random_lower-d{d}", s, "random_lower", {"draw": d}) for d, s in enumerate(lower_sets[:draws])],
+            MaskSpec("matching", tuple(matching), "matching"),
+            MaskSpec("lower", tuple(lower), "lower"),
+            MaskSpec("lower_but_matching", tuple(h for h in lower if h not in matching), "lower_but_matching"),
+            *[MaskSpec(f"lower_but_random-d{d}", tuple(h for h in lower if h not in s), "lower_but_random",
+                       {"draw": d}) for d, s in enumerate(lower_sets[:keep_draws])]]
+
+
+def draw_table(per_example: pd.DataFrame, plan: pd.DataFrame, k: int) -> pd.DataFrame:
+    """One row per mask: condition, its label, accuracy and relative change (each random draw on its own)."""
+    correct = correct_matrix(per_example)
+    base = baseline_correct(per_example).astype(np.float64)
+    names = labels(k)
+    rows = plan[plan["kind"].isin(list(CONDITIONS))][["mask_id", "kind", "n_dropped"]]
+    accuracy = correct.loc[rows["mask_id"]].to_numpy(dtype=np.float64).mean(axis=1)
+    return pd.DataFrame({"mask_id": rows["mask_id"].to_numpy(), "condition": rows["kind"].to_numpy(),
+                         "label": [names[c] for c in rows["kind"]], "n_dropped": rows["n_dropped"].to_numpy(),
+                         "accuracy": accuracy, "rel_change": accuracy / base.mean() - 1.0})
+
+
+def condition_table(per_example: pd.DataFrame, plan: pd.DataFrame, k: int, n_boot: int = 2000,
+                    seed: int = 0) -> pd.DataFrame:
+    """The study's table, ours beside it: one row per condition, against the sweep's unmasked row.
+
+    ``rel_change`` of a random condition is that of the accuracy averaged over its draws; ``lo``/``hi`` is
+    its 95% two-stage bootstrap interval (draws, then test pairs), ``lo90``/``hi90`` the 90% one for
+    equivalence; ``draw_lo``/``draw_hi`` the 2.5-97.5% range of the single draws (which heads were drawn).
+    ``p_mcnemar`` (exact, against the unmasked model) is given for single masks. ``kept`` is the accuracy
+    kept, 1 + rel_change; ``study`` the study's number.
+    """
+    base = baseline_correct(per_example).astype(np.float64)
+    correct = correct_matrix(per_example)
+    names = labels(k)
+    rows = []
+    for condition, (_, study) in CONDITIONS.items():
+        masks = plan[plan["kind"] == condition]
+        if masks.empty:
+            continue
+        values = correct.loc[masks["mask_id"]].to_numpy(dtype=np.float64)
+        per_draw = values.mean(axis=1) / base.mean() - 1.0
+        effect = relative_change(values, base, n_boot=n_boot, seed=seed, draw_seed=draw_seed(seed, condition, 0.0))
+        rows.append({"condition": condition, "label": names[condition], "n_heads": int(masks["n_dropped"].iloc[0]),
+                     "accuracy": float(values.mean()), **effect, "kept": 1.0 + effect["rel_change"],
+                     "draw_lo": float(np.quantile(per_draw, 0.025)), "draw_hi": float(np.quantile(per_draw, 0.975)),
+                     "p_mcnemar": mcnemar(values[0], base) if len(values) == 1 else np.nan, "study": study})
+    return pd.DataFrame(rows)
+
+
+def random_comparison(per_example: pd.DataFrame, plan: pd.DataFrame, k: int) -> pd.DataFrame:
+    """Do the matching heads matter more than random heads? An empirical p-value per comparison.
+
+    For each tested mask and its random condition: the share of random draws at least as extreme (as low a
+    change when masking the matching heads, as high when keeping them), and the one-sided empirical p-value
+    (1 + that count) / (1 + draws). It measures the choice of heads on this test set; the example
+    uncertainty is in :func:`condition_table`.
+    """
+    draws = draw_table(per_example, plan, k)
+    names = labels(k)
+    rows = []
+    for tested, reference, side in COMPARISONS:
+        value = draws[draws["condition"] == tested]["rel_change"]
+        pool = draws[draws["condition"] == reference]["rel_change"].to_numpy()
+        if value.empty or not len(pool):
+            continue
+        value = float(value.iloc[0])
+        extreme = int(np.sum(pool <= value) if side == "lower" else np.sum(pool >= value))
+        rows.append({"tested": tested, "tested_label": names[tested], "reference": reference,
+                     "reference_label": names[reference], "side": side, "tested_change": value,
+                     "reference_mean": float(pool.mean()), "reference_min": float(pool.min()),
+                     "reference_max": float(pool.max()), "n_draws": len(pool), "n_as_extreme": extreme,
+                     "p_empirical": empirical_p(extreme, len(pool))})
+    return pd.DataFrame(rows)
+
+
+def _pct(x: float) -> str:
+    return f"{x:+.1%}"
+
+
+def _effect(row) -> str:
+    return f"{_pct(row['rel_change'])} [{_pct(row['lo'])}, {_pct(row['hi'])}]"
+
+
+def _state(row, margin: float) -> str:
+    if row["hi"] < 0:
+        return "a loss distinguishable from zero"
+    if row["lo"] > 0:
+        return "a gain distinguishable from zero"
+    if equivalent(row["lo90"], row["hi90"], margin):
+        return f"**no change**: the 90% interval lies within ±{margin:.0%} (equivalence)"
+    return (f"no change distinguishable from zero, but not shown to be none either (the 90% interval "
+            f"[{_pct(row['lo90'])}, {_pct(row['hi90'])}] reaches past ±{margin:.0%})")
+
+
+def verdict(table: pd.DataFrame, comparison: pd.DataFrame, alpha: float = 0.05, margin: float = 0.02) -> str:
+    """The study's table against ours, and whether the matching heads matter far more than random ones (markdown).
+
+    "Far more" means: masking them costs accuracy (McNemar p < ``alpha``), more than every random draw of
+    their half, and at least twice the mean loss of those draws; the empirical p-value must be below
+    ``alpha`` (which needs at least 1/alpha - 1 draws). The study's "+0%" is a claim of no effect, tested as
+    equivalence within ±``margin``.
+    """
+    rows = table.set_index("condition")
+    lines = []
+    for condition, row in rows.iterrows():
+        if condition == "none" or pd.isna(row["study"]):
+            continue
+        contains = "contains" if row["lo"] <= row["study"] <= row["hi"] else "excludes"
+        spread = (f" (two-stage interval over {row['n_draws']} draws and the pairs; single draws "
+                  f"{_pct(row['draw_lo'])} to {_pct(row['draw_hi'])})" if row["n_draws"] > 1
+                  else f", McNemar p = {row['p_mcnemar']:.2g}")
+        lines.append(f"- *{row['label']}*: study {_pct(row['study'])}; here {_effect(row)}{spread}: "
+                     f"{_state(row, margin)}; our interval {contains} the study's number.")
+    by_test = {(r.tested, r.reference): r for r in comparison.itertuples()}
+    if "matching" in rows.index:
+        m = rows.loc["matching"]
+        parts = [f"{r.n_as_extreme} of {r.n_draws} draws of *{r.reference_label}* cost as much or more "
+                 f"(their mean {_pct(r.reference_mean)}; empirical p = {r.p_empirical:.2g})"
+                 for r in (by_test.get(("matching", ref)) for ref in ("random", "random_lower")) if r is not None]
+        strict = by_test.get(("matching", "random_lower")) or by_test.get(("matching", "random"))
+        hurts = m["rel_change"] < 0 and m["p_mcnemar"] < alpha
+        if strict is None:
+            answer = "**not tested**: no random draws to compare with"
+        elif not hurts:
+            answer = f"**no: masking them costs no accuracy distinguishable from zero** (McNemar p ≥ {alpha})"
+        elif strict.p_empirical >= alpha:
+            answer = (undecidable(strict.n_draws, alpha) + " (raise DRAWS)" if undecidable(strict.n_draws, alpha)
+                      else "**not shown: random heads cost as much often enough**")
+        elif strict.n_as_extreme == 0 and m["rel_change"] <= 2 * strict.reference_mean:
+            answer = "**yes: the term-matching heads matter far more than random heads here**"
+        else:
+            answer = "**they matter more than random heads, but not far more**"
+        lines.append(f"- *Do the {m['n_heads']} matching heads matter far more than random heads?* Masking them: "
+                     f"{_effect(m)}, McNemar p = {m['p_mcnemar']:.2g} against the unmasked model; "
+                     + "; ".join(parts) + f". {answer}.")
+    if "lower_but_matching" in rows.index:
+        keep = rows.loc["lower_but_matching"]
+        text = (f"- *Keeping only the matching heads of the lower half keeps about 82% of baseline accuracy* (study): "
+                f"here it keeps {keep['kept']:.0%} [{1 + keep['lo']:.0%}, {1 + keep['hi']:.0%}]")
+        if "lower" in rows.index:
+            text += f", against {rows.loc['lower', 'kept']:.0%} with the whole lower half masked"
+        r = by_test.get(("lower_but_matching", "lower_but_random"))
+        if r is not None:
+            text += (f"; keeping {r.n_draws} random sets of as many lower heads instead keeps "
+                     f"{1 + r.reference_mean:.0%} on average ({1 + r.reference_min:.0%} to {1 + r.reference_max:.0%}), "
+                     f"{r.n_as_extreme} of them at least as much (empirical p = {r.p_empirical:.2g}"
+                     + (f"; {undecidable(r.n_draws, alpha)}, raise KEEP_DRAWS)" if undecidable(r.n_draws, alpha)
+                        else ")"))
+        lines.append(text + ".")
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Offline inputs: pinned assets, relevance pairs, corpora, words, the network guard."""

@@ -1,0 +1,1 @@
+"""Models: names, loading from safetensors, fine-tuning and pretraining."""

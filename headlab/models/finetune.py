@@ -1,0 +1,153 @@
+"""Fine-tune an encoder into a 5-grade relevance classifier, with a plain, seeded PyTorch loop.
+
+The checkpoint is cached under a key of (model, data, hyperparameters, seed): every notebook asks for the
+same key and gets the same model. Training saves its state after every epoch, so an interrupted run
+resumes and ends with the same weights as an uninterrupted one; a cache entry counts only once its marker
+(written last, holding the weights' sha256) matches the weights.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from headlab.core.evaluate import encode, length_batches, metrics, model_inputs, predict, predicted_grades
+from headlab.inputs.assets import cache_dir, is_asset, sha256_of
+from headlab.inputs.data import get_split, load_data
+from headlab.models.loading import load_classifier, load_tokenizer
+from headlab.models.names import REPORT, is_pretrained_name, named_model_dir
+from headlab.models.training import cached, load_state, optimizer_and_schedule, save_state, train_step
+
+TRAINING_PROCEDURE = 2  # bump when the loop changes what a config trains to, so old checkpoints are not reused
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    """Everything that decides the fine-tuned weights (and so the cache key)."""
+
+    model: str = "minilm"
+    data: str = "stsb-en"
+    epochs: int = 3
+    lr: float = 5e-5
+    batch_size: int = 32
+    max_length: int = 128
+    train_limit: int | None = None
+    warmup: float = 0.1
+    weight_decay: float = 0.01
+    seed: int = 0
+
+    def __post_init__(self):
+        for name in ("epochs", "batch_size", "max_length"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}")
+        if self.train_limit is not None and self.train_limit < 1:
+            raise ValueError(f"train_limit must be a positive integer or None, got {self.train_limit}")
+        if not 0 < self.lr < 1:
+            raise ValueError(f"lr must be in (0, 1), got {self.lr}")
+
+
+def _fingerprint(spec: str) -> str:
+    """An asset or hub name identifies itself; a local file or folder (or a model headlab pretrained) by its content."""
+    path = named_model_dir(spec) if is_pretrained_name(spec) else Path(spec).expanduser()
+    if is_asset(spec) or not path.exists():
+        return spec
+    if path.is_file():
+        return sha256_of(path)
+    # not the pretraining report: the same weights pretrained again differ only in its timings
+    files = [p for p in sorted(path.glob("*")) if p.is_file() and p.name != REPORT]
+    return hashlib.sha256(b"".join(sha256_of(p).encode() for p in files)).hexdigest()
+
+
+def checkpoint_dir(config: FinetuneConfig) -> Path:
+    """Where the fine-tuned model for ``config`` lives in the cache."""
+    key_source = {**asdict(config), "model": _fingerprint(config.model), "data": _fingerprint(config.data),
+                  "procedure": TRAINING_PROCEDURE}
+    key = hashlib.sha256(json.dumps(key_source, sort_keys=True).encode()).hexdigest()[:12]
+    name = Path(config.model).name if not is_asset(config.model) else config.model
+    return cache_dir() / "finetuned" / f"{name}-{Path(config.data).stem}-{key}"
+
+
+def length_bucketed_batches(encoded, batch_size: int, rng: np.random.Generator, pool: int = 50) -> list[np.ndarray]:
+    """Shuffled batches of examples of similar length, so little compute goes to padding.
+
+    Examples are shuffled, cut into pools of ``pool`` batches, sorted by length within a pool and batched;
+    then the order of the batches is shuffled. Every example appears exactly once per epoch.
+    """
+    order = rng.permutation(len(encoded))
+    lengths = np.array([len(ids) for ids in encoded.input_ids])
+    batches = []
+    for start in range(0, len(order), pool * batch_size):
+        chunk = order[start : start + pool * batch_size]
+        chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+        batches += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def finetune(config: FinetuneConfig = FinetuneConfig(), device="cpu", progress: bool = True) -> Path:
+    """Return the folder of the fine-tuned model, training it first if it is not cached."""
+    return cached(checkpoint_dir(config), lambda work: _train(config, work, torch.device(device), progress))
+
+
+def _train(config: FinetuneConfig, work: Path, device: torch.device, progress: bool) -> None:
+    frame = load_data(config.data, seed=config.seed)
+    train = get_split(frame, "train", limit=config.train_limit, seed=config.seed)
+    dev = get_split(frame, "dev")
+    tokenizer = load_tokenizer(config.model)
+    train_enc, dev_enc = encode(tokenizer, train, config.max_length), encode(tokenizer, dev, config.max_length)
+
+    torch.manual_seed(config.seed)
+    model = load_classifier(config.model).to(device)
+    steps_per_epoch = -(-len(train_enc) // config.batch_size)
+    optimizer, scheduler = optimizer_and_schedule(model, config.lr, config.weight_decay, config.warmup,
+                                                  steps_per_epoch * config.epochs)
+    history, start_epoch = [], 0
+    state = load_state(work, model, optimizer, scheduler, device)
+    if state is not None:  # resume after the last finished epoch
+        start_epoch = int(state["epoch"]) + 1
+        history = [dict(zip(state["history_columns"], row)) for row in state["history"].tolist()]
+
+    started = time.time()
+    for epoch in range(start_epoch, config.epochs):
+        model.train()
+        torch.manual_seed(config.seed * 1000 + epoch)  # dropout stream, reproducible after a resume
+        batches = length_bucketed_batches(train_enc, config.batch_size, np.random.default_rng([config.seed, epoch]))
+        bar = tqdm(range(steps_per_epoch), desc=f"fine-tune epoch {epoch + 1}/{config.epochs}", disable=not progress)
+        total_loss = 0.0
+        for step in bar:
+            idx = batches[step]
+            sub = train_enc.subset(idx)
+            (rows, batch), = length_batches(sub, len(idx), tokenizer.pad_token_id or 0)
+            labels = torch.as_tensor(sub.grades[rows] - 1, device=device)
+            loss = model(**model_inputs(model, batch, device), labels=labels).loss
+            train_step(model, loss, optimizer, scheduler)
+            total_loss += loss.item()
+            bar.set_postfix(loss=f"{total_loss / (step + 1):.3f}")
+        dev_probs = predict(model, dev_enc, batch_size=64, device=device, pad_id=tokenizer.pad_token_id or 0)
+        dev_scores = metrics(dev_enc.grades, predicted_grades(dev_probs))
+        history.append({"epoch": epoch + 1, "train_loss": total_loss / steps_per_epoch,
+                        "dev_accuracy": dev_scores["accuracy"], "dev_macro_f1": dev_scores["macro_f1"]})
+        table = pd.DataFrame(history)
+        save_state(work, model, optimizer, scheduler, epoch=epoch,
+                   history=torch.tensor(table.to_numpy(dtype="float64")), history_columns=list(table.columns))
+
+    table = pd.DataFrame(history)
+    table["epoch"] = table["epoch"].astype(int)
+    table.to_csv(work / "history.csv", index=False, float_format="%.6f")
+    model.save_pretrained(work, safe_serialization=True)
+    tokenizer.save_pretrained(work)
+    (work / "training.json").write_text(json.dumps({
+        "config": asdict(config), "train_examples": len(train_enc), "dev_examples": len(dev_enc),
+        "train_truncated": train_enc.n_truncated, "device": str(device), "torch": torch.__version__,
+        "seconds_this_run": round(time.time() - started, 1)}, indent=2))
+
+
+def training_history(folder: Path) -> pd.DataFrame:
+    """Per-epoch loss and dev scores of a fine-tuned checkpoint."""
+    return pd.read_csv(Path(folder) / "history.csv")

@@ -1,0 +1,118 @@
+"""Load encoders and tokenizers from an asset name, a local folder or (online) a Hugging Face id.
+
+Weights come from safetensors only (pickled ``.bin`` weights can run code when loaded, so they are refused
+unless the caller opts in with ``allow_pickle=True``), and ``trust_remote_code`` is never set.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoTokenizer
+
+from headlab.core.evaluate import NUM_GRADES
+from headlab.core.masking import OUTPUT_PROJECTION
+from headlab.inputs.assets import ASSETS, asset_path, is_asset
+from headlab.models.names import MODELS, is_pretrained_name, named_model_dir
+from headlab.models.training import is_complete
+
+
+class ModelError(ValueError):
+    """A model spec that headlab cannot load, with the reason and what to do."""
+
+
+def _looks_like_path(spec: str) -> bool:
+    return spec.startswith(("/", "./", "../", "~")) or spec.count("/") > 1 or "\\" in spec
+
+
+def resolve_model(spec: str, allow_pickle: bool = False) -> str:
+    """Turn a model spec into something ``from_pretrained`` can load: an asset, a model headlab pretrains
+    (``zh-char``), a local folder, else a hub id."""
+    if is_asset(spec):
+        return str(asset_path(spec))
+    if is_pretrained_name(spec):
+        folder = named_model_dir(spec)
+        if not is_complete(folder):
+            raise ModelError(f"model {spec!r} is pretrained by headlab and is not in the cache yet: "
+                             f"`python -m headlab.models.pretrain {spec}` trains it (`make book PRESET={spec}` does so first)")
+        return str(folder)
+    folder = Path(spec).expanduser()
+    if folder.exists():
+        _check_folder(folder, allow_pickle)
+        return str(folder)
+    if _looks_like_path(spec):
+        raise ModelError(
+            f"model folder {spec!r} does not exist (MODEL may be an asset name {sorted(ASSETS)}, "
+            f"a model headlab pretrains {sorted(MODELS)}, a local model folder, or a Hugging Face id when online)"
+        )
+    return spec  # a hub id; loading it needs the network unless it is in the local HF cache
+
+
+def _check_folder(folder: Path, allow_pickle: bool) -> None:
+    config = folder / "config.json"
+    if not folder.is_dir() or not config.is_file():
+        raise ModelError(f"model folder {folder} has no config.json: it is not a transformers model folder")
+    try:
+        settings = json.loads(config.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ModelError(f"{config} is not valid JSON: {err}") from None
+    if "auto_map" in settings:
+        raise ModelError(f"{config} asks for remote code (auto_map); headlab never sets trust_remote_code")
+    model_type = settings.get("model_type")
+    if model_type not in OUTPUT_PROJECTION:
+        raise ModelError(
+            f"{config}: model_type={model_type!r} is not an encoder headlab supports "
+            f"(supported: {sorted(OUTPUT_PROJECTION)})"
+        )
+    has_safetensors = any(folder.glob("*.safetensors"))
+    has_pickle = any(folder.glob("*.bin"))
+    if not has_safetensors and has_pickle and not allow_pickle:
+        raise ModelError(
+            f"model folder {folder} has only pickle (.bin) weights, which can run code when loaded; "
+            "convert them to safetensors or pass allow_pickle=True if you trust the source"
+        )
+    if not has_safetensors and not has_pickle:
+        raise ModelError(f"model folder {folder} has no weights (*.safetensors)")
+
+
+def _load(loader, spec: str, allow_pickle: bool, attn: str, **kwargs):
+    path = resolve_model(spec, allow_pickle)
+    config = AutoConfig.from_pretrained(path, trust_remote_code=False)
+    if config.model_type not in OUTPUT_PROJECTION:
+        raise ModelError(
+            f"model {spec!r}: model_type={config.model_type!r} is not an encoder headlab supports "
+            f"(supported: {sorted(OUTPUT_PROJECTION)})"
+        )
+
+    def load(implementation: str):
+        return loader.from_pretrained(path, trust_remote_code=False, use_safetensors=None if allow_pickle else True,
+                                      attn_implementation=implementation, **kwargs)
+
+    try:
+        try:
+            return load(attn)
+        except ValueError:  # transformers refuses sdpa for encoders without it (MPNet): eager is the same, slower
+            if attn != "sdpa":
+                raise
+            return load("eager")
+    except OSError as err:
+        raise ModelError(f"could not load model {spec!r}: {err}") from None
+
+
+def load_classifier(spec: str, attn: str = "sdpa", allow_pickle: bool = False) -> torch.nn.Module:
+    """The encoder with a 5-way grade classifier on ``[CLS]`` (new and untrained unless the folder has one).
+
+    sdpa is the fast default; an encoder that has no sdpa path gets eager attention instead.
+    """
+    return _load(AutoModelForSequenceClassification, spec, allow_pickle, attn, num_labels=NUM_GRADES).eval()
+
+
+def load_encoder(spec: str, attn: str = "eager", allow_pickle: bool = False) -> torch.nn.Module:
+    """The bare pretrained encoder (no classifier): the 'before fine-tuning' model of the delta study."""
+    return _load(AutoModel, spec, allow_pickle, attn).eval()
+
+
+def load_tokenizer(spec: str, allow_pickle: bool = False):
+    """The tokenizer stored with the model."""
+    return AutoTokenizer.from_pretrained(resolve_model(spec, allow_pickle), trust_remote_code=False)

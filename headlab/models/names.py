@@ -1,0 +1,76 @@
+"""The models headlab pretrains, by name (``zh-char``, ``zh-char-mlm``, ``zh-char-gpu``), and where each lives in the cache.
+
+A name stands for a :class:`PretrainConfig`: everything that decides the weights, and so the cache key. Loading a
+model (:mod:`headlab.models.loading`) and fine-tuning one (:mod:`headlab.models.finetune`) need only this registry,
+not the pretraining code (:mod:`headlab.models.pretrain`).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from headlab.inputs.assets import cache_dir
+
+OBJECTIVES = ("mlm", "mlm+nsp")
+PROCEDURE = 1  # bump when the loop changes what a config trains to, so old models are not reused
+REPORT = "pretraining.json"
+
+
+@dataclass(frozen=True)
+class PretrainConfig:
+    """Everything that decides the pretrained weights (and so the cache key). Sized for 2 CPU cores by default."""
+
+    objective: str = "mlm+nsp"
+    layers: int = 12
+    heads: int = 12
+    hidden: int = 192
+    max_length: int = 128  # also the model's positions: Chinese STS-B pairs run to ~110 characters (99th percentile)
+    steps: int = 1500
+    batch_size: int = 16
+    lr: float = 5e-4
+    warmup: float = 0.1
+    weight_decay: float = 0.01
+    mask_share: float = 0.15
+    min_char_count: int = 2
+    held_out_share: float = 0.1
+    eval_sentences: int = 1000
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
+        for name in ("layers", "heads", "hidden", "steps", "batch_size", "min_char_count", "eval_sentences"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}")
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
+        if self.max_length < 8:
+            raise ValueError(f"max_length must be at least 8, got {self.max_length}")
+        if not 0 < self.mask_share < 1:
+            raise ValueError(f"mask_share must lie in (0, 1), got {self.mask_share}")
+
+
+MODELS = {
+    "zh-char": PretrainConfig(),  # 2 CPU cores: about 1.0 s a step, 25 minutes
+    "zh-char-mlm": PretrainConfig(objective="mlm"),  # the same without next-sentence prediction
+    # for one GPU (benchmarks/gpu_book.sh): wider, longer sequences, ~40 passes over the corpus; 13M parameters
+    "zh-char-gpu": PretrainConfig(hidden=288, max_length=128, steps=6000, batch_size=128, lr=3e-4, warmup=0.06),
+}
+
+
+def is_pretrained_name(spec: str) -> bool:
+    return spec in MODELS
+
+
+def model_dir(config: PretrainConfig, name: str = "char-bert") -> Path:
+    """Where the model for ``config`` lives in the cache."""
+    key = hashlib.sha256(json.dumps({**asdict(config), "procedure": PROCEDURE}, sort_keys=True).encode())
+    return cache_dir() / "pretrained" / f"{name}-{key.hexdigest()[:12]}"
+
+
+def named_model_dir(name: str) -> Path:
+    if name not in MODELS:
+        raise ValueError(f"unknown pretrained model {name!r}; known: {', '.join(sorted(MODELS))}")
+    return model_dir(MODELS[name], name)

@@ -1,0 +1,102 @@
+"""What fine-tuning and pretraining share: a cache entry trained once, resumable state, a warm-up schedule.
+
+A trained model is a cache folder that counts only once its marker (written last, holding the weights' sha256)
+matches the weights. :func:`cached` trains into ``<folder>.partial`` under a lock, so two processes never train
+the same entry, and moves the finished folder into place in one rename. The optimizer state is saved atomically
+(:func:`save_state`) so an interrupted run resumes (:func:`load_state`) and ends with the same weights.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+from headlab.inputs.assets import sha256_of
+
+MARKER = ".headlab-complete"
+STATE = "state.pt"
+
+
+def is_complete(folder: Path) -> bool:
+    """True when the marker exists and matches the weights on disk (a partial or corrupt entry is not)."""
+    marker, weights = folder / MARKER, folder / "model.safetensors"
+    return marker.is_file() and weights.is_file() and marker.read_text().strip() == sha256_of(weights)
+
+
+@contextmanager
+def exclusive_lock(path: Path):
+    """Hold an exclusive lock file, so two processes never train the same checkpoint at once."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def cached(out: Path, train) -> Path:
+    """``out`` if it is complete; else ``train(work)`` fills ``<out>.partial`` (its saved state, if any, is
+    resumed), which is then marked complete and renamed to ``out``."""
+    if is_complete(out):
+        return out
+    with exclusive_lock(out.with_name(out.name + ".lock")):
+        if is_complete(out):
+            return out
+        if out.exists():
+            shutil.rmtree(out)  # partial or corrupt: rebuild
+        work = out.with_name(out.name + ".partial")
+        work.mkdir(parents=True, exist_ok=True)
+        train(work)
+        (work / STATE).unlink(missing_ok=True)
+        (work / MARKER).write_text(sha256_of(work / "model.safetensors"))
+        os.replace(work, out)
+    return out
+
+
+def linear_schedule(optimizer, warmup_steps: int, total_steps: int):
+    """Linear warm-up to the full learning rate, then linear decay to zero at ``total_steps``."""
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def optimizer_and_schedule(model, lr: float, weight_decay: float, warmup: float, total_steps: int):
+    """AdamW and a linear schedule that warms up over the first ``warmup`` share of ``total_steps``."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    return optimizer, linear_schedule(optimizer, max(1, int(warmup * total_steps)), total_steps)
+
+
+def train_step(model, loss: torch.Tensor, optimizer, scheduler) -> None:
+    """Backward, clip the gradient norm at 1, step the optimizer and the schedule, clear the gradients."""
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def save_state(work: Path, model, optimizer, scheduler, **progress) -> None:
+    """Weights, optimizer, schedule and ``progress`` in one file, replaced atomically: they always agree on a resume."""
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(), **progress}, work / "state.tmp")
+    os.replace(work / "state.tmp", work / STATE)
+
+
+def load_state(work: Path, model, optimizer, scheduler, device) -> dict | None:
+    """Restore what :func:`save_state` saved in ``work`` (if anything) and return its progress entries."""
+    path = work / STATE
+    if not path.exists():
+        return None
+    state = torch.load(path, map_location=device, weights_only=True)
+    model.load_state_dict(state.pop("model"))
+    optimizer.load_state_dict(state.pop("optimizer"))
+    scheduler.load_state_dict(state.pop("scheduler"))
+    return state

@@ -1,0 +1,1 @@
+"""Charts, live explorers and attention views, drawn with no network."""

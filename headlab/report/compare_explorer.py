@@ -1,0 +1,48 @@
+"""A live explorer of one head's attention across runs (models or masks): any example, any head (JupyterLab).
+
+The static book draws the same comparison from precomputed cells (:func:`headlab.findings.attention_compare.compare_maps`
+and :func:`headlab.report.charts.map_panels`), with menus and no kernel.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from headlab.core.masking import head_grid
+from headlab.findings.attention_compare import DIFFERENCE, compare_maps
+from headlab.report import charts
+from headlab.report.render import in_book
+
+
+def live_explorer(runs: dict, encoded, tokenizer, texts: pd.DataFrame, example: int = 0, head=(0, 0),
+                  device="cpu", stopwords=None):
+    """ipywidgets controls (example, layer, head) that draw that head's maps in every run and their difference.
+
+    ``texts`` has the query, title and label of each example (the evaluation frame). In the static book
+    (``HEADLAB_BOOK=1``) a widget does nothing without a kernel, so a note is returned instead.
+    """
+    from IPython.display import Markdown, display
+
+    if in_book():
+        return Markdown("*The live explorer needs a running kernel: open this notebook in JupyterLab.*")
+    import ipywidgets as widgets
+
+    model = next(iter(runs.values()))[0]
+    layers, heads = head_grid(model)
+    example_box = widgets.BoundedIntText(value=int(example), min=0, max=len(encoded) - 1, description="example")
+    layer_box = widgets.Dropdown(options=list(range(layers)), value=int(head[0]), description="layer")
+    head_box = widgets.Dropdown(options=list(range(heads)), value=int(head[1]), description="head")
+    out = widgets.Output()
+
+    def update(_=None):
+        i, chosen = example_box.value, (layer_box.value, head_box.value)
+        cells = compare_maps(runs, encoded, tokenizer, [i], [chosen], device=device, stopwords=stopwords)
+        row = texts.iloc[i]
+        out.clear_output(wait=True)
+        with out:
+            display(Markdown(f"**query** {row['query']}  \n**title** {row['title']}  \n**gold grade** {row['label']}"))
+            display(charts.map_panels(cells, [c for c in cells.columns if c in runs or c == DIFFERENCE], select=False))
+
+    for box in (example_box, layer_box, head_box):
+        box.observe(update, names="value")
+    update()
+    return widgets.VBox([widgets.HBox([example_box, layer_box, head_box]), out])

@@ -1,0 +1,92 @@
+"""The package's folders are its layers, and imports only go down: core <- inputs <- models <- lab <- findings <-
+report <- book. No module imports headlab inside a function (a lazy import that would hide a cycle), and there is
+no cycle between modules."""
+import ast
+from pathlib import Path
+
+import pytest
+
+import headlab
+
+PACKAGE = Path(headlab.__file__).parent
+LAYERS = ["core", "inputs", "models", "lab", "findings", "report", "book"]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def headlab_imports(tree: ast.AST):
+    """(imported module, node) for every import of a headlab module, ``from headlab.x import y`` resolving y when
+    it is a module."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from ((a.name, node) for a in node.names if a.name.startswith("headlab"))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("headlab"):
+            for alias in node.names:
+                candidate = f"{node.module}.{alias.name}"
+                sub = PACKAGE.parent.joinpath(*candidate.split("."))
+                yield (candidate if sub.with_suffix(".py").exists() or sub.is_dir() else node.module), node
+
+
+def layer_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else None
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def test_every_module_lives_in_a_layer_folder():
+    loose = [m for m in MODULES if layer_of(m) is None and m != "headlab"]
+    assert not loose, f"modules outside the layer folders {LAYERS}: {loose}"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_go_down_and_happen_at_module_level(module):
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    top_level = {id(n) for n in tree.body}
+    own = layer_of(module)
+    for target, node in headlab_imports(tree):
+        if module == "headlab":  # the package's public surface may import from any layer
+            continue
+        assert id(node) in top_level or _in_type_checking(tree, node), (
+            f"{module} imports {target} inside a function or block (line {node.lineno}): import it at the top")
+        theirs = layer_of(target)
+        if theirs is not None:
+            assert LAYERS.index(theirs) <= LAYERS.index(own), (
+                f"{module} (layer {own}) imports {target} (layer {theirs}, higher): line {node.lineno}")
+
+
+def _in_type_checking(tree, node) -> bool:
+    return any(isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test) and node in ast.walk(n)
+               for n in tree.body)
+
+
+def test_no_import_cycle_between_modules():
+    graph = {m: {t for t, _ in headlab_imports(ast.parse(p.read_text(encoding="utf-8"))) if t in MODULES and t != m}
+             for m, p in MODULES.items() if m != "headlab"}
+    state: dict[str, int] = {}
+
+    def visit(m, path):
+        state[m] = 1
+        for t in sorted(graph.get(m, ())):
+            if state.get(t) == 1:
+                raise AssertionError("import cycle: " + " -> ".join([*path[path.index(t):], t]))
+            if state.get(t) is None:
+                visit(t, [*path, t])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+
+
+def test_the_contract_test_catches_an_upward_and_a_lazy_import():
+    upward = ast.parse("from headlab.report import charts\n")
+    assert [t for t, _ in headlab_imports(upward)] == ["headlab.report.charts"]
+    assert LAYERS.index(layer_of("headlab.report.charts")) > LAYERS.index(layer_of("headlab.core.stats"))
+    lazy = ast.parse("def f():\n    from headlab.core import stats\n")
+    (target, node), = headlab_imports(lazy)
+    assert target == "headlab.core.stats" and id(node) not in {id(n) for n in lazy.body}
