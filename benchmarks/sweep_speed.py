@@ -85,7 +85,7 @@ def main() -> None:
     model, encoded = setup.model, setup.encoded
     layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
     device = study.torch_device
-    print(f"model {study.checkpoint.name}: {layers}x{heads} heads, {len(encoded)} test pairs, device {device}, "
+    print(f"model {study.fine_tune().name}: {layers}x{heads} heads, {len(encoded)} test pairs, device {device}, "
           f"{torch.get_num_threads()} threads")
     workloads = {
         "single-head grid": single_head_specs(layers, heads),

@@ -1,17 +1,28 @@
 """headlab: take apart the attention heads of a BERT fine-tuned to grade query–title relevance.
 
-One concept per module: ``assets`` (pinned offline downloads), ``data`` (relevance pairs), ``model``
-(safe loading), ``masking`` (head masks as hooks), ``finetune`` (the classifier), ``evaluate`` (predictions
-and scores), ``stats`` (intervals and tests), ``sweep`` (many masks, resumable), ``study`` (the notebook
-parameters), ``charts`` (Altair figures), ``pretrain`` (the character-level Chinese BERT headlab trains), ``words``
-(words of a text, Chinese included), ``tuning``
-(fine-tuning settings chosen on the dev split).
+    import headlab
+    lab = headlab.load(model="minilm", data="stsb-en", split="test")
+    lab.evaluate(drop=[(3, 9), (4, 2)])
+
+The package's folders are its layers, and imports only go down (``tests/test_layers.py``):
+``core`` (masking, batching, prediction, the sweep engine, attention maps, statistics), ``inputs`` (pinned offline
+assets, relevance pairs, corpora, words, the network guard), ``models`` (names, loading, one training skeleton for
+fine-tuning and pretraining), ``lab`` (the notebook parameters and the :class:`Lab` they lead to), ``findings`` (one
+module per finding of the study), ``report`` (charts, explorers, attention views), ``book`` (presets, the build,
+fine-tuning settings chosen on dev).
 """
 __version__ = "0.1.0"
 
 import os as _os
 
-if _os.environ.get("HEADLAB_NO_NETWORK") == "1":
+if _os.environ.get("HEADLAB_NO_NETWORK") == "1":  # before anything can open a connection
     from headlab.inputs import netguard as _netguard
 
     _netguard.install()
+
+from headlab.core.attention import AttentionCache  # noqa: E402
+from headlab.core.masking import mask_heads  # noqa: E402
+from headlab.core.sweep import MaskSpec  # noqa: E402
+from headlab.lab.study import Evaluation, Lab, Study, load  # noqa: E402
+
+__all__ = ["AttentionCache", "Evaluation", "Lab", "MaskSpec", "Study", "load", "mask_heads"]

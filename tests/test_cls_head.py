@@ -198,7 +198,7 @@ def test_notebook_draws_enough_control_sets_to_reach_5_percent():
 
 def test_spread_under_masks_and_cls_rows_on_a_tiny_model(tmp_path):
     setup = tiny_setup(tmp_path)
-    before = cls_profile(setup.model, setup.encoded, setup.tokenizer, stopwords=ENGLISH_STOPWORDS)
+    before = cls_profile(setup.attention(), setup.encoded, setup.tokenizer, stopwords=ENGLISH_STOPWORDS)
     control = spread_under_masks(setup, 3, 1, [[], [(0, 0), (1, 2)]], before, stopwords=ENGLISH_STOPWORDS)
     assert control["heads"].tolist() == ["", "0.0;1.2"]
     assert control.loc[0, "entropy_delta"] == pytest.approx(0, abs=1e-6)

@@ -5,6 +5,7 @@ import torch
 from conftest import tiny_bert, tiny_mpnet
 
 from headlab.core.evaluate import Encoded, predict, predicted_grades
+from headlab.core.gradients import gradient_importance
 from headlab.core.masking import head_grid, keep_all, mask_heads, output_projections
 from headlab.core.sweep import (
     baseline_spec,
@@ -16,7 +17,6 @@ from headlab.core.sweep import (
     summarize,
 )
 from headlab.findings.importance import (
-    gradient_importance,
     half_gap,
     half_pool,
     half_shares,

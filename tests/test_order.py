@@ -88,7 +88,7 @@ class Tok:
 
 def test_order_heads_ranks_every_head():
     encoded = Encoded([[1, 5, 6, 2, 7, 8, 9, 2], [1, 5, 2, 7, 2]], [[0] * 8, [0] * 5], np.array([3, 4]), 0)
-    table = order_heads(tiny_bert(), encoded, Tok(), k=3)
+    table = order_heads(attention_maps(tiny_bert(), encoded), encoded, Tok(), k=3)
     assert len(table) == 12 and table["selected"].sum() == 3
     assert table["score"].is_monotonic_decreasing and (table["score"] == table[["prev", "next"]].max(axis=1)).all()
 
@@ -102,7 +102,7 @@ def test_order_heads_leave_special_tokens_out():
         pairs = [(t, t - 1) for t in range(1, len(ids)) if ids[t] not in (1, 2) and ids[t - 1] not in (1, 2)]
         prev += [np.mean([maps[:, :, t, s] for t, s in pairs], axis=0)] if pairs else []
     prev = np.mean(prev, axis=0)
-    table = order_heads(model, encoded, Tok(), k=3).set_index(["layer", "head"]).sort_index()
+    table = order_heads(attention_maps(model, encoded), encoded, Tok(), k=3).set_index(["layer", "head"]).sort_index()
     np.testing.assert_allclose(table["prev"].to_numpy(), prev.reshape(-1), rtol=1e-6)
 
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
-from headlab.core.attention import token_roles
+from headlab.core.attention import attention_maps, token_roles
 from headlab.core.evaluate import encode
 from headlab.findings.roles import (
     ENGLISH_STOPWORDS,
@@ -155,16 +155,16 @@ def encoded(tokenizer):
 
 def test_role_scores_on_tiny_models(tokenizer, encoded):
     classifier, encoder = tiny_models(tokenizer)
-    summary = role_scores(classifier, encoded, tokenizer)
+    summary = role_scores(attention_maps(classifier, encoded), encoded, tokenizer)
     assert len(summary) == 2 * 4 and list(summary.columns[:2]) == ["layer", "head"]
     shares = summary[["match", "match_baseline", "self", "sep", "cls", "prev", "next"]].to_numpy()
     assert ((shares >= 0) & (shares <= 1)).all()
     assert (summary["n_examples"] == 3).all() and (summary["n_match_examples"] == 2).all()
     assert classifier.config._attn_implementation == "sdpa"  # switched back after taking the maps
-    long = role_scores(classifier, encoded, tokenizer, per_example=True)
+    long = role_scores(attention_maps(classifier, encoded), encoded, tokenizer, per_example=True)
     assert len(long) == 3 * 2 * 4 and set(ROLE_COLUMNS) <= set(long.columns)
     pd.testing.assert_frame_equal(summarize_roles(long), summary)
-    bare = role_scores(encoder, encoded, tokenizer, per_example=True)
+    bare = role_scores(attention_maps(encoder, encoded), encoded, tokenizer, per_example=True)
     pd.testing.assert_frame_equal(bare, long)
     heads, rows = rank_heads(summary, by="self", among_layers=[1], k=2)
     assert len(heads) == 2 and all(layer == 1 for layer, _ in heads)
@@ -175,15 +175,15 @@ def test_cls_profile_per_example_and_head(tokenizer, encoded):
     classifier, _ = tiny_models(tokenizer)
     mask = torch.ones(2, 4)
     mask[0] = 0
-    full = cls_profile(classifier, encoded, tokenizer, mask=mask)
+    full = cls_profile(attention_maps(classifier, encoded, mask=mask), encoded, tokenizer)
     assert len(full) == 3 * 2 * 4
-    profile = cls_profile(classifier, encoded, tokenizer, heads=[(1, 2)], mask=mask)
+    profile = cls_profile(attention_maps(classifier, encoded, mask=mask), encoded, tokenizer, heads=[(1, 2)])
     assert list(profile["example"]) == [0, 1, 2] and (profile["layer"] == 1).all() and (profile["head"] == 2).all()
     assert profile["n_shared_tokens"].tolist() == [5, 4, 0]  # "a dog" is shared by the second pair
     assert np.isnan(profile.loc[2, "shared_share"]) and profile["entropy"].gt(0).all()
     same = full[(full["layer"] == 1) & (full["head"] == 2)].reset_index(drop=True)
     pd.testing.assert_frame_equal(same, profile)
-    unmasked = cls_profile(classifier, encoded, tokenizer, heads=[(1, 2)])
+    unmasked = cls_profile(attention_maps(classifier, encoded), encoded, tokenizer, heads=[(1, 2)])
     assert not np.allclose(unmasked["entropy"], profile["entropy"])  # masking layer 0 changes layer 1's rows
 
 

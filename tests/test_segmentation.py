@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 from conftest import tiny_bert
 
+from headlab.core.attention import attention_maps
 from headlab.core.evaluate import Encoded
 from headlab.findings.segmentation import (
     baselines,
@@ -119,26 +120,24 @@ def _next_token_maps(ids: list[int]) -> np.ndarray:
     return maps
 
 
-@pytest.fixture
-def next_token_heads(monkeypatch):
-    """Hand-made attention instead of a model's: :func:`_next_token_maps` for every example."""
-    def attention_maps(model, encoded, indices=None, **kwargs):
-        for example in range(len(encoded)) if indices is None else indices:
-            yield example, _next_token_maps(encoded.input_ids[example])
-
-    monkeypatch.setattr("headlab.findings.segmentation.attention_maps", attention_maps)
+def next_token_heads(encoded):
+    """Hand-made attention instead of a model's (boundary data are a function of maps): :func:`_next_token_maps`."""
+    for example in range(len(encoded)):
+        yield example, _next_token_maps(encoded.input_ids[example])
 
 
-def test_no_free_hit_before_sep_for_the_heads_or_the_probe(tokenizer, next_token_heads):
+def test_no_free_hit_before_sep_for_the_heads_or_the_probe(tokenizer):
     """Before [SEP], a head that always attends to the next token attends to that [SEP]: the old rule called a word
     end there, always right. Those tokens are left out of the calls and of the probe's rows, and counted."""
     ids = tokenizer("playing cat", "tokenization")["input_ids"]
     assert tokenizer.convert_ids_to_tokens(ids) == ["[CLS]", "playing", "cat", "[SEP]", "token", "##ization", "[SEP]"]
-    wordpiece = boundary_data(None, Encoded([ids], [[0] * len(ids)], np.zeros(1), 0), tokenizer)
+    one = Encoded([ids], [[0] * len(ids)], np.zeros(1), 0)
+    wordpiece = boundary_data(next_token_heads(one), one, tokenizer)
     assert wordpiece.gold.tolist() == [True, False]  # playing, token; cat and ##ization left out
     assert wordpiece.excluded_multi.tolist() == [False, True]  # ##ization belongs to a word of two tokens
     chinese = encode_segmented_examples(ToyTokenizer(), [[["ab", "c"], ["中", "国人"]], [["abcd"]]])
-    characters = boundary_data(None, chinese.encoded, ToyTokenizer(), segments=chinese.segments)
+    characters = boundary_data(next_token_heads(chinese.encoded), chinese.encoded, ToyTokenizer(),
+                               segments=chinese.segments)
     assert characters.gold.tolist() == [False, True, True, False, False, False, False]  # a b 中 国 | a b c
     assert characters.groups.tolist() == [0, 0, 0, 0, 1, 1, 1]
     assert characters.excluded_multi.tolist() == [False, True, True]  # c, 人, d
@@ -241,7 +240,8 @@ def test_boundary_data_and_example_agree_on_a_tiny_model():
     tok = ToyTokenizer()
     sentences = [["中国", "人"], ["ab", "c", "d"], ["abcd"]]
     data_set = encode_segmented(tok, sentences)
-    data = boundary_data(tiny_bert(), data_set.encoded, tok, segments=data_set.segments, batch_size=2)
+    data = boundary_data(attention_maps(tiny_bert(), data_set.encoded, batch_size=2), data_set.encoded, tok,
+                         segments=data_set.segments)
     # the last token of each sentence (人, d, d) is left out
     assert data.pred.shape == (3, 4, 2 + 3 + 3) and data.features.shape == (8, 12)
     assert data.gold.tolist() == [False, True, False, True, True, False, False, False]
@@ -266,7 +266,7 @@ def test_boundary_data_and_example_agree_on_a_tiny_model():
     assert readable_examples(data, n=2, max_tokens=2) == [0]
     assert readable_examples(data, n=2, max_tokens=1) == [0, 1]  # none is that short: the shortest
     unknown = encode_segmented(tok, [["ax", "b"]])
-    data = boundary_data(tiny_bert(), unknown.encoded, tok, segments=unknown.segments)
+    data = boundary_data(attention_maps(tiny_bert(), unknown.encoded), unknown.encoded, tok, segments=unknown.segments)
     assert data.gold.tolist() == [False, True] and data.multi.tolist() == [True, True]
 
 

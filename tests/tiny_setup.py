@@ -1,17 +1,15 @@
 """A tiny stand-in for ``Study(...).setup()``: a random 4-layer x 4-head BERT over the real MiniLM tokenizer.
 
-The study, table folder and sweep folders are the real ones; only the checkpoint is replaced, so nothing is
-fine-tuned and the tests stay fast.
+The study, table folder and sweep folders are the real ones (the table folder is named by the checkpoint the study
+would fine-tune, which finding it never trains); only the model is replaced, so nothing is fine-tuned.
 """
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
 from headlab.core.evaluate import encode, predict, predicted_grades
-from headlab.lab.study import Setup, Study
+from headlab.lab.study import Lab, Study
 from headlab.models.loading import load_tokenizer
 
 PAIRS = pd.DataFrame({
@@ -19,12 +17,6 @@ PAIRS = pd.DataFrame({
     "title": ["the cat, red!", "a dog runs fast today", "cold moon", "a man plays a flute", "birds fly south"],
     "label": [5, 4, 1, 3, 4],
 })
-
-
-class TinyStudy(Study):
-    @property
-    def checkpoint(self) -> Path:
-        return Path("tiny")
 
 
 def tiny_classifier(vocab_size: int, layers: int = 4, seed: int = 0):
@@ -36,8 +28,8 @@ def tiny_classifier(vocab_size: int, layers: int = 4, seed: int = 0):
 
 
 def tiny_setup(run_dir, frame: pd.DataFrame = PAIRS, layers: int = 4, seed: int = 0,
-               n_right: int | None = None) -> Setup:
-    """The Setup of a random model on ``frame``; with ``n_right``, labels are set so that the unmasked model
+               n_right: int | None = None) -> Lab:
+    """The Lab of a random model on ``frame``; with ``n_right``, labels are set so that the unmasked model
     grades exactly the first ``n_right`` pairs right (a baseline accuracy of 0 has no relative change)."""
     tokenizer = load_tokenizer("minilm")
     model = tiny_classifier(len(tokenizer), layers, seed)
@@ -47,5 +39,5 @@ def tiny_setup(run_dir, frame: pd.DataFrame = PAIRS, layers: int = 4, seed: int 
         predicted = predicted_grades(probs)
         frame = frame.assign(label=np.where(np.arange(len(frame)) < n_right, predicted, predicted % 5 + 1))
         encoded = encode(tokenizer, frame)
-    study = TinyStudy(device="cpu", run_dir=str(run_dir), batch_size=4)
-    return Setup(study, model, tokenizer, frame, encoded, probs)
+    study = Study(device="cpu", run_dir=str(run_dir), batch_size=4)
+    return Lab(study, model, tokenizer, frame, encoded, probs)

@@ -69,3 +69,64 @@ def attention_maps(model, encoded: Encoded, indices=None, mask=None, batch_size:
             for row, i in enumerate(idx):
                 n = lengths[row]
                 yield int(positions[i]), stacked[row, :, :, :n, :n]
+
+
+class AttentionCache:
+    """The attention maps of some examples, kept once, so every per-head score reads them instead of re-running
+    the model (role scores, ``[CLS]`` profiles, order scores and word-boundary features are functions of maps).
+
+    Maps are ragged (each example has its own length) and kept in a compact dtype (float16 by default: 3 decimal
+    digits, where scores are means over many tokens); iterating yields ``(example, maps)`` in float32, exactly what
+    :func:`attention_maps` yields, so a cache stands in wherever the live generator did. ``save`` and ``load`` keep
+    it on disk as one ``.npz``.
+    """
+
+    def __init__(self, examples, maps, dropped=()):
+        self.examples = np.asarray(list(examples), dtype=np.int64)
+        self.maps = list(maps)
+        self.dropped = tuple(tuple(int(x) for x in head) for head in dropped)
+        if len(self.examples) != len(self.maps):
+            raise ValueError(f"{len(self.examples)} examples but {len(self.maps)} maps")
+        self._position = {int(e): i for i, e in enumerate(self.examples)}
+
+    def __len__(self) -> int:
+        return len(self.maps)
+
+    def __iter__(self):
+        for example, maps in zip(self.examples, self.maps):
+            yield int(example), maps.astype(np.float32)
+
+    def __getitem__(self, example: int) -> np.ndarray:
+        if int(example) not in self._position:
+            raise KeyError(f"example {example} is not in this attention cache ({len(self)} examples)")
+        return self.maps[self._position[int(example)]].astype(np.float32)
+
+    def subset(self, examples) -> "AttentionCache":
+        """The cache of some of its examples, in the order given."""
+        return AttentionCache(examples, [self.maps[self._position[int(e)]] for e in examples], self.dropped)
+
+    def save(self, path) -> None:
+        """One ``.npz``: the flat maps, each example's token count, the examples and the removed heads."""
+        lengths = np.array([m.shape[-1] for m in self.maps], dtype=np.int64)
+        grid = np.array(self.maps[0].shape[:2] if self.maps else (0, 0), dtype=np.int64)
+        flat = np.concatenate([m.ravel() for m in self.maps]) if self.maps else np.zeros(0, np.float16)
+        with open(path, "wb") as handle:  # np.savez adds ".npz" to a name without it; a handle keeps the name
+            np.savez(handle, flat=flat, lengths=lengths, grid=grid, examples=self.examples,
+                     dropped=np.array(self.dropped, dtype=np.int64).reshape(-1, 2))
+
+    @classmethod
+    def from_pass(cls, attention, dtype=np.float16, dropped=()) -> "AttentionCache":
+        """Keep what ``attention`` yields (e.g. one pass of :func:`attention_maps`, which goes in order of length) in
+        ``dtype``, in order of example."""
+        kept = sorted((int(example), np.asarray(m).astype(dtype)) for example, m in attention)
+        return cls([e for e, _ in kept], [m for _, m in kept], dropped)
+
+    @classmethod
+    def load(cls, path) -> "AttentionCache":
+        with np.load(path) as data:
+            layers, heads = (int(x) for x in data["grid"])
+            sizes = layers * heads * data["lengths"] ** 2
+            starts = np.concatenate([[0], np.cumsum(sizes)])
+            maps = [data["flat"][a:b].reshape(layers, heads, n, n) for a, b, n in zip(starts, starts[1:], data["lengths"])]
+            return cls(data["examples"], maps, [tuple(h) for h in data["dropped"]])
+

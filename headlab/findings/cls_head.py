@@ -190,11 +190,7 @@ def spread_under_masks(setup, layer: int, head: int, head_sets, before: pd.DataF
     examples = base.index.get_level_values("example").unique()
     rows = []
     for draw, chosen in enumerate(head_sets):
-        mask = np.ones((layers, heads), dtype=np.float32)
-        for l, h in chosen:
-            mask[l, h] = 0.0
-        after = cls_profile(setup.model, setup.encoded, setup.tokenizer, heads=[(layer, head)], mask=mask,
-                            indices=examples, batch_size=setup.study.batch_size, device=setup.study.torch_device,
+        after = cls_profile(setup.attention(examples, drop=chosen), setup.encoded, setup.tokenizer, heads=[(layer, head)],
                             stopwords=stopwords).set_index(keys)
         change = after[["entropy", "shared_share"]] - base[["entropy", "shared_share"]]
         rows.append({"draw": draw, "heads": ";".join(f"{l}.{h}" for l, h in chosen),

@@ -18,7 +18,6 @@ import pandas as pd
 import torch
 from scipy import stats as sps
 
-from headlab.core.attention import attention_maps
 from headlab.core.evaluate import Encoded, predict, predicted_grades
 from headlab.core.masking import head_grid
 from headlab.core.stats import boot_means, bootstrap_weights, empirical_p
@@ -95,10 +94,10 @@ def shifted_diagonal_scores(maps: np.ndarray, special) -> np.ndarray:
     return out
 
 
-def order_heads(model, encoded: Encoded, tokenizer, k: int = 7, indices=None, batch_size: int = 32,
-                device="cpu") -> pd.DataFrame:
+def order_heads(attention, encoded: Encoded, tokenizer, k: int = 7) -> pd.DataFrame:
     """Heads ranked by shifted-diagonal attention: one row per head with ``prev``, ``next``, ``score``, ``rank``, ``selected``.
 
+    ``attention`` yields ``(example, maps)`` (:func:`headlab.core.attention.attention_maps` or a cache).
     ``prev`` and ``next`` are averaged over the non-special tokens of each example (neighbours that are special
     tokens do not count, :func:`shifted_diagonal_scores`), then over the examples that have such a neighbour on
     that side; ``score = max(prev, next)``; the ``k`` best heads are ``selected`` (the study had 7). The
@@ -106,8 +105,7 @@ def order_heads(model, encoded: Encoded, tokenizer, k: int = 7, indices=None, ba
     """
     special_ids = list(tokenizer.all_special_ids)
     scores = np.stack([shifted_diagonal_scores(maps, np.isin(encoded.input_ids[example], special_ids))
-                       for example, maps in attention_maps(model, encoded, indices=indices, batch_size=batch_size,
-                                                           device=device, pad_id=tokenizer.pad_token_id or 0)])
+                       for example, maps in attention])
     count, mean = len(scores), np.nanmean(scores, axis=0)
     layers, heads = mean.shape[:2]
     table = pd.DataFrame({"layer": np.repeat(np.arange(layers), heads), "head": np.tile(np.arange(heads), layers),

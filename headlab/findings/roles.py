@@ -16,7 +16,7 @@ import unicodedata
 import numpy as np
 import pandas as pd
 
-from headlab.core.attention import Tokens, attention_maps, token_roles
+from headlab.core.attention import Tokens, token_roles
 from headlab.core.stats import bootstrap_weights
 
 # A small English stopword list (articles, pronouns, prepositions, conjunctions, auxiliaries and the pieces
@@ -167,11 +167,13 @@ def example_role_scores(maps: np.ndarray, tokens: Tokens, tokenizer, stopwords=N
     return {name: scores[name] for name in ROLE_COLUMNS}
 
 
-def per_head_rows(model, encoded, tokenizer, score, indices=None, mask=None, batch_size: int = 32,
-                  device="cpu") -> pd.DataFrame:
-    """One row per (example, layer, head): ``score(maps, tokens)`` gives (layers, heads) arrays or scalars."""
+def per_head_rows(attention, encoded, tokenizer, score) -> pd.DataFrame:
+    """One row per (example, layer, head): ``score(maps, tokens)`` gives (layers, heads) arrays or scalars.
+
+    ``attention`` yields ``(example, maps)``: :func:`headlab.core.attention.attention_maps` (one model pass) or an
+    :class:`headlab.core.attention.AttentionCache` (no pass at all)."""
     frames = []
-    for example, maps in attention_maps(model, encoded, indices, mask, batch_size, device, tokenizer.pad_token_id or 0):
+    for example, maps in attention:
         scores = score(maps, token_roles(tokenizer, encoded.input_ids[example]))
         layers, heads = np.indices(maps.shape[:2])
         frames.append(pd.DataFrame({"example": example, "layer": layers.ravel(), "head": heads.ravel(),
@@ -179,16 +181,16 @@ def per_head_rows(model, encoded, tokenizer, score, indices=None, mask=None, bat
     return pd.concat(frames, ignore_index=True)
 
 
-def role_scores(model, encoded, tokenizer, indices=None, mask=None, batch_size: int = 32, device="cpu",
-                stopwords=None, per_example: bool = False) -> pd.DataFrame:
-    """Role scores of every head over the examples (all, or those at ``indices``), heads of ``mask`` removed.
+def role_scores(attention, encoded, tokenizer, stopwords=None, per_example: bool = False) -> pd.DataFrame:
+    """Role scores of every head over the examples ``attention`` yields (see :func:`per_head_rows`).
 
-    Works for a bare encoder and for a model with a classifier on top. Returns :func:`summarize_roles` of
+    The maps may come from a bare encoder or a classifier, with heads masked or not. Returns :func:`summarize_roles` of
     the per-example table, or with ``per_example=True`` that table itself (example, layer, head, one
     column per role): the paired values that before/after comparisons (:func:`paired_delta`) need.
     """
-    long = per_head_rows(model, encoded, tokenizer, lambda maps, tokens: example_role_scores(maps, tokens, tokenizer, stopwords),
-                         indices, mask, batch_size, device).sort_values(["example", "layer", "head"], ignore_index=True)
+    long = per_head_rows(attention, encoded, tokenizer,
+                         lambda maps, tokens: example_role_scores(maps, tokens, tokenizer, stopwords))
+    long = long.sort_values(["example", "layer", "head"], ignore_index=True)
     return long if per_example else summarize_roles(long)
 
 
@@ -241,16 +243,14 @@ def cls_attention_on_shared(maps: np.ndarray, tokens: Tokens, tokenizer, stopwor
     }
 
 
-def cls_profile(model, encoded, tokenizer, heads=None, mask=None, indices=None, batch_size: int = 32, device="cpu",
-                stopwords=None) -> pd.DataFrame:
+def cls_profile(attention, encoded, tokenizer, heads=None, stopwords=None) -> pd.DataFrame:
     """:func:`cls_attention_on_shared` per example and head (all, or the (layer, head) pairs in ``heads``).
 
-    ``mask`` removes heads first, so the rows show how the remaining heads' [CLS] attention changes when
-    the removed heads' features are missing. One row per example and head, sorted by example, layer, head.
+    Maps taken with heads masked show how the remaining heads' [CLS] attention changes when the removed
+    heads' features are missing. One row per example and head, sorted by example, layer, head.
     """
-    out = per_head_rows(model, encoded, tokenizer,
-                        lambda maps, tokens: cls_attention_on_shared(maps, tokens, tokenizer, stopwords),
-                        indices, mask, batch_size, device)
+    out = per_head_rows(attention, encoded, tokenizer,
+                        lambda maps, tokens: cls_attention_on_shared(maps, tokens, tokenizer, stopwords))
     if heads is not None:
         chosen = pd.DataFrame([(int(l), int(h)) for l, h in heads], columns=["layer", "head"])
         out = out.merge(chosen, on=["layer", "head"])

@@ -275,15 +275,13 @@ def _gold(tokenizer, ids: list[int], segments) -> tuple[list[str], np.ndarray, n
     return tokens, ends, content, [i for i, t in enumerate(ids) if t == tokenizer.sep_token_id]
 
 
-def boundary_data(model, encoded: Encoded, tokenizer, segments=None, indices=None, batch_size: int = 32,
-                  device="cpu", mask=None) -> BoundaryData:
-    """Run the model and collect :class:`BoundaryData`, with WordPiece gold or, given ``segments``, gold words.
+def boundary_data(attention, encoded: Encoded, tokenizer, segments=None) -> BoundaryData:
+    """:class:`BoundaryData` of the examples ``attention`` yields, with WordPiece gold or, given ``segments``, gold words.
 
     ``segments[i]`` lists the gold words of each text segment of example i (e.g. ``[query_words, title_words]``).
     """
     preds, feats, golds, groups, multis, excluded = [], [], [], [], [], []
-    for example, maps in attention_maps(model, encoded, indices=indices, mask=mask, batch_size=batch_size,
-                                        device=device, pad_id=tokenizer.pad_token_id or 0):
+    for example, maps in attention:
         _, ends, content, seps = _gold(tokenizer, encoded.input_ids[example],
                                        None if segments is None else segments[example])
         positions, before_sep = rule_positions(content)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from headlab.core.attention import attention_maps
 from headlab.core.evaluate import Encoded
 from headlab.core.stats import by_interval
 from headlab.findings.segmentation import (
@@ -206,8 +207,8 @@ def score_corpus(setup, corpus: SegmentationCorpus, union_heads: int | None = No
                  batch_size: int = 64, device="cpu") -> tuple[BoundaryData, SegmentationResults]:
     """One corpus end to end: an attention pass, every score, and the tables saved as
     ``segmentation_<table>_<corpus name>`` (one set per corpus, so a second corpus never overwrites the first)."""
-    data = boundary_data(setup.model, corpus.encoded, setup.tokenizer, segments=corpus.segments,
-                         batch_size=batch_size, device=device)
+    attention = attention_maps(setup.model, corpus.encoded, batch_size=batch_size, device=device, pad_id=setup.pad_id)
+    data = boundary_data(attention, corpus.encoded, setup.tokenizer, segments=corpus.segments)
     results = score_segmentation(data, union_heads, max_heads, control_draws, test_share, seed, n_boot)
     for name in ("heads", "baselines", "union", "comparison"):
         setup.save_table(getattr(results, name), f"segmentation_{name}_{corpus.name}")

@@ -60,9 +60,8 @@ def head_roles(setup, limit: int | None = None, stopwords=None) -> pd.DataFrame:
     path = study.table_dir / f"{name}.csv"
     if path.exists():
         return pd.read_csv(path)
-    table = role_scores(setup.model, setup.encoded, setup.tokenizer,
-                        indices=role_indices(len(setup.encoded), limit, study.seed), batch_size=study.batch_size,
-                        device=study.torch_device, stopwords=stopwords)
+    table = role_scores(setup.attention(role_indices(len(setup.encoded), limit, study.seed)), setup.encoded,
+                        setup.tokenizer, stopwords=stopwords)
     setup.save_table(table, name)
     return table
 

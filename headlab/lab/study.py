@@ -1,24 +1,45 @@
-"""The parameters every notebook shares, and the fine-tuned model and evaluation split they lead to.
+"""The parameters every notebook shares, and the lab they lead to: a fine-tuned model, an encoded split, a baseline.
 
-Each notebook's ``parameters`` cell fills a :class:`Study`; ``Study.setup()`` returns the cached fine-tuned
-model, the tokenized evaluation split and the unmasked baseline, and ``Study.table_dir`` is where the
-notebook's tidy result tables go (and where later notebooks read them).
+Each notebook's ``parameters`` cell fills a :class:`Study`; ``Study.setup()`` returns a :class:`Lab` (the cached
+fine-tuned model, the tokenized evaluation split and the unmasked baseline), and ``Study.table_dir`` is where the
+notebook's tidy result tables go (and where later notebooks read them). From Python, :func:`load` does both:
+
+    lab = headlab.load(model="minilm", data="stsb-en", split="test")
+    lab.evaluate(drop=[(3, 9), (4, 2)])       # accuracy, relative change [95% interval], McNemar p
+    lab.ablate_each_head()                    # one row per head: the sweep engine, in memory
+    maps = lab.cache_attention(range(100))    # one model pass; role scores etc. read it
+
+Every intervention undoes itself (hooks live inside a ``with``), and a lab's baseline runs through the same engine,
+batches and precision as its masked runs, so an empty mask changes nothing.
 """
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 
+from headlab.core.attention import AttentionCache, attention_maps
 from headlab.core.device import resolve_device
+from headlab.core.engine import MaskEngine
 from headlab.core.evaluate import Encoded, encode, metrics, predict, predicted_grades
-from headlab.core.stats import bootstrap_weights
-from headlab.core.sweep import plan_table
+from headlab.core.gradients import gradient_importance
+from headlab.core.masking import head_grid
+from headlab.core.stats import bootstrap_weights, mcnemar, relative_change
+from headlab.core.sweep import (
+    MaskSpec,
+    per_example_table,
+    plan_table,
+    run_sweep,
+    single_head_specs,
+    summarize,
+    with_baseline,
+)
 from headlab.inputs.data import get_split, load_data
-from headlab.models.finetune import FinetuneConfig, finetune
+from headlab.models.finetune import FinetuneConfig, checkpoint_dir, finetune
 from headlab.models.loading import load_classifier, load_tokenizer
 
 
@@ -56,16 +77,16 @@ class Study:
         return FinetuneConfig(model=self.model, data=self.data, epochs=self.epochs, lr=self.lr,
                               train_limit=self.train_limit, seed=self.seed)
 
-    @property
-    def checkpoint(self) -> Path:
-        """The fine-tuned model folder (trained on first use, then cached)."""
+    def fine_tune(self) -> Path:
+        """The fine-tuned model folder: trained on the first call (minutes), then read from the cache."""
         return finetune(self.finetune_config, device=self.torch_device)
 
     @property
     def table_dir(self) -> Path:
-        """``<run_dir>/<checkpoint>-<split>-<limit>/``: one folder per model and evaluation set."""
+        """``<run_dir>/<checkpoint>-<split>-<limit>/``: one folder per model and evaluation set (named by the
+        checkpoint's cache key, so finding it trains nothing)."""
         limit = "all" if self.eval_limit is None else str(self.eval_limit)
-        path = Path(self.run_dir) / f"{self.checkpoint.name}-{self.eval_split}-{limit}"
+        path = Path(self.run_dir) / f"{checkpoint_dir(self.finetune_config).name}-{self.eval_split}-{limit}"
         path.mkdir(parents=True, exist_ok=True)
         return path
 
@@ -78,30 +99,146 @@ class Study:
         frame = load_data(self.data, seed=self.seed)
         return get_split(frame, self.eval_split, limit=self.eval_limit, seed=self.seed)
 
-    def setup(self) -> "Setup":
+    def setup(self) -> "Lab":
         """Fine-tuned model (sdpa attention), tokenizer, evaluation split and unmasked baseline."""
-        folder = self.checkpoint
+        folder = self.fine_tune()
         tokenizer = load_tokenizer(str(folder))
         model = load_classifier(str(folder)).to(self.torch_device)
         frame = self.eval_frame()
         encoded = encode(tokenizer, frame)
         probs = predict(model, encoded, batch_size=self.batch_size, device=self.torch_device,
                         pad_id=tokenizer.pad_token_id or 0)
-        return Setup(self, model, tokenizer, frame, encoded, probs)
+        return Lab(self, model, tokenizer, frame, encoded, probs)
+
+
+def load(model: str = "minilm", data: str = "stsb-en", split: str = "test", limit: int | None = None, seed: int = 0,
+         device: str = "auto", batch_size: int = 64, **settings) -> "Lab":
+    """A :class:`Lab` on ``model`` fine-tuned on ``data`` (cached; trained on first use), evaluated on ``split``.
+
+    ``settings`` are the other :class:`Study` fields (``epochs``, ``lr``, ``train_limit``, ``run_dir``).
+    """
+    return Study(model=model, data=data, eval_split=split, eval_limit=limit, seed=seed, device=device,
+                 batch_size=batch_size, **settings).setup()
 
 
 @dataclass
-class Setup:
+class Evaluation:
+    """One mask's effect on the split, against the unmasked model run the same way (same engine and precision)."""
+
+    dropped: tuple
+    accuracy: float
+    base_accuracy: float
+    rel_change: float
+    lo: float
+    hi: float
+    p_mcnemar: float
+    correct: np.ndarray
+    probs: np.ndarray
+
+    def __repr__(self) -> str:
+        return (f"Evaluation({len(self.dropped)} heads removed: accuracy {self.accuracy:.4f} vs {self.base_accuracy:.4f}, "
+                f"{self.rel_change:+.2%} [{self.lo:+.2%}, {self.hi:+.2%}], McNemar p = {self.p_mcnemar:.3g}, "
+                f"n = {len(self.correct)})")
+
+
+@dataclass
+class Lab:
+    """A fine-tuned model on an encoded split, with the batch size, device and pad id every run uses."""
+
     study: Study
     model: object
     tokenizer: object
     frame: pd.DataFrame
     encoded: Encoded
     base_probs: np.ndarray
+    _engine: MaskEngine | None = field(default=None, init=False, repr=False)
 
     @property
     def base_correct(self) -> np.ndarray:
         return (predicted_grades(self.base_probs) == self.encoded.grades).astype(int)
+
+    @property
+    def pad_id(self) -> int:
+        return self.tokenizer.pad_token_id or 0
+
+    @property
+    def device(self):
+        return self.study.torch_device
+
+    @property
+    def batch_size(self) -> int:
+        return self.study.batch_size
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(layers, heads per layer)."""
+        return head_grid(self.model)
+
+    @property
+    def engine(self) -> MaskEngine:
+        """The sweep engine on this split (built once: its batches and recorded layer outputs are reused)."""
+        if self._engine is None:
+            self._engine = MaskEngine(self.model, self.encoded, self.batch_size, self.device, self.pad_id)
+        return self._engine
+
+    def evaluate(self, drop=(), n_boot: int = 2000) -> Evaluation:
+        """Remove the heads in ``drop`` ((layer, head) pairs) and compare with the unmasked model, pair by pair."""
+        spec = MaskSpec("evaluate", tuple(sorted((int(l), int(h)) for l, h in drop)), "evaluate")
+        base, probs = self.engine.probabilities([torch.ones(self.shape), spec.keep(*self.shape)])
+        correct = (predicted_grades(probs) == self.encoded.grades).astype(int)
+        base_correct = (predicted_grades(base) == self.encoded.grades).astype(int)
+        effect = relative_change(correct, base_correct, n_boot=n_boot, seed=self.study.seed)
+        return Evaluation(spec.dropped, float(correct.mean()), float(base_correct.mean()), effect["rel_change"],
+                          effect["lo"], effect["hi"], mcnemar(correct, base_correct), correct, probs)
+
+    def ablate(self, specs: list[MaskSpec], name: str | None = None, n_boot: int = 2000,
+               progress: bool = True) -> pd.DataFrame:
+        """One row per mask (:func:`headlab.core.sweep.summarize`), the unmasked model included.
+
+        In memory by default; with a ``name`` the sweep is saved mask by mask under the study's sweep folder
+        and resumes there (:func:`headlab.core.sweep.run_sweep`).
+        """
+        specs = with_baseline(list(specs))
+        if name is not None:
+            per_example = run_sweep(self.model, self.encoded, specs, self.study.sweep_dir(name, specs),
+                                    batch_size=self.batch_size, device=self.device, pad_id=self.pad_id,
+                                    progress=progress)
+        else:
+            probs = self.engine.probabilities([s.keep(*self.shape) for s in specs])
+            per_example = pd.concat([per_example_table(s.mask_id, p, self.encoded.grades) for s, p in zip(specs, probs)],
+                                    ignore_index=True)
+        return summarize(per_example, plan_table(specs), n_boot=n_boot, seed=self.study.seed)
+
+    def ablate_each_head(self, name: str | None = None, n_boot: int = 2000) -> pd.DataFrame:
+        """Every head removed alone: one row per head (``layer``, ``head``), and the unmasked row."""
+        return self.ablate(single_head_specs(*self.shape), name, n_boot)
+
+    def importance(self, normalize: bool = True) -> pd.DataFrame:
+        """Gradient head importance on this split (:func:`headlab.core.gradients.gradient_importance`)."""
+        return gradient_importance(self.model, self.encoded, self.batch_size, self.device, self.pad_id, normalize)
+
+    def attention(self, examples=None, drop=(), model=None):
+        """Yield ``(example, maps)`` for the examples (all by default), heads in ``drop`` removed: one pass, streamed.
+
+        ``model`` takes the maps of another model on the same split (e.g. the pretrained encoder, before fine-tuning).
+        """
+        model = self.model if model is None else model
+        mask = MaskSpec("attention", tuple(drop), "attention").keep(*head_grid(model)) if drop else None
+        return attention_maps(model, self.encoded, examples, mask, self.batch_size, self.device, self.pad_id)
+
+    def cache_attention(self, examples=None, drop=(), path=None) -> AttentionCache:
+        """:meth:`attention` kept in memory (float16) for several scores; read from / saved to ``path`` if given."""
+        if path is not None and Path(path).exists():
+            cache = AttentionCache.load(path)
+            wanted = np.arange(len(self.encoded)) if examples is None else np.unique(list(examples))
+            if not np.array_equal(cache.examples, wanted) or cache.dropped != tuple(sorted(tuple(h) for h in drop)):
+                raise ValueError(f"{path} holds the attention of other examples or another mask; delete it or use "
+                                 "another path")
+            return cache
+        cache = AttentionCache.from_pass(self.attention(examples, drop), dropped=sorted(tuple(h) for h in drop))
+        if path is not None:
+            cache.save(path)
+        return cache
 
     def baseline_metrics(self, n_boot: int = 2000) -> pd.DataFrame:
         """Accuracy and macro-F1 of the unmasked model with 95% bootstrap intervals, and the majority-class rate."""

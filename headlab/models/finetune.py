@@ -21,8 +21,8 @@ from tqdm.auto import tqdm
 from headlab.core.evaluate import encode, length_batches, metrics, model_inputs, predict, predicted_grades
 from headlab.inputs.assets import cache_dir, is_asset, sha256_of
 from headlab.inputs.data import get_split, load_data
-from headlab.models.loading import load_classifier, load_tokenizer
-from headlab.models.names import REPORT, is_pretrained_name, named_model_dir
+from headlab.models.loading import load_classifier, load_tokenizer, resolve_model
+from headlab.models.names import REPORT, is_pretrained_name
 from headlab.models.training import cached, load_state, optimizer_and_schedule, save_state, train_step
 
 TRAINING_PROCEDURE = 2  # bump when the loop changes what a config trains to, so old checkpoints are not reused
@@ -54,8 +54,11 @@ class FinetuneConfig:
 
 
 def _fingerprint(spec: str) -> str:
-    """An asset or hub name identifies itself; a local file or folder (or a model headlab pretrained) by its content."""
-    path = named_model_dir(spec) if is_pretrained_name(spec) else Path(spec).expanduser()
+    """An asset or hub name identifies itself; a local file or folder (or a model headlab pretrained) by its content.
+
+    A model headlab pretrains must be in the cache already (:func:`resolve_model` says how to train it): its
+    content is the key, so a key made without it would name a checkpoint that can never exist."""
+    path = Path(resolve_model(spec)) if is_pretrained_name(spec) else Path(spec).expanduser()
     if is_asset(spec) or not path.exists():
         return spec
     if path.is_file():

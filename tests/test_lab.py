@@ -1,0 +1,110 @@
+"""The public surface: ``headlab.load`` gives a Lab; evaluate, ablate, importance and attention work in memory, an
+empty mask changes nothing, and a cached attention pass gives the same scores as a live one."""
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from tiny_setup import tiny_setup
+
+import headlab
+from headlab.core.attention import AttentionCache, attention_maps
+from headlab.core.sweep import MaskSpec, random_share_specs
+from headlab.findings.order import order_heads
+from headlab.findings.roles import cls_profile, role_scores
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    return tiny_setup(tmp_path_factory.mktemp("runs"), n_right=3)
+
+
+def test_the_package_exports_a_small_public_surface():
+    assert {"load", "Lab", "Study", "MaskSpec", "AttentionCache", "mask_heads"} <= set(headlab.__all__)
+    assert all(hasattr(headlab, name) for name in headlab.__all__)
+
+
+def test_evaluate_an_empty_mask_changes_nothing_and_a_mask_is_measured_against_the_engine_baseline(lab):
+    none = lab.evaluate()
+    assert none.rel_change == 0 and (none.lo, none.hi) == (0, 0) and none.p_mcnemar == 1
+    assert none.accuracy == none.base_accuracy == pytest.approx(3 / 5)
+    layer = lab.evaluate(drop=[(0, h) for h in range(4)])
+    assert layer.dropped == tuple((0, h) for h in range(4)) and len(layer.correct) == len(lab.encoded)
+    assert layer.accuracy == pytest.approx(layer.correct.mean())
+    assert layer.rel_change == pytest.approx(layer.accuracy / layer.base_accuracy - 1)
+    assert not np.allclose(layer.probs, none.probs)  # the hooks really removed the heads
+    assert "4 heads removed" in repr(layer)
+    again = lab.evaluate()
+    np.testing.assert_array_equal(again.probs, none.probs)  # the intervention undid itself
+
+
+def test_ablate_in_memory_equals_the_resumable_sweep_on_disk(lab):
+    specs = random_share_specs(4, 4, [0.25, 0.5], draws=2, seed=0)
+    memory = lab.ablate(specs)
+    disk = lab.ablate(specs, name="api-test", progress=False)
+    pd.testing.assert_frame_equal(memory, disk)
+    assert "none" in set(memory["mask_id"]) and len(memory) == len(specs) + 1
+    assert list(lab.study.table_dir.glob("sweeps/api-test-*/masks/*.csv"))  # saved mask by mask
+    heads = lab.ablate_each_head()
+    assert len(heads) == 16 + 1 and heads.loc[heads["mask_id"] == "none", "rel_change"].item() == 0
+
+
+def test_importance_is_one_row_per_head(lab):
+    table = lab.importance()
+    assert len(table) == 16 and (table["importance_raw"] >= 0).all()
+
+
+def test_attention_of_removed_heads_and_of_another_model(lab):
+    (example, maps), = lab.attention([2])
+    assert example == 2 and maps.shape[:2] == (4, 4)
+    (_, masked), = lab.attention([2], drop=[(0, 0)])
+    np.testing.assert_allclose(masked[0], maps[0], rtol=1e-5)  # a head's own map does not change in its layer
+    assert not np.allclose(masked[1:], maps[1:])  # the layers above see the removal
+
+
+def test_a_cache_gives_the_same_scores_as_a_live_pass_and_survives_disk(lab, tmp_path):
+    cache = lab.cache_attention(path=tmp_path / "attention.npz")
+    assert len(cache) == len(lab.encoded) and cache.maps[0].dtype == np.float16
+    loaded = lab.cache_attention(path=tmp_path / "attention.npz")
+    for (a, x), (b, y) in zip(cache, loaded):
+        assert a == b and np.array_equal(x, y)
+    live = role_scores(lab.attention(), lab.encoded, lab.tokenizer)
+    cached = role_scores(cache, lab.encoded, lab.tokenizer)
+    pd.testing.assert_frame_equal(live, cached, atol=2e-3)  # float16: three decimals
+    pd.testing.assert_frame_equal(order_heads(lab.attention(), lab.encoded, lab.tokenizer),
+                                  order_heads(cache, lab.encoded, lab.tokenizer), atol=2e-3)
+    profile = cls_profile(cache.subset([3, 1]), lab.encoded, lab.tokenizer, heads=[(1, 2)])
+    assert profile["example"].tolist() == [1, 3]
+    with pytest.raises(ValueError, match="other examples or another mask"):
+        lab.cache_attention(examples=[0, 1], path=tmp_path / "attention.npz")
+    with pytest.raises(KeyError, match="example 99"):
+        cache[99]
+
+
+def test_a_cache_round_trips_ragged_maps_exactly():
+    maps = [np.random.default_rng(i).random((2, 3, n, n)).astype(np.float16) for i, n in enumerate((4, 7, 1))]
+    cache = AttentionCache([5, 0, 9], maps, dropped=[(1, 2)])
+    path = "/tmp/headlab-cache-roundtrip.npz"
+    cache.save(path)
+    back = AttentionCache.load(path)
+    assert back.examples.tolist() == [5, 0, 9] and back.dropped == ((1, 2),)
+    assert all(np.array_equal(a, b) for a, b in zip(back.maps, maps)) and back[9].dtype == np.float32
+
+
+def test_attention_maps_and_a_cache_of_them_agree(lab):
+    live = dict(attention_maps(lab.model, lab.encoded))
+    cache = AttentionCache.from_pass(attention_maps(lab.model, lab.encoded), dtype=np.float32)
+    assert all(np.array_equal(cache[e], live[e]) for e in live)
+
+
+def test_a_mask_spec_names_heads_that_exist(lab):
+    with pytest.raises(ValueError, match=r"head \(9, 0\) does not exist"):
+        lab.evaluate(drop=[(9, 0)])
+    assert MaskSpec("m", ((0, 1),), "k").keep(4, 4)[0, 1] == 0
