@@ -207,7 +207,8 @@ def score_corpus(setup, corpus: SegmentationCorpus, union_heads: int | None = No
                  batch_size: int = 64, device="cpu") -> tuple[BoundaryData, SegmentationResults]:
     """One corpus end to end: an attention pass, every score, and the tables saved as
     ``segmentation_<table>_<corpus name>`` (one set per corpus, so a second corpus never overwrites the first)."""
-    attention = attention_maps(setup.model, corpus.encoded, batch_size=batch_size, device=device, pad_id=setup.pad_id)
+    attention = attention_maps(setup.model, corpus.encoded, batch_size=batch_size, device=device,
+                               pad_id=setup.tokenizer.pad_token_id or 0)
     data = boundary_data(attention, corpus.encoded, setup.tokenizer, segments=corpus.segments)
     results = score_segmentation(data, union_heads, max_heads, control_draws, test_share, seed, n_boot)
     for name in ("heads", "baselines", "union", "comparison"):
