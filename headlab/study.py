@@ -2,7 +2,8 @@
 
 Each notebook's ``parameters`` cell fills a :class:`Study`; ``Study.setup()`` returns the cached fine-tuned
 model, the tokenized evaluation split and the unmasked baseline, and ``Study.table_dir`` is where the
-notebook's tidy result tables go (and where later notebooks read them).
+notebook's tidy result tables go (and where later notebooks read them). A relative ``RUN_DIR`` is taken from the
+repository root, wherever the kernel starts, so that JupyterLab and ``make book`` share ``runs/`` and its sweeps.
 """
 from __future__ import annotations
 
@@ -13,12 +14,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from headlab.book import REPO
 from headlab.data import get_split, load_data
 from headlab.evaluate import Encoded, confusion, encode, metrics, predict, predicted_grades
 from headlab.finetune import FinetuneConfig, finetune
 from headlab.model import load_classifier, load_tokenizer, resolve_device
 from headlab.stats import bootstrap_weights
 from headlab.sweep import plan_table
+
+
+def results_root(run_dir) -> Path:
+    """``RUN_DIR`` as a folder; a relative one lies in the repository, not in the kernel's folder (JupyterLab starts a
+    notebook's kernel in ``notebooks/``, papermill in the repository, and both must find the same results)."""
+    path = Path(run_dir).expanduser()
+    return path if path.is_absolute() else REPO / path
 
 
 @dataclass
@@ -64,7 +73,7 @@ class Study:
     def table_dir(self) -> Path:
         """``<run_dir>/<checkpoint>-<split>-<limit>/``: one folder per model and evaluation set."""
         limit = "all" if self.eval_limit is None else str(self.eval_limit)
-        path = Path(self.run_dir) / f"{self.checkpoint.name}-{self.eval_split}-{limit}"
+        path = results_root(self.run_dir) / f"{self.checkpoint.name}-{self.eval_split}-{limit}"
         path.mkdir(parents=True, exist_ok=True)
         return path
 

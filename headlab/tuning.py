@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from headlab.book import PRESETS
 from headlab.finetune import FinetuneConfig, finetune, training_history
-from headlab.study import Study
+from headlab.study import Study, results_root
 
 # The grid searched for a preset, fixed before looking at any result. zh-char: learning rates from 1e-4 to 4e-4
 # (a small model pretrained briefly from scratch may want more than the 5e-5 of published BERTs) and 2 or 4
@@ -86,7 +86,7 @@ def main(argv=None) -> int:
     # the same fine-tuning settings as the book's Study, but for the learning rate and the epochs
     base = {name: settings.get(name.upper(), getattr(Study, name)) for name in ("model", "data", "seed", "train_limit")}
     device = resolve_device(args.device or str(settings.get("DEVICE", "auto")))
-    out = args.out or Path(Study.run_dir) / f"tuning-{args.preset}.csv"
+    out = args.out or results_root(Study.run_dir) / f"tuning-{args.preset}.csv"
     print(f"[tuning] {args.preset}: {base}; learning rates {list(lrs)} x epochs {list(epochs)}, "
           f"scored on the dev split", flush=True)
     if is_pretrained_name(base["model"]):
