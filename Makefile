@@ -1,6 +1,7 @@
-# Two commands do all set-up on a fresh machine:
+# Each command does all set-up on a fresh machine:
 #   make book   venv + install + offline assets + fine-tuning (cached) + notebooks (papermill) + static site
 #   make test   venv + install + the whole test suite (what .ci/run calls)
+#   make lab    venv + install + offline assets, then JupyterLab on this folder (live notebooks, sliders)
 # Options: make book PRESET=tiny      quick tiny-sized book
 #          make book SET="DEVICE=cuda DRAWS=50"   any notebook parameter, for every notebook that declares it
 #          make book TORCH="torch==2.14.1"        another torch build (e.g. a CUDA one on a GPU machine)
@@ -18,7 +19,7 @@ SET ?=
 ASSETS ?= minilm stsb-en $(if $(filter mpnet,$(PRESET)),mpnet) $(if $(filter $(CHINESE_PRESETS),$(PRESET)),pku-1998 stsb-zh)
 BIN := $(VENV)/bin
 
-.PHONY: book test venv assets clean
+.PHONY: book test lab venv assets clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -30,9 +31,14 @@ venv: $(VENV)/.installed
 
 assets: venv
 	$(BIN)/python -m headlab.inputs.assets fetch $(ASSETS)
+	$(BIN)/python -m headlab.report.bookjs
 
 book: assets
 	$(BIN)/python -m headlab.book --preset $(PRESET) $(if $(MODEL),--set MODEL=$(MODEL)) $(foreach s,$(SET),--set $(s))
+
+lab: assets
+	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks \
+	    $(if $(filter 0,$(shell id -u)),--allow-root)
 
 test: venv
 	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }

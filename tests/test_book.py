@@ -48,7 +48,7 @@ def test_make_book_model_picks_the_preset_and_its_assets(model, preset, chinese)
     """``make book MODEL=zh-char`` (the README's command) must run the Chinese preset with the Chinese assets."""
     plan = subprocess.run(["make", "-n", "book", f"MODEL={model}"], cwd=REPO, capture_output=True, text=True,
                           check=True).stdout
-    book = next(line for line in plan.splitlines() if "-m headlab.book" in line)
+    book = next(line for line in plan.splitlines() if "-m headlab.book " in line)  # not headlab.report.bookjs
     fetch = next(line for line in plan.splitlines() if "-m headlab.inputs.assets fetch" in line)
     assert f"--preset {preset} " in book + " "
     assert (f"--set MODEL={model}" in book) == bool(model)

@@ -78,11 +78,12 @@ def test_example_view_and_the_live_explorer_on_a_tiny_model(monkeypatch):
     monkeypatch.delenv("HEADLAB_BOOK", raising=False)
     box = head_explorer(model, tokenizer, encoded, grid, layer_table)
     layer_box, head_box, example_box = box.children[0].children
-    out = box.children[1]
+    out, view = box.children[1:]
     assert "Head 0.0 masked alone" in out.outputs[0]["data"]["text/markdown"]
-    head_box.value = 2  # the callback redraws the view for head 0.2
+    assert view.spec["title"] == "head 0.0, example 0"
+    head_box.value = 2  # the callback redraws the text and the chart for head 0.2
     example_box.value = 3
-    assert len(out.outputs) == 2 and out.outputs[1]["data"]["text/plain"] == "alt.Chart(...)"
+    assert len(out.outputs) == 1 and view.spec["title"] == "head 0.2, example 3"
     assert "Head 0.2 masked alone" in out.outputs[0]["data"]["text/markdown"]
     assert "Example 3:" in out.outputs[0]["data"]["text/markdown"] and example_box.max == len(encoded) - 1
     monkeypatch.setenv("HEADLAB_BOOK", "1")

@@ -21,18 +21,24 @@ def _encoded(order=(7, 8, 9)):
     return Encoded(ids, [[0] * len(i) for i in ids], np.array([4, 2]), 0)
 
 
-def test_segmentation_explorer_builds_and_updates(capsys):
+def _titles(box):
+    return [view.spec["title"] for view in box.children[2:]]
+
+
+def test_segmentation_explorer_builds_and_updates():
     heads = pd.DataFrame({"subset": "all tokens", "layer": [1], "head": [2], "accuracy": [0.9], "majority": [0.8], "f1": [0.7]})
     box = segmentation_explorer(tiny_bert(), Tok(), _encoded(), heads=heads, layer=1, head=2)
     example, layer, head = box.children[0].children
     assert (layer.max, head.max) == (2, 3)
+    assert "L1H2 on all tokens" in box.children[1].outputs[0]["data"]["text/markdown"]
+    assert _titles(box) == ["example 0, L1H2", "L1H2: attention map"]
     example.value = 1
     head.value = 0
-    shown = capsys.readouterr().out  # outside a kernel the Output widget prints what it shows
-    assert shown.count("Markdown object") == 3 and shown.count("Chart") == 6
+    assert box.children[1].outputs[0]["data"]["text/markdown"] == "L1H0"
+    assert _titles(box) == ["example 1, L1H0", "L1H0: attention map"]
 
 
-def test_order_explorer_builds_and_updates(capsys):
+def test_order_explorer_builds_and_updates():
     frame = pd.DataFrame({"query": ["a b", "a"], "title": ["d e f", "e d"]})
     shuffled = frame.assign(title=["f d e", "d e"])
     texts = case_texts(frame, shuffled, [0, 1])
@@ -45,8 +51,9 @@ def test_order_explorer_builds_and_updates(capsys):
     k.value = 0
     rank.value = 3
     example.value = 1
-    shown = capsys.readouterr().out
-    assert shown.count("Markdown object") == 4 and shown.count("Chart") == 8
+    assert box.children[1].outputs[0]["data"]["text/markdown"] == "query: a  \ntitle: e d  \nshuffled: d e"
+    bars, head_map = _titles(box)
+    assert bars.startswith("example 1: top-0 order heads") and head_map.startswith("order head #3: L1H0")
 
 
 def test_explorers_are_a_note_in_the_book(monkeypatch):

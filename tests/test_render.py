@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from headlab.report import bookjs
-from headlab.report.bookjs import VEGA_LITE, VEGA_PATH, after_loading, vega_bundle, write_scripts
-from headlab.report.render import LIVE_ONLY_NOTE, WIDGET_STATE, WIDGET_VIEW, BookChart, show, static_widgets
+from headlab.report.bookjs import VEGA_LITE, VEGA_PATH, after_loading, inline_scripts, vega_bundle, write_scripts
+from headlab.report.render import LIVE_ONLY_NOTE, WIDGET_STATE, WIDGET_VIEW, BookChart, live_panel, show, static_widgets
 
 
 def _chart(title="t"):
@@ -17,12 +17,34 @@ def _chart(title="t"):
     return alt.Chart(table).mark_bar().encode(x="x:O", y="y:Q").properties(title=title)
 
 
-def test_show_is_the_chart_live_and_a_book_chart_in_the_book(monkeypatch):
+def test_show_is_an_offline_chart_widget_live_and_a_book_chart_in_the_book(monkeypatch):
     chart = _chart()
     monkeypatch.delenv("HEADLAB_BOOK", raising=False)
-    assert show(chart) is chart
+    live = show(chart)
+    assert isinstance(live, alt.JupyterChart) and live.chart is chart and live.spec == chart.to_dict()
+    assert WIDGET_VIEW in live._repr_mimebundle_()[0]
+    # its JavaScript is vl-convert's bundle, not imports from a CDN (Altair's online mode: esm.sh)
+    assert "esm.sh" not in live._esm and not re.search(r"""(import|from)\s*["']https?:""", live._esm)
+    assert len(live._esm) > 500_000  # Vega, Vega-Lite and vega-embed inside
+    assert live.embed_options["renderer"] == "svg" and live.embed_options["actions"]["editor"] is False
     monkeypatch.setenv("HEADLAB_BOOK", "1")
     assert isinstance(show(chart), BookChart)
+
+
+def test_a_live_panel_redraws_its_text_and_charts_in_place_when_a_control_changes():
+    import ipywidgets as widgets
+    from IPython.display import Markdown
+
+    slider = widgets.IntSlider(value=1, min=1, max=3)
+    panel = live_panel([slider], lambda: (Markdown(f"n = {slider.value}"), _chart(f"first {slider.value}"),
+                                          _chart(f"second {slider.value}")))
+    controls, out, *views = panel.children
+    assert controls.children == (slider,) and len(views) == 2
+    assert out.outputs[0]["data"]["text/markdown"] == "n = 1" and views[1].spec["title"] == "second 1"
+    slider.value = 3
+    assert len(out.outputs) == 1 and out.outputs[0]["data"]["text/markdown"] == "n = 3"
+    assert [v.spec["title"] for v in views] == ["first 3", "second 3"]
+    assert panel.children[2:] == tuple(views)  # the same widgets, redrawn
 
 
 def test_a_book_chart_loads_the_shipped_vega_and_carries_an_svg_for_readers_without_js():
@@ -36,6 +58,14 @@ def test_a_book_chart_loads_the_shipped_vega_and_carries_an_svg_for_readers_with
 def test_two_charts_get_different_ids():
     ids = [re.search(r'id="([^"]+)"', BookChart(_chart())._repr_html_()).group(1) for _ in range(2)]
     assert ids[0] != ids[1]
+
+
+def test_inline_scripts_carry_the_pinned_files_then_run_the_code():
+    html = inline_scripts([bookjs.JQUERY, bookjs.D3], "draw();")
+    scripts = re.findall(r"<script>\n(.*?)\n</script>", html, re.S)
+    assert len(scripts) == 3 == html.count("</script>")  # no file closes its script early
+    assert "jQuery v3." in scripts[0][:100] and scripts[1].startswith("// https://d3js.org v5.")
+    assert scripts[2] == "(function () {\ndraw();\n})();"
 
 
 def test_after_loading_runs_code_once_the_files_are_there():

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from headlab.report.bookjs import D3, JQUERY
-from headlab.report.views import BertvizError, BookView, head_view, model_view, offline_html
+from headlab.report.views import BertvizError, head_view, model_view, offline_html
 
 TOKENS = ["[CLS]", "a", "b", "[SEP]", "c", "[SEP]"]
 
@@ -55,10 +55,16 @@ def test_maps_may_be_an_array_or_per_layer_tensors(book):
     assert '"layer": 1' in pages.pop()
 
 
-def test_live_the_view_is_bertviz_as_is(monkeypatch):
+def test_live_a_view_carries_jquery_and_d3_inside_and_loads_nothing(monkeypatch):
+    """JupyterLab serves no book files: the pinned jQuery and d3 go into the output, before the view's code."""
     monkeypatch.delenv("HEADLAB_BOOK", raising=False)
-    view = model_view(_maps(), TOKENS)
-    assert not isinstance(view, BookView) and "require" in view._repr_html_()
+    html = model_view(_maps(), TOKENS)._repr_html_()
+    markup, view_code = html[:html.index("<script>")], html[html.rindex("<script>"):]
+    assert markup.startswith('<div class="headlab-view">') and "<script" not in markup
+    assert html.index("jQuery v3.") < html.index("// https://d3js.org v5.") < html.rindex("<script>")
+    assert view_code.startswith("<script>\n(function () {\nvar $ = window.jQuery, d3 = window.d3;")
+    for own in (markup, view_code):
+        assert "require" not in own and "cdnjs" not in own and "headlabLoad" not in own and "https://" not in own
 
 
 def test_a_token_list_that_does_not_fit_the_maps_is_refused(book):

@@ -22,12 +22,11 @@ import time
 from pathlib import Path
 
 from headlab.core.device import resolve_device
+from headlab.lab.study import REPO
 from headlab.models.names import is_pretrained_name
 from headlab.models.pretrain import ensure_named
 from headlab.report.bookjs import write_scripts
 from headlab.report.render import static_widgets
-
-REPO = Path(__file__).resolve().parents[2]
 
 # Parameter sets passed to every notebook that declares the parameter (papermill ignores the rest).
 PRESETS = {

@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from headlab.book.build import PRESETS
 from headlab.core.device import resolve_device
-from headlab.lab.study import Study
+from headlab.lab.study import Study, results_root
 from headlab.models.finetune import FinetuneConfig, finetune, training_history
 from headlab.models.names import is_pretrained_name
 from headlab.models.pretrain import ensure_named
@@ -78,6 +78,7 @@ def main(argv=None) -> int:
     parser.add_argument("--device", help="cpu, cuda, cuda:N or auto (default: the preset's DEVICE, else auto)")
     parser.add_argument("--out", type=Path, help="where the table goes (default: runs/tuning-PRESET.csv)")
     args = parser.parse_args(argv)
+
     settings = PRESETS[args.preset]
     grid = GRIDS.get(args.preset, {})
     lrs, epochs = args.lrs or grid.get("lrs"), args.epochs or grid.get("epochs")
@@ -86,7 +87,7 @@ def main(argv=None) -> int:
     # the same fine-tuning settings as the book's Study, but for the learning rate and the epochs
     base = {name: settings.get(name.upper(), getattr(Study, name)) for name in ("model", "data", "seed", "train_limit")}
     device = resolve_device(args.device or str(settings.get("DEVICE", "auto")))
-    out = args.out or Path(Study.run_dir) / f"tuning-{args.preset}.csv"
+    out = args.out or results_root(Study.run_dir) / f"tuning-{args.preset}.csv"
     print(f"[tuning] {args.preset}: {base}; learning rates {list(lrs)} x epochs {list(epochs)}, "
           f"scored on the dev split", flush=True)
     if is_pretrained_name(base["model"]):

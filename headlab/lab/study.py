@@ -2,7 +2,9 @@
 
 Each notebook's ``parameters`` cell fills a :class:`Study`; ``Study.setup()`` returns a :class:`Lab` (the cached
 fine-tuned model, the tokenized evaluation split and the unmasked baseline), and ``Study.table_dir`` is where the
-notebook's tidy result tables go (and where later notebooks read them). From Python, :func:`load` does both:
+notebook's tidy result tables go (and where later notebooks read them). A relative ``RUN_DIR`` is taken from the
+repository root, wherever the kernel starts, so that JupyterLab and ``make book`` share ``runs/`` and its sweeps.
+From Python, :func:`load` does both:
 
     lab = headlab.load(model="minilm", data="stsb-en", split="test")
     lab.evaluate(drop=[(3, 9), (4, 2)])       # accuracy, relative change [95% interval], McNemar p
@@ -41,6 +43,15 @@ from headlab.core.sweep import (
 from headlab.inputs.data import get_split, load_data
 from headlab.models.finetune import FinetuneConfig, checkpoint_dir, finetune
 from headlab.models.loading import load_classifier, load_tokenizer
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def results_root(run_dir) -> Path:
+    """``RUN_DIR`` as a folder; a relative one lies in the repository, not in the kernel's folder (JupyterLab starts a
+    notebook's kernel in ``notebooks/``, papermill in the repository, and both must find the same results)."""
+    path = Path(run_dir).expanduser()
+    return path if path.is_absolute() else REPO / path
 
 
 @dataclass
@@ -86,7 +97,7 @@ class Study:
         """``<run_dir>/<checkpoint>-<split>-<limit>/``: one folder per model and evaluation set (named by the
         checkpoint's cache key, so finding it trains nothing)."""
         limit = "all" if self.eval_limit is None else str(self.eval_limit)
-        path = Path(self.run_dir) / f"{checkpoint_dir(self.finetune_config).name}-{self.eval_split}-{limit}"
+        path = results_root(self.run_dir) / f"{checkpoint_dir(self.finetune_config).name}-{self.eval_split}-{limit}"
         path.mkdir(parents=True, exist_ok=True)
         return path
 

@@ -5,6 +5,7 @@ writes it to ``<book>/_extra/headlab-js/``. Sphinx's ``html_extra_path`` copies 
 (not to ``_static/``, whose .js files jupyter-book adds to every page). A page loads the files it needs relative
 to the ``data-content_root`` attribute Sphinx puts on ``<html>``, so the site works from any folder and from
 ``file://``. No page loads require.js: every file below sets a plain global (``vegaEmbed``, ``d3``, ``jQuery``).
+Live in JupyterLab, which serves no such files, :func:`inline_scripts` puts a file's text into the output itself.
 """
 from __future__ import annotations
 
@@ -71,17 +72,22 @@ def vega_bundle() -> str:
     return "(function () {\n" + bundle + "\n})();\n"
 
 
+def script_file(script: Script) -> Path:
+    """The shipped file in the cache, fetched first if it is not there, checked against its pin."""
+    source = install_asset(script.source) / Path(script.source.members).name
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()
+    if digest != script.sha256:
+        raise ScriptError(f"{source} has sha256 {digest}, expected {script.sha256} ({script.source.note})")
+    return source
+
+
 def write_scripts(extra_dir: Path) -> list[Path]:
     """Fetch (cached), verify and write every shipped file under ``extra_dir``; return the written paths."""
     written = []
     for script in (D3, JQUERY, MATHJAX):
-        source = install_asset(script.source) / Path(script.source.members).name
-        digest = hashlib.sha256(source.read_bytes()).hexdigest()
-        if digest != script.sha256:
-            raise ScriptError(f"{source} has sha256 {digest}, expected {script.sha256} ({script.source.note})")
         target = Path(extra_dir) / script.path
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, target)
+        shutil.copyfile(script_file(script), target)
         written.append(target)
     target = Path(extra_dir) / VEGA_PATH
     target.write_text(vega_bundle(), encoding="utf-8")
@@ -115,3 +121,18 @@ def after_loading(paths: list[str], code: str) -> str:
     """
     return (f"<script>\n{_LOADER}\nwindow.headlabLoad({json.dumps(paths)}).then(function () {{\n{code}\n}})"
             f".catch(function (err) {{ console.error(err); }});\n</script>")
+
+
+def inline_scripts(scripts: list[Script], code: str) -> str:
+    """Like :func:`after_loading` where no site serves the files (a JupyterLab output): their text goes inline.
+
+    An output's scripts run in order when it is shown, so ``code`` (the body of a function) finds them loaded.
+    The pinned files contain no ``</script``.
+    """
+    files = "".join(f"<script>\n{script_file(s).read_text(encoding='utf-8')}\n</script>\n" for s in scripts)
+    return f"{files}<script>\n(function () {{\n{code}\n}})();\n</script>"
+
+
+if __name__ == "__main__":  # `make assets`: fetch the shipped files while the network is there (cached)
+    for script in (D3, JQUERY, MATHJAX):
+        print(script_file(script))

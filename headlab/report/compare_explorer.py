@@ -10,7 +10,7 @@ import pandas as pd
 from headlab.core.masking import head_grid
 from headlab.findings.attention_compare import DIFFERENCE, compare_maps
 from headlab.report import charts
-from headlab.report.render import in_book
+from headlab.report.render import in_book, live_panel
 
 
 def live_explorer(runs: dict, encoded, tokenizer, texts: pd.DataFrame, example: int = 0, head=(0, 0),
@@ -20,7 +20,7 @@ def live_explorer(runs: dict, encoded, tokenizer, texts: pd.DataFrame, example: 
     ``texts`` has the query, title and label of each example (the evaluation frame). In the static book
     (``HEADLAB_BOOK=1``) a widget does nothing without a kernel, so a note is returned instead.
     """
-    from IPython.display import Markdown, display
+    from IPython.display import Markdown
 
     if in_book():
         return Markdown("*The live explorer needs a running kernel: open this notebook in JupyterLab.*")
@@ -31,18 +31,12 @@ def live_explorer(runs: dict, encoded, tokenizer, texts: pd.DataFrame, example: 
     example_box = widgets.BoundedIntText(value=int(example), min=0, max=len(encoded) - 1, description="example")
     layer_box = widgets.Dropdown(options=list(range(layers)), value=int(head[0]), description="layer")
     head_box = widgets.Dropdown(options=list(range(heads)), value=int(head[1]), description="head")
-    out = widgets.Output()
 
-    def update(_=None):
+    def draw():
         i, chosen = example_box.value, (layer_box.value, head_box.value)
         cells = compare_maps(runs, encoded, tokenizer, [i], [chosen], device=device, stopwords=stopwords)
         row = texts.iloc[i]
-        out.clear_output(wait=True)
-        with out:
-            display(Markdown(f"**query** {row['query']}  \n**title** {row['title']}  \n**gold grade** {row['label']}"))
-            display(charts.map_panels(cells, [c for c in cells.columns if c in runs or c == DIFFERENCE], select=False))
+        return (Markdown(f"**query** {row['query']}  \n**title** {row['title']}  \n**gold grade** {row['label']}"),
+                charts.map_panels(cells, [c for c in cells.columns if c in runs or c == DIFFERENCE], select=False))
 
-    for box in (example_box, layer_box, head_box):
-        box.observe(update, names="value")
-    update()
-    return widgets.VBox([widgets.HBox([example_box, layer_box, head_box]), out])
+    return live_panel([example_box, layer_box, head_box], draw)

@@ -14,7 +14,7 @@ from headlab.core.attention import attention_maps
 from headlab.core.evaluate import Encoded, predict, predicted_grades
 from headlab.core.masking import head_grid, keep_all
 from headlab.report import charts
-from headlab.report.render import in_book
+from headlab.report.render import in_book, live_panel
 
 
 def attention_table(maps: np.ndarray, min_weight: float = 0.02) -> pd.DataFrame:
@@ -98,9 +98,7 @@ def head_explorer(model, tokenizer, encoded: Encoded, grid: pd.DataFrame, layer_
                   device="cpu", example: int = 0):
     """Live controls (layer, head, example) over the ablation tables and the model's attention.
 
-    The view is written into the Output widget's outputs directly rather than captured with ``with out:``:
-    capturing while a notebook runs headless (papermill) can hang the run (jupyter/nbconvert#2029). In the
-    static book (``HEADLAB_BOOK=1``) a widget would show nothing without a kernel, so a note is returned.
+    In the static book (``HEADLAB_BOOK=1``) a widget would show nothing without a kernel, so a note is returned.
     """
     from IPython.display import Markdown
 
@@ -113,16 +111,10 @@ def head_explorer(model, tokenizer, encoded: Encoded, grid: pd.DataFrame, layer_
     layer_box = widgets.Dropdown(options=list(range(layers)), description="layer")
     head_box = widgets.Dropdown(options=list(range(heads)), description="head")
     example_box = widgets.BoundedIntText(value=example, min=0, max=len(encoded) - 1, description="example")
-    out = widgets.Output()
 
-    def update(_=None):
+    def draw():
         text, chart = example_view(model, tokenizer, encoded, layer_box.value, head_box.value, example_box.value,
                                    device, pad_id)
-        out.outputs = ()
-        out.append_display_data(Markdown(head_report(grid, layer_table, layer_box.value, head_box.value) + "\n\n" + text))
-        out.append_display_data(chart)
+        return Markdown(head_report(grid, layer_table, layer_box.value, head_box.value) + "\n\n" + text), chart
 
-    for box in (layer_box, head_box, example_box):
-        box.observe(update, names="value")
-    update()
-    return widgets.VBox([widgets.HBox([layer_box, head_box, example_box]), out])
+    return live_panel([layer_box, head_box, example_box], draw)

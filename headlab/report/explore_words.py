@@ -14,7 +14,7 @@ from headlab.core.masking import head_grid
 from headlab.findings.order import case_k_table
 from headlab.findings.segmentation import boundary_example
 from headlab.report import charts
-from headlab.report.render import in_book
+from headlab.report.render import in_book, live_panel
 
 LIVE_ONLY = "*The live explorer needs a running kernel: open this notebook in JupyterLab.*"
 
@@ -43,7 +43,7 @@ def segmentation_explorer(model, tokenizer, encoded: Encoded, segments=None, hea
     ``segments``: gold words per example (None: WordPiece's own boundaries); ``heads``: the per-head scores
     (``score_segmentation(...).heads``), quoted for the chosen head.
     """
-    from IPython.display import Markdown, display
+    from IPython.display import Markdown
 
     if in_book():
         return Markdown(LIVE_ONLY)
@@ -53,25 +53,19 @@ def segmentation_explorer(model, tokenizer, encoded: Encoded, segments=None, hea
     example_box = widgets.BoundedIntText(value=example, min=0, max=len(encoded) - 1, description="example")
     layer_box = widgets.IntSlider(value=layer, min=0, max=layers - 1, description="layer")
     head_box = widgets.IntSlider(value=head, min=0, max=n_heads - 1, description="head")
-    out = widgets.Output()
     cache = {}
 
-    def update(_=None):
+    def draw():
         e, l, h = example_box.value, layer_box.value, head_box.value
         if e not in cache:
             cache[e] = boundary_example(model, encoded, tokenizer, e, segments, device=device)
         seen = cache[e]
         table = seen.table[(seen.table["layer"] == l) & (seen.table["head"] == h)]
-        out.clear_output(wait=True)
-        with out:
-            display(Markdown(_head_line(heads, l, h) or f"L{l}H{h}"))
-            display(charts.boundary_rule(table, select=False, title=f"example {e}, L{l}H{h}"))
-            display(charts.attention_heatmap(seen.maps[l, h], seen.tokens, title=f"L{l}H{h}: attention map"))
+        return (Markdown(_head_line(heads, l, h) or f"L{l}H{h}"),
+                charts.boundary_rule(table, select=False, title=f"example {e}, L{l}H{h}"),
+                charts.attention_heatmap(seen.maps[l, h], seen.tokens, title=f"L{l}H{h}: attention map"))
 
-    for box in (example_box, layer_box, head_box):
-        box.observe(update, names="value")
-    update()
-    return widgets.VBox([widgets.HBox([example_box, layer_box, head_box]), out])
+    return live_panel([example_box, layer_box, head_box], draw)
 
 
 def order_explorer(model, tokenizer, original: Encoded, shuffled: Encoded, order_table: pd.DataFrame,
@@ -81,7 +75,7 @@ def order_explorer(model, tokenizer, original: Encoded, shuffled: Encoded, order
     The grade bars are computed live: the top-k order heads masked, and ``draws`` sets of k random other heads.
     ``texts`` (from :func:`case_texts` over all examples) captions the chosen example.
     """
-    from IPython.display import Markdown, display
+    from IPython.display import Markdown
 
     if in_book():
         return Markdown(LIVE_ONLY)
@@ -93,24 +87,18 @@ def order_explorer(model, tokenizer, original: Encoded, shuffled: Encoded, order
     example_box = widgets.BoundedIntText(value=example, min=0, max=len(original) - 1, description="example")
     k_box = widgets.IntSlider(value=k, min=0, max=layers * heads // 2, description="k")  # random heads need k others
     rank_box = widgets.IntSlider(value=1, min=1, max=len(ranked), description="head rank")
-    out = widgets.Output()
 
-    def update(_=None):
+    def draw():
         e, top, rank = example_box.value, k_box.value, rank_box.value
         bars = case_k_table(model, original, shuffled, [e], ranked, [top], draws, seed, device=device, pad_id=pad_id)
         row = ranked.iloc[rank - 1]
         l, h = int(row["layer"]), int(row["head"])
         _, maps = next(attention_maps(model, original, [e], device=device, pad_id=pad_id))
         tokens = tokenizer.convert_ids_to_tokens(original.input_ids[e])
-        out.clear_output(wait=True)
-        with out:
-            display(Markdown("  \n".join(texts[texts["example"] == e]["line"])))
-            display(charts.grade_distributions(bars, title=f"example {e}: top-{top} order heads or {top} random heads "
-                                                           f"({draws} draws) masked"))
-            display(charts.attention_heatmap(maps[l, h], tokens, title=f"order head #{rank}: L{l}H{h} "
-                                                                       f"({row['direction']} {row['score']:.0%})"))
+        return (Markdown("  \n".join(texts[texts["example"] == e]["line"])),
+                charts.grade_distributions(bars, title=f"example {e}: top-{top} order heads or {top} random heads "
+                                                      f"({draws} draws) masked"),
+                charts.attention_heatmap(maps[l, h], tokens, title=f"order head #{rank}: L{l}H{h} "
+                                                                  f"({row['direction']} {row['score']:.0%})"))
 
-    for box in (example_box, k_box, rank_box):
-        box.observe(update, names="value")
-    update()
-    return widgets.VBox([widgets.HBox([example_box, k_box, rank_box]), out])
+    return live_panel([example_box, k_box, rank_box], draw)

@@ -1,8 +1,11 @@
-"""Notebook outputs that show with no network in the built book: Altair charts and ipywidgets.
+"""Notebook outputs that show with no network, live in JupyterLab and in the built book: Altair charts and ipywidgets.
 
-In JupyterLab a chart is shown the usual way (Altair's own renderer). When the book is built (``HEADLAB_BOOK=1``,
-set by ``python -m headlab.book``), :func:`show` turns a chart into HTML that draws it with the Vega bundle the
-book ships (:mod:`headlab.report.bookjs`), with a static SVG inside ``<noscript>`` for readers without JavaScript.
+Altair's default renderer loads Vega from a CDN, and JupyterLab 4's own Vega-Lite renderers stop at v5 (Altair 6
+writes v6). Live, :func:`show` makes a chart Altair's ``JupyterChart`` (an anywidget) in its offline mode: its
+JavaScript is the Vega bundle inside vl-convert-python, sent through the kernel, and selections stay interactive.
+When the book is built (``HEADLAB_BOOK=1``, set by ``python -m headlab.book``), :func:`show` turns a chart into HTML
+that draws it with the Vega bundle the book ships (:mod:`headlab.report.bookjs`), with a static SVG inside ``<noscript>``
+for readers without JavaScript.
 
 Widgets need a kernel, so the book does not embed them (no widget JavaScript on any page): :func:`static_widgets`
 drops finished progress bars and replaces every other widget with a note that its live version needs JupyterLab.
@@ -50,9 +53,50 @@ class BookChart:
                 f"<noscript>{svg}</noscript>\n{after_loading([VEGA_PATH], code)}")
 
 
+LIVE_EMBED = {"renderer": "svg", "actions": {"export": True, "source": False, "compiled": False, "editor": False}}
+
+
+def live_chart(chart):
+    """``chart`` as a widget that needs no network; give its ``chart`` another chart to redraw it in place.
+
+    Drawn as SVG, like the book; its menu saves the chart and has no link to the online Vega editor.
+    """
+    import altair as alt
+
+    alt.JupyterChart.enable_offline()  # once per kernel: vl-convert bundles the widget's JavaScript (about 1 MB)
+    return alt.JupyterChart(chart, embed_options=LIVE_EMBED)
+
+
 def show(chart):
-    """What a notebook cell should end with to display ``chart``: live, the chart; in the book, a BookChart."""
-    return BookChart(chart) if in_book() else chart
+    """What a notebook cell should end with to display ``chart``: live, a live_chart; in the book, a BookChart."""
+    return BookChart(chart) if in_book() else live_chart(chart)
+
+
+def live_panel(controls: list, draw):
+    """Controls above what ``draw()`` returns for their current values, redrawn whenever one of them changes.
+
+    ``draw`` returns a text to display (e.g. Markdown) and then charts, always as many. Each chart stays one widget
+    that is given the new chart, so a change sends a spec, not the widget's JavaScript again. The text is written
+    into the Output widget's outputs directly rather than captured with ``with out:``: capturing while a notebook
+    runs headless (papermill) can hang the run (jupyter/nbconvert#2029).
+    """
+    import ipywidgets as widgets
+
+    text, *charts = draw()
+    out = widgets.Output()
+    out.append_display_data(text)
+    views = [live_chart(chart) for chart in charts]
+
+    def update(_):
+        text, *charts = draw()
+        out.outputs = ()
+        out.append_display_data(text)
+        for view, chart in zip(views, charts):
+            view.chart = chart
+
+    for control in controls:
+        control.observe(update, names="value")
+    return widgets.VBox([widgets.HBox(controls), out, *views])
 
 
 def _is_progress_bar(model_id: str, state: dict) -> bool:

@@ -4,9 +4,10 @@
     head_view(maps, tokens)                       # maps: (L, H, T, T) array, row = attending token
     model_view(maps, tokens, sentence_b_start=9)  # a grid of every layer x head
 
-End a cell with the call. Live (JupyterLab) this is bertviz as is. In the book (``HEADLAB_BOOK=1``) bertviz's HTML
-is rewritten: no require.js and no CDN, jQuery and d3 come from the files the book ships (:mod:`headlab.report.bookjs`),
-and every element id is prefixed by the view's own id, so that one page can hold several views.
+End a cell with the call. bertviz's HTML loads require.js, jQuery and d3 from a CDN; headlab rewrites it to need no
+network: no require.js, jQuery and d3 from the pinned files of :mod:`headlab.report.bookjs` (in the book, ``HEADLAB_BOOK=1``,
+the files the site ships; live in JupyterLab, their text inside the output), and every element id prefixed by the
+view's own id, so that one page can hold several views.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import re
 
 import torch
 
-from headlab.report.bookjs import D3, JQUERY, after_loading
+from headlab.report.bookjs import D3, JQUERY, after_loading, inline_scripts
 from headlab.report.render import in_book
 
 _REQUIRE_TAG = re.compile(r'<script src="[^"]*require[^"]*"></script>')
@@ -35,7 +36,7 @@ class BertvizError(RuntimeError):
     """bertviz's output no longer has the shape this module rewrites (a new bertviz version?)."""
 
 
-class BookView:
+class OfflineView:
     """Display wrapper holding the view's HTML (``_repr_html_``), like render.BookChart."""
 
     def __init__(self, html: str):
@@ -51,8 +52,8 @@ def _layers(attention_maps) -> list[torch.Tensor]:
     return [torch.round(m.reshape(1, *m.shape[-3:]), decimals=3) for m in layers]
 
 
-def offline_html(html: str) -> str:
-    """Rewrite bertviz's ``html_action="return"`` HTML for the book: local scripts, unique ids."""
+def offline_html(html: str, inline: bool = False) -> str:
+    """Rewrite bertviz's ``html_action="return"`` HTML: the book's scripts (``inline``: their text), unique ids."""
     root, script = _ROOT_ID.search(html), _SCRIPT.search(html)
     if not (root and script and _REQUIRE_HEAD.match(script.group(1)) and _REQUIRE_TAIL.search(script.group(1))):
         raise BertvizError("bertviz's HTML does not have the require.js loader headlab/report/views.py rewrites")
@@ -62,12 +63,12 @@ def offline_html(html: str) -> str:
     code = "var $ = window.jQuery, d3 = window.d3;\n" + code.replace("</", "<\\/")
     markup = _INNER_IDS.sub(lambda m: f'id="{root.group(1)}-{m.group(2)}"', html[:script.start()])
     markup = _REQUIRE_TAG.sub("", markup).strip()
-    return (f'<div class="headlab-view">\n{markup}\n</div>\n'
-            + after_loading([JQUERY.path, D3.path], code))
+    scripts = inline_scripts([JQUERY, D3], code) if inline else after_loading([JQUERY.path, D3.path], code)
+    return f'<div class="headlab-view">\n{markup}\n</div>\n{scripts}'
 
 
 def _show(view):
-    return BookView(offline_html(view.data)) if in_book() else view
+    return OfflineView(offline_html(view.data, inline=not in_book()))
 
 
 def head_view(attention_maps, tokens: list[str], sentence_b_start: int | None = None, layer: int | None = None,
