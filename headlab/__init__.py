@@ -23,6 +23,9 @@ if _os.environ.get("HEADLAB_NO_NETWORK") == "1":  # before anything can open a c
 from headlab.core.attention import AttentionCache  # noqa: E402
 from headlab.core.masking import mask_heads  # noqa: E402
 from headlab.core.sweep import MaskSpec  # noqa: E402
+from headlab.findings.order import order_heads  # noqa: E402
+from headlab.findings.roles import cls_profile, role_scores  # noqa: E402
 from headlab.lab.study import Evaluation, Lab, Study, load  # noqa: E402
 
-__all__ = ["AttentionCache", "Evaluation", "Lab", "MaskSpec", "Study", "load", "mask_heads"]
+__all__ = ["AttentionCache", "Evaluation", "Lab", "MaskSpec", "Study", "cls_profile", "load", "mask_heads",
+           "order_heads", "role_scores"]

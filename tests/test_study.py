@@ -3,7 +3,6 @@ empty mask changes nothing, and a cached attention pass gives the same scores as
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 from tiny_setup import tiny_setup
 
 import headlab
@@ -11,14 +10,6 @@ from headlab.core.attention import AttentionCache, attention_maps
 from headlab.core.sweep import MaskSpec, random_share_specs
 from headlab.findings.order import order_heads
 from headlab.findings.roles import cls_profile, role_scores
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

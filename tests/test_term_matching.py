@@ -155,3 +155,18 @@ def test_placement_against_the_study_layers():
     assert "1.0 (0.50), 2.1 (0.30), 0.1 (0.10)" in text
     assert "our layers 1, 2: 2 of ours are there" in text
     assert "4.0 (0.90), 1.0 (0.50), 2.1 (0.30); 2 of them in the lower half" in text
+
+
+def test_later_notebooks_read_the_heads_notebook_05_chose_and_refuse_other_settings(tmp_path):
+    setup = tiny_setup(tmp_path)
+    chosen, rows = term_matching.matching_heads(setup, k=2, stopwords=ENGLISH_STOPWORDS, choose=True)
+    assert len(chosen) == 2 and all(layer < 2 for layer, _ in chosen)  # the lower half of 4 layers
+    assert (setup.study.table_dir / "term_matching_heads.csv").exists()
+    read, saved = term_matching.matching_heads(setup, k=2, stopwords=ENGLISH_STOPWORDS)
+    assert read == chosen and saved["by"].iloc[0] == "match_excess"
+    with pytest.raises(ValueError, match=r"other settings.*'k': \(2, 3\)"):
+        term_matching.matching_heads(setup, k=3, stopwords=ENGLISH_STOPWORDS)
+    with pytest.raises(ValueError, match="stopwords"):
+        term_matching.matching_heads(setup, k=2)
+    by_self, _ = term_matching.matching_heads(setup, k=2, by="self", choose=True)  # notebook 05 again: re-chosen
+    assert term_matching.matching_heads(setup, k=2, by="self")[0] == by_self

@@ -15,11 +15,12 @@ import json
 import numpy as np
 import pandas as pd
 
+from headlab.core.masking import head_grid
 from headlab.core.stats import empirical_p, equivalent, mcnemar, relative_change, undecidable
 from headlab.core.sweep import MaskSpec, baseline_correct, baseline_spec, correct_matrix, draw_seed, random_share_specs
-from headlab.findings.importance import half_pool
+from headlab.findings.importance import half_pool, half_split
 from headlab.findings.layer_dependence import STUDY_MATCHING_LAYERS, study_layers_to_ours
-from headlab.findings.roles import role_scores
+from headlab.findings.roles import rank_heads, role_scores
 
 # condition -> (how the table names it, the study's relative change or None where the study has no number)
 CONDITIONS = {
@@ -64,6 +65,42 @@ def head_roles(setup, limit: int | None = None, stopwords=None) -> pd.DataFrame:
                         setup.tokenizer, stopwords=stopwords)
     setup.save_table(table, name)
     return table
+
+
+HEADS_TABLE = "term_matching_heads"
+
+
+def _stopword_key(stopwords) -> str:
+    """A short name for a stopword list ("none" without one), saved with the heads it helped choose."""
+    return hashlib.sha256(json.dumps(sorted(stopwords)).encode()).hexdigest()[:10] if stopwords else "none"
+
+
+def matching_heads(setup, k: int = 5, by: str = "match_excess", limit: int | None = None, stopwords=None,
+                   choose: bool = False) -> tuple[list[tuple[int, int]], pd.DataFrame]:
+    """The ``k`` lower-half heads with the highest ``by`` role score: ``(heads, rows)``.
+
+    Notebook 05 chooses them (``choose=True``) and saves them with the settings that chose them (table
+    ``term_matching_heads``); notebooks 06 and 07 read that table and stop if it was made with other settings,
+    so every page speaks of the same heads. Where no table exists yet (a notebook run alone), they are chosen here
+    the same way and saved.
+    """
+    settings = {"k": int(k), "by": by, "limit": "all" if limit is None else str(int(limit)),
+                "seed": int(setup.study.seed), "stopwords": _stopword_key(stopwords)}
+    path = setup.study.table_dir / f"{HEADS_TABLE}.csv"
+    if not choose and path.exists():
+        saved = pd.read_csv(path, dtype={"limit": str, "stopwords": str})
+        theirs = {name: saved[name].iloc[0] for name in settings}
+        theirs = {**theirs, "k": int(theirs["k"]), "seed": int(theirs["seed"])}
+        if theirs != settings:
+            differ = {n: (theirs[n], settings[n]) for n in settings if theirs[n] != settings[n]}
+            raise ValueError(f"{path} holds heads chosen with other settings (saved, asked): {differ}; run notebook 05 "
+                             "with these settings first, or set them as notebook 05 had them")
+        return [(int(l), int(h)) for l, h in zip(saved["layer"], saved["head"])], saved
+    layers, _ = head_grid(setup.model)
+    heads, rows = rank_heads(head_roles(setup, limit, stopwords), by, among_layers=half_split(layers)[0], k=k)
+    rows = rows.assign(**settings)
+    setup.save_table(rows, HEADS_TABLE)
+    return heads, rows
 
 
 def placement(roles: pd.DataFrame, matching, layers: int, by: str = "match_excess") -> str:
