@@ -1,4 +1,5 @@
-"""A tiny stand-in for ``Study(...).setup()``: a random 4-layer x 4-head BERT over the real MiniLM tokenizer.
+"""A tiny stand-in for ``Study(...).setup()``: a random 4-layer x 4-head BERT over the real MiniLM tokenizer
+(kept in tests/data, so no asset is needed).
 
 The study, table folder and sweep folders are the real ones; only the checkpoint is replaced, so nothing is
 fine-tuned and the tests stay fast.
@@ -8,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from conftest import minilm_tokenizer
 from transformers import BertConfig, BertForSequenceClassification
 
 from headlab.core.evaluate import encode, predict, predicted_grades
 from headlab.lab.study import Setup, Study
-from headlab.models.loading import load_tokenizer
 
 PAIRS = pd.DataFrame({
     "query": ["red cat, red", "a dog runs fast", "the sun is hot", "a man plays a guitar", "two birds fly"],
@@ -39,7 +40,7 @@ def tiny_setup(run_dir, frame: pd.DataFrame = PAIRS, layers: int = 4, seed: int 
                n_right: int | None = None) -> Setup:
     """The Setup of a random model on ``frame``; with ``n_right``, labels are set so that the unmasked model
     grades exactly the first ``n_right`` pairs right (a baseline accuracy of 0 has no relative change)."""
-    tokenizer = load_tokenizer("minilm")
+    tokenizer = minilm_tokenizer()
     model = tiny_classifier(len(tokenizer), layers, seed)
     encoded = encode(tokenizer, frame)
     probs = predict(model, encoded, batch_size=4)
@@ -49,3 +50,10 @@ def tiny_setup(run_dir, frame: pd.DataFrame = PAIRS, layers: int = 4, seed: int 
         encoded = encode(tokenizer, frame)
     study = TinyStudy(device="cpu", run_dir=str(run_dir), batch_size=4)
     return Setup(study, model, tokenizer, frame, encoded, probs)
+
+
+def masked_first_layer(setup):
+    """The head mask of the tiny model with its first layer's heads removed."""
+    mask = np.ones((4, 4), dtype=np.float32)
+    mask[0] = 0
+    return mask
