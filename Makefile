@@ -1,6 +1,7 @@
 # Two commands do all set-up on a fresh machine:
 #   make book   venv + install + offline assets + fine-tuning (cached) + notebooks (papermill) + static site
 #   make test   venv + install + the whole test suite (what .ci/run calls)
+#   make test-fast   the tests not marked slow, offline (the developer loop)
 # Options: make book PRESET=tiny      quick tiny-sized book
 #          make book SET="DEVICE=cuda DRAWS=50"   any notebook parameter, for every notebook that declares it
 #          make book TORCH="torch==2.14.1"        another torch build (e.g. a CUDA one on a GPU machine)
@@ -18,7 +19,7 @@ SET ?=
 ASSETS ?= minilm stsb-en $(if $(filter mpnet,$(PRESET)),mpnet) $(if $(filter $(CHINESE_PRESETS),$(PRESET)),pku-1998 stsb-zh)
 BIN := $(VENV)/bin
 
-.PHONY: book test venv assets clean
+.PHONY: book test test-fast venv assets clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +38,10 @@ book: assets
 test: venv
 	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 	$(BIN)/python -m pytest
+
+# the developer loop: no asset, book build or browser (the tests marked slow), offline, on an empty cache
+test-fast: venv
+	HEADLAB_NO_NETWORK=1 $(BIN)/python -m pytest -m "not slow"
 
 clean:
 	rm -rf book/_build book/executed book/_extra runs
