@@ -2,6 +2,7 @@
 #   make book   venv + install + offline assets + fine-tuning (cached) + notebooks (papermill) + static site
 #   make test   venv + install + the whole test suite (what .ci/run calls)
 #   make lab    venv + install + offline assets, then JupyterLab on this folder (live notebooks, sliders)
+#   make test-fast   the tests not marked slow, offline (the developer loop)
 # Options: make book PRESET=tiny      quick tiny-sized book
 #          make book SET="DEVICE=cuda DRAWS=50"   any notebook parameter, for every notebook that declares it
 #          make book TORCH="torch==2.14.1"        another torch build (e.g. a CUDA one on a GPU machine)
@@ -19,7 +20,7 @@ SET ?=
 ASSETS ?= minilm stsb-en $(if $(filter mpnet,$(PRESET)),mpnet) $(if $(filter $(CHINESE_PRESETS),$(PRESET)),pku-1998 stsb-zh)
 BIN := $(VENV)/bin
 
-.PHONY: book test lab venv assets clean
+.PHONY: book test test-fast lab venv assets clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +44,10 @@ lab: assets
 test: venv
 	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 	$(BIN)/python -m pytest
+
+# the developer loop: no asset, book build or browser (the tests marked slow), offline, on an empty cache
+test-fast: venv
+	HEADLAB_NO_NETWORK=1 $(BIN)/python -m pytest -m "not slow"
 
 clean:
 	rm -rf book/_build book/executed book/_extra runs

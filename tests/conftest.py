@@ -1,12 +1,45 @@
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 # No network in tests (loopback only) and no model hub: set before headlab is imported anywhere.
 os.environ.setdefault("HEADLAB_NO_NETWORK", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import numpy as np
+import pandas as pd
 import pytest
 import torch
-from transformers import BertConfig, BertForSequenceClassification, MPNetConfig, MPNetForSequenceClassification
+from transformers import (AutoTokenizer, BertConfig, BertForSequenceClassification, BertModel, BertTokenizer,
+                          MPNetConfig, MPNetForSequenceClassification, MPNetTokenizer)
+
+TESTS = Path(__file__).resolve().parent
+# The tokenizer files of the minilm asset (sentence-transformers/all-MiniLM-L6-v2, Apache-2.0), kept here so that
+# the fast tests tokenize exactly as the real model does without the asset (test_loading.py checks they agree).
+MINILM_TOKENIZER = TESTS / "data" / "minilm-tokenizer"
+
+
+def pytest_configure(config):
+    """The fast set (``-m "not slow"``) needs no asset: it runs on an empty cache that nothing can fill, so a test
+    that needs an asset and is not marked slow fails there instead of quietly reading or fetching one."""
+    if "not slow" in (config.option.markexpr or ""):
+        empty = tempfile.mkdtemp(prefix="headlab-fast-cache-")
+        config._headlab_empty_cache = empty
+        os.environ["HEADLAB_CACHE"] = empty
+        # pip, which fetches assets, finds no package anywhere: no index, no configured links or mirrors
+        os.environ.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1", PIP_FIND_LINKS=empty)
+
+
+def pytest_unconfigure(config):
+    empty = getattr(config, "_headlab_empty_cache", None)
+    if empty:
+        shutil.rmtree(empty, ignore_errors=True)
+
+
+def minilm_tokenizer():
+    """The real MiniLM WordPiece tokenizer (30522 pieces), loaded from the test data, not from the asset cache."""
+    return AutoTokenizer.from_pretrained(MINILM_TOKENIZER)
 
 
 def tiny_bert(attn: str = "eager", seed: int = 0):
@@ -30,13 +63,93 @@ def tiny_mpnet(attn: str = "eager", seed: int = 0):
 
 def random_encoded(n: int = 40, seed: int = 0, longest: int = 12):
     """``n`` random pairs of ``[2] ids [3]`` (3 to ``longest - 1`` ids) with random grades, for the tiny models."""
-    import numpy as np
-
     from headlab.core.evaluate import Encoded
 
     rng = np.random.default_rng(seed)
     ids = [[2] + rng.integers(5, 50, size=rng.integers(3, longest)).tolist() + [3] for _ in range(n)]
     return Encoded(ids, [[0] * len(x) for x in ids], rng.integers(1, 6, size=n), 0)
+
+
+def grid_and_layers(layers=3, heads=4):
+    """A head grid and a layer table as notebook 02 writes them: head 1.1 costs most, layer 0 hurts."""
+    rng = np.random.default_rng(1)
+    grid = pd.DataFrame([(l, h) for l in range(layers) for h in range(heads)], columns=["layer", "head"])
+    grid["rel_change"] = rng.normal(0, 0.05, len(grid))
+    grid.loc[5, "rel_change"] = -0.4  # head 1.1 costs most
+    grid["lo"], grid["hi"] = grid["rel_change"] - 0.03, grid["rel_change"] + 0.03
+    grid["p_mcnemar"], grid["p_holm"] = 0.5, 1.0
+    grid.loc[5, ["p_mcnemar", "p_holm"]] = [1e-5, 1e-4]
+    grid["significant"] = grid["p_holm"] < 0.05
+    grid["direction"] = np.where(grid["significant"], "hurts", "none")
+    layer_table = pd.DataFrame({"layer": range(layers), "accuracy": 0.5, "rel_change": [-0.2, 0.03, 0.0],
+                                "lo": [-0.25, 0.01, -0.02], "hi": [-0.15, 0.05, 0.02], "p_mcnemar": 0.1})
+    layer_table["distinguishable"] = (layer_table["lo"] > 0) | (layer_table["hi"] < 0)
+    return grid, layer_table
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    """A private HEADLAB_CACHE that still sees the already downloaded assets."""
+    from headlab.inputs.assets import cache_dir
+
+    assets = cache_dir() / "assets"
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    if assets.exists():
+        (cache / "assets").symlink_to(assets)
+    monkeypatch.setenv("HEADLAB_CACHE", str(cache))
+    return cache
+
+
+# the words of the fine-tuning tests' pairs: a vocabulary this small keeps fine-tuning a tiny model quick
+WORDS = "cat dog sat mat ran far red blue car road sky sea".split()
+
+
+def words_tokenizer(folder):
+    """An uncased WordPiece tokenizer whose vocabulary is BERT's special tokens and :data:`WORDS`, saved in
+    ``folder``."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
+    tokenizer = BertTokenizer(vocab_file=str(folder / "vocab.txt"), do_lower_case=True)
+    tokenizer.save_pretrained(folder)
+    return tokenizer
+
+
+@pytest.fixture
+def tiny_model_folder(tmp_path):
+    """A tiny random BERT saved like any model folder (safetensors + a WordPiece tokenizer of :data:`WORDS`)."""
+    folder = tmp_path / "tiny-bert"
+    tokenizer = words_tokenizer(folder)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=128)
+    BertModel(config).save_pretrained(folder)
+    return folder
+
+
+MPNET_WORDS = "<s> <pad> </s> <unk> <mask> a cat dog sat on the mat ran far red blue car road".split()
+
+
+@pytest.fixture(scope="session")
+def mpnet_folder(tmp_path_factory):
+    """A random 2-layer x 4-head MPNet classifier with a vocabulary laid out like all-mpnet-base-v2's (the real
+    model is a 440 MB asset)."""
+    folder = tmp_path_factory.mktemp("tiny-mpnet")
+    tokenizer = MPNetTokenizer(vocab={w: i for i, w in enumerate(MPNET_WORDS)}, unk_token="<unk>")
+    torch.manual_seed(0)
+    config = MPNetConfig(vocab_size=len(MPNET_WORDS), hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
+                         intermediate_size=32, max_position_embeddings=40, num_labels=5)
+    MPNetForSequenceClassification(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def mpnet_pairs():
+    """Two pairs in the tiny MPNet's vocabulary."""
+    return pd.DataFrame({"query": ["a cat sat on the mat", "red car"], "title": ["the dog ran", "blue road far"],
+                         "label": [4, 1]})
 
 
 @pytest.fixture

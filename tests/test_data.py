@@ -1,11 +1,10 @@
 """headlab.inputs.data: grade mappings, STS-B loaders on hand-written fixtures, user-file validation, splits."""
 import gzip
 import json
-import sys
-import types
 
 import pytest
 
+from headlab.inputs import data
 from headlab.inputs.data import (
     GRADES,
     STSB_EN_MAPPING,
@@ -134,8 +133,7 @@ def test_load_stsb_zh_bad_label(tmp_path):
 
 
 def test_load_data_resolves_assets(tmp_path, monkeypatch):
-    fake = types.SimpleNamespace(asset_path=lambda name: stsb_en_folder(tmp_path), is_asset=lambda name: True)
-    monkeypatch.setitem(sys.modules, "headlab.inputs.assets", fake)
+    monkeypatch.setattr(data, "asset_path", lambda name: stsb_en_folder(tmp_path))
     assert len(load_data("stsb-en")) == 4
 
 

@@ -1,13 +1,10 @@
-"""The head explorer (live widget and static chart) and the charts of notebook 02, on a tiny model."""
+"""headlab.report.explore: the head explorer (live widget and static chart), on a tiny model."""
 import json
 
 import numpy as np
-import pandas as pd
-from conftest import tiny_bert
+from conftest import grid_and_layers, tiny_bert
 
 from headlab.core.evaluate import Encoded
-from headlab.findings.layer_dependence import layer_reference
-from headlab.report import charts
 from headlab.report.explore import attention_table, example_view, head_explorer, head_explorer_chart, head_report
 
 
@@ -22,22 +19,6 @@ def tiny_encoded(n: int = 4) -> Encoded:
     rng = np.random.default_rng(0)
     ids = [[1, *rng.integers(5, 50, size=6).tolist(), 2, *rng.integers(5, 50, size=3).tolist(), 2] for _ in range(n)]
     return Encoded(ids, [[0] * len(i) for i in ids], rng.integers(1, 6, size=n), 0)
-
-
-def grid_and_layers(layers=3, heads=4):
-    rng = np.random.default_rng(1)
-    grid = pd.DataFrame([(l, h) for l in range(layers) for h in range(heads)], columns=["layer", "head"])
-    grid["rel_change"] = rng.normal(0, 0.05, len(grid))
-    grid.loc[5, "rel_change"] = -0.4  # head 1.1 costs most
-    grid["lo"], grid["hi"] = grid["rel_change"] - 0.03, grid["rel_change"] + 0.03
-    grid["p_mcnemar"], grid["p_holm"] = 0.5, 1.0
-    grid.loc[5, ["p_mcnemar", "p_holm"]] = [1e-5, 1e-4]
-    grid["significant"] = grid["p_holm"] < 0.05
-    grid["direction"] = np.where(grid["significant"], "hurts", "none")
-    layer_table = pd.DataFrame({"layer": range(layers), "accuracy": 0.5, "rel_change": [-0.2, 0.03, 0.0],
-                                "lo": [-0.25, 0.01, -0.02], "hi": [-0.15, 0.05, 0.02], "p_mcnemar": 0.1})
-    layer_table["distinguishable"] = (layer_table["lo"] > 0) | (layer_table["hi"] < 0)
-    return grid, layer_table
 
 
 def test_attention_table_keeps_the_weights_above_the_floor():
@@ -88,18 +69,3 @@ def test_example_view_and_the_live_explorer_on_a_tiny_model(monkeypatch):
     assert "Example 3:" in out.outputs[0]["data"]["text/markdown"] and example_box.max == len(encoded) - 1
     monkeypatch.setenv("HEADLAB_BOOK", "1")
     assert "JupyterLab" in head_explorer(model, tokenizer, encoded, grid, layer_table).data
-
-
-def test_notebook_02_charts_build_valid_specs():
-    grid, layer_table = grid_and_layers()
-    importance = grid[["layer", "head"]].assign(importance=np.linspace(0, 1, len(grid)))
-    for chart in (charts.layer_bars(layer_table, layer_reference(3)),
-                  charts.head_heatmap(grid),
-                  charts.head_heatmap(importance, "importance", "importance", fmt=".2f", diverging=False, mark=None),
-                  charts.head_intervals(grid),
-                  charts.importance_scatter(grid, importance),
-                  charts.attention_heatmap(np.eye(3), ["a", "b", "a"])):
-        assert chart.to_dict()  # validates against the Vega-Lite schema
-    heatmap = charts.attention_heatmap(np.eye(3), ["a", "b", "a"])
-    calculate = {t["as"]: t["calculate"] for t in heatmap.to_dict()["transform"]}
-    assert len(heatmap.data) == 9 and calculate["query_token"] == '["0 a", "1 b", "2 a"][datum.query]'

@@ -33,6 +33,7 @@ from headlab.findings.order import (
     shuffle_words_list,
     shuffled_frame,
 )
+from headlab.inputs.words import chinese_words, word_segmenter
 
 
 def test_shuffle_words_is_seeded_and_keeps_the_words():
@@ -256,3 +257,14 @@ def test_case_k_table_on_a_tiny_model():
     np.testing.assert_allclose(at_zero["shuffled"], at_zero["shuffled, order heads masked"])
     at_two = table[table["k"] == 2].pivot(index="grade", columns="condition", values="probability")
     assert not np.allclose(at_two["shuffled"], at_two["shuffled, order heads masked"])
+
+
+def test_a_chinese_title_is_shuffled_by_words_not_characters():
+    frame = pd.DataFrame({"query": ["一个人在弹吉他"], "title": ["一个男人正在弹吉他"], "label": [3]})
+    segment = word_segmenter(frame["title"])
+    shuffled = shuffled_frame(frame, seed=0, segment=segment)
+    before, after = chinese_words(frame["title"][0]), shuffled["title"][0]
+    assert after != frame["title"][0] and bool(shuffled["changed"][0])
+    assert sorted(after) == sorted(frame["title"][0])  # the same characters
+    assert after.startswith(tuple(before)) and all(w in after for w in before)  # words stay whole
+    assert shuffled_frame(frame, seed=0, segment=segment)["title"][0] == after  # same seed, same shuffle

@@ -1,3 +1,5 @@
+import pytest
+
 from headlab.inputs.pku import held_out_sentences, held_out_split, read_pku
 
 
@@ -29,6 +31,7 @@ def test_held_out_split_is_deterministic_and_disjoint():
     assert held_out_split(sentences, 0.2, seed=4)[1] != held
 
 
+@pytest.mark.slow  # reads the pku-1998 asset
 def test_held_out_sentences_from_the_asset():
     first = held_out_sentences(limit=5, seed=0)
     assert len(first) == 5 and all(isinstance(w, str) and w for s in first for w in s)

@@ -1,15 +1,13 @@
-"""Charts and widgets in the static book, and the pinned JavaScript it ships (the browser test draws them)."""
-import dataclasses
+"""headlab.report.render: charts and widgets in the static book (the browser test draws them)."""
 import re
 
 import altair as alt
 import nbformat
 import pandas as pd
-import pytest
 
-from headlab.report import bookjs
-from headlab.report.bookjs import VEGA_LITE, VEGA_PATH, after_loading, inline_scripts, vega_bundle, write_scripts
-from headlab.report.render import LIVE_ONLY_NOTE, WIDGET_STATE, WIDGET_VIEW, BookChart, live_panel, show, static_widgets
+from headlab.report.bookjs import VEGA_LITE, VEGA_PATH, after_loading, inline_scripts
+from headlab.report.render import (LIVE_ONLY_NOTE, WIDGET_STATE, WIDGET_VIEW, BookChart, live_panel, show,
+                                   static_widgets)
 
 
 def _chart(title="t"):
@@ -17,34 +15,12 @@ def _chart(title="t"):
     return alt.Chart(table).mark_bar().encode(x="x:O", y="y:Q").properties(title=title)
 
 
-def test_show_is_an_offline_chart_widget_live_and_a_book_chart_in_the_book(monkeypatch):
+def test_show_is_the_chart_live_and_a_book_chart_in_the_book(monkeypatch):
     chart = _chart()
     monkeypatch.delenv("HEADLAB_BOOK", raising=False)
-    live = show(chart)
-    assert isinstance(live, alt.JupyterChart) and live.chart is chart and live.spec == chart.to_dict()
-    assert WIDGET_VIEW in live._repr_mimebundle_()[0]
-    # its JavaScript is vl-convert's bundle, not imports from a CDN (Altair's online mode: esm.sh)
-    assert "esm.sh" not in live._esm and not re.search(r"""(import|from)\s*["']https?:""", live._esm)
-    assert len(live._esm) > 500_000  # Vega, Vega-Lite and vega-embed inside
-    assert live.embed_options["renderer"] == "svg" and live.embed_options["actions"]["editor"] is False
+    assert show(chart) is chart
     monkeypatch.setenv("HEADLAB_BOOK", "1")
     assert isinstance(show(chart), BookChart)
-
-
-def test_a_live_panel_redraws_its_text_and_charts_in_place_when_a_control_changes():
-    import ipywidgets as widgets
-    from IPython.display import Markdown
-
-    slider = widgets.IntSlider(value=1, min=1, max=3)
-    panel = live_panel([slider], lambda: (Markdown(f"n = {slider.value}"), _chart(f"first {slider.value}"),
-                                          _chart(f"second {slider.value}")))
-    controls, out, *views = panel.children
-    assert controls.children == (slider,) and len(views) == 2
-    assert out.outputs[0]["data"]["text/markdown"] == "n = 1" and views[1].spec["title"] == "second 1"
-    slider.value = 3
-    assert len(out.outputs) == 1 and out.outputs[0]["data"]["text/markdown"] == "n = 3"
-    assert [v.spec["title"] for v in views] == ["first 3", "second 3"]
-    assert panel.children[2:] == tuple(views)  # the same widgets, redrawn
 
 
 def test_a_book_chart_loads_the_shipped_vega_and_carries_an_svg_for_readers_without_js():
@@ -58,21 +34,6 @@ def test_a_book_chart_loads_the_shipped_vega_and_carries_an_svg_for_readers_with
 def test_two_charts_get_different_ids():
     ids = [re.search(r'id="([^"]+)"', BookChart(_chart())._repr_html_()).group(1) for _ in range(2)]
     assert ids[0] != ids[1]
-
-
-def test_inline_scripts_carry_the_pinned_files_then_run_the_code():
-    html = inline_scripts([bookjs.JQUERY, bookjs.D3], "draw();")
-    scripts = re.findall(r"<script>\n(.*?)\n</script>", html, re.S)
-    assert len(scripts) == 3 == html.count("</script>")  # no file closes its script early
-    assert "jQuery v3." in scripts[0][:100] and scripts[1].startswith("// https://d3js.org v5.")
-    assert scripts[2] == "(function () {\ndraw();\n})();"
-
-
-def test_after_loading_runs_code_once_the_files_are_there():
-    html = after_loading(["headlab-js/a.js", "headlab-js/b.js"], "draw();")
-    assert html.startswith("<script>") and html.endswith("</script>")
-    assert 'window.headlabLoad(["headlab-js/a.js", "headlab-js/b.js"]).then(function () {\ndraw();' in html
-    assert "data-content_root" in html and "console.error" in html
 
 
 def _widget_notebook():
@@ -106,36 +67,31 @@ def test_static_widgets_drops_progress_bars_notes_live_only_controls_and_the_sav
     nbformat.validate(nb)
 
 
-def test_altair_writes_the_vega_lite_the_bundle_carries():
-    assert alt.SCHEMA_VERSION.startswith(f"v{VEGA_LITE}."), "update VEGA_LITE and the bundle pin in headlab/report/bookjs.py"
+def test_show_is_an_offline_chart_widget_live_and_a_book_chart_in_the_book(monkeypatch):
+    chart = _chart()
+    monkeypatch.delenv("HEADLAB_BOOK", raising=False)
+    live = show(chart)
+    assert isinstance(live, alt.JupyterChart) and live.chart is chart and live.spec == chart.to_dict()
+    assert WIDGET_VIEW in live._repr_mimebundle_()[0]
+    # its JavaScript is vl-convert's bundle, not imports from a CDN (Altair's online mode: esm.sh)
+    assert "esm.sh" not in live._esm and not re.search(r"""(import|from)\s*["']https?:""", live._esm)
+    assert len(live._esm) > 500_000  # Vega, Vega-Lite and vega-embed inside
+    assert live.embed_options["renderer"] == "svg" and live.embed_options["actions"]["editor"] is False
+    monkeypatch.setenv("HEADLAB_BOOK", "1")
+    assert isinstance(show(chart), BookChart)
 
 
-def test_the_vega_bundle_matches_its_pin_and_keeps_its_names_private():
-    bundle = vega_bundle()
-    assert bundle.startswith("(function () {\n") and bundle.rstrip().endswith("})();")
-    assert "window.vegaEmbed=" in bundle
+def test_a_live_panel_redraws_its_text_and_charts_in_place_when_a_control_changes():
+    import ipywidgets as widgets
+    from IPython.display import Markdown
 
-
-def test_write_scripts_writes_every_pinned_file(tmp_path):
-    written = write_scripts(tmp_path)
-    assert sorted(p.relative_to(tmp_path).as_posix() for p in written) == sorted(
-        [bookjs.D3.path, bookjs.JQUERY.path, bookjs.MATHJAX.path, VEGA_PATH])
-    assert (tmp_path / bookjs.D3.path).read_text().startswith("// https://d3js.org v5.")
-    assert "jQuery v3." in (tmp_path / bookjs.JQUERY.path).read_text()[:100]
-
-
-def test_a_file_that_does_not_match_its_pin_stops_the_build(tmp_path, monkeypatch):
-    monkeypatch.setattr(bookjs, "D3", dataclasses.replace(bookjs.D3, sha256="0" * 64))
-    with pytest.raises(bookjs.ScriptError, match="expected 0000"):
-        write_scripts(tmp_path)
-
-
-def test_the_book_config_loads_no_script_from_a_cdn():
-    import yaml
-
-    from headlab.book.build import REPO
-
-    config = yaml.safe_load((REPO / "_config.yml").read_text())["sphinx"]["config"]
-    assert config["mathjax_path"] == "../" + bookjs.MATHJAX.path  # relative to _static/
-    assert config["nb_ipywidgets_js"] == {}
-    assert "sphinx_thebe" not in config["extensions"] and "myst_nb" in config["extensions"]
+    slider = widgets.IntSlider(value=1, min=1, max=3)
+    panel = live_panel([slider], lambda: (Markdown(f"n = {slider.value}"), _chart(f"first {slider.value}"),
+                                          _chart(f"second {slider.value}")))
+    controls, out, *views = panel.children
+    assert controls.children == (slider,) and len(views) == 2
+    assert out.outputs[0]["data"]["text/markdown"] == "n = 1" and views[1].spec["title"] == "second 1"
+    slider.value = 3
+    assert len(out.outputs) == 1 and out.outputs[0]["data"]["text/markdown"] == "n = 3"
+    assert [v.spec["title"] for v in views] == ["first 3", "second 3"]
+    assert panel.children[2:] == tuple(views)  # the same widgets, redrawn

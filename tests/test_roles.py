@@ -2,6 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import minilm_tokenizer
 from transformers import BertConfig, BertForSequenceClassification
 
 from headlab.core.attention import attention_maps, token_roles
@@ -20,12 +21,11 @@ from headlab.findings.roles import (
     showcase_examples,
     summarize_roles,
 )
-from headlab.models.loading import load_tokenizer
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    return load_tokenizer("minilm")
+    return minilm_tokenizer()
 
 
 def pair(tokenizer, query, title):

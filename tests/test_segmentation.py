@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from conftest import tiny_bert
+from conftest import minilm_tokenizer, tiny_bert
 
 from headlab.core.attention import attention_maps
 from headlab.core.evaluate import Encoded
@@ -25,14 +25,15 @@ from headlab.findings.segmentation import (
     rule_predictions,
     segment_word_ends,
     shuffled_union_control,
+    special_tokens,
     wordpiece_word_ends,
 )
-from headlab.models.loading import load_tokenizer
+from headlab.models.pretrain import build_vocab, char_tokenizer
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    return load_tokenizer("minilm")
+    return minilm_tokenizer()
 
 
 def test_wordpiece_word_ends_on_real_tokens(tokenizer):
@@ -298,3 +299,17 @@ def test_held_out_best_head_picks_on_train_and_scores_on_test():
     assert result["gain"] == pytest.approx(result["test_accuracy"] - result["test_majority_accuracy"])
     assert result["gain_lo"] < result["gain"] < result["gain_hi"] and result["gain_lo"] > 0
     assert result["test_accuracy_lo"] < result["test_accuracy"] < result["test_accuracy_hi"]
+
+
+def test_query_title_pairs_align_to_their_words_segment_by_segment():
+    tokenizer = char_tokenizer(build_vocab(["我们喜欢北京１９９８年"], min_count=1))
+    examples = [[["我们", "喜欢"], ["北京", "１９９８年"]], [["我们"], ["喜欢", "上海"]]]  # 上海 is unknown: [UNK]s
+    data = encode_segmented_examples(tokenizer, examples)
+    assert len(data) == 2 and data.n_unaligned == 0 and data.segments == [[list(s) for s in e] for e in examples]
+    tokens = tokenizer.convert_ids_to_tokens(data.encoded.input_ids[0])
+    assert tokens == ["[CLS]", "我", "们", "喜", "欢", "[SEP]", "北", "京", "１", "##９", "##９", "##８", "年", "[SEP]"]
+    ends, scored = segment_word_ends(tokens, data.segments[0], special_tokens(tokenizer))
+    assert np.flatnonzero(ends).tolist() == [2, 4, 7, 12]
+    assert data.encoded.token_type_ids[0][6] == 1  # the title is the second segment
+    with pytest.raises(ValueError, match="one or two segments"):
+        encode_segmented_examples(tokenizer, [[["我"], ["们"], ["喜"]]])

@@ -4,6 +4,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import minilm_tokenizer
 
 from headlab.core.evaluate import encode
 from headlab.findings.segmentation import BoundaryData
@@ -19,7 +20,6 @@ from headlab.findings.segmentation_report import (
     verdict_single_head,
     verdict_union,
 )
-from headlab.models.loading import load_tokenizer
 
 
 def _data(seed: int = 0, n_examples: int = 80, per_example: int = 12) -> BoundaryData:
@@ -97,19 +97,28 @@ def test_best_head_prefers_multi_token_words(results):
     assert best_head(results.heads[results.heads["subset"] == ALL]) in {(0, 0), (0, 1)}
 
 
-def test_segmentation_corpus_eval_and_pku():
-    tokenizer = load_tokenizer("minilm")
+def _corpus_setup():
+    tokenizer = minilm_tokenizer()
     frame = pd.DataFrame({"query": ["a playing cat", "dogs"], "title": ["tokenization", "a dog"], "label": [3, 4]})
-    setup = SimpleNamespace(tokenizer=tokenizer, frame=frame, encoded=encode(tokenizer, frame),
-                            study=SimpleNamespace(eval_split="test"))
+    return SimpleNamespace(tokenizer=tokenizer, frame=frame, encoded=encode(tokenizer, frame),
+                           study=SimpleNamespace(eval_split="test"))
+
+
+def test_segmentation_corpus_eval():
+    setup = _corpus_setup()
     corpus = segmentation_corpus(setup, "eval", limit=1)
     assert len(corpus.encoded) == 1 and corpus.segments is None and corpus.texts == ["a playing cat [SEP] tokenization"]
     assert "the first 1 test pairs" in corpus.note
+    with pytest.raises(ValueError, match="SEG_CORPUS"):
+        segmentation_corpus(setup, "wiki")
+
+
+@pytest.mark.slow  # reads the pku-1998 asset
+def test_segmentation_corpus_pku():
+    setup = _corpus_setup()
     pku = segmentation_corpus(setup, "pku-1998", limit=20)
     assert 0 < len(pku.encoded) <= 20 and len(pku.segments) == len(pku.encoded) and len(pku.texts) == len(pku.encoded)
     assert "People's Daily" in pku.note and "does not read Chinese" in pku.note  # MiniLM knows few Chinese characters
-    with pytest.raises(ValueError, match="SEG_CORPUS"):
-        segmentation_corpus(setup, "wiki")
 
 
 def test_segmentation_corpus_of_chinese_pairs_cut_by_jieba():

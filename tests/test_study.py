@@ -6,6 +6,7 @@ import pytest
 from tiny_setup import tiny_setup
 
 import headlab
+from headlab.lab.study import Study
 from headlab.core.attention import AttentionCache, attention_maps
 from headlab.core.sweep import MaskSpec, random_share_specs
 from headlab.findings.order import order_heads
@@ -99,3 +100,8 @@ def test_a_mask_spec_names_heads_that_exist(lab):
     with pytest.raises(ValueError, match=r"head \(9, 0\) does not exist"):
         lab.evaluate(drop=[(9, 0)])
     assert MaskSpec("m", ((0, 1),), "k").keep(4, 4)[0, 1] == 0
+
+
+def test_out_of_range_parameters_name_the_parameter():
+    with pytest.raises(ValueError, match="EVAL_LIMIT"):
+        Study(eval_limit=0, device="cpu")

@@ -1,17 +1,22 @@
-"""Sweeps: every effect is measured against the sweep's own unmasked row, in the same precision; a mask is run once."""
+"""Sweeps: every effect is measured against the sweep's own unmasked row, in the same precision; a mask is run once;
+bad parameters are named; the same sweep gives the same bytes, sharded or not; an interrupted sweep resumes."""
+import signal
+
 import numpy as np
 import pandas as pd
 import pytest
 from conftest import random_encoded, tiny_bert
+from interrupt import freeze_after, run_killed
 
 from headlab.core import sweep as sweep_module
 from headlab.core.engine import MaskEngine
-from headlab.core.evaluate import predict
+from headlab.core.evaluate import Encoded, predict
 from headlab.core.sweep import (
     BASELINE,
     MaskSpec,
     PrecisionError,
     SweepError,
+    load_sweep,
     plan_table,
     random_share_specs,
     run_sweep,
@@ -78,3 +83,60 @@ def test_share_curves_measure_against_the_sweep_baseline_and_need_it(tmp_path):
     with pytest.raises(SweepError, match="no unmasked row"):
         summarize(per_example[per_example["mask_id"] != BASELINE], plan)
     assert sweep_module.PRECISION_TOLERANCE == 0.01
+
+
+def test_out_of_range_parameters_name_the_parameter():
+    with pytest.raises(ValueError, match=r"shares must lie in \[0, 1\]"):
+        random_share_specs(2, 4, [1.5], 2, 0)
+    with pytest.raises(ValueError, match="draws must be a positive integer"):
+        random_share_specs(2, 4, [0.5], -1, 0)
+    with pytest.raises(ValueError, match=r"head \(5, 0\) does not exist in a 2x4 model"):
+        MaskSpec("x", ((5, 0),), "head").keep(2, 4)
+
+
+def test_sweeps_twice_and_sharded_give_byte_identical_tables(tmp_path):
+    model, encoded = tiny_bert(), random_encoded(longest=15)
+    specs = single_head_specs(3, 4) + random_share_specs(3, 4, [0.25, 0.5], 2, seed=1)
+    run_sweep(model, encoded, specs, tmp_path / "a", progress=False)
+    run_sweep(model, encoded, specs, tmp_path / "b", progress=False)
+    for shard in range(3):
+        run_sweep(model, encoded, specs, tmp_path / "sharded", shard=shard, n_shards=3, progress=False)
+    files = sorted(p.name for p in (tmp_path / "a" / "masks").glob("*.csv"))
+    assert len(files) == len(specs) + 1  # the sweep adds the unmasked model
+    for name in files:
+        a = (tmp_path / "a" / "masks" / name).read_bytes()
+        assert a == (tmp_path / "b" / "masks" / name).read_bytes() == (tmp_path / "sharded" / "masks" / name).read_bytes()
+    pd.testing.assert_frame_equal(load_sweep(tmp_path / "a"), load_sweep(tmp_path / "sharded"))
+
+
+def test_a_sweep_folder_of_another_plan_is_refused(tmp_path):
+    model, encoded = tiny_bert(), random_encoded(10, longest=15)
+    run_sweep(model, encoded, single_head_specs(3, 4)[:2], tmp_path, progress=False)
+    with pytest.raises(SweepError, match="different sweep"):
+        run_sweep(model, encoded, single_head_specs(3, 4)[:3], tmp_path, progress=False)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+def test_a_killed_sweep_resumes_to_the_same_table(tmp_path, sig):
+    killed, clean, marker = tmp_path / "killed", tmp_path / "clean", tmp_path / "frozen"
+    masks = killed / "masks"
+    rng = np.random.default_rng(0)
+    ids = [[2] + rng.integers(5, 50, size=rng.integers(5, 20)).tolist() + [3] for _ in range(24)]
+    enc = Encoded(ids, [[0] * len(x) for x in ids], rng.integers(1, 6, size=24), 0)
+
+    def run(out):
+        run_sweep(tiny_bert(), enc, random_share_specs(3, 4, [0.25, 0.5, 0.75], 10, seed=0), out, batch_size=8,
+                  progress=False)
+
+    def frozen_run():  # frozen right after the third mask's file is in place
+        freeze_after(sweep_module, "_atomic_write", 3, marker, counts=lambda path, text: path.parent.name == "masks")
+        run(killed)
+
+    run_killed(frozen_run, marker, sig)
+    done = {p.name: p.stat().st_ino for p in masks.glob("*.csv")}
+    assert len(done) == 3
+    run(killed)
+    assert {name: (masks / name).stat().st_ino for name in done} == done  # resumed: the 3 done masks not redone
+    run(clean)
+    pd.testing.assert_frame_equal(load_sweep(killed), load_sweep(clean))
+    assert not list(masks.glob(".*tmp"))  # no half-written file left behind

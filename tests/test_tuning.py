@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from test_reliability import fresh_cache  # noqa: F401 (a fixture)
+from conftest import WORDS, words_tokenizer
 from transformers import BertConfig, BertModel
 
 from headlab.book import tuning
@@ -18,22 +18,21 @@ LRS, EPOCHS = (1e-4, 1e-3, 1e-2), (1, 3)
 @pytest.fixture
 def model_folder(tmp_path):
     """A tiny random BERT with large initial weights, so that settings end on different dev accuracies."""
-    tokenizer = load_tokenizer("minilm")
+    folder = tmp_path / "tiny-bert"
+    tokenizer = words_tokenizer(folder)
     torch.manual_seed(0)
     config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                         intermediate_size=64, max_position_embeddings=128, initializer_range=0.3)
-    folder = tmp_path / "tiny-bert"
     BertModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
     return folder
 
 
 def _write_pairs(path, test_labels=None):
     """Grade 5 when the title says "cat", else 1; 60% train, 20% dev, 20% test. ``test_labels`` replace the test grades."""
     rng = np.random.default_rng(0)
-    words = "cat dog sat mat ran far red blue car road sky sea".split()
+    words = WORDS
     rows = []
-    for i in range(400):
+    for i in range(200):
         query, title = " ".join(rng.choice(words, 4)), " ".join(rng.choice(words, 5))
         split = ["train", "train", "train", "dev", "test"][i % 5]
         rows.append({"query": query, "title": title, "label": 5 if "cat" in title.split() else 1, "split": split})

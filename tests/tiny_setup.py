@@ -1,4 +1,5 @@
-"""A tiny stand-in for ``Study(...).setup()``: a random 4-layer x 4-head BERT over the real MiniLM tokenizer.
+"""A tiny stand-in for ``Study(...).setup()``: a random 4-layer x 4-head BERT over the real MiniLM tokenizer
+(kept in tests/data, so no asset is needed).
 
 The study, table folder and sweep folders are the real ones (the table folder is named by the checkpoint the study
 would fine-tune, which finding it never trains); only the model is replaced, so nothing is fine-tuned.
@@ -6,11 +7,11 @@ would fine-tune, which finding it never trains); only the model is replaced, so 
 import numpy as np
 import pandas as pd
 import torch
+from conftest import minilm_tokenizer
 from transformers import BertConfig, BertForSequenceClassification
 
 from headlab.core.evaluate import encode, predict, predicted_grades
 from headlab.lab.study import Lab, Study
-from headlab.models.loading import load_tokenizer
 
 PAIRS = pd.DataFrame({
     "query": ["red cat, red", "a dog runs fast", "the sun is hot", "a man plays a guitar", "two birds fly"],
@@ -31,7 +32,7 @@ def tiny_setup(run_dir, frame: pd.DataFrame = PAIRS, layers: int = 4, seed: int 
                n_right: int | None = None) -> Lab:
     """The Lab of a random model on ``frame``; with ``n_right``, labels are set so that the unmasked model
     grades exactly the first ``n_right`` pairs right (a baseline accuracy of 0 has no relative change)."""
-    tokenizer = load_tokenizer("minilm")
+    tokenizer = minilm_tokenizer()
     model = tiny_classifier(len(tokenizer), layers, seed)
     encoded = encode(tokenizer, frame)
     probs = predict(model, encoded, batch_size=4)
@@ -41,3 +42,10 @@ def tiny_setup(run_dir, frame: pd.DataFrame = PAIRS, layers: int = 4, seed: int 
         encoded = encode(tokenizer, frame)
     study = Study(device="cpu", run_dir=str(run_dir), batch_size=4)
     return Lab(study, model, tokenizer, frame, encoded, probs)
+
+
+def masked_first_layer(setup):
+    """The head mask of the tiny model with its first layer's heads removed."""
+    mask = np.ones((4, 4), dtype=np.float32)
+    mask[0] = 0
+    return mask

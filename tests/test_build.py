@@ -1,0 +1,38 @@
+"""headlab.book.build: the table of contents, settings checked before anything runs, a failing notebook is loud."""
+import nbformat
+import pytest
+
+from headlab.book.build import PRESETS, REPO, BookError, _check_settings, execute_notebook, parse_setting, toc_notebooks
+
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+
+
+def test_toc_and_notebooks_folder_agree():
+    assert sorted(toc_notebooks(REPO / "book" / "_toc.yml")) == [nb.stem for nb in NOTEBOOKS]
+
+
+def test_parse_setting_reads_python_literals_and_strings():
+    assert parse_setting("draws=5") == ("DRAWS", 5)
+    assert parse_setting("SHARES=[0.0, 0.5]") == ("SHARES", [0.0, 0.5])
+    assert parse_setting("MODEL=minilm") == ("MODEL", "minilm")
+    with pytest.raises(BookError, match="KEY=VALUE"):
+        parse_setting("DRAWS")
+
+
+def test_an_unknown_setting_is_refused_before_anything_runs():
+    with pytest.raises(BookError, match="DRAWZ"):
+        _check_settings({"DRAWZ": 3}, NOTEBOOKS)
+    for preset in PRESETS.values():  # every preset sets only parameters that notebooks declare
+        _check_settings(preset, NOTEBOOKS)
+
+
+def test_a_failing_cell_names_the_notebook_and_cell(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell("X = 1")
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell("y = 2"), nbformat.v4.new_code_cell("raise ValueError('bad X')")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    source = tmp_path / "broken.ipynb"
+    nbformat.write(nb, source)
+    with pytest.raises(BookError, match=r"broken\.ipynb failed in code cell 3 \(`raise ValueError\('bad X'\)`.*ValueError: bad X"):
+        execute_notebook(source, tmp_path / "out.ipynb", {"X": 2}, tmp_path)

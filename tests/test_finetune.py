@@ -1,0 +1,103 @@
+"""headlab.models.finetune: fine-tuning is deterministic, resumes after a kill, and rebuilds a broken checkpoint."""
+import shutil
+import signal
+
+import numpy as np
+import pytest
+import torch
+from conftest import WORDS
+from interrupt import freeze_after, run_killed
+
+from headlab.core.evaluate import Encoded
+from headlab.models import finetune as finetune_module
+from headlab.models.finetune import FinetuneConfig, checkpoint_dir, finetune
+from headlab.models.training import is_complete
+
+
+@pytest.fixture
+def pairs_file(tmp_path):
+    rng = np.random.default_rng(0)
+    words = WORDS
+    rows = ["query\ttitle\tlabel\tsplit"]
+    for i in range(240):
+        q, t = " ".join(rng.choice(words, 4)), " ".join(rng.choice(words, 5))
+        rows.append(f"{q}\t{t}\t{rng.integers(1, 6)}\t{['train', 'dev', 'test'][i % 3] if i >= 160 else 'train'}")
+    path = tmp_path / "pairs.tsv"
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_out_of_range_parameters_name_the_parameter():
+    with pytest.raises(ValueError, match="epochs"):
+        FinetuneConfig(epochs=0)
+
+
+def test_fine_tuning_twice_gives_byte_identical_results(fresh_cache, tiny_model_folder, pairs_file):
+    config = FinetuneConfig(model=str(tiny_model_folder), data=str(pairs_file), epochs=2, train_limit=64, seed=3)
+    first = finetune(config, progress=False)
+    history, weights = (first / "history.csv").read_bytes(), (first / "model.safetensors").read_bytes()
+    shutil.rmtree(first)
+    second = finetune(config, progress=False)
+    assert (second / "history.csv").read_bytes() == history
+    assert (second / "model.safetensors").read_bytes() == weights
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+def test_a_killed_fine_tune_resumes_to_the_same_weights(fresh_cache, tiny_model_folder, pairs_file, tmp_path, sig):
+    config = FinetuneConfig(model=str(tiny_model_folder), data=str(pairs_file), epochs=4, train_limit=32,
+                            batch_size=4, seed=1)
+    out = checkpoint_dir(config)
+    state = out.with_name(out.name + ".partial") / "state.pt"
+    marker = tmp_path / "frozen"
+
+    def frozen_run():  # frozen as epoch 2 begins (its batches are drawn once per epoch), with epoch 1's state saved
+        freeze_after(finetune_module, "length_bucketed_batches", 2, marker)
+        finetune(config, progress=False)
+
+    run_killed(frozen_run, marker, sig)
+    assert state.exists() and not is_complete(out)
+    assert torch.load(state, weights_only=True)["epoch"] == 0  # epoch 1 of 4 done
+    finetune(config, progress=False)
+    assert is_complete(out)
+    resumed = (out / "model.safetensors").read_bytes()
+
+    shutil.rmtree(out)
+    finetune(config, progress=False)
+    assert (out / "model.safetensors").read_bytes() == resumed
+
+
+def test_a_corrupt_checkpoint_is_rebuilt_not_loaded(fresh_cache, tiny_model_folder, pairs_file):
+    config = FinetuneConfig(model=str(tiny_model_folder), data=str(pairs_file), epochs=1, train_limit=32)
+    out = finetune(config, progress=False)
+    good = (out / "model.safetensors").read_bytes()
+    (out / "model.safetensors").write_bytes(good[: len(good) // 2])  # truncated weights
+    assert not is_complete(out)
+    again = finetune(config, progress=False)
+    assert is_complete(again) and (again / "model.safetensors").read_bytes() == good
+
+
+def test_length_bucketed_batches_cover_every_example_once_with_little_padding():
+    from headlab.models.finetune import length_bucketed_batches
+
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(5, 80, size=1000)
+    encoded = Encoded([[1] * n for n in lengths], [[0] * n for n in lengths], np.ones(1000, dtype=int), 0)
+    batches = length_bucketed_batches(encoded, 32, np.random.default_rng(1))
+    assert sorted(np.concatenate(batches).tolist()) == list(range(1000))
+    padded = sum(len(b) * lengths[b].max() for b in batches)
+    random_padded = sum(len(b) * lengths[b].max() for b in np.array_split(rng.permutation(1000), len(batches)))
+    assert padded < 0.7 * random_padded
+    again = length_bucketed_batches(encoded, 32, np.random.default_rng(1))
+    assert all(np.array_equal(a, b) for a, b in zip(batches, again))
+
+
+def test_a_model_folder_is_keyed_by_its_weights_not_its_pretraining_report(fresh_cache, tiny_model_folder, pairs_file):
+    """Pretraining the same model again gives the same weights but another report (its timings): same fine-tune."""
+    config = FinetuneConfig(model=str(tiny_model_folder), data=str(pairs_file))
+    (tiny_model_folder / "pretraining.json").write_text('{"seconds": 1610.3}')
+    before = checkpoint_dir(config)
+    (tiny_model_folder / "pretraining.json").write_text('{"seconds": 1824.9}')
+    assert checkpoint_dir(config) == before
+    weights = tiny_model_folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes() + b" ")  # other weights: another model, another fine-tune
+    assert checkpoint_dir(config) != before

@@ -1,0 +1,44 @@
+"""headlab.models.loading: model folders are checked before anything is loaded, and load safely."""
+import json
+
+import pytest
+from conftest import MINILM_TOKENIZER
+
+from headlab.models.loading import ModelError, load_classifier, load_encoder, resolve_model
+
+
+def test_missing_model_folder_is_named(tmp_path):
+    with pytest.raises(ModelError, match="does not exist"):
+        resolve_model(str(tmp_path / "nope"))
+
+def test_pickle_only_weights_are_refused_unless_allowed(tiny_model_folder):
+    (tiny_model_folder / "model.safetensors").rename(tiny_model_folder / "pytorch_model.bin")
+    with pytest.raises(ModelError, match="pickle"):
+        resolve_model(str(tiny_model_folder))
+    assert resolve_model(str(tiny_model_folder), allow_pickle=True) == str(tiny_model_folder)
+
+def test_remote_code_and_unsupported_encoders_are_refused(tiny_model_folder):
+    config_path = tiny_model_folder / "config.json"
+    config = json.loads(config_path.read_text())
+    config_path.write_text(json.dumps({**config, "auto_map": {"AutoModel": "evil.Model"}}))
+    with pytest.raises(ModelError, match="remote code"):
+        resolve_model(str(tiny_model_folder))
+    config_path.write_text(json.dumps({**config, "model_type": "gpt2"}))
+    with pytest.raises(ModelError, match="gpt2.*not an encoder headlab supports"):
+        resolve_model(str(tiny_model_folder))
+
+
+def test_a_model_without_sdpa_gets_eager_attention(mpnet_folder):
+    """MPNet loads and reads like BERT: eager attention for want of sdpa."""
+    assert load_classifier(str(mpnet_folder)).config._attn_implementation == "eager"  # asked for sdpa
+    assert load_encoder(str(mpnet_folder)).config._attn_implementation == "eager"
+
+
+@pytest.mark.slow
+def test_the_tests_minilm_tokenizer_is_the_assets():
+    """The fast tests tokenize with tests/data/minilm-tokenizer: the same files as the minilm asset's."""
+    from headlab.inputs.assets import asset_path
+
+    folder = asset_path("minilm")
+    for name in ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
+        assert (MINILM_TOKENIZER / name).read_bytes() == (folder / name).read_bytes(), name
