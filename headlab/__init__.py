@@ -20,12 +20,30 @@ if _os.environ.get("HEADLAB_NO_NETWORK") == "1":  # before anything can open a c
 
     _netguard.install()
 
-from headlab.core.attention import AttentionCache  # noqa: E402
-from headlab.core.masking import mask_heads  # noqa: E402
-from headlab.core.sweep import MaskSpec  # noqa: E402
-from headlab.findings.order import order_heads  # noqa: E402
-from headlab.findings.roles import cls_profile, role_scores  # noqa: E402
-from headlab.lab.study import Evaluation, Lab, Study, load  # noqa: E402
+# The public names, imported on first use (PEP 562): ``python -m headlab.inputs.assets`` and the other entry points
+# then run their module once, not after the package has already imported it.
+_PUBLIC = {
+    "AttentionCache": "headlab.core.attention",
+    "mask_heads": "headlab.core.masking",
+    "MaskSpec": "headlab.core.sweep",
+    "order_heads": "headlab.findings.order",
+    "cls_profile": "headlab.findings.roles",
+    "role_scores": "headlab.findings.roles",
+    "Evaluation": "headlab.lab.study",
+    "Lab": "headlab.lab.study",
+    "Study": "headlab.lab.study",
+    "load": "headlab.lab.study",
+}
+__all__ = sorted(_PUBLIC)
 
-__all__ = ["AttentionCache", "Evaluation", "Lab", "MaskSpec", "Study", "cls_profile", "load", "mask_heads",
-           "order_heads", "role_scores"]
+
+def __getattr__(name):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'headlab' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_PUBLIC[name]), name)
+
+
+def __dir__():
+    return sorted([*globals(), *_PUBLIC])

@@ -11,8 +11,16 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from transformers import (AutoTokenizer, BertConfig, BertForSequenceClassification, BertModel, BertTokenizer,
-                          MPNetConfig, MPNetForSequenceClassification, MPNetTokenizer)
+from transformers import (
+    AutoTokenizer,
+    BertConfig,
+    BertForSequenceClassification,
+    BertModel,
+    BertTokenizer,
+    MPNetConfig,
+    MPNetForSequenceClassification,
+    MPNetTokenizer,
+)
 
 TESTS = Path(__file__).resolve().parent
 # The tokenizer files of the minilm asset (sentence-transformers/all-MiniLM-L6-v2, Apache-2.0), kept here so that

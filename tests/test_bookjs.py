@@ -1,5 +1,6 @@
 """headlab.report.bookjs: the pinned JavaScript the static book ships, and how a page loads it."""
 import dataclasses
+import re
 
 import altair as alt
 import pytest
@@ -53,6 +54,7 @@ def test_the_book_config_loads_no_script_from_a_cdn():
     assert "sphinx_thebe" not in config["extensions"] and "myst_nb" in config["extensions"]
 
 
+@pytest.mark.slow  # the pinned jQuery and d3 are assets
 def test_inline_scripts_carry_the_pinned_files_then_run_the_code():
     html = inline_scripts([bookjs.JQUERY, bookjs.D3], "draw();")
     scripts = re.findall(r"<script>\n(.*?)\n</script>", html, re.S)

@@ -5,9 +5,8 @@ import altair as alt
 import nbformat
 import pandas as pd
 
-from headlab.report.bookjs import VEGA_LITE, VEGA_PATH, after_loading, inline_scripts
-from headlab.report.render import (LIVE_ONLY_NOTE, WIDGET_STATE, WIDGET_VIEW, BookChart, live_panel, show,
-                                   static_widgets)
+from headlab.report.bookjs import VEGA_PATH
+from headlab.report.render import LIVE_ONLY_NOTE, WIDGET_STATE, WIDGET_VIEW, BookChart, live_panel, show, static_widgets
 
 
 def _chart(title="t"):

@@ -6,11 +6,11 @@ import pytest
 from tiny_setup import tiny_setup
 
 import headlab
-from headlab.lab.study import Study
 from headlab.core.attention import AttentionCache, attention_maps
 from headlab.core.sweep import MaskSpec, random_share_specs
 from headlab.findings.order import order_heads
 from headlab.findings.roles import cls_profile, role_scores
+from headlab.lab.study import Study
 
 
 @pytest.fixture(scope="module")
