@@ -14,14 +14,6 @@ def _chart(title="t"):
     return alt.Chart(table).mark_bar().encode(x="x:O", y="y:Q").properties(title=title)
 
 
-def test_show_is_the_chart_live_and_a_book_chart_in_the_book(monkeypatch):
-    chart = _chart()
-    monkeypatch.delenv("HEADLAB_BOOK", raising=False)
-    assert show(chart) is chart
-    monkeypatch.setenv("HEADLAB_BOOK", "1")
-    assert isinstance(show(chart), BookChart)
-
-
 def test_a_book_chart_loads_the_shipped_vega_and_carries_an_svg_for_readers_without_js():
     html = BookChart(_chart(title="a </script> title"))._repr_html_()
     assert 'class="headlab-chart"' in html and f'["{VEGA_PATH}"]' in html
