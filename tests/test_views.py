@@ -55,6 +55,7 @@ def test_maps_may_be_an_array_or_per_layer_tensors(book):
     assert '"layer": 1' in pages.pop()
 
 
+@pytest.mark.slow  # the pinned jQuery and d3 are assets
 def test_live_a_view_carries_jquery_and_d3_inside_and_loads_nothing(monkeypatch):
     """JupyterLab serves no book files: the pinned jQuery and d3 go into the output, before the view's code."""
     monkeypatch.delenv("HEADLAB_BOOK", raising=False)
