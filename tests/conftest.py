@@ -124,16 +124,19 @@ def words_tokenizer(folder):
     return tokenizer
 
 
-@pytest.fixture
-def tiny_model_folder(tmp_path):
+def save_tiny_bert(folder, initializer_range: float = 0.02):
     """A tiny random BERT saved like any model folder (safetensors + a WordPiece tokenizer of :data:`WORDS`)."""
-    folder = tmp_path / "tiny-bert"
     tokenizer = words_tokenizer(folder)
     torch.manual_seed(0)
     config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=128)
+                        intermediate_size=64, max_position_embeddings=128, initializer_range=initializer_range)
     BertModel(config).save_pretrained(folder)
     return folder
+
+
+@pytest.fixture
+def tiny_model_folder(tmp_path):
+    return save_tiny_bert(tmp_path / "tiny-bert")
 
 
 MPNET_WORDS = "<s> <pad> </s> <unk> <mask> a cat dog sat on the mat ran far red blue car road".split()

@@ -2,9 +2,7 @@
 import numpy as np
 import pandas as pd
 import pytest
-import torch
-from conftest import WORDS, words_tokenizer
-from transformers import BertConfig, BertModel
+from conftest import WORDS, save_tiny_bert
 
 from headlab.book import tuning
 from headlab.core.evaluate import encode, predict, predicted_grades
@@ -18,13 +16,7 @@ LRS, EPOCHS = (1e-4, 1e-3, 1e-2), (1, 3)
 @pytest.fixture
 def model_folder(tmp_path):
     """A tiny random BERT with large initial weights, so that settings end on different dev accuracies."""
-    folder = tmp_path / "tiny-bert"
-    tokenizer = words_tokenizer(folder)
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=128, initializer_range=0.3)
-    BertModel(config).save_pretrained(folder)
-    return folder
+    return save_tiny_bert(tmp_path / "tiny-bert", initializer_range=0.3)
 
 
 def _write_pairs(path, test_labels=None):
