@@ -20,8 +20,9 @@ if _os.environ.get("HEADLAB_NO_NETWORK") == "1":  # before anything can open a c
 
     _netguard.install()
 
-# The public names, imported on first use (PEP 562): ``python -m headlab.inputs.assets`` and the other entry points
-# then run their module once, not after the package has already imported it.
+from headlab.core.exports import exports as _exports  # noqa: E402  (after the network guard)
+
+# The public names, imported on first use (headlab.core.exports); each layer exports its own (headlab.core, ...).
 _PUBLIC = {
     "AttentionCache": "headlab.core.attention",
     "mask_heads": "headlab.core.masking",
@@ -34,16 +35,4 @@ _PUBLIC = {
     "Study": "headlab.lab.study",
     "load": "headlab.lab.study",
 }
-__all__ = sorted(_PUBLIC)
-
-
-def __getattr__(name):
-    if name not in _PUBLIC:
-        raise AttributeError(f"module 'headlab' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(_PUBLIC[name]), name)
-
-
-def __dir__():
-    return sorted([*globals(), *_PUBLIC])
+__all__, __getattr__, __dir__ = _exports(__name__, _PUBLIC)
