@@ -10,12 +10,12 @@ import subprocess
 import pandas as pd
 import pytest
 import torch
+from test_layers import LAYERS
 from transformers import MPNetConfig, MPNetForSequenceClassification, MPNetTokenizer
 
 from headlab.book.build import PRESETS, REPO
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
-LAYERS = ["core", "inputs", "models", "lab", "findings", "report", "book"]
 MOST_HEADLAB_MODULES = 6  # per notebook: the package, a few layers, the finding's own modules
 
 
@@ -58,8 +58,9 @@ def test_notebooks_use_the_public_api_and_every_name_they_use_exists(path):
         for alias in node.names:
             assert not alias.name.startswith("_"), f"{path.name} imports the private {node.module}.{alias.name}"
             assert hasattr(module, alias.name), f"{path.name}: {node.module} has no {alias.name}"
-    private = [n.attr for n in nodes if isinstance(n, ast.Attribute) and n.attr.startswith("_")
-               and ast.unparse(n.value).split(".")[0] == "headlab"]
+    from_headlab = {"headlab"} | {a.asname or a.name for n in imports for a in n.names}
+    private = [ast.unparse(n) for n in nodes if isinstance(n, ast.Attribute) and n.attr.startswith("_")
+               and ast.unparse(n.value).split(".")[0] in from_headlab]
     assert not private, f"{path.name} uses private headlab names: {private}"
 
     bound = set(dir(builtins)) | {"display", "get_ipython"}  # the kernel's own names
@@ -70,6 +71,8 @@ def test_notebooks_use_the_public_api_and_every_name_they_use_exists(path):
             bound.add(n.name)
         elif isinstance(n, ast.arg):
             bound.add(n.arg)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            bound.add(n.name)
         elif isinstance(n, (ast.Import, ast.ImportFrom)):
             bound.update((a.asname or a.name).split(".")[0] for a in n.names)
     unknown = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - bound
