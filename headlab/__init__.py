@@ -9,7 +9,9 @@ The package's folders are its layers, and imports only go down (``tests/test_lay
 assets, relevance pairs, corpora, words, the network guard), ``models`` (names, loading, one training skeleton for
 fine-tuning and pretraining), ``lab`` (the notebook parameters and the :class:`Lab` they lead to), ``findings`` (one
 module per finding of the study), ``report`` (charts, explorers, attention views), ``book`` (presets, the build,
-fine-tuning settings chosen on dev).
+fine-tuning settings chosen on dev). Each layer exports the names a notebook needs from it, loaded on first use:
+``from headlab.core import run_sweep``, ``from headlab.findings import matching_heads``, ``from headlab.report import
+show`` (a finding's own names come from its module, ``headlab.findings.redundancy``).
 """
 __version__ = "0.1.0"
 
