@@ -37,6 +37,10 @@ all any both each few more most other some such no not only own same too very ju
 s t d ll m re ve
 """.split())
 
+# What :func:`shared_terms` compares, named in the keys of saved role tables, so that a table scored under an
+# earlier definition (token ids, before SentencePiece models) is computed again rather than read.
+SHARED_TERMS = "words"
+
 ROLE_COLUMNS = ["match", "match_baseline", "match_ratio", "match_excess", "self", "sep", "cls", "prev", "next"]
 
 
