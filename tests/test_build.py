@@ -48,4 +48,5 @@ def test_e5_presets_name_registered_assets_freeze_the_word_embeddings_and_have_a
     assert is_asset(study.model) and is_asset(study.data) and is_asset(settings.get("SEG_CORPUS", "stsb-en"))
     assert study.finetune_config.freeze_word_embeddings
     assert study.lr in GRIDS[preset]["lrs"] and study.epochs in GRIDS[preset]["epochs"]
-    assert (study.data, settings.get("SEG_ALSO")) == (("stsb-zh", "eval-jieba") if preset == "e5-zh" else ("stsb-en", None))
+    chinese = preset == "e5-zh"
+    assert (study.data, settings.get("SEG_ALSO")) == (("stsb-zh", "eval-jieba") if chinese else ("stsb-en", None))

@@ -43,7 +43,8 @@ UNK_TOKENS = frozenset({"[UNK]", "<unk>"})
 # --- gold word ends -------------------------------------------------------------------------------
 
 
-def piece_word_ends(tokens: list[str], specials=SPECIAL_TOKENS, pieces: Pieces = WORDPIECE) -> tuple[np.ndarray, np.ndarray]:
+def piece_word_ends(tokens: list[str], specials=SPECIAL_TOKENS,
+                    pieces: Pieces = WORDPIECE) -> tuple[np.ndarray, np.ndarray]:
     """``(ends, content)``: which tokens end a word in the tokenizer's own view, and which are text.
 
     A text token ends a word when the next token starts one (:meth:`headlab.inputs.pieces.Pieces.starts_word`:
