@@ -66,7 +66,8 @@ def segmentation_corpus(setup, corpus: str = "eval", limit: int | None = None, s
         tokens = sum(map(len, encoded.input_ids))
         note = (f"**Corpus**: the first {n} {setup.study.eval_split} pairs (query and title), {tokens} tokens; gold word "
                 "ends are the tokenizer's own: a piece ends a word unless the next piece continues it "
-                "(WordPiece: `##`; SentencePiece: no `▁`, with punctuation and Chinese characters standing alone, as to BERT).")
+                "(WordPiece: `##`; SentencePiece: no `▁`, with punctuation and Chinese characters standing alone, "
+                "as to BERT).")
         return SegmentationCorpus(corpus, encoded, None, texts, note)
     if corpus == "eval-jieba":
         n = len(setup.frame) if limit is None else min(int(limit), len(setup.frame))
