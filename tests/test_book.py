@@ -94,6 +94,16 @@ def test_make_book_model_picks_the_preset_and_its_assets(model, preset, chinese)
     assert preset in PRESETS
 
 
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+@pytest.mark.parametrize("preset, assets", [("e5-zh", "pku-1998 stsb-zh e5-small"), ("e5-en", "stsb-en e5-small")])
+def test_make_book_fetches_the_e5_presets_assets(preset, assets):
+    plan = subprocess.run(["make", "-n", "book", f"PRESET={preset}"], cwd=REPO, capture_output=True, text=True,
+                          check=True).stdout
+    fetch = next(line for line in plan.splitlines() if "-m headlab.inputs.assets fetch" in line)
+    assert all(f" {name}" in fetch for name in assets.split())
+    assert f"--preset {preset} " in next(line for line in plan.splitlines() if "-m headlab.book " in line) + " "
+
+
 @pytest.mark.slow  # builds the whole book on the real minilm and STS-B assets
 def test_tiny_book_builds_with_real_numbers(tiny_book):
     work, runs = tiny_book.work, tiny_book.runs

@@ -3,6 +3,9 @@ import nbformat
 import pytest
 
 from headlab.book.build import PRESETS, REPO, BookError, _check_settings, execute_notebook, parse_setting, toc_notebooks
+from headlab.book.tuning import GRIDS
+from headlab.inputs.assets import is_asset
+from headlab.lab.study import Study
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 
@@ -36,3 +39,14 @@ def test_a_failing_cell_names_the_notebook_and_cell(tmp_path):
     nbformat.write(nb, source)
     with pytest.raises(BookError, match=r"broken\.ipynb failed in code cell 3 \(`raise ValueError\('bad X'\)`.*ValueError: bad X"):
         execute_notebook(source, tmp_path / "out.ipynb", {"X": 2}, tmp_path)
+
+
+@pytest.mark.parametrize("preset", ["e5-zh", "e5-en"])
+def test_e5_presets_name_registered_assets_freeze_the_word_embeddings_and_have_a_grid(preset):
+    settings = PRESETS[preset]
+    study = Study.from_globals(settings)
+    assert is_asset(study.model) and is_asset(study.data) and is_asset(settings.get("SEG_CORPUS", "stsb-en"))
+    assert study.finetune_config.freeze_word_embeddings
+    assert study.lr in GRIDS[preset]["lrs"] and study.epochs in GRIDS[preset]["epochs"]
+    chinese = preset == "e5-zh"
+    assert (study.data, settings.get("SEG_ALSO")) == (("stsb-zh", "eval-jieba") if chinese else ("stsb-en", None))

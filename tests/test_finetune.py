@@ -1,12 +1,14 @@
 """headlab.models.finetune: fine-tuning is deterministic, resumes after a kill, and rebuilds a broken checkpoint."""
 import shutil
 import signal
+from dataclasses import asdict
 
 import numpy as np
 import pytest
 import torch
 from conftest import WORDS
 from interrupt import freeze_after, run_killed
+from safetensors.numpy import load_file
 
 from headlab.core.evaluate import Encoded
 from headlab.models import finetune as finetune_module
@@ -101,3 +103,22 @@ def test_a_model_folder_is_keyed_by_its_weights_not_its_pretraining_report(fresh
     weights = tiny_model_folder / "model.safetensors"
     weights.write_bytes(weights.read_bytes() + b" ")  # other weights: another model, another fine-tune
     assert checkpoint_dir(config) != before
+
+
+def test_frozen_word_embeddings_stay_as_pretrained_and_name_another_checkpoint(fresh_cache, tiny_model_folder,
+                                                                            pairs_file):
+    config = FinetuneConfig(model=str(tiny_model_folder), data=str(pairs_file), epochs=1, train_limit=64)
+    frozen = FinetuneConfig(**{**asdict(config), "freeze_word_embeddings": True})
+    assert checkpoint_dir(frozen) != checkpoint_dir(config)
+    pretrained = load_file(tiny_model_folder / "model.safetensors")
+    name = next(k for k in pretrained if k.endswith("word_embeddings.weight"))
+    for settings, stays in ((frozen, True), (config, False)):
+        tuned = load_file(finetune(settings, progress=False) / "model.safetensors")
+        tuned_name = next(k for k in tuned if k.endswith("word_embeddings.weight"))
+        assert np.array_equal(tuned[tuned_name], pretrained[name]) == stays
+        assert not np.array_equal(tuned[tuned_name.replace("word_embeddings", "position_embeddings")],
+                                  pretrained[name.replace("word_embeddings", "position_embeddings")])
+
+
+def test_the_freeze_option_left_off_keeps_the_keys_of_earlier_checkpoints(fresh_cache):
+    assert checkpoint_dir(FinetuneConfig()).name == "minilm-stsb-en-857bb31955c6"  # the key before the option existed

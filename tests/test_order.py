@@ -1,3 +1,4 @@
+import re
 from collections import Counter
 
 import numpy as np
@@ -6,7 +7,7 @@ import pytest
 from conftest import tiny_bert
 
 from headlab.core.attention import attention_maps
-from headlab.core.evaluate import Encoded
+from headlab.core.evaluate import Encoded, encode
 from headlab.core.stats import boot_means, bootstrap_weights
 from headlab.core.sweep import per_example_table, plan_table
 from headlab.findings.order import (
@@ -33,6 +34,7 @@ from headlab.findings.order import (
     shuffle_words_list,
     shuffled_frame,
 )
+from headlab.inputs.pieces import piece_convention, word_spans
 from headlab.inputs.words import chinese_words, word_segmenter
 
 
@@ -268,3 +270,46 @@ def test_a_chinese_title_is_shuffled_by_words_not_characters():
     assert sorted(after) == sorted(frame["title"][0])  # the same characters
     assert after.startswith(tuple(before)) and all(w in after for w in before)  # words stay whole
     assert shuffled_frame(frame, seed=0, segment=segment)["title"][0] == after  # same seed, same shuffle
+
+
+def test_latin_words_in_a_chinese_title_stay_apart_when_shuffled():
+    frame = pd.DataFrame({"title": ["由Lone Fox Williams发布"]})
+    words = {"由Lone Fox Williams发布": ["由", "Lone", "Fox", "Williams", "发布"]}
+    after = shuffled_frame(frame, seed=0, segment=words.get)["title"][0]
+    assert sorted(re.findall("[A-Za-z]+", after)) == ["Fox", "Lone", "Williams"]
+    assert after.replace(" ", "") != "由LoneFoxWilliams发布"
+
+
+E5_TITLES = ["最初是由Lone Fox发布的，也不是所有与伊朗有关的内容。", "死者里昂·威廉姆斯(Leon Williams)是在他三楼的公寓里被发现的。",
+             "一个男人正在弹吉他。", "A man is playing a guitar."]
+
+
+@pytest.mark.slow
+def test_e5_order_scores_leave_out_its_special_tokens(e5_tokenizer):
+    encoded = encode(e5_tokenizer, pd.DataFrame({"query": E5_TITLES, "title": E5_TITLES[::-1], "label": [1, 2, 3, 4]}))
+    special_ids = set(e5_tokenizer.convert_tokens_to_ids(["<s>", "</s>"]))
+    maps_of = {}
+    for example, ids in enumerate(encoded.input_ids):  # one head: all attention on the previous token, if special
+        n, special = len(ids), np.isin(ids, list(special_ids))
+        maps = np.zeros((1, 2, n, n))
+        maps[0, 0, np.arange(n), np.where(np.append(False, special[:-1]), np.arange(n) - 1, np.arange(n))] = 1.0
+        maps[0, 1, np.arange(1, n), np.arange(n - 1)] = 1.0  # the other: always the previous token
+        maps[0, 1, 0, 0] = 1.0
+        maps_of[example] = maps
+    table = order_heads(iter(maps_of.items()), encoded, e5_tokenizer, k=1).set_index("head")
+    assert table.loc[0, "prev"] == 0.0 and table.loc[1, "prev"] == 1.0 and table.loc[1, "selected"]
+
+
+@pytest.mark.slow
+def test_shuffled_chinese_titles_keep_their_words_for_e5(e5_tokenizer):
+    frame = pd.DataFrame({"title": E5_TITLES[:3]})
+    shuffled = shuffled_frame(frame, seed=0, segment=chinese_words)
+    pieces = piece_convention(e5_tokenizer)
+    for before, after in zip(frame["title"], shuffled["title"]):
+        words = []
+        for text in (before, after):
+            tokens = e5_tokenizer.tokenize(text)
+            spans = word_spans(tokens, pieces, [False] * len(tokens))
+            words.append(Counter("".join(pieces.text(tokens[i]) for i in span) for span in spans))
+        latin = [Counter({w: c for w, c in count.items() if re.fullmatch("[A-Za-z]+", w)}) for count in words]
+        assert latin[0] == latin[1] and sorted(after.replace(" ", "")) == sorted(before.replace(" ", ""))

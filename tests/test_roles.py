@@ -56,6 +56,34 @@ def test_shared_terms_compare_whole_pieces_and_never_unknown_tokens(tokenizer):
     assert by_text == {("una", "una"), ("##ffa", "##ffa"), ("##ble", "##ble"), ("我", "我"), ("大", "大")}
 
 
+def test_shared_terms_are_whole_words_not_pieces_of_other_words(tokenizer):
+    tokens = pair(tokenizer, "xylophonist", "harpist cellist")
+    assert tokens.tokens == ["[CLS]", "x", "##yl", "##op", "##hon", "##ist", "[SEP]", "harp", "##ist", "cell", "##ist",
+                             "[SEP]"]
+    assert shared_terms(tokens, tokenizer) == []  # the same ##ist piece, in other words
+
+
+@pytest.mark.slow
+def test_e5_shared_terms_join_pieces_into_words_whatever_their_marks(e5_tokenizer):
+    tokens = pair(e5_tokenizer, "The plane is taking off.", "An air-plane: the plane is off.")
+    assert tokens.tokens == ["<s>", "▁The", "▁plane", "▁is", "▁taking", "▁off", ".", "</s>", "</s>", "▁An", "▁air", "-",
+                             "plan", "e", ":", "▁the", "▁plane", "▁is", "▁off", ".", "</s>"]
+    by_text = {(tokens.tokens[q], tokens.tokens[t]) for q, t in shared_terms(tokens, e5_tokenizer)}
+    # ▁plane is the same word as "plan e" after the hyphen; "The" and "the" are one word, e5 keeps case
+    assert by_text == {("▁The", "▁the"), ("▁plane", "▁plane"), ("▁plane", "plan"), ("▁plane", "e"), ("▁is", "▁is"),
+                       ("▁off", "▁off")}
+    assert not {"▁The", "▁is", "▁off"} & {tokens.tokens[q] for q, _ in shared_terms(tokens, e5_tokenizer,
+                                                                                     ENGLISH_STOPWORDS)}
+
+
+@pytest.mark.slow
+def test_e5_shared_terms_in_chinese_are_identical_pieces_and_never_the_bare_mark(e5_tokenizer):
+    tokens = pair(e5_tokenizer, "一个人在弹吉他。", "一个男人在弹吉他。")
+    assert tokens.tokens[:3] == ["<s>", "▁", "一个人"] and tokens.tokens[10:13] == ["▁", "一个", "男人"]
+    assert {(tokens.tokens[q], tokens.tokens[t]) for q, t in shared_terms(tokens, e5_tokenizer)} == {
+        ("在", "在"), ("弹", "弹"), ("吉", "吉"), ("他", "他")}
+
+
 def test_match_of_a_head_that_looks_only_at_identical_terms(tokenizer, toy):
     maps = uniform_maps()
     for source, targets in {1: [9], 2: [7], 4: [9], 7: [2], 9: [1, 4]}.items():

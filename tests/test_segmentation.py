@@ -19,6 +19,7 @@ from headlab.findings.segmentation import (
     held_out_best_head,
     multi_token_words,
     oracle_union,
+    piece_word_ends,
     probe,
     readable_examples,
     rule_positions,
@@ -26,8 +27,8 @@ from headlab.findings.segmentation import (
     segment_word_ends,
     shuffled_union_control,
     special_tokens,
-    wordpiece_word_ends,
 )
+from headlab.inputs.pieces import SENTENCEPIECE
 from headlab.models.pretrain import build_vocab, char_tokenizer
 
 
@@ -36,12 +37,12 @@ def tokenizer():
     return minilm_tokenizer()
 
 
-def test_wordpiece_word_ends_on_real_tokens(tokenizer):
+def test_piece_word_ends_on_real_tokens(tokenizer):
     ids = tokenizer("unbelievable xylophonist", "tokenization, playing")["input_ids"]
     tokens = tokenizer.convert_ids_to_tokens(ids)
     assert tokens == ["[CLS]", "unbelievable", "x", "##yl", "##op", "##hon", "##ist", "[SEP]",
                       "token", "##ization", ",", "playing", "[SEP]"]
-    ends, scored = wordpiece_word_ends(tokens)
+    ends, scored = piece_word_ends(tokens)
     assert scored.tolist() == [t not in ("[CLS]", "[SEP]") for t in tokens]
     assert np.flatnonzero(ends).tolist() == [1, 6, 9, 10, 11]
 
@@ -105,7 +106,7 @@ def test_rule_predictions_and_features():
 
 
 def test_rule_positions_leave_out_the_last_token_of_each_segment():
-    _, content = wordpiece_word_ends(["[CLS]", "play", "##ing", "cat", "[SEP]", "token", "##s", "[SEP]"])
+    _, content = piece_word_ends(["[CLS]", "play", "##ing", "cat", "[SEP]", "token", "##s", "[SEP]"])
     scored, before_sep = rule_positions(content)
     assert scored.tolist() == [1, 2, 5] and before_sep.tolist() == [3, 6]
     _, content = segment_word_ends(["[CLS]", "中", "国", "[SEP]", "人", "[SEP]"], [["中国"], ["人"]])
@@ -201,7 +202,7 @@ def test_probe_learns_separable_toy_and_keeps_groups_apart():
 
 def test_multi_token_words():
     tokens = ["[CLS]", "unbelievable", "x", "##yl", "##ist", "[SEP]", "token", "##ization", ",", "[SEP]"]
-    ends, scored = wordpiece_word_ends(tokens)
+    ends, scored = piece_word_ends(tokens)
     assert np.flatnonzero(multi_token_words(ends, scored)).tolist() == [2, 3, 4, 6, 7]
     ends, scored = segment_word_ends(["[CLS]", "中", "国", "人", "[SEP]"], [["中国", "人"]])
     assert multi_token_words(ends, scored).tolist() == [False, True, True, False, False]
@@ -313,3 +314,73 @@ def test_query_title_pairs_align_to_their_words_segment_by_segment():
     assert data.encoded.token_type_ids[0][6] == 1  # the title is the second segment
     with pytest.raises(ValueError, match="one or two segments"):
         encode_segmented_examples(tokenizer, [[["我"], ["们"], ["喜"]]])
+
+
+# --- SentencePiece (XLM-R, multilingual e5): "▁" starts a word, a bare "▁" holds no text --------------------
+
+E5_SPECIALS = {"<s>", "</s>", "<pad>", "<mask>"}
+
+
+def test_sentencepiece_word_ends_follow_the_word_start_mark():
+    tokens = ["<s>", "▁hell", "o", ",", "▁world", "'", "s", "▁plane", "</s>"]  # e5's pieces of "hello, world's plane"
+    ends, content = piece_word_ends(tokens, E5_SPECIALS, SENTENCEPIECE)
+    assert content.tolist() == [False] + [True] * 7 + [False]
+    assert np.flatnonzero(ends).tolist() == [2, 3, 4, 5, 6, 7]  # hello , world ' s plane: punctuation stands alone
+    ends, content = piece_word_ends(["<s>", "▁", "一个人", "在", "。", "</s>"], E5_SPECIALS, SENTENCEPIECE)
+    assert content.tolist() == [False, False, True, True, True, False]  # the bare ▁ is no text
+    assert ends.tolist() == [False, False, True, True, True, False]  # Chinese pieces are words, as to BERT
+
+
+def test_sentencepiece_pieces_align_to_gold_words_by_their_text():
+    tokens = ["▁", "迈", "向", "充满", "希望", "的新", "世纪"]  # e5's pieces of 迈向充满希望的新世纪
+    words = ["迈向", "充满", "希望", "的", "新", "世纪"]
+    assert gold_word_ends_from_segmentation(words, tokens, SENTENCEPIECE).tolist() == [
+        False, False, True, True, True, True, True]
+    assert gold_word_ends_from_segmentation(["１９９８年"], ["▁1998", "年"], SENTENCEPIECE).tolist() == [False, True]
+
+
+def test_sentencepiece_pairs_keep_separators_and_bare_marks_out_of_the_score():
+    tokens = ["<s>", "▁", "一个", "人", "</s>", "</s>", "▁", "弹", "吉他", "</s>"]
+    ends, content = segment_word_ends(tokens, [["一个人"], ["弹", "吉他"]], E5_SPECIALS, SENTENCEPIECE)
+    assert np.flatnonzero(content).tolist() == [2, 3, 7, 8]
+    assert np.flatnonzero(ends).tolist() == [3, 7, 8]
+    special = np.array([t in E5_SPECIALS for t in tokens])
+    assert [p.tolist() for p in rule_positions(content, special)] == [[2, 7], [3, 8]]
+
+
+def test_a_bare_mark_inside_a_segment_does_not_end_it():
+    tokens = ["<s>", "▁中国", "▁", "充满", "</s>"]  # a space before a piece that has no ▁ form
+    ends, content = piece_word_ends(tokens, E5_SPECIALS, SENTENCEPIECE)
+    special = np.array([t in E5_SPECIALS for t in tokens])
+    assert ends.tolist() == [False, True, False, True, False]
+    assert [p.tolist() for p in rule_positions(content, special)] == [[1], [3]]
+
+
+@pytest.mark.slow
+def test_real_e5_pairs_align_and_score_neither_specials_nor_bare_marks(e5_tokenizer):
+    examples = [[["一个", "人", "在", "弹", "吉他", "。"], ["一个", "男人", "在", "弹", "吉他", "。"]],
+                [["迈向", "充满", "希望", "的", "新", "世纪"], ["１９９８年", "新年", "讲话"]]]
+    data = encode_segmented_examples(e5_tokenizer, examples)
+    assert (len(data), data.n_unaligned) == (2, 0)
+    tokens = e5_tokenizer.convert_ids_to_tokens(data.encoded.input_ids[1])
+    assert tokens == ["<s>", "▁", "迈", "向", "充满", "希望", "的新", "世纪", "</s>", "</s>", "▁1998", "年", "新年", "讲话", "</s>"]
+    n = len(tokens)
+    scored = boundary_data(iter([(1, np.full((1, 1, n, n), 1.0 / n))]), data.encoded, e5_tokenizer, data.segments)
+    ends, content = segment_word_ends(tokens, examples[1], special_tokens(e5_tokenizer), SENTENCEPIECE)
+    assert np.flatnonzero(ends).tolist() == [3, 4, 5, 6, 7, 11, 12, 13]
+    positions, before_sep = rule_positions(content, np.isin(tokens, ["<s>", "</s>"]))
+    assert positions.tolist() == [2, 3, 4, 5, 6, 10, 11, 12] and before_sep.tolist() == [7, 13]
+    assert scored.gold.tolist() == ends[positions].tolist() and len(scored.excluded_multi) == 2
+
+
+@pytest.mark.slow
+def test_real_e5_english_word_ends_are_its_words_last_pieces(e5_tokenizer):
+    ids = e5_tokenizer("An unbelievable xylophonist", "tokenization, playing")["input_ids"]
+    tokens = e5_tokenizer.convert_ids_to_tokens(ids)
+    ends, content = piece_word_ends(tokens, special_tokens(e5_tokenizer), SENTENCEPIECE)
+    words, word = [], ""
+    for token, end in zip(np.asarray(tokens)[content], ends[content]):
+        word += SENTENCEPIECE.text(token)
+        if end:
+            words, word = words + [word], ""
+    assert words == ["An", "unbelievable", "xylophonist", "tokenization", ",", "playing"]

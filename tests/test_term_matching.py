@@ -129,6 +129,14 @@ def test_head_roles_are_computed_once_then_loaded(tmp_path, monkeypatch):
         head_roles(setup, limit=3, stopwords=ENGLISH_STOPWORDS)  # other settings: another file
 
 
+def test_head_roles_saved_under_another_shared_term_definition_are_computed_again(tmp_path, monkeypatch):
+    setup = tiny_setup(tmp_path)
+    head_roles(setup)
+    monkeypatch.setattr(term_matching, "SHARED_TERMS", "token ids")
+    head_roles(setup)
+    assert len(list(setup.study.table_dir.glob("head_roles-*.csv"))) == 2
+
+
 def test_role_indices_are_a_seeded_sorted_subset():
     assert term_matching.role_indices(10, None, 0) is None and term_matching.role_indices(10, 20, 0) is None
     picked = term_matching.role_indices(100, 10, 3)

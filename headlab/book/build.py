@@ -7,6 +7,7 @@ its name and cell; Sphinx warnings (a missing page, an output it cannot show) ar
     python -m headlab.book                      # the whole book on the default model and data
     python -m headlab.book --preset tiny        # tiny sizes, for tests and a quick look
     python -m headlab.book --preset zh-char     # the character-level Chinese BERT headlab pretrains
+    python -m headlab.book --preset e5-zh       # multilingual-e5-small on Chinese STS-B (e5-en: on English)
     python -m headlab.book --set DEVICE=cuda --set DRAWS=50
 """
 from __future__ import annotations
@@ -45,6 +46,12 @@ PRESETS = {
 # the same pretrained without next-sentence prediction: the study credits NSP for the term-matching heads;
 # it keeps zh-char's LR and EPOCHS, so the two models differ only in their pretraining
 PRESETS["zh-char-mlm"] = {**PRESETS["zh-char"], "MODEL": "zh-char-mlm"}
+# multilingual-e5-small (12 x 12 heads, XLM-R SentencePiece pieces; the e5-small asset), on Chinese and English STS-B,
+# its 96M-weight word-embedding matrix frozen (headlab.models.finetune.FinetuneConfig); LR and EPOCHS: a point of its
+# grid (headlab.book.tuning.GRIDS), not yet chosen: `python -m headlab.book.tuning e5-zh` (e5-en) chooses on dev
+E5_SETTINGS = {"MODEL": "e5-small", "FREEZE_WORD_EMBEDDINGS": True, "LR": 5e-5, "EPOCHS": 3}
+PRESETS["e5-zh"] = {**E5_SETTINGS, "DATA": "stsb-zh", "SEG_CORPUS": "pku-1998", "SEG_ALSO": "eval-jieba"}
+PRESETS["e5-en"] = dict(E5_SETTINGS)
 
 
 CELL_TIMEOUT = 3600  # seconds: a cell that hangs (e.g. a widget waiting on a kernel) fails the build instead

@@ -29,7 +29,10 @@ from headlab.models.pretrain import ensure_named
 # The grid searched for a preset, fixed before looking at any result. zh-char: learning rates from 1e-4 to 4e-4
 # (a small model pretrained briefly from scratch may want more than the 5e-5 of published BERTs) and 2 or 4
 # epochs: 6 runs, 18 epochs in all (about an hour on 2 cores); a grid of 4 x 3 would take 48 epochs.
-GRIDS = {"zh-char": {"lrs": (1e-4, 2e-4, 4e-4), "epochs": (2, 4)}}
+# e5-zh, e5-en: e5-small is a fully pretrained model, so the rates published BERTs fine-tune with (2e-5 to 1e-4)
+# and 2 or 3 epochs, its word embeddings frozen as in the presets: 6 runs, 15 epochs in all.
+E5_GRID = {"lrs": (2e-5, 5e-5, 1e-4), "epochs": (2, 3)}
+GRIDS = {"zh-char": {"lrs": (1e-4, 2e-4, 4e-4), "epochs": (2, 4)}, "e5-zh": E5_GRID, "e5-en": E5_GRID}
 
 
 def pick(table: pd.DataFrame):
@@ -38,7 +41,7 @@ def pick(table: pd.DataFrame):
 
 
 def choose_settings(model: str, data: str, lrs, epochs, seed: int = 0, device="cpu", train_limit: int | None = None,
-                    out=None, progress: bool = True) -> pd.DataFrame:
+                    out=None, progress: bool = True, freeze_word_embeddings: bool = False) -> pd.DataFrame:
     """Fine-tune every (lr, epochs) of the grid and mark the one :func:`pick` chooses by dev accuracy.
 
     One row per run: ``lr, epochs, dev_accuracy, dev_macro_f1`` (after its last epoch), ``chosen`` and the
@@ -49,7 +52,8 @@ def choose_settings(model: str, data: str, lrs, epochs, seed: int = 0, device="c
         raise ValueError("the grid needs at least one learning rate and one number of epochs")
     rows = []
     for lr, n in tqdm(list(itertools.product(lrs, epochs)), desc="fine-tuning settings", disable=not progress):
-        config = FinetuneConfig(model=model, data=data, epochs=n, lr=lr, train_limit=train_limit, seed=seed)
+        config = FinetuneConfig(model=model, data=data, epochs=n, lr=lr, train_limit=train_limit, seed=seed,
+                                freeze_word_embeddings=freeze_word_embeddings)
         folder = finetune(config, device=device, progress=progress)
         last = training_history(folder).iloc[-1]
         rows.append({"lr": lr, "epochs": n, "dev_accuracy": last["dev_accuracy"],
@@ -85,7 +89,8 @@ def main(argv=None) -> int:
     if not lrs or not epochs:
         parser.error(f"preset {args.preset} has no grid in headlab.book.tuning.GRIDS: give --lrs and --epochs")
     # the same fine-tuning settings as the book's Study, but for the learning rate and the epochs
-    base = {name: settings.get(name.upper(), getattr(Study, name)) for name in ("model", "data", "seed", "train_limit")}
+    base = {name: settings.get(name.upper(), getattr(Study, name))
+            for name in ("model", "data", "seed", "train_limit", "freeze_word_embeddings")}
     device = resolve_device(args.device or str(settings.get("DEVICE", "auto")))
     out = args.out or results_root(Study.run_dir) / f"tuning-{args.preset}.csv"
     print(f"[tuning] {args.preset}: {base}; learning rates {list(lrs)} x epochs {list(epochs)}, "

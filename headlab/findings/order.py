@@ -22,6 +22,7 @@ from headlab.core.evaluate import Encoded, predict, predicted_grades
 from headlab.core.masking import head_grid
 from headlab.core.stats import boot_means, bootstrap_weights, empirical_p
 from headlab.core.sweep import MaskSpec, baseline_spec
+from headlab.inputs.words import join_words
 
 GRADES = np.arange(1, 6, dtype=np.float64)
 PROBS = [f"p{g}" for g in range(1, 6)]  # a sweep table's grade probabilities
@@ -58,17 +59,17 @@ def shuffled_frame(frame: pd.DataFrame, seed: int, column: str = "title", segmen
     """A copy of ``frame`` with ``column`` word-shuffled, plus ``changed`` (False where the order could not change).
 
     ``segment`` splits a text into words for languages without spaces (e.g. a Chinese word segmenter);
-    its shuffled words are joined without spaces.
+    its shuffled words are joined without spaces but between Latin words (:func:`headlab.inputs.words.join_words`).
     """
     out = frame.copy()
     if segment is None:
         words = [str(text).split() for text in frame[column]]
-        joiner = " "
+        join = " ".join
     else:
         words = [list(segment(str(text))) for text in frame[column]]
-        joiner = ""
+        join = join_words
     shuffled = [shuffle_words_list(w, seed) for w in words]
-    out[column] = [joiner.join(w) for w in shuffled]
+    out[column] = [join(w) for w in shuffled]
     out["changed"] = [s != w for s, w in zip(shuffled, words)]
     return out
 

@@ -18,6 +18,7 @@ import pandas as pd
 
 from headlab.core.attention import Tokens, token_roles
 from headlab.core.stats import bootstrap_weights
+from headlab.inputs.pieces import piece_convention, word_spans
 
 # A small English stopword list (articles, pronouns, prepositions, conjunctions, auxiliaries and the pieces
 # WordPiece cuts from contractions), lower case as an uncased tokenizer writes them. About half of the tokens
@@ -36,12 +37,15 @@ all any both each few more most other some such no not only own same too very ju
 s t d ll m re ve
 """.split())
 
+# What :func:`shared_terms` compares, named in the keys of saved role tables, so that a table scored under an
+# earlier definition (token ids, before SentencePiece models) is computed again rather than read.
+SHARED_TERMS = "words"
+
 ROLE_COLUMNS = ["match", "match_baseline", "match_ratio", "match_excess", "self", "sep", "cls", "prev", "next"]
 
 
-def is_punctuation(token: str) -> bool:
-    """A token made only of punctuation characters (a WordPiece ``##`` prefix is ignored)."""
-    text = token.removeprefix("##")
+def is_punctuation(text: str) -> bool:
+    """A text made only of punctuation characters."""
     return bool(text) and all(unicodedata.category(c).startswith("P") for c in text)
 
 
@@ -51,25 +55,46 @@ def content_positions(tokens: Tokens, tokenizer) -> list[int]:
     return [i for i in [*tokens.query, *tokens.title] if tokens.ids[i] not in special]
 
 
-def shared_terms(tokens: Tokens, tokenizer, stopwords=None) -> list[tuple[int, int]]:
-    """Every (query position, title position) pair holding the same token id.
+def term_words(tokens: Tokens, tokenizer, span: range, stopwords=None) -> list[tuple[str, list[str], list[int]]]:
+    """The words of ``span`` that can be shared terms: ``(text, piece texts, positions)`` for each.
 
-    Tokens are compared whole, as the tokenizer cut them (an uncased tokenizer has already folded case;
-    a ``##`` piece matches only the same ``##`` piece; a Chinese character is its own token). Special
-    tokens -- [UNK] included, since two unknown characters need not be the same --, tokens made only
-    of punctuation, and tokens whose text is in ``stopwords`` never match.
+    Words are joined from the tokenizer's pieces (:func:`headlab.inputs.pieces.word_spans`: ``una ##ffa ##ble``
+    and ``▁un believ able`` both make ``unaffable``; a Chinese character or SentencePiece's Chinese piece is a
+    word of its own) and their text is casefolded, as an uncased tokenizer already does. Words with an unknown
+    token (two unknown characters need not be the same), words made only of punctuation, and words in
+    ``stopwords`` are no terms.
     """
-    stop = set(stopwords or ())
-    special = set(tokenizer.all_special_ids)
+    pieces, stop = piece_convention(tokenizer), set(stopwords or ())
+    unknown = getattr(tokenizer, "unk_token_id", None)
+    specials = set(tokenizer.all_special_ids) - {unknown}
+    special = [i not in span or t in specials for i, t in enumerate(tokens.ids)]
+    words = []
+    for positions in word_spans(tokens.tokens, pieces, special):
+        texts = [pieces.text(tokens.tokens[i]).casefold() for i in positions]
+        text = "".join(texts)
+        if text and unknown not in [tokens.ids[i] for i in positions] and not is_punctuation(text) and text not in stop:
+            words.append((text, texts, positions))
+    return words
 
-    def is_term(i: int) -> bool:
-        return tokens.ids[i] not in special and not is_punctuation(tokens.tokens[i]) and tokens.tokens[i] not in stop
 
-    title_by_id: dict[int, list[int]] = {}
-    for t in tokens.title:
-        if is_term(t):
-            title_by_id.setdefault(tokens.ids[t], []).append(t)
-    return [(q, t) for q in tokens.query if is_term(q) for t in title_by_id.get(tokens.ids[q], [])]
+def shared_terms(tokens: Tokens, tokenizer, stopwords=None) -> list[tuple[int, int]]:
+    """Every (query position, title position) pair of pieces of the same word (:func:`term_words`), sorted.
+
+    The same word cut the same way pairs piece by piece, as a token matches itself; cut differently (``▁plane``
+    at a word start, ``plane`` after a hyphen), every piece of one pairs with every piece of the other. A piece
+    matches no piece of another word (``play ##ing`` and ``runn ##ing`` share no term).
+    """
+    title: dict[str, list[tuple[list[str], list[int]]]] = {}
+    for text, texts, positions in term_words(tokens, tokenizer, tokens.title, stopwords):
+        title.setdefault(text, []).append((texts, positions))
+    pairs = set()
+    for text, texts, positions in term_words(tokens, tokenizer, tokens.query, stopwords):
+        for title_texts, title_positions in title.get(text, []):
+            if title_texts == texts:
+                pairs.update(zip(positions, title_positions))
+            else:
+                pairs.update((q, t) for q in positions for t in title_positions)
+    return sorted(pairs)
 
 
 def longest_shared_phrase(tokens: Tokens) -> tuple[int, int, int]:

@@ -3,8 +3,10 @@
 The study's reading (finding 3): from a token that ends a word, a segmentation head attends to ``[SEP]``;
 from a token inside a word, it attends to the next token. So head (l, h) predicts "word end" for token t
 when ``attn[l, h, t, [SEP]s] > attn[l, h, t, t + 1]``. Gold word ends come either from the tokenizer
-itself (WordPiece: a piece ends a word when the next piece is not a ``##`` continuation) or from a gold
-segmentation aligned to character-level tokens (People's Daily, PKU-segmented: :mod:`headlab.inputs.pku`).
+itself (a piece ends a word when the next piece starts one: no ``##`` for WordPiece, a ``▁`` for SentencePiece,
+see :mod:`headlab.inputs.pieces`) or from a gold segmentation aligned to the tokens character by character
+(People's Daily, PKU-segmented: :mod:`headlab.inputs.pku`). Separators are the tokenizer's own (``[SEP]``,
+``</s>``); a bare SentencePiece ``▁`` holds no text, so like a special token it is never scored.
 
 On English WordPiece most tokens end a word, so "always word end" is a strong baseline; the
 tokens of multi-token words (:func:`multi_token_words`) make a harder sub-task where it is not.
@@ -32,6 +34,7 @@ import torch
 from headlab.core.attention import attention_maps
 from headlab.core.evaluate import Encoded
 from headlab.core.stats import bootstrap_weights
+from headlab.inputs.pieces import WORDPIECE, Pieces, piece_convention
 
 SPECIAL_TOKENS = frozenset({"[CLS]", "[SEP]", "[PAD]", "[MASK]", "<s>", "</s>", "<pad>", "<mask>"})
 UNK_TOKENS = frozenset({"[UNK]", "<unk>"})
@@ -40,17 +43,20 @@ UNK_TOKENS = frozenset({"[UNK]", "<unk>"})
 # --- gold word ends -------------------------------------------------------------------------------
 
 
-def wordpiece_word_ends(tokens: list[str], specials=SPECIAL_TOKENS) -> tuple[np.ndarray, np.ndarray]:
-    """``(ends, content)``: which tokens end a word in the WordPiece tokenizer's own view, and which are text.
+def piece_word_ends(tokens: list[str], specials=SPECIAL_TOKENS,
+                    pieces: Pieces = WORDPIECE) -> tuple[np.ndarray, np.ndarray]:
+    """``(ends, content)``: which tokens end a word in the tokenizer's own view, and which are text.
 
-    A non-special token ends a word when the next token is not a ``##`` continuation (a special token or
-    the end of the sequence also close the word). Special tokens are no text and end no word. Punctuation
-    is its own word to BERT's pre-tokenizer, so ``"hello,"`` has two word ends.
+    A text token ends a word when the next token starts one (:meth:`headlab.inputs.pieces.Pieces.starts_word`:
+    for WordPiece, it is no ``##`` continuation); a special token or the end of the sequence also close the
+    word. Special tokens and bare ``▁`` pieces are no text and end no word. Punctuation is its own word, so
+    ``"hello,"`` has two word ends.
     """
-    content = np.array([t not in specials for t in tokens], dtype=bool)
+    special = np.array([t in specials for t in tokens], dtype=bool)
+    content = ~special & np.array([bool(pieces.text(t)) for t in tokens], dtype=bool)
     ends = np.zeros(len(tokens), dtype=bool)
     for i in np.flatnonzero(content):
-        ends[i] = i + 1 == len(tokens) or not tokens[i + 1].startswith("##")
+        ends[i] = i + 1 == len(tokens) or special[i + 1] or pieces.starts_word(tokens[i + 1], tokens[i])
     return ends, content
 
 
@@ -61,12 +67,13 @@ def _fold(text: str) -> str:
                    and unicodedata.category(c) not in ("Cc", "Cf"))
 
 
-def gold_word_ends_from_segmentation(words: list[str], tokens: list[str]) -> np.ndarray:
+def gold_word_ends_from_segmentation(words: list[str], tokens: list[str], pieces: Pieces = WORDPIECE) -> np.ndarray:
     """Align the tokens of one segment (no special tokens) to a gold segmentation; True where a token ends a word.
 
     Alignment is character by character, after the normalisation a BERT tokenizer applies (case, full-width
-    forms, accents, whitespace), so ``"Ａ"`` in the corpus matches ``"a"`` in the vocabulary. A ``##x`` token
-    covers ``x``; an unknown token (``[UNK]``) covers one character, extended up to where the next token's
+    forms, accents, whitespace), so ``"Ａ"`` in the corpus matches ``"a"`` in the vocabulary. A token covers
+    its text without the piece marks (``##x`` and ``▁x`` cover ``x``); a bare ``▁`` covers nothing and ends no
+    word; an unknown token (``[UNK]``) covers one character, extended up to where the next token's
     text begins (WordPiece turns a whole unknown word into one ``[UNK]``), or the rest if it is last. A token that spans a
     gold boundary counts as a word end exactly when its last character ends a word. Texts that do not
     align raise ValueError naming the first mismatch.
@@ -83,6 +90,9 @@ def gold_word_ends_from_segmentation(words: list[str], tokens: list[str]) -> np.
     ends = np.zeros(len(tokens), dtype=bool)
     pos = 0
     for i, token in enumerate(tokens):
+        piece = _fold(pieces.text(token))
+        if not piece:
+            continue  # a bare word-start mark: no text, no word end
         if pos >= len(text):
             raise ValueError(f"token {i} {token!r}: the gold text {text!r} is used up; tokens {tokens[i:]} are left over")
         if token in UNK_TOKENS:
@@ -90,12 +100,9 @@ def gold_word_ends_from_segmentation(words: list[str], tokens: list[str]) -> np.
                 pos = len(text)  # the last token: an unknown word takes the rest
             else:
                 stop = char_stop[pos]  # at least one source character
-                found = text.find(_following_text(tokens, i), stop) if tokens[i + 1] not in UNK_TOKENS else -1
+                found = text.find(_fold(pieces.text(tokens[i + 1])), stop) if tokens[i + 1] not in UNK_TOKENS else -1
                 pos = found if found != -1 else stop  # not found: the next token fails with its own message
         else:
-            piece = _fold(token[2:] if token.startswith("##") else token)
-            if not piece:
-                raise ValueError(f"token {i} {token!r} has no characters to align")
             if text[pos : pos + len(piece)] != piece:
                 raise ValueError(f"token {i} {token!r} does not match the gold text at character {pos}: "
                                  f"{text[pos : pos + len(piece) + 5]!r} (gold {text!r})")
@@ -106,21 +113,20 @@ def gold_word_ends_from_segmentation(words: list[str], tokens: list[str]) -> np.
     return ends
 
 
-def _following_text(tokens: list[str], i: int) -> str:
-    """Folded text of the known token after ``i``."""
-    nxt = tokens[i + 1]
-    return _fold(nxt[2:] if nxt.startswith("##") else nxt)
+def segment_word_ends(tokens: list[str], segments: list[list[str]], specials=SPECIAL_TOKENS,
+                      pieces: Pieces = WORDPIECE) -> tuple[np.ndarray, np.ndarray]:
+    """``(ends, content)`` for a whole encoded sequence: each run of non-special tokens aligned to its gold words.
 
-
-def segment_word_ends(tokens: list[str], segments: list[list[str]], specials=SPECIAL_TOKENS) -> tuple[np.ndarray, np.ndarray]:
-    """``(ends, content)`` for a whole encoded sequence: each run of non-special tokens aligned to its gold words."""
-    content = np.array([t not in specials for t in tokens], dtype=bool)
+    ``content`` is False for special tokens and for bare ``▁`` pieces, which hold no text.
+    """
+    special = np.array([t in specials for t in tokens], dtype=bool)
+    content = ~special & np.array([bool(pieces.text(t)) for t in tokens], dtype=bool)
     ends = np.zeros(len(tokens), dtype=bool)
-    runs = _runs(content)
+    runs = _runs(~special)
     if len(runs) != len(segments):
         raise ValueError(f"the tokens have {len(runs)} segments between special tokens, the gold has {len(segments)}")
     for (start, stop), words in zip(runs, segments):
-        ends[start:stop] = gold_word_ends_from_segmentation(words, tokens[start:stop])
+        ends[start:stop] = gold_word_ends_from_segmentation(words, tokens[start:stop], pieces)
     return ends, content
 
 
@@ -146,15 +152,19 @@ def multi_token_words(ends: np.ndarray, content: np.ndarray) -> np.ndarray:
     return content & (continues | ~ends)
 
 
-def rule_positions(content: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def rule_positions(content: np.ndarray, special: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``(scored, before_sep)``: the text tokens the rule is scored on, and the last one of each segment, left out.
 
-    A segment's last token is followed by ``[SEP]``, not by a next token: the rule would weigh its attention
-    to ``[SEP]`` against nothing and say "word end", which the gold always says there too. That is a hit for
-    every head and for the probe's features alike, for free, so those tokens are left out of every score.
+    A segment's last token is followed by ``[SEP]`` (``</s>``), not by a next token: the rule would weigh its
+    attention to ``[SEP]`` against nothing and say "word end", which the gold always says there too. That is a
+    hit for every head and for the probe's features alike, for free, so those tokens are left out of every score.
+    ``special`` flags the special tokens; without it every token that is no text counts as one. Given, a bare
+    ``▁`` inside a segment (no text, no special token) does not make the token before it a segment's last.
     """
     content = np.asarray(content, dtype=bool)
-    before_sep = np.array([stop - 1 for _, stop in _runs(content)], dtype=np.int64)
+    special = ~content if special is None else np.asarray(special, dtype=bool)
+    followed_by_special = np.append(special[1:], True)
+    before_sep = np.flatnonzero(content & followed_by_special)
     return np.setdiff1d(np.flatnonzero(content), before_sep), before_sep
 
 
@@ -181,7 +191,7 @@ def encode_segmented(tokenizer, sentences: list[list[str]], max_length: int = 12
 
 def encode_segmented_examples(tokenizer, examples: list[list[list[str]]], max_length: int = 128) -> SegmentedSet:
     """Like :func:`encode_segmented` for examples of one or two segments (a query and a title), each a word list."""
-    specials = special_tokens(tokenizer)
+    specials, pieces = special_tokens(tokenizer), piece_convention(tokenizer)
     ids, types, segments, too_long, unaligned = [], [], [], 0, 0
     for example in examples:
         if len(example) not in (1, 2):
@@ -191,7 +201,7 @@ def encode_segmented_examples(tokenizer, examples: list[list[list[str]]], max_le
             too_long += 1
             continue
         try:
-            segment_word_ends(tokenizer.convert_ids_to_tokens(enc["input_ids"]), example, specials)
+            segment_word_ends(tokenizer.convert_ids_to_tokens(enc["input_ids"]), example, specials, pieces)
         except ValueError:
             unaligned += 1
             continue
@@ -264,15 +274,30 @@ def special_tokens(tokenizer) -> set[str]:
     return set(tokenizer.all_special_tokens) - {getattr(tokenizer, "unk_token", None)} - UNK_TOKENS
 
 
-def _gold(tokenizer, ids: list[int], segments) -> tuple[list[str], np.ndarray, np.ndarray, list[int]]:
-    """``(tokens, ends, content, seps)`` of one encoded example: WordPiece gold, or the given gold words."""
-    specials = special_tokens(tokenizer)
+@dataclass
+class Gold:
+    """One encoded example's tokens, gold word ends, text and special flags, and separator positions."""
+
+    tokens: list[str]
+    ends: np.ndarray
+    content: np.ndarray
+    special: np.ndarray
+    seps: list[int]
+
+    def rule_positions(self) -> tuple[np.ndarray, np.ndarray]:
+        return rule_positions(self.content, self.special)
+
+
+def _gold(tokenizer, ids: list[int], segments) -> Gold:
+    """One encoded example's :class:`Gold`: the tokenizer's own word ends, or the given gold words."""
+    specials, pieces = special_tokens(tokenizer), piece_convention(tokenizer)
     tokens = tokenizer.convert_ids_to_tokens(ids)
     if segments is None:
-        ends, content = wordpiece_word_ends(tokens, specials)
+        ends, content = piece_word_ends(tokens, specials, pieces)
     else:
-        ends, content = segment_word_ends(tokens, segments, specials)
-    return tokens, ends, content, [i for i, t in enumerate(ids) if t == tokenizer.sep_token_id]
+        ends, content = segment_word_ends(tokens, segments, specials, pieces)
+    special = np.array([t in specials for t in tokens], dtype=bool)
+    return Gold(tokens, ends, content, special, [i for i, t in enumerate(ids) if t == tokenizer.sep_token_id])
 
 
 def boundary_data(attention, encoded: Encoded, tokenizer, segments=None) -> BoundaryData:
@@ -282,13 +307,12 @@ def boundary_data(attention, encoded: Encoded, tokenizer, segments=None) -> Boun
     """
     preds, feats, golds, groups, multis, excluded = [], [], [], [], [], []
     for example, maps in attention:
-        _, ends, content, seps = _gold(tokenizer, encoded.input_ids[example],
-                                       None if segments is None else segments[example])
-        positions, before_sep = rule_positions(content)
-        multi = multi_token_words(ends, content)
-        preds.append(rule_predictions(maps, seps, positions))
-        feats.append(boundary_features(maps, seps, positions))
-        golds.append(ends[positions])
+        gold = _gold(tokenizer, encoded.input_ids[example], None if segments is None else segments[example])
+        positions, before_sep = gold.rule_positions()
+        multi = multi_token_words(gold.ends, gold.content)
+        preds.append(rule_predictions(maps, gold.seps, positions))
+        feats.append(boundary_features(maps, gold.seps, positions))
+        golds.append(gold.ends[positions])
         groups.append(np.full(len(positions), example))
         multis.append(multi[positions])
         excluded.append(multi[before_sep])
@@ -309,10 +333,10 @@ class BoundaryExample:
 def boundary_example(model, encoded: Encoded, tokenizer, example: int, segments=None, device="cpu") -> BoundaryExample:
     """Attention and the rule's reading of every head on one example (``segments``: all examples' gold words)."""
     _, maps = next(attention_maps(model, encoded, indices=[example], device=device, pad_id=tokenizer.pad_token_id or 0))
-    tokens, ends, content, seps = _gold(tokenizer, encoded.input_ids[example],
-                                        None if segments is None else segments[example])
-    positions, _ = rule_positions(content)
-    to_sep, to_next = _sep_and_next(maps, seps, positions)
+    gold = _gold(tokenizer, encoded.input_ids[example], None if segments is None else segments[example])
+    tokens, ends, content = gold.tokens, gold.ends, gold.content
+    positions, _ = gold.rule_positions()
+    to_sep, to_next = _sep_and_next(maps, gold.seps, positions)
     layers, heads, n = to_sep.shape
     table = pd.DataFrame({
         "example": example,

@@ -41,7 +41,7 @@ PKU_DEFAULT_SENTENCES = 500
 
 @dataclass
 class SegmentationCorpus:
-    """The examples whose attention is read, their gold words (None: WordPiece's own), and a note on what they are."""
+    """The examples whose attention is read, their gold words (None: the tokenizer's own), and a note on them."""
 
     name: str
     encoded: Encoded
@@ -65,7 +65,9 @@ def segmentation_corpus(setup, corpus: str = "eval", limit: int | None = None, s
         texts = [f"{q} [SEP] {t}" for q, t in zip(setup.frame["query"][:n], setup.frame["title"][:n])]
         tokens = sum(map(len, encoded.input_ids))
         note = (f"**Corpus**: the first {n} {setup.study.eval_split} pairs (query and title), {tokens} tokens; gold word "
-                "ends are the tokenizer's own: a piece ends a word unless the next piece continues it (`##`).")
+                "ends are the tokenizer's own: a piece ends a word unless the next piece continues it "
+                "(WordPiece: `##`; SentencePiece: no `▁`, with punctuation and Chinese characters standing alone, "
+                "as to BERT).")
         return SegmentationCorpus(corpus, encoded, None, texts, note)
     if corpus == "eval-jieba":
         n = len(setup.frame) if limit is None else min(int(limit), len(setup.frame))

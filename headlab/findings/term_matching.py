@@ -20,7 +20,7 @@ from headlab.core.stats import empirical_p, equivalent, mcnemar, relative_change
 from headlab.core.sweep import MaskSpec, baseline_correct, baseline_spec, correct_matrix, draw_seed, random_share_specs
 from headlab.findings.importance import half_pool, half_split
 from headlab.findings.layer_dependence import STUDY_MATCHING_LAYERS, study_layers_to_ours
-from headlab.findings.roles import rank_heads, role_scores
+from headlab.findings.roles import SHARED_TERMS, rank_heads, role_scores
 
 # condition -> (how the table names it, the study's relative change or None where the study has no number)
 CONDITIONS = {
@@ -38,7 +38,7 @@ COMPARISONS = [("matching", "random", "lower"), ("matching", "random_lower", "lo
 
 
 def _role_key(limit, seed: int, stopwords) -> str:
-    settings = {"limit": limit, "seed": seed, "stopwords": sorted(stopwords or ())}
+    settings = {"limit": limit, "seed": seed, "stopwords": sorted(stopwords or ()), "terms": SHARED_TERMS}
     return hashlib.sha256(json.dumps(settings).encode()).hexdigest()[:10]
 
 
@@ -53,8 +53,9 @@ def head_roles(setup, limit: int | None = None, stopwords=None) -> pd.DataFrame:
     """Every head's role scores (:func:`headlab.findings.roles.role_scores`) on the evaluation split: loaded or computed.
 
     Notebooks 05-07 all rank heads by these scores, so the first to run saves them in the study's table
-    folder as ``head_roles-<key>.csv``, the key naming ``limit`` (examples used, a seeded subset), the seed
-    and the stopword list; the others load that file.
+    folder as ``head_roles-<key>.csv``, the key naming ``limit`` (examples used, a seeded subset), the seed,
+    the stopword list and what a shared term is (:data:`headlab.findings.roles.SHARED_TERMS`); the others load
+    that file.
     """
     study = setup.study
     name = f"head_roles-{_role_key(limit, study.seed, stopwords)}"

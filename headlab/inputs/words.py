@@ -34,6 +34,25 @@ def chinese_words(text: str) -> list[str]:
     return [w for w in _jieba().lcut(text) if w.strip()]
 
 
+def join_words(words: list[str]) -> str:
+    """Words written as Chinese text is: without spaces, except one between two words that would otherwise run
+    together into another word (Latin letters or digits on both sides: ``Lone Fox``, not ``LoneFox``).
+
+    A shuffle that put ``Fox`` right before ``Lone`` would else make the new word ``FoxLone``, which any
+    tokenizer (a SentencePiece one most of all) reads differently from the two words it shuffled.
+    """
+    text = ""
+    for word in words:
+        if text and _runs_together(text[-1], word[0]):
+            text += " "
+        text += word
+    return text
+
+
+def _runs_together(left: str, right: str) -> bool:
+    return left.isalnum() and right.isalnum() and not has_cjk(left) and not has_cjk(right)
+
+
 def word_segmenter(texts):
     """``None`` (split on whitespace) for texts with no Chinese characters, else :func:`chinese_words`."""
     return chinese_words if any(has_cjk(str(t)) for t in texts) else None

@@ -65,6 +65,7 @@ class Study:
     epochs: int = 3
     lr: float = 5e-5
     train_limit: int | None = None
+    freeze_word_embeddings: bool = False
     eval_split: str = "test"
     eval_limit: int | None = None
     batch_size: int = 64
@@ -86,7 +87,8 @@ class Study:
     @property
     def finetune_config(self) -> FinetuneConfig:
         return FinetuneConfig(model=self.model, data=self.data, epochs=self.epochs, lr=self.lr,
-                              train_limit=self.train_limit, seed=self.seed)
+                              train_limit=self.train_limit, seed=self.seed,
+                              freeze_word_embeddings=self.freeze_word_embeddings)
 
     def fine_tune(self) -> Path:
         """The fine-tuned model folder: trained on the first call (minutes), then read from the cache."""

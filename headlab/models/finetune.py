@@ -42,6 +42,9 @@ class FinetuneConfig:
     warmup: float = 0.1
     weight_decay: float = 0.01
     seed: int = 0
+    # keep the word-embedding matrix as pretrained: e5's is 96M of its 118M weights, one row per piece of 250k
+    # in many languages, which a few thousand pairs of one language cannot train (and AdamW would decay every row)
+    freeze_word_embeddings: bool = False
 
     def __post_init__(self):
         for name in ("epochs", "batch_size", "max_length"):
@@ -70,7 +73,10 @@ def _fingerprint(spec: str) -> str:
 
 def checkpoint_dir(config: FinetuneConfig) -> Path:
     """Where the fine-tuned model for ``config`` lives in the cache."""
-    key_source = {**asdict(config), "model": _fingerprint(config.model), "data": _fingerprint(config.data),
+    settings = asdict(config)
+    if not config.freeze_word_embeddings:
+        del settings["freeze_word_embeddings"]  # the keys of checkpoints trained before the option stay the same
+    key_source = {**settings, "model": _fingerprint(config.model), "data": _fingerprint(config.data),
                   "procedure": TRAINING_PROCEDURE}
     key = hashlib.sha256(json.dumps(key_source, sort_keys=True).encode()).hexdigest()[:12]
     name = Path(config.model).name if not is_asset(config.model) else config.model
@@ -107,6 +113,7 @@ def _train(config: FinetuneConfig, work: Path, device: torch.device, progress: b
 
     torch.manual_seed(config.seed)
     model = load_classifier(config.model).to(device)
+    model.get_input_embeddings().requires_grad_(not config.freeze_word_embeddings)  # no gradient: AdamW skips it
     steps_per_epoch = -(-len(train_enc) // config.batch_size)
     optimizer, scheduler = optimizer_and_schedule(model, config.lr, config.weight_decay, config.warmup,
                                                   steps_per_epoch * config.epochs)

@@ -1,0 +1,78 @@
+"""How a tokenizer's pieces make words: WordPiece marks a word's later pieces (``##``), SentencePiece its first (``▁``).
+
+The findings read words off token strings (word ends, shared terms), so they need to know which mark the
+tokenizer writes. A WordPiece tokenizer (BERT, MiniLM, the character models headlab pretrains) has already cut
+the text at spaces, punctuation and each Chinese character before it cuts pieces, so a piece without ``##``
+starts a word. A SentencePiece unigram tokenizer (XLM-R, multilingual e5) cuts only at spaces, and its pieces
+may hold several Chinese characters (``▁一个人``) or stand alone as a bare ``▁`` before a piece that has no
+``▁`` form. Its words are made the same as BERT's here: a piece also starts a word where punctuation or a
+Chinese character begins it or ends the piece before it, so word ends and shared terms mean the same for both.
+"""
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+
+from headlab.inputs.words import has_cjk
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """A tokenizer's piece convention: the prefix that marks a continuing piece, or the one that marks a word start."""
+
+    continuation: str = ""  # WordPiece: "##"
+    word_start: str = ""  # SentencePiece: "▁"
+
+    def text(self, piece: str) -> str:
+        """The characters a piece stands for, without its marks ("" for a bare word-start mark)."""
+        if self.continuation and piece.startswith(self.continuation):
+            return piece[len(self.continuation):]
+        return piece.replace(self.word_start, "") if self.word_start else piece
+
+    def starts_word(self, piece: str, previous: str | None) -> bool:
+        """Whether ``piece`` begins a new word, given the piece before it (None: a special token or nothing)."""
+        if previous is None:
+            return True
+        if self.continuation:
+            return not piece.startswith(self.continuation)
+        if piece.startswith(self.word_start):
+            return True
+        before, text = self.text(previous), self.text(piece)  # after a bare "▁", ``before`` is empty: its word goes on
+        return (bool(before) and _stands_alone(before[-1])) or (bool(text) and _stands_alone(text[0]))
+
+
+WORDPIECE = Pieces(continuation="##")
+SENTENCEPIECE = Pieces(word_start="▁")
+
+
+def _stands_alone(char: str) -> bool:
+    """Punctuation and Chinese characters are words of their own to BERT's pre-tokenizer."""
+    return unicodedata.category(char).startswith("P") or has_cjk(char)
+
+
+def piece_convention(tokenizer) -> Pieces:
+    """The convention of a tokenizer: read off its fast backend's model (Unigram: ``▁`` word starts), else WordPiece."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    model = getattr(backend, "model", None)
+    if type(model).__name__ == "Unigram":
+        return SENTENCEPIECE
+    return Pieces(continuation=getattr(model, "continuing_subword_prefix", None) or WORDPIECE.continuation)
+
+
+def word_spans(tokens: list[str], pieces: Pieces, special) -> list[list[int]]:
+    """The positions of each word of a token sequence, in order: pieces joined by :meth:`Pieces.starts_word`.
+
+    Positions flagged ``special`` belong to no word and close the word before them. A bare ``▁`` opens a word
+    that the next piece joins unless that piece stands alone (``▁ 一个人``): then the ``▁``'s word has no text.
+    """
+    words: list[list[int]] = []
+    previous = None
+    for i, token in enumerate(tokens):
+        if special[i]:
+            previous = None
+            continue
+        if pieces.starts_word(token, previous) or not words:
+            words.append([])
+        words[-1].append(i)
+        previous = token
+    return words
