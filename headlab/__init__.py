@@ -9,7 +9,9 @@ The package's folders are its layers, and imports only go down (``tests/test_lay
 assets, relevance pairs, corpora, words, the network guard), ``models`` (names, loading, one training skeleton for
 fine-tuning and pretraining), ``lab`` (the notebook parameters and the :class:`Lab` they lead to), ``findings`` (one
 module per finding of the study), ``report`` (charts, explorers, attention views), ``book`` (presets, the build,
-fine-tuning settings chosen on dev).
+fine-tuning settings chosen on dev). Each layer exports the names a notebook needs from it, loaded on first use:
+``from headlab.core import run_sweep``, ``from headlab.findings import matching_heads``, ``from headlab.report import
+show`` (a finding's own names come from its module, ``headlab.findings.redundancy``).
 """
 __version__ = "0.1.0"
 
@@ -20,8 +22,9 @@ if _os.environ.get("HEADLAB_NO_NETWORK") == "1":  # before anything can open a c
 
     _netguard.install()
 
-# The public names, imported on first use (PEP 562): ``python -m headlab.inputs.assets`` and the other entry points
-# then run their module once, not after the package has already imported it.
+from headlab.core.exports import exports as _exports  # noqa: E402  (after the network guard)
+
+# The public names, imported on first use (headlab.core.exports); each layer exports its own (headlab.core, ...).
 _PUBLIC = {
     "AttentionCache": "headlab.core.attention",
     "mask_heads": "headlab.core.masking",
@@ -34,16 +37,4 @@ _PUBLIC = {
     "Study": "headlab.lab.study",
     "load": "headlab.lab.study",
 }
-__all__ = sorted(_PUBLIC)
-
-
-def __getattr__(name):
-    if name not in _PUBLIC:
-        raise AttributeError(f"module 'headlab' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(_PUBLIC[name]), name)
-
-
-def __dir__():
-    return sorted([*globals(), *_PUBLIC])
+__all__, __getattr__, __dir__ = _exports(__name__, _PUBLIC)

@@ -1,28 +1,82 @@
 """The book end to end: notebooks are clean and parameterized, `make book` picks the preset, and the whole book
 builds from tiny runs on the real default model and data, and runs on a tiny MPNet."""
+import ast
+import builtins
+import importlib
+import json
 import shutil
 import subprocess
 
-import nbformat
 import pandas as pd
 import pytest
 import torch
+from test_layers import LAYERS
 from transformers import MPNetConfig, MPNetForSequenceClassification, MPNetTokenizer
 
 from headlab.book.build import PRESETS, REPO
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+MOST_HEADLAB_MODULES = 6  # per notebook: the package, a few layers, the finding's own modules
+
+
+def code_cells(path):
+    """The notebook's code cells as dicts, their source joined (plain JSON: nbformat costs seconds to import)."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return [{**c, "source": "".join(c["source"])} for c in cells if c["cell_type"] == "code"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebooks_are_committed_clean_with_a_parameters_cell(path):
-    nb = nbformat.read(path, as_version=4)
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    assert all(not c.outputs and c.execution_count is None for c in code), "clear the outputs before committing"
-    tagged = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    code = code_cells(path)
+    assert all(not c["outputs"] and c["execution_count"] is None for c in code), "clear the outputs before committing"
+    tagged = [c for c in code if "parameters" in c["metadata"].get("tags", [])]
     assert len(tagged) == 1
     for name in ("MODEL", "DATA", "SEED", "DEVICE", "EVAL_LIMIT", "RUN_DIR"):
-        assert f"{name} = " in tagged[0].source
+        assert f"{name} = " in tagged[0]["source"]
+
+
+def is_public_module(module: str) -> bool:
+    """``headlab``, one of its layers (``headlab.core``), or a finding's own module (``headlab.findings.order``)."""
+    parts = module.split(".")
+    return parts[0] == "headlab" and (len(parts) == 1 or len(parts) == 2 and parts[1] in LAYERS
+                                      or len(parts) == 3 and parts[1] == "findings")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebooks_use_the_public_api_and_every_name_they_use_exists(path):
+    """A notebook imports public names from a few public modules, and reads no name it neither defines nor imports
+    (a name dropped from an import line would otherwise fail only when the book is built)."""
+    trees = [ast.parse(c["source"], filename=f"{path.name} cell") for c in code_cells(path)]
+    nodes = [n for tree in trees for n in ast.walk(tree)]
+    imports = [n for n in nodes if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("headlab")]
+    assert not [n for n in nodes if isinstance(n, ast.Import) and any(a.name.startswith("headlab.") for a in n.names)]
+    modules = {n.module for n in imports}
+    assert len(modules) <= MOST_HEADLAB_MODULES, f"{path.name} imports from {len(modules)} modules: {sorted(modules)}"
+    for node in imports:
+        assert is_public_module(node.module), f"{node.module}: import from headlab or a layer (headlab.core, ...)"
+        module = importlib.import_module(node.module)
+        for alias in node.names:
+            assert not alias.name.startswith("_"), f"{path.name} imports the private {node.module}.{alias.name}"
+            assert hasattr(module, alias.name), f"{path.name}: {node.module} has no {alias.name}"
+    from_headlab = {"headlab"} | {a.asname or a.name for n in imports for a in n.names}
+    private = [ast.unparse(n) for n in nodes if isinstance(n, ast.Attribute) and n.attr.startswith("_")
+               and ast.unparse(n.value).split(".")[0] in from_headlab]
+    assert not private, f"{path.name} uses private headlab names: {private}"
+
+    bound = set(dir(builtins)) | {"display", "get_ipython"}  # the kernel's own names
+    for n in nodes:
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            bound.add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.ClassDef)):
+            bound.add(n.name)
+        elif isinstance(n, ast.arg):
+            bound.add(n.arg)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            bound.add(n.name)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in n.names)
+    unknown = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - bound
+    assert not unknown, f"{path.name} uses names it neither defines nor imports: {sorted(unknown)}"
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")

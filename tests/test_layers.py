@@ -2,6 +2,7 @@
 report <- book. No module imports headlab inside a function (a lazy import that would hide a cycle), and there is
 no cycle between modules."""
 import ast
+import importlib
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,18 @@ def test_the_contract_test_catches_an_upward_and_a_lazy_import():
     lazy = ast.parse("def f():\n    from headlab.core import stats\n")
     (target, node), = headlab_imports(lazy)
     assert target == "headlab.core.stats" and id(node) not in {id(n) for n in lazy.body}
+
+
+@pytest.mark.parametrize("package", ["headlab", *(f"headlab.{layer}" for layer in LAYERS)])
+def test_a_package_exports_existing_names_from_its_own_layer(package):
+    """The exports load on first use, out of the import test's sight: a layer's names must come from the layer
+    itself (an export from a higher layer would be an upward import), and each must exist."""
+    module = importlib.import_module(package)
+    public = getattr(module, "_PUBLIC", {})
+    assert module.__dict__.get("__all__", sorted(public)) == sorted(public)
+    for name, source in public.items():
+        assert package == "headlab" or source.startswith(f"{package}."), f"{package} exports {name} from {source}"
+        assert getattr(module, name) is not None
+        assert name in dir(module)
+    with pytest.raises(AttributeError, match="no attribute 'not_exported'"):
+        getattr(module, "not_exported")

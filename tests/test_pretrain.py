@@ -125,24 +125,24 @@ def test_pretraining_learns_and_saves_a_model_every_notebook_can_load(tiny_corpu
 def test_a_run_stopped_after_a_checkpoint_resumes_where_it_stopped(tiny_corpus, monkeypatch):
     import headlab.models.pretrain as pt
 
-    config = PretrainConfig(**TINY, steps=60)
+    config = PretrainConfig(**TINY, steps=30)
     calls, crashed = [], []
     real = pt.make_batch
 
-    def crash_at_step_40(corpus, cfg, step):
+    def crash_at_step_20(corpus, cfg, step):
         calls.append(step)
-        if step == 40 and not crashed:
+        if step == 20 and not crashed:
             crashed.append(step)
             raise KeyboardInterrupt
         return real(corpus, cfg, step)
 
-    monkeypatch.setattr(pt, "make_batch", crash_at_step_40)
+    monkeypatch.setattr(pt, "make_batch", crash_at_step_20)
     with pytest.raises(KeyboardInterrupt):
-        pretrain(config, "crash", progress=False, save_every=20)
-    assert calls[-1] == 40
+        pretrain(config, "crash", progress=False, save_every=10)
+    assert calls[-1] == 20
     calls.clear()
-    folder = pretrain(config, "crash", progress=False, save_every=20)
-    assert calls[0] == 40  # steps 0-39 were restored from the checkpoint, not retrained
+    folder = pretrain(config, "crash", progress=False, save_every=10)
+    assert calls[0] == 20  # steps 0-19 were restored from the checkpoint, not retrained
     monkeypatch.setattr(pt, "make_batch", real)
     reference = pretrain(config, "reference", progress=False, save_every=1000)
     a, b = load_file(folder / "model.safetensors"), load_file(reference / "model.safetensors")

@@ -18,7 +18,8 @@ def readme_example() -> str:
 def test_the_readme_example_runs_on_a_tiny_model(tmp_path, monkeypatch, capsys):
     code = readme_example()
     assert len(code.strip().splitlines()) == 5
-    lab = tiny_setup(tmp_path, frame=pd.concat([PAIRS] * 40, ignore_index=True), layers=6)
+    lab = tiny_setup(tmp_path, frame=pd.concat([PAIRS] * 40, ignore_index=True), layers=6,
+                     batch_size=100)
     asked = {}
     monkeypatch.setattr(headlab, "load", lambda **kwargs: asked.update(kwargs) or lab)
     names = {}

@@ -125,7 +125,7 @@ def test_a_killed_sweep_resumes_to_the_same_table(tmp_path, sig):
     enc = Encoded(ids, [[0] * len(x) for x in ids], rng.integers(1, 6, size=24), 0)
 
     def run(out):
-        run_sweep(tiny_bert(), enc, random_share_specs(3, 4, [0.25, 0.5, 0.75], 10, seed=0), out, batch_size=8,
+        run_sweep(tiny_bert(), enc, random_share_specs(3, 4, [0.25, 0.5, 0.75], 4, seed=0), out, batch_size=8,
                   progress=False)
 
     def frozen_run():  # frozen right after the third mask's file is in place

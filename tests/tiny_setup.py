@@ -29,18 +29,19 @@ def tiny_classifier(vocab_size: int, layers: int = 4, seed: int = 0):
 
 
 def tiny_setup(run_dir, frame: pd.DataFrame = PAIRS, layers: int = 4, seed: int = 0,
-               n_right: int | None = None) -> Lab:
+               n_right: int | None = None, batch_size: int = 4) -> Lab:
     """The Lab of a random model on ``frame``; with ``n_right``, labels are set so that the unmasked model
-    grades exactly the first ``n_right`` pairs right (a baseline accuracy of 0 has no relative change)."""
+    grades exactly the first ``n_right`` pairs right (a baseline accuracy of 0 has no relative change). The small
+    default ``batch_size`` splits the five pairs into ragged batches; many pairs run faster in larger ones."""
     tokenizer = minilm_tokenizer()
     model = tiny_classifier(len(tokenizer), layers, seed)
     encoded = encode(tokenizer, frame)
-    probs = predict(model, encoded, batch_size=4)
+    probs = predict(model, encoded, batch_size=batch_size)
     if n_right is not None:
         predicted = predicted_grades(probs)
         frame = frame.assign(label=np.where(np.arange(len(frame)) < n_right, predicted, predicted % 5 + 1))
         encoded = encode(tokenizer, frame)
-    study = Study(device="cpu", run_dir=str(run_dir), batch_size=4)
+    study = Study(device="cpu", run_dir=str(run_dir), batch_size=batch_size)
     return Lab(study, model, tokenizer, frame, encoded, probs)
 
 

@@ -1,1 +1,12 @@
-"""Models: names, loading from safetensors, fine-tuning and pretraining."""
+"""Models: names, loading from safetensors, fine-tuning and pretraining.
+
+    from headlab.models import load_encoder, training_history
+"""
+from headlab.core.exports import exports as _exports
+
+_PUBLIC = {
+    "training_history": "headlab.models.finetune",
+    "load_encoder": "headlab.models.loading",
+    "model_note": "headlab.models.pretrain",
+}
+__all__, __getattr__, __dir__ = _exports(__name__, _PUBLIC)

@@ -9,6 +9,7 @@ Live in JupyterLab, which serves no such files, :func:`inline_scripts` puts a fi
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shutil
@@ -55,6 +56,7 @@ class ScriptError(RuntimeError):
     """A shipped JavaScript file does not match its pin."""
 
 
+@functools.cache  # seconds of CPU, and the pin makes every call's bundle the same: made once per process
 def vega_bundle() -> str:
     """Vega-Embed with Vega and Vega-Lite, wrapped in a function so that its top-level names stay private.
 
