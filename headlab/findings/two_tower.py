@@ -15,6 +15,7 @@ import pandas as pd
 
 from headlab.core.evaluate import metrics
 from headlab.core.stats import bootstrap_weights, equivalent, mcnemar, relative_change
+from headlab.findings.lexical import fit_lexical
 
 REFERENCE = "cross-encoder"
 STUDY_MASKED = -0.524  # the study's 5 term-matching heads masked; it measured no two-tower model
@@ -42,6 +43,11 @@ def pretraining_note(model: str) -> str:
 
 def _pct(x: float) -> str:
     return f"{x:+.1%}"
+
+
+def lexical_grades(train: pd.DataFrame, evaluated: pd.DataFrame) -> np.ndarray:
+    """Grades of the ``evaluated`` pairs by the lexical overlap grader fitted on the ``train`` pairs."""
+    return fit_lexical(train).probabilities(evaluated).argmax(axis=1) + 1
 
 
 def condition_table(predicted: dict[str, np.ndarray], grades: np.ndarray, n_boot: int = 2000, seed: int = 0,
