@@ -135,6 +135,19 @@ def save_tiny_bert(folder, initializer_range: float = 0.02):
 
 
 @pytest.fixture
+def pairs_file(tmp_path):
+    """240 random pairs of :data:`WORDS` with random grades: 160 train, then train, dev and test in turn."""
+    rng = np.random.default_rng(0)
+    rows = ["query\ttitle\tlabel\tsplit"]
+    for i in range(240):
+        q, t = " ".join(rng.choice(WORDS, 4)), " ".join(rng.choice(WORDS, 5))
+        rows.append(f"{q}\t{t}\t{rng.integers(1, 6)}\t{['train', 'dev', 'test'][i % 3] if i >= 160 else 'train'}")
+    path = tmp_path / "pairs.tsv"
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+@pytest.fixture
 def tiny_model_folder(tmp_path):
     return save_tiny_bert(tmp_path / "tiny-bert")
 

@@ -6,7 +6,6 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 import torch
-from conftest import WORDS
 from interrupt import freeze_after, run_killed
 from safetensors.numpy import load_file
 
@@ -14,19 +13,6 @@ from headlab.core.evaluate import Encoded
 from headlab.models import finetune as finetune_module
 from headlab.models.finetune import FinetuneConfig, checkpoint_dir, finetune
 from headlab.models.training import is_complete
-
-
-@pytest.fixture
-def pairs_file(tmp_path):
-    rng = np.random.default_rng(0)
-    words = WORDS
-    rows = ["query\ttitle\tlabel\tsplit"]
-    for i in range(240):
-        q, t = " ".join(rng.choice(words, 4)), " ".join(rng.choice(words, 5))
-        rows.append(f"{q}\t{t}\t{rng.integers(1, 6)}\t{['train', 'dev', 'test'][i % 3] if i >= 160 else 'train'}")
-    path = tmp_path / "pairs.tsv"
-    path.write_text("\n".join(rows) + "\n")
-    return path
 
 
 def test_out_of_range_parameters_name_the_parameter():

@@ -10,6 +10,7 @@ _PUBLIC = {
     "token_roles": "headlab.core.attention",
     "confusion": "headlab.core.evaluate",
     "encode": "headlab.core.evaluate",
+    "predict": "headlab.core.evaluate",
     "predicted_grades": "headlab.core.evaluate",
     "gradient_importance": "headlab.core.gradients",
     "head_grid": "headlab.core.masking",

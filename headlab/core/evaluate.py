@@ -54,22 +54,61 @@ def encode(tokenizer, frame: pd.DataFrame, max_length: int = 128) -> Encoded:
     return Encoded(enc["input_ids"], token_types, frame["label"].to_numpy(dtype=np.int64), n_truncated)
 
 
+def padded(encoded: Encoded, idx, pad_id: int = 0) -> dict:
+    """The examples at ``idx`` as padded ``input_ids``, ``token_type_ids`` and ``attention_mask`` tensors."""
+    lengths = [len(encoded.input_ids[i]) for i in idx]
+    width = max(lengths)
+    ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
+    types = torch.zeros((len(idx), width), dtype=torch.long)
+    attention = torch.zeros((len(idx), width), dtype=torch.long)
+    for row, (i, n) in enumerate(zip(idx, lengths)):
+        ids[row, :n] = torch.tensor(encoded.input_ids[i])
+        types[row, :n] = torch.tensor(encoded.token_type_ids[i])
+        attention[row, :n] = 1
+    return {"input_ids": ids, "token_type_ids": types, "attention_mask": attention}
+
+
 def length_batches(encoded: Encoded, batch_size: int, pad_id: int = 0):
     """Yield (example indices, padded tensors) in order of length, so padding stays small."""
     lengths = np.array([len(ids) for ids in encoded.input_ids])
     order = np.argsort(lengths, kind="stable")
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]
-        width = int(lengths[idx].max())
-        ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
-        types = torch.zeros((len(idx), width), dtype=torch.long)
-        attention = torch.zeros((len(idx), width), dtype=torch.long)
-        for row, i in enumerate(idx):
-            n = lengths[i]
-            ids[row, :n] = torch.tensor(encoded.input_ids[i])
-            types[row, :n] = torch.tensor(encoded.token_type_ids[i])
-            attention[row, :n] = 1
-        yield idx, {"input_ids": ids, "token_type_ids": types, "attention_mask": attention}
+        yield idx, padded(encoded, idx, pad_id)
+
+
+def encode_sentences(tokenizer, texts, grades, max_length: int = 128) -> Encoded:
+    """Tokenize single sentences (``[CLS] text [SEP]``), for an encoder that reads query and title apart."""
+    max_length = min(max_length, getattr(tokenizer, "model_max_length", max_length) or max_length)
+    texts = list(texts)
+    n_truncated = sum(len(ids) > max_length for ids in tokenizer(texts, truncation=False)["input_ids"])
+    enc = tokenizer(texts, truncation=True, max_length=max_length)
+    return Encoded(enc["input_ids"], [[0] * len(ids) for ids in enc["input_ids"]],
+                   np.asarray(grades, dtype=np.int64), n_truncated)
+
+
+def sentence_ids(input_ids: torch.Tensor, sep_id: int) -> torch.Tensor:
+    """0 for ``[CLS]``, the query and its ``[SEP]``; 1 for every later token (the title and its separators).
+
+    Read from the first separator, not from token types: some tokenizers (e5's) give every token type 0."""
+    is_sep = (input_ids == sep_id).long()
+    return ((is_sep.cumsum(dim=1) - is_sep) > 0).long()
+
+
+def within_sentence_mask(batch: dict, sep_id: int, dtype=torch.float32) -> torch.Tensor:
+    """An additive (batch x 1 x query x key) attention mask that keeps every token inside its own sentence.
+
+    ``[CLS]`` (position 0) reads both sentences and nothing else reads it, so no path carries the title to a
+    query token or the query to a title token; padding is never read. A boolean 4D mask is not enough: eager
+    attention adds it as 0/1 instead of blocking (measured in transformers 5.24), so blocked keys get the
+    dtype's most negative value."""
+    segment = sentence_ids(batch["input_ids"], sep_id)
+    keys = batch["attention_mask"].bool()[:, None, :]
+    allowed = (segment[:, :, None] == segment[:, None, :]) & keys
+    allowed[:, :, 0] = False
+    allowed[:, 0, :] = keys[:, 0, :]
+    blocked = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+    return blocked[:, None]
 
 
 def model_inputs(model, batch: dict, device) -> dict:
@@ -80,12 +119,17 @@ def model_inputs(model, batch: dict, device) -> dict:
 
 
 @torch.inference_mode()
-def predict(model, encoded: Encoded, mask=None, batch_size: int = 64, device="cpu", pad_id: int = 0) -> np.ndarray:
-    """Grade probabilities (examples x 5) of the model, with the heads of ``mask`` removed if given."""
+def predict(model, encoded: Encoded, mask=None, batch_size: int = 64, device="cpu", pad_id: int = 0,
+            block_across: int | None = None) -> np.ndarray:
+    """Grade probabilities (examples x 5) of the model, with the heads of ``mask`` removed if given.
+
+    ``block_across=sep_id`` keeps attention inside each sentence (:func:`within_sentence_mask`)."""
     probs = np.zeros((len(encoded), NUM_GRADES), dtype=np.float32)
     model.eval()
     with mask_heads(model, mask) if mask is not None else nullcontext():
         for idx, batch in length_batches(encoded, batch_size, pad_id):
+            if block_across is not None:
+                batch["attention_mask"] = within_sentence_mask(batch, block_across)
             logits = model(**model_inputs(model, batch, device)).logits
             probs[idx] = torch.softmax(logits.float(), dim=-1).cpu().numpy()
     return probs

@@ -112,6 +112,11 @@ class Study:
         frame = load_data(self.data, seed=self.seed)
         return get_split(frame, self.eval_split, limit=self.eval_limit, seed=self.seed)
 
+    def train_frame(self) -> pd.DataFrame:
+        """The pairs the model was fine-tuned on (``TRAIN_LIMIT`` of them, if set): what a baseline may learn from."""
+        frame = load_data(self.data, seed=self.seed)
+        return get_split(frame, "train", limit=self.train_limit, seed=self.seed)
+
     def setup(self) -> "Lab":
         """Fine-tuned model (sdpa attention), tokenizer, evaluation split and unmasked baseline."""
         folder = self.fine_tune()

@@ -56,7 +56,7 @@ class FinetuneConfig:
             raise ValueError(f"lr must be in (0, 1), got {self.lr}")
 
 
-def _fingerprint(spec: str) -> str:
+def fingerprint(spec: str) -> str:
     """An asset or hub name identifies itself; a local file or folder (or a model headlab pretrained) by its content.
 
     A model headlab pretrains must be in the cache already (:func:`resolve_model` says how to train it): its
@@ -71,16 +71,21 @@ def _fingerprint(spec: str) -> str:
     return hashlib.sha256(b"".join(sha256_of(p).encode() for p in files)).hexdigest()
 
 
-def checkpoint_dir(config: FinetuneConfig) -> Path:
-    """Where the fine-tuned model for ``config`` lives in the cache."""
+def cache_entry(config: FinetuneConfig, prefix: str = "", **extra) -> Path:
+    """The cache folder of a model fine-tuned with ``config``: named by model and data, keyed by every setting,
+    the model's and data's content, and ``extra`` (what else decides the weights)."""
     settings = asdict(config)
     if not config.freeze_word_embeddings:
         del settings["freeze_word_embeddings"]  # the keys of checkpoints trained before the option stay the same
-    key_source = {**settings, "model": _fingerprint(config.model), "data": _fingerprint(config.data),
-                  "procedure": TRAINING_PROCEDURE}
+    key_source = {**settings, "model": fingerprint(config.model), "data": fingerprint(config.data), **extra}
     key = hashlib.sha256(json.dumps(key_source, sort_keys=True).encode()).hexdigest()[:12]
     name = Path(config.model).name if not is_asset(config.model) else config.model
-    return cache_dir() / "finetuned" / f"{name}-{Path(config.data).stem}-{key}"
+    return cache_dir() / "finetuned" / f"{prefix}{name}-{Path(config.data).stem}-{key}"
+
+
+def checkpoint_dir(config: FinetuneConfig) -> Path:
+    """Where the fine-tuned model for ``config`` lives in the cache."""
+    return cache_entry(config, procedure=TRAINING_PROCEDURE)
 
 
 def length_bucketed_batches(encoded, batch_size: int, rng: np.random.Generator, pool: int = 50) -> list[np.ndarray]:
@@ -109,11 +114,36 @@ def _train(config: FinetuneConfig, work: Path, device: torch.device, progress: b
     train = get_split(frame, "train", limit=config.train_limit, seed=config.seed)
     dev = get_split(frame, "dev")
     tokenizer = load_tokenizer(config.model)
+    pad_id = tokenizer.pad_token_id or 0
     train_enc, dev_enc = encode(tokenizer, train, config.max_length), encode(tokenizer, dev, config.max_length)
 
     torch.manual_seed(config.seed)
     model = load_classifier(config.model).to(device)
     model.get_input_embeddings().requires_grad_(not config.freeze_word_embeddings)  # no gradient: AdamW skips it
+
+    def batch_loss(idx):
+        sub = train_enc.subset(idx)
+        (rows, batch), = length_batches(sub, len(idx), pad_id)
+        labels = torch.as_tensor(sub.grades[rows] - 1, device=device)
+        return model(**model_inputs(model, batch, device), labels=labels).loss
+
+    def dev_probs():
+        return predict(model, dev_enc, batch_size=64, device=device, pad_id=pad_id)
+
+    started = time.time()
+    fit(model, config, work, device, progress, train_enc, batch_loss, dev_probs, dev_enc.grades)
+    model.save_pretrained(work, safe_serialization=True)
+    tokenizer.save_pretrained(work)
+    write_training_report(work, config, train_enc, dev_enc, device, started)
+
+
+def fit(model, config: FinetuneConfig, work: Path, device, progress: bool, train_enc, batch_loss, dev_probs,
+        dev_grades) -> pd.DataFrame:
+    """The epochs every classifier shares: seeded length-bucketed batches, AdamW with warm-up and decay, the state
+    saved after each epoch (an interrupted run resumes to the same weights), dev scores per epoch.
+
+    ``batch_loss(example indices)`` gives a batch's loss and ``dev_probs()`` the dev grade probabilities; the
+    history is written to ``work/history.csv`` and returned."""
     steps_per_epoch = -(-len(train_enc) // config.batch_size)
     optimizer, scheduler = optimizer_and_schedule(model, config.lr, config.weight_decay, config.warmup,
                                                   steps_per_epoch * config.epochs)
@@ -123,7 +153,6 @@ def _train(config: FinetuneConfig, work: Path, device: torch.device, progress: b
         start_epoch = int(state["epoch"]) + 1
         history = [dict(zip(state["history_columns"], row)) for row in state["history"].tolist()]
 
-    started = time.time()
     for epoch in range(start_epoch, config.epochs):
         model.train()
         torch.manual_seed(config.seed * 1000 + epoch)  # dropout stream, reproducible after a resume
@@ -131,16 +160,12 @@ def _train(config: FinetuneConfig, work: Path, device: torch.device, progress: b
         bar = tqdm(range(steps_per_epoch), desc=f"fine-tune epoch {epoch + 1}/{config.epochs}", disable=not progress)
         total_loss = 0.0
         for step in bar:
-            idx = batches[step]
-            sub = train_enc.subset(idx)
-            (rows, batch), = length_batches(sub, len(idx), tokenizer.pad_token_id or 0)
-            labels = torch.as_tensor(sub.grades[rows] - 1, device=device)
-            loss = model(**model_inputs(model, batch, device), labels=labels).loss
+            loss = batch_loss(batches[step])
             train_step(model, loss, optimizer, scheduler)
             total_loss += loss.item()
             bar.set_postfix(loss=f"{total_loss / (step + 1):.3f}")
-        dev_probs = predict(model, dev_enc, batch_size=64, device=device, pad_id=tokenizer.pad_token_id or 0)
-        dev_scores = metrics(dev_enc.grades, predicted_grades(dev_probs))
+        model.eval()
+        dev_scores = metrics(dev_grades, predicted_grades(dev_probs()))
         history.append({"epoch": epoch + 1, "train_loss": total_loss / steps_per_epoch,
                         "dev_accuracy": dev_scores["accuracy"], "dev_macro_f1": dev_scores["macro_f1"]})
         table = pd.DataFrame(history)
@@ -150,8 +175,11 @@ def _train(config: FinetuneConfig, work: Path, device: torch.device, progress: b
     table = pd.DataFrame(history)
     table["epoch"] = table["epoch"].astype(int)
     table.to_csv(work / "history.csv", index=False, float_format="%.6f")
-    model.save_pretrained(work, safe_serialization=True)
-    tokenizer.save_pretrained(work)
+    return table
+
+
+def write_training_report(work: Path, config: FinetuneConfig, train_enc, dev_enc, device, started: float) -> None:
+    """``training.json``: the config, example counts, truncation, device, torch and this run's seconds."""
     (work / "training.json").write_text(json.dumps({
         "config": asdict(config), "train_examples": len(train_enc), "dev_examples": len(dev_enc),
         "train_truncated": train_enc.n_truncated, "device": str(device), "torch": torch.__version__,
