@@ -102,3 +102,18 @@ def test_without_dask_a_cluster_asks_for_the_extra(monkeypatch, tmp_path):
     model, encoded, specs = _sweep()
     table = run_sweep(model, encoded, specs[:2], tmp_path / "alone", batch_size=8, progress=False)
     assert len(table) == 3 * len(encoded)  # without a cluster nothing needs Dask
+
+
+@starts_a_cluster
+def test_a_lab_sweeps_on_the_cluster_its_study_names(tmp_path_factory, client):
+    """CLUSTER reaches every notebook sweep through Lab.sweep: the same tables as without it."""
+    from tiny_setup import tiny_setup
+
+    lab = tiny_setup(tmp_path_factory.mktemp("runs"), n_right=3)
+    specs = random_share_specs(4, 4, [0.25], draws=3, seed=0)
+    alone = lab.sweep(specs, "alone", progress=False)
+    lab.study.cluster = client
+    pd.testing.assert_frame_equal(lab.sweep(specs, "spread", progress=False), alone)
+    lab.study.cluster = "nowhere"
+    with pytest.raises(ClusterError, match="CLUSTER='nowhere'"):
+        lab.sweep(specs, "refused", progress=False)

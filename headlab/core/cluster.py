@@ -22,6 +22,7 @@ import torch
 from headlab.core.engine import MaskEngine
 
 EXTRA = "headlab[cluster]"
+_CLIENTS: dict[str, object] = {}  # one client per spec in this process: a notebook's sweeps share one local cluster
 _ENGINES: dict[tuple, tuple[MaskEngine, dict | None]] = {}  # per worker process: engine and its precision check
 
 
@@ -40,11 +41,18 @@ def _dask():
 
 def connect(spec):
     """A Dask client for ``spec``: ``"local:N"`` (N worker processes of one thread on this machine),
-    a scheduler address such as ``"tcp://host:8786"``, or a ``distributed.Client`` used as it is."""
+    a scheduler address such as ``"tcp://host:8786"``, or a ``distributed.Client`` used as it is. A spec
+    connected before in this process gets the same client."""
     distributed = _dask()
     if isinstance(spec, distributed.Client):
         return spec
     text = str(spec)
+    if text not in _CLIENTS or _CLIENTS[text].status != "running":
+        _CLIENTS[text] = _new_client(distributed, spec, text)
+    return _CLIENTS[text]
+
+
+def _new_client(distributed, spec, text: str):
     if text.startswith("local:"):
         try:
             workers = int(text.split(":", 1)[1])
