@@ -53,7 +53,7 @@ def test_single_head_correct_reads_notebook_02s_sweep(tmp_path, monkeypatch):
     def no_sweep(*args, **kwargs):
         raise AssertionError("should have been read from notebook 02's sweep")
 
-    monkeypatch.setattr(cls_head, "run_sweep", no_sweep)
+    monkeypatch.setattr(type(setup), "sweep", no_sweep)
     correct, base, source = single_head_correct(setup)
     assert source == f"notebook 02's sweep ({folder.name})"
     head_2_1 = per_example[per_example["mask_id"] == "head-2-1"].sort_values("example")["correct"]

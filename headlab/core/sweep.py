@@ -19,6 +19,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from headlab.core.cluster import cluster_results, connect
 from headlab.core.engine import MaskEngine, first_masked_layer
 from headlab.core.evaluate import Encoded, predicted_grades
 from headlab.core.masking import head_grid
@@ -149,8 +150,15 @@ def check_precision(out_dir: Path, engine: MaskEngine, tolerance: float = PRECIS
     if not engine.autocast:
         return None
     path = out_dir / "precision.csv"
+    return record_precision(out_dir, None if path.exists() else engine.precision_check(), tolerance)
+
+
+def record_precision(out_dir: Path, check: dict | None, tolerance: float = PRECISION_TOLERANCE) -> dict:
+    """Write ``check`` as the folder's ``precision.csv`` unless one is there; raise :class:`PrecisionError` when
+    the recorded check moves more than ``tolerance`` of the unmasked grades."""
+    path = out_dir / "precision.csv"
     if not path.exists():
-        _atomic_write(path, pd.DataFrame([engine.precision_check()]).to_csv(index=False))
+        _atomic_write(path, pd.DataFrame([check]).to_csv(index=False))
     check = pd.read_csv(path).iloc[0].to_dict()
     changed = 1.0 - check["grade_agreement"]
     if changed > tolerance:
@@ -161,13 +169,16 @@ def check_precision(out_dir: Path, engine: MaskEngine, tolerance: float = PRECIS
 
 def run_sweep(model, encoded: Encoded, specs: list[MaskSpec], out_dir, batch_size: int = 64, device="cpu",
               shard: int = 0, n_shards: int = 1, pad_id: int = 0, progress: bool = True,
-              masks_per_pass: int = 1, autocast: bool | None = None) -> pd.DataFrame | None:
+              masks_per_pass: int = 1, autocast: bool | None = None, cluster=None,
+              chunk_size: int = 8) -> pd.DataFrame | None:
     """Evaluate every mask of ``specs`` (this shard's share of them), saving each as soon as it is done.
 
     Masks run through :class:`headlab.core.engine.MaskEngine` (layer reuse, several masks per pass, bf16 autocast
     on a GPU unless ``autocast`` says otherwise, checked by :func:`check_precision`). The unmasked model is
-    added to the sweep where ``specs`` lacks it, and masks removing the same heads are evaluated once. Returns
-    the per-example table of the whole sweep once every shard has finished, else None.
+    added to the sweep where ``specs`` lacks it, and masks removing the same heads are evaluated once. With a
+    ``cluster`` (``"local:N"``, a Dask scheduler address or client: :func:`headlab.core.cluster.connect`), Dask
+    workers evaluate chunks of ``chunk_size`` masks and this process saves their results as they arrive.
+    Returns the per-example table of the whole sweep once every shard has finished, else None.
     """
     if not 0 <= shard < n_shards:
         raise ValueError(f"shard must be in [0, n_shards), got shard={shard}, n_shards={n_shards}")
@@ -178,22 +189,30 @@ def run_sweep(model, encoded: Encoded, specs: list[MaskSpec], out_dir, batch_siz
     layers, heads = head_grid(model)
     todo = [s for i, s in enumerate(specs) if i % n_shards == shard and not _mask_file(out_dir, s.mask_id).exists()]
     if todo:
-        engine = MaskEngine(model, encoded, batch_size, device, pad_id, masks_per_pass=masks_per_pass, autocast=autocast)
-        check_precision(out_dir, engine)
         same_heads: dict[tuple, list[MaskSpec]] = {}
         for spec in todo:
             same_heads.setdefault(tuple(sorted(spec.dropped)), []).append(spec)
         groups = [(group, group[0].keep(layers, heads)) for group in same_heads.values()]
         groups.sort(key=lambda g: first_masked_layer(g[1]))  # so a chunk shares its reusable layers
-        step = engine.masks_per_pass
+        if cluster is None:
+            engine = MaskEngine(model, encoded, batch_size, device, pad_id, masks_per_pass=masks_per_pass,
+                                autocast=autocast)
+            check_precision(out_dir, engine)
+            chunks = [groups[i : i + engine.masks_per_pass] for i in range(0, len(groups), engine.masks_per_pass)]
+            results = ((i, engine.probabilities([keep for _, keep in chunk]), None) for i, chunk in enumerate(chunks))
+        else:
+            chunks = [groups[i : i + chunk_size] for i in range(0, len(groups), chunk_size)]
+            results = cluster_results(connect(cluster), model, encoded, [[keep for _, keep in c] for c in chunks],
+                                      batch_size, pad_id, masks_per_pass, autocast)
         with tqdm(total=len(groups), desc=f"masks ({out_dir.name})", disable=not progress) as bar:
-            for start in range(0, len(groups), step):
-                chunk = groups[start : start + step]
-                for (group, _), probs in zip(chunk, engine.probabilities([keep for _, keep in chunk])):
+            for i, probabilities, check in results:
+                if check is not None:
+                    record_precision(out_dir, check)
+                for (group, _), probs in zip(chunks[i], probabilities):
                     for spec in group:
                         table = per_example_table(spec.mask_id, probs, encoded.grades)
                         _atomic_write(_mask_file(out_dir, spec.mask_id), table.to_csv(index=False, float_format="%.6f"))
-                bar.update(len(chunk))
+                bar.update(len(chunks[i]))
     return load_sweep(out_dir) if all(_mask_file(out_dir, s.mask_id).exists() for s in specs) else None
 
 

@@ -32,7 +32,6 @@ from headlab.core.sweep import (
     baseline_spec,
     correct_matrix,
     load_sweep,
-    run_sweep,
     single_head_specs,
 )
 from headlab.findings.attention_compare import token_labels
@@ -77,9 +76,7 @@ def single_head_correct(setup, progress: bool = True) -> tuple[pd.DataFrame, np.
                 return (*_correct_matrix(load_sweep(folder), specs), f"notebook 02's sweep ({folder.name})")
             except SweepError:  # notebook 02 has not finished it
                 continue
-    per_example = run_sweep(setup.model, setup.encoded, specs, study.sweep_dir("single_head", specs),
-                            batch_size=study.batch_size, device=study.torch_device,
-                            pad_id=setup.tokenizer.pad_token_id or 0, progress=progress)
+    per_example = setup.sweep(specs, "single_head", progress=progress)
     source = f"computed ({len(specs) - 1} single-head masks and the unmasked model)"
     return (*_correct_matrix(per_example, specs), source)
 

@@ -70,6 +70,7 @@ class Study:
     eval_limit: int | None = None
     batch_size: int = 64
     run_dir: str = "runs"
+    cluster: str | None = None  # sweeps on Dask: "local:N" or a scheduler address (headlab.core.cluster)
 
     @classmethod
     def from_globals(cls, names: dict) -> "Study":
@@ -218,14 +219,20 @@ class Lab:
         """
         specs = with_baseline(list(specs))
         if name is not None:
-            per_example = run_sweep(self.model, self.encoded, specs, self.study.sweep_dir(name, specs),
-                                    batch_size=self.batch_size, device=self.device, pad_id=self.pad_id,
-                                    progress=progress)
+            per_example = self.sweep(specs, name, progress=progress)
         else:
             probs = self.engine.probabilities([s.keep(*self.shape) for s in specs])
             per_example = pd.concat([per_example_table(s.mask_id, p, self.encoded.grades) for s, p in zip(specs, probs)],
                                     ignore_index=True)
         return summarize(per_example, plan_table(specs), n_boot=n_boot, seed=self.study.seed)
+
+    def sweep(self, specs: list[MaskSpec], name: str, encoded: Encoded | None = None,
+              progress: bool = True) -> pd.DataFrame:
+        """Per-example results of every mask (and the unmasked model) on this split, or on ``encoded``: saved mask by
+        mask in the study's folder for ``name`` and resumed there, on the study's Dask cluster when it has one."""
+        return run_sweep(self.model, self.encoded if encoded is None else encoded, specs,
+                         self.study.sweep_dir(name, specs), batch_size=self.batch_size, device=self.device,
+                         pad_id=self.pad_id, progress=progress, cluster=self.study.cluster)
 
     def ablate_each_head(self, name: str | None = None, n_boot: int = 2000) -> pd.DataFrame:
         """Every head removed alone: one row per head (``layer``, ``head``), and the unmasked row."""
