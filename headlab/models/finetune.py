@@ -109,13 +109,19 @@ def finetune(config: FinetuneConfig = FinetuneConfig(), device="cpu", progress: 
     return cached(checkpoint_dir(config), lambda work: _train(config, work, torch.device(device), progress))
 
 
-def _train(config: FinetuneConfig, work: Path, device: torch.device, progress: bool) -> None:
+def training_pairs(config: FinetuneConfig):
+    """``(tokenizer, train, dev, train_enc, dev_enc)``: the pairs a fine-tune learns from and is scored on, as
+    frames and as ``[CLS] query [SEP] title [SEP]`` encodings."""
     frame = load_data(config.data, seed=config.seed)
     train = get_split(frame, "train", limit=config.train_limit, seed=config.seed)
     dev = get_split(frame, "dev")
     tokenizer = load_tokenizer(config.model)
+    return tokenizer, train, dev, encode(tokenizer, train, config.max_length), encode(tokenizer, dev, config.max_length)
+
+
+def _train(config: FinetuneConfig, work: Path, device: torch.device, progress: bool) -> None:
+    tokenizer, _, _, train_enc, dev_enc = training_pairs(config)
     pad_id = tokenizer.pad_token_id or 0
-    train_enc, dev_enc = encode(tokenizer, train, config.max_length), encode(tokenizer, dev, config.max_length)
 
     torch.manual_seed(config.seed)
     model = load_classifier(config.model).to(device)

@@ -16,10 +16,9 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from headlab.core.evaluate import NUM_GRADES, Encoded, encode, encode_sentences, model_inputs, padded
-from headlab.inputs.data import get_split, load_data
-from headlab.models.finetune import FinetuneConfig, cache_entry, fit, write_training_report
-from headlab.models.loading import load_encoder, load_tokenizer
+from headlab.core.evaluate import NUM_GRADES, Encoded, encode_sentences, model_inputs, padded
+from headlab.models.finetune import FinetuneConfig, cache_entry, fit, training_pairs, write_training_report
+from headlab.models.loading import load_encoder
 from headlab.models.training import cached
 
 HEAD_FILE = "two_tower_head.safetensors"
@@ -63,13 +62,9 @@ def pair_encodings(tokenizer, frame, max_length: int = 128) -> tuple[Encoded, En
 
 
 def _train(config: FinetuneConfig, work: Path, device: torch.device, progress: bool) -> None:
-    frame = load_data(config.data, seed=config.seed)
-    train = get_split(frame, "train", limit=config.train_limit, seed=config.seed)
-    dev = get_split(frame, "dev")
-    tokenizer = load_tokenizer(config.model)
-    pad_id = tokenizer.pad_token_id or 0
     # the cross-encoder's pair encoding orders the batches, so both models see the same examples in each step
-    train_pairs, dev_pairs = encode(tokenizer, train, config.max_length), encode(tokenizer, dev, config.max_length)
+    tokenizer, train, dev, train_pairs, dev_pairs = training_pairs(config)
+    pad_id = tokenizer.pad_token_id or 0
     queries, titles = pair_encodings(tokenizer, train, config.max_length)
     dev_queries, dev_titles = pair_encodings(tokenizer, dev, config.max_length)
 
