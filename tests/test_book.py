@@ -4,6 +4,7 @@ import ast
 import builtins
 import importlib
 import json
+import re
 import shutil
 import subprocess
 
@@ -33,6 +34,34 @@ def test_notebooks_are_committed_clean_with_a_parameters_cell(path):
     assert len(tagged) == 1
     for name in ("MODEL", "DATA", "SEED", "DEVICE", "EVAL_LIMIT", "RUN_DIR"):
         assert f"{name} = " in tagged[0]["source"]
+
+
+STUDY = (REPO.parent / "shared" / "STUDY.md")
+# numbers a page may state without computing them, all choices of method: interval levels and the test level, the
+# bootstrap's percentile bounds, a notebook's number when it names another page, and the year of a cited paper
+STATED_NUMBERS = {"90%", "95%", "5%", "2.5", "97.5%", "02", "05", "2019"}
+
+
+def markdown_cells(path) -> list[str]:
+    """The notebook's markdown text, without code spans (names and parameters, not statements)."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return [re.sub(r"`[^`]*`", "", "".join(c["source"])) for c in cells if c["cell_type"] == "markdown"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_text_states_no_number_or_model_the_run_did_not_compute(path):
+    """A page's prose quotes the study's numbers (``STUDY.md``) and nothing else: every fact about our model, data,
+    sizes and timings comes from the run, as generated output. Model names are the run's too (MODEL may be any)."""
+    if not STUDY.exists():
+        pytest.skip(f"{STUDY} is not in this checkout")
+    study = set(re.findall(r"\d+(?:\.\d+)?%?", STUDY.read_text(encoding="utf-8")))
+    study |= {n.rstrip("%") for n in study}
+    for text in markdown_cells(path):
+        numbers = re.findall(r"(?<![\w.\-])\d+(?:[.,]\d+)?%?", re.sub(r"^#.*$", "", text, flags=re.M))
+        stray = [n for n in numbers if n not in study and n not in STATED_NUMBERS]
+        assert not stray, f"{path.name} states {stray} in its text; compute them in a cell or quote the study"
+        named = re.findall(r"MiniLM|mpnet|multilingual-e5|e5-small|zh-char", text, flags=re.I)
+        assert not named, f"{path.name} names the model(s) {named} in its text; print MODEL from a cell instead"
 
 
 def is_public_module(module: str) -> bool:
