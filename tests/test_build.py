@@ -2,7 +2,16 @@
 import nbformat
 import pytest
 
-from headlab.book.build import PRESETS, REPO, BookError, _check_settings, execute_notebook, parse_setting, toc_notebooks
+from headlab.book.build import (
+    PRESETS,
+    REPO,
+    BookError,
+    _check_settings,
+    execute_notebook,
+    parse_setting,
+    reading_tags,
+    toc_notebooks,
+)
 from headlab.book.tuning import GRIDS
 from headlab.inputs.assets import is_asset
 from headlab.lab.study import Study
@@ -50,3 +59,21 @@ def test_e5_presets_name_registered_assets_freeze_the_word_embeddings_and_have_a
     assert study.lr in GRIDS[preset]["lrs"] and study.epochs in GRIDS[preset]["epochs"]
     chinese = preset == "e5-zh"
     assert (study.data, settings.get("SEG_ALSO")) == (("stsb-zh", "eval-jieba") if chinese else ("stsb-en", None))
+
+
+def test_reading_tags_show_results_without_their_code_and_fold_the_parameters():
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("MODEL = 'minilm'", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(f'RUN_DIR = "{REPO}/runs"', metadata={"tags": ["injected-parameters"]}),
+        nbformat.v4.new_code_cell("show(charts.head_heatmap(grid).properties(\n    title='x'))"),
+        nbformat.v4.new_code_cell("Markdown(verdict(curve))"),
+        nbformat.v4.new_code_cell("curve = share_curve(x)\nMarkdown(verdict(curve))"),
+        nbformat.v4.new_code_cell("table.round(4)"),
+        nbformat.v4.new_markdown_cell("## text"),
+    ])
+    reading_tags(nb)
+    tags = [c.metadata.get("tags", []) for c in nb.cells]
+    assert "hide-cell" in tags[0] and "hide-cell" in tags[1]
+    assert nb.cells[1].source == 'RUN_DIR = "runs"'  # not the builder's absolute path
+    assert "remove-input" in tags[2] and "remove-input" in tags[3]
+    assert "remove-input" not in tags[4] + tags[5]  # cells that compute keep their code on the page

@@ -108,6 +108,35 @@ def _failing_cell(executed: Path) -> str:
     return "an unknown cell"
 
 
+ONLY_OUTPUT = {"show", "Markdown", "display"}  # a cell that is one call of these shows a result and nothing else
+
+
+def _only_renders(source: str) -> bool:
+    """True for a cell that is a single ``show(...)``, ``Markdown(...)`` or ``display(...)`` call."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return False
+    return (len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Call)
+            and getattr(body[0].value.func, "id", None) in ONLY_OUTPUT)
+
+
+def reading_tags(nb, repo: Path = REPO) -> None:
+    """Tag an executed notebook for reading: a cell that only renders a chart or a verdict shows its output without
+    its code; the parameters and papermill's injected parameters are folded away (one click opens them), and a
+    ``RUN_DIR`` inside the repository is written relative to it, not as the builder's absolute path. The notebooks
+    in ``notebooks/`` keep all their code."""
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        tags = cell.metadata.setdefault("tags", [])
+        if {"parameters", "injected-parameters"} & set(tags):
+            tags.append("hide-cell")
+            cell.source = cell.source.replace(f"{repo.resolve()}/", "")
+        elif _only_renders(cell.source):
+            tags.append("remove-input")
+
+
 def _check_settings(settings: dict, notebooks: list[Path]) -> None:
     """A setting no notebook declares is a typo (or a parameter papermill cannot parse): say so, run nothing."""
     import papermill as pm
@@ -156,6 +185,7 @@ def build(settings: dict, work: Path | None = None, run_dir: Path | None = None,
         seconds = execute_notebook(REPO / "notebooks" / f"{name}.ipynb", executed, settings, REPO)
         nb = nbformat.read(str(executed), as_version=4)
         static_widgets(nb)  # the static book embeds no widgets: no widget JavaScript from a CDN
+        reading_tags(nb)
         nbformat.write(nb, str(executed))
         print(f"[book] {name}: {seconds:.0f} s", flush=True)
     write_scripts(work / "_extra")
