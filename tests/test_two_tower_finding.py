@@ -2,7 +2,16 @@
 import numpy as np
 import pytest
 
-from headlab.findings.two_tower import REFERENCE, condition_table, equivalence, error_overlap, pretraining_note, verdict
+from headlab.findings.claims import render
+from headlab.findings.two_tower import (
+    REFERENCE,
+    claims,
+    condition_table,
+    equivalence,
+    error_overlap,
+    pretraining_note,
+    verdict,
+)
 
 GRADES = np.array([1, 2, 3, 4, 5] * 40)
 
@@ -33,8 +42,14 @@ def test_equivalence_holds_does_not_hold_or_cannot_tell():
     noisy = {REFERENCE: cross, "a": _predictions(0.6, 3), "b": _predictions(0.6, 4)}
     unsure = equivalence(noisy, GRADES, "a", "b", margin=0.01, n_boot=300)
     assert unsure["verdict"] == "cannot tell" and unsure["lo"] < 0 < unsure["hi"]
-    text = verdict(condition_table(noisy, GRADES, n_boot=300), [unsure], "b", "a")
-    assert "cannot be told" in text and "±1%" in text
+    conditions = condition_table(noisy, GRADES, n_boot=300)
+    rows = claims(conditions, [unsure], "b", "a")
+    assert [c.verdict for c in rows] == ["holds", "cannot tell"]  # a: 60% right against 80%; b about as bad
+    text = verdict(conditions, [unsure], "b", "a")
+    assert text.startswith(render(rows)) and "cannot be told" in text and "±1%" in text
+    worse = condition_table({REFERENCE: cross, "a": _predictions(0.3, 5), "b": cross}, GRADES, n_boot=300)
+    apart = equivalence({REFERENCE: cross, "a": _predictions(0.3, 5), "b": cross}, GRADES, "a", "b", 0.02, 300)
+    assert [c.verdict for c in claims(worse, [apart], "b", "a")] == ["holds", "does not hold"]
 
 
 def test_error_overlap_counts_every_pair_once():

@@ -9,6 +9,7 @@ from headlab.core.exports import exports as _exports
 
 _PUBLIC = {
     "compare_maps": "headlab.findings.attention_compare",
+    "claims_table": "headlab.findings.claims",
     "half_split": "headlab.findings.importance",
     "order_heads": "headlab.findings.order",
     "ENGLISH_STOPWORDS": "headlab.findings.roles",

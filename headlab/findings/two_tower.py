@@ -15,6 +15,7 @@ import pandas as pd
 
 from headlab.core.evaluate import metrics
 from headlab.core.stats import bootstrap_weights, equivalent, mcnemar, relative_change
+from headlab.findings.claims import Claim, render
 from headlab.findings.lexical import fit_lexical
 
 REFERENCE = "cross-encoder"
@@ -105,27 +106,37 @@ def error_overlap(cross_correct: np.ndarray, lexical_correct: np.ndarray) -> pd.
     return table
 
 
-def verdict(conditions: pd.DataFrame, tests: list[dict], masked_label: str, two_tower_label: str) -> str:
-    """The study's equivalence in plain words, from :func:`condition_table` and :func:`equivalence` rows."""
+def claims(conditions: pd.DataFrame, tests: list[dict], masked_label: str, two_tower_label: str) -> list[Claim]:
+    """The study's two claims about two towers, as rows: they do worse than one cross-encoder, and as badly as the
+    cross-encoder with its term-matching heads masked (:func:`condition_table`, :func:`equivalence`)."""
     row = conditions.set_index("label")
-
-    def change(name):
-        r = row.loc[name]
-        return f"{_pct(r.rel_change)} [{_pct(r.lo)}, {_pct(r.hi)}]"
-
+    tower, masked = row.loc[two_tower_label], row.loc[masked_label]
+    n = int(row.loc[REFERENCE].n_examples)
+    worse = "holds" if tower.hi < 0 else "opposite" if tower.lo > 0 else "cannot tell"
     main = next(t for t in tests if {t["a"], t["b"]} == {two_tower_label, masked_label})
-    lines = [f"- Two towers against one cross-encoder: {change(two_tower_label)} (relative change of accuracy, "
-             f"95% interval over {int(row.loc[REFERENCE].n_examples)} test pairs); the term-matching heads masked: "
-             f"{change(masked_label)}."]
-    words = {"holds": "**holds** here: the two changes are equivalent",
-             "does not hold": "does **not** hold here: the two changes differ",
-             "cannot tell": "**cannot be told** here: the two changes are neither equivalent nor distinguishable"}
-    lines.append(f"- *Two towers ≈ term-matching heads masked* {words[main['verdict']]} "
-                 f"(difference {_pct(main['difference'])} [{_pct(main['lo'])}, {_pct(main['hi'])}] of the "
-                 f"cross-encoder's accuracy; equivalence means the 90% interval [{_pct(main['lo90'])}, "
-                 f"{_pct(main['hi90'])}] lies within ±{main['margin']:.0%}).")
+    same_as = {"holds": "the two changes are equivalent", "does not hold": "the two changes differ",
+               "cannot tell": "the two changes are neither equivalent nor distinguishable"}[main["verdict"]]
+    return [
+        Claim("two_tower.worse", "08 two towers", "A two-tower model grades worse than one cross-encoder", None,
+              float(tower.rel_change), float(tower.lo), float(tower.hi), "relative change of accuracy", n, 1,
+              float(tower.p_mcnemar), worse,
+              f"Same encoder, data and training; 95% paired bootstrap interval over {n} test pairs, exact McNemar "
+              f"p = {tower.p_mcnemar:.2g}."),
+        Claim("two_tower.as_masking", "08 two towers",
+              "Two towers lose what masking the term-matching heads loses", None, float(main["difference"]),
+              float(main["lo"]), float(main["hi"]), "relative change of accuracy, two towers minus heads masked", n,
+              1, None, main["verdict"],
+              f"{same_as}: two towers {_pct(tower.rel_change)}, heads masked {_pct(masked.rel_change)} "
+              f"[{_pct(masked.lo)}, {_pct(masked.hi)}]; equivalence needs the 90% interval [{_pct(main['lo90'])}, "
+              f"{_pct(main['hi90'])}] within ±{main['margin']:.0%}."),
+    ]
+
+
+def verdict(conditions: pd.DataFrame, tests: list[dict], masked_label: str, two_tower_label: str) -> str:
+    """The study's claims in plain words (:func:`claims`), then the other comparisons by the same rule (markdown)."""
+    lines = [render(claims(conditions, tests, masked_label, two_tower_label))]
     for t in tests:
-        if t is not main:
+        if {t["a"], t["b"]} != {two_tower_label, masked_label}:
             lines.append(f"- {t['a']} against {t['b']}: difference {_pct(t['difference'])} [{_pct(t['lo'])}, "
                          f"{_pct(t['hi'])}], {t['verdict']} (same rule).")
     return "\n".join(lines)

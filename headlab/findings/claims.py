@@ -1,0 +1,59 @@
+"""The study's claims as data: one row per claim, from which a page's verdict is written and a scorecard is built.
+
+A finding turns its measurements into :class:`Claim` rows (the study's number, ours with its interval or test, the
+counts behind it, a verdict from a fixed vocabulary and a one-line reason); the page's prose is :func:`render` of
+those rows, and the rows are saved as a table (``claims_<finding>.csv``) that the scorecard across models reads.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import pandas as pd
+
+VERDICTS = ("holds", "does not hold", "opposite", "cannot tell")
+_WORDS = {"holds": "**holds** here", "does not hold": "does **not** hold here", "opposite": "the **opposite** holds here",
+          "cannot tell": "**cannot be told** here"}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the study on one run: its number and ours, the evidence's size, the verdict and why."""
+
+    claim_id: str
+    finding: str
+    claim: str
+    study: float | None
+    ours: float
+    lo: float
+    hi: float
+    unit: str
+    n_examples: int
+    n_draws: int
+    p: float | None
+    verdict: str
+    reason: str
+
+    def __post_init__(self):
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"claim {self.claim_id}: verdict {self.verdict!r} is not one of {VERDICTS}")
+
+
+def claims_table(claims: list[Claim]) -> pd.DataFrame:
+    """The claims as a tidy table, one row each, in the order given."""
+    return pd.DataFrame([asdict(c) for c in claims], columns=list(Claim.__dataclass_fields__))
+
+
+def _number(value: float, unit: str) -> str:
+    return f"{value:+.1%}" if unit.startswith("relative") or unit.startswith("share") else f"{value:.3g}"
+
+
+def render(claims: list[Claim]) -> str:
+    """Markdown bullets, one per claim: the claim, the verdict, our number with its interval, the study's, why."""
+    lines = []
+    for c in claims:
+        ours = f"{_number(c.ours, c.unit)} [{_number(c.lo, c.unit)}, {_number(c.hi, c.unit)}] ({c.unit})"
+        study = "" if c.study is None or (isinstance(c.study, float) and math.isnan(c.study)) else \
+            f"; the study: {_number(c.study, c.unit)}"
+        lines.append(f"- *{c.claim}* {_WORDS[c.verdict]}: {ours}{study}. {c.reason}")
+    return "\n".join(lines)
