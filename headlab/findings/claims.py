@@ -52,7 +52,8 @@ def render(claims: list[Claim]) -> str:
     """Markdown bullets, one per claim: the claim, the verdict, our number with its interval, the study's, why."""
     lines = []
     for c in claims:
-        ours = f"{_number(c.ours, c.unit)} [{_number(c.lo, c.unit)}, {_number(c.hi, c.unit)}] ({c.unit})"
+        ours = ("not measured" if math.isnan(c.ours) else
+                f"{_number(c.ours, c.unit)} [{_number(c.lo, c.unit)}, {_number(c.hi, c.unit)}] ({c.unit})")
         study = "" if c.study is None or (isinstance(c.study, float) and math.isnan(c.study)) else \
             f"; the study: {_number(c.study, c.unit)}"
         lines.append(f"- *{c.claim}* {_WORDS[c.verdict]}: {ours}{study}. {c.reason}")
