@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The one prepared GPU check: the 12-layer book (preset mpnet), the Chinese character model at GPU size and
-# its book, and the sweep benchmark, each timed.
+# The one prepared GPU check: the 12-layer book (preset mpnet), the two multilingual-e5-small books (presets e5-zh and
+# e5-en, their fine-tuning settings chosen on the dev split first), the Chinese character model at GPU size and its
+# book, and the sweep benchmark, each timed.
 #
 #   HEADLAB_CACHE=/path/to/cache OUT=/path/to/results benchmarks/gpu_book.sh
 #
 # The GPU machine may have no network, so nothing is installed or downloaded here. It needs:
 #   .venv/              a venv with a CUDA build of torch and this package's dependencies (`make venv TORCH=...`)
 #   $HEADLAB_CACHE      a cache that already holds the assets (`python -m headlab.inputs.assets fetch mpnet minilm stsb-en
-#                       pku-1998 stsb-zh`, and jieba's dictionary comes with the venv),
+#                       pku-1998 stsb-zh e5-small`, and jieba's dictionary comes with the venv),
 #                       plus the book's JavaScript, fetched by one `make book` run wherever there is network)
 # Results land in $OUT (default gpu-out/): timings.txt, one log per step, the built book and its CSV tables.
 set -uo pipefail
@@ -26,7 +27,7 @@ import torch
 from headlab.inputs.assets import asset_path
 assert torch.cuda.is_available(), f"torch {torch.__version__} sees no CUDA GPU"
 print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
-for name in ("mpnet", "minilm", "stsb-en", "pku-1998", "stsb-zh"):
+for name in ("mpnet", "minilm", "stsb-en", "pku-1998", "stsb-zh", "e5-small"):
     asset_path(name, fetch=False)  # raises, naming the asset, if it is not in the cache
 EOF
 
@@ -40,6 +41,16 @@ timed() {  # timed NAME COMMAND...: run it with its output in $OUT/NAME.log, and
 
 # The whole book on all-mpnet-base-v2 (12 x 12 heads): fine-tune once, every notebook, the static site.
 timed book $PY -m headlab.book --preset mpnet --work "$OUT/book" --run-dir "$OUT/runs"
+# multilingual-e5-small (12 x 12 heads), in Chinese and in English: the fine-tuning settings are chosen on the dev split
+# (headlab.book.tuning, the preset's grid), then the book runs with the chosen LR and EPOCHS.
+chosen() {  # chosen TABLE: the --set options for the row the tuning chose
+    $PY -c "import pandas as pd; r = pd.read_csv('$1').query('chosen').iloc[0]; print(f'--set LR={r.lr:g} --set EPOCHS={int(r.epochs)}')"
+}
+for preset in e5-zh e5-en; do
+    timed "tune_$preset" $PY -m headlab.book.tuning "$preset" --device cuda --out "$OUT/tuning-$preset.csv"
+    timed "book_$preset" $PY -m headlab.book --preset "$preset" --set DEVICE=cuda $(chosen "$OUT/tuning-$preset.csv") \
+        --work "$OUT/book-$preset" --run-dir "$OUT/runs-$preset"
+done
 # The character-level Chinese BERT at GPU size (zh-char-gpu: 12 x 12 heads, hidden 288, 6000 steps of 128 x 128),
 # then the whole book on it; the model folder lands in the cache, its report in the log.
 timed pretrain_zh $PY -m headlab.models.pretrain zh-char-gpu --device cuda
