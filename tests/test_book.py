@@ -36,7 +36,9 @@ def test_notebooks_are_committed_clean_with_a_parameters_cell(path):
         assert f"{name} = " in tagged[0]["source"]
 
 
-STUDY = (REPO.parent / "shared" / "STUDY.md")
+# the study's text (../shared/STUDY.md), kept with the tests so that a checkout alone can check the pages against it
+STUDY = REPO / "tests" / "data" / "study.md"
+SHARED_STUDY = REPO.parent / "shared" / "STUDY.md"
 # numbers a page may state without computing them, all choices of method: interval levels and the test level, the
 # bootstrap's percentile bounds, a notebook's number when it names another page, and the year of a cited paper
 STATED_NUMBERS = {"90%", "95%", "5%", "2.5", "97.5%", "02", "05", "2019"}
@@ -48,12 +50,15 @@ def markdown_cells(path) -> list[str]:
     return [re.sub(r"`[^`]*`", "", "".join(c["source"])) for c in cells if c["cell_type"] == "markdown"]
 
 
+@pytest.mark.skipif(not SHARED_STUDY.exists(), reason=f"{SHARED_STUDY} is not beside this checkout")
+def test_the_copy_of_the_study_is_the_study():
+    assert STUDY.read_text(encoding="utf-8") == SHARED_STUDY.read_text(encoding="utf-8")
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_text_states_no_number_or_model_the_run_did_not_compute(path):
     """A page's prose quotes the study's numbers (``STUDY.md``) and nothing else: every fact about our model, data,
     sizes and timings comes from the run, as generated output. Model names are the run's too (MODEL may be any)."""
-    if not STUDY.exists():
-        pytest.skip(f"{STUDY} is not in this checkout")
     study = set(re.findall(r"\d+(?:\.\d+)?%?", STUDY.read_text(encoding="utf-8")))
     study |= {n.rstrip("%") for n in study}
     for text in markdown_cells(path):
