@@ -23,7 +23,7 @@ from headlab.core.engine import MaskEngine
 
 EXTRA = "headlab[cluster]"
 _CLIENTS: dict[str, object] = {}  # one client per spec in this process: a notebook's sweeps share one local cluster
-_ENGINES: dict[tuple, tuple[MaskEngine, dict | None]] = {}  # per worker process: engine and its precision check
+_ENGINE: dict = {}  # per worker process, the current sweep's key, split, engine and precision check (one at a time)
 
 
 class ClusterError(RuntimeError):
@@ -74,25 +74,26 @@ def _new_client(distributed, spec, text: str):
 def _engine(shipped: tuple[str, bytes], encoded, batch_size: int, pad_id: int, masks_per_pass: int,
             autocast) -> tuple[MaskEngine, dict | None]:
     """This worker's engine for the shipped model and split, with its precision check against fp32 where it
-    runs in reduced precision: built on the first chunk, reused after.
+    runs in reduced precision: built on the first chunk, reused after. Only the current sweep's engine is kept (it
+    holds a model and recorded layer outputs), so a long-lived worker does not pile up one per sweep.
 
     The model travels pickled as plain bytes: Dask's own torch serializer rebuilds a module whose hook
     registries are plain dicts, which the engine's hooks cannot use."""
     digest, payload = shipped
-    key = (digest, id(encoded), batch_size, pad_id, masks_per_pass, autocast)
-    if key not in _ENGINES:
+    key = (digest, batch_size, pad_id, masks_per_pass, autocast)
+    if _ENGINE.get("key") != key or _ENGINE["encoded"] is not encoded:
         model = pickle.loads(payload)
         worker = _dask().get_worker()
         torch.set_num_threads(max(1, worker.state.nthreads))
         device = "cuda" if torch.cuda.is_available() else "cpu"
         engine = MaskEngine(model.to(device), encoded, batch_size, device, pad_id, masks_per_pass=masks_per_pass,
                             autocast=autocast)
-        _ENGINES[key] = engine, engine.precision_check() if engine.autocast else None
-    return _ENGINES[key]
+        _ENGINE.update(key=key, encoded=encoded, engine=engine, check=engine.precision_check() if engine.autocast else None)
+    return _ENGINE["engine"], _ENGINE["check"]
 
 
-def evaluate_chunk(shipped: tuple[str, bytes], encoded, keeps: list[torch.Tensor], batch_size: int, pad_id: int, masks_per_pass: int,
-                   autocast) -> tuple[list[np.ndarray], dict | None]:
+def evaluate_chunk(shipped: tuple[str, bytes], encoded, keeps: list[torch.Tensor], batch_size: int, pad_id: int,
+                   masks_per_pass: int, autocast) -> tuple[list[np.ndarray], dict | None]:
     """On a worker: the grade probabilities of each mask in ``keeps``, and the engine's precision check against
     fp32 where it runs in reduced precision (so the driver can refuse a precision that moves too many grades)."""
     engine, check = _engine(shipped, encoded, batch_size, pad_id, masks_per_pass, autocast)
