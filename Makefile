@@ -10,6 +10,7 @@
 #          make book MODEL=zh-char    pretrain a 12x12 character-level Chinese BERT, run the book on it
 #                                     (the same as PRESET=zh-char; zh-char-mlm: pretrained without NSP)
 #          make book PRESET=e5-zh     multilingual-e5-small on Chinese STS-B (e5-en: on English STS-B)
+#          make book PRESETS="default zh-char"   one site: each preset's pages, the scorecard across them first
 #          make book MODEL=path/or/hub-id   any other model, on the default data and sizes
 PYTHON ?= python3
 VENV ?= .venv
@@ -17,9 +18,10 @@ TORCH ?= torch==2.13.0
 MODEL ?=
 CHINESE_PRESETS := zh-char zh-char-mlm
 PRESET ?= $(if $(filter $(CHINESE_PRESETS),$(MODEL)),$(MODEL),default)
+PRESETS ?= $(PRESET)
 SET ?=
-ASSETS ?= minilm stsb-en $(if $(filter mpnet,$(PRESET)),mpnet) $(if $(filter $(CHINESE_PRESETS) e5-zh,$(PRESET)),pku-1998 stsb-zh) \
-	$(if $(filter e5-zh e5-en,$(PRESET)),e5-small)
+ASSETS ?= minilm stsb-en $(if $(filter mpnet,$(PRESETS)),mpnet) \
+	$(if $(filter $(CHINESE_PRESETS) e5-zh,$(PRESETS)),pku-1998 stsb-zh) $(if $(filter e5-zh e5-en,$(PRESETS)),e5-small)
 BIN := $(VENV)/bin
 
 .PHONY: book test test-fast lab venv assets clean
@@ -37,7 +39,7 @@ assets: venv
 	$(BIN)/python -m headlab.report.bookjs
 
 book: assets
-	$(BIN)/python -m headlab.book --preset $(PRESET) $(if $(MODEL),--set MODEL=$(MODEL)) $(foreach s,$(SET),--set $(s))
+	$(BIN)/python -m headlab.book --presets $(PRESETS) $(if $(MODEL),--set MODEL=$(MODEL)) $(foreach s,$(SET),--set $(s))
 
 lab: assets
 	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks \

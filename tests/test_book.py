@@ -122,7 +122,7 @@ def test_make_book_model_picks_the_preset_and_its_assets(model, preset, chinese)
                           check=True).stdout
     book = next(line for line in plan.splitlines() if "-m headlab.book " in line)  # not headlab.report.bookjs
     fetch = next(line for line in plan.splitlines() if "-m headlab.inputs.assets fetch" in line)
-    assert f"--preset {preset} " in book + " "
+    assert f"--presets {preset} " in book + " "
     assert (f"--set MODEL={model}" in book) == bool(model)
     assert ("pku-1998 stsb-zh" in fetch) == chinese
     assert preset in PRESETS
@@ -135,7 +135,16 @@ def test_make_book_fetches_the_e5_presets_assets(preset, assets):
                           check=True).stdout
     fetch = next(line for line in plan.splitlines() if "-m headlab.inputs.assets fetch" in line)
     assert all(f" {name}" in fetch for name in assets.split())
-    assert f"--preset {preset} " in next(line for line in plan.splitlines() if "-m headlab.book " in line) + " "
+    assert f"--presets {preset} " in next(line for line in plan.splitlines() if "-m headlab.book " in line) + " "
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_book_presets_builds_one_site_with_every_presets_assets():
+    plan = subprocess.run(["make", "-n", "book", "PRESETS=default zh-char"], cwd=REPO, capture_output=True, text=True,
+                          check=True).stdout
+    fetch = next(line for line in plan.splitlines() if "-m headlab.inputs.assets fetch" in line)
+    assert "--presets default zh-char" in next(line for line in plan.splitlines() if "-m headlab.book " in line)
+    assert all(f" {name}" in fetch for name in ["minilm", "stsb-en", "pku-1998", "stsb-zh"])
 
 
 @pytest.mark.slow  # builds the whole book on the real minilm and STS-B assets
@@ -153,6 +162,12 @@ def test_tiny_book_builds_with_real_numbers(tiny_book):
     assert {"baseline_metrics.csv", "confusion.csv", "redundancy_curve.csv", "redundancy_draws.csv"} <= tables
     curve = next(runs.rglob("redundancy_curve.csv")).read_text().splitlines()
     assert len(curve) == 1 + len(PRESETS["tiny"]["SHARES"])
+    # the first page is the scorecard: every finding page saved its claims, each cell links to its page
+    scorecard = pd.read_csv(runs / "scorecard.csv")
+    assert set(scorecard["page"]) == {nb.stem for nb in NOTEBOOKS if not nb.stem.startswith("00")}
+    assert set(scorecard["verdict"]) <= {"holds", "does not hold", "opposite", "cannot tell"}
+    front = index.read_text()
+    assert "Scorecard" in front and 'href="executed/01_redundancy.html"' in front
 
 
 @pytest.mark.slow  # runs every notebook in a Jupyter kernel (minutes), on the minilm asset's vocabulary

@@ -197,6 +197,19 @@ def test_every_page_of_the_book_works_offline(site, browser, shots, opened):
     print(f"\nchecked {len(reports)} pages offline ({opened}): " + ", ".join(r.page for r in reports))
 
 
+def test_the_scorecard_is_the_first_page_and_every_link_on_it_resolves(site, browser):
+    with serve(site) as base:
+        tab = browser.new_page()
+        tab.goto(base, wait_until="load")
+        assert tab.locator("h1").first.inner_text().startswith("Scorecard")
+        links = sorted(set(tab.eval_on_selector_all("a[href]", "els => els.map(e => e.href.split('#')[0])")))
+        local = [url for url in links if url.startswith(base)]
+        assert any(url.endswith("executed/01_redundancy.html") for url in local)
+        broken = [url for url in local if tab.request.get(url).status != 200]
+        tab.close()
+    assert not broken, f"links on the scorecard that do not resolve: {broken}"
+
+
 def test_views_on_one_page_keep_their_own_ids_and_respond(site, browser, shots):
     page = _views_page(site)
     with serve(site) as base:

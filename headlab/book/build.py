@@ -1,7 +1,8 @@
 """Build the book: execute the notebooks headless with papermill, then build the static site with jupyter-book 1.
 
 The table of contents (``book/_toc.yml``) is the one list of pages: every ``executed/NAME`` entry is the
-notebook ``notebooks/NAME.ipynb`` run with the chosen parameters. A notebook that fails stops the build with
+notebook ``notebooks/NAME.ipynb`` run with the chosen parameters. The site's own toc is generated from it
+(:func:`site_toc`): the scorecard first, then the pages once per preset built. A notebook that fails stops the build with
 its name and cell; Sphinx warnings (a missing page, an output it cannot show) are errors.
 
     python -m headlab.book                      # the whole book on the default model and data
@@ -9,6 +10,7 @@ its name and cell; Sphinx warnings (a missing page, an output it cannot show) ar
     python -m headlab.book --preset zh-char     # the character-level Chinese BERT headlab pretrains
     python -m headlab.book --preset e5-zh       # multilingual-e5-small on Chinese STS-B (e5-en: on English)
     python -m headlab.book --set DEVICE=cuda --set DRAWS=50
+    python -m headlab.book --presets default zh-char   # one site, each preset's pages, the scorecard across them
 """
 from __future__ import annotations
 
@@ -160,38 +162,87 @@ def _pretrain_if_needed(settings: dict) -> None:
         print(f"[book] {model}: {folder} ({time.time() - started:.0f} s)", flush=True)
 
 
-def build(settings: dict, work: Path | None = None, run_dir: Path | None = None, only: list[str] | None = None) -> Path:
-    """Execute the toc's notebooks into ``<work>/executed`` and build the site; return the path of index.html."""
+def site_toc(template: Path, folders: dict[str, str]) -> str:
+    """The site's table of contents: the scorecard as the first page, the introduction, then the template's parts
+    once per preset, each pointing at that preset's executed pages (``executed/NAME`` becomes ``<folder>/NAME``)
+    and captioned with the preset when there are several."""
+    text = template.read_text(encoding="utf-8")
+    parts = text[text.index("parts:"):].splitlines()[1:]
+    lines = ["format: jb-book", "root: scorecard", "parts:", "  - caption: Introduction", "    chapters:",
+             "      - file: intro"]
+    for preset, folder in folders.items():
+        for line in parts:
+            line = re.sub(r"file:\s*executed/", f"file: {folder}/", line)
+            if len(folders) > 1:
+                line = re.sub(r"caption:\s*(.*)", rf"caption: \1 ({preset})", line)
+            lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def execute_preset(preset: str, settings: dict, executed: Path, names: list[str], only: list[str] | None) -> None:
+    """Run the toc's notebooks for one preset into ``executed``, tagged for reading, widgets made static."""
     import nbformat
+
+    executed.mkdir(parents=True, exist_ok=True)
+    _pretrain_if_needed(settings)
+    for name in names:
+        target = executed / f"{name}.ipynb"
+        if only and name not in only:
+            if not target.exists():
+                raise BookError(f"--only skips {name}, but it has never been executed into {executed}")
+            continue
+        print(f"[book] {preset}: executing notebooks/{name}.ipynb ...", flush=True)
+        seconds = execute_notebook(REPO / "notebooks" / f"{name}.ipynb", target, settings, REPO)
+        nb = nbformat.read(str(target), as_version=4)
+        static_widgets(nb)  # the static book embeds no widgets: no widget JavaScript from a CDN
+        reading_tags(nb)
+        nbformat.write(nb, str(target))
+        print(f"[book] {preset}: {name}: {seconds:.0f} s", flush=True)
+
+
+def not_built_commands(built: list[str]) -> dict[str, str]:
+    """For every preset of :data:`PRESETS` left out of this build (the tiny test preset aside), the command that
+    builds the site with it added."""
+    def command(preset: str) -> str:
+        gpu = str(PRESETS[preset].get("DEVICE", "")).startswith("cuda")
+        return (f'make book PRESETS="{" ".join([*built, preset])}"'
+                + (' TORCH="torch==2.14.1"  (needs a GPU)' if gpu else ""))
+    return {p: command(p) for p in PRESETS if p not in built and p != "tiny"}
+
+
+def build(presets: dict[str, dict], work: Path | None = None, run_dir: Path | None = None,
+          only: list[str] | None = None) -> Path:
+    """Execute the toc's notebooks for every preset (``{name: settings}``, in order) and build one site whose first
+    page is the scorecard across them; return the path of index.html.
+
+    The first preset's pages are ``executed/NAME``, every other preset's ``executed/<preset>/NAME``.
+    """
+    from headlab.book.scorecard import scorecard_markdown, scorecard_table
 
     source = REPO / "book"
     work = Path(work) if work else source
     if work != source:  # a separate build folder (tests): copy the pages, keep the sources clean
         shutil.copytree(source, work, dirs_exist_ok=True, ignore=shutil.ignore_patterns("_build", "executed", "_extra"))
-    (work / "executed").mkdir(parents=True, exist_ok=True)
-    settings = {"RUN_DIR": str((run_dir or REPO / "runs").resolve()), **settings}
+    run_dir = str((run_dir or REPO / "runs").resolve())
+    presets = {name: {"RUN_DIR": run_dir, **settings} for name, settings in presets.items()}
     os.environ.update({"HEADLAB_BOOK": "1", "HEADLAB_NO_NETWORK": "1", "HF_HUB_OFFLINE": "1",
                        "TOKENIZERS_PARALLELISM": "false"})
-    names = toc_notebooks(work / "_toc.yml")
-    _check_settings(settings, [REPO / "notebooks" / f"{name}.ipynb" for name in names])
-    _pretrain_if_needed(settings)
-    for name in names:
-        if only and name not in only:
-            if not (work / "executed" / f"{name}.ipynb").exists():
-                raise BookError(f"--only skips {name}, but it has never been executed into {work / 'executed'}")
-            continue
-        print(f"[book] executing notebooks/{name}.ipynb ...", flush=True)
-        executed = work / "executed" / f"{name}.ipynb"
-        seconds = execute_notebook(REPO / "notebooks" / f"{name}.ipynb", executed, settings, REPO)
-        nb = nbformat.read(str(executed), as_version=4)
-        static_widgets(nb)  # the static book embeds no widgets: no widget JavaScript from a CDN
-        reading_tags(nb)
-        nbformat.write(nb, str(executed))
-        print(f"[book] {name}: {seconds:.0f} s", flush=True)
+    names = toc_notebooks(source / "_toc.yml")
+    for settings in presets.values():
+        _check_settings(settings, [REPO / "notebooks" / f"{name}.ipynb" for name in names])
+    folders = {name: "executed" if i == 0 else f"executed/{name}" for i, name in enumerate(presets)}
+    for name, settings in presets.items():
+        execute_preset(name, settings, work / folders[name], names, only)
+    table = scorecard_table(presets)
+    table.to_csv(Path(run_dir) / "scorecard.csv", index=False)
+    (work / "scorecard.md").write_text(scorecard_markdown(table, folders, not_built_commands(list(presets))),
+                                      encoding="utf-8")
+    toc = work / "_site_toc.yml"
+    toc.write_text(site_toc(source / "_toc.yml", folders), encoding="utf-8")
     write_scripts(work / "_extra")
     jb = Path(sys.executable).with_name("jupyter-book")
     command = [str(jb if jb.exists() else "jupyter-book"), "build", str(work), "--config", str(REPO / "_config.yml"),
-               "--toc", str(work / "_toc.yml"), "--path-output", str(work),  # else _build goes beside _config.yml
+               "--toc", str(toc), "--path-output", str(work),  # else _build goes beside _config.yml
                "-W", "-n", "--keep-going", "--all"]
     result = subprocess.run(command, cwd=REPO)
     if result.returncode != 0:
@@ -205,6 +256,8 @@ def build(settings: dict, work: Path | None = None, run_dir: Path | None = None,
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", choices=sorted(PRESETS), default="default")
+    parser.add_argument("--presets", nargs="+", choices=sorted(PRESETS), metavar="PRESET",
+                        help="several presets in one site, the scorecard across them (overrides --preset)")
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                         help="a notebook parameter, e.g. --set DEVICE=cuda (repeatable)")
     parser.add_argument("--work", type=Path, help="build folder (default: book/)")
@@ -212,8 +265,9 @@ def main(argv=None) -> int:
     parser.add_argument("--only", nargs="*", help="execute only these notebooks (others must have run before)")
     args = parser.parse_args(argv)
     try:
-        settings = {**PRESETS[args.preset], **dict(parse_setting(s) for s in args.settings)}
-        index = build(settings, args.work, args.run_dir, args.only)
+        overrides = dict(parse_setting(s) for s in args.settings)
+        names = list(dict.fromkeys(args.presets or [args.preset]))
+        index = build({name: {**PRESETS[name], **overrides} for name in names}, args.work, args.run_dir, args.only)
     except BookError as err:
         print(f"[book] ERROR: {err}", file=sys.stderr)
         return 1

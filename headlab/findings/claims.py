@@ -44,7 +44,8 @@ def claims_table(claims: list[Claim]) -> pd.DataFrame:
     return pd.DataFrame([asdict(c) for c in claims], columns=list(Claim.__dataclass_fields__))
 
 
-def _number(value: float, unit: str) -> str:
+def number_text(value: float, unit: str) -> str:
+    """A claim's number as the page writes it: a signed percentage for relative changes and shares."""
     return f"{value:+.1%}" if unit.startswith("relative") or unit.startswith("share") else f"{value:.3g}"
 
 
@@ -53,8 +54,8 @@ def render(claims: list[Claim]) -> str:
     lines = []
     for c in claims:
         ours = ("not measured" if math.isnan(c.ours) else
-                f"{_number(c.ours, c.unit)} [{_number(c.lo, c.unit)}, {_number(c.hi, c.unit)}] ({c.unit})")
+                f"{number_text(c.ours, c.unit)} [{number_text(c.lo, c.unit)}, {number_text(c.hi, c.unit)}] ({c.unit})")
         study = "" if c.study is None or (isinstance(c.study, float) and math.isnan(c.study)) else \
-            f"; the study: {_number(c.study, c.unit)}"
+            f"; the study: {number_text(c.study, c.unit)}"
         lines.append(f"- *{c.claim}* {_WORDS[c.verdict]}: {ours}{study}. {c.reason}")
     return "\n".join(lines)
