@@ -87,8 +87,7 @@ def test_the_charts_of_notebooks_05_to_07_build(setup):
     draws = pd.DataFrame({"label": ["5 random heads"] * 2, "mask_id": ["a", "b"], "rel_change": [-0.2, 0.0]})
     charts.condition_effects(table, draws).to_dict()
     claims = pd.DataFrame({"claim": ["rises", "falls"], "scope": ["all heads"] * 2, "before": [0.1, 0.2],
-                           "after": [0.2, 0.1], "delta": [0.1, -0.1], "lo": [0.05, -0.2], "hi": [0.2, -0.05],
-                           "holds": ["holds"] * 2})
+                           "after": [0.2, 0.1], "delta": [0.1, -0.1], "lo": [0.05, -0.2], "hi": [0.2, -0.05]})
     charts.claim_intervals(claims).to_dict()
     charts.draws_against(pd.DataFrame({"draw": [0, 1], "entropy_delta": [0.1, 0.0]}), "entropy_delta", 0.3,
                          "matching heads masked", "entropy change").to_dict()

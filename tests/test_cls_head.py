@@ -11,19 +11,20 @@ from headlab.core.masking import head_grid
 from headlab.core.stats import mcnemar, relative_change
 from headlab.core.sweep import baseline_spec, layer_specs, plan_table, run_sweep, single_head_specs
 from headlab.findings import cls_head
+from headlab.findings.claims import render
 from headlab.findings.cls_head import (
     cls_rows,
     concentration,
-    concentration_verdict,
+    concentration_claims,
+    focus_claims,
     focus_head,
-    focus_verdict,
     held_out_effect,
     selection_grid,
     single_head_correct,
     split_halves,
     spread,
+    spread_claims,
     spread_under_masks,
-    spread_verdict,
 )
 from headlab.findings.roles import ENGLISH_STOPWORDS, cls_profile
 
@@ -119,17 +120,22 @@ def test_focus_head_is_the_costliest_upper_head():
         focus_head(grid.assign(rel_change=[-0.1, -0.1, np.nan, np.nan, np.nan]), layers=4)
 
 
-def test_focus_verdict_says_where_the_head_was_chosen_and_measured():
+def test_focus_claims_say_where_the_head_was_chosen_and_measured():
     row = pd.Series({"layer": 5, "head": 3, "rel_change": -0.15, "n_examples": 690})
     effect = {"rel_change": -0.08, "lo": -0.12, "hi": -0.04, "p_mcnemar": 1e-4, "n_examples": 689}
-    text = focus_verdict(row, effect, layers=6)
-    assert "Chosen on 690 pairs" in text and "**5.3** (-15.0% on those pairs" in text
-    assert "Measured on the other 689 pairs: masked alone, accuracy changes by -8.0% [-12.0%, -4.0%]" in text
-    assert "**masking it hurts**" in text and "McNemar p = 0.0001" in text
+    [claim] = focus_claims(row, effect, layers=6)
+    assert (claim.claim_id, claim.verdict) == ("cls_head.masking_hurts", "holds")
+    assert (claim.ours, claim.lo, claim.hi, claim.p, claim.n_examples) == (-0.08, -0.12, -0.04, 1e-4, 689)
+    text = render([claim])
+    assert "**holds** here: -8.0% [-12.0%, -4.0%] (relative change of accuracy)" in text
+    assert "Head 5.3, the upper-half head whose masking costs most on 690 selection pairs (-15.0% there" in text
+    assert "measured masked alone on the other 689 pairs" in text and "McNemar p = 0.0001" in text
     assert "layer 10 of 12: the relative depth of our layer 5, this head's layer." in text
-    assert "of our layer 10." in focus_verdict(row, effect, layers=12)
-    unclear = focus_verdict(row, {**effect, "lo": -0.1, "hi": 0.02, "p_mcnemar": 0.3}, layers=6)
-    assert "**no change distinguishable from zero**" in unclear and "do not differ beyond chance" in unclear
+    assert "of our layer 10." in focus_claims(row, effect, layers=12)[0].reason
+    [unclear] = focus_claims(row, {**effect, "lo": -0.1, "hi": 0.02, "p_mcnemar": 0.3}, layers=6)
+    assert unclear.verdict == "cannot tell" and "do not differ beyond chance" in unclear.reason
+    [helps] = focus_claims(row, {**effect, "rel_change": 0.05, "lo": 0.01, "hi": 0.09}, layers=6)
+    assert helps.verdict == "opposite"
 
 
 def profile_table(shared, chance, entropy=None, heads=((1, 0), (1, 1))):
@@ -150,15 +156,30 @@ def test_concentration_against_chance():
     assert table.loc[0, "n_examples"] == 12 and table.loc[0, "above_chance"] == 1 and table.loc[0, "p_sign"] < 0.001
     assert table.loc[1, "excess"] == pytest.approx(-0.1 / 3) and table.loc[0, "lo"] > 0
     assert table.loc[0, "ratio"] == pytest.approx(0.7 / (0.8 / 3))
-    text = concentration_verdict(table.reset_index(), layer=1, head=0)
-    assert "beyond chance" in text and "ranks 1 of 2" in text
-    assert "no concentration" in concentration_verdict(table.reset_index(), layer=1, head=1)
-    mixed = table.reset_index().assign(lo=-0.01, hi=0.02, p_sign=0.001, above_chance=0.3)
-    assert "no consistent concentration" in concentration_verdict(mixed, layer=1, head=0)
-    assert "below chance on most pairs" in concentration_verdict(mixed, layer=1, head=0)
+    [claim] = concentration_claims(table.reset_index(), layer=1, head=0)
+    assert (claim.claim_id, claim.verdict) == ("cls_head.concentrates_on_shared", "holds")
+    assert (claim.ours, claim.lo, claim.hi, claim.p, claim.n_examples) == tuple(
+        table.loc[0, ["excess", "lo", "hi", "p_sign", "n_examples"]])
+    assert "beyond chance" in claim.reason and "ranks 1 of 2" in claim.reason
+    [none] = concentration_claims(table.reset_index(), layer=1, head=1)
+    assert none.verdict == "cannot tell" and "no concentration" in none.reason
 
 
-def test_spread_and_its_verdict():
+def test_concentration_needs_the_interval_and_the_sign_test_to_agree():
+    table = pd.DataFrame({"layer": [1, 1], "head": [0, 1], "shared_share": [0.1, 0.5], "chance": [0.3, 0.3],
+                          "excess": [-0.2, 0.2], "lo": [-0.3, 0.1], "hi": [-0.1, 0.3], "ratio": [1 / 3, 5 / 3],
+                          "above_chance": [0.2, 0.8], "p_sign": [0.001, 0.001], "n_examples": [50, 50]})
+    assert concentration_claims(table, 1, 0)[0].verdict == "opposite"
+    assert concentration_claims(table, 1, 1)[0].verdict == "holds"
+    # the interval above zero, but the sign test not below alpha: cannot be told
+    assert concentration_claims(table.assign(p_sign=0.2), 1, 1)[0].verdict == "cannot tell"
+    mixed = table.assign(lo=-0.01, hi=0.02, above_chance=0.3)
+    [claim] = concentration_claims(mixed, layer=1, head=0)
+    assert claim.verdict == "cannot tell" and "no consistent concentration" in claim.reason
+    assert "below chance on most pairs" in claim.reason
+
+
+def test_spread_and_its_claims():
     rng = np.random.default_rng(0)
     n = 40
     shared = rng.uniform(0.3, 0.5, (n, 2))
@@ -170,23 +191,41 @@ def test_spread_and_its_verdict():
     rows = change.set_index("metric")
     assert rows.loc["entropy", "delta"] == pytest.approx(np.log(2)) and rows.loc["shared_share", "hi"] < 0
     control = pd.DataFrame({"entropy_delta": [0.0, 0.1, -0.05] * 10})
-    text = spread_verdict(change, control, layer=1, head=0, k=5)
-    assert "**it spreads out**" in text and "factor 2.00" in text and "falls, as the study's reading implies" in text
-    assert "0 of 30 change it by" in text and "more than random lower heads do" in text
+    spreads, reads = spread_claims(change, control, layer=1, head=0, k=5)
+    assert (spreads.claim_id, spreads.verdict) == ("cls_head.spreads_without_matching", "holds")
+    assert (spreads.ours, spreads.lo, spreads.hi) == tuple(rows.loc["entropy", ["delta", "lo", "hi"]])
+    assert "factor 2.00" in spreads.reason and "falls, as the study's reading implies" in spreads.reason
+    assert (reads.claim_id, reads.verdict, reads.n_draws) == ("cls_head.reads_matching_heads", "holds", 30)
+    # no random set spreads it as much: the share is 0, its exact 95% upper bound 1 - 0.025 ** (1 / 30)
+    assert (reads.ours, reads.lo) == (0, 0) and reads.hi == pytest.approx(1 - 0.025 ** (1 / 30))
+    assert reads.p == pytest.approx(1 / 31) and "change its entropy by +0.693" in reads.reason
+    assert "or more: 0 of 30" in reads.reason
+    assert "more than random lower heads do" in render([reads])
     still = spread(before, before, layer=1, head=0, n_boot=50)
-    assert "no change of spread distinguishable from zero" in spread_verdict(still, None, layer=1, head=0, k=5)
+    unchanged, unmeasured = spread_claims(still, None, layer=1, head=0, k=5)
+    assert unchanged.verdict == "cannot tell" and unmeasured.verdict == "cannot tell"
+    assert np.isnan(unmeasured.ours) and unmeasured.reason.startswith("Not measured")
+    narrower = spread(before, profile_table(shared, chance=[0.3] * n, entropy=entropy - 0.1), 1, 0, n_boot=50)
+    assert spread_claims(narrower, None, 1, 0, k=5)[0].verdict == "opposite"
+
+
+def test_a_slight_spread_still_holds_but_says_so():
+    change = pd.DataFrame({"metric": ["entropy", "shared_share"], "before": [1.0, 0.4], "after": [1.1, 0.4],
+                           "delta": [0.1, 0.0], "lo": [0.05, -0.01], "hi": [0.15, 0.01], "n_examples": [50, 50]})
+    [slight, _] = spread_claims(change, None, 1, 0, k=5)
+    assert slight.verdict == "holds" and "only slightly (a factor under 1.2)" in slight.reason
+    assert "does not change distinguishably" in slight.reason
 
 
 def test_a_control_with_too_few_draws_cannot_be_decided():
     change = pd.DataFrame({"metric": ["entropy", "shared_share"], "before": [1.0, 0.4], "after": [1.3, 0.3],
                            "delta": [0.3, -0.1], "lo": [0.2, -0.15], "hi": [0.4, -0.05], "n_examples": [50, 50]})
-    few = spread_verdict(change, pd.DataFrame({"entropy_delta": [0.0, 0.1, -0.05, 0.02, 0.01]}), 1, 0, k=5)
-    assert "0 of 5 change it by" in few and "**cannot be decided with 5 draws**" in few
-    assert "(the smallest possible p is 0.17) (raise CONTROL_DRAWS)" in few
-    assert "as much as the matching heads" not in few
-    enough = spread_verdict(change, pd.DataFrame({"entropy_delta": [0.0] * 19 + [0.5]}), 1, 0, k=5)
-    assert "empirical p = 0.095" in enough and "as much as the matching heads" in enough
-    assert "cannot be decided" not in enough
+    [_, few] = spread_claims(change, pd.DataFrame({"entropy_delta": [0.0, 0.1, -0.05, 0.02, 0.01]}), 1, 0, k=5)
+    assert few.verdict == "cannot tell" and "or more: 0 of 5" in few.reason
+    assert "5 draws cannot decide it: the smallest possible p is 0.17 (raise CONTROL_DRAWS)" in few.reason
+    [_, enough] = spread_claims(change, pd.DataFrame({"entropy_delta": [0.0] * 19 + [0.5]}), 1, 0, k=5)
+    assert enough.verdict == "does not hold" and enough.p == pytest.approx(2 / 21) and enough.ours == 1 / 20
+    assert "empirical p = 0.095" in enough.reason and "as much as the matching heads" in enough.reason
 
 
 def test_notebook_draws_enough_control_sets_to_reach_5_percent():

@@ -7,7 +7,9 @@ Here: the test pairs are split in two halves (:func:`split_halves`). The head is
 head's per-example results masked alone (notebook 02's sweep, or computed the same way); everything quoted about
 it is measured on the other: its effect on accuracy, its concentration on shared terms against the share a
 uniform row would give, and the spread, a paired before/after change of the row's entropy placed among the
-same change with random lower heads masked instead.
+same change with random lower heads masked instead. Each of the study's claims is a
+:class:`headlab.findings.claims.Claim` row (:func:`focus_claims`, :func:`concentration_claims`,
+:func:`spread_claims`), which the page renders as its verdict and saves.
 """
 from __future__ import annotations
 
@@ -24,7 +26,6 @@ from headlab.core.stats import (
     empirical_p_floor,
     mcnemar,
     relative_change,
-    undecidable,
 )
 from headlab.core.sweep import (
     SweepError,
@@ -35,6 +36,7 @@ from headlab.core.sweep import (
     single_head_specs,
 )
 from headlab.findings.attention_compare import token_labels
+from headlab.findings.claims import Claim
 from headlab.findings.importance import half_split
 from headlab.findings.layer_dependence import STUDY_HIGH_HEAD_LAYER, STUDY_LAYERS, study_layer_to_ours
 from headlab.findings.roles import cls_profile, content_positions, paired_delta, shared_terms
@@ -43,6 +45,7 @@ from headlab.findings.segmentation import group_split
 GRID_SWEEP = "layer_dependence"  # the name of notebook 02's sweep, which holds every single-head mask
 SPREAD_METRICS = ["entropy", "shared_share", "content_mass"]
 SLIGHT = 1.2  # a spread that multiplies the effectively attended tokens by less than this is called slight
+FINDING = "07 the high [CLS] head"
 
 
 def split_halves(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -114,24 +117,28 @@ def held_out_effect(correct: pd.DataFrame, base_correct: np.ndarray, layer: int,
     return {**relative_change(masked, base, n_boot=n_boot, seed=seed), "p_mcnemar": mcnemar(masked, base)}
 
 
-def focus_verdict(row: pd.Series, effect: dict, layers: int, alpha: float = 0.05) -> str:
-    """Where the chosen head costs most, what masking it does on held-out pairs, and the study's layer (markdown).
+def focus_claims(row: pd.Series, effect: dict, layers: int, alpha: float = 0.05) -> list[Claim]:
+    """The study's first claim about its high head as a row: masked alone, it costs accuracy.
 
-    ``row`` is the head's :func:`selection_grid` row, ``effect`` its :func:`held_out_effect`. Only one head
-    is tested on the held-out pairs, so its McNemar p needs no correction for the many heads it was chosen from.
+    ``row`` is the chosen head's :func:`selection_grid` row, ``effect`` its :func:`held_out_effect` on the other
+    pairs. It holds when the 95% interval of the held-out change lies below zero, is the opposite above it, and
+    cannot be told otherwise. Only one head is tested on the held-out pairs, so its McNemar p needs no correction
+    for the many heads it was chosen from; the reason also says where the study's layer falls in our model.
     """
+    layer, head = int(row["layer"]), int(row["head"])
     ours = study_layer_to_ours(STUDY_HIGH_HEAD_LAYER, layers)
-    place = f"the relative depth of our layer {ours}" + (", this head's layer" if int(row["layer"]) == ours else "")
-    state = by_interval(effect["lo"], effect["hi"], "**masking it helps**", "**masking it hurts**",
-                        "**no change distinguishable from zero**")
+    place = f"the relative depth of our layer {ours}" + (", this head's layer" if layer == ours else "")
     test = "differ" if effect["p_mcnemar"] < alpha else "do not differ"
-    return (f"- Chosen on {int(row['n_examples'])} pairs: the upper-half head whose masking costs most there is "
-            f"**{int(row['layer'])}.{int(row['head'])}** ({row['rel_change']:+.1%} on those pairs, which flatters "
-            f"it: the worst of many heads is worst partly by chance). Measured on the other {effect['n_examples']} "
-            f"pairs: masked alone, accuracy changes by {effect['rel_change']:+.1%} [{effect['lo']:+.1%}, "
-            f"{effect['hi']:+.1%}]: {state} (exact McNemar p = {effect['p_mcnemar']:.2g}: masked and unmasked "
-            f"{test} beyond chance at {alpha:g}). The study's head sat in layer {STUDY_HIGH_HEAD_LAYER} of "
-            f"{STUDY_LAYERS}: {place}.")
+    reason = (f"Head {layer}.{head}, the upper-half head whose masking costs most on {int(row['n_examples'])} "
+              f"selection pairs ({row['rel_change']:+.1%} there, which flatters it: the worst of many heads is worst "
+              f"partly by chance), measured masked alone on the other {effect['n_examples']} pairs (95% paired "
+              f"bootstrap interval; exact McNemar p = {effect['p_mcnemar']:.2g}: masked and unmasked {test} beyond "
+              f"chance at {alpha:g}). The study's head sat in layer {STUDY_HIGH_HEAD_LAYER} of {STUDY_LAYERS}: "
+              f"{place}.")
+    return [Claim("cls_head.masking_hurts", FINDING, "A high-layer head costs accuracy when masked alone", None,
+                  float(effect["rel_change"]), float(effect["lo"]), float(effect["hi"]), "relative change of accuracy",
+                  int(effect["n_examples"]), 1, float(effect["p_mcnemar"]),
+                  by_interval(effect["lo"], effect["hi"], "opposite", "holds", "cannot tell"), reason)]
 
 
 def concentration(profile: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
@@ -226,83 +233,109 @@ def cls_rows(runs: dict, encoded, tokenizer, examples, layer: int, head: int, ba
     return pd.concat(frames, ignore_index=True)
 
 
-def _interval(r, fmt: str = "+.3f") -> str:
-    return f"{r['delta']:{fmt}} [{r['lo']:{fmt}}, {r['hi']:{fmt}}]"
+def _concentration_verdict(row: pd.Series, alpha: float) -> tuple[str, str]:
+    """(verdict, why): the bootstrap interval of the mean excess and the sign test (p < ``alpha``) must agree."""
+    sign = row["p_sign"] < alpha
+    if row["lo"] > 0 and sign and row["above_chance"] > 0.5:
+        return "holds", "it concentrates on the shared terms beyond chance (the interval and the sign test agree)"
+    if row["hi"] < 0 and sign and row["above_chance"] < 0.5:
+        return "opposite", "it puts less on the shared terms than chance would (the interval and the sign test agree)"
+    if sign:
+        side = "above" if row["above_chance"] > 0.5 else "below"
+        return "cannot tell", (f"no consistent concentration: the head is {side} chance on most pairs, but the "
+                               f"interval of the mean excess does not agree")
+    return "cannot tell", "no concentration on the shared terms distinguishable from chance"
 
 
-def concentration_verdict(table: pd.DataFrame, layer: int, head: int, alpha: float = 0.05) -> str:
-    """Does the head's [CLS] row concentrate on shared terms? (markdown)
+def concentration_claims(table: pd.DataFrame, layer: int, head: int, alpha: float = 0.05) -> list[Claim]:
+    """The study's claim that the head's [CLS] row concentrates on the shared terms, as a row.
 
     ``table`` is the :func:`concentration` table of all heads on the held-out pairs (those the head was not
-    chosen on, as the text says), so the answer also says where the head ranks.
-    A difference from chance needs the bootstrap interval of the mean excess and the sign test (p < ``alpha``)
-    to agree; where only the sign test does, the answer says so.
+    chosen on), so the reason also says where the head ranks. Ours is the mean excess over a uniform row with its
+    95% bootstrap interval; it holds when that interval lies above zero and the sign test (p < ``alpha``) finds the
+    head above chance on most pairs, is the opposite when both point below, and cannot be told otherwise.
     """
     row = table[(table["layer"] == layer) & (table["head"] == head)].iloc[0]
     rank = int((table["excess"] > row["excess"]).sum()) + 1
-    sign = row["p_sign"] < alpha
-    if row["lo"] > 0 and sign and row["above_chance"] > 0.5:
-        state = "**it concentrates on the shared terms beyond chance**"
-    elif row["hi"] < 0 and sign and row["above_chance"] < 0.5:
-        state = "**it puts less on the shared terms than chance would**"
-    elif sign:
-        side = "above" if row["above_chance"] > 0.5 else "below"
-        state = (f"**no consistent concentration**: the mean excess is not distinguishable from zero, though the "
-                 f"head is {side} chance on most pairs")
-    else:
-        state = "**no concentration on the shared terms distinguishable from chance**"
-    return (f"- *Its [CLS] attention concentrates on the terms query and title share* (study). Head {layer}.{head}, "
-            f"over {int(row['n_examples'])} held-out pairs that share a term (pairs it was not chosen on): "
-            f"{row['shared_share']:.1%} of its [CLS] attention on non-special tokens lands on shared terms, against "
-            f"{row['chance']:.1%} for a uniform row "
-            f"(excess {row['excess'] * 100:+.1f} points [{row['lo'] * 100:+.1f}, {row['hi'] * 100:+.1f}], "
-            f"{row['ratio']:.2f}× chance; above chance on {row['above_chance']:.0%} of pairs, sign test "
-            f"p = {row['p_sign']:.2g}): {state}. It ranks {rank} of {len(table)} heads by that excess.")
+    verdict, why = _concentration_verdict(row, alpha)
+    reason = (f"Head {layer}.{head}, over {int(row['n_examples'])} held-out pairs that share a term (pairs it was not "
+              f"chosen on): {row['shared_share']:.1%} of its [CLS] attention on non-special tokens lands on shared "
+              f"terms, against {row['chance']:.1%} for a uniform row ({row['ratio']:.2f}× chance); above chance on "
+              f"{row['above_chance']:.0%} of pairs, sign test p = {row['p_sign']:.2g}: {why}. It ranks {rank} of "
+              f"{len(table)} heads by that excess.")
+    return [Claim("cls_head.concentrates_on_shared", FINDING,
+                  "Its [CLS] attention concentrates on the terms query and title share", None, float(row["excess"]),
+                  float(row["lo"]), float(row["hi"]), "share of the [CLS] row on shared terms, minus a uniform row's",
+                  int(row["n_examples"]), 1, float(row["p_sign"]), verdict, reason)]
 
 
-def spread_verdict(change: pd.DataFrame, control: pd.DataFrame | None, layer: int, head: int, k: int,
-                   alpha: float = 0.05) -> str:
-    """Does the head's [CLS] attention spread out when the matching heads are masked? (markdown)
-
-    ``change`` comes from :func:`spread`; ``control`` from :func:`spread_under_masks` with random lower
-    heads; both on the held-out pairs (those the head was not chosen on, as the text says). Spreading out
-    means the entropy rises with an interval above zero; exp(entropy change) is the factor on the number of
-    effectively attended tokens (a spread by a factor under 1.2 is called slight). The empirical p-value says
-    how often k random lower heads raise the entropy as much; it is never below 1 / (1 + draws), so where that
-    floor is ``alpha`` or more (fewer than 20 draws at 5%) the text says the comparison cannot be decided
-    rather than report a result that could never have been significant.
-    """
+def _spread_claim(change: pd.DataFrame, layer: int, head: int, k: int) -> Claim:
+    """Does the head's row spread out with the matching heads masked: the entropy change's interval against zero."""
     rows = change.set_index("metric")
     e, s = rows.loc["entropy"], rows.loc["shared_share"]
     factor, factor_lo, factor_hi = np.exp([e["delta"], e["lo"], e["hi"]])
-    if e["lo"] > 0:
-        state = "**it spreads out**" if factor >= SLIGHT else "**it spreads out, but only slightly**"
-    elif e["hi"] < 0:
-        state = "**it concentrates further** (the opposite of the study)"
-    else:
-        state = "**no change of spread distinguishable from zero**"
+    verdict = by_interval(e["lo"], e["hi"], "holds", "opposite", "cannot tell")
+    slight = f", only slightly (a factor under {SLIGHT:g})" if verdict == "holds" and factor < SLIGHT else ""
     shared = ("falls, as the study's reading implies" if s["hi"] < 0 else
               "rises: the row moves towards the shared terms, not away from them" if s["lo"] > 0 else
               "does not change distinguishably")
-    lines = [f"- *With the {k} matching heads masked, its [CLS] attention spreads over many more terms* (study). "
-             f"Head {layer}.{head}, paired over {int(e['n_examples'])} held-out pairs: entropy {e['before']:.2f} → "
-             f"{e['after']:.2f} nats ({_interval(e)}), so the effectively attended tokens grow by a factor "
-             f"{factor:.2f} [{factor_lo:.2f}, {factor_hi:.2f}]: {state}. Its share on shared terms "
-             f"{s['before']:.1%} → {s['after']:.1%} ({s['delta'] * 100:+.1f} points [{s['lo'] * 100:+.1f}, "
-             f"{s['hi'] * 100:+.1f}]) {shared}."]
-    if control is not None and len(control):
-        values = control["entropy_delta"].to_numpy()
-        extreme = int(np.sum(values >= e["delta"]))
-        p = empirical_p(extreme, len(values))
-        floor = empirical_p_floor(len(values))
-        if p < alpha:
-            answer = "the matching heads shape this head's [CLS] row more than random lower heads do"
-        elif floor < alpha:
-            answer = "random lower heads shape this head's [CLS] row as much as the matching heads"
-        else:
-            answer = undecidable(len(values), alpha) + " (raise CONTROL_DRAWS)"
-        lines.append(f"- Masking {k} random heads of the lower half instead changes its entropy by "
-                     f"{values.mean():+.3f} on average ({values.min():+.3f} to {values.max():+.3f} over "
-                     f"{len(values)} draws); {extreme} of {len(values)} change it by {e['delta']:+.3f} or more "
-                     f"(one-sided, in the study's direction; empirical p = {p:.2g}): {answer}.")
-    return "\n".join(lines)
+    reason = (f"Head {layer}.{head} with the {k} matching heads masked, paired over {int(e['n_examples'])} held-out "
+              f"pairs: entropy {e['before']:.2f} → {e['after']:.2f} nats, so the effectively attended tokens grow "
+              f"by a factor {factor:.2f} [{factor_lo:.2f}, {factor_hi:.2f}]{slight}. Its share on shared terms "
+              f"{s['before']:.1%} → {s['after']:.1%} ({s['delta'] * 100:+.1f} points [{s['lo'] * 100:+.1f}, "
+              f"{s['hi'] * 100:+.1f}]) {shared}. Intervals: 95%, paired bootstrap over pairs.")
+    return Claim("cls_head.spreads_without_matching", FINDING,
+                 "With the low-layer term-matching heads masked, its [CLS] attention spreads over many more terms",
+                 None, float(e["delta"]), float(e["lo"]), float(e["hi"]), "change of the [CLS] row's entropy, in nats",
+                 int(e["n_examples"]), 1, None, verdict, reason)
+
+
+def _control_claim(change: pd.DataFrame, control: pd.DataFrame | None, k: int, alpha: float) -> Claim:
+    """Do the matching heads shape the row more than random lower heads: the empirical p of the entropy change."""
+    claim_id, claim = ("cls_head.reads_matching_heads",
+                       "It reads the matching heads: masking them spreads its [CLS] attention more than masking "
+                       "random lower heads")
+    unit = "share of random lower-head sets that spread it as much"
+    e = change.set_index("metric").loc["entropy"]
+    if control is None or not len(control):
+        nan = float("nan")
+        return Claim(claim_id, FINDING, claim, None, nan, nan, nan, unit, int(e["n_examples"]), 0, None,
+                     "cannot tell", "Not measured: no random lower-head sets were masked (CONTROL_DRAWS).")
+    values = control["entropy_delta"].to_numpy()
+    extreme = int(np.sum(values >= e["delta"]))
+    p = empirical_p(extreme, len(values))
+    floor = empirical_p_floor(len(values))
+    if p < alpha:
+        verdict = "holds"
+        answer = "the matching heads shape this head's [CLS] row more than random lower heads do"
+    elif floor < alpha:
+        verdict = "does not hold"
+        answer = "random lower heads shape this head's [CLS] row as much as the matching heads"
+    else:
+        verdict = "cannot tell"
+        answer = f"{len(values)} draws cannot decide it: the smallest possible p is {floor:.2g} (raise CONTROL_DRAWS)"
+    reason = (f"Shown: the share of the {len(values)} draws of {k} random lower-half heads, masked instead, that "
+              f"change its entropy by {e['delta']:+.3f} (the matching heads' change) or more: {extreme} of "
+              f"{len(values)}, with its exact 95% binomial interval. They change it by {values.mean():+.3f} on "
+              f"average ({values.min():+.3f} to {values.max():+.3f}); one-sided, in the study's direction, the "
+              f"empirical p = {p:.2g} (the matching heads counted as one more draw): {answer}.")
+    interval = sps.binomtest(extreme, len(values)).proportion_ci(confidence_level=0.95, method="exact")
+    return Claim(claim_id, FINDING, claim, None, extreme / len(values), float(interval.low), float(interval.high),
+                 unit, int(e["n_examples"]), len(values), p, verdict, reason)
+
+
+def spread_claims(change: pd.DataFrame, control: pd.DataFrame | None, layer: int, head: int, k: int,
+                  alpha: float = 0.05) -> list[Claim]:
+    """The study's claim that the head's [CLS] attention spreads out with the matching heads masked, and its reading
+    that the head reads those heads, as two rows.
+
+    ``change`` comes from :func:`spread`; ``control`` from :func:`spread_under_masks` with random lower
+    heads; both on the held-out pairs (those the head was not chosen on). Spreading out holds when the entropy
+    change's 95% interval lies above zero (the opposite below it); exp(entropy change) is the factor on the number
+    of effectively attended tokens (a spread by a factor under ``SLIGHT`` is called slight in the reason). The
+    reading's row shows the share of random sets of k lower heads that raise the entropy as much, with its exact
+    binomial interval; it holds when the empirical p is below ``alpha``, and does not hold when it is not though it
+    could have been; p is never below 1 / (1 + draws), so where that floor is ``alpha`` or more (fewer than 20 draws
+    at 5%) it cannot be told rather than report a result that could never have been significant.
+    """
+    return [_spread_claim(change, layer, head, k), _control_claim(change, control, k, alpha)]

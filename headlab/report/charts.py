@@ -286,7 +286,10 @@ def condition_effects(table: pd.DataFrame, draws: pd.DataFrame | None = None, ti
 
 
 def claim_intervals(claims: pd.DataFrame, title: str = "") -> alt.LayerChart:
-    """Change of each attention share after fine-tuning, with 95% intervals, per claim and scope of heads."""
+    """Change of each attention share after fine-tuning, with 95% intervals, per claim and scope of heads.
+
+    ``claims``: ``sharpening.scope_changes(...)`` (claim, scope, before, after, delta, lo, hi).
+    """
     order = list(dict.fromkeys(claims["claim"]))
     y = alt.Y("claim:N", sort=order, title=None, axis=alt.Axis(labelLimit=360))
     base = alt.Chart(claims)
@@ -298,7 +301,7 @@ def claim_intervals(claims: pd.DataFrame, title: str = "") -> alt.LayerChart:
             y=y, yOffset="scope:N", x="delta:Q", color="scope:N",
             tooltip=["claim", "scope", alt.Tooltip("before:Q", format=".3f"), alt.Tooltip("after:Q", format=".3f"),
                      alt.Tooltip("delta:Q", format="+.3f"), alt.Tooltip("lo:Q", format="+.3f"),
-                     alt.Tooltip("hi:Q", format="+.3f"), "holds"]),
+                     alt.Tooltip("hi:Q", format="+.3f")]),
     ).properties(width=380, height=40 * len(order), title=title)
 
 
