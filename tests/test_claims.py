@@ -30,3 +30,10 @@ def test_the_prose_names_the_verdict_our_interval_and_the_studys_number():
     assert first == ("- *Masking them costs accuracy* **holds** here: -55.9% [-60.0%, -51.6%] (relative change of "
                      "accuracy); the study: -52.4%. The interval lies below 0.")
     assert "the **opposite** holds here" in second and "the study" not in second
+
+
+def test_a_number_measured_without_an_interval_is_written_without_one():
+    line = render([_claim(ours=0.9, lo=float("nan"), hi=float("nan"), unit="share of attention", study=None)])
+    assert line == ("- *Masking them costs accuracy* **holds** here: +90.0% (share of attention). The interval lies "
+                    "below 0.")
+    assert "not measured" in render([_claim(ours=float("nan"), lo=float("nan"), hi=float("nan"))])

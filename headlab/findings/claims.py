@@ -49,12 +49,17 @@ def number_text(value: float, unit: str) -> str:
     return f"{value:+.1%}" if unit.startswith("relative") or unit.startswith("share") else f"{value:.3g}"
 
 
+def _interval(c: Claim) -> str:
+    """Our number's interval as the page writes it; empty for a number measured without one (a mean score)."""
+    return "" if math.isnan(c.lo) or math.isnan(c.hi) else f" [{number_text(c.lo, c.unit)}, {number_text(c.hi, c.unit)}]"
+
+
 def render(claims: list[Claim]) -> str:
     """Markdown bullets, one per claim: the claim, the verdict, our number with its interval, the study's, why."""
     lines = []
     for c in claims:
         ours = ("not measured" if math.isnan(c.ours) else
-                f"{number_text(c.ours, c.unit)} [{number_text(c.lo, c.unit)}, {number_text(c.hi, c.unit)}] ({c.unit})")
+                f"{number_text(c.ours, c.unit)}{_interval(c)} ({c.unit})")
         study = "" if c.study is None or (isinstance(c.study, float) and math.isnan(c.study)) else \
             f"; the study: {number_text(c.study, c.unit)}"
         lines.append(f"- *{c.claim}* {_WORDS[c.verdict]}: {ours}{study}. {c.reason}")

@@ -5,7 +5,8 @@ random heads cost nothing; all heads of layers 0-5 cost 86.5%, and all of them b
 18.1%. Here the same masks run on the whole test set, each random mask as many seeded draws, and two controls
 the study lacks: 5 random heads of the lower half (the matching heads' own half, where masking costs more),
 and the lower half masked except 5 random heads of it. The matching heads' effects are then placed within the
-spread of those random draws (an empirical p-value of the head choice).
+spread of those random draws (an empirical p-value of the head choice). The page's verdict is the study's claims
+as rows (:func:`claims`), rendered.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pandas as pd
 from headlab.core.masking import head_grid
 from headlab.core.stats import empirical_p, equivalent, mcnemar, relative_change, undecidable
 from headlab.core.sweep import MaskSpec, baseline_correct, baseline_spec, correct_matrix, draw_seed, random_share_specs
+from headlab.findings.claims import Claim, render
 from headlab.findings.importance import half_pool, half_split
 from headlab.findings.layer_dependence import STUDY_MATCHING_LAYERS, study_layers_to_ours
 from headlab.findings.roles import SHARED_TERMS, rank_heads, role_scores
@@ -228,74 +230,151 @@ def _pct(x: float) -> str:
     return f"{x:+.1%}"
 
 
-def _effect(row) -> str:
-    return f"{_pct(row['rel_change'])} [{_pct(row['lo'])}, {_pct(row['hi'])}]"
+def _change(row, margin: float) -> str:
+    """What a relative change shows: a "loss" or a "gain" (the 95% interval below or above 0), "none" (the 90%
+    interval within ±``margin``: equivalence), else "unclear"."""
+    if row["hi"] < 0:
+        return "loss"
+    if row["lo"] > 0:
+        return "gain"
+    return "none" if equivalent(row["lo90"], row["hi90"], margin) else "unclear"
 
 
 def _state(row, margin: float) -> str:
-    if row["hi"] < 0:
-        return "a loss distinguishable from zero"
-    if row["lo"] > 0:
-        return "a gain distinguishable from zero"
-    if equivalent(row["lo90"], row["hi90"], margin):
-        return f"**no change**: the 90% interval lies within ±{margin:.0%} (equivalence)"
-    return (f"no change distinguishable from zero, but not shown to be none either (the 90% interval "
-            f"[{_pct(row['lo90'])}, {_pct(row['hi90'])}] reaches past ±{margin:.0%})")
+    return {"loss": "a loss distinguishable from zero", "gain": "a gain distinguishable from zero",
+            "none": f"**no change**: the 90% interval lies within ±{margin:.0%} (equivalence)",
+            "unclear": f"no change distinguishable from zero, but not shown to be none either (the 90% interval "
+                       f"[{_pct(row['lo90'])}, {_pct(row['hi90'])}] reaches past ±{margin:.0%})"}[_change(row, margin)]
+
+
+FINDING = "05 term matching"
+UNIT = "relative change of accuracy"
+NAN = float("nan")
+# the verdict on a claim of no change, and on a claim of a loss, for each thing a change can show (:func:`_change`)
+NO_CHANGE = {"none": "holds", "loss": "does not hold", "gain": "does not hold", "unclear": "cannot tell"}
+A_LOSS = {"loss": "holds", "gain": "opposite", "none": "does not hold", "unclear": "cannot tell"}
+
+
+def _claim(claim_id: str, claim: str, study, row, n_draws: int, p, verdict: str, reason: str) -> Claim:
+    """A claim whose number is one condition's relative change (``row``), or not measured (``row`` None)."""
+    if row is None:
+        return Claim(claim_id, FINDING, claim, study, NAN, NAN, NAN, UNIT, 0, 0, None, verdict, reason)
+    return Claim(claim_id, FINDING, claim, study, float(row["rel_change"]), float(row["lo"]), float(row["hi"]), UNIT,
+                 int(row["n_examples"]), int(n_draws), None if p is None or pd.isna(p) else float(p), verdict, reason)
+
+
+def _names(table: pd.DataFrame) -> dict[str, str]:
+    """Condition -> its name as the table gives it (with our k); a condition the table lacks is named with "k"."""
+    return {**labels("k"), **dict(zip(table["condition"], table["label"]))}
+
+
+def _condition_claim(claim_id: str, claim: str, rows: pd.DataFrame, condition: str, verdicts: dict,
+                     margin: float) -> Claim:
+    """One column of the study's table: our change of the same mask, judged by ``verdicts`` (:data:`NO_CHANGE` or
+    :data:`A_LOSS`) on what the change shows (:func:`_change`), beside the study's number."""
+    study = CONDITIONS[condition][1]
+    if condition not in rows.index:
+        return _claim(claim_id, claim, study, None, 0, None, "cannot tell", "Not measured: no such mask in the sweep.")
+    row = rows.loc[condition]
+    contains = "contains" if row["lo"] <= study <= row["hi"] else "excludes"
+    spread = (f" (two-stage interval over {row['n_draws']} draws and the pairs; single draws "
+              f"{_pct(row['draw_lo'])} to {_pct(row['draw_hi'])})" if row["n_draws"] > 1
+              else f", McNemar p = {row['p_mcnemar']:.2g}")
+    return _claim(claim_id, claim, study, row, row["n_draws"], row["p_mcnemar"], verdicts[_change(row, margin)],
+                  f"Ours: {_state(row, margin)}{spread}; our interval {contains} the study's number.")
+
+
+def _far_more_claim(rows: pd.DataFrame, by_test: dict, names: dict, alpha: float) -> Claim:
+    """Do the matching heads matter far more than random heads? Masking them must cost accuracy (McNemar p <
+    ``alpha``), more than every random draw of their half, and at least twice the mean loss of those draws, with an
+    empirical p-value below ``alpha`` (which needs at least 1/alpha - 1 draws). The number is their change."""
+    claim_id = "term_matching.matching_far_more_than_random"
+    claim = f"Masking {names['matching']} costs far more accuracy than masking random heads"
+    if "matching" not in rows.index:
+        return _claim(claim_id, claim, None, None, 0, None, "cannot tell", "Not measured: no mask of the "
+                      "term-matching heads in the sweep.")
+    m = rows.loc["matching"]
+    parts = [f"{r.n_as_extreme} of {r.n_draws} draws of *{r.reference_label}* cost as much or more (their mean "
+             f"{_pct(r.reference_mean)}; empirical p = {r.p_empirical:.2g})"
+             for r in (by_test.get(("matching", ref)) for ref in ("random", "random_lower")) if r is not None]
+    strict = by_test.get(("matching", "random_lower")) or by_test.get(("matching", "random"))
+    hurts = m["rel_change"] < 0 and m["p_mcnemar"] < alpha
+    if strict is None:
+        state, why = "cannot tell", "Not tested: no random draws to compare with."
+    elif not hurts:
+        state, why = "does not hold", ("Masking them costs no accuracy distinguishable from zero (McNemar p ≥ "
+                                       f"{alpha}).")
+    elif strict.p_empirical >= alpha:
+        state, why = (("cannot tell", undecidable(strict.n_draws, alpha) + " (raise DRAWS).")
+                      if undecidable(strict.n_draws, alpha) else
+                      ("does not hold", "Random heads cost as much often enough."))
+    elif strict.n_as_extreme == 0 and m["rel_change"] <= 2 * strict.reference_mean:
+        state, why = "holds", "The term-matching heads matter far more than random heads here."
+    else:
+        state, why = "does not hold", "They matter more than random heads, but not far more."
+    return _claim(claim_id, claim, None, m, 0 if strict is None else strict.n_draws,
+                  None if strict is None else strict.p_empirical, state,
+                  f"{why} Shown: their change, McNemar p = {m['p_mcnemar']:.2g} against the unmasked model; "
+                  + "; ".join(parts) + f". Far more means: a loss (McNemar p < {alpha}), more than every random draw "
+                  f"of their half and at least twice those draws' mean loss, with an empirical p below {alpha}.")
+
+
+def _keep_claim(rows: pd.DataFrame, by_test: dict, names: dict, alpha: float, margin: float) -> Claim:
+    """Keeping only the matching heads of the lower half: do they keep more than as many random heads of it would?
+    Holds when the empirical p-value against the kept random sets is below ``alpha``; cannot be told when there
+    are too few sets for p to get there. The number is the change with the half masked but them."""
+    claim_id, study = "term_matching.matching_keep_lower_half", CONDITIONS["lower_but_matching"][1]
+    claim = (f"Keeping only {names['matching']} of the lower half keeps much of its accuracy, more than as many "
+             "random heads of it would")
+    if "lower_but_matching" not in rows.index:
+        return _claim(claim_id, claim, study, None, 0, None, "cannot tell", "Not measured: no mask of the lower half "
+                      "but the term-matching heads in the sweep.")
+    keep = rows.loc["lower_but_matching"]
+    r = by_test.get(("lower_but_matching", "lower_but_random"))
+    if r is None:
+        state, why = "cannot tell", "Not tested: no random sets of lower heads kept to compare with."
+    elif undecidable(r.n_draws, alpha):
+        state, why = "cannot tell", f"{undecidable(r.n_draws, alpha)}, raise KEEP_DRAWS."
+    elif r.p_empirical < alpha:
+        state, why = "holds", f"Few random sets of as many lower heads keep as much (empirical p < {alpha})."
+    else:
+        state, why = "does not hold", "Random sets of as many lower heads keep as much often enough."
+    text = f"{why} Here they keep {keep['kept']:.0%} [{1 + keep['lo']:.0%}, {1 + keep['hi']:.0%}] of the accuracy"
+    if "lower" in rows.index:
+        text += f", against {rows.loc['lower', 'kept']:.0%} with the whole lower half masked"
+    if r is not None:
+        text += (f"; keeping {r.n_draws} random sets of as many lower heads instead keeps {1 + r.reference_mean:.0%} "
+                 f"on average ({1 + r.reference_min:.0%} to {1 + r.reference_max:.0%}), {r.n_as_extreme} of them at "
+                 f"least as much (empirical p = {r.p_empirical:.2g})")
+    contains = "contains" if keep["lo"] <= study <= keep["hi"] else "excludes"
+    return _claim(claim_id, claim, study, keep, 0 if r is None else r.n_draws, None if r is None else r.p_empirical,
+                  state, f"{text}. The change: {_state(keep, margin)}; our interval {contains} the study's number.")
+
+
+def claims(table: pd.DataFrame, comparison: pd.DataFrame, alpha: float = 0.05, margin: float = 0.02) -> list[Claim]:
+    """The study's claims about the term-matching heads as rows (:func:`condition_table`, :func:`random_comparison`).
+
+    The study's "+0%" for random heads is a claim of no change, tested as equivalence within ±``margin``; its
+    losses (the matching heads, the whole lower half) hold when the 95% interval lies below 0. Whether the matching
+    heads matter *far* more than random heads, and whether keeping only them keeps more than random heads of their
+    half would, are judged against the random draws (empirical p-values below ``alpha``).
+    """
+    rows = table.set_index("condition")
+    names = _names(table)
+    by_test = {(r.tested, r.reference): r for r in comparison.itertuples()}
+    return [
+        _condition_claim("term_matching.random_no_change", f"Masking {names['random']} changes no accuracy", rows,
+                         "random", NO_CHANGE, margin),
+        _condition_claim("term_matching.matching_costs", f"Masking {names['matching']} costs accuracy", rows,
+                         "matching", A_LOSS, margin),
+        _condition_claim("term_matching.lower_half_costs", f"Masking {names['lower']} costs accuracy", rows, "lower",
+                         A_LOSS, margin),
+        _far_more_claim(rows, by_test, names, alpha),
+        _keep_claim(rows, by_test, names, alpha, margin),
+    ]
 
 
 def verdict(table: pd.DataFrame, comparison: pd.DataFrame, alpha: float = 0.05, margin: float = 0.02) -> str:
-    """The study's table against ours, and whether the matching heads matter far more than random ones (markdown).
-
-    "Far more" means: masking them costs accuracy (McNemar p < ``alpha``), more than every random draw of
-    their half, and at least twice the mean loss of those draws; the empirical p-value must be below
-    ``alpha`` (which needs at least 1/alpha - 1 draws). The study's "+0%" is a claim of no effect, tested as
-    equivalence within ±``margin``.
-    """
-    rows = table.set_index("condition")
-    lines = []
-    for condition, row in rows.iterrows():
-        if condition == "none" or pd.isna(row["study"]):
-            continue
-        contains = "contains" if row["lo"] <= row["study"] <= row["hi"] else "excludes"
-        spread = (f" (two-stage interval over {row['n_draws']} draws and the pairs; single draws "
-                  f"{_pct(row['draw_lo'])} to {_pct(row['draw_hi'])})" if row["n_draws"] > 1
-                  else f", McNemar p = {row['p_mcnemar']:.2g}")
-        lines.append(f"- *{row['label']}*: study {_pct(row['study'])}; here {_effect(row)}{spread}: "
-                     f"{_state(row, margin)}; our interval {contains} the study's number.")
-    by_test = {(r.tested, r.reference): r for r in comparison.itertuples()}
-    if "matching" in rows.index:
-        m = rows.loc["matching"]
-        parts = [f"{r.n_as_extreme} of {r.n_draws} draws of *{r.reference_label}* cost as much or more "
-                 f"(their mean {_pct(r.reference_mean)}; empirical p = {r.p_empirical:.2g})"
-                 for r in (by_test.get(("matching", ref)) for ref in ("random", "random_lower")) if r is not None]
-        strict = by_test.get(("matching", "random_lower")) or by_test.get(("matching", "random"))
-        hurts = m["rel_change"] < 0 and m["p_mcnemar"] < alpha
-        if strict is None:
-            answer = "**not tested**: no random draws to compare with"
-        elif not hurts:
-            answer = f"**no: masking them costs no accuracy distinguishable from zero** (McNemar p ≥ {alpha})"
-        elif strict.p_empirical >= alpha:
-            answer = (undecidable(strict.n_draws, alpha) + " (raise DRAWS)" if undecidable(strict.n_draws, alpha)
-                      else "**not shown: random heads cost as much often enough**")
-        elif strict.n_as_extreme == 0 and m["rel_change"] <= 2 * strict.reference_mean:
-            answer = "**yes: the term-matching heads matter far more than random heads here**"
-        else:
-            answer = "**they matter more than random heads, but not far more**"
-        lines.append(f"- *Do the {m['n_heads']} matching heads matter far more than random heads?* Masking them: "
-                     f"{_effect(m)}, McNemar p = {m['p_mcnemar']:.2g} against the unmasked model; "
-                     + "; ".join(parts) + f". {answer}.")
-    if "lower_but_matching" in rows.index:
-        keep = rows.loc["lower_but_matching"]
-        text = (f"- *Keeping only the matching heads of the lower half keeps about 82% of baseline accuracy* (study): "
-                f"here it keeps {keep['kept']:.0%} [{1 + keep['lo']:.0%}, {1 + keep['hi']:.0%}]")
-        if "lower" in rows.index:
-            text += f", against {rows.loc['lower', 'kept']:.0%} with the whole lower half masked"
-        r = by_test.get(("lower_but_matching", "lower_but_random"))
-        if r is not None:
-            text += (f"; keeping {r.n_draws} random sets of as many lower heads instead keeps "
-                     f"{1 + r.reference_mean:.0%} on average ({1 + r.reference_min:.0%} to {1 + r.reference_max:.0%}), "
-                     f"{r.n_as_extreme} of them at least as much (empirical p = {r.p_empirical:.2g}"
-                     + (f"; {undecidable(r.n_draws, alpha)}, raise KEEP_DRAWS)" if undecidable(r.n_draws, alpha)
-                        else ")"))
-        lines.append(text + ".")
-    return "\n".join(lines)
+    """The study's table against ours, and whether the matching heads matter far more than random ones (markdown),
+    rendered from :func:`claims`."""
+    return render(claims(table, comparison, alpha, margin))
