@@ -7,12 +7,14 @@ import pytest
 from conftest import minilm_tokenizer
 
 from headlab.core.evaluate import encode
+from headlab.findings.claims import render
 from headlab.findings.segmentation import BoundaryData
 from headlab.findings.segmentation_report import (
     ALL,
     MULTI,
     STUDY_UNION,
     best_head,
+    claims,
     score_corpus,
     score_segmentation,
     segmentation_corpus,
@@ -68,12 +70,51 @@ def test_subsets_need_enough_examples():
 
 def test_verdicts_state_the_baselines_and_the_oracle(results):
     single = verdict_single_head(results.comparison)
-    assert "majority class" in single and "study: 70%" in single and "**Verdict:** a single head's rule does carry" in single
+    assert single.startswith(render(claims(results.comparison)[:1]))
+    assert "majority class" in single and "study: 70%" in single
+    assert "*One head's attention segments words (70% right in the study)* **holds** here" in single
     assert "Plainly" in single  # most tokens end a word
     union = verdict_union(results.comparison)
+    assert union.startswith(render(claims(results.comparison)[1:]))
     assert "oracle upper bound" in union and "study: 96%" in union and "shuffled" in union and "held-out" in union
     only_all = results.comparison[results.comparison["subset"] == ALL]
     assert "too few examples" in verdict_single_head(only_all)
+
+
+def _comparison(head_gain, probe_gain, subset=MULTI):
+    """The comparison rows the claims read, by hand: the held-out head's and the probe's gain over the majority
+    class (value, lo, hi), the oracle union and its shuffled control."""
+    common = {"subset": subset, "majority": 0.55, "majority_held_out": 0.6, "n_test_tokens": 90, "n_test_examples": 12}
+    held = [{**common, "measure": measure, "value": 0.6 + gain, "lo": 0.6 + lo, "hi": 0.6 + hi, "gain": gain,
+             "gain_lo": lo, "gain_hi": hi, "heads": heads}
+            for measure, (gain, lo, hi), heads in (("best head, chosen on other examples", head_gain, "L0H1"),
+                                                   ("probe on all heads, held-out examples", probe_gain, "all"))]
+    oracle = [{**common, "measure": "oracle union of heads", "value": 0.97, "k": 3, "heads": "L0H1+L1H0+L1H1"},
+              {**common, "measure": "oracle union of shuffled heads (control)", "value": 0.95, "k": 3, "heads": ""}]
+    return pd.DataFrame(held + oracle)
+
+
+def test_claims_are_judged_by_the_gain_over_the_majority_class_on_held_out_examples():
+    rows = {c.claim_id: c for c in claims(_comparison((0.1, 0.04, 0.16), (-0.08, -0.12, -0.03)))}
+    single, union = rows["word_segmentation.single_head"], rows["word_segmentation.head_union"]
+    assert (single.verdict, union.verdict) == ("holds", "does not hold")
+    assert (single.ours, single.lo, single.hi, single.n_examples, single.study) == (0.1, 0.04, 0.16, 12, None)
+    assert (union.ours, union.lo, union.hi) == (-0.08, -0.12, -0.03) and union.unit.startswith("share")
+    assert "(L0H1) reads 70.0% [64.0%, 76.0%] of 90 held-out tokens right, the majority class 60.0%" in single.reason
+    assert "here 3 heads reach 97.0%, and the same union of heads whose calls were shuffled 95.0%" in union.reason
+    unclear = claims(_comparison((0.01, -0.02, 0.04), (0.0, -0.05, 0.05)))
+    assert [c.verdict for c in unclear] == ["cannot tell", "cannot tell"]
+    # the sub-task of multi-token words was not scored: nothing to judge
+    unscored = claims(_comparison((0.1, 0.04, 0.16), (0.1, 0.04, 0.16), subset=ALL))
+    assert [c.verdict for c in unscored] == ["cannot tell"] * 2 and all(np.isnan(c.ours) for c in unscored)
+    assert "fewer than 4 examples" in unscored[0].reason
+
+
+def test_a_second_corpus_gets_its_own_claim_ids():
+    rows = claims(_comparison((0.1, 0.04, 0.16), (0.1, 0.04, 0.16)), corpus="eval-jieba")
+    assert [c.claim_id for c in rows] == ["word_segmentation.single_head_eval_jieba",
+                                          "word_segmentation.head_union_eval_jieba"]
+    assert rows[0].claim.endswith("(eval-jieba)")
 
 
 def test_left_out_tokens_are_counted_in_the_tables_and_the_verdict():

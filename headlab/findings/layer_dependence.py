@@ -2,13 +2,16 @@
 
 The study's BERT has 12 layers. A model of another depth is compared by relative depth: a study layer
 maps to our layer that holds its middle (for 6 layers, study layers 2l and 2l+1 map to our layer l).
-Each verdict states the study's claim, our numbers with their 95% intervals, and whether the claim holds.
+Each claim of the study the page tests is one :class:`headlab.findings.claims.Claim` row (``halves_claims``,
+``layers_claims``, ``heads_claims``): our number with its 95% interval, the verdict and why. The verdicts shown on
+the page are those rows rendered, followed by the numbers behind them.
 """
 from __future__ import annotations
 
 import pandas as pd
 
 from headlab.core.stats import by_interval, equivalent
+from headlab.findings.claims import Claim, render
 
 STUDY_LAYERS = 12
 STUDY_GAIN_LAYERS = range(5, 10)  # masking any one of these whole layers improved accuracy
@@ -63,70 +66,125 @@ def depth_note(layers: int) -> str:
             f"(study layers → our layer: {'; '.join(pairs)}).")
 
 
+# --- the rows -----------------------------------------------------------------------------------------
+
+FINDING = "02 layer dependence"
+CHANGE = "relative change of accuracy"
+
+
+def _claim(slug: str, claim: str, study: float | None, numbers, n_examples: int, n_draws: int, p: float | None,
+           verdict: str, reason: str, unit: str = CHANGE) -> Claim:
+    """One row of this page; ``numbers`` is our number with its 95% interval, ``(ours, lo, hi)``."""
+    ours, lo, hi = (float(x) for x in numbers)
+    return Claim(f"layer_dependence.{slug}", FINDING, claim, study, ours, lo, hi, unit, int(n_examples), int(n_draws),
+                 None if p is None else float(p), verdict, reason)
+
+
+def _not_measured(slug: str, claim: str, study: float | None, reason: str, unit: str = CHANGE) -> Claim:
+    nan = float("nan")
+    return _claim(slug, claim, study, (nan, nan, nan), 0, 0, None, "cannot tell", reason, unit)
+
+
 # --- low versus high layers ----------------------------------------------------------------------------
+
+COLLAPSE_CLAIM = "Masking 80% and 100% of the low heads makes accuracy collapse"
+COSTS_LESS_CLAIM = "Masking most of the high heads costs far less than masking the low heads"
+GAP_UNIT = f"{CHANGE}, upper half minus lower half"
+
 
 def _which_half(row) -> str:
     return by_interval(row.gap_lo, row.gap_hi, "the lower half costs more", "the upper half costs more",
                        "no difference distinguishable from zero")
 
 
-def halves_verdict(gap: pd.DataFrame, majority: float | None = None) -> str:
-    """Which half matters more, by how much at each share, and the study's collapse claim (markdown).
+def _collapse_points(gap: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``gap`` where the study made its claim: the shares nearest 40% and 50% of all heads (80% and 100%
+    of the low heads), each only if it lies within 5 points of its target, and once if both targets find it."""
+    masked = gap[gap["share"] > 0].sort_values("share")
+    points = []
+    for target in STUDY_COLLAPSE_SHARES:
+        if len(masked):
+            nearest = (masked["share"] - target).abs().idxmin()
+            if abs(masked.at[nearest, "share"] - target) <= 0.05:
+                points.append(nearest)
+    return masked.loc[list(dict.fromkeys(points))]
+
+
+def _collapse(points: pd.DataFrame, majority: float | None, at: str) -> Claim:
+    """The collapse, shown at the point where accuracy with the low heads masked stays highest."""
+    if majority is None:
+        return _not_measured("low_heads_collapse", COLLAPSE_CLAIM, None,
+                             "Not measured: no floor was given (the accuracy of always answering the most frequent "
+                             "grade), and a collapse is measured against it.")
+    collapsed = points["lower_accuracy"] <= majority
+    shown = points.loc[points["lower_accuracy"].idxmax()]
+    return _claim("low_heads_collapse", COLLAPSE_CLAIM, None, (shown.lower_change, shown.lower_lo, shown.lower_hi),
+                  shown.n_examples, shown.lower_draws, None, "holds" if collapsed.all() else "does not hold",
+                  f"Shown: the point where accuracy stays highest. With the low heads masked at {at} of all heads, "
+                  f"accuracy is {' and '.join(f'{a:.1%}' for a in points['lower_accuracy'])}, from "
+                  f"{shown.base_accuracy:.1%} unmasked; always answering the most frequent grade scores "
+                  f"{majority:.1%}, and accuracy is at or below that floor at {int(collapsed.sum())} of these "
+                  f"{len(points)} points (the rule: at every point; point estimates).")
+
+
+def _costs_less(points: pd.DataFrame, at: str) -> Claim:
+    """The high heads costing less, shown at the point whose difference's interval reaches lowest."""
+    lower, upper = points["gap_lo"] > 0, points["gap_hi"] < 0
+    verdict = "holds" if lower.all() else "opposite" if upper.all() else "does not hold"
+    shown = points.loc[points["gap_lo"].idxmin()]
+    return _claim("high_heads_cost_less", COSTS_LESS_CLAIM, None, (shown.gap, shown.gap_lo, shown.gap_hi),
+                  shown.n_examples, shown.lower_draws, None, verdict,
+                  f"Shown: the point whose interval reaches lowest. At {at} of all heads, masking the upper half "
+                  f"changes accuracy by {' and '.join(_pct(c) for c in points['upper_change'])}, the lower half by "
+                  f"{' and '.join(_pct(c) for c in points['lower_change'])}; the lower half costs more, with a "
+                  f"difference distinguishable from zero (its 95% paired interval above 0), at {int(lower.sum())} of "
+                  f"these {len(points)} points (the rule: at every point).", GAP_UNIT)
+
+
+def halves_claims(gap: pd.DataFrame, majority: float | None = None) -> list[Claim]:
+    """The study's two claims about the halves, judged where it made them: 80% and 100% of the low heads masked
+    (40% and 50% of all heads on the axis).
 
     ``gap`` comes from :func:`headlab.findings.importance.half_gap`; ``majority`` is the accuracy of always answering
-    the most frequent grade, the floor a "collapse" is measured against.
+    the most frequent grade, the floor a "collapse" is measured against: the collapse holds when accuracy with the
+    low heads masked is at or below it at every point. "The high heads cost far less" holds when the paired
+    difference (upper half's change minus lower half's) has its 95% interval above 0 at every point, and is the
+    opposite when it lies below 0 at every point.
     """
-    gap = gap.sort_values("share")
-    masked = gap[gap["share"] > 0]
+    points = _collapse_points(gap)
+    if points.empty:
+        reason = "Not tested: no share near 40% or 50% of all heads (raise HALF_STEPS)."
+        return [_not_measured("low_heads_collapse", COLLAPSE_CLAIM, None, reason),
+                _not_measured("high_heads_cost_less", COSTS_LESS_CLAIM, None, reason, GAP_UNIT)]
+    at = " and ".join(f"{s:.0%}" for s in points["share"])
+    return [_collapse(points, majority, at), _costs_less(points, at)]
+
+
+def halves_verdict(gap: pd.DataFrame, majority: float | None = None) -> str:
+    """The study's claims about the halves (:func:`halves_claims`), then the difference at every share (markdown)."""
+    lines = [render(halves_claims(gap, majority))]
+    masked = gap[gap["share"] > 0].sort_values("share")
     if masked.empty:
-        return "- No share above 0 was masked: nothing to compare."
-    lower, upper = masked[masked["gap_lo"] > 0], masked[masked["gap_hi"] < 0]
-    one_sided = [(w, c) for w, c, other in (("lower", lower, upper), ("upper", upper, lower)) if len(c) and other.empty]
-    if one_sided:  # "matters more" needs most shares, not one of them
-        which, costs = one_sided[0]
-        head = (f"**The {which} half matters more here**: masking {which} heads costs more at {len(costs)} of "
-                f"{len(masked)} shares, never less" if 2 * len(costs) > len(masked) else
-                f"**Only at {len(costs)} of {len(masked)} shares does the {which} half cost more** (never less)")
-    elif len(lower):
-        head = (f"**Neither half matters more throughout**: lower heads cost more at {len(lower)} shares, "
-                f"upper heads at {len(upper)}, of {len(masked)}")
-    else:
-        head = f"**No difference between the halves is distinguishable from zero** at any of the {len(masked)} shares"
+        return "\n".join(lines + ["- No share above 0 was masked: nothing to compare."])
     widest = masked.loc[masked["gap"].abs().idxmax()]
-    lines = [f"- {head}; the largest difference (upper minus lower change) is {widest.gap * 100:+.1f} points "
-             f"[{widest.gap_lo * 100:+.1f}, {widest.gap_hi * 100:+.1f}] at {widest.share:.0%} of all heads."]
+    lower, upper = int((masked["gap_lo"] > 0).sum()), int((masked["gap_hi"] < 0).sum())
+    lines.append(f"- Over all {len(masked)} shares masked, the lower half costs more at {lower} and the upper half at "
+                 f"{upper} (a difference distinguishable from zero); the largest difference (upper minus lower "
+                 f"change) is {widest.gap * 100:+.1f} points [{widest.gap_lo * 100:+.1f}, {widest.gap_hi * 100:+.1f}] "
+                 f"at {widest.share:.0%} of all heads.")
     for r in masked.itertuples():
         lines.append(f"  - {r.share:.1%} of all heads ({r.n_heads} heads, {2 * r.share:.0%} of a half): "
                      f"lower {_interval(r.lower_change, r.lower_lo, r.lower_hi)}, upper "
                      f"{_interval(r.upper_change, r.upper_lo, r.upper_hi)}; difference {r.gap * 100:+.1f} points "
                      f"[{r.gap_lo * 100:+.1f}, {r.gap_hi * 100:+.1f}]: {_which_half(r)}.")
-    points = []
-    for target in STUDY_COLLAPSE_SHARES:
-        nearest = masked.iloc[(masked["share"] - target).abs().argmin()]
-        if abs(nearest.share - target) <= 0.05:
-            points.append(nearest)
-    claim = ("- *The study: masking 80% and 100% of the low heads (40% and 50% of all heads on the axis) makes "
-             "accuracy collapse; masking most high heads costs far less.*")
-    if not points:
-        return "\n".join(lines + [f"{claim} Not tested: no share near 40% or 50% (raise HALF_STEPS)."])
-    at = " and ".join(f"{p.share:.0%}" for p in points)
-    lines.append(
-        f"{claim} Here, at {at}: masking the lower half leaves accuracy at "
-        f"{' and '.join(f'{p.lower_accuracy:.1%} ({_pct(p.lower_change)})' for p in points)}, the upper half at "
-        f"{' and '.join(f'{p.upper_accuracy:.1%} ({_pct(p.upper_change)})' for p in points)}, "
-        f"from {points[0].base_accuracy:.1%} unmasked.")
-    if majority is not None:
-        collapsed = sum(p.lower_accuracy <= majority for p in points)
-        lines.append(f"  Always answering the most frequent grade scores {majority:.1%}; with the low heads masked, "
-                     f"accuracy is at or below that floor at {collapsed} of these {len(points)} points.")
-    holds = all(p.gap_lo > 0 for p in points)
-    lines.append(f"  The lower half costs more, with a difference distinguishable from zero, at "
-                 f"{sum(p.gap_lo > 0 for p in points)} of these {len(points)} points: the claim that low heads "
-                 f"matter more {'**holds**' if holds else '**does not hold**'} here.")
     return "\n".join(lines)
 
 
 # --- whole layers --------------------------------------------------------------------------------------
+
+GAINS_CLAIM = "Masking any one of layers 5–9 (of 12) raises accuracy"
+LAYER_8_CLAIM = "Masking all of layer 8 (of 12) raises accuracy by 2.3%"
+
 
 def layer_reference(layers: int) -> pd.DataFrame:
     """The study's one number for whole layers (+2.3% at layer 8), placed at our layer of the same depth."""
@@ -146,42 +204,78 @@ def _layers(table: pd.DataFrame) -> str:
                      for r in table.itertuples()) or "no layer"
 
 
-def layers_verdict(table: pd.DataFrame, layers: int, alpha: float = 0.05) -> str:
-    """Whole-layer masking against the study's gains for layers 5–9 and +2.3% at layer 8 (markdown).
+def _gains(rows: pd.DataFrame, layers: int, n_examples: int, rule: str) -> Claim:
+    """Gains at the study's layers 5–9, shown at the one of our layers whose interval reaches lowest."""
+    ours = [l for l in study_layers_to_ours(STUDY_GAIN_LAYERS, layers) if l in rows.index]
+    if not ours:
+        return _not_measured("layers_5_9_gain", GAINS_CLAIM, None,
+                             "Not tested: none of our layers at the depth of layers 5–9 of 12 was masked.")
+    effects = rows.loc[ours]
+    gains = effects["distinguishable"] & (effects["rel_change"] > 0)
+    losses = effects["distinguishable"] & (effects["rel_change"] < 0)
+    shown = effects.loc[effects["lo"].idxmin()]
+    parts = "; ".join(f"layer {l}: {_interval(r['rel_change'], r['lo'], r['hi'])}{_layer_state(r)}"
+                      for l, r in effects.iterrows())
+    return _claim("layers_5_9_gain", GAINS_CLAIM, None, (shown.rel_change, shown.lo, shown.hi), n_examples, 1,
+                  shown.p_holm, "holds" if gains.all() else "opposite" if losses.all() else "does not hold",
+                  f"At the same depth, our layers {_span(ours)}: {int(gains.sum())} of {len(ours)} show a "
+                  f"distinguishable gain ({parts}); a layer's gain counts when {rule} (the rule: a gain at every "
+                  f"one of them). Shown: layer {int(shown.name)}, whose interval reaches lowest, with its Holm p.")
 
-    ``table`` comes from :func:`headlab.findings.importance.layer_effects`: a change counts as a gain or a loss when its
-    McNemar test survives the Holm correction over all layers (``distinguishable``); the intervals are 95%
-    paired bootstrap intervals of each layer on its own.
+
+def _layer_8(rows: pd.DataFrame, layers: int, n_examples: int) -> Claim:
+    """The study's one number for whole layers, at our layer of the same depth."""
+    best = study_layer_to_ours(STUDY_BEST_LAYER, layers)
+    if best not in rows.index:
+        return _not_measured("layer_8_gain", LAYER_8_CLAIM, STUDY_BEST_GAIN,
+                             f"Not tested: our layer {best}, at the depth of layer 8 of 12, was not masked.")
+    r = rows.loc[best]
+    verdict = ("holds" if r["rel_change"] > 0 else "opposite") if r["distinguishable"] else "cannot tell"
+    change = ("a gain" if r["rel_change"] > 0 else "a loss") if r["distinguishable"] else "no change"
+    contains = "contains" if r["lo"] <= STUDY_BEST_GAIN <= r["hi"] else "excludes"
+    return _claim("layer_8_gain", LAYER_8_CLAIM, STUDY_BEST_GAIN, (r["rel_change"], r["lo"], r["hi"]), n_examples, 1,
+                  r["p_holm"], verdict,
+                  f"Our layer {best} at the same depth: {change} distinguishable from zero (Holm p = "
+                  f"{r['p_holm']:.2g}); the interval {contains} the study's +2.3%.")
+
+
+def layers_claims(table: pd.DataFrame, layers: int, n_examples: int, alpha: float = 0.05) -> list[Claim]:
+    """The study's two claims about whole layers, at our layers of the same relative depth.
+
+    ``table`` comes from :func:`headlab.findings.importance.layer_effects` (with the same ``alpha``), over
+    ``n_examples`` test pairs: a change counts as a gain or a loss when its McNemar test survives the Holm
+    correction over all layers (``distinguishable``); the intervals are 95% paired bootstrap intervals of each
+    layer on its own. "Any of layers 5–9" holds when every one of our layers there gains, is the opposite when
+    every one loses, and does not hold otherwise; "layer 8" holds on a gain, is the opposite on a loss, and
+    cannot be told when neither is distinguishable.
     """
     rows = table.set_index("layer")
-    lines = [f"- {depth_note(layers)} A layer's gain or loss counts when its exact McNemar test survives the Holm "
-             f"correction over all {len(table)} layers ({alpha:.0%})."]
-    gain_layers = [l for l in study_layers_to_ours(STUDY_GAIN_LAYERS, layers) if l in rows.index]
-    if gain_layers:
-        parts = "; ".join(f"layer {l}: {_interval(rows.at[l, 'rel_change'], rows.at[l, 'lo'], rows.at[l, 'hi'])}"
-                          f"{_layer_state(rows.loc[l])}" for l in gain_layers)
-        gains = sum(bool(rows.at[l, "distinguishable"]) and rows.at[l, "rel_change"] > 0 for l in gain_layers)
-        state = "holds" if gains == len(gain_layers) else "holds in part" if gains else "does **not** hold"
-        lines.append(f"- *Gains when masking any of layers 5–9 of 12* (our layers {_span(gain_layers)}): "
-                     f"{gains} of {len(gain_layers)} show a distinguishable gain ({parts}); the claim {state} here.")
-    best = study_layer_to_ours(STUDY_BEST_LAYER, layers)
-    if best in rows.index:
-        r = rows.loc[best]
-        contains = "contains" if r["lo"] <= STUDY_BEST_GAIN <= r["hi"] else "excludes"
-        gain = ("a gain" if r["rel_change"] > 0 else "a loss") if r["distinguishable"] else "no change"
-        lines.append(f"- *+2.3% for layer 8 of 12* (our layer {best}): we measure "
-                     f"{_interval(r['rel_change'], r['lo'], r['hi'])} (Holm p = {r['p_holm']:.2g}), {gain} "
-                     f"distinguishable from zero; the interval {contains} the study's +2.3%.")
+    rule = f"its exact McNemar test survives the Holm correction over all {len(table)} layers at {alpha:.0%}"
+    return [_gains(rows, layers, n_examples, rule), _layer_8(rows, layers, n_examples)]
+
+
+def layers_verdict(table: pd.DataFrame, layers: int, n_examples: int, alpha: float = 0.05) -> str:
+    """The study's claims about whole layers (:func:`layers_claims`), then every layer's gain or loss (markdown)."""
     called = table[table["distinguishable"]]
     worst = table.loc[table["rel_change"].idxmin()]
-    lines.append(f"- Across all {len(table)} layers, masking a whole layer gives a distinguishable gain at "
-                 f"{_layers(called[called['rel_change'] > 0])} and a distinguishable loss at "
-                 f"{_layers(called[called['rel_change'] < 0])}; the largest loss is layer "
-                 f"{int(worst.layer)}: {_interval(worst.rel_change, worst.lo, worst.hi)}.")
-    return "\n".join(lines)
+    return "\n".join([
+        render(layers_claims(table, layers, n_examples, alpha)),
+        f"- {depth_note(layers)} A layer's gain or loss counts when its exact McNemar test survives the Holm "
+        f"correction over all {len(table)} layers ({alpha:.0%}).",
+        f"- Across all {len(table)} layers, masking a whole layer gives a distinguishable gain at "
+        f"{_layers(called[called['rel_change'] > 0])} and a distinguishable loss at "
+        f"{_layers(called[called['rel_change'] < 0])}; the largest loss is layer {int(worst.layer)}: "
+        f"{_interval(worst.rel_change, worst.lo, worst.hi)}."])
 
 
 # --- single heads --------------------------------------------------------------------------------------
+
+NOTHING_CLAIM = "Most single heads change nothing when masked"
+MATCHING_CLAIM = "The term-matching heads (layers 2–4 of 12) hurt when masked"
+HIGH_HEAD_CLAIM = "One head of layer 10 (of 12) hurts when masked"
+IMPROVE_CLAIM = "Masking some single heads improves the model (the study's open question)"
+NOTHING_UNIT = "share of heads shown to change nothing"
+
 
 def _heads(table: pd.DataFrame, with_p: bool = False) -> str:
     return ", ".join(f"{_head(r.layer, r.head)} {_interval(r.rel_change, r.lo, r.hi)}"
@@ -189,53 +283,100 @@ def _heads(table: pd.DataFrame, with_p: bool = False) -> str:
                      for r in table.itertuples())
 
 
-def heads_verdict(grid: pd.DataFrame, layers: int, alpha: float = 0.05, margin: float = 0.02) -> str:
-    """How many single heads matter after Holm, which hurt, which help, against the study (markdown).
+def _change_nothing(tested: pd.DataFrame, n_examples: int, margin: float) -> Claim:
+    """"Most heads change nothing": it holds when more than half are shown equivalent to no change, and does not
+    hold when more than half change (Holm); a head that is neither leaves the claim open."""
+    same = int(sum(equivalent(r.lo90, r.hi90, margin) for r in tested.itertuples()))
+    share = same / len(tested)
+    changed = int(tested["significant"].sum())
+    verdict = "holds" if share > 0.5 else "does not hold" if changed > len(tested) / 2 else "cannot tell"
+    return _claim("most_heads_change_nothing", NOTHING_CLAIM, None, (share, share, share), n_examples, 1, None, verdict,
+                  f"A head is shown to change nothing when its 90% interval lies within ±{margin:.0%} (MARGIN): "
+                  f"{same} of {len(tested)} heads pass; {len(tested) - changed} show no change that survives the Holm "
+                  f"correction, which alone would not show that they change nothing. The rule: more than half shown "
+                  f"to change nothing, or more than half changing after Holm for the opposite. A count over every "
+                  f"head masked, so no interval.", NOTHING_UNIT)
 
-    ``grid`` comes from :func:`headlab.findings.importance.head_grid_table` (with the same ``alpha``). "Changes nothing"
-    is a claim of no effect: a head makes it only when its 90% interval lies within ±``margin``.
+
+def _hurting(slug: str, claim: str, tested: pd.DataFrame, ours: list[int], n_examples: int, note: str) -> Claim:
+    """A claim that heads of ``ours`` layers hurt when masked: it holds when one of them does after Holm."""
+    there = tested[tested["layer"].isin(ours)]
+    if there.empty:
+        return _not_measured(slug, claim, None, f"Not tested: no head of our layer(s) {_span(ours)} was masked.")
+    hurts = there[there["direction"] == "hurts"].sort_values("rel_change")
+    shown = (hurts if len(hurts) else there).nsmallest(1, "rel_change").iloc[0]
+    named = f": {_heads(hurts)}" if len(hurts) else ""
+    return _claim(slug, claim, None, (shown.rel_change, shown.lo, shown.hi), n_examples, 1, shown.p_holm,
+                  "holds" if len(hurts) else "cannot tell",
+                  f"At the same depth, our layer(s) {_span(ours)}{note}: {len(hurts)} head(s) hurt when masked, "
+                  f"surviving the Holm correction over all {len(tested)} heads{named} (the rule: at least one). "
+                  f"Shown: head {_head(shown['layer'], shown['head'])}, the lowest change there, with its Holm p; "
+                  f"picked for its size on the same pairs, so its size leans away from zero.")
+
+
+def _improving(tested: pd.DataFrame, n_examples: int, alpha: float) -> Claim:
+    """Heads whose masking improves accuracy: it holds when one survives Holm; shown: the largest such gain."""
+    helps = tested[tested["direction"] == "helps"].sort_values("rel_change", ascending=False)
+    better = tested[(tested["p_mcnemar"] < alpha) & (tested["rel_change"] > 0)]
+    shown = (helps if len(helps) else tested).nlargest(1, "rel_change").iloc[0]
+    named = f": {_heads(helps)}" if len(helps) else ""
+    which = "that survives" if len(helps) else "of any head"
+    return _claim("some_heads_improve", IMPROVE_CLAIM, None, (shown.rel_change, shown.lo, shown.hi), n_examples, 1,
+                  shown.p_holm, "holds" if len(helps) else "cannot tell",
+                  f"{len(better)} head(s) improve accuracy at an uncorrected p < {alpha}; {len(helps)} survive the "
+                  f"Holm correction over all {len(tested)} heads{named} (the rule: at least one). Shown: head "
+                  f"{_head(shown['layer'], shown['head'])}, the largest gain {which}, "
+                  f"with its Holm p; picked for its size on the same pairs, so its size leans away from zero.")
+
+
+def heads_claims(grid: pd.DataFrame, layers: int, n_examples: int, alpha: float = 0.05,
+                 margin: float = 0.02) -> list[Claim]:
+    """The study's claims about single heads (its finding 7), and the gain it left open.
+
+    ``grid`` comes from :func:`headlab.findings.importance.head_grid_table` (with the same ``alpha``), over
+    ``n_examples`` test pairs. "Changes nothing" is a claim of no effect: a head makes it only when its 90% interval
+    lies within ±``margin``, and the claim holds when more than half the heads do. A head hurts or helps when its
+    McNemar test survives the Holm correction over all heads; the study's layers map to ours by relative depth, and
+    this page does not pick the term-matching heads (notebook 05 does), so any head of their layers counts.
     """
     tested = grid[grid["direction"] != "untested"]
     if tested.empty:
-        return "- No single head was masked."
+        return [_not_measured(slug, claim, None, "Not tested: no single head was masked.", unit)
+                for slug, claim, unit in (("most_heads_change_nothing", NOTHING_CLAIM, NOTHING_UNIT),
+                                          ("matching_layers_hurt", MATCHING_CLAIM, CHANGE),
+                                          ("layer_10_head_hurts", HIGH_HEAD_CLAIM, CHANGE),
+                                          ("some_heads_improve", IMPROVE_CLAIM, CHANGE))]
+    matching = " (this page does not pick the term-matching heads, notebook 05 does: any head there counts)"
+    return [_change_nothing(tested, n_examples, margin),
+            _hurting("matching_layers_hurt", MATCHING_CLAIM, tested,
+                     study_layers_to_ours(STUDY_MATCHING_LAYERS, layers), n_examples, matching),
+            _hurting("layer_10_head_hurts", HIGH_HEAD_CLAIM, tested,
+                     [study_layer_to_ours(STUDY_HIGH_HEAD_LAYER, layers)], n_examples, ""),
+            _improving(tested, n_examples, alpha)]
+
+
+def heads_verdict(grid: pd.DataFrame, layers: int, n_examples: int, alpha: float = 0.05, margin: float = 0.02) -> str:
+    """The study's claims about single heads (:func:`heads_claims`), then which heads hurt and help (markdown)."""
+    lines = [render(heads_claims(grid, layers, n_examples, alpha, margin))]
+    tested = grid[grid["direction"] != "untested"]
+    if tested.empty:
+        return "\n".join(lines + ["- No single head was masked."])
     sig = tested[tested["significant"]]
     hurts = sig[sig["direction"] == "hurts"].sort_values("rel_change")
     helps = sig[sig["direction"] == "helps"].sort_values("rel_change", ascending=False)
-    lines = [f"- Heads are named layer.head, from 0. Each of {len(tested)} heads was masked alone and compared "
-             f"with the unmasked model on the same examples (exact McNemar test, Holm-corrected over the "
-             f"{len(tested)} tests): **{len(sig)} significant** at {alpha:.0%}; {len(hurts)} hurt when masked"
-             f"{': ' + _heads(hurts) if len(hurts) else ''}; {len(helps)} help{': ' + _heads(helps) if len(helps) else ''}."]
-    quiet = len(tested) - len(sig)
-    same = int(sum(equivalent(r.lo90, r.hi90, margin) for r in tested.itertuples()))
-    share = same / len(tested)
-    holds = "**holds**" if share > 0.5 else "**is not shown**"
-    lines.append(f"- *Most single heads change nothing* (study): {same} of {len(tested)} heads ({share:.0%}) are shown "
-                 f"to change nothing (90% interval within ±{margin:.0%}, MARGIN); {quiet} show no significant change, "
-                 f"which alone would not show that they change nothing. The claim {holds} here. Half of all "
-                 f"single-head changes lie within ±{tested['rel_change'].abs().median():.1%}.")
+    lines.append(f"- Heads are named layer.head, from 0. Each of {len(tested)} heads was masked alone and compared "
+                 f"with the unmasked model on the same examples (exact McNemar test, Holm-corrected over the "
+                 f"{len(tested)} tests): **{len(sig)} significant** at {alpha:.0%}; {len(hurts)} hurt when masked"
+                 f"{': ' + _heads(hurts) if len(hurts) else ''}; {len(helps)} help"
+                 f"{': ' + _heads(helps) if len(helps) else ''}. Half of all single-head changes lie within "
+                 f"±{tested['rel_change'].abs().median():.1%}.")
     better = tested[(tested["p_mcnemar"] < alpha) & (tested["rel_change"] > 0)].sort_values("p_mcnemar")
-    if better.empty:
-        top = tested.loc[tested["rel_change"].idxmax()]
-        lines.append(f"- *Heads whose removal improves the model* (the study's open question): none, even before the "
-                     f"correction (uncorrected p < {alpha}); the largest gain is head {_head(top['layer'], top['head'])}: "
-                     f"{_interval(top.rel_change, top.lo, top.hi)}, p = {top.p_mcnemar:.2g}.")
-    else:
-        survive = better[better["significant"]]
-        lines.append(f"- *Heads whose removal improves the model* (the study's open question): {len(better)} improve "
-                     f"accuracy at an uncorrected p < {alpha}: {_heads(better, with_p=True)}; "
-                     f"{len(survive)} of them survive the Holm correction"
-                     f"{': ' + ', '.join(_head(r.layer, r.head) for r in survive.itertuples()) if len(survive) else ''}.")
-    low = study_layers_to_ours(STUDY_MATCHING_LAYERS, layers)
-    high = study_layer_to_ours(STUDY_HIGH_HEAD_LAYER, layers)
-    in_low = hurts[hurts["layer"].isin(low)]
-    in_high = hurts[hurts["layer"] == high]
-    lines.append(f"- *The term-matching heads (layers 2–4 of 12) and one head of layer 10 hurt when masked* (study): "
-                 f"at the same depth, our layers {_span(low)} and {high}. Significant hurting heads there: "
-                 f"{_heads(in_low) or 'none'} in layers {_span(low)}; {_heads(in_high) or 'none'} in layer {high}.")
+    if len(better):
+        lines.append(f"- Heads that improve accuracy at an uncorrected p < {alpha}: {_heads(better, with_p=True)}.")
     worst = tested.nsmallest(min(5, len(tested)), "rel_change")
-    lines.append(f"- The largest losses, significant or not: {_heads(worst)}. These heads were picked for their size on "
-                 f"the same pairs, so their sizes lean away from zero (the winner's curse); notebook 07 picks its head "
-                 f"on one part of the pairs and measures it on the other.")
+    lines.append(f"- The largest losses, significant or not: {_heads(worst)}. These heads were picked for their size "
+                 f"on the same pairs, so their sizes lean away from zero (the winner's curse); notebook 07 picks its "
+                 f"head on one part of the pairs and measures it on the other.")
     return "\n".join(lines)
 
 
