@@ -290,7 +290,8 @@ def _change_nothing(tested: pd.DataFrame, n_examples: int, margin: float) -> Cla
     share = same / len(tested)
     changed = int(tested["significant"].sum())
     verdict = "holds" if share > 0.5 else "does not hold" if changed > len(tested) / 2 else "cannot tell"
-    return _claim("most_heads_change_nothing", NOTHING_CLAIM, None, (share, share, share), n_examples, 1, None, verdict,
+    return _claim("most_heads_change_nothing", NOTHING_CLAIM, None, (share, float("nan"), float("nan")), n_examples, 1,
+                  None, verdict,
                   f"A head is shown to change nothing when its 90% interval lies within ±{margin:.0%} (MARGIN): "
                   f"{same} of {len(tested)} heads pass; {len(tested) - changed} show no change that survives the Holm "
                   f"correction, which alone would not show that they change nothing. The rule: more than half shown "
