@@ -166,7 +166,8 @@ def test_tiny_book_builds_with_real_numbers(tiny_book):
     scorecard = pd.read_csv(runs / "scorecard.csv")
     assert set(scorecard["page"]) == {nb.stem for nb in NOTEBOOKS if not nb.stem.startswith("00")}
     assert set(scorecard["verdict"]) <= {"holds", "does not hold", "opposite", "cannot tell"}
-    front = index.read_text()
+    assert "url=scorecard.html" in index.read_text()  # the site opens on the scorecard
+    front = (work / "_build" / "html" / "scorecard.html").read_text()
     assert "Scorecard" in front and 'href="executed/01_redundancy.html"' in front
 
 

@@ -200,7 +200,8 @@ def test_every_page_of_the_book_works_offline(site, browser, shots, opened):
 def test_the_scorecard_is_the_first_page_and_every_link_on_it_resolves(site, browser):
     with serve(site) as base:
         tab = browser.new_page()
-        tab.goto(base, wait_until="load")
+        tab.goto(base, wait_until="load")  # index.html sends the reader on to the scorecard
+        tab.wait_for_url("**/scorecard.html", timeout=10_000)
         assert tab.locator("h1").first.inner_text().startswith("Scorecard")
         links = sorted(set(tab.eval_on_selector_all("a[href]", "els => els.map(e => e.href.split('#')[0])")))
         local = [url for url in links if url.startswith(base)]
