@@ -24,6 +24,7 @@ import sys
 import time
 from pathlib import Path
 
+from headlab.book.scorecard import scorecard_markdown, scorecard_table
 from headlab.core.device import resolve_device
 from headlab.lab.study import REPO
 from headlab.models.names import is_pretrained_name
@@ -217,8 +218,6 @@ def build(presets: dict[str, dict], work: Path | None = None, run_dir: Path | No
 
     The first preset's pages are ``executed/NAME``, every other preset's ``executed/<preset>/NAME``.
     """
-    from headlab.book.scorecard import scorecard_markdown, scorecard_table
-
     source = REPO / "book"
     work = Path(work) if work else source
     if work != source:  # a separate build folder (tests): copy the pages, keep the sources clean
