@@ -3,17 +3,21 @@
 Each notebook saves its claims as ``claims_<notebook>.csv`` in its preset's results folder
 (:mod:`headlab.findings.claims`); the scorecard stacks them into one tidy table and renders the first page of the
 book from it: per finding a table whose cells give the verdict and our number, each linking to the page with the
-evidence, a count of verdicts per model, and the command that adds each model not built.
+evidence, a count of verdicts per model, and the command that adds each model not built. The README carries a
+copy, generated from the last build's table (``python -m headlab.book.scorecard``, which also commits the table to
+``results/scorecard.csv``; a test checks that the two agree).
 """
 from __future__ import annotations
 
+import argparse
 import math
+import sys
 from pathlib import Path
 
 import pandas as pd
 
 from headlab.findings.claims import VERDICTS, number_text
-from headlab.lab.study import Study
+from headlab.lab.study import REPO, Study
 
 CLAIM_FILES = "claims_*.csv"
 COLUMNS = ["preset", "model", "data", "page", "claim_id", "finding", "claim", "study", "ours", "lo", "hi", "unit",
@@ -42,12 +46,10 @@ def scorecard_table(built: dict[str, dict]) -> pd.DataFrame:
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=COLUMNS)
 
 
-def _cell(row, link: str) -> str:
-    if row is None:
-        return "not run"
+def _numbers(row) -> str:
     number = "" if _missing(row.ours) else f" {number_text(row.ours, row.unit)}"
     interval = "" if _missing(row.lo) else f" [{number_text(row.lo, row.unit)}, {number_text(row.hi, row.unit)}]"
-    return f"{{doc}}`{row.verdict} <{link}>`{number}{interval}"
+    return number + interval
 
 
 def _missing(value) -> bool:
@@ -59,38 +61,90 @@ def _column(preset: str, table: pd.DataFrame) -> str:
     return preset if first is None else f"{preset} ({first.model}, {first.data})"
 
 
+def claim_tables(table: pd.DataFrame, presets: list[str], verdict_text, heading: str = "##") -> list[str]:
+    """Markdown lines: verdicts counted per model, then per finding one table of claims (rows) x ``presets``.
+
+    ``verdict_text(row, preset)`` writes a cell's verdict (a link on the site, plain text in the README).
+    """
+    lines = ["| model | claims | " + " | ".join(VERDICTS) + " |", "|---|---|" + "---|" * len(VERDICTS)]
+    for preset in presets:
+        mine = table[table["preset"] == preset]
+        tally = mine["verdict"].value_counts()
+        lines.append(f"| {_column(preset, table)} | {len(mine)} | "
+                     + " | ".join(str(int(tally.get(v, 0))) for v in VERDICTS) + " |")
+    lines.append("")
+    for finding, rows in table.groupby("finding", sort=True):
+        lines += [f"{heading} {finding}", "",
+                  "| claim | the study | " + " | ".join(_column(p, table) for p in presets) + " |",
+                  "|---|---|" + "---|" * len(presets)]
+        for _, claim_rows in rows.groupby("claim_id", sort=False):
+            first = claim_rows.iloc[0]
+            by_preset = {r.preset: r for r in claim_rows.itertuples()}
+            study = "" if _missing(first.study) else number_text(first.study, first.unit)
+            cells = [verdict_text(by_preset[p], p) + _numbers(by_preset[p]) if p in by_preset else "not run"
+                     for p in presets]
+            lines.append(f"| {first.claim} | {study} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines
+
+
 def scorecard_markdown(table: pd.DataFrame, pages: dict[str, str], not_built: dict[str, str]) -> str:
     """The scorecard page (MyST markdown).
 
     ``pages`` maps each built preset to the folder its pages live in (``executed`` or ``executed/<preset>``);
     ``not_built`` maps each preset left out of this build to the command that adds it.
     """
-    presets = list(pages)
     lines = ["# Scorecard: the study's claims on each model", "",
              "Each row is one claim of the study; each column one model this site was built on. A cell gives the "
              "verdict, our number and its 95% interval, and links to the page with the evidence, where the rule "
              f"behind the verdict is stated. Verdicts: {', '.join(VERDICTS)}. The study's own numbers, and what it "
              "left unmeasured, are in {doc}`intro`.", ""]
-    counts = ["| model | claims | " + " | ".join(VERDICTS) + " |", "|---|---|" + "---|" * len(VERDICTS)]
-    for preset in presets:
-        mine = table[table["preset"] == preset]
-        tally = mine["verdict"].value_counts()
-        counts.append(f"| {_column(preset, table)} | {len(mine)} | "
-                      + " | ".join(str(int(tally.get(v, 0))) for v in VERDICTS) + " |")
-    lines += counts + [""]
-    for finding, rows in table.groupby("finding", sort=True):
-        lines += [f"## {finding}", "", "| claim | the study | " + " | ".join(_column(p, table) for p in presets) + " |",
-                  "|---|---|" + "---|" * len(presets)]
-        for claim_id, claim_rows in rows.groupby("claim_id", sort=False):
-            first = claim_rows.iloc[0]
-            by_preset = {r.preset: r for r in claim_rows.itertuples()}
-            study = "" if _missing(first.study) else number_text(first.study, first.unit)
-            cells = [_cell(by_preset.get(p), f"{pages[p]}/{first.page}") for p in presets]
-            lines.append(f"| {first.claim} | {study} | " + " | ".join(cells) + " |")
-        lines.append("")
+    lines += claim_tables(table, list(pages), lambda row, p: f"{{doc}}`{row.verdict} <{pages[p]}/{row.page}>`")
     if table.empty:
         lines += ["No notebook of this build saved any claim.", ""]
     if not_built:
         lines += ["## Models not in this build", ""]
         lines += [f"- {preset}: `{command}`" for preset, command in not_built.items()]
     return "\n".join(lines) + "\n"
+
+
+# --- the README's copy --------------------------------------------------------------------------------------------
+
+README_TABLE = REPO / "results" / "scorecard.csv"  # the last scorecard copied for the README (committed)
+BEGIN = "<!-- scorecard: generated by `python -m headlab.book.scorecard` from results/scorecard.csv; do not edit -->"
+END = "<!-- /scorecard -->"
+
+
+def readme_block(table: pd.DataFrame) -> str:
+    """The README's scorecard: the same tables as the site's first page, verdicts in bold instead of links."""
+    presets = list(dict.fromkeys(table["preset"]))
+    return "\n".join([BEGIN, "", *claim_tables(table, presets, lambda row, p: f"**{row.verdict}**", "####"), END])
+
+
+def update_readme(source: Path, readme: Path = REPO / "README.md", copy: Path = README_TABLE) -> None:
+    """Copy a build's scorecard table to ``copy`` and rewrite the README's generated block from it."""
+    table = pd.read_csv(source)
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(copy, index=False)
+    text = readme.read_text(encoding="utf-8")
+    if BEGIN not in text or END not in text:
+        raise ValueError(f"{readme} has no generated scorecard block ({BEGIN!r} ... {END!r})")
+    before, rest = text.split(BEGIN, 1)
+    readme.write_text(before + readme_block(pd.read_csv(copy)) + rest.split(END, 1)[1], encoding="utf-8")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Copy a build's scorecard into results/ and the README.")
+    parser.add_argument("table", nargs="?", type=Path, default=REPO / "runs" / "scorecard.csv",
+                        help="the scorecard a build wrote (default: runs/scorecard.csv)")
+    args = parser.parse_args(argv)
+    if not args.table.exists():
+        print(f"no scorecard at {args.table}: build the book first (make book PRESETS=...)", file=sys.stderr)
+        return 1
+    update_readme(args.table)
+    print(f"README.md and {README_TABLE.relative_to(REPO)} updated from {args.table}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
