@@ -38,6 +38,8 @@ assets: venv
 	$(BIN)/python -m headlab.inputs.assets fetch $(ASSETS)
 	$(BIN)/python -m headlab.report.bookjs
 
+# the whole `make book` is timed from here (venv, install, assets, notebooks, site: runs/timings.csv)
+book: export HEADLAB_MAKE_STARTED := $(shell date +%s)
 book: assets
 	$(BIN)/python -m headlab.book --presets $(PRESETS) $(if $(MODEL),--set MODEL=$(MODEL)) $(foreach s,$(SET),--set $(s))
 

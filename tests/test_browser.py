@@ -39,6 +39,17 @@ _NOT_DRAWN = """() => [...document.querySelectorAll('.headlab-chart, .headlab-vi
                   .concat([...document.querySelectorAll('.math')].filter(el => !el.querySelector('mjx-container'))
                           .map(el => 'math ' + el.textContent.slice(0, 40)))"""
 
+# Every chart and attention view fits the page's text column: one drawn wider than the column is cut at its edge
+# (or spills over the margin) on the built site.
+_TOO_WIDE = """() => [...document.querySelectorAll('.headlab-chart, .headlab-view, .vega-embed')].map(el => {
+    const drawn = el.querySelector('svg, canvas');
+    const column = el.closest('.bd-article, article, main') || document.body;
+    if (!drawn) return null;
+    const width = drawn.getBoundingClientRect().width, room = column.getBoundingClientRect().width;
+    return width > room + 1 ? `${el.className} ${el.id}: drawn ${Math.round(width)} px wide, the column has `
+                              + `${Math.round(room)} px` : null;
+  }).filter(x => x)"""
+
 
 def is_external(url: str) -> bool:
     """A request that leaves this machine (file:, data: and blob: URLs do not)."""
@@ -78,10 +89,11 @@ class PageReport:
     external: list[str] = field(default_factory=list)  # requests to any host but localhost (blocked)
     errors: list[str] = field(default_factory=list)  # console errors, uncaught exceptions, failed local files
     not_drawn: list[str] = field(default_factory=list)  # containers with no svg/canvas, formulas not typeset
+    too_wide: list[str] = field(default_factory=list)  # charts and views wider than the page's column
 
     def problems(self) -> list[str]:
         return ([f"requests {url}" for url in self.external] + [f"error: {e}" for e in self.errors]
-                + [f"not drawn: {what}" for what in self.not_drawn])
+                + [f"not drawn: {what}" for what in self.not_drawn] + [f"too wide: {w}" for w in self.too_wide])
 
 
 def check_page(context, base: str, page: str, shots: Path, wait_ms: int = 20_000) -> PageReport:
@@ -98,6 +110,7 @@ def check_page(context, base: str, page: str, shots: Path, wait_ms: int = 20_000
     with contextlib.suppress(Exception):
         tab.wait_for_load_state("networkidle", timeout=5_000)
     report.not_drawn = tab.evaluate(_NOT_DRAWN)
+    report.too_wide = tab.evaluate(_TOO_WIDE)
     tab.screenshot(path=str(report.screenshot), full_page=True)
     tab.close()
     return report

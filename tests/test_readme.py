@@ -6,6 +6,7 @@ import pandas as pd
 from tiny_setup import PAIRS, tiny_setup
 
 import headlab
+from headlab.book import readme
 from headlab.book.build import REPO
 
 
@@ -29,3 +30,90 @@ def test_the_readme_example_runs_on_a_tiny_model(tmp_path, monkeypatch, capsys):
     assert len(names["grid"]) == 6 * 4 + 1 and "none" in set(names["grid"]["mask_id"])
     roles = names["roles"]
     assert len(roles) == 6 * 4 and (roles["n_examples"] == 200).all()
+
+
+# --- the README's generated figures (headlab.book.readme) -----------------------------------------------------------
+
+def _claim_row(preset="default", verdict="holds", ours=0.012):
+    return {"preset": preset, "model": "minilm", "data": "stsb-en", "page": "01_redundancy",
+            "claim_id": "redundancy.gain_at_10", "finding": "01 redundancy",
+            "claim": "Masking 10% of the heads raises accuracy by about 1%", "study": 0.01, "ours": ours, "lo": 0.004,
+            "hi": 0.02, "unit": "relative change of accuracy", "n_examples": 1379, "n_draws": 10, "p": None,
+            "verdict": verdict, "reason": "why"}
+
+
+def _timing(build, preset, state, step, seconds):
+    return {"build": build, "commit": "abc1234", "preset": preset, "state": state, "step": step, "seconds": seconds,
+            "load": 2.0, "machine": "a CPU, 2 cores, 2 torch threads", "device": "cpu"}
+
+
+def test_every_generated_block_of_the_readme_is_what_results_gives():
+    """A figure edited by hand in a block, or a results/ table changed without regenerating the README, fails here."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    for name in readme.BLOCKS:
+        assert readme.begin(name) in text and readme.end(name) in text, f"the README has no {name} block"
+    assert readme.rewrite(text) == text, "run `python -m headlab.book.readme --check`; regenerate with it"
+
+
+# numbers the README's own text may state: versions, sizes and settings it documents are not results, but a
+# percentage or a duration is one, and those come only from the generated blocks (a method's levels aside)
+METHOD_PERCENTAGES = {"1%", "2%", "5%", "90%", "95%", "10%", "20%"}
+
+
+def test_the_readme_text_outside_its_blocks_states_no_result_or_timing():
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    for name in readme.BLOCKS:
+        before, rest = text.split(readme.begin(name), 1)
+        text = before + rest.split(readme.end(name), 1)[1]
+    text = re.sub(r"```.*?```|`[^`]*`", "", text, flags=re.S)  # commands, code and messages, not statements
+    text = re.sub(r"at most \d+ (?:minutes|min)\b", "", text)  # a budget is a requirement, not a measurement
+    study = set(re.findall(r"[+−-]?\d+(?:\.\d+)?%", (REPO / "tests" / "data" / "study.md").read_text(encoding="utf-8")))
+    percentages = set(re.findall(r"(?<![\w.])[+−-]?\d+(?:\.\d+)?%", text)) - METHOD_PERCENTAGES - study
+    assert not percentages, f"the README states {sorted(percentages)}: generate them from results/ instead"
+    durations = re.findall(r"\b\d+(?:\.\d+)? ?(?:min|minutes|h|hours|s)\b(?! *\()", text)
+    assert not durations, f"the README states the durations {durations}: they belong in the timings block"
+
+
+def test_a_builds_tables_merge_into_results_by_preset(tmp_path):
+    runs, results = tmp_path / "runs", tmp_path / "results"
+    runs.mkdir()
+    pd.DataFrame([_claim_row("default"), _claim_row("zh-char", "opposite", -0.03)]).to_csv(runs / "scorecard.csv",
+                                                                                           index=False)
+    pd.DataFrame([_timing("2026-12-01T20:00:00Z", "default", "cold", "00_setup", 239.0)]).to_csv(
+        runs / "timings.csv", index=False)
+    pd.DataFrame([{"lr": 2e-4, "epochs": 4, "dev_accuracy": 0.378, "dev_macro_f1": 0.217, "chosen": True,
+                   "checkpoint": "x"}]).to_csv(runs / "tuning-zh-char.csv", index=False)
+    assert readme.collect(runs, results) == ["scorecard", "tuning", "timings"]
+    # a later build of the default preset alone: its rows replace the old ones, zh-char's stay; timings add up
+    pd.DataFrame([_claim_row("default", "cannot tell", 0.0)]).to_csv(runs / "scorecard.csv", index=False)
+    pd.DataFrame([_timing("2026-12-02T08:00:00Z", "default", "warm", "00_setup", 20.0)]).to_csv(
+        runs / "timings.csv", index=False)
+    readme.collect(runs, results)
+    scorecard = pd.read_csv(results / "scorecard.csv")
+    assert list(zip(scorecard["preset"], scorecard["verdict"])) == [("default", "cannot tell"), ("zh-char", "opposite")]
+    assert len(pd.read_csv(results / "timings.csv")) == 2
+    readme.collect(runs, results)  # the same build copied twice is kept once
+    assert len(pd.read_csv(results / "timings.csv")) == 2
+
+
+def test_the_blocks_render_the_tables(tmp_path):
+    pd.DataFrame([_claim_row()]).to_csv(tmp_path / "scorecard.csv", index=False)
+    rows = [_timing("2026-12-01T20:00:00Z", "default", "cold", "00_setup", 239.0),
+            _timing("2026-12-01T20:00:00Z", "default", "cold", "01_redundancy", 332.0),
+            _timing("2026-12-01T20:00:00Z", "all", "cold", "site", 61.0),
+            _timing("2026-12-01T20:00:00Z", "all", "cold", "build", 1500.0),
+            _timing("2026-12-01T20:00:00Z", "all", "cold", "make book", 1700.0),
+            _timing("2026-12-02T08:00:00Z", "default", "warm", "00_setup", 20.0),  # an unfinished warm build
+            _timing("2026-12-03T08:00:00Z", "default", "warm", "00_setup", 19.0),
+            _timing("2026-12-03T08:00:00Z", "all", "warm", "build", 250.0)]
+    pd.DataFrame(rows).to_csv(tmp_path / "timings.csv", index=False)
+    text = readme.rewrite(f"intro\n{readme.begin('scorecard')}\nstale rows\n{readme.end('scorecard')}\n"
+                          f"{readme.begin('timings')}\n{readme.end('timings')}\n"
+                          f"{readme.begin('models')}\n{readme.end('models')}\nend\n", tmp_path)
+    assert "| Masking 10% of the heads raises accuracy by about 1% | +1.0% | **holds** +1.2% [+0.4%, +2.0%] |" in text
+    assert "stale rows" not in text and text.startswith("intro\n") and text.endswith("\nend\n")
+    cold = next(line for line in text.splitlines() if line.startswith("| 2026-12-01T20:00:00Z"))
+    assert "| default | cold | 3 min 59 s | 5 min 32 s | 1 min 01 s | 25 min 00 s | 28 min 20 s |" in cold
+    assert sum(line.startswith("| 2026-12-0") for line in text.splitlines()) == 3  # one row per build kind
+    assert "No `results/models.csv` yet" in text
+    assert readme.duration(3725) == "1 h 02 min" and readme.duration(27) == "27 s"

@@ -3,11 +3,9 @@ the book's first page, each cell linking to its evidence; models left out are na
 import math
 
 import pandas as pd
-import pytest
 
 from headlab.book.build import PRESETS, REPO, not_built_commands, site_toc
-from headlab.book.scorecard import (BEGIN, END, readme_block, scorecard_markdown, scorecard_table,
-                                    update_readme)
+from headlab.book.scorecard import scorecard_markdown, scorecard_table
 from headlab.findings.claims import Claim, claims_table
 
 
@@ -65,20 +63,3 @@ def test_models_not_built_are_named_with_the_command_that_adds_them():
     assert "tiny" not in commands and "default" not in commands and "zh-char" not in commands
     assert commands["e5-zh"] == 'make book PRESETS="default zh-char e5-zh"'
     assert "needs a GPU" in commands["mpnet"] and set(commands) == set(PRESETS) - {"tiny", "default", "zh-char"}
-
-
-def test_the_readme_block_is_regenerated_from_a_builds_table(tmp_path):
-    table = pd.DataFrame([{**_claim().__dict__, "preset": "default", "model": "minilm", "data": "stsb-en",
-                           "page": "01_redundancy"}])
-    source, readme, copy = tmp_path / "scorecard.csv", tmp_path / "README.md", tmp_path / "results" / "scorecard.csv"
-    table.to_csv(source, index=False)
-    readme.write_text(f"# intro\n\n{BEGIN}\nold numbers\n{END}\n\n## after\n")
-    update_readme(source, readme, copy)
-    text = readme.read_text()
-    assert "old numbers" not in text and text.startswith("# intro\n\n") and text.endswith("\n\n## after\n")
-    assert "| Masking 10% of the heads raises accuracy by about 1% | +1.0% | **holds** +1.2% [+0.4%, +2.0%] |" in text
-    assert copy.exists() and readme_block(pd.read_csv(copy)) in text
-    readme.write_text("# no block\n")
-    with pytest.raises(ValueError, match="no generated scorecard block"):
-        update_readme(source, readme, copy)
-

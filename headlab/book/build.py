@@ -24,6 +24,7 @@ import sys
 import time
 from pathlib import Path
 
+from headlab.book.records import BuildClock, cache_state, models_table, overall_state, stacked
 from headlab.book.scorecard import scorecard_markdown, scorecard_table
 from headlab.core.device import resolve_device
 from headlab.lab.study import REPO
@@ -153,14 +154,18 @@ def _check_settings(settings: dict, notebooks: list[Path]) -> None:
         raise BookError(f"no notebook declares the parameter(s) {unknown}; declared: {sorted(declared)}")
 
 
-def _pretrain_if_needed(settings: dict) -> None:
-    """A model headlab pretrains (``zh-char``) is trained, or found in the cache, before any notebook runs."""
+def _pretrain_if_needed(settings: dict) -> float | None:
+    """A model headlab pretrains (``zh-char``) is trained, or found in the cache, before any notebook runs; the
+    seconds it took, or None for any other model."""
     model = settings.get("MODEL")
-    if isinstance(model, str) and is_pretrained_name(model):
-        print(f"[book] pretraining {model} (cached after the first run) ...", flush=True)
-        started = time.time()
-        folder = ensure_named(model, resolve_device(str(settings.get("DEVICE", "auto"))))
-        print(f"[book] {model}: {folder} ({time.time() - started:.0f} s)", flush=True)
+    if not (isinstance(model, str) and is_pretrained_name(model)):
+        return None
+    print(f"[book] pretraining {model} (cached after the first run) ...", flush=True)
+    started = time.time()
+    folder = ensure_named(model, resolve_device(str(settings.get("DEVICE", "auto"))))
+    seconds = time.time() - started
+    print(f"[book] {model}: {folder} ({seconds:.0f} s)", flush=True)
+    return seconds
 
 
 def site_toc(template: Path, folders: dict[str, str]) -> str:
@@ -180,12 +185,17 @@ def site_toc(template: Path, folders: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def execute_preset(preset: str, settings: dict, executed: Path, names: list[str], only: list[str] | None) -> None:
-    """Run the toc's notebooks for one preset into ``executed``, tagged for reading, widgets made static."""
+def execute_preset(preset: str, settings: dict, executed: Path, names: list[str], only: list[str] | None,
+                   clock: BuildClock | None = None) -> str:
+    """Run the toc's notebooks for one preset into ``executed``, tagged for reading, widgets made static; each
+    step's seconds go to ``clock`` with the cache state the preset started from, which is returned."""
     import nbformat
 
     executed.mkdir(parents=True, exist_ok=True)
-    _pretrain_if_needed(settings)
+    state = cache_state(settings)
+    seconds = _pretrain_if_needed(settings)
+    if clock and seconds is not None:
+        clock.record(preset, state, "pretraining", seconds)
     for name in names:
         target = executed / f"{name}.ipynb"
         if only and name not in only:
@@ -199,6 +209,9 @@ def execute_preset(preset: str, settings: dict, executed: Path, names: list[str]
         reading_tags(nb)
         nbformat.write(nb, str(target))
         print(f"[book] {preset}: {name}: {seconds:.0f} s", flush=True)
+        if clock:
+            clock.record(preset, state, name, seconds)
+    return state
 
 
 def not_built_commands(built: list[str]) -> dict[str, str]:
@@ -230,10 +243,15 @@ def build(presets: dict[str, dict], work: Path | None = None, run_dir: Path | No
     for settings in presets.values():
         _check_settings(settings, [REPO / "notebooks" / f"{name}.ipynb" for name in names])
     folders = {name: "executed" if i == 0 else f"executed/{name}" for i, name in enumerate(presets)}
-    for name, settings in presets.items():
-        execute_preset(name, settings, work / folders[name], names, only)
+    first = next(iter(presets.values()))
+    clock = BuildClock(Path(run_dir) / "timings.csv", str(resolve_device(str(first.get("DEVICE", "auto")))))
+    states = [execute_preset(name, settings, work / folders[name], names, only, clock)
+              for name, settings in presets.items()]
     table = scorecard_table(presets)
     table.to_csv(Path(run_dir) / "scorecard.csv", index=False)
+    models_table(presets).to_csv(Path(run_dir) / "models.csv", index=False, float_format="%.6g")
+    stacked(presets, "two_tower_conditions").to_csv(Path(run_dir) / "two_tower.csv", index=False, float_format="%.6g")
+    site_started = time.time()
     (work / "scorecard.md").write_text(scorecard_markdown(table, folders, not_built_commands(list(presets))),
                                       encoding="utf-8")
     toc = work / "_site_toc.yml"
@@ -249,6 +267,8 @@ def build(presets: dict[str, dict], work: Path | None = None, run_dir: Path | No
     index = work / "_build" / "html" / "index.html"
     if not index.exists():
         raise BookError(f"jupyter-book finished but {index} does not exist")
+    clock.record("all", overall_state(states), "site", time.time() - site_started)
+    clock.finish(overall_state(states))
     return index
 
 

@@ -96,11 +96,21 @@ class Study:
         return finetune(self.finetune_config, device=self.torch_device)
 
     @property
-    def table_dir(self) -> Path:
+    def checkpoint(self) -> Path:
+        """Where the fine-tuned model lives in the cache (found from the settings; nothing is trained)."""
+        return checkpoint_dir(self.finetune_config)
+
+    @property
+    def results_folder(self) -> Path:
         """``<run_dir>/<checkpoint>-<split>-<limit>/``: one folder per model and evaluation set (named by the
-        checkpoint's cache key, so finding it trains nothing)."""
+        checkpoint's cache key, so finding it trains nothing); not created (:attr:`table_dir` is)."""
         limit = "all" if self.eval_limit is None else str(self.eval_limit)
-        path = results_root(self.run_dir) / f"{checkpoint_dir(self.finetune_config).name}-{self.eval_split}-{limit}"
+        return results_root(self.run_dir) / f"{self.checkpoint.name}-{self.eval_split}-{limit}"
+
+    @property
+    def table_dir(self) -> Path:
+        """:attr:`results_folder`, created: where the notebooks write their tables."""
+        path = self.results_folder
         path.mkdir(parents=True, exist_ok=True)
         return path
 

@@ -1,0 +1,142 @@
+"""What a book build records besides the pages: how long each notebook took, from what cache state, on which
+machine (``timings.csv``), and what each preset's model is and how well it grades (``models.csv``).
+
+These tables are what the README's figures are generated from (:mod:`headlab.book.readme`), so a timing or an
+accuracy in the README is one a build measured, never one typed by hand.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from headlab.lab.study import REPO, Study
+from headlab.models.names import is_pretrained_name, named_model_dir
+from headlab.models.training import is_complete
+
+TIMING_COLUMNS = ["build", "commit", "preset", "state", "step", "seconds", "load", "machine", "device"]
+MODEL_COLUMNS = ["preset", "model", "data", "layers", "heads", "epochs", "lr", "frozen_word_embeddings",
+                 "n_train", "n_dev", "n_test", "accuracy", "accuracy_lo", "accuracy_hi", "macro_f1", "macro_f1_lo",
+                 "macro_f1_hi", "majority", "finetune_seconds", "pretrain_seconds", "masked_token_accuracy",
+                 "masked_token_accuracy_lo", "masked_token_accuracy_hi"]
+MAKE_STARTED = "HEADLAB_MAKE_STARTED"  # the Makefile's start (epoch seconds): `make book` timed from venv to site
+
+
+def machine() -> str:
+    """The processor, its cores and torch's threads: what a timing is only true for."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads"
+
+
+def load() -> float:
+    """The 5-minute load average as a step ends: about the torch threads when nothing else runs, more when the
+    machine was shared (a timing measured beside other work is no budget figure)."""
+    try:
+        return os.getloadavg()[1]
+    except OSError:
+        return float("nan")
+
+
+def commit() -> str:
+    """The checkout's commit, marked ``+changes`` when the tree differs from it ("unknown" outside git)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+changes" if dirty else "")
+
+
+def cache_state(settings: dict) -> str:
+    """How much of a preset's work is cached before its notebooks run: ``cold`` (no pretrained or fine-tuned model
+    and no results), ``warm`` (the fine-tuned model and a results folder with sweeps) or ``partial``."""
+    study = Study.from_globals(settings)
+    if is_pretrained_name(study.model) and not is_complete(named_model_dir(study.model)):
+        return "cold"  # nothing can have been fine-tuned on, or measured with, a model that does not exist yet
+    finetuned = is_complete(study.checkpoint)
+    results = any(study.results_folder.glob("sweeps/*/masks/*.csv"))
+    return "warm" if finetuned and results else "cold" if not finetuned and not results else "partial"
+
+
+class BuildClock:
+    """Collects the seconds of every step of one build and appends them to ``timings.csv`` as they come, so a build
+    that fails half-way still records what it measured."""
+
+    def __init__(self, path: Path, device: str):
+        self.path = Path(path)
+        self.build = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        self.commit, self.machine, self.device = commit(), machine(), device
+        self.started = time.time()
+
+    def record(self, preset: str, state: str, step: str, seconds: float) -> None:
+        row = pd.DataFrame([{"build": self.build, "commit": self.commit, "preset": preset, "state": state,
+                             "step": step, "seconds": round(float(seconds), 1), "load": round(load(), 2),
+                             "machine": self.machine, "device": self.device}], columns=TIMING_COLUMNS)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        row.to_csv(self.path, mode="a", header=not self.path.exists(), index=False)
+
+    def finish(self, state: str) -> None:
+        """The whole build, and the whole ``make book`` (venv, install, assets) when the Makefile says when it began."""
+        self.record("all", state, "build", time.time() - self.started)
+        started = os.environ.get(MAKE_STARTED)
+        if started and started.isdigit():
+            self.record("all", state, "make book", time.time() - int(started))
+
+
+def overall_state(states: list[str]) -> str:
+    """A build is cold or warm only when every preset in it is."""
+    return states[0] if len(set(states)) == 1 else "partial"
+
+
+def model_row(preset: str, settings: dict) -> dict:
+    """One preset's model: its shape, fine-tuning settings and time, the test metrics notebook 00 saved, and for a
+    model headlab pretrained its pretraining time and held-out masked-token accuracy."""
+    study = Study.from_globals(settings)
+    folder = study.checkpoint
+    config = json.loads((folder / "config.json").read_text())
+    training = json.loads((folder / "training.json").read_text())
+    metrics = pd.read_csv(study.table_dir / "baseline_metrics.csv").set_index("metric")
+    majority = metrics[metrics.index.str.startswith("majority")]["value"]
+    row = {"preset": preset, "model": study.model, "data": study.data, "layers": config["num_hidden_layers"],
+           "heads": config["num_attention_heads"], "epochs": study.epochs, "lr": study.lr,
+           "frozen_word_embeddings": study.freeze_word_embeddings, "n_train": training["train_examples"],
+           "n_dev": training["dev_examples"], "n_test": int(metrics.loc["accuracy", "n_examples"]),
+           "accuracy": metrics.loc["accuracy", "value"], "accuracy_lo": metrics.loc["accuracy", "lo"],
+           "accuracy_hi": metrics.loc["accuracy", "hi"], "macro_f1": metrics.loc["macro_f1", "value"],
+           "macro_f1_lo": metrics.loc["macro_f1", "lo"], "macro_f1_hi": metrics.loc["macro_f1", "hi"],
+           "majority": float(majority.iloc[0]) if len(majority) else float("nan"),
+           "finetune_seconds": training.get("seconds_this_run")}
+    if is_pretrained_name(study.model):
+        report = json.loads((named_model_dir(study.model) / "pretraining.json").read_text(encoding="utf-8"))
+        row.update(pretrain_seconds=report["seconds"], masked_token_accuracy=report["masked_token_accuracy"],
+                   masked_token_accuracy_lo=report["masked_token_accuracy_lo"],
+                   masked_token_accuracy_hi=report["masked_token_accuracy_hi"])
+    return row
+
+
+def models_table(built: dict[str, dict]) -> pd.DataFrame:
+    """:func:`model_row` for every built preset (``{preset: settings}``)."""
+    return pd.DataFrame([model_row(p, s) for p, s in built.items()], columns=MODEL_COLUMNS)
+
+
+def stacked(built: dict[str, dict], name: str) -> pd.DataFrame:
+    """One result table (``<name>.csv``) of every built preset that saved it, stacked, with a ``preset`` column."""
+    frames = [pd.read_csv(path).assign(preset=preset) for preset, settings in built.items()
+              if (path := Study.from_globals(settings).results_folder / f"{name}.csv").exists()]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["preset"])

@@ -1,0 +1,78 @@
+"""headlab.book.records: a build's timings (with the cache state each preset started from and the machine) and each
+preset's model row, which the README's generated figures are made from."""
+import json
+
+import pandas as pd
+
+from headlab.book.records import MAKE_STARTED, BuildClock, cache_state, model_row, models_table, overall_state
+from headlab.inputs.assets import sha256_of
+from headlab.lab.study import Study
+from headlab.models.training import MARKER
+
+
+def _fake_checkpoint(folder, layers=6, heads=12):
+    """A complete cache entry as fine-tuning leaves it (weights, marker, config, report), without training."""
+    folder.mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(b"weights")
+    (folder / MARKER).write_text(sha256_of(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps({"num_hidden_layers": layers, "num_attention_heads": heads}))
+    (folder / "training.json").write_text(json.dumps({"train_examples": 5749, "dev_examples": 1500,
+                                                      "seconds_this_run": 224.5}))
+
+
+def test_cache_state_is_cold_then_partial_then_warm(tmp_path, monkeypatch):
+    monkeypatch.setenv("HEADLAB_CACHE", str(tmp_path / "cache"))
+    settings = {"RUN_DIR": str(tmp_path / "runs")}
+    assert cache_state(settings) == "cold"
+    study = Study.from_globals(settings)
+    assert not study.results_folder.exists(), "asking for the state creates nothing"
+    _fake_checkpoint(study.checkpoint)
+    assert cache_state(settings) == "partial"  # a fine-tuned model, but nothing measured with it yet
+    mask = study.table_dir / "sweeps" / "redundancy-abc" / "masks" / "none.csv"
+    mask.parent.mkdir(parents=True)
+    mask.write_text("mask_id\n")
+    assert cache_state(settings) == "warm"
+    (study.checkpoint / MARKER).write_text("not the weights' hash")  # a broken cache entry is rebuilt: not warm
+    assert cache_state(settings) == "partial"
+
+
+def test_a_model_headlab_pretrains_is_cold_until_it_exists(tmp_path, monkeypatch):
+    monkeypatch.setenv("HEADLAB_CACHE", str(tmp_path / "cache"))
+    assert cache_state({"MODEL": "zh-char", "DATA": "stsb-zh", "RUN_DIR": str(tmp_path / "runs")}) == "cold"
+
+
+def test_the_clock_appends_each_step_as_it_comes_and_times_make_book(tmp_path, monkeypatch):
+    path = tmp_path / "timings.csv"
+    monkeypatch.setenv(MAKE_STARTED, "1")  # the Makefile's start, in epoch seconds
+    first = BuildClock(path, "cpu")
+    first.record("default", "cold", "00_setup", 239.04)
+    assert pd.read_csv(path)["seconds"].tolist() == [239.0]  # on disk at once: a failed build keeps it
+    first.finish("cold")
+    second = BuildClock(path, "cpu")
+    second.record("zh-char", "warm", "01_redundancy", 12)
+    table = pd.read_csv(path)
+    assert list(table["step"]) == ["00_setup", "build", "make book", "01_redundancy"]
+    assert table.loc[2, "seconds"] > 1e9 and table.loc[1, "preset"] == "all"  # since the epoch's second 1
+    assert table["machine"].str.contains("cores").all() and set(table["device"]) == {"cpu"}
+    assert (table["load"] >= 0).all()  # the machine's load as each step ended: was it shared?
+
+
+def test_a_build_is_cold_or_warm_only_when_every_preset_is():
+    assert overall_state(["cold", "cold"]) == "cold"
+    assert overall_state(["warm", "cold"]) == "partial" and overall_state(["warm"]) == "warm"
+
+
+def test_a_model_row_reads_the_checkpoint_and_the_test_metrics(tmp_path, monkeypatch):
+    monkeypatch.setenv("HEADLAB_CACHE", str(tmp_path / "cache"))
+    settings = {"RUN_DIR": str(tmp_path / "runs"), "EPOCHS": 2}
+    study = Study.from_globals(settings)
+    _fake_checkpoint(study.checkpoint, layers=6, heads=12)
+    pd.DataFrame([{"metric": "accuracy", "value": 0.546, "lo": 0.52, "hi": 0.57, "n_examples": 1379},
+                  {"metric": "macro_f1", "value": 0.533, "lo": 0.507, "hi": 0.557, "n_examples": 1379},
+                  {"metric": "majority class (grade 5) accuracy", "value": 0.245, "lo": None, "hi": None,
+                   "n_examples": 1379}]).to_csv(study.table_dir / "baseline_metrics.csv", index=False)
+    row = model_row("default", settings)
+    assert (row["layers"], row["heads"], row["epochs"], row["n_train"], row["n_test"]) == (6, 12, 2, 5749, 1379)
+    assert (row["accuracy"], row["accuracy_lo"], row["majority"], row["finetune_seconds"]) == (0.546, 0.52, 0.245, 224.5)
+    assert "pretrain_seconds" not in row  # a published model: nothing pretrained here
+    assert list(models_table({"default": settings})["preset"]) == ["default"]
