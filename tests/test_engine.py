@@ -33,12 +33,34 @@ def test_first_masked_layer():
 def test_layer_reuse_gives_the_same_probabilities_as_full_forward_passes(make):
     model, encoded = make(), random_encoded(11)
     full = [predict(model, encoded, mask=mask, batch_size=4) for mask in _masks()]  # before the engine touches it
-    engine = MaskEngine(model, encoded, batch_size=4)
+    engine = MaskEngine(model, encoded, batch_size=4, cls_only=False)
     fast = engine.probabilities(_masks())
     for got, want in zip(fast, full):
         np.testing.assert_array_equal(got, want)  # bit-identical on CPU
     # masks really differ (the check above would be empty if masking were ignored)
     assert np.abs(fast[0] - fast[1]).max() > 1e-4
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_the_last_layer_at_cls_alone_gives_the_full_models_grades(attn):
+    """The classifier reads the last layer at [CLS] only, so computing that row alone changes nothing but rounding,
+    with padding in the batches and with heads of the last layer masked (their hooks still apply)."""
+    model, encoded = tiny_bert(attn), random_encoded(11)
+    assert len(set(map(len, encoded.input_ids))) > 1  # batches are padded
+    full = [predict(model, encoded, mask=mask, batch_size=4) for mask in _masks()]
+    fast = MaskEngine(model, encoded, batch_size=4).probabilities(_masks())
+    for got, want in zip(fast, full):
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+        assert (got.argmax(1) == want.argmax(1)).all()
+    last_layer_heads = [3, 4]  # masks (2, 3) and (2, 0) of the 3-layer model
+    assert all(np.abs(fast[i] - fast[0]).max() > 1e-4 for i in last_layer_heads)
+    assert "forward" not in vars(encoder_layers(model)[-1])
+
+
+def test_a_model_that_reads_more_than_cls_keeps_its_last_layer():
+    from headlab.core.engine import reads_cls_only
+
+    assert reads_cls_only(tiny_bert()) and not reads_cls_only(tiny_mpnet())
 
 
 @pytest.mark.parametrize("make", [tiny_bert, tiny_mpnet])

@@ -129,15 +129,13 @@ class Study:
         return get_split(frame, "train", limit=self.train_limit, seed=self.seed)
 
     def setup(self) -> "Lab":
-        """Fine-tuned model (sdpa attention), tokenizer, evaluation split and unmasked baseline."""
+        """Fine-tuned model (sdpa attention), tokenizer and evaluation split; the unmasked baseline is predicted
+        when first asked for (most notebooks measure against their sweep's own unmasked row instead)."""
         folder = self.fine_tune()
         tokenizer = load_tokenizer(str(folder))
         model = load_classifier(str(folder)).to(self.torch_device)
         frame = self.eval_frame()
-        encoded = encode(tokenizer, frame)
-        probs = predict(model, encoded, batch_size=self.batch_size, device=self.torch_device,
-                        pad_id=tokenizer.pad_token_id or 0)
-        return Lab(self, model, tokenizer, frame, encoded, probs)
+        return Lab(self, model, tokenizer, frame, encode(tokenizer, frame))
 
 
 def load(model: str = "minilm", data: str = "stsb-en", split: str = "test", limit: int | None = None, seed: int = 0,
@@ -179,8 +177,16 @@ class Lab:
     tokenizer: object
     frame: pd.DataFrame
     encoded: Encoded
-    base_probs: np.ndarray
+    _base_probs: np.ndarray | None = field(default=None, repr=False)
     _engine: MaskEngine | None = field(default=None, init=False, repr=False)
+
+    @property
+    def base_probs(self) -> np.ndarray:
+        """The unmasked model's grade probabilities on the split (fp32, :func:`headlab.core.evaluate.predict`)."""
+        if self._base_probs is None:
+            self._base_probs = predict(self.model, self.encoded, batch_size=self.batch_size, device=self.device,
+                                       pad_id=self.pad_id)
+        return self._base_probs
 
     @property
     def base_correct(self) -> np.ndarray:

@@ -119,7 +119,7 @@ def head_intervals(grid: pd.DataFrame) -> alt.LayerChart:
     """Every head's relative change when masked alone, with its 95% interval, sorted by the change."""
     table = grid.dropna(subset=["rel_change"]).assign(name=lambda t: t["layer"].astype(str) + "." + t["head"].astype(str))
     x = alt.X("name:N", sort=alt.EncodingSortField("rel_change", order="ascending"), title="head (layer.head), sorted",
-              axis=alt.Axis(labelAngle=-90, labelFontSize=8))
+              axis=alt.Axis(labelAngle=-90, labelFontSize=8, labelOverlap="greedy"))
     color = alt.Color("direction:N", title="after Holm", scale=alt.Scale(
         domain=["hurts", "helps", "none"], range=["#e45756", "#4c78a8", "#bab0ac"]))
     base = alt.Chart(table)

@@ -17,7 +17,8 @@ import json
 import os
 import uuid
 
-from headlab.report.bookjs import VEGA_LITE, VEGA_PATH, after_loading
+from headlab.report.bookjs import VEGA_PATH, after_loading
+from headlab.report.layout import fit, svg
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -43,14 +44,11 @@ class BookChart:
         self.chart = chart
 
     def _repr_html_(self) -> str:
-        import vl_convert
-
         spec = self.chart.to_dict()
         chart_id = f"headlab-chart-{uuid.uuid4().hex[:12]}"
         code = _DRAW.format(id=chart_id, spec=json.dumps(spec, separators=(",", ":")).replace("</", "<\\/"))
-        svg = vl_convert.vegalite_to_svg(spec, vl_version=f"v{VEGA_LITE}")
         return (f'<div id="{chart_id}" class="headlab-chart"></div>\n'
-                f"<noscript>{svg}</noscript>\n{after_loading([VEGA_PATH], code)}")
+                f"<noscript>{svg(self.chart)}</noscript>\n{after_loading([VEGA_PATH], code)}")
 
 
 LIVE_EMBED = {"renderer": "svg", "actions": {"export": True, "source": False, "compiled": False, "editor": False}}
@@ -68,7 +66,9 @@ def live_chart(chart):
 
 
 def show(chart):
-    """What a notebook cell should end with to display ``chart``: live, a live_chart; in the book, a BookChart."""
+    """What a notebook cell should end with to display ``chart``: live, a live_chart; in the book, a BookChart.
+    Either way laid out to fit the book's text column first (:func:`headlab.report.layout.fit`)."""
+    chart = fit(chart)
     return BookChart(chart) if in_book() else live_chart(chart)
 
 
