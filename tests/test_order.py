@@ -15,6 +15,7 @@ from headlab.findings.order import (
     CONTROL,
     case_distributions,
     case_k_table,
+    depth_matched_k,
     case_shares,
     case_table,
     draw_table,
@@ -259,6 +260,18 @@ def test_case_k_table_on_a_tiny_model():
     np.testing.assert_allclose(at_zero["shuffled"], at_zero["shuffled, order heads masked"])
     at_two = table[table["k"] == 2].pivot(index="grade", columns="condition", values="probability")
     assert not np.allclose(at_two["shuffled"], at_two["shuffled, order heads masked"])
+
+
+def test_the_explorer_stops_at_the_last_k_random_heads_can_match_layer_by_layer():
+    # 4 heads a layer: the top four order heads hold three of layer 1, which leaves it one other head for three
+    ranked = _order_table([(1, 0), (2, 3), (1, 1), (1, 2), (0, 0)])
+    assert depth_matched_k(ranked, heads=4) == 3
+    with pytest.raises(ValueError, match="depth-matched"):
+        random_head_sets(3, 4, [(1, 0), (1, 1), (1, 2)], draws=1, seed=0)
+    encoded = Encoded([[1, 5, 6, 2, 7, 8, 9, 2]], [[0] * 8], np.array([3]), 0)
+    table = case_k_table(tiny_bert(), encoded, encoded, [0], ranked, k_values=range(5), draws=2, seed=0)
+    assert sorted(set(table["k"])) == [0, 1, 2, 3]
+    assert depth_matched_k(_order_table([(0, 0), (1, 0), (2, 0)]), heads=4) == 3  # every k of the table
 
 
 def test_a_chinese_title_is_shuffled_by_words_not_characters():

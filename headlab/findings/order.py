@@ -162,6 +162,18 @@ def random_head_sets(layers: int, heads: int, like, draws: int, seed: int) -> li
     return sets
 
 
+def depth_matched_k(order_table: pd.DataFrame, heads: int) -> int:
+    """The largest k whose top-k order heads a random set can still match layer by layer: past it some layer holds
+    more of the top heads than it has other heads (:func:`random_head_sets` would refuse)."""
+    ranked = order_table.sort_values("rank")
+    taken: Counter = Counter()
+    for k, layer in enumerate(ranked["layer"].astype(int), start=1):
+        taken[layer] += 1
+        if taken[layer] > heads - taken[layer]:
+            return k - 1
+    return len(ranked)
+
+
 def grade_shares(effects: pd.DataFrame, examples=None) -> pd.DataFrame:
     """Predicted-grade distribution over the set, unmasked, with original and shuffled titles: condition, grade, count, share."""
     rows = _unmasked(effects, examples)
@@ -406,9 +418,11 @@ def case_k_table(model, original: Encoded, shuffled: Encoded, examples, order_ta
     """The four conditions' grade distributions of a few examples for each k (top-k order heads, or k random others).
 
     For the static explorer of the case study: rows example, k, condition, grade, probability. Random heads are
-    ``draws`` seeded sets per k with the layers of the top k but none of them (:func:`random_head_sets`), averaged.
+    ``draws`` seeded sets per k with the layers of the top k but none of them (:func:`random_head_sets`), averaged;
+    a k past :func:`depth_matched_k` has no such sets and is left out.
     """
     examples = list(examples)
+    k_values = [k for k in k_values if k <= depth_matched_k(order_table, head_grid(model)[1])]
     orig, shuf = original.subset(examples), shuffled.subset(examples)
 
     def run(enc, heads=()):

@@ -11,7 +11,7 @@ import pandas as pd
 from headlab.core.attention import attention_maps
 from headlab.core.evaluate import Encoded
 from headlab.core.masking import head_grid
-from headlab.findings.order import case_k_table
+from headlab.findings.order import case_k_table, depth_matched_k
 from headlab.findings.segmentation import boundary_example
 from headlab.report import charts
 from headlab.report.render import in_book, live_panel
@@ -85,7 +85,8 @@ def order_explorer(model, tokenizer, original: Encoded, shuffled: Encoded, order
     ranked = order_table.sort_values("rank").reset_index(drop=True)
     pad_id = tokenizer.pad_token_id or 0
     example_box = widgets.BoundedIntText(value=example, min=0, max=len(original) - 1, description="example")
-    k_box = widgets.IntSlider(value=k, min=0, max=layers * heads // 2, description="k")  # random heads need k others
+    most = depth_matched_k(order_table, heads)  # random heads of the same layers need as many others there
+    k_box = widgets.IntSlider(value=min(k, most), min=0, max=most, description="k")
     rank_box = widgets.IntSlider(value=1, min=1, max=len(ranked), description="head rank")
 
     def draw():

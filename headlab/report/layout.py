@@ -17,8 +17,9 @@ import altair as alt
 
 from headlab.report.bookjs import VEGA_LITE
 
-# The book's text column at a 1280-pixel-wide window (sphinx-book-theme's article: 752 px), less a small margin.
-COLUMN_PX = 740
+# The book's text column at a 1280-pixel-wide window (sphinx-book-theme's article: 752 px), less a margin for the
+# browser's fonts, which measure text a little differently from vl-convert's.
+COLUMN_PX = 720
 _SPACING = 20  # Vega-Lite's default space between concatenated panels
 
 
