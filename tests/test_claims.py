@@ -34,6 +34,6 @@ def test_the_prose_names_the_verdict_our_interval_and_the_studys_number():
 
 def test_a_number_measured_without_an_interval_is_written_without_one():
     line = render([_claim(ours=0.9, lo=float("nan"), hi=float("nan"), unit="share of attention", study=None)])
-    assert line == ("- *Masking them costs accuracy* **holds** here: +90.0% (share of attention). The interval lies "
+    assert line == ("- *Masking them costs accuracy* **holds** here: 90.0% (share of attention). The interval lies "
                     "below 0.")
     assert "not measured" in render([_claim(ours=float("nan"), lo=float("nan"), hi=float("nan"))])

@@ -27,7 +27,7 @@ def test_verdict_order_heads():
     assert math.isnan(row.lo) and math.isnan(row.hi) and "2 of 3 heads" in row.reason and "L0H2" in row.reason
     text = verdict_order_heads(table, k=2, mean_tokens=20)
     assert text.startswith(render([row]) + "\n")
-    assert "**holds** here: +90.0% (share of a token's attention on one neighbour, clearest head)" in text
+    assert "**holds** here: 90.0% (share of a token's attention on one neighbour, clearest head)" in text
     assert "L0H2, puts 90%" in text and "previous token" in text and "about 5%" in text
     assert "between 60% and 90%" in text
     weak = order_heads_claims(table.assign(score=[0.5, 0.2, 0.1]))[0]  # exactly half is not "more than half"
@@ -134,4 +134,4 @@ def test_case_grades_and_verdict():
     assert "No pair behaves like the study's case" in text and "does **not** hold here" in text
     cases["study_like"] = [True, False]
     text = verdict_case(case_shares(cases), grades, "study_like")
-    assert "**holds** here: +50.0%" in text and "1 of 2 pairs behave like the study's case: it is common" in text
+    assert "**holds** here: 50.0%" in text and "1 of 2 pairs behave like the study's case: it is common" in text

@@ -42,8 +42,9 @@ def _claim_row(preset="default", verdict="holds", ours=0.012):
             "verdict": verdict, "reason": "why"}
 
 
-def _timing(build, preset, state, step, seconds):
+def _timing(build, preset, state, step, seconds, computed=True):
     return {"build": build, "commit": "abc1234", "preset": preset, "state": state, "step": step, "seconds": seconds,
+            "computed": computed,
             "load": 2.0, "machine": "a CPU, 2 cores, 2 torch threads", "device": "cpu"}
 
 
@@ -86,7 +87,7 @@ def test_a_builds_tables_merge_into_results_by_preset(tmp_path):
     assert readme.collect(runs, results) == ["scorecard", "tuning", "timings"]
     # a later build of the default preset alone: its rows replace the old ones, zh-char's stay; timings add up
     pd.DataFrame([_claim_row("default", "cannot tell", 0.0)]).to_csv(runs / "scorecard.csv", index=False)
-    pd.DataFrame([_timing("2026-12-02T08:00:00Z", "default", "warm", "00_setup", 20.0)]).to_csv(
+    pd.DataFrame([_timing("2026-12-02T08:00:00Z", "default", "cached", "00_setup", 20.0)]).to_csv(
         runs / "timings.csv", index=False)
     readme.collect(runs, results)
     scorecard = pd.read_csv(results / "scorecard.csv")
@@ -103,8 +104,8 @@ def test_the_blocks_render_the_tables(tmp_path):
             _timing("2026-12-01T20:00:00Z", "all", "cold", "site", 61.0),
             _timing("2026-12-01T20:00:00Z", "all", "cold", "build", 1500.0),
             _timing("2026-12-01T20:00:00Z", "all", "cold", "make book", 1700.0),
-            _timing("2026-12-02T08:00:00Z", "default", "warm", "00_setup", 20.0),  # an unfinished warm build
-            _timing("2026-12-03T08:00:00Z", "default", "warm", "00_setup", 19.0),
+            _timing("2026-12-02T08:00:00Z", "default", "cached", "00_setup", 20.0),  # an unfinished warm build
+            _timing("2026-12-03T08:00:00Z", "default", "cached", "00_setup", 19.0, computed=False),
             _timing("2026-12-03T08:00:00Z", "all", "warm", "build", 250.0)]
     pd.DataFrame(rows).to_csv(tmp_path / "timings.csv", index=False)
     text = readme.rewrite(f"intro\n{readme.begin('scorecard')}\nstale rows\n{readme.end('scorecard')}\n"
@@ -115,5 +116,7 @@ def test_the_blocks_render_the_tables(tmp_path):
     cold = next(line for line in text.splitlines() if line.startswith("| 2026-12-01T20:00:00Z"))
     assert "| default | cold | 3 min 59 s | 5 min 32 s | 1 min 01 s | 25 min 00 s | 28 min 20 s |" in cold
     assert sum(line.startswith("| 2026-12-0") for line in text.splitlines()) == 3  # one row per build kind
+    warm = next(line for line in text.splitlines() if line.startswith("| 2026-12-03"))
+    assert "| default | warm | (19 s) |" in warm  # a step that computed nothing is in parentheses
     assert "No `results/models.csv` yet" in text
     assert readme.duration(3725) == "1 h 02 min" and readme.duration(27) == "27 s"

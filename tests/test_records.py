@@ -4,7 +4,8 @@ import json
 
 import pandas as pd
 
-from headlab.book.records import MAKE_STARTED, BuildClock, cache_state, model_row, models_table, overall_state
+from headlab.book.records import (MAKE_STARTED, BuildClock, cache_state, model_row, models_table, outcome,
+                                  overall_state, work_done)
 from headlab.inputs.assets import sha256_of
 from headlab.lab.study import Study
 from headlab.models.training import MARKER
@@ -20,20 +21,20 @@ def _fake_checkpoint(folder, layers=6, heads=12):
                                                       "seconds_this_run": 224.5}))
 
 
-def test_cache_state_is_cold_then_partial_then_warm(tmp_path, monkeypatch):
+def test_cache_state_is_cold_until_a_model_or_a_result_is_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("HEADLAB_CACHE", str(tmp_path / "cache"))
     settings = {"RUN_DIR": str(tmp_path / "runs")}
     assert cache_state(settings) == "cold"
     study = Study.from_globals(settings)
     assert not study.results_folder.exists(), "asking for the state creates nothing"
     _fake_checkpoint(study.checkpoint)
-    assert cache_state(settings) == "partial"  # a fine-tuned model, but nothing measured with it yet
+    assert cache_state(settings) == "cached"  # a fine-tuned model, nothing measured with it yet
+    (study.checkpoint / MARKER).write_text("not the weights' hash")  # a broken cache entry is rebuilt: not cached
+    assert cache_state(settings) == "cold"
     mask = study.table_dir / "sweeps" / "redundancy-abc" / "masks" / "none.csv"
     mask.parent.mkdir(parents=True)
     mask.write_text("mask_id\n")
-    assert cache_state(settings) == "warm"
-    (study.checkpoint / MARKER).write_text("not the weights' hash")  # a broken cache entry is rebuilt: not warm
-    assert cache_state(settings) == "partial"
+    assert cache_state(settings) == "cached"
 
 
 def test_a_model_headlab_pretrains_is_cold_until_it_exists(tmp_path, monkeypatch):
@@ -45,7 +46,7 @@ def test_the_clock_appends_each_step_as_it_comes_and_times_make_book(tmp_path, m
     path = tmp_path / "timings.csv"
     monkeypatch.setenv(MAKE_STARTED, "1")  # the Makefile's start, in epoch seconds
     first = BuildClock(path, "cpu")
-    first.record("default", "cold", "00_setup", 239.04)
+    first.record("default", "cold", "00_setup", 239.04, computed=True)
     assert pd.read_csv(path)["seconds"].tolist() == [239.0]  # on disk at once: a failed build keeps it
     first.finish("cold")
     second = BuildClock(path, "cpu")
@@ -55,11 +56,28 @@ def test_the_clock_appends_each_step_as_it_comes_and_times_make_book(tmp_path, m
     assert table.loc[2, "seconds"] > 1e9 and table.loc[1, "preset"] == "all"  # since the epoch's second 1
     assert table["machine"].str.contains("cores").all() and set(table["device"]) == {"cpu"}
     assert (table["load"] >= 0).all()  # the machine's load as each step ended: was it shared?
+    assert table.loc[0, "computed"] == True and table["computed"].isna().sum() == 3  # noqa: E712 (read back as object)
 
 
 def test_a_build_is_cold_or_warm_only_when_every_preset_is():
-    assert overall_state(["cold", "cold"]) == "cold"
-    assert overall_state(["warm", "cold"]) == "partial" and overall_state(["warm"]) == "warm"
+    assert overall_state(["cold", "cold"], computed=True) == "cold"
+    assert overall_state(["cached", "cold"], computed=True) == "partial" and overall_state(["cached"]) == "warm"
+    assert overall_state(["cached"], computed=True) == "partial"  # it found models cached but had to sweep
+    assert outcome("cold", False) == "cold" and outcome("cached", False) == "warm"
+
+
+def test_work_done_counts_finished_masks_and_trained_models(tmp_path, monkeypatch):
+    monkeypatch.setenv("HEADLAB_CACHE", str(tmp_path / "cache"))
+    settings = {"RUN_DIR": str(tmp_path / "runs")}
+    assert work_done(settings) == 0 and work_done({**settings, "MODEL": "zh-char"}) == 0
+    study = Study.from_globals(settings)
+    _fake_checkpoint(study.checkpoint)
+    masks = study.table_dir / "sweeps" / "redundancy-abc" / "masks"
+    masks.mkdir(parents=True)
+    for name in ("none", "random-s0.100-d0"):
+        (masks / f"{name}.csv").write_text("mask_id\n")
+    (masks / ".none.csv.123.tmp").write_text("")  # a mask being written is not done
+    assert work_done(settings) == 3
 
 
 def test_a_model_row_reads_the_checkpoint_and_the_test_metrics(tmp_path, monkeypatch):

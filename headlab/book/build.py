@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from headlab.book.records import BuildClock, cache_state, models_table, overall_state, stacked
+from headlab.book.records import BuildClock, cache_state, models_table, overall_state, stacked, work_done
 from headlab.book.scorecard import scorecard_markdown, scorecard_table
 from headlab.core.device import resolve_device
 from headlab.lab.study import REPO
@@ -186,16 +186,19 @@ def site_toc(template: Path, folders: dict[str, str]) -> str:
 
 
 def execute_preset(preset: str, settings: dict, executed: Path, names: list[str], only: list[str] | None,
-                   clock: BuildClock | None = None) -> str:
+                   clock: BuildClock | None = None) -> tuple[str, bool]:
     """Run the toc's notebooks for one preset into ``executed``, tagged for reading, widgets made static; each
-    step's seconds go to ``clock`` with the cache state the preset started from, which is returned."""
+    step's seconds go to ``clock`` with the cache state the preset started from and whether the step computed
+    anything. Returns that state and whether any step did."""
     import nbformat
 
     executed.mkdir(parents=True, exist_ok=True)
     state = cache_state(settings)
+    done = work_done(settings)
     seconds = _pretrain_if_needed(settings)
     if clock and seconds is not None:
-        clock.record(preset, state, "pretraining", seconds)
+        clock.record(preset, state, "pretraining", seconds, work_done(settings) > done)
+    started_with = done
     for name in names:
         target = executed / f"{name}.ipynb"
         if only and name not in only:
@@ -203,6 +206,7 @@ def execute_preset(preset: str, settings: dict, executed: Path, names: list[str]
                 raise BookError(f"--only skips {name}, but it has never been executed into {executed}")
             continue
         print(f"[book] {preset}: executing notebooks/{name}.ipynb ...", flush=True)
+        done = work_done(settings)
         seconds = execute_notebook(REPO / "notebooks" / f"{name}.ipynb", target, settings, REPO)
         nb = nbformat.read(str(target), as_version=4)
         static_widgets(nb)  # the static book embeds no widgets: no widget JavaScript from a CDN
@@ -210,8 +214,8 @@ def execute_preset(preset: str, settings: dict, executed: Path, names: list[str]
         nbformat.write(nb, str(target))
         print(f"[book] {preset}: {name}: {seconds:.0f} s", flush=True)
         if clock:
-            clock.record(preset, state, name, seconds)
-    return state
+            clock.record(preset, state, name, seconds, work_done(settings) > done)
+    return state, work_done(settings) > started_with
 
 
 def not_built_commands(built: list[str]) -> dict[str, str]:
@@ -245,8 +249,9 @@ def build(presets: dict[str, dict], work: Path | None = None, run_dir: Path | No
     folders = {name: "executed" if i == 0 else f"executed/{name}" for i, name in enumerate(presets)}
     first = next(iter(presets.values()))
     clock = BuildClock(Path(run_dir) / "timings.csv", str(resolve_device(str(first.get("DEVICE", "auto")))))
-    states = [execute_preset(name, settings, work / folders[name], names, only, clock)
-              for name, settings in presets.items()]
+    runs = [execute_preset(name, settings, work / folders[name], names, only, clock)
+            for name, settings in presets.items()]
+    state = overall_state([s for s, _ in runs], any(computed for _, computed in runs))
     table = scorecard_table(presets)
     table.to_csv(Path(run_dir) / "scorecard.csv", index=False)
     models_table(presets).to_csv(Path(run_dir) / "models.csv", index=False, float_format="%.6g")
@@ -267,8 +272,8 @@ def build(presets: dict[str, dict], work: Path | None = None, run_dir: Path | No
     index = work / "_build" / "html" / "index.html"
     if not index.exists():
         raise BookError(f"jupyter-book finished but {index} does not exist")
-    clock.record("all", overall_state(states), "site", time.time() - site_started)
-    clock.finish(overall_state(states))
+    clock.record("all", state, "site", time.time() - site_started)
+    clock.finish(state)
     return index
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from headlab.book.records import outcome
 from headlab.book.scorecard import claim_tables
 from headlab.lab.study import REPO
 
@@ -153,29 +154,48 @@ def timings_block(table: pd.DataFrame) -> list[str]:
     builds = []
     for build, rows in table.groupby("build", sort=True):
         presets = tuple(p for p in dict.fromkeys(rows["preset"]) if p != "all")
-        state = totals[(totals["build"] == build) & (totals["step"] == "build")]["state"]
-        builds.append((presets, state.iloc[0] if len(state) else "unfinished", build))
+        finished = ((totals["build"] == build) & (totals["step"] == "build")).any()
+        kinds = tuple(_kind(rows[rows["preset"] == p]) for p in presets)
+        builds.append((presets, kinds if finished else "unfinished", build))
     latest = {}
     for presets, state, build in builds:
         latest[(presets, state)] = build
     steps = [s for s in NOTEBOOK_STEPS if s in set(table["step"])]
-    lines = ["| build (UTC) | commit | preset | cache at start | " + " | ".join(steps) + " | site | whole build | "
+    lines = ["| build (UTC) | commit | preset | kind | " + " | ".join(steps) + " | site | whole build | "
              "`make book` | machine | highest load |", "|---|---|---|---|" + "---|" * len(steps) + "---|---|---|---|---|"]
     for (presets, state), build in sorted(latest.items(), key=lambda kv: kv[1]):
         rows = table[table["build"] == build]
+        label = build if state != "unfinished" else f"{build} (did not finish)"
         every = rows[rows["preset"] == "all"].set_index("step")["seconds"]
         first = rows.iloc[0]
         for i, preset in enumerate(presets):
             mine = rows[rows["preset"] == preset]
             seconds = mine.set_index("step")["seconds"]
-            cells = [duration(seconds.get(s)) for s in steps]
+            computed = mine.set_index("step")["computed"] if "computed" in mine else pd.Series(dtype=object)
+            cells = [_step_cell(seconds.get(s), computed.get(s)) for s in steps]
             last = i == len(presets) - 1
-            lines.append(f"| {build} | {first.commit} | {preset} | {mine['state'].iloc[0]} | " + " | ".join(cells)
+            lines.append(f"| {label} | {first.commit} | {preset} | {_kind(mine)} | " + " | ".join(cells)
                          + f" | {duration(every.get('site')) if last else ''} | "
                          f"{duration(every.get('build')) if last else ''} | "
                          f"{duration(every.get('make book')) if last else ''} | {first.machine}, {first.device} | "
                          f"{_load(rows)} |")
     return lines
+
+
+def _kind(rows: pd.DataFrame) -> str:
+    """cold, warm or partial (:func:`headlab.book.records.outcome`) from the state a preset started in and whether
+    any of its steps computed something."""
+    flags = rows["computed"].astype(str) if "computed" in rows else pd.Series(["nan"] * len(rows))
+    if (flags == "nan").all():
+        return f"{rows['state'].iloc[0]} at start"
+    start = "cold" if rows["state"].iloc[0] == "cold" else "cached"
+    return outcome(start, bool((flags == "True").any()))
+
+
+def _step_cell(seconds, computed) -> str:
+    """A step's duration; in parentheses when it computed nothing (every model and sweep it needed was cached)."""
+    text = duration(seconds)
+    return f"({text})" if text and computed is not None and str(computed) == "False" else text
 
 
 def _load(rows: pd.DataFrame) -> str:

@@ -17,11 +17,13 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from headlab.inputs.assets import cache_dir
 from headlab.lab.study import REPO, Study
+from headlab.models.loading import ModelError
 from headlab.models.names import is_pretrained_name, named_model_dir
-from headlab.models.training import is_complete
+from headlab.models.training import MARKER, is_complete
 
-TIMING_COLUMNS = ["build", "commit", "preset", "state", "step", "seconds", "load", "machine", "device"]
+TIMING_COLUMNS = ["build", "commit", "preset", "state", "step", "seconds", "computed", "load", "machine", "device"]
 MODEL_COLUMNS = ["preset", "model", "data", "layers", "heads", "epochs", "lr", "frozen_word_embeddings",
                  "n_train", "n_dev", "n_test", "accuracy", "accuracy_lo", "accuracy_hi", "macro_f1", "macro_f1_lo",
                  "macro_f1_hi", "majority", "finetune_seconds", "pretrain_seconds", "masked_token_accuracy",
@@ -64,14 +66,25 @@ def commit() -> str:
 
 
 def cache_state(settings: dict) -> str:
-    """How much of a preset's work is cached before its notebooks run: ``cold`` (no pretrained or fine-tuned model
-    and no results), ``warm`` (the fine-tuned model and a results folder with sweeps) or ``partial``."""
+    """What a preset finds before its notebooks run: ``cold`` (no pretrained or fine-tuned model and no results) or
+    ``cached`` (some of them). Whether the build was then warm, nothing left to compute, the steps say
+    (:func:`work_done` before and after each)."""
     study = Study.from_globals(settings)
     if is_pretrained_name(study.model) and not is_complete(named_model_dir(study.model)):
         return "cold"  # nothing can have been fine-tuned on, or measured with, a model that does not exist yet
-    finetuned = is_complete(study.checkpoint)
-    results = any(study.results_folder.glob("sweeps/*/masks/*.csv"))
-    return "warm" if finetuned and results else "cold" if not finetuned and not results else "partial"
+    cached = is_complete(study.checkpoint) or any(study.results_folder.glob("sweeps/*/masks/*.csv"))
+    return "cached" if cached else "cold"
+
+
+def work_done(settings: dict) -> int:
+    """How much a preset's work has produced so far: finished sweep masks in its results folder, and trained models
+    (pretrained and fine-tuned) in the cache. A step that leaves it unchanged found everything it needed cached."""
+    try:
+        masks = sum(1 for _ in Study.from_globals(settings).results_folder.glob("sweeps/*/masks/*.csv"))
+    except ModelError:  # a model headlab pretrains that is not there yet: nothing can have run on it
+        masks = 0
+    models = sum(1 for kind in ("pretrained", "finetuned") for _ in (cache_dir() / kind).glob(f"*/{MARKER}"))
+    return masks + models
 
 
 class BuildClock:
@@ -84,10 +97,12 @@ class BuildClock:
         self.commit, self.machine, self.device = commit(), machine(), device
         self.started = time.time()
 
-    def record(self, preset: str, state: str, step: str, seconds: float) -> None:
+    def record(self, preset: str, state: str, step: str, seconds: float, computed: bool | None = None) -> None:
+        """One step's seconds; ``computed``: whether it trained or swept anything (False: all of it was cached)."""
         row = pd.DataFrame([{"build": self.build, "commit": self.commit, "preset": preset, "state": state,
-                             "step": step, "seconds": round(float(seconds), 1), "load": round(load(), 2),
-                             "machine": self.machine, "device": self.device}], columns=TIMING_COLUMNS)
+                             "step": step, "seconds": round(float(seconds), 1), "computed": computed,
+                             "load": round(load(), 2), "machine": self.machine, "device": self.device}],
+                           columns=TIMING_COLUMNS)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         row.to_csv(self.path, mode="a", header=not self.path.exists(), index=False)
 
@@ -99,9 +114,15 @@ class BuildClock:
             self.record("all", state, "make book", time.time() - int(started))
 
 
-def overall_state(states: list[str]) -> str:
-    """A build is cold or warm only when every preset in it is."""
-    return states[0] if len(set(states)) == 1 else "partial"
+def outcome(start: str, computed: bool) -> str:
+    """A preset's (or a build's) kind: ``cold`` when it started with nothing cached, ``warm`` when it started with
+    everything it needed (no step computed anything), ``partial`` otherwise."""
+    return "cold" if start == "cold" else "partial" if computed else "warm"
+
+
+def overall_state(states: list[str], computed: bool = False) -> str:
+    """The build's kind: cold when every preset started cold, else warm or partial as :func:`outcome` says."""
+    return "cold" if set(states) == {"cold"} else outcome("cached", computed or "cold" in states)
 
 
 def model_row(preset: str, settings: dict) -> dict:

@@ -45,8 +45,14 @@ def claims_table(claims: list[Claim]) -> pd.DataFrame:
 
 
 def number_text(value: float, unit: str) -> str:
-    """A claim's number as the page writes it: a signed percentage for relative changes and shares."""
-    return f"{value:+.1%}" if unit.startswith("relative") or unit.startswith("share") else f"{value:.3g}"
+    """A claim's number as the page writes it: a signed percentage for a relative change, a percentage for a share,
+    signed percentage points for a difference of shares, three digits otherwise (signed for a difference)."""
+    difference = unit.startswith("change") or any(word in unit for word in (" minus ", " above ", ", change of"))
+    if unit.startswith("relative"):
+        return f"{value:+.1%}"
+    if unit.startswith("share"):
+        return f"{100 * value:+.1f} points" if difference else f"{value:.1%}"
+    return f"{value:+.3g}" if difference else f"{value:.3g}"
 
 
 def _interval(c: Claim) -> str:
