@@ -103,6 +103,9 @@ def test_rule_predictions_and_features():
     feats = boundary_features(maps, seps, inner)
     assert feats.shape == (5, 2)
     np.testing.assert_allclose(feats[:, 0], np.where(gold[:-1], 0.9, -0.9))
+    # a text whose only token ends its segment has nothing scored (a one-piece People's Daily line for e5)
+    none = np.array([], dtype=int)
+    assert boundary_features(maps, seps, none).shape == (0, 2) and rule_predictions(maps, seps, none).shape == (1, 2, 0)
 
 
 def test_rule_positions_leave_out_the_last_token_of_each_segment():

@@ -243,8 +243,8 @@ def rule_predictions(maps: np.ndarray, sep_positions, scored_positions) -> np.nd
 def boundary_features(maps: np.ndarray, sep_positions, scored_positions) -> np.ndarray:
     """(n, L*H) attention to [SEP] minus attention to the next token, heads in layer-major order (l*H + h)."""
     to_sep, to_next = _sep_and_next(maps, sep_positions, scored_positions)
-    diff = to_sep - to_next
-    return diff.reshape(-1, diff.shape[-1]).T.astype(np.float32)
+    diff = to_sep - to_next  # L, H, n; n is 0 for a text of one word-final token, which is never scored
+    return diff.reshape(diff.shape[0] * diff.shape[1], diff.shape[2]).T.astype(np.float32)
 
 
 @dataclass
