@@ -60,3 +60,16 @@ def test_the_books_widest_charts_fit_at_the_largest_sizes():
     for chart in (maps, cls):
         assert drawn_width(chart) > COLUMN_PX
         assert drawn_width(fit(chart)) <= COLUMN_PX
+
+
+def test_the_head_explorer_fits_at_twelve_by_twelve_heads_and_thirty_two_tokens():
+    """The explorer of the layer page was cut at the column's edge: a grid beside a map, and a line of text."""
+    from headlab.report.explore import attention_table, head_explorer_chart
+
+    grid = _grid()
+    layer_table = pd.DataFrame({"layer": range(12), "rel_change": -0.05, "lo": -0.08, "hi": -0.02, "p_mcnemar": 0.01})
+    maps = np.random.default_rng(0).dirichlet(np.ones(32), size=(12, 12, 32))
+    chart = head_explorer_chart(grid, layer_table, attention_table(maps), [f"{i} token{i}" for i in range(32)],
+                                title="pair 0 (grade 4): a long query | a longer title")
+    assert drawn_width(chart) > COLUMN_PX
+    assert drawn_width(fit(chart)) <= COLUMN_PX

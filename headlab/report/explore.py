@@ -73,8 +73,10 @@ def head_explorer_chart(grid: pd.DataFrame, layer_table: pd.DataFrame, attention
         tooltip=["report"],
     ).add_params(pick).properties(width=22 * grid["head"].nunique(), height=22 * grid["layer"].nunique(),
                                   title="click a head")
-    text = alt.Chart(reports).mark_text(align="left", fontSize=12).encode(
-        text="report:N", x=alt.value(0)).transform_filter(pick).properties(width=600, height=18)
+    # one sentence a line (the head alone, then its whole layer), so the text stays inside the column
+    lines = reports.assign(report=reports["report"].str.replace(". Whole layer", ".\nWhole layer", regex=False))
+    text = alt.Chart(lines).mark_text(align="left", baseline="top", fontSize=12, lineBreak="\n").encode(
+        text="report:N", x=alt.value(0), y=alt.value(0)).transform_filter(pick).properties(width=600, height=36)
     attn = charts.attention_cells(_inline_csv(attention), tokens, title=title).transform_filter(pick)
     return alt.vconcat(alt.hconcat(cells, attn).resolve_scale(color="independent"), text)
 

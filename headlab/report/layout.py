@@ -95,7 +95,8 @@ def _wrapped(chart, columns: int):
 def _narrower(chart, excess: float):
     """Every chart of a set width inside ``chart`` made ``excess`` pixels narrower (60 at the least)."""
     if isinstance(chart, alt.ConcatChart):
-        return alt.ConcatChart(concat=[_narrower(c, excess) for c in chart.concat], **_top_level(chart))
+        return alt.ConcatChart(concat=[_narrower(c, excess) for c in chart.concat], columns=chart.columns,
+                               **_top_level(chart))
     if isinstance(chart, alt.HConcatChart):
         share = excess / len(chart.hconcat)
         return alt.HConcatChart(hconcat=[_narrower(c, share) for c in chart.hconcat], **_top_level(chart))
