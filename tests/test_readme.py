@@ -118,5 +118,24 @@ def test_the_blocks_render_the_tables(tmp_path):
     assert sum(line.startswith("| 2026-12-0") for line in text.splitlines()) == 3  # one row per build kind
     warm = next(line for line in text.splitlines() if line.startswith("| 2026-12-03"))
     assert "| default | warm | (19 s) |" in warm  # a step that computed nothing is in parentheses
+    # the budgets: the cold build ran default alone (its whole `make book`), the warm one is judged the same way
+    assert "* default, cold (2026-12-01T20:00:00Z): 28 min 20 s (`make book`); within its budget of 30 min 00 s." in text
     assert "No `results/models.csv` yet" in text
     assert readme.duration(3725) == "1 h 02 min" and readme.duration(27) == "27 s"
+
+
+def test_a_build_over_its_budget_says_by_how_much_and_a_shared_build_is_judged_on_its_own_steps():
+    rows = [_timing("2026-12-02T00:00:00Z", "default", "cold", "00_setup", 2000.0),
+            _timing("2026-12-02T00:00:00Z", "all", "cold", "build", 2010.0),
+            _timing("2026-12-02T00:00:00Z", "all", "cold", "make book", 2107.0),
+            _timing("2026-12-03T00:00:00Z", "default", "cached", "00_setup", 100.0, computed=False),
+            _timing("2026-12-03T00:00:00Z", "e5-zh", "cached", "00_setup", 700.0, computed=False),
+            _timing("2026-12-03T00:00:00Z", "all", "warm", "build", 900.0),
+            _timing("2026-12-03T00:00:00Z", "all", "warm", "make book", 910.0)]
+    lines = readme.timings_block(pd.DataFrame(rows))
+    assert "* default, cold (2026-12-02T00:00:00Z): 35 min 07 s (`make book`); over its budget of 30 min 00 s by 5 min 07 s." in lines
+    assert ("* default, warm (2026-12-03T00:00:00Z): 1 min 40 s (its steps, in a build of default e5-zh); within its "
+            "budget of 5 min 00 s.") in lines
+    assert ("* e5-zh, warm (2026-12-03T00:00:00Z): 11 min 40 s (its steps, in a build of default e5-zh); over its "
+            "budget of 10 min 00 s by 1 min 40 s.") in lines
+    assert not any(line.startswith("* e5-zh, cold") for line in lines)  # never built cold: no line

@@ -25,6 +25,9 @@ from headlab.lab.study import REPO
 
 RESULTS = REPO / "results"
 BLOCKS = ("scorecard", "models", "tuning", "two_tower", "timings")
+# the time budgets on 2 cores (seconds) a preset's `make book` is held to, cold and warm (developers' guide, #16)
+BUDGETS = {"default": {"cold": 30 * 60, "warm": 5 * 60}, "e5-zh": {"cold": 2 * 3600, "warm": 10 * 60},
+           "e5-en": {"cold": 2 * 3600, "warm": 10 * 60}}
 NOTEBOOK_STEPS = ("pretraining", "00_setup", "01_redundancy", "02_layer_dependence", "03_word_segmentation",
                   "04_word_order", "05_term_matching", "06_finetune_delta", "07_cls_head", "08_two_tower")
 
@@ -179,7 +182,32 @@ def timings_block(table: pd.DataFrame) -> list[str]:
                          f"{duration(every.get('build')) if last else ''} | "
                          f"{duration(every.get('make book')) if last else ''} | {first.machine}, {first.device} | "
                          f"{_load(rows)} |")
-    return lines
+    return lines + budget_lines(table, builds)
+
+
+def budget_lines(table: pd.DataFrame, builds: list) -> list[str]:
+    """Each budgeted preset's latest finished cold and warm build against its budget: the whole `make book` where the
+    build ran that preset alone, else the preset's own steps (a build of several presets times them together)."""
+    lines = []
+    for preset, budgets in BUDGETS.items():
+        for kind, budget in budgets.items():
+            found = [(build, presets) for presets, kinds, build in builds
+                     if kinds != "unfinished" and preset in presets and kinds[presets.index(preset)] == kind]
+            if not found:
+                continue
+            build, presets = found[-1]
+            rows = table[table["build"] == build]
+            if presets == (preset,):
+                seconds, what = rows[(rows["preset"] == "all") & (rows["step"] == "make book")]["seconds"], "`make book`"
+            else:
+                seconds, what = rows[rows["preset"] == preset]["seconds"], "its steps, in a build of " + " ".join(presets)
+            if seconds.empty:
+                continue
+            total = float(seconds.sum())
+            verdict = (f"within its budget of {duration(budget)}" if total <= budget
+                       else f"over its budget of {duration(budget)} by {duration(total - budget)}")
+            lines.append(f"* {preset}, {kind} ({build}): {duration(total)} ({what}); {verdict}.")
+    return [""] + lines if lines else []
 
 
 def _kind(rows: pd.DataFrame) -> str:
