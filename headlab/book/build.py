@@ -51,9 +51,8 @@ PRESETS = {
 # it keeps zh-char's LR and EPOCHS, so the two models differ only in their pretraining
 PRESETS["zh-char-mlm"] = {**PRESETS["zh-char"], "MODEL": "zh-char-mlm"}
 # multilingual-e5-small (12 x 12 heads, XLM-R SentencePiece pieces; the e5-small asset), on Chinese and English STS-B,
-# its 96M-weight word-embedding matrix frozen (headlab.models.finetune.FinetuneConfig); e5-zh's LR and EPOCHS chosen on
-# the dev split by `python -m headlab.book.tuning e5-zh` over headlab.book.tuning.GRIDS (the runs: README); e5-en's
-# are a point of that grid until `python -m headlab.book.tuning e5-en` chooses
+# its 96M-weight word-embedding matrix frozen (headlab.models.finetune.FinetuneConfig); LR and EPOCHS chosen on the
+# dev split by `python -m headlab.book.tuning e5-zh` (e5-en) over headlab.book.tuning.GRIDS (the runs: README)
 E5_SETTINGS = {"MODEL": "e5-small", "FREEZE_WORD_EMBEDDINGS": True}
 PRESETS["e5-zh"] = {**E5_SETTINGS, "DATA": "stsb-zh", "SEG_CORPUS": "pku-1998", "SEG_ALSO": "eval-jieba", "LR": 5e-5,
                     "EPOCHS": 2}
