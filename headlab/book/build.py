@@ -195,11 +195,19 @@ def execute_preset(preset: str, settings: dict, executed: Path, names: list[str]
 
     executed.mkdir(parents=True, exist_ok=True)
     state = cache_state(settings)
-    done = work_done(settings)
+    done, computed_any = work_done(settings), False
+
+    def step_computed() -> bool:
+        """Whether the step just run produced anything (the work done since the previous step)."""
+        nonlocal done, computed_any
+        before, done = done, work_done(settings)
+        computed_any = computed_any or done > before
+        return done > before
+
     seconds = _pretrain_if_needed(settings)
+    computed = step_computed()
     if clock and seconds is not None:
-        clock.record(preset, state, "pretraining", seconds, work_done(settings) > done)
-    started_with = done
+        clock.record(preset, state, "pretraining", seconds, computed)
     for name in names:
         target = executed / f"{name}.ipynb"
         if only and name not in only:
@@ -207,16 +215,16 @@ def execute_preset(preset: str, settings: dict, executed: Path, names: list[str]
                 raise BookError(f"--only skips {name}, but it has never been executed into {executed}")
             continue
         print(f"[book] {preset}: executing notebooks/{name}.ipynb ...", flush=True)
-        done = work_done(settings)
         seconds = execute_notebook(REPO / "notebooks" / f"{name}.ipynb", target, settings, REPO)
         nb = nbformat.read(str(target), as_version=4)
         static_widgets(nb)  # the static book embeds no widgets: no widget JavaScript from a CDN
         reading_tags(nb)
         nbformat.write(nb, str(target))
         print(f"[book] {preset}: {name}: {seconds:.0f} s", flush=True)
+        computed = step_computed()
         if clock:
-            clock.record(preset, state, name, seconds, work_done(settings) > done)
-    return state, work_done(settings) > started_with
+            clock.record(preset, state, name, seconds, computed)
+    return state, computed_any
 
 
 def not_built_commands(built: list[str]) -> dict[str, str]:
