@@ -28,8 +28,8 @@ BIN := $(VENV)/bin
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet --no-compile "$(TORCH)"
+	$(BIN)/python -m pip install --quiet --no-compile -e ".[dev]"
 	touch $@
 
 venv: $(VENV)/.installed

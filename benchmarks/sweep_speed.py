@@ -2,10 +2,13 @@
 
 The naive loop is how the transformers ``bertology`` example did it: one mask at a time, a full forward pass,
 every pair padded to 128 tokens, eager attention. headlab's engine: length-sorted dynamic padding, sdpa,
-reuse of the unmasked layers below a mask's first masked head, several masks per pass where asked.
+reuse of the unmasked layers below a mask's first masked head, the last layer at ``[CLS]`` alone, removed heads
+left out of the computation, several masks per pass where asked. The engine also runs with removed heads
+computed and zeroed by the masking hooks instead, to show what leaving them out saves.
 
     python benchmarks/sweep_speed.py                    # both workloads, every mask, both ways
     python benchmarks/sweep_speed.py --naive-sample 12  # time the naive loop on 12 masks per workload only
+    python benchmarks/sweep_speed.py --masks 20 --naive-sample 2   # 20 masks per workload (a few minutes)
 
 Prints both times, their ratio, the largest accuracy difference between the two (0 expected on a CPU), and
 the achieved FLOP/s against this machine's measured fp32 matmul peak.
@@ -77,6 +80,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--masks-per-pass", type=int, default=1)
     parser.add_argument("--naive-sample", type=int, default=0, help="naive loop on this many masks per workload (0: all)")
+    parser.add_argument("--masks", type=int, default=0, help="time this many masks of each workload, drawn at random (0: all)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
@@ -92,14 +96,21 @@ def main() -> None:
         "10 shares x 10 draws": random_share_specs(layers, heads, [i / 10 for i in range(1, 11)], 10, args.seed),
     }
     rng = np.random.default_rng(args.seed)
-    total_engine = total_naive = 0.0
+    total_engine = total_naive = total_zeroed = 0.0
     for name, specs in workloads.items():
+        if args.masks and args.masks < len(specs):
+            specs = [specs[i] for i in np.sort(rng.choice(len(specs), args.masks, replace=False))]
         masks = [s.keep(layers, heads) for s in specs]
         started = time.perf_counter()
         engine = MaskEngine(model, encoded, args.batch_size, device, masks_per_pass=args.masks_per_pass)
         fast = engine.probabilities(masks)
         t_engine = time.perf_counter() - started
         flops = engine_flops(model, encoded, masks, args.batch_size)
+        started = time.perf_counter()
+        zeroed = MaskEngine(model, encoded, args.batch_size, device, masks_per_pass=args.masks_per_pass,
+                            leave_out_removed=False).probabilities(masks)
+        t_zeroed = time.perf_counter() - started
+        agree = min(float(np.mean(a.argmax(1) == b.argmax(1))) for a, b in zip(fast, zeroed))
 
         picked = np.arange(len(masks)) if not args.naive_sample else np.sort(rng.choice(len(masks), args.naive_sample, replace=False))
         model.set_attn_implementation("eager")
@@ -112,12 +123,16 @@ def main() -> None:
         note = "" if len(picked) == len(masks) else f" (extrapolated from {len(picked)} of {len(masks)} masks)"
         print(f"\n{name}: {len(masks)} masks")
         print(f"  naive loop : {t_naive:8.1f} s{note}")
-        print(f"  headlab    : {t_engine:8.1f} s   ({flops / t_engine / 1e9:.1f} GFLOP/s achieved)")
+        print(f"  headlab    : {t_engine:8.1f} s   ({flops / t_engine / 1e9:.1f} GFLOP/s of a pass with every head)")
         print(f"  speed-up   : {t_naive / t_engine:8.2f}x   largest accuracy difference: {diff:.6f}")
+        print(f"  removed heads computed and zeroed: {t_zeroed:8.1f} s ({t_zeroed / t_engine:.2f}x headlab's time; "
+              f"grades agree on at least {agree:.4%} of pairs per mask)")
         total_engine += t_engine
         total_naive += t_naive
+        total_zeroed += t_zeroed
     peak = matmul_peak(device)
-    print(f"\nall workloads: naive {total_naive:.1f} s, headlab {total_engine:.1f} s, speed-up {total_naive / total_engine:.2f}x")
+    print(f"\nall workloads: naive {total_naive:.1f} s, headlab {total_engine:.1f} s, speed-up {total_naive / total_engine:.2f}x; "
+          f"removed heads zeroed instead of left out: {total_zeroed:.1f} s")
     print(f"measured fp32 matmul peak on this machine: {peak / 1e9:.1f} GFLOP/s")
 
 

@@ -251,3 +251,16 @@ def test_spread_under_masks_and_cls_rows_on_a_tiny_model(tmp_path):
     assert first["token"].tolist() == ["01 red", "02 cat", "03 ,", "04 red", "06 the", "07 cat", "08 ,", "09 red",
                                        "10 !"]
     assert first["shared"].tolist() == [True, True, False, True, False, True, False, True, False]
+
+
+def test_one_heads_profile_from_a_pass_that_stops_at_its_layer_is_the_full_profile(tmp_path):
+    setup = tiny_setup(tmp_path)
+    drop = [(0, 0), (1, 2)]
+    for removed in ([], drop):
+        full = cls_profile(setup.attention(drop=removed), setup.encoded, setup.tokenizer, heads=[(2, 1)],
+                           stopwords=ENGLISH_STOPWORDS)
+        fast = cls_head.head_cls_profile(setup, range(len(setup.encoded)), 2, 1, removed, ENGLISH_STOPWORDS)
+        assert list(fast.columns) == list(full.columns) and len(fast) == len(full)
+        pd.testing.assert_frame_equal(fast, full, check_dtype=False, atol=1e-6, rtol=1e-5)
+    unmasked = cls_head.head_cls_profile(setup, range(len(setup.encoded)), 2, 1, (), ENGLISH_STOPWORDS)
+    assert np.abs(fast["entropy"] - unmasked["entropy"]).max() > 1e-4  # the removed heads change what 2.1 reads

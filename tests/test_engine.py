@@ -33,7 +33,7 @@ def test_first_masked_layer():
 def test_layer_reuse_gives_the_same_probabilities_as_full_forward_passes(make):
     model, encoded = make(), random_encoded(11)
     full = [predict(model, encoded, mask=mask, batch_size=4) for mask in _masks()]  # before the engine touches it
-    engine = MaskEngine(model, encoded, batch_size=4, cls_only=False)
+    engine = MaskEngine(model, encoded, batch_size=4, cls_only=False, leave_out_removed=False)
     fast = engine.probabilities(_masks())
     for got, want in zip(fast, full):
         np.testing.assert_array_equal(got, want)  # bit-identical on CPU
@@ -55,6 +55,50 @@ def test_the_last_layer_at_cls_alone_gives_the_full_models_grades(attn):
     last_layer_heads = [3, 4]  # masks (2, 3) and (2, 0) of the 3-layer model
     assert all(np.abs(fast[i] - fast[0]).max() > 1e-4 for i in last_layer_heads)
     assert "forward" not in vars(encoder_layers(model)[-1])
+
+
+def _whole_layer_and_a_last_layer_head(layers=3, heads=4):
+    mask = torch.ones(layers, heads)
+    mask[0, :] = 0
+    mask[2, 2] = 0
+    return mask
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+@pytest.mark.parametrize("cls_only", [False, True])
+def test_removed_heads_left_out_give_the_masked_models_grades(attn, cls_only):
+    """The grades with removed heads left out of the computation are those of the hooks' zeroed outputs (a whole
+    layer removed, heads of the last layer removed, padding in the batches); the layers get their forward back."""
+    model, encoded = tiny_bert(attn), random_encoded(11)
+    masks = _masks() + [_whole_layer_and_a_last_layer_head()]
+    full = [predict(model, encoded, mask=mask, batch_size=4) for mask in masks]
+    fast = MaskEngine(model, encoded, batch_size=4, cls_only=cls_only).probabilities(masks)
+    for got, want in zip(fast, full):
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+        assert (got.argmax(1) == want.argmax(1)).all()
+    assert np.abs(full[-1] - full[0]).max() > 1e-4
+    assert all("forward" not in vars(layer) for layer in encoder_layers(model))
+
+
+def test_removed_heads_get_no_attention_computed(monkeypatch):
+    """What makes it faster: a removed layer runs no attention, and a layer runs attention for its kept heads only."""
+    model, encoded = tiny_bert("sdpa"), random_encoded(11)
+    engine = MaskEngine(model, encoded, batch_size=4, cls_only=False)
+    engine.probabilities([torch.ones(3, 4)])  # records the unmasked layers' outputs (every head, once)
+    heads_per_call = []
+    attend = torch.nn.functional.scaled_dot_product_attention
+
+    def recording(query, *args, **kwargs):
+        heads_per_call.append(query.shape[1])
+        return attend(query, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", recording)
+    engine.probabilities([_whole_layer_and_a_last_layer_head()])
+    assert heads_per_call == [4, 3] * len(engine.batches)  # layer 0: none; layer 1: all 4; layer 2: 3 of 4
+    heads_per_call.clear()
+    MaskEngine(model, encoded, batch_size=4, cls_only=False, leave_out_removed=False).probabilities(
+        [_whole_layer_and_a_last_layer_head()])
+    assert set(heads_per_call) == {4}  # the hooks zero outputs of heads that were computed
 
 
 def test_a_model_that_reads_more_than_cls_keeps_its_last_layer():

@@ -24,6 +24,19 @@ def test_bootstrap_weights_resample_n_examples_each_and_repeat_with_the_seed():
     assert np.array_equal(w, bootstrap_weights(50, 200, seed=3)) and not np.array_equal(w, bootstrap_weights(50, 200, 4))
 
 
+def test_bootstrap_weights_are_drawn_once_and_cannot_be_changed_by_a_caller(monkeypatch):
+    from headlab.core import stats
+
+    fresh = stats._bootstrap_weights.__wrapped__(60, 100, 7)
+    first = bootstrap_weights(60, 100, 7)
+    assert bootstrap_weights(60, 100, 7) is first and np.array_equal(first, fresh)  # the same resamples, reused
+    with pytest.raises(ValueError):
+        first[0, 0] = 5.0
+    monkeypatch.setattr(stats, "CACHED_WEIGHTS", 100)
+    big = bootstrap_weights(60, 100, 7)
+    assert big is not first and np.array_equal(big, fresh)  # too big to keep: drawn again, the same
+
+
 def test_relative_change_is_exact_and_its_interval_covers_it():
     rng = np.random.default_rng(0)
     base = (rng.random(400) < 0.6).astype(int)

@@ -7,6 +7,7 @@ from headlab.core.exports import exports as _exports
 _PUBLIC = {
     "AttentionCache": "headlab.core.attention",
     "attention_maps": "headlab.core.attention",
+    "cls_attention_rows": "headlab.core.attention",
     "token_roles": "headlab.core.attention",
     "confusion": "headlab.core.evaluate",
     "encode": "headlab.core.evaluate",

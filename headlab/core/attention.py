@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from headlab.core.evaluate import Encoded, length_batches, model_inputs
-from headlab.core.masking import mask_heads
+from headlab.core.masking import encoder_layers, mask_heads
 
 
 @contextmanager
@@ -69,6 +69,58 @@ def attention_maps(model, encoded: Encoded, indices=None, mask=None, batch_size:
             for row, i in enumerate(idx):
                 n = lengths[row]
                 yield int(positions[i]), stacked[row, :, :, :n, :n]
+
+
+class _Reached(Exception):
+    """Raised by a forward pre-hook to stop a pass at the layer whose input it carries."""
+
+    def __init__(self, hidden_states):
+        self.hidden_states = hidden_states
+
+
+def cls_attention_rows(model, encoded: Encoded, layer: int, head: int, indices=None, mask=None, batch_size: int = 32,
+                       device="cpu", pad_id: int = 0):
+    """Yield ``(example, row)``: the ``[CLS]`` row of one head's attention (over the example's tokens), heads in
+    ``mask`` removed; what :func:`attention_maps` gives as ``maps[layer, head, 0]`` up to float rounding.
+
+    A head's map depends only on the layers below it, so the pass stops at the head's layer (its input is caught
+    by a pre-hook) and computes that one head's scores: a fraction of a full pass, and no (layers, heads, tokens,
+    tokens) array per example, where a score needs one row of one head (e.g. many random masks, one head read).
+    """
+    if model.config.model_type != "bert":  # another attention (MPNet's relative bias): read the full maps
+        for example, maps in attention_maps(model, encoded, indices, mask, batch_size, device, pad_id):
+            yield example, maps[layer, head, 0]
+        return
+    attention = encoder_layers(model)[layer].attention.self
+    size = attention.attention_head_size
+    cols = slice(head * size, (head + 1) * size)
+    subset = encoded if indices is None else encoded.subset(list(indices))
+    positions = np.arange(len(subset)) if indices is None else np.asarray(list(indices))
+
+    def stop(module, args, kwargs):
+        raise _Reached(args[0] if args else kwargs["hidden_states"])
+
+    model.eval()
+    hook = encoder_layers(model)[layer].register_forward_pre_hook(stop, with_kwargs=True)
+    try:
+        with torch.inference_mode(), (mask_heads(model, mask) if mask is not None else nullcontext()):
+            for idx, batch in length_batches(subset, batch_size, pad_id):
+                inputs = model_inputs(model, batch, device)
+                try:
+                    model(**inputs)
+                    raise RuntimeError(f"the pass never reached layer {layer}")
+                except _Reached as reached:
+                    hidden = reached.hidden_states
+                query = torch.nn.functional.linear(hidden[:, :1], attention.query.weight[cols], attention.query.bias[cols])
+                key = torch.nn.functional.linear(hidden, attention.key.weight[cols], attention.key.bias[cols])
+                scores = (query @ key.transpose(1, 2))[:, 0] * attention.scaling
+                scores = scores.masked_fill(inputs["attention_mask"] == 0, float("-inf"))
+                rows = torch.softmax(scores.float(), dim=-1).cpu().numpy()
+                lengths = inputs["attention_mask"].sum(dim=1).tolist()
+                for row, i in enumerate(idx):
+                    yield int(positions[i]), rows[row, : lengths[row]]
+    finally:
+        hook.remove()
 
 
 class AttentionCache:

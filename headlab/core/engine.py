@@ -6,14 +6,15 @@ What makes a sweep fast, and what this module does about each:
   and a mask whose first masked head is in layer ``l`` starts from the cached output of layer ``l - 1``
   (layers ``0..l-1`` are replaced by a lookup for that forward pass);
 - no work the grade cannot see: a BERT classifier reads the last layer at ``[CLS]`` only, so that layer computes
-  its keys and values for every token but its query, head mixing and feed-forward for ``[CLS]`` alone
-  (:func:`cls_only_last_layer`; the same numbers up to float rounding);
+  its keys and values for every token but its query, head mixing and feed-forward for ``[CLS]`` alone;
+- no work for a removed head: its output is zero, so a BERT layer leaves its query, key, value, attention and
+  output-projection columns out (:func:`computed_heads`; both the same numbers up to float rounding);
 - sdpa attention, inference mode, and bf16 autocast on a GPU (checked against fp32 by :meth:`precision_check`);
 - several masks per forward pass (``masks_per_pass``): the batch is repeated, one mask per copy.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 
 import numpy as np
 import torch
@@ -28,32 +29,58 @@ def first_masked_layer(mask: torch.Tensor) -> int:
     return int(rows[0]) if len(rows) else mask.shape[0]
 
 
-def _bert_cls_forward(layer):
-    """A ``BertLayer`` forward that returns the layer's output at ``[CLS]`` alone (shape batch x 1 x hidden).
+def _bert_layer_forward(layer, kept=None, cls_only: bool = False):
+    """A ``BertLayer`` forward that computes only the heads in ``kept`` (all when None), and with ``cls_only`` only
+    the output at ``[CLS]`` (shape batch x 1 x hidden).
 
-    Keys and values come from every token, as in the full layer; the query, the heads' mixing (through the
-    output projection, so head masks still apply), the residual, layer norms and feed-forward run on one row.
+    A removed head's output is zero, so it adds nothing through the output projection: its query, key and value
+    rows, its attention and its columns of the output projection are left out (the same numbers as the masking
+    hooks up to float rounding, with a removed share of the attention's work saved). With ``cls_only``, keys and
+    values come from every token, as in the full layer; the query, the heads' mixing, the residual, layer norms
+    and feed-forward run on one row.
     """
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
     from transformers.models.bert.modeling_bert import eager_attention_forward
 
-    attention = layer.attention.self
+    attention, mixing = layer.attention.self, layer.attention.output
     interface = ALL_ATTENTION_FUNCTIONS.get_interface(attention.config._attn_implementation, eager_attention_forward)
+    size = attention.attention_head_size
+    if kept is None:  # the modules themselves, so masking hooks on the output projection still apply
+        query, key, value, mix = attention.query, attention.key, attention.value, mixing.dense
+    else:
+        rows = (torch.as_tensor(list(kept), dtype=torch.long)[:, None] * size + torch.arange(size)).reshape(-1)
+        rows = rows.to(mixing.dense.weight.device)
+
+        def sliced(weight, bias):
+            return lambda x: torch.nn.functional.linear(x, weight, bias)
+        query, key, value = (sliced(p.weight[rows], p.bias[rows]) for p in (attention.query, attention.key, attention.value))
+        mix = sliced(mixing.dense.weight[:, rows], mixing.dense.bias)
 
     def forward(hidden_states, attention_mask=None, *args, **kwargs):
         batch, length, _ = hidden_states.shape
-        cls = hidden_states[:, :1]
-        def heads(x):
-            return x.view(batch, x.shape[1], -1, attention.attention_head_size).transpose(1, 2)
-        if attention_mask is not None and attention_mask.dim() == 4 and attention_mask.shape[-2] == length:
-            attention_mask = attention_mask[:, :, :1]  # the [CLS] query's row
-        out, _ = interface(attention, heads(attention.query(cls)), heads(attention.key(hidden_states)),
-                           heads(attention.value(hidden_states)), attention_mask, dropout=0.0,
-                           scaling=attention.scaling)
-        attended = layer.attention.output(out.reshape(batch, 1, -1).contiguous(), cls)
+        rows_in = hidden_states[:, :1] if cls_only else hidden_states
+        if kept is not None and not kept:  # every head removed: the projection adds its bias alone
+            mixed = mixing.dense.bias.expand_as(rows_in)
+        else:
+            def heads(x):
+                return x.view(batch, x.shape[1], -1, size).transpose(1, 2)
+            if cls_only and attention_mask is not None and attention_mask.dim() == 4 and attention_mask.shape[-2] == length:
+                attention_mask = attention_mask[:, :, :1]  # the [CLS] query's row
+            out, _ = interface(attention, heads(query(rows_in)), heads(key(hidden_states)), heads(value(hidden_states)),
+                               attention_mask, dropout=0.0, scaling=attention.scaling)
+            mixed = mix(out.reshape(batch, rows_in.shape[1], -1).contiguous())
+        attended = mixing.LayerNorm(mixing.dropout(mixed) + rows_in)
         return layer.output(layer.intermediate(attended), attended)
 
     return forward
+
+
+def prunes_heads(model) -> bool:
+    """True for a BERT encoder whose layers are plain self-attention and feed-forward (no cross-attention, no
+    chunking): the engine can leave removed heads out of the computation instead of zeroing their outputs."""
+    config = model.config
+    return (config.model_type == "bert" and not config.is_decoder and not config.add_cross_attention
+            and config.chunk_size_feed_forward == 0)
 
 
 def reads_cls_only(model) -> bool:
@@ -64,19 +91,28 @@ def reads_cls_only(model) -> bool:
 
 
 @contextmanager
-def cls_only_last_layer(model):
-    """Inside the block the model's last layer computes its output at ``[CLS]`` alone (for a BERT classifier;
-    any other model is left as it is). The grades are those of the full model, with a sixth (or twelfth) less
-    work per pass."""
-    if not reads_cls_only(model):
-        yield
-        return
-    last = encoder_layers(model)[-1]
-    last.forward = _bert_cls_forward(last)
+def computed_heads(model, mask: torch.Tensor, from_layer: int = 0, cls_only: bool = False):
+    """Inside the block, layers ``from_layer`` and up compute only the heads that the 0/1 ``mask`` keeps, and with
+    ``cls_only`` the last layer computes its output at ``[CLS]`` alone (a BERT encoder, :func:`prunes_heads`).
+
+    The grades are those of :func:`headlab.core.masking.mask_heads` on the full model, up to float rounding; a
+    random mask of half the heads saves about a sixth of a pass, a removed layer a third of that layer.
+    """
+    layers = encoder_layers(model)
+    changed = []
+    for index, layer in enumerate(layers[from_layer:], start=from_layer):
+        row, last = mask[index], cls_only and index == len(layers) - 1
+        keeps_all = bool((row == 1).all())
+        if keeps_all and not last:
+            continue
+        kept = None if keeps_all else torch.nonzero(row == 1).flatten().tolist()
+        layer.forward = _bert_layer_forward(layer, kept, cls_only=last)
+        changed.append(layer)
     try:
         yield
     finally:
-        del last.forward
+        for layer in changed:
+            del layer.forward
 
 
 @contextmanager
@@ -104,7 +140,7 @@ class MaskEngine:
 
     def __init__(self, model, encoded: Encoded, batch_size: int = 64, device="cpu", pad_id: int = 0,
                  masks_per_pass: int = 1, reuse_layers: bool = True, autocast: bool | None = None,
-                 cls_only: bool = True):
+                 cls_only: bool = True, leave_out_removed: bool = True):
         self.model = model.eval()
         self.device = torch.device(device)
         self.n = len(encoded)
@@ -113,6 +149,7 @@ class MaskEngine:
         self.masks_per_pass = max(1, int(masks_per_pass))
         self.reuse_layers = reuse_layers
         self.cls_only = cls_only
+        self.leave_out_removed = leave_out_removed and prunes_heads(model)
         self.autocast = self.device.type == "cuda" if autocast is None else autocast
         self.batches = [(idx, model_inputs(model, batch, self.device))
                         for idx, batch in length_batches(encoded, batch_size, pad_id)]
@@ -160,12 +197,22 @@ class MaskEngine:
             stacked = {k: v.repeat(m, *([1] * (v.dim() - 1))) for k, v in inputs.items()}
             mask = torch.stack(masks).to(self.device).repeat_interleave(rows, dim=0) if m > 1 else masks[0]
             replay = [_repeat(o, m) for o in self._layer_outputs[b][:skip]] if skip else []
-            last = cls_only_last_layer(self.model) if skip < len(self.layers) and self.cls_only else nullcontext()
-            with _replay_layers(self.layers, replay), last, mask_heads(self.model, mask):
+            with _replay_layers(self.layers, replay), self._heads(mask, skip):
                 logits = self.model(**stacked).logits.float()
             probs = torch.softmax(logits, dim=-1).cpu().numpy().reshape(m, rows, NUM_GRADES)
             out[:, idx] = probs
         return list(out)
+
+    def _heads(self, mask: torch.Tensor, skip: int):
+        """How the layers from ``skip`` up apply ``mask``: left-out heads (one 0/1 mask, a BERT encoder) or hooks."""
+        cls_only = self.cls_only and skip < len(self.layers) and reads_cls_only(self.model)
+        if self.leave_out_removed and mask.dim() == 2 and bool(((mask == 0) | (mask == 1)).all()):
+            return computed_heads(self.model, mask, skip, cls_only)
+        stack = ExitStack()
+        if cls_only:
+            stack.enter_context(computed_heads(self.model, torch.ones(self.shape), len(self.layers) - 1, cls_only=True))
+        stack.enter_context(mask_heads(self.model, mask))
+        return stack
 
     def precision_check(self) -> dict:
         """Unmasked predictions with and without autocast: share of equal grades and largest probability gap."""

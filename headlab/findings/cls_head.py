@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from headlab.core.attention import attention_maps, token_roles
+from headlab.core.attention import attention_maps, cls_attention_rows, token_roles
 from headlab.core.masking import head_grid
 from headlab.core.stats import (
     bootstrap_weights,
@@ -39,7 +39,7 @@ from headlab.findings.attention_compare import token_labels
 from headlab.findings.claims import Claim
 from headlab.findings.importance import half_split
 from headlab.findings.layer_dependence import STUDY_HIGH_HEAD_LAYER, STUDY_LAYERS, study_layer_to_ours
-from headlab.findings.roles import cls_profile, content_positions, paired_delta, shared_terms
+from headlab.findings.roles import cls_attention_on_shared, content_positions, paired_delta, shared_terms
 from headlab.findings.segmentation import group_split
 
 GRID_SWEEP = "layer_dependence"  # the name of notebook 02's sweep, which holds every single-head mask
@@ -182,6 +182,24 @@ def spread(before: pd.DataFrame, after: pd.DataFrame, layer: int, head: int, n_b
     return pd.concat(rows, ignore_index=True).drop(columns="scope")
 
 
+def head_cls_profile(setup, examples, layer: int, head: int, drop=(), stopwords=None) -> pd.DataFrame:
+    """:func:`headlab.findings.roles.cls_profile` of one head on ``examples``, heads in ``drop`` removed, from one pass
+    that stops at the head's layer (:func:`headlab.core.attention.cls_attention_rows`): the same table, for a
+    fraction of the work, where one head is read under many masks."""
+    layers, heads = head_grid(setup.model)
+    mask = np.ones((layers, heads), dtype=np.float32)
+    for l, h in drop:
+        mask[l, h] = 0.0
+    rows = []
+    for example, row in cls_attention_rows(setup.model, setup.encoded, layer, head, examples, mask if len(drop) else None,
+                                           setup.batch_size, setup.device, setup.pad_id):
+        tokens = token_roles(setup.tokenizer, setup.encoded.input_ids[example])
+        scores = cls_attention_on_shared(row[None, None, None, :], tokens, setup.tokenizer, stopwords)
+        rows.append({"example": example, "layer": layer, "head": head,
+                     **{k: float(np.asarray(v).ravel()[0]) for k, v in scores.items()}})
+    return pd.DataFrame(rows).sort_values(["example", "layer", "head"], ignore_index=True)
+
+
 def spread_under_masks(setup, layer: int, head: int, head_sets, before: pd.DataFrame, stopwords=None) -> pd.DataFrame:
     """Mean change of the head's [CLS] entropy and shared-term share with each set of heads masked.
 
@@ -190,12 +208,10 @@ def spread_under_masks(setup, layer: int, head: int, head_sets, before: pd.DataF
     """
     keys = ["example", "layer", "head"]
     base = _one_head(before, layer, head).set_index(keys)
-    layers, heads = head_grid(setup.model)
     examples = base.index.get_level_values("example").unique()
     rows = []
     for draw, chosen in enumerate(head_sets):
-        after = cls_profile(setup.attention(examples, drop=chosen), setup.encoded, setup.tokenizer, heads=[(layer, head)],
-                            stopwords=stopwords).set_index(keys)
+        after = head_cls_profile(setup, examples, layer, head, chosen, stopwords).set_index(keys)
         change = after[["entropy", "shared_share"]] - base[["entropy", "shared_share"]]
         rows.append({"draw": draw, "heads": ";".join(f"{l}.{h}" for l, h in chosen),
                      "entropy_delta": float(change["entropy"].mean()),
