@@ -92,6 +92,10 @@ def test_a_builds_tables_merge_into_results_by_preset(tmp_path):
     readme.collect(runs, results)
     scorecard = pd.read_csv(results / "scorecard.csv")
     assert list(zip(scorecard["preset"], scorecard["verdict"])) == [("default", "cannot tell"), ("zh-char", "opposite")]
+    pd.DataFrame([_claim_row("zh-char", "holds", 0.01)]).to_csv(runs / "scorecard.csv", index=False)
+    readme.collect(runs, results)  # built last, zh-char still comes in the presets' order, after the default
+    scorecard = pd.read_csv(results / "scorecard.csv")
+    assert list(zip(scorecard["preset"], scorecard["verdict"])) == [("default", "cannot tell"), ("zh-char", "holds")]
     assert len(pd.read_csv(results / "timings.csv")) == 2
     readme.collect(runs, results)  # the same build copied twice is kept once
     assert len(pd.read_csv(results / "timings.csv")) == 2

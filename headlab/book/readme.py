@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from headlab.book.build import PRESETS
 from headlab.book.records import outcome
 from headlab.book.scorecard import claim_tables
 from headlab.lab.study import REPO
@@ -43,11 +44,15 @@ def end(name: str) -> str:
 # --- copying a build's tables into results/ -------------------------------------------------------------------------
 
 def merge_by_preset(new: pd.DataFrame, old: pd.DataFrame | None) -> pd.DataFrame:
-    """``new``'s presets replace their rows of ``old``; the other presets' rows stay, after them."""
-    if old is None or old.empty:
-        return new
-    kept = old[~old["preset"].isin(set(new["preset"]))]
-    return pd.concat([new, kept], ignore_index=True) if not kept.empty else new
+    """``new``'s presets replace their rows of ``old``; the other presets' rows stay. Presets come in the order of
+    :data:`headlab.book.build.PRESETS` (any other after them), whichever was built last."""
+    both = new
+    if old is not None and not old.empty:
+        kept = old[~old["preset"].isin(set(new["preset"]))]
+        both = pd.concat([new, kept], ignore_index=True) if not kept.empty else new
+    rank = {preset: i for i, preset in enumerate(PRESETS)}
+    order = both["preset"].map(lambda preset: rank.get(preset, len(rank))).to_numpy()
+    return both.iloc[order.argsort(kind="stable")].reset_index(drop=True)
 
 
 def collect(runs: Path, results: Path = RESULTS) -> list[str]:
