@@ -52,14 +52,20 @@ def token_roles(tokenizer, input_ids: list[int]) -> Tokens:
     return Tokens(list(input_ids), tokens, 0, seps, range(1, seps[0]), range(title_start, seps[-1]))
 
 
+def _chosen(encoded: Encoded, indices) -> tuple[Encoded, np.ndarray]:
+    """The examples ``indices`` names (all when None) and their positions in ``encoded``."""
+    if indices is None:
+        return encoded, np.arange(len(encoded))
+    return encoded.subset(list(indices)), np.asarray(list(indices))
+
+
 def attention_maps(model, encoded: Encoded, indices=None, mask=None, batch_size: int = 32, device="cpu",
                    pad_id: int = 0):
     """Yield ``(example, maps)`` with maps of shape (layers, heads, tokens, tokens), rows attending to columns.
 
     ``mask`` removes heads first (so later layers' maps show the effect of the removal).
     """
-    subset = encoded if indices is None else encoded.subset(list(indices))
-    positions = np.arange(len(subset)) if indices is None else np.asarray(list(indices))
+    subset, positions = _chosen(encoded, indices)
     model.eval()
     with torch.inference_mode(), eager_attention(model), (mask_heads(model, mask) if mask is not None else nullcontext()):
         for idx, batch in length_batches(subset, batch_size, pad_id):
@@ -91,17 +97,17 @@ def cls_attention_rows(model, encoded: Encoded, layer: int, head: int, indices=N
         for example, maps in attention_maps(model, encoded, indices, mask, batch_size, device, pad_id):
             yield example, maps[layer, head, 0]
         return
-    attention = encoder_layers(model)[layer].attention.self
+    target = encoder_layers(model)[layer]
+    attention = target.attention.self
     size = attention.attention_head_size
     cols = slice(head * size, (head + 1) * size)
-    subset = encoded if indices is None else encoded.subset(list(indices))
-    positions = np.arange(len(subset)) if indices is None else np.asarray(list(indices))
+    subset, positions = _chosen(encoded, indices)
 
     def stop(module, args, kwargs):
         raise _Reached(args[0] if args else kwargs["hidden_states"])
 
     model.eval()
-    hook = encoder_layers(model)[layer].register_forward_pre_hook(stop, with_kwargs=True)
+    hook = target.register_forward_pre_hook(stop, with_kwargs=True)
     try:
         with torch.inference_mode(), (mask_heads(model, mask) if mask is not None else nullcontext()):
             for idx, batch in length_batches(subset, batch_size, pad_id):

@@ -28,6 +28,7 @@ from headlab.core.stats import (
     relative_change,
 )
 from headlab.core.sweep import (
+    MaskSpec,
     SweepError,
     baseline_correct,
     baseline_spec,
@@ -186,13 +187,10 @@ def head_cls_profile(setup, examples, layer: int, head: int, drop=(), stopwords=
     """:func:`headlab.findings.roles.cls_profile` of one head on ``examples``, heads in ``drop`` removed, from one pass
     that stops at the head's layer (:func:`headlab.core.attention.cls_attention_rows`): the same table, for a
     fraction of the work, where one head is read under many masks."""
-    layers, heads = head_grid(setup.model)
-    mask = np.ones((layers, heads), dtype=np.float32)
-    for l, h in drop:
-        mask[l, h] = 0.0
+    mask = MaskSpec("attention", tuple(drop), "attention").keep(*head_grid(setup.model)) if len(drop) else None
     rows = []
-    for example, row in cls_attention_rows(setup.model, setup.encoded, layer, head, examples, mask if len(drop) else None,
-                                           setup.batch_size, setup.device, setup.pad_id):
+    for example, row in cls_attention_rows(setup.model, setup.encoded, layer, head, examples, mask, setup.batch_size,
+                                           setup.device, setup.pad_id):
         tokens = token_roles(setup.tokenizer, setup.encoded.input_ids[example])
         scores = cls_attention_on_shared(row[None, None, None, :], tokens, setup.tokenizer, stopwords)
         rows.append({"example": example, "layer": layer, "head": head,
