@@ -4,6 +4,7 @@ import ast
 import builtins
 import importlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -169,6 +170,15 @@ def test_tiny_book_builds_with_real_numbers(tiny_book):
     assert "url=scorecard.html" in index.read_text()  # the site opens on the scorecard
     front = (work / "_build" / "html" / "scorecard.html").read_text()
     assert "Scorecard" in front and 'href="executed/01_redundancy.html"' in front
+    # the model is trained first; the notebooks only load it, side by side, each after the pages it reads: pages
+    # that sweep computed, the others found everything they needed (07 reads 02's single-head sweep, not its own)
+    timings = pd.read_csv(runs / "timings.csv").set_index("step")
+    computed = {step: str(flag) for step, flag in timings["computed"].items() if step[:2].isdigit()}
+    assert str(timings.loc["fine-tuning", "computed"]) == "True"
+    assert computed == {nb.stem: str(nb.stem[:2] in {"01", "02", "04", "05"}) for nb in NOTEBOOKS}
+    assert timings.loc["preset total", "seconds"] < timings.loc["build", "seconds"]
+    if (os.cpu_count() or 1) > 1:
+        assert timings["machine"].str.contains("notebooks 2 at a time").all()
 
 
 @pytest.mark.slow  # runs every notebook in a Jupyter kernel (minutes), on the minilm asset's vocabulary

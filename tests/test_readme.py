@@ -143,3 +143,19 @@ def test_a_build_over_its_budget_says_by_how_much_and_a_shared_build_is_judged_o
     assert ("* e5-zh, warm (2026-12-03T00:00:00Z): 11 min 40 s (its steps, in a build of default e5-zh); over its "
             "budget of 10 min 00 s by 1 min 40 s.") in lines
     assert not any(line.startswith("* e5-zh, cold") for line in lines)  # never built cold: no line
+
+
+def test_a_shared_build_that_ran_notebooks_side_by_side_is_judged_on_each_presets_own_time():
+    """Notebooks run two at a time overlap, so their seconds add up to more than the preset took: its total counts."""
+    build = "2026-12-04T00:00:00Z"
+    rows = [_timing(build, "default", "cold", "fine-tuning", 500.0),
+            *[_timing(build, "default", "cold", step, 700.0) for step in ("01_redundancy", "02_layer_dependence")],
+            _timing(build, "default", "cold", "preset total", 1250.0),
+            _timing(build, "e5-en", "cold", "00_setup", 3000.0),
+            _timing(build, "all", "cold", "build", 4300.0), _timing(build, "all", "cold", "make book", 4400.0)]
+    lines = readme.timings_block(pd.DataFrame(rows))
+    assert ("* default, cold (2026-12-04T00:00:00Z): 20 min 50 s (its time, in a build of default e5-en); within its "
+            "budget of 30 min 00 s.") in lines
+    assert "* e5-en, cold (2026-12-04T00:00:00Z): 50 min 00 s (its steps, in a build of default e5-en)" in "\n".join(lines)
+    header = lines[0]
+    assert header.index("fine-tuning") < header.index("01_redundancy") < header.index("preset total") < header.index("site")

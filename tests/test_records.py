@@ -4,8 +4,8 @@ import json
 
 import pandas as pd
 
-from headlab.book.records import (MAKE_STARTED, BuildClock, cache_state, model_row, models_table, outcome,
-                                  overall_state, work_done)
+from headlab.book.records import (MAKE_STARTED, BuildClock, cache_state, machine, model_row, models_table, outcome,
+                                  overall_state)
 from headlab.inputs.assets import sha256_of
 from headlab.lab.study import Study
 from headlab.models.training import MARKER
@@ -66,18 +66,10 @@ def test_a_build_is_cold_or_warm_only_when_every_preset_is():
     assert outcome("cold", False) == "cold" and outcome("cached", False) == "warm"
 
 
-def test_work_done_counts_finished_masks_and_trained_models(tmp_path, monkeypatch):
-    monkeypatch.setenv("HEADLAB_CACHE", str(tmp_path / "cache"))
-    settings = {"RUN_DIR": str(tmp_path / "runs")}
-    assert work_done(settings) == 0 and work_done({**settings, "MODEL": "zh-char"}) == 0
-    study = Study.from_globals(settings)
-    _fake_checkpoint(study.checkpoint)
-    masks = study.table_dir / "sweeps" / "redundancy-abc" / "masks"
-    masks.mkdir(parents=True)
-    for name in ("none", "random-s0.100-d0"):
-        (masks / f"{name}.csv").write_text("mask_id\n")
-    (masks / ".none.csv.123.tmp").write_text("")  # a mask being written is not done
-    assert work_done(settings) == 3
+def test_the_machine_says_how_many_notebooks_ran_at_once():
+    assert machine().endswith("torch threads") and "at a time" not in machine()
+    assert machine(2, 1).endswith("torch threads; notebooks 2 at a time, 1 torch threads each")
+    assert BuildClock("timings.csv", "cpu", 2, 1).machine == machine(2, 1)
 
 
 def test_a_model_row_reads_the_checkpoint_and_the_test_metrics(tmp_path, monkeypatch):

@@ -5,6 +5,12 @@ notebook ``notebooks/NAME.ipynb`` run with the chosen parameters. The site's own
 (:func:`site_toc`): the scorecard first, then the pages once per preset built. A notebook that fails stops the build with
 its name and cell; Sphinx warnings (a missing page, an output it cannot show) are errors.
 
+A preset's models are trained first, in this process with all of torch's threads: the weights a training reaches
+depend on the thread count, so they are the weights a notebook run alone trains. Then the notebooks, which only load
+those models, run side by side (:func:`in_lanes`, by default two at a time with the cores shared out between them),
+each after the pages it reads (:data:`NEEDS`): their single-threaded parts (a kernel's start, tables, charts) overlap,
+and grades do not depend on the thread count.
+
     python -m headlab.book                      # the whole book on the default model and data
     python -m headlab.book --preset tiny        # tiny sizes, for tests and a quick look
     python -m headlab.book --preset zh-char     # the character-level Chinese BERT headlab pretrains
@@ -16,20 +22,26 @@ from __future__ import annotations
 
 import argparse
 import ast
+import multiprocessing
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
-from headlab.book.records import BuildClock, cache_state, models_table, overall_state, stacked, work_done
+from headlab.book.records import BuildClock, cache_state, models_table, overall_state, stacked
 from headlab.book.scorecard import scorecard_markdown, scorecard_table
 from headlab.core.device import resolve_device
-from headlab.lab.study import REPO
+from headlab.core.worklog import WORK_LOG, logging_work, work_noted
+from headlab.lab.study import REPO, Study
 from headlab.models.names import is_pretrained_name
 from headlab.models.pretrain import ensure_named
+from headlab.models.training import NO_TRAINING
+from headlab.models.two_tower import finetune_two_tower
 from headlab.report.bookjs import write_scripts
 from headlab.report.render import static_widgets
 
@@ -60,6 +72,13 @@ PRESETS["e5-en"] = {**E5_SETTINGS, "LR": 5e-5, "EPOCHS": 3}
 
 
 CELL_TIMEOUT = 3600  # seconds: a cell that hangs (e.g. a widget waiting on a kernel) fails the build instead
+# What a page reads that another page writes, so it runs after that page: 05 chooses the term-matching heads that 06,
+# 07 and 08 read (headlab.findings.term_matching.matching_heads), and 07 reads 02's single-head sweep
+# (headlab.findings.cls_head.single_head_correct). Every page reads the models, which are trained before any runs.
+NEEDS = {"06_finetune_delta": ("05_term_matching",), "07_cls_head": ("02_layer_dependence", "05_term_matching"),
+         "08_two_tower": ("05_term_matching",)}
+TWO_TOWER_PAGE = "08_two_tower"  # the page that loads the two-tower model as well as the cross-encoder
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")  # torch's and numpy's thread pools
 
 
 class BookError(RuntimeError):
@@ -169,6 +188,74 @@ def _pretrain_if_needed(settings: dict) -> float | None:
     return seconds
 
 
+def _fine_tune_first(settings: dict, names: list[str]) -> float:
+    """Fine-tune, or find in the cache, every model the notebooks ``names`` load: the cross-encoder every page reads
+    and, for page 08, the two towers; here, with all of torch's threads, before any notebook runs. The seconds."""
+    study = Study.from_globals(settings)
+    print(f"[book] fine-tuning {study.model} on {study.data} (cached after the first run) ...", flush=True)
+    started = time.time()
+    study.fine_tune()
+    if TWO_TOWER_PAGE in names:
+        finetune_two_tower(study.finetune_config, device=study.torch_device)
+    return time.time() - started
+
+
+def lanes_and_threads(lanes: int | None = None) -> tuple[int, int]:
+    """How many notebooks run at once, and torch threads each: by default two at a time (one on a one-core machine),
+    the cores shared out between them."""
+    cores = os.cpu_count() or 1
+    lanes = min(2, cores) if lanes is None else lanes
+    if not isinstance(lanes, int) or lanes < 1:
+        raise BookError(f"--lanes must be a positive integer, got {lanes!r}")
+    return lanes, max(1, cores // lanes)
+
+
+def run_step(label: str, source: Path, target: Path, settings: dict, threads: int, log: Path) -> float:
+    """One notebook, in a lane's worker process: its kernel gets ``threads`` threads, the step's work log and no
+    permission to train (the models are trained first); the executed copy is made static and tagged for reading.
+    Returns its seconds."""
+    import nbformat
+
+    os.environ.update({**{name: str(threads) for name in THREAD_VARIABLES}, WORK_LOG: str(log), NO_TRAINING: "1"})
+    print(f"[book] {label}: executing notebooks/{source.name} ...", flush=True)
+    seconds = execute_notebook(source, target, settings, REPO)
+    nb = nbformat.read(str(target), as_version=4)
+    static_widgets(nb)  # the static book embeds no widgets: no widget JavaScript from a CDN
+    reading_tags(nb)
+    nbformat.write(nb, str(target))
+    return seconds
+
+
+def in_lanes(steps: dict[str, tuple], needs: dict[str, tuple], lanes: int, run=run_step):
+    """Run ``run(*steps[name])`` for every step, ``lanes`` at a time in worker processes, each step once every step it
+    ``needs`` (of those in ``steps``) has finished, else in the order given; yield ``(name, result)`` as each
+    finishes. After a failure nothing new starts: the steps still running finish, then the first error is raised."""
+    pending, running, done, failure = list(steps), {}, set(), None
+    with ProcessPoolExecutor(lanes, mp_context=multiprocessing.get_context("spawn")) as pool:
+        while running or (pending and failure is None):
+            for name in [n for n in pending if failure is None and set(needs.get(n, ())) & set(steps) <= done]:
+                if len(running) == lanes:
+                    break
+                pending.remove(name)
+                running[pool.submit(run, *steps[name])] = name
+            if not running:
+                raise BookError(f"the steps {pending} wait on each other: {[(n, needs.get(n)) for n in pending]}")
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                name = running.pop(future)
+                try:
+                    result = future.result()
+                except Exception as err:  # noqa: BLE001 (any failure stops the build, after the running steps)
+                    failure = failure or err
+                    still = f" (waiting for {sorted(running.values())} to finish)" if running else ""
+                    print(f"[book] ERROR: {err}{still}", file=sys.stderr, flush=True)
+                    continue
+                done.add(name)
+                yield name, result
+    if failure is not None:
+        raise failure
+
+
 def site_toc(template: Path, folders: dict[str, str]) -> str:
     """The site's table of contents: the scorecard as the first page, the introduction, then the template's parts
     once per preset, each pointing at that preset's executed pages (``executed/NAME`` becomes ``<folder>/NAME``)
@@ -186,44 +273,40 @@ def site_toc(template: Path, folders: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def execute_preset(preset: str, settings: dict, executed: Path, names: list[str], only: list[str] | None,
-                   clock: BuildClock | None = None) -> tuple[str, bool]:
-    """Run the toc's notebooks for one preset into ``executed``, tagged for reading, widgets made static; each
-    step's seconds go to ``clock`` with the cache state the preset started from and whether the step computed
-    anything. Returns that state and whether any step did."""
-    import nbformat
-
+def execute_preset(preset: str, settings: dict, executed: Path, names: list[str], only: list[str] | None, logs: Path,
+                   clock: BuildClock | None = None, lanes: int = 1, threads: int = 1) -> tuple[str, bool]:
+    """Train the preset's models, then run the toc's notebooks for it into ``executed``, ``lanes`` at a time with
+    ``threads`` threads each, tagged for reading, widgets made static. Each step's seconds go to ``clock`` with the
+    cache state the preset started from and whether the step computed anything (its work log in ``logs``), and the
+    preset's whole time as the step ``preset total``. Returns that state and whether any step computed anything."""
     executed.mkdir(parents=True, exist_ok=True)
-    state = cache_state(settings)
-    done, computed_any = work_done(settings), False
-
-    def step_computed() -> bool:
-        """Whether the step just run produced anything (the work done since the previous step)."""
-        nonlocal done, computed_any
-        before, done = done, work_done(settings)
-        computed_any = computed_any or done > before
-        return done > before
-
-    seconds = _pretrain_if_needed(settings)
-    computed = step_computed()
-    if clock and seconds is not None:
-        clock.record(preset, state, "pretraining", seconds, computed)
     for name in names:
-        target = executed / f"{name}.ipynb"
-        if only and name not in only:
-            if not target.exists():
-                raise BookError(f"--only skips {name}, but it has never been executed into {executed}")
-            continue
-        print(f"[book] {preset}: executing notebooks/{name}.ipynb ...", flush=True)
-        seconds = execute_notebook(REPO / "notebooks" / f"{name}.ipynb", target, settings, REPO)
-        nb = nbformat.read(str(target), as_version=4)
-        static_widgets(nb)  # the static book embeds no widgets: no widget JavaScript from a CDN
-        reading_tags(nb)
-        nbformat.write(nb, str(target))
-        print(f"[book] {preset}: {name}: {seconds:.0f} s", flush=True)
-        computed = step_computed()
+        if only and name not in only and not (executed / f"{name}.ipynb").exists():
+            raise BookError(f"--only skips {name}, but it has never been executed into {executed}")
+    run = [name for name in names if not only or name in only]
+    state, computed_any, started = cache_state(settings), False, time.time()
+
+    def record(step: str, seconds: float, log: Path) -> None:
+        nonlocal computed_any
+        work = work_noted(log)
+        computed_any = computed_any or bool(work)
+        print(f"[book] {preset}: {step}: {seconds:.0f} s, " + ("; ".join(work) if work else "all of it cached"),
+              flush=True)
         if clock:
-            clock.record(preset, state, name, seconds, computed)
+            clock.record(preset, state, step, seconds, bool(work))
+
+    with logging_work(logs / f"{preset}-pretraining.log") as log:
+        seconds = _pretrain_if_needed(settings)
+    if seconds is not None:
+        record("pretraining", seconds, log)
+    with logging_work(logs / f"{preset}-fine-tuning.log") as log:
+        record("fine-tuning", _fine_tune_first(settings, run), log)
+    steps = {name: (f"{preset}: {name}", REPO / "notebooks" / f"{name}.ipynb", executed / f"{name}.ipynb", settings,
+                    threads, logs / f"{preset}-{name}.log") for name in run}
+    for name, seconds in in_lanes(steps, NEEDS, lanes):
+        record(name, seconds, steps[name][-1])
+    if clock:
+        clock.record(preset, state, "preset total", time.time() - started, computed_any)
     return state, computed_any
 
 
@@ -238,12 +321,14 @@ def not_built_commands(built: list[str]) -> dict[str, str]:
 
 
 def build(presets: dict[str, dict], work: Path | None = None, run_dir: Path | None = None,
-          only: list[str] | None = None) -> Path:
-    """Execute the toc's notebooks for every preset (``{name: settings}``, in order) and build one site whose first
-    page is the scorecard across them; return the path of index.html.
+          only: list[str] | None = None, lanes: int | None = None) -> Path:
+    """Execute the toc's notebooks for every preset (``{name: settings}``, in order), ``lanes`` at a time
+    (:func:`lanes_and_threads`), and build one site whose first page is the scorecard across them; return the path
+    of index.html.
 
     The first preset's pages are ``executed/NAME``, every other preset's ``executed/<preset>/NAME``.
     """
+    lanes, threads = lanes_and_threads(lanes)
     source = REPO / "book"
     work = Path(work) if work else source
     if work != source:  # a separate build folder (tests): copy the pages, keep the sources clean
@@ -257,9 +342,11 @@ def build(presets: dict[str, dict], work: Path | None = None, run_dir: Path | No
         _check_settings(settings, [REPO / "notebooks" / f"{name}.ipynb" for name in names])
     folders = {name: "executed" if i == 0 else f"executed/{name}" for i, name in enumerate(presets)}
     first = next(iter(presets.values()))
-    clock = BuildClock(Path(run_dir) / "timings.csv", str(resolve_device(str(first.get("DEVICE", "auto")))))
-    runs = [execute_preset(name, settings, work / folders[name], names, only, clock)
-            for name, settings in presets.items()]
+    clock = BuildClock(Path(run_dir) / "timings.csv", str(resolve_device(str(first.get("DEVICE", "auto")))),
+                       lanes, threads)
+    with tempfile.TemporaryDirectory(prefix="headlab-work-") as logs:
+        runs = [execute_preset(name, settings, work / folders[name], names, only, Path(logs), clock, lanes, threads)
+                for name, settings in presets.items()]
     state = overall_state([s for s, _ in runs], any(computed for _, computed in runs))
     table = scorecard_table(presets)
     table.to_csv(Path(run_dir) / "scorecard.csv", index=False)
@@ -296,11 +383,13 @@ def main(argv=None) -> int:
     parser.add_argument("--work", type=Path, help="build folder (default: book/)")
     parser.add_argument("--run-dir", type=Path, help="where result tables go (default: runs/)")
     parser.add_argument("--only", nargs="*", help="execute only these notebooks (others must have run before)")
+    parser.add_argument("--lanes", type=int, help="notebooks run at once (default: 2, or 1 on a one-core machine)")
     args = parser.parse_args(argv)
     try:
         overrides = dict(parse_setting(s) for s in args.settings)
         names = list(dict.fromkeys(args.presets or [args.preset]))
-        index = build({name: {**PRESETS[name], **overrides} for name in names}, args.work, args.run_dir, args.only)
+        index = build({name: {**PRESETS[name], **overrides} for name in names}, args.work, args.run_dir, args.only,
+                      args.lanes)
     except BookError as err:
         print(f"[book] ERROR: {err}", file=sys.stderr)
         return 1

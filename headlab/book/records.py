@@ -17,11 +17,9 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from headlab.inputs.assets import cache_dir
 from headlab.lab.study import REPO, Study
-from headlab.models.loading import ModelError
 from headlab.models.names import is_pretrained_name, named_model_dir
-from headlab.models.training import MARKER, is_complete
+from headlab.models.training import is_complete
 
 TIMING_COLUMNS = ["build", "commit", "preset", "state", "step", "seconds", "computed", "load", "machine", "device"]
 MODEL_COLUMNS = ["preset", "model", "data", "layers", "heads", "epochs", "lr", "frozen_word_embeddings",
@@ -31,8 +29,9 @@ MODEL_COLUMNS = ["preset", "model", "data", "layers", "heads", "epochs", "lr", "
 MAKE_STARTED = "HEADLAB_MAKE_STARTED"  # the Makefile's start (epoch seconds): `make book` timed from venv to site
 
 
-def machine() -> str:
-    """The processor, its cores and torch's threads: what a timing is only true for."""
+def machine(lanes: int = 1, threads: int | None = None) -> str:
+    """The processor, its cores and torch's threads, and how many notebooks ran at once with how many threads each:
+    what a timing is only true for."""
     model = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -41,7 +40,8 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return f"{model}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads"
+    text = f"{model}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads"
+    return text + (f"; notebooks {lanes} at a time, {threads} torch threads each" if lanes > 1 else "")
 
 
 def load() -> float:
@@ -67,8 +67,8 @@ def commit() -> str:
 
 def cache_state(settings: dict) -> str:
     """What a preset finds before its notebooks run: ``cold`` (no pretrained or fine-tuned model and no results) or
-    ``cached`` (some of them). Whether the build was then warm, nothing left to compute, the steps say
-    (:func:`work_done` before and after each)."""
+    ``cached`` (some of them). Whether the build was then warm, nothing left to compute, the steps say (each step's
+    work log: :mod:`headlab.core.worklog`)."""
     study = Study.from_globals(settings)
     if is_pretrained_name(study.model) and not is_complete(named_model_dir(study.model)):
         return "cold"  # nothing can have been fine-tuned on, or measured with, a model that does not exist yet
@@ -76,25 +76,14 @@ def cache_state(settings: dict) -> str:
     return "cached" if cached else "cold"
 
 
-def work_done(settings: dict) -> int:
-    """How much a preset's work has produced so far: finished sweep masks in its results folder, and trained models
-    (pretrained and fine-tuned) in the cache. A step that leaves it unchanged found everything it needed cached."""
-    try:
-        masks = sum(1 for _ in Study.from_globals(settings).results_folder.glob("sweeps/*/masks/*.csv"))
-    except ModelError:  # a model headlab pretrains that is not there yet: nothing can have run on it
-        masks = 0
-    models = sum(1 for kind in ("pretrained", "finetuned") for _ in (cache_dir() / kind).glob(f"*/{MARKER}"))
-    return masks + models
-
-
 class BuildClock:
     """Collects the seconds of every step of one build and appends them to ``timings.csv`` as they come, so a build
     that fails half-way still records what it measured."""
 
-    def __init__(self, path: Path, device: str):
+    def __init__(self, path: Path, device: str, lanes: int = 1, threads: int | None = None):
         self.path = Path(path)
         self.build = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        self.commit, self.machine, self.device = commit(), machine(), device
+        self.commit, self.machine, self.device = commit(), machine(lanes, threads), device
         self.started = time.time()
 
     def record(self, preset: str, state: str, step: str, seconds: float, computed: bool | None = None) -> None:

@@ -24,6 +24,7 @@ from headlab.core.engine import MaskEngine, first_masked_layer
 from headlab.core.evaluate import Encoded, predicted_grades
 from headlab.core.masking import head_grid
 from headlab.core.stats import mcnemar, mean_interval, relative_change
+from headlab.core.worklog import note_work
 
 BASELINE = "none"
 PRECISION_TOLERANCE = 0.01  # largest share of unmasked grades that reduced precision may change before a sweep stops
@@ -193,6 +194,7 @@ def run_sweep(model, encoded: Encoded, specs: list[MaskSpec], out_dir, batch_siz
         for spec in todo:
             same_heads.setdefault(tuple(sorted(spec.dropped)), []).append(spec)
         groups = [(group, group[0].keep(layers, heads)) for group in same_heads.values()]
+        note_work(f"sweep {out_dir.name}: {len(groups)} masks")
         groups.sort(key=lambda g: first_masked_layer(g[1]))  # so a chunk shares its reusable layers
         if cluster is None:
             engine = MaskEngine(model, encoded, batch_size, device, pad_id, masks_per_pass=masks_per_pass,

@@ -15,10 +15,16 @@ from pathlib import Path
 
 import torch
 
+from headlab.core.worklog import note_work
 from headlab.inputs.assets import sha256_of
 
 MARKER = ".headlab-complete"
 STATE = "state.pt"
+NO_TRAINING = "HEADLAB_NO_TRAINING"  # set: a model missing from the cache is an error, not trained (see cached)
+
+
+class TrainingError(RuntimeError):
+    """A model had to be trained where training is not allowed (:data:`NO_TRAINING`)."""
 
 
 def is_complete(folder: Path) -> bool:
@@ -41,12 +47,21 @@ def exclusive_lock(path: Path):
 
 def cached(out: Path, train) -> Path:
     """``out`` if it is complete; else ``train(work)`` fills ``<out>.partial`` (its saved state, if any, is
-    resumed), which is then marked complete and renamed to ``out``."""
+    resumed), which is then marked complete and renamed to ``out``.
+
+    Where :data:`NO_TRAINING` is set (a book build's notebooks, run side by side with fewer threads each), a missing
+    entry is an error instead: the weights a training reaches depend on torch's thread count, so the build trains
+    every model first, with all of the machine's threads, as a notebook run alone would."""
     if is_complete(out):
         return out
+    if os.environ.get(NO_TRAINING):
+        raise TrainingError(f"{out.name} is not in the cache, and this run may not train it ({NO_TRAINING} is set): "
+                            "the book trains every model before its notebooks run side by side, with all threads; "
+                            "train it first (a notebook run alone does) or unset the variable")
     with exclusive_lock(out.with_name(out.name + ".lock")):
         if is_complete(out):
             return out
+        note_work(f"trained {out.name}")
         if out.exists():
             shutil.rmtree(out)  # partial or corrupt: rebuild
         work = out.with_name(out.name + ".partial")

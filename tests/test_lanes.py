@@ -1,0 +1,93 @@
+"""headlab.book.build runs a preset's notebooks side by side: each after the pages it reads, a failure stops what has
+not started and is raised once the running ones finish."""
+import json
+import os
+import re
+import time
+
+import pytest
+from test_book import code_cells
+
+from headlab.book.build import NEEDS, REPO, BookError, in_lanes, lanes_and_threads, toc_notebooks
+
+PAGES = toc_notebooks(REPO / "book" / "_toc.yml")
+
+
+def timed_step(name: str, seconds: float, folder: str, fail: bool = False) -> str:
+    """A step in a worker process: when it started and ended (or it fails at once)."""
+    started = time.time()
+    if fail:
+        raise BookError(f"{name} failed on purpose")
+    time.sleep(seconds)
+    with open(os.path.join(folder, f"{name}.json"), "w") as out:
+        json.dump({"start": started, "end": time.time(), "pid": os.getpid()}, out)
+    return name
+
+
+def _times(folder):
+    return {p.stem: json.loads(p.read_text()) for p in folder.glob("*.json")}
+
+
+def test_steps_run_two_at_a_time_each_after_what_it_needs(tmp_path):
+    steps = {name: (name, 0.6, str(tmp_path)) for name in ["a", "b", "c", "d"]}
+    needs = {"c": ("a",), "d": ("b", "c"), "b": ("not run here",)}  # a step not in this run is taken as done
+    finished = [name for name, result in in_lanes(steps, needs, lanes=2, run=timed_step) if result == name]
+    times = _times(tmp_path)
+    assert sorted(finished) == ["a", "b", "c", "d"] and finished[-1] == "d"
+    assert times["a"]["start"] < times["b"]["end"] and times["b"]["start"] < times["a"]["end"]  # side by side
+    assert times["c"]["start"] >= times["a"]["end"]
+    assert times["d"]["start"] >= max(times["b"]["end"], times["c"]["end"])
+    assert len({t["pid"] for t in times.values()}) == 2  # two worker processes, each used again
+
+
+def test_a_failure_lets_the_running_step_finish_starts_nothing_new_and_is_raised(tmp_path, capsys):
+    steps = {"slow": ("slow", 1.0, str(tmp_path)), "broken": ("broken", 0, str(tmp_path), True),
+             "later": ("later", 0, str(tmp_path))}
+    finished = []
+    with pytest.raises(BookError, match="broken failed on purpose"):
+        for name, _ in in_lanes(steps, {}, lanes=2, run=timed_step):
+            finished.append(name)
+    assert finished == ["slow"] and set(_times(tmp_path)) == {"slow"}  # "later" never started
+    assert "waiting for ['slow'] to finish" in capsys.readouterr().err
+
+
+def test_steps_that_wait_on_each_other_are_refused(tmp_path):
+    steps = {name: (name, 0, str(tmp_path)) for name in ["a", "b"]}
+    with pytest.raises(BookError, match=r"wait on each other"):
+        list(in_lanes(steps, {"a": ("b",), "b": ("a",)}, lanes=2, run=timed_step))
+
+
+def test_lanes_share_out_the_cores():
+    cores = os.cpu_count() or 1
+    assert lanes_and_threads() == (min(2, cores), max(1, cores // min(2, cores)))
+    assert lanes_and_threads(1) == (1, cores)
+    with pytest.raises(BookError, match="--lanes must be a positive integer, got 0"):
+        lanes_and_threads(0)
+
+
+def _calls(page: str, function: str) -> list[str]:
+    """The calls of ``function`` in a page's code, as written."""
+    code = "\n".join(c["source"] for c in code_cells(REPO / "notebooks" / f"{page}.ipynb"))
+    return re.findall(rf"\b{function}\((.*?)\)", code, flags=re.S)
+
+
+def _before(page: str) -> set[str]:
+    """Every page that finishes before ``page`` starts (:data:`NEEDS`, followed through)."""
+    found, todo = set(), list(NEEDS.get(page, ()))
+    while todo:
+        other = todo.pop()
+        if other not in found:
+            found.add(other)
+            todo.extend(NEEDS.get(other, ()))
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_a_page_runs_after_the_pages_whose_tables_it_reads(page):
+    """Pages that read the term-matching heads notebook 05 chooses, or notebook 02's single-head sweep, wait for them
+    (else they would choose or sweep again, side by side with the page that does it)."""
+    reads_heads = any("choose=True" not in call for call in _calls(page, "matching_heads"))
+    assert reads_heads == ("05_term_matching" in _before(page))
+    assert bool(_calls(page, "single_head_correct")) == ("02_layer_dependence" in _before(page))
+    assert page not in _before(page)
+    assert set(NEEDS) <= set(PAGES) and all(set(n) <= set(PAGES) for n in NEEDS.values())
