@@ -3,25 +3,19 @@ not started and is raised once the running ones finish."""
 import json
 import os
 import re
-import time
 
+import numpy as np
 import pytest
+import torch
+from conftest import random_encoded
+from lane_steps import timed_step
 from test_book import code_cells
+from transformers import BertConfig, BertForSequenceClassification
 
 from headlab.book.build import NEEDS, REPO, BookError, in_lanes, lanes_and_threads, toc_notebooks
+from headlab.core.engine import MaskEngine
 
 PAGES = toc_notebooks(REPO / "book" / "_toc.yml")
-
-
-def timed_step(name: str, seconds: float, folder: str, fail: bool = False) -> str:
-    """A step in a worker process: when it started and ended (or it fails at once)."""
-    started = time.time()
-    if fail:
-        raise BookError(f"{name} failed on purpose")
-    time.sleep(seconds)
-    with open(os.path.join(folder, f"{name}.json"), "w") as out:
-        json.dump({"start": started, "end": time.time(), "pid": os.getpid()}, out)
-    return name
 
 
 def _times(folder):
@@ -29,7 +23,7 @@ def _times(folder):
 
 
 def test_steps_run_two_at_a_time_each_after_what_it_needs(tmp_path):
-    steps = {name: (name, 0.6, str(tmp_path)) for name in ["a", "b", "c", "d"]}
+    steps = {name: (name, 1.5, str(tmp_path)) for name in ["a", "b", "c", "d"]}
     needs = {"c": ("a",), "d": ("b", "c"), "b": ("not run here",)}  # a step not in this run is taken as done
     finished = [name for name, result in in_lanes(steps, needs, lanes=2, run=timed_step) if result == name]
     times = _times(tmp_path)
@@ -41,10 +35,10 @@ def test_steps_run_two_at_a_time_each_after_what_it_needs(tmp_path):
 
 
 def test_a_failure_lets_the_running_step_finish_starts_nothing_new_and_is_raised(tmp_path, capsys):
-    steps = {"slow": ("slow", 1.0, str(tmp_path)), "broken": ("broken", 0, str(tmp_path), True),
+    steps = {"slow": ("slow", 3.0, str(tmp_path)), "broken": ("broken", 0, str(tmp_path), True),
              "later": ("later", 0, str(tmp_path))}
     finished = []
-    with pytest.raises(BookError, match="broken failed on purpose"):
+    with pytest.raises(ValueError, match="broken failed on purpose"):
         for name, _ in in_lanes(steps, {}, lanes=2, run=timed_step):
             finished.append(name)
     assert finished == ["slow"] and set(_times(tmp_path)) == {"slow"}  # "later" never started
@@ -91,3 +85,21 @@ def test_a_page_runs_after_the_pages_whose_tables_it_reads(page):
     assert bool(_calls(page, "single_head_correct")) == ("02_layer_dependence" in _before(page))
     assert page not in _before(page)
     assert set(NEEDS) <= set(PAGES) and all(set(n) <= set(PAGES) for n in NEEDS.values())
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two cores to compare one thread with two")
+def test_grades_do_not_depend_on_the_thread_count():
+    """A notebook in a lane runs with fewer threads than one run alone: its sweeps must grade every pair the same
+    (the matrices here are large enough that torch splits them over threads)."""
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=50, hidden_size=256, num_hidden_layers=3, num_attention_heads=4,
+                        intermediate_size=1024, max_position_embeddings=64, num_labels=5)
+    model, encoded = BertForSequenceClassification(config).eval(), random_encoded(n=96, longest=40)
+    masks = [torch.ones(3, 4), torch.tensor([[1.0, 0, 1, 1], [1, 1, 1, 1], [0, 1, 1, 0]])]
+    probs = {}
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        probs[threads] = MaskEngine(model, encoded, batch_size=48).probabilities(masks)
+    for one, two in zip(probs[1], probs[2]):
+        np.testing.assert_array_equal(one.argmax(1), two.argmax(1))
+        np.testing.assert_allclose(one, two, atol=1e-5)

@@ -8,8 +8,9 @@ its name and cell; Sphinx warnings (a missing page, an output it cannot show) ar
 A preset's models are trained first, in this process with all of torch's threads: the weights a training reaches
 depend on the thread count, so they are the weights a notebook run alone trains. Then the notebooks, which only load
 those models, run side by side (:func:`in_lanes`, by default two at a time with the cores shared out between them),
-each after the pages it reads (:data:`NEEDS`): their single-threaded parts (a kernel's start, tables, charts) overlap,
-and grades do not depend on the thread count.
+each after the pages it reads (:data:`NEEDS`): their single-threaded parts (a kernel's start, tables, charts) overlap.
+Inference with fewer threads gives the same grades (probabilities can differ in their last float digits), so the
+claims are those of a build that runs one notebook at a time.
 
     python -m headlab.book                      # the whole book on the default model and data
     python -m headlab.book --preset tiny        # tiny sizes, for tests and a quick look
