@@ -29,12 +29,12 @@ BLOCKS = ("scorecard", "models", "tuning", "two_tower", "timings")
 # the time budgets on 2 cores (seconds) a preset's `make book` is held to, cold and warm (developers' guide, #16)
 BUDGETS = {"default": {"cold": 30 * 60, "warm": 5 * 60}, "e5-zh": {"cold": 2 * 3600, "warm": 10 * 60},
            "e5-en": {"cold": 2 * 3600, "warm": 10 * 60}}
+PRESET_TOTAL = "preset total"  # a preset's own wall time, which its overlapping notebook steps do not add up to
 # a preset's steps in the order they start: its models trained, then its notebooks (several at a time since the build
-# runs them side by side, so their times overlap), then the preset's own wall time
+# runs them side by side), then its total
 NOTEBOOK_STEPS = ("pretraining", "fine-tuning", "00_setup", "01_redundancy", "02_layer_dependence",
                   "03_word_segmentation", "04_word_order", "05_term_matching", "06_finetune_delta", "07_cls_head",
-                  "08_two_tower", "preset total")
-PRESET_TOTAL = "preset total"
+                  "08_two_tower", PRESET_TOTAL)
 
 
 def begin(name: str) -> str:
@@ -211,9 +211,9 @@ def budget_lines(table: pd.DataFrame, builds: list) -> list[str]:
                 seconds, what = rows[(rows["preset"] == "all") & (rows["step"] == "make book")]["seconds"], "`make book`"
             else:
                 mine = rows[rows["preset"] == preset]
-                total = mine[mine["step"] == PRESET_TOTAL]
-                seconds = total["seconds"] if not total.empty else mine["seconds"]
-                what = ("its time" if not total.empty else "its steps") + ", in a build of " + " ".join(presets)
+                recorded = mine[mine["step"] == PRESET_TOTAL]["seconds"]
+                seconds = recorded if not recorded.empty else mine["seconds"]
+                what = ("its time" if not recorded.empty else "its steps") + ", in a build of " + " ".join(presets)
             if seconds.empty:
                 continue
             total = float(seconds.sum())
