@@ -72,7 +72,12 @@ PRESETS["e5-zh"] = {**E5_SETTINGS, "DATA": "stsb-zh", "SEG_CORPUS": "pku-1998", 
 PRESETS["e5-en"] = {**E5_SETTINGS, "LR": 5e-5, "EPOCHS": 3}
 
 
-CELL_TIMEOUT = 3600  # seconds: a cell that hangs (e.g. a widget waiting on a kernel) fails the build instead
+# seconds a cell may run (HEADLAB_CELL_TIMEOUT overrides): a cell that hangs (e.g. a widget waiting on a kernel) fails
+# the build instead of holding it forever. Sweep cells are long: e5-zh's single-head sweep (02) at one torch thread on
+# a 2-core AMD EPYC ran past an hour; 6 hours leaves a slower laptop room. A sweep saves each mask as it goes, so a
+# build stopped here resumes where it stopped.
+CELL_TIMEOUT = 6 * 3600
+CELL_TIMEOUT_VARIABLE = "HEADLAB_CELL_TIMEOUT"
 # What a page reads that another page writes, so it runs after that page: 05 chooses the term-matching heads that 06,
 # 07 and 08 read (headlab.findings.term_matching.matching_heads), and 07 reads 02's single-head sweep
 # (headlab.findings.cls_head.single_head_correct). Every page reads the models, which are trained before any runs.
@@ -103,31 +108,60 @@ def parse_setting(text: str) -> tuple[str, object]:
     return key.strip().upper(), value
 
 
+def cell_timeout() -> int:
+    """Seconds a notebook cell may run: :data:`CELL_TIMEOUT`, or the environment's HEADLAB_CELL_TIMEOUT."""
+    raw = os.environ.get(CELL_TIMEOUT_VARIABLE)
+    if raw is None:
+        return CELL_TIMEOUT
+    try:
+        seconds = int(raw)
+    except ValueError:
+        seconds = 0
+    if seconds <= 0:
+        raise BookError(f"{CELL_TIMEOUT_VARIABLE} must be a positive whole number of seconds, got {raw!r}")
+    return seconds
+
+
 def execute_notebook(source: Path, target: Path, settings: dict, cwd: Path) -> float:
-    """Run one notebook with the settings it declares as parameters; raise BookError naming the failing cell."""
+    """Run one notebook with the settings it declares as parameters; raise BookError naming the failing cell (or the
+    cell that ran past :func:`cell_timeout`)."""
     import papermill as pm
+    from nbclient.exceptions import CellTimeoutError
 
     declared = pm.inspect_notebook(str(source))
     params = {k: v for k, v in settings.items() if k in declared}
+    limit = cell_timeout()
     started = time.time()
     try:
         pm.execute_notebook(str(source), str(target), parameters=params, kernel_name="python3", cwd=str(cwd),
-                            execution_timeout=CELL_TIMEOUT,
-                            progress_bar=False, request_save_on_cell_execute=True)
+                            execution_timeout=limit, progress_bar=False, request_save_on_cell_execute=True)
     except pm.PapermillExecutionError as err:
-        raise BookError(f"notebook {source.name} failed in {_failing_cell(target)}: {err.ename}: {err.evalue}\n"
+        raise BookError(f"notebook {source.name} failed in {_cell(target, _raised)}: {err.ename}: {err.evalue}\n"
                         f"(the executed copy with the traceback is {target})") from None
+    except CellTimeoutError:
+        raise BookError(f"notebook {source.name}: {_cell(target, _running)} ran longer than {limit} s, the limit a "
+                        f"cell has ({CELL_TIMEOUT_VARIABLE}). What its sweeps computed is saved: set a higher "
+                        f"{CELL_TIMEOUT_VARIABLE} and build again to resume.") from None
     return time.time() - started
 
 
-def _failing_cell(executed: Path) -> str:
-    """Which cell of the source notebook raised: its number among the code cells and its first line."""
+def _raised(cell) -> bool:
+    return any(out.get("output_type") == "error" for out in cell.get("outputs", []))
+
+
+def _running(cell) -> bool:
+    return cell.metadata.get("papermill", {}).get("status") == "running"
+
+
+def _cell(executed: Path, which) -> str:
+    """The first code cell of the source notebook for which ``which(cell)`` holds: its number among the code cells
+    and its first line."""
     import nbformat
 
     code = [c for c in nbformat.read(str(executed), as_version=4).cells
             if c.cell_type == "code" and "injected-parameters" not in c.metadata.get("tags", [])]
     for number, cell in enumerate(code, start=1):
-        if any(out.get("output_type") == "error" for out in cell.get("outputs", [])):
+        if which(cell):
             first_line = cell.source.strip().splitlines()[0] if cell.source.strip() else ""
             return f"code cell {number} (`{first_line}`)"
     return "an unknown cell"
