@@ -5,8 +5,10 @@ import pytest
 from headlab.book.build import (
     PRESETS,
     REPO,
+    CELL_TIMEOUT,
     BookError,
     _check_settings,
+    cell_timeout,
     execute_notebook,
     parse_setting,
     reading_tags,
@@ -77,3 +79,29 @@ def test_reading_tags_show_results_without_their_code_and_fold_the_parameters():
     assert nb.cells[1].source == 'RUN_DIR = "runs"'  # not the builder's absolute path
     assert "remove-input" in tags[2] and "remove-input" in tags[3]
     assert "remove-input" not in tags[4] + tags[5]  # cells that compute keep their code on the page
+
+
+def test_a_cell_past_the_time_limit_names_the_notebook_and_cell(tmp_path, monkeypatch):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("y = 2"), nbformat.v4.new_code_cell("import time; time.sleep(30)")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    source = tmp_path / "slow.ipynb"
+    nbformat.write(nb, source)
+    monkeypatch.setenv("HEADLAB_CELL_TIMEOUT", "2")
+    with pytest.raises(BookError, match=r"slow\.ipynb: code cell 2 \(`import time; time.sleep\(30\)`\) ran longer "
+                                        r"than 2 s.*HEADLAB_CELL_TIMEOUT.*resume"):
+        execute_notebook(source, tmp_path / "out.ipynb", {}, tmp_path)
+
+
+@pytest.mark.parametrize("raw", ["0", "-5", "an hour"])
+def test_a_bad_cell_time_limit_is_refused_by_name(monkeypatch, raw):
+    monkeypatch.setenv("HEADLAB_CELL_TIMEOUT", raw)
+    with pytest.raises(BookError, match=rf"HEADLAB_CELL_TIMEOUT must be a positive whole number of seconds, got '{raw}'"):
+        cell_timeout()
+
+
+def test_the_cell_time_limit_is_the_default_unless_the_environment_sets_one(monkeypatch):
+    monkeypatch.delenv("HEADLAB_CELL_TIMEOUT", raising=False)
+    assert cell_timeout() == CELL_TIMEOUT >= 6 * 3600  # e5-zh's 02 sweep cell ran past 1 hour at one thread
+    monkeypatch.setenv("HEADLAB_CELL_TIMEOUT", "90")
+    assert cell_timeout() == 90

@@ -145,26 +145,30 @@ def execute_notebook(source: Path, target: Path, settings: dict, cwd: Path) -> f
     return time.time() - started
 
 
-def _raised(cell) -> bool:
-    return any(out.get("output_type") == "error" for out in cell.get("outputs", []))
+def _raised(cells: list) -> int | None:
+    """The first cell with an error in its outputs."""
+    return next((i for i, c in enumerate(cells) if any(o.get("output_type") == "error" for o in c.get("outputs", []))),
+                None)
 
 
-def _running(cell) -> bool:
-    return cell.metadata.get("papermill", {}).get("status") == "running"
+def _running(cells: list) -> int | None:
+    """The last cell that started: after a timeout, the one that was running (papermill marks it completed)."""
+    started = [i for i, c in enumerate(cells) if c.metadata.get("papermill", {}).get("start_time")]
+    return started[-1] if started else None
 
 
-def _cell(executed: Path, which) -> str:
-    """The first code cell of the source notebook for which ``which(cell)`` holds: its number among the code cells
-    and its first line."""
+def _cell(executed: Path, pick) -> str:
+    """The code cell of the source notebook that ``pick(code_cells)`` points at: its number among the code cells and
+    its first line."""
     import nbformat
 
     code = [c for c in nbformat.read(str(executed), as_version=4).cells
             if c.cell_type == "code" and "injected-parameters" not in c.metadata.get("tags", [])]
-    for number, cell in enumerate(code, start=1):
-        if which(cell):
-            first_line = cell.source.strip().splitlines()[0] if cell.source.strip() else ""
-            return f"code cell {number} (`{first_line}`)"
-    return "an unknown cell"
+    index = pick(code)
+    if index is None:
+        return "an unknown cell"
+    first_line = code[index].source.strip().splitlines()[0] if code[index].source.strip() else ""
+    return f"code cell {index + 1} (`{first_line}`)"
 
 
 ONLY_OUTPUT = {"show", "Markdown", "display"}  # a cell that is one call of these shows a result and nothing else
