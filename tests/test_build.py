@@ -8,6 +8,7 @@ from headlab.book.build import (
     CELL_TIMEOUT,
     BookError,
     _check_settings,
+    build,
     cell_timeout,
     execute_notebook,
     parse_setting,
@@ -105,3 +106,10 @@ def test_the_cell_time_limit_is_the_default_unless_the_environment_sets_one(monk
     assert cell_timeout() == CELL_TIMEOUT >= 6 * 3600  # e5-zh's 02 sweep cell ran past 1 hour at one thread
     monkeypatch.setenv("HEADLAB_CELL_TIMEOUT", "90")
     assert cell_timeout() == 90
+
+
+def test_a_bad_cell_time_limit_stops_the_build_before_anything_runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("HEADLAB_CELL_TIMEOUT", "0")
+    with pytest.raises(BookError, match="HEADLAB_CELL_TIMEOUT must be a positive whole number"):
+        build({"tiny": PRESETS["tiny"]}, work=tmp_path / "book", run_dir=tmp_path / "runs")
+    assert not (tmp_path / "book").exists() and not (tmp_path / "runs").exists()

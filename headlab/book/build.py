@@ -368,6 +368,7 @@ def build(presets: dict[str, dict], work: Path | None = None, run_dir: Path | No
     The first preset's pages are ``executed/NAME``, every other preset's ``executed/<preset>/NAME``.
     """
     lanes, threads = lanes_and_threads(lanes)
+    cell_timeout()  # a bad HEADLAB_CELL_TIMEOUT stops the build here, not after its models are trained
     source = REPO / "book"
     work = Path(work) if work else source
     if work != source:  # a separate build folder (tests): copy the pages, keep the sources clean
