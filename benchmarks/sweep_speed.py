@@ -3,8 +3,9 @@
 The naive loop is how the transformers ``bertology`` example did it: one mask at a time, a full forward pass,
 every pair padded to 128 tokens, eager attention. headlab's engine: length-sorted dynamic padding, sdpa,
 reuse of the unmasked layers below a mask's first masked head, the last layer at ``[CLS]`` alone, removed heads
-left out of the computation, several masks per pass where asked. The engine also runs with removed heads
-computed and zeroed by the masking hooks instead, to show what leaving them out saves.
+left out of the computation, its products through oneDNN on the CPU, several masks per pass where asked. The engine
+also runs with removed heads computed and zeroed by the masking hooks instead, to show what leaving them out saves,
+and on the CPU with its products through torch's default (MKL), to show what oneDNN saves.
 
     python benchmarks/sweep_speed.py                    # both workloads, every mask, both ways
     python benchmarks/sweep_speed.py --naive-sample 12  # time the naive loop on 12 masks per workload only
@@ -24,6 +25,7 @@ import torch
 from headlab.core.engine import MaskEngine, first_masked_layer
 from headlab.core.evaluate import NUM_GRADES, Encoded
 from headlab.core.masking import mask_heads
+from headlab.core.onednn import dense, onednn_available
 from headlab.core.sweep import random_share_specs, single_head_specs
 from headlab.lab.study import Study
 
@@ -48,13 +50,14 @@ def naive_probabilities(model, encoded: Encoded, mask, batch_size: int, device) 
     return probs
 
 
-def matmul_peak(device, n: int = 2048, repeats: int = 10) -> float:
-    """Measured fp32 matmul FLOP/s: the practical ceiling for this model's work on this machine."""
+def matmul_peak(device, n: int = 2048, repeats: int = 10, onednn: bool = False) -> float:
+    """Measured fp32 matmul FLOP/s (torch's default, or oneDNN's): the practical ceiling for this model's work."""
     a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
-    a @ b
+    product = dense(b, None) if onednn else (lambda x: x @ b)
+    product(a)
     started = time.perf_counter()
     for _ in range(repeats):
-        a @ b
+        product(a)
     if device.type == "cuda":
         torch.cuda.synchronize()
     return 2 * n**3 * repeats / (time.perf_counter() - started)
@@ -96,7 +99,7 @@ def main() -> None:
         "10 shares x 10 draws": random_share_specs(layers, heads, [i / 10 for i in range(1, 11)], 10, args.seed),
     }
     rng = np.random.default_rng(args.seed)
-    total_engine = total_naive = total_zeroed = 0.0
+    total_engine = total_naive = total_zeroed = total_mkl = 0.0
     for name, specs in workloads.items():
         if args.masks and args.masks < len(specs):
             specs = [specs[i] for i in np.sort(rng.choice(len(specs), args.masks, replace=False))]
@@ -111,6 +114,14 @@ def main() -> None:
                             leave_out_removed=False).probabilities(masks)
         t_zeroed = time.perf_counter() - started
         agree = min(float(np.mean(a.argmax(1) == b.argmax(1))) for a, b in zip(fast, zeroed))
+        t_mkl = agree_mkl = None
+        if engine.onednn:
+            started = time.perf_counter()
+            default = MaskEngine(model, encoded, args.batch_size, device, masks_per_pass=args.masks_per_pass,
+                                 onednn=False).probabilities(masks)
+            t_mkl = time.perf_counter() - started
+            agree_mkl = min(float(np.mean(a.argmax(1) == b.argmax(1))) for a, b in zip(fast, default))
+            total_mkl += t_mkl
 
         picked = np.arange(len(masks)) if not args.naive_sample else np.sort(rng.choice(len(masks), args.naive_sample, replace=False))
         model.set_attn_implementation("eager")
@@ -127,6 +138,9 @@ def main() -> None:
         print(f"  speed-up   : {t_naive / t_engine:8.2f}x   largest accuracy difference: {diff:.6f}")
         print(f"  removed heads computed and zeroed: {t_zeroed:8.1f} s ({t_zeroed / t_engine:.2f}x headlab's time; "
               f"grades agree on at least {agree:.4%} of pairs per mask)")
+        if t_mkl is not None:
+            print(f"  products through torch's default (MKL), not oneDNN: {t_mkl:8.1f} s ({t_mkl / t_engine:.2f}x "
+                  f"headlab's time; grades agree on at least {agree_mkl:.4%} of pairs per mask)")
         total_engine += t_engine
         total_naive += t_naive
         total_zeroed += t_zeroed
@@ -134,6 +148,9 @@ def main() -> None:
     print(f"\nall workloads: naive {total_naive:.1f} s, headlab {total_engine:.1f} s, speed-up {total_naive / total_engine:.2f}x; "
           f"removed heads zeroed instead of left out: {total_zeroed:.1f} s")
     print(f"measured fp32 matmul peak on this machine: {peak / 1e9:.1f} GFLOP/s")
+    if onednn_available(device):
+        print(f"  through oneDNN: {matmul_peak(device, onednn=True) / 1e9:.1f} GFLOP/s; the engine with MKL's products "
+              f"instead: {total_mkl:.1f} s")
 
 
 if __name__ == "__main__":

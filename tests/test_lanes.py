@@ -12,7 +12,8 @@ from lane_steps import timed_step
 from test_book import code_cells
 from transformers import BertConfig, BertForSequenceClassification
 
-from headlab.book.build import NEEDS, REPO, BookError, in_lanes, lanes_and_threads, toc_notebooks
+from headlab.book.build import (NEEDS, REPO, BookError, in_lanes, lanes_and_threads, toc_notebooks,
+                                waited_on_first)
 from headlab.core.engine import MaskEngine
 
 PAGES = toc_notebooks(REPO / "book" / "_toc.yml")
@@ -49,6 +50,17 @@ def test_steps_that_wait_on_each_other_are_refused(tmp_path):
     steps = {name: (name, 0, str(tmp_path)) for name in ["a", "b"]}
     with pytest.raises(BookError, match=r"wait on each other"):
         list(in_lanes(steps, {"a": ("b",), "b": ("a",)}, lanes=2, run=timed_step))
+
+
+def test_the_pages_others_wait_on_start_first():
+    """05 (three pages read its heads) and then 02 (07 reads its sweep) start before the pages nobody waits on, which
+    keep the order of the table of contents."""
+    order = waited_on_first(PAGES, NEEDS)
+    assert order[:2] == ["05_term_matching", "02_layer_dependence"]
+    assert order[2:] == [p for p in PAGES if p not in order[:2]]
+    # followed through: c waits on b, which waits on a, so a is waited on by two steps and goes first
+    assert waited_on_first(["c", "b", "a", "d"], {"c": ("b",), "b": ("a",)}) == ["a", "b", "c", "d"]
+    assert waited_on_first(["x", "y"], {}) == ["x", "y"]
 
 
 def test_lanes_share_out_the_cores():

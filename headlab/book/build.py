@@ -8,7 +8,8 @@ its name and cell; Sphinx warnings (a missing page, an output it cannot show) ar
 A preset's models are trained first, in this process with all of torch's threads: the weights a training reaches
 depend on the thread count, so they are the weights a notebook run alone trains. Then the notebooks, which only load
 those models, run side by side (:func:`in_lanes`, by default two at a time with the cores shared out between them),
-each after the pages it reads (:data:`NEEDS`): their single-threaded parts (a kernel's start, tables, charts) overlap.
+each after the pages it reads (:data:`NEEDS`), the pages others read started first (:func:`waited_on_first`): their
+single-threaded parts (a kernel's start, tables, charts) overlap.
 Inference with fewer threads gives the same grades (probabilities can differ in their last float digits), so the
 claims are those of a build that runs one notebook at a time.
 
@@ -249,6 +250,21 @@ def lanes_and_threads(lanes: int | None = None) -> tuple[int, int]:
     return lanes, max(1, cores // lanes)
 
 
+def waited_on_first(names: list[str], needs: dict[str, tuple]) -> list[str]:
+    """``names`` with the steps that more of the others wait on (directly or through another step) first, else in
+    the order given: a page that others read starts at once, so they are not left waiting at the end of the build
+    while one lane idles."""
+    def waiting(name: str) -> int:
+        found, todo = set(), [n for n in names if name in needs.get(n, ())]
+        while todo:
+            other = todo.pop()
+            if other not in found:
+                found.add(other)
+                todo.extend(n for n in names if other in needs.get(n, ()))
+        return len(found)
+    return sorted(names, key=waiting, reverse=True)  # stable: ties keep the order given
+
+
 def run_step(label: str, source: Path, target: Path, settings: dict, threads: int, log: Path) -> float:
     """One notebook, in a lane's worker process: its kernel gets ``threads`` threads, the step's work log and no
     permission to train (the models are trained first); the executed copy is made static and tagged for reading.
@@ -341,7 +357,7 @@ def execute_preset(preset: str, settings: dict, executed: Path, names: list[str]
     with logging_work(logs / f"{preset}-fine-tuning.log") as log:
         record("fine-tuning", _fine_tune_first(settings, run), log)
     steps = {name: (f"{preset}: {name}", REPO / "notebooks" / f"{name}.ipynb", executed / f"{name}.ipynb", settings,
-                    threads, logs / f"{preset}-{name}.log") for name in run}
+                    threads, logs / f"{preset}-{name}.log") for name in waited_on_first(run, NEEDS)}
     for name, seconds in in_lanes(steps, NEEDS, lanes):
         record(name, seconds, steps[name][-1])
     if clock:
