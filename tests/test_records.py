@@ -5,7 +5,7 @@ import json
 import pandas as pd
 
 from headlab.book.records import (MAKE_STARTED, BuildClock, cache_state, machine, model_row, models_table, outcome,
-                                  overall_state)
+                                  overall_state, processor)
 from headlab.inputs.assets import sha256_of
 from headlab.lab.study import Study
 from headlab.models.training import MARKER
@@ -70,6 +70,18 @@ def test_the_machine_says_how_many_notebooks_ran_at_once():
     assert machine().endswith("torch threads") and "at a time" not in machine()
     assert machine(2, 1).endswith("torch threads; notebooks 2 at a time, 1 torch threads each")
     assert BuildClock("timings.csv", "cpu", 2, 1).machine == machine(2, 1)
+
+
+def test_the_processor_is_named_with_its_family_and_model():
+    """ "AMD EPYC" alone covers Zen 3 to Zen 5, which the same build found severalfold apart."""
+    first = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: AMD EPYC\n" \
+            "flags\t\t: fpu sse avx2 avx512f avx512_bf16\n"
+    second = "\nprocessor\t: 1\ncpu family\t: 99\nmodel name\t: Other\n"
+    assert processor(first + second) == "AMD EPYC (family 26, model 2, AVX-512)"
+    zen3 = "cpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse avx2\n"
+    assert processor(zen3) == "AMD EPYC (family 25, model 1)"
+    assert processor("model name\t: Intel(R) Xeon(R) Processor\n") == "Intel(R) Xeon(R) Processor"
+    assert processor("processor\t: 0\n") is None
 
 
 def test_a_model_row_reads_the_checkpoint_and_the_test_metrics(tmp_path, monkeypatch):

@@ -29,18 +29,33 @@ MODEL_COLUMNS = ["preset", "model", "data", "layers", "heads", "epochs", "lr", "
 MAKE_STARTED = "HEADLAB_MAKE_STARTED"  # the Makefile's start (epoch seconds): `make book` timed from venv to site
 
 
+def processor(cpuinfo: str) -> str | None:
+    """The first processor of a ``/proc/cpuinfo`` text: its name with its family and model, and AVX-512 where it has
+    it; a name such as "AMD EPYC" covers generations whose speeds differ severalfold. None without a name."""
+    fields = {}
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if not key.strip():
+            break  # the end of the first processor's block
+        fields.setdefault(key.strip(), value.strip())
+    if "model name" not in fields:
+        return None
+    details = [f"family {fields[k]}" if k == "cpu family" else f"model {fields[k]}"
+               for k in ("cpu family", "model") if k in fields]
+    if "avx512f" in fields.get("flags", "").split():
+        details.append("AVX-512")
+    return fields["model name"] + (f" ({', '.join(details)})" if details else "")
+
+
 def machine(lanes: int = 1, threads: int | None = None) -> str:
     """The processor, its cores and torch's threads, and how many notebooks ran at once with how many threads each:
     what a timing is only true for."""
-    model = platform.processor() or platform.machine()
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+        model = processor(Path("/proc/cpuinfo").read_text())
     except OSError:
-        pass
-    text = f"{model}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads"
+        model = None
+    text = f"{model or platform.processor() or platform.machine()}, {os.cpu_count()} cores, " \
+           f"{torch.get_num_threads()} torch threads"
     return text + (f"; notebooks {lanes} at a time, {threads} torch threads each" if lanes > 1 else "")
 
 
