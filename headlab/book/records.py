@@ -40,8 +40,8 @@ def processor(cpuinfo: str) -> str | None:
         fields.setdefault(key.strip(), value.strip())
     if "model name" not in fields:
         return None
-    details = [f"family {fields[k]}" if k == "cpu family" else f"model {fields[k]}"
-               for k in ("cpu family", "model") if k in fields]
+    details = [f"{label} {fields[key]}" for key, label in (("cpu family", "family"), ("model", "model"))
+               if key in fields]
     if "avx512f" in fields.get("flags", "").split():
         details.append("AVX-512")
     return fields["model name"] + (f" ({', '.join(details)})" if details else "")

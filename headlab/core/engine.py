@@ -52,11 +52,9 @@ def _bert_layer_forward(layer, kept=None, cls_only: bool = False, onednn: bool =
     into, out_of = layer.intermediate.dense, layer.output.dense
     if kept is None and not onednn:  # the modules themselves, so masking hooks on the output projection still apply
         query, key, value, mix = attention.query, attention.key, attention.value, mixing.dense
-    elif kept is None:
-        query, key, value, mix = (dense(p.weight, p.bias) for p in (attention.query, attention.key, attention.value,
-                                                                     mixing.dense))
-    elif kept:
-        rows = (torch.as_tensor(list(kept), dtype=torch.long)[:, None] * size + torch.arange(size)).reshape(-1)
+    elif kept is None or kept:  # the kept heads' rows (every head's, for oneDNN), sliced and packed once here
+        kept_heads = range(attention.num_attention_heads) if kept is None else kept
+        rows = (torch.as_tensor(list(kept_heads), dtype=torch.long)[:, None] * size + torch.arange(size)).reshape(-1)
         rows = rows.to(mixing.dense.weight.device)
         query, key, value = (dense(p.weight[rows], p.bias[rows], onednn)
                              for p in (attention.query, attention.key, attention.value))
@@ -210,13 +208,13 @@ class MaskEngine:
         skip = min(skip, len(self.layers))
         out = np.zeros((m, self.n, NUM_GRADES), dtype=np.float32)
         # one mask: its layers are set up once for every batch; several: each copy of a batch gets its own mask
+        together = torch.stack(masks).to(self.device) if m > 1 else None
         with self._heads(masks[0], skip) if m == 1 else nullcontext():
             for b, (idx, inputs) in enumerate(self.batches):
                 rows = len(idx)
                 stacked = {k: v.repeat(m, *([1] * (v.dim() - 1))) for k, v in inputs.items()}
                 replay = [_repeat(o, m) for o in self._layer_outputs[b][:skip]] if skip else []
-                per_copy = (self._heads(torch.stack(masks).to(self.device).repeat_interleave(rows, dim=0), skip)
-                            if m > 1 else nullcontext())
+                per_copy = self._heads(together.repeat_interleave(rows, dim=0), skip) if m > 1 else nullcontext()
                 with _replay_layers(self.layers, replay), per_copy:
                     logits = self.model(**stacked).logits.float()
                 probs = torch.softmax(logits, dim=-1).cpu().numpy().reshape(m, rows, NUM_GRADES)
