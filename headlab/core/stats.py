@@ -5,6 +5,8 @@ the same examples; the bootstrap resamples examples, so both accuracies move tog
 """
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -147,3 +149,24 @@ def mean_interval(values, level: float = 0.95) -> tuple[float, float, float]:
 def by_interval(lo: float, hi: float, above: str, below: str, neither: str) -> str:
     """The words for an interval that lies above zero, below zero, or contains it (the three verdicts)."""
     return above if lo > 0 else below if hi < 0 else neither
+
+
+@dataclass(frozen=True)
+class Floor:
+    """A model's accuracy unmasked (``base``) and the accuracy of always answering its majority grade (``majority``),
+    on ``n`` test pairs: the two ends of the floor scale."""
+
+    base: float
+    majority: float
+    n: int
+
+    def lost(self, relative_change: float) -> float:
+        """The share of the accuracy above the majority grade that a relative change of accuracy takes away (NaN for a
+        model not above its majority grade: it has no such accuracy to lose)."""
+        if not self.base > self.majority:
+            return math.nan
+        return -relative_change * self.base / (self.base - self.majority)
+
+    def at_floor(self, accuracy: float) -> bool:
+        """Within two binomial standard errors of always answering the majority grade, or below it."""
+        return accuracy <= self.majority + 2 * math.sqrt(self.majority * (1 - self.majority) / self.n)

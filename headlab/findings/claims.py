@@ -1,72 +1,451 @@
-"""The study's claims as data: one row per claim, from which a page's verdict is written and a scorecard is built.
+"""The study's claims as data, judged by one rule: one row per claim, from which a page's verdict, the scorecard and
+the README are written.
 
-A finding turns its measurements into :class:`Claim` rows (the study's number, ours with its interval or test, the
-counts behind it, a verdict from a fixed vocabulary and a one-line reason); the page's prose is :func:`render` of
-those rows, and the rows are saved as a table (``claims_<finding>.csv``) that the scorecard across models reads.
+Every claim the book tests is registered once in :data:`STUDY_CLAIMS`: the sentence of the study it tests (``quote``,
+word for word), the page that tests it, and its *kind*, which fixes how it is judged:
+
+- ``effect``: an effect in a stated direction, optionally of at least a stated size (``min_size``, for words such as
+  "far more", "much", "collapse").
+- ``no_effect``: no effect beyond a stated margin (``margin``), as an equivalence test.
+- ``beats_control``: more than a control of random draws, by an empirical p over the draws.
+- ``compare``: a difference of two effects, in a stated direction and optionally of a stated size.
+
+:func:`judge` is the one verdict rule. "holds": the data support the claim; "does not hold": the data exclude it
+(the effect is shown smaller than the claimed size, or outside the margin); "opposite": the data support the reverse
+(an effect shown in the other direction); "cannot tell": the data decide neither, with the reason (too few pairs or
+draws, or both conditions at the model's floor, "saturated"); "not comparable": the measurement cannot speak to the
+claim on this model (e.g. a tokenizer that already marks the word ends a head is scored on).
+
+A correction across claims: the family is one model's scorecard, :data:`FAMILY` claims, each judged at
+``ALPHA / FAMILY`` (Bonferroni, as adjusted intervals). A page's 95% interval is widened to that level on each side by
+the ratio of normal quantiles (``adjusted``), so the verdict a page shows is the verdict the scorecard shows. Raw and
+adjusted intervals and p-values are both kept in the row.
+
+Accuracy effects are also put on the floor scale (:class:`Floor`): 0 is the unmasked model, 100% the accuracy of always
+answering the majority grade, so a reader sees how much of the accuracy above chance a mask takes. A condition whose
+accuracy is within two binomial standard errors of that floor (or below it) is *at the floor*: a model that can fall no
+further is evidence neither for nor against a claim that compares how far two conditions fall.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+import re
+from dataclasses import asdict, dataclass, fields
 
 import pandas as pd
+from scipy import stats as sps
 
-VERDICTS = ("holds", "does not hold", "opposite", "cannot tell")
+from headlab.core.stats import Floor
+
+VERDICTS = ("holds", "does not hold", "opposite", "cannot tell", "not comparable")
+KINDS = ("effect", "no_effect", "beats_control", "compare")
+ALPHA = 0.05
 _WORDS = {"holds": "**holds** here", "does not hold": "does **not** hold here", "opposite": "the **opposite** holds here",
-          "cannot tell": "**cannot be told** here"}
+          "cannot tell": "**cannot be told** here", "not comparable": "is **not comparable** here"}
+RULES = {
+    "effect": "holds when the adjusted interval lies beyond the claimed size in the claimed direction; opposite when it "
+              "lies beyond no effect in the other direction; does not hold when it lies short of the claimed size",
+    "no_effect": "holds when the adjusted interval lies within the margin (equivalence); does not hold when it lies "
+                 "outside it",
+    "beats_control": "holds when the adjusted empirical p over the random draws is below 5%; opposite when the reverse "
+                     "p is; cannot be decided when the draws cannot give a p that small",
+    "compare": "as an effect, on the difference of the two conditions; saturated (cannot tell) when both sit at the "
+               "model's floor",
+}
+
+
+@dataclass(frozen=True)
+class StudyClaim:
+    """One claim of the study as the book tests it: what the study says (``quote``) and how a verdict is reached."""
+
+    claim_id: str
+    page: str
+    claim: str
+    quote: str
+    kind: str
+    direction: int = 0  # +1 / -1: the sign of the effect the claim expects (0 for no_effect)
+    min_size: float = 0.0  # the least effect the claim's words ask for, in the claim's unit, from `null`
+    size_why: str = ""  # why min_size (or the margin) has its value
+    margin: float = 0.0  # no_effect: the equivalence margin, in the claim's unit
+    null: float = 0.0  # the value that means "no effect" in the claim's unit
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"claim {self.claim_id}: kind {self.kind!r} is not one of {KINDS}")
+        if self.kind == "no_effect" and not self.margin > 0:
+            raise ValueError(f"claim {self.claim_id}: a no_effect claim needs a margin above 0")
+        if self.kind != "no_effect" and self.direction not in (-1, 1):
+            raise ValueError(f"claim {self.claim_id}: a {self.kind} claim needs a direction of +1 or -1")
+
+    @property
+    def finding(self) -> str:
+        number, name = self.page.split("_", 1)
+        return f"{number} {name.replace('_', ' ')}"
+
+
+def _study(claim_id, page, claim, quote, kind, **rule) -> StudyClaim:
+    return StudyClaim(claim_id, page, claim, quote, kind, **rule)
+
+
+MARGIN_WHY = ("±2% relative: the study reports changes to the nearest 0.1% and calls +0% no change; 2% is a fifth of "
+              "the smallest effect it calls a loss or gain (the +2.3% of layer 8), and about the precision a test "
+              "split of ~1400 pairs gives a single mask (its 95% interval is about ±3%)")
+
+STUDY_CLAIMS: dict[str, StudyClaim] = {c.claim_id: c for c in [
+    # 01 redundancy
+    _study("redundancy.no_loss_below_20", "01_redundancy",
+           "Masking fewer than 20% of the heads costs no accuracy (about +1% at 10% in the study)",
+           "below 20% there is no loss; at 10% accuracy is about +1% above baseline", "no_effect",
+           margin=0.02, size_why=MARGIN_WHY),
+    _study("redundancy.falls_steadily", "01_redundancy", "Past some share, accuracy falls steadily as more heads go",
+           "Past some share, accuracy falls steadily as more heads go", "effect", direction=1),
+    # 02 layer dependence
+    _study("layer_dependence.low_heads_collapse", "02_layer_dependence",
+           "Masking 80% and 100% of the low heads makes accuracy collapse",
+           "Masking 80% and 100% of the low heads (40% and 50% on the axis) makes accuracy collapse", "effect",
+           direction=1, min_size=0.5,
+           size_why="a collapse: more than half of the accuracy above the majority grade lost (floor scale)"),
+    _study("layer_dependence.high_heads_cost_less", "02_layer_dependence",
+           "Masking most of the high heads costs far less than masking the low heads",
+           "masking most of the high heads costs far less", "compare", direction=1, min_size=0.2,
+           size_why="far less: the low half takes at least 20 points more of the accuracy above the majority grade "
+                    "(floor scale) than the high half"),
+    _study("layer_dependence.layers_5_9_gain", "02_layer_dependence", "Masking any one of layers 5–9 (of 12) raises accuracy",
+           "masking any of layers 5-9 *improves* accuracy", "effect", direction=1),
+    _study("layer_dependence.layer_8_gain", "02_layer_dependence", "Masking all of layer 8 (of 12) raises accuracy by 2.3%",
+           "masking all of layer 8 gives +2.3%", "effect", direction=1),
+    _study("layer_dependence.most_heads_change_nothing", "02_layer_dependence", "Most single heads change nothing when masked",
+           "most single heads change nothing", "effect", direction=1, null=0.5,
+           size_why="most: more than half of the heads, each shown within the ±2% margin"),
+    _study("layer_dependence.matching_layers_hurt", "02_layer_dependence",
+           "The term-matching heads (layers 2–4 of 12) hurt when masked",
+           "the term-matching heads hurt when masked", "effect", direction=-1),
+    _study("layer_dependence.some_heads_improve", "02_layer_dependence",
+           "Masking some single heads improves the model (the study's open question)",
+           "heads whose removal *improves* the model", "effect", direction=1),
+    # 03 word segmentation
+    _study("word_segmentation.single_head", "03_word_segmentation",
+           "One head's attention segments words (70% right in the study)",
+           "Reading one head's attention this way segments words with 70% accuracy", "effect", direction=1),
+    _study("word_segmentation.head_union", "03_word_segmentation",
+           "Several heads together segment words (96% right in the study)",
+           "counting a character as right when at least one of them is right gives 96%", "effect", direction=1),
+    # 04 word order
+    _study("word_order.clean_diagonal", "04_word_order",
+           "Some heads show a clean shifted diagonal (attention on the previous or the next token)",
+           "Some heads show a clean shifted-diagonal (previous / next token) pattern", "effect", direction=1,
+           null=0.5, size_why="clean: more than half of a token's attention on one neighbour"),
+    _study("word_order.shuffle_lowers_grade", "04_word_order", "Shuffling a title's words lowers its grade",
+           "With the title's words shuffled: grade 2.", "effect", direction=-1),
+    _study("word_order.order_heads_carry_order", "04_word_order",
+           "Masking the order heads makes the model less sensitive to a shuffled title than masking as many random heads",
+           "without them BERT no longer notices the scrambled title", "beats_control", direction=-1),
+    # 05 term matching
+    _study("term_matching.random_no_change", "05_term_matching", "Masking 5 random heads changes no accuracy",
+           "| change | +0% | +0% | -52.4% | -86.5% | -18.1% |", "no_effect", margin=0.02, size_why=MARGIN_WHY),
+    _study("term_matching.matching_costs", "05_term_matching",
+           "Masking the 5 term-matching heads costs accuracy, far more than masking random heads",
+           "| change | +0% | +0% | -52.4% | -86.5% | -18.1% |", "beats_control", direction=-1),
+    _study("term_matching.lower_half_costs", "05_term_matching", "Masking all heads of the lower half costs accuracy",
+           "| change | +0% | +0% | -52.4% | -86.5% | -18.1% |", "effect", direction=-1),
+    _study("term_matching.matching_keep_lower_half", "05_term_matching",
+           "Keeping only the 5 term-matching heads of the lower half keeps much of its accuracy, more than as many "
+           "random heads of it would",
+           "Keeping only those 5 heads in layers 0-5 keeps about 82% of baseline performance", "beats_control",
+           direction=1),
+    # 06 fine-tuning sharpens term matching
+    _study("sharpening.match_rises", "06_finetune_delta",
+           "Attention between identical query/title terms rises with fine-tuning",
+           "attention between identical query/title terms rises", "effect", direction=1),
+    _study("sharpening.self_falls", "06_finetune_delta", "Attention of a term to itself falls with fine-tuning",
+           "attention of a term to itself falls", "effect", direction=-1),
+    _study("sharpening.sep_falls", "06_finetune_delta", "Attention to [SEP] falls with fine-tuning",
+           "attention to `[SEP]` (read as \"no-op\", nothing to attend to) falls", "effect", direction=-1),
+    # 07 the high [CLS] head
+    _study("cls_head.masking_hurts", "07_cls_head", "One high-layer head (layer 10 of 12) costs accuracy when masked",
+           "so does one high head in layer 10", "effect", direction=-1),
+    _study("cls_head.concentrates_on_shared", "07_cls_head",
+           "That head's [CLS] attention concentrates on the terms query and title share",
+           "That head's `[CLS]` attention concentrates on the terms that query and title share", "effect", direction=1),
+    _study("cls_head.spreads_without_matching", "07_cls_head",
+           "With the low-layer term-matching heads masked, its [CLS] attention spreads over many more terms",
+           "its `[CLS]` attention spreads out over many more terms", "effect", direction=1, min_size=math.log(1.5),
+           size_why="many more terms: the effectively attended tokens (exp of the entropy) grow by at least a factor "
+                    "1.5, an entropy rise of log 1.5 = 0.41 nats"),
+    _study("cls_head.reads_matching_heads", "07_cls_head",
+           "It reads the matching heads: masking them spreads its [CLS] attention more than masking random lower heads",
+           "the high head reads the low heads' matching features", "beats_control", direction=1),
+    # 08 two towers
+    _study("two_tower.worse", "08_two_tower", "A two-tower model grades worse than one cross-encoder",
+           "a two-tower (siamese) BERT, which encodes query and title apart, did badly here", "effect", direction=-1),
+    _study("two_tower.fails_on_shared_terms", "08_two_tower",
+           "Two towers did badly because they cannot match terms: their loss is larger on pairs that share terms",
+           "This is offered as the reason a two-tower (siamese) BERT", "compare", direction=-1),
+]}
+FAMILY = len(STUDY_CLAIMS)  # the claims of one model's scorecard: the family the correction is over
 
 
 @dataclass(frozen=True)
 class Claim:
-    """One claim of the study on one run: its number and ours, the evidence's size, the verdict and why."""
+    """One claim of the study on one run: its number and ours, the evidence's size, the verdict and why.
+
+    Build it with :meth:`measured` or :meth:`not_measured`; both judge it with :func:`judge`.
+    """
 
     claim_id: str
     finding: str
     claim: str
+    quote: str
+    kind: str
     study: float | None
     ours: float
     lo: float
     hi: float
     unit: str
+    method: str
     n_examples: int
     n_draws: int
     p: float | None
     verdict: str
     reason: str
+    rule: str = ""
+    min_size: float = 0.0
+    margin: float = 0.0
+    size_why: str = ""
+    level: float = 1 - ALPHA / FAMILY
+    lo_adj: float = math.nan
+    hi_adj: float = math.nan
+    p_adj: float | None = None
+    lost: float = math.nan
+    lost_lo: float = math.nan
+    lost_hi: float = math.nan
+    at_floor: bool = False
+    study_unit: str = ""
+    page: str = ""
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
             raise ValueError(f"claim {self.claim_id}: verdict {self.verdict!r} is not one of {VERDICTS}")
 
+    @property
+    def study_claim(self) -> str:
+        """The registered claim this row belongs to (a sub-row ``<claim>/<part>`` belongs to ``<claim>``)."""
+        return self.claim_id.split("/")[0]
+
+    @classmethod
+    def measured(cls, claim_id: str, *, ours: float, lo: float, hi: float, unit: str, method: str, n_examples: int,
+                 reason: str, n_draws: int = 1, p: float | None = None, p_reverse: float | None = None,
+                 study: float | None = None, study_unit: str = "", floor: Floor | None = None,
+                 accuracies: tuple[float, ...] = (), claim: str | None = None,
+                 not_comparable: str = "") -> Claim:
+        """A claim measured on this run, judged by :func:`judge`.
+
+        ``ours``/``lo``/``hi``: our number and its 95% interval, by ``method`` (e.g. "paired bootstrap over test
+        pairs"). ``p``: for a ``beats_control`` claim, the one-sided empirical p over ``n_draws`` draws in the claim's
+        direction (``p_reverse`` the other way); for other kinds an exact test's p, kept beside the interval.
+        ``floor`` with ``accuracies`` (the masked conditions' accuracies) puts a relative change of accuracy on the
+        floor scale and marks a condition at the floor. ``study``: the study's number, only in ``unit``, or in
+        ``study_unit`` when the study gave it in another. ``not_comparable``: why this run cannot speak to the claim.
+        ``claim_id`` may name a sub-row, ``<registered id>/<part>``, with its own ``claim`` sentence.
+        """
+        spec = registered(claim_id)
+        lost = (floor.lost(ours), floor.lost(hi), floor.lost(lo)) if floor and unit.startswith("relative change of accuracy") \
+            else (math.nan,) * 3
+        at_floor = bool(floor) and bool(accuracies) and all(floor.at_floor(a) for a in accuracies)
+        judged = judge(spec, ours, lo, hi, p=p, p_reverse=p_reverse, n_draws=n_draws, at_floor=at_floor)
+        verdict, why = ("not comparable", not_comparable) if not_comparable else judged.verdict_and_why
+        return cls(claim_id, spec.finding, claim or spec.claim, spec.quote, spec.kind, study, float(ours), float(lo),
+                   float(hi), unit, method, int(n_examples), int(n_draws), None if p is None else float(p), verdict,
+                   _sentence(reason) + (f" {why}" if why else ""), RULES[spec.kind], spec.min_size, spec.margin,
+                   spec.size_why, judged.level, judged.lo_adj, judged.hi_adj, judged.p_adj, *lost, at_floor,
+                   study_unit, spec.page)
+
+    @classmethod
+    def not_measured(cls, claim_id: str, *, reason: str, unit: str = "", study: float | None = None,
+                     claim: str | None = None) -> Claim:
+        """A claim this run could not measure (``reason`` says why): "cannot tell", with no number."""
+        spec = registered(claim_id)
+        nan = math.nan
+        return cls(claim_id, spec.finding, claim or spec.claim, spec.quote, spec.kind, study, nan, nan, nan, unit, "",
+                   0, 0, None, "cannot tell", _sentence(reason), RULES[spec.kind], spec.min_size, spec.margin,
+                   spec.size_why, page=spec.page)
+
+
+def registered(claim_id: str) -> StudyClaim:
+    """The registered claim of a row's id (``<id>`` or ``<id>/<part>``); an unknown id is refused by name."""
+    key = claim_id.split("/")[0]
+    if key not in STUDY_CLAIMS:
+        raise KeyError(f"claim {claim_id!r} is not in headlab.findings.claims.STUDY_CLAIMS; register the study's "
+                       "sentence it tests there")
+    return STUDY_CLAIMS[key]
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text if not text or text[-1] in ".!?)" else text + "."
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """:func:`judge`'s answer: the verdict, why in one sentence, and the adjusted interval and p it rests on."""
+
+    verdict: str
+    why: str
+    level: float
+    lo_adj: float
+    hi_adj: float
+    p_adj: float | None = None
+
+    @property
+    def verdict_and_why(self) -> tuple[str, str]:
+        return self.verdict, self.why
+
+
+Z95 = float(sps.norm.ppf(0.975))
+
+
+def adjusted(ours: float, lo: float, hi: float, level: float) -> tuple[float, float]:
+    """A 95% interval widened to ``level`` (two-sided) on each side by the ratio of normal quantiles."""
+    scale = float(sps.norm.ppf(0.5 + level / 2)) / Z95
+    return ours - (ours - lo) * scale, ours + (hi - ours) * scale
+
+
+def judge(spec: StudyClaim, ours: float, lo: float, hi: float, *, p: float | None = None,
+          p_reverse: float | None = None, n_draws: int = 1, at_floor: bool = False, alpha: float = ALPHA,
+          family: int = FAMILY) -> Judgement:
+    """The one verdict rule (see the module's docstring), at ``alpha / family`` for every claim."""
+    each = alpha / family
+    level = 1 - each
+    if spec.kind == "beats_control":
+        return _judge_control(spec, p, p_reverse, n_draws, each, level)
+    if any(math.isnan(x) for x in (ours, lo, hi)):
+        return Judgement("cannot tell", "No interval was measured, so nothing can be decided.", level, math.nan,
+                         math.nan)
+    if spec.kind == "no_effect":  # equivalence (TOST) at `each`: the two-sided 1 - 2*each interval
+        a, b = adjusted(ours, lo, hi, 1 - 2 * each)
+        m = spec.margin
+        verdict = "holds" if -m < a - spec.null and b - spec.null < m else \
+            "does not hold" if a - spec.null > m or b - spec.null < -m else "cannot tell"
+        why = {"holds": f"The adjusted interval lies within ±{_num(m)}",
+               "does not hold": f"The adjusted interval lies outside ±{_num(m)}",
+               "cannot tell": f"The adjusted interval reaches past ±{_num(m)}, so it shows neither"}[verdict]
+        return Judgement(verdict, f"{why} (margin: {spec.size_why}).", 1 - 2 * each, a, b)
+    a, b = adjusted(ours, lo, hi, level)
+    d, m = spec.direction, spec.min_size
+    x_lo, x_hi = sorted((d * (a - spec.null), d * (b - spec.null)))
+    sized = f" by at least {_num(m)} ({spec.size_why})" if m else ""
+    if x_lo > m:
+        verdict, why = "holds", f"The adjusted interval lies beyond no effect in the claimed direction{sized}."
+    elif x_hi < 0:
+        verdict, why = "opposite", "The adjusted interval lies beyond no effect in the other direction."
+    elif x_hi < m:
+        verdict, why = "does not hold", f"The adjusted interval lies short of the claimed size{sized}."
+    elif at_floor:
+        verdict, why = "cannot tell", ("Saturated: the masked conditions sit at the model's floor (always about one "
+                                       "grade), so how far they fall says nothing more.")
+    else:
+        verdict, why = "cannot tell", "The adjusted interval reaches both sides, so the data decide neither way."
+    if at_floor and verdict in ("does not hold", "opposite") and spec.kind == "compare":
+        verdict, why = "cannot tell", ("Saturated: both conditions sit at the model's floor (always about one grade), "
+                                       "so their difference says nothing about the claim.")
+    return Judgement(verdict, why, level, a, b)
+
+
+def _judge_control(spec: StudyClaim, p: float | None, p_reverse: float | None, n_draws: int, each: float,
+                   level: float) -> Judgement:
+    if p is None or n_draws < 1:
+        return Judgement("cannot tell", "No random draws were measured.", level, math.nan, math.nan)
+    p_adj = min(1.0, p * FAMILY)
+    smallest = 1 / (1 + n_draws)
+    if p_adj < ALPHA:
+        return Judgement("holds", f"Adjusted empirical p = {p_adj:.2g} over {n_draws} draws.", level, math.nan,
+                         math.nan, p_adj)
+    if p_reverse is not None and min(1.0, p_reverse * FAMILY) < ALPHA:
+        return Judgement("opposite", f"Adjusted reverse p = {min(1.0, p_reverse * FAMILY):.2g} over {n_draws} draws.",
+                         level, math.nan, math.nan, p_adj)
+    if smallest >= each:
+        return Judgement("cannot tell", f"Cannot be decided at {n_draws} draws: the smallest empirical p they can give, "
+                         f"{smallest:.2g}, is above the adjusted level {each:.2g}.", level, math.nan, math.nan, p_adj)
+    return Judgement("cannot tell", f"Adjusted empirical p = {p_adj:.2g} over {n_draws} draws: not below 5%.", level,
+                     math.nan, math.nan, p_adj)
+
+
+def _num(x: float) -> str:
+    return f"{x:.3g}"
+
+
+COLUMNS = [f.name for f in fields(Claim)]
+
 
 def claims_table(claims: list[Claim]) -> pd.DataFrame:
     """The claims as a tidy table, one row each, in the order given."""
-    return pd.DataFrame([asdict(c) for c in claims], columns=list(Claim.__dataclass_fields__))
+    return pd.DataFrame([asdict(c) for c in claims], columns=COLUMNS)
+
+
+def claims_file(claims: list[Claim]) -> str:
+    """The table name a page saves its claims under, from the page its claims belong to (never typed by hand)."""
+    pages = {c.page for c in claims}
+    if len(pages) != 1:
+        raise ValueError(f"claims of one page expected, got pages {sorted(pages)}")
+    return f"claims_{pages.pop()}"
+
+
+def is_points(unit: str) -> bool:
+    """A difference of two relative changes or two shares is in points, not in %."""
+    return " minus " in unit or " above " in unit or unit.startswith("change of") or ", change of" in unit
 
 
 def number_text(value: float, unit: str) -> str:
-    """A claim's number as the page writes it: a signed percentage for a relative change, a percentage for a share,
-    signed percentage points for a difference of shares, three digits otherwise (signed for a difference)."""
-    difference = unit.startswith("change") or any(word in unit for word in (" minus ", " above ", ", change of"))
-    if unit.startswith("relative"):
+    """A claim's number as the page writes it: a signed percentage for a relative change, signed points for a
+    difference of relative changes or of shares, a percentage for a share, three digits otherwise."""
+    if unit.startswith("relative") and not is_points(unit):
         return f"{value:+.1%}"
+    if unit.startswith("relative") or (unit.startswith("share") and is_points(unit)) or "attention share" in unit:
+        return f"{100 * value:+.1f} points"
     if unit.startswith("share"):
-        return f"{100 * value:+.1f} points" if difference else f"{value:.1%}"
-    return f"{value:+.3g}" if difference else f"{value:.3g}"
+        return f"{value:.1%}"
+    return f"{value:+.3g}" if is_points(unit) else f"{value:.3g}"
 
 
 def _interval(c: Claim) -> str:
-    """Our number's interval as the page writes it; empty for a number measured without one (a mean score)."""
+    """Our number's interval as the page writes it; empty for a number measured without one."""
     return "" if math.isnan(c.lo) or math.isnan(c.hi) else f" [{number_text(c.lo, c.unit)}, {number_text(c.hi, c.unit)}]"
 
 
+def _adjusted_text(c: Claim) -> str:
+    if math.isnan(c.lo_adj) or math.isnan(c.hi_adj):
+        return ""
+    return f", adjusted [{number_text(c.lo_adj, c.unit)}, {number_text(c.hi_adj, c.unit)}]"
+
+
+def floor_text(c: Claim) -> str:
+    """The share of above-chance accuracy the effect takes away, and whether it is at the floor."""
+    if math.isnan(c.lost):
+        return ""
+    mark = "; at the model's floor" if c.at_floor else ""
+    return f" ({c.lost:.0%} [{c.lost_lo:.0%}, {c.lost_hi:.0%}] of the accuracy above the majority grade lost{mark})"
+
+
 def render(claims: list[Claim]) -> str:
-    """Markdown bullets, one per claim: the claim, the verdict, our number with its interval, the study's, why."""
+    """Markdown bullets, one per claim: the claim, the verdict, our number with its raw and adjusted intervals, the
+    study's number, why, and the rule."""
     lines = []
     for c in claims:
         ours = ("not measured" if math.isnan(c.ours) else
-                f"{number_text(c.ours, c.unit)}{_interval(c)} ({c.unit})")
+                f"{number_text(c.ours, c.unit)}{_interval(c)}{_adjusted_text(c)} ({c.unit}; {c.method})"
+                f"{floor_text(c)}")
         study = "" if c.study is None or (isinstance(c.study, float) and math.isnan(c.study)) else \
-            f"; the study: {number_text(c.study, c.unit)}"
-        lines.append(f"- *{c.claim}* {_WORDS[c.verdict]}: {ours}{study}. {c.reason}")
+            f"; the study: {number_text(c.study, c.study_unit or c.unit)}" + (f" ({c.study_unit})" if c.study_unit else "")
+        lines.append(f"- *{c.claim}* {_WORDS[c.verdict]}: {ours}{study}. {c.reason}\n"
+                     f"  The study: “{c.quote}”. The rule ({c.kind}): {c.rule}.")
     return "\n".join(lines)
+
+
+def quote_in(text: str, quote: str) -> bool:
+    """Whether ``quote`` is in ``text`` word for word (line breaks and runs of spaces read as one space)."""
+    squash = lambda s: re.sub(r"\s+", " ", s).strip()  # noqa: E731
+    return squash(quote) in squash(text)
+
+
+__all__ = ["ALPHA", "COLUMNS", "FAMILY", "KINDS", "STUDY_CLAIMS", "VERDICTS", "Claim", "Floor", "StudyClaim",
+           "claims_file", "claims_table", "judge", "number_text", "quote_in", "registered", "render"]

@@ -30,7 +30,7 @@ from headlab.core.engine import MaskEngine
 from headlab.core.evaluate import Encoded, encode, metrics, predict, predicted_grades
 from headlab.core.gradients import gradient_importance
 from headlab.core.masking import head_grid
-from headlab.core.stats import bootstrap_weights, mcnemar, relative_change
+from headlab.core.stats import Floor, bootstrap_weights, mcnemar, relative_change
 from headlab.core.sweep import (
     MaskSpec,
     per_example_table,
@@ -191,6 +191,13 @@ class Lab:
     @property
     def base_correct(self) -> np.ndarray:
         return (predicted_grades(self.base_probs) == self.encoded.grades).astype(int)
+
+    @property
+    def floor(self) -> Floor:
+        """The unmasked accuracy and that of always answering the majority grade: the ends of the floor scale."""
+        grades = self.encoded.grades
+        return Floor(float(self.base_correct.mean()), float(np.mean(grades == np.bincount(grades).argmax())),
+                     len(grades))
 
     @property
     def pad_id(self) -> int:
