@@ -134,3 +134,40 @@ def test_results_come_back_in_the_order_asked_whatever_the_processing_order():
     backward = MaskEngine(model, encoded, batch_size=4).probabilities(masks[::-1])
     for a, b in zip(forward, backward[::-1]):
         np.testing.assert_array_equal(a, b)
+
+
+def test_mean_ablation_puts_each_removed_heads_mean_in_its_place():
+    """The engine folds a removed head's mean output into the output projection's bias; the hooks add it to the
+    zeroed slice: the same grades either way, and not those of zeroing (the means are not zero)."""
+    from headlab.core.evaluate import length_batches, model_inputs
+    from headlab.core.masking import head_means
+
+    model, encoded = tiny_bert(), random_encoded(11)
+    means = head_means(model, (model_inputs(model, b, "cpu") for _, b in length_batches(encoded, 4)))
+    assert means.shape == (3, model.config.hidden_size) and means.abs().max() > 1e-3
+    masks = _masks()
+    with_hooks = MaskEngine(model, encoded, batch_size=4, leave_out_removed=False, means=means).probabilities(masks)
+    folded = MaskEngine(model, encoded, batch_size=4, means=means).probabilities(masks)
+    zeroed = MaskEngine(model, encoded, batch_size=4).probabilities(masks)
+    for hooks, fast, zero in zip(with_hooks, folded, zeroed):
+        np.testing.assert_allclose(fast, hooks, rtol=0, atol=1e-5)
+    np.testing.assert_array_equal(folded[0], zeroed[0])  # nothing removed: nothing replaced
+    assert all(np.abs(folded[i] - zeroed[i]).max() > 1e-5 for i in range(1, len(masks)))
+
+
+def test_head_means_average_each_projection_input_over_real_tokens_only():
+    """The mean is over real tokens: padding (present here, the pairs differ in length) does not count."""
+    from headlab.core.evaluate import length_batches, model_inputs
+    from headlab.core.masking import head_means, output_projections
+
+    model, encoded = tiny_bert(), random_encoded(11)
+    batches = [model_inputs(model, b, "cpu") for _, b in length_batches(encoded, 4)]
+    seen = []
+    hook = output_projections(model)[1].register_forward_pre_hook(lambda m, a: seen.append(a[0].detach()))
+    with torch.no_grad():
+        for inputs in batches:
+            model(**inputs)
+    hook.remove()
+    real = torch.cat([h[b["attention_mask"].bool()] for h, b in zip(seen, batches)])
+    assert any(bool((b["attention_mask"] == 0).any()) for b in batches)  # some pairs are padded
+    torch.testing.assert_close(head_means(model, batches)[1], real.mean(dim=0), rtol=1e-5, atol=1e-6)

@@ -1,17 +1,21 @@
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats as sps
 
-from headlab.core.stats import holm
+from headlab.core.stats import Floor, holm
 from headlab.findings.claims import render
 from headlab.findings.layer_dependence import (
     depth_note,
     halves_claims,
+    halves_details,
     halves_verdict,
     heads_claims,
+    heads_details,
     heads_verdict,
     layer_reference,
     layers_claims,
+    layers_details,
     layers_verdict,
     proxy_verdict,
     study_layer_to_ours,
@@ -30,6 +34,10 @@ def test_study_layers_map_by_relative_depth():
     assert "one to one" in depth_note(12)
     assert "8–9 → 4" in depth_note(6) and "0–1 → 0" in depth_note(6)
     assert layer_reference(6).to_dict("records")[0]["layer"] == 4
+
+
+FLOOR = Floor(base=0.6, majority=0.25, n=500)  # the floor scale: 0 unmasked, 100% always the majority grade
+FACTOR = 0.6 / (0.6 - 0.25)  # a relative change times -FACTOR is the share of the above-chance accuracy lost
 
 
 def _gap(rows):
@@ -55,55 +63,93 @@ def _by_slug(rows):
     return {c.claim_id.removeprefix("layer_dependence."): c for c in rows}
 
 
-def test_halves_claims_are_judged_at_80_and_100_percent_of_the_low_heads():
+def test_halves_claims_are_judged_on_the_floor_scale_at_the_weaker_of_80_and_100_percent():
     gap = _gap(COLLAPSING)
-    rows = _by_slug(halves_claims(gap, majority=0.25))
+    rows = _by_slug(halves_claims(gap, FLOOR))
     collapse, less = rows["low_heads_collapse"], rows["high_heads_cost_less"]
     assert (collapse.verdict, less.verdict) == ("holds", "holds")
-    # shown: the point where accuracy stays highest (40%: 24.0%), and the point whose difference reaches lowest
+    # shown: the weaker point (40% of all heads), on the floor scale, its interval mapped from the relative change's
     shown = gap.iloc[2]
-    assert (collapse.ours, collapse.lo, collapse.hi) == (shown.lower_change, shown.lower_lo, shown.lower_hi)
-    assert (collapse.n_examples, collapse.n_draws) == (500, 5)
-    assert (less.ours, less.lo, less.hi) == (shown.gap, shown.gap_lo, shown.gap_hi)
-    assert less.unit.endswith("upper half minus lower half")
-    assert "accuracy is 24.0% and 18.0%, from 60.0% unmasked" in collapse.reason
-    assert "at or below that floor at 2 of these 2 points" in collapse.reason
-    # a floor below what the masked model keeps: no collapse
-    above = _by_slug(halves_claims(gap, majority=0.2))["low_heads_collapse"]
-    assert above.verdict == "does not hold" and "at 1 of these 2 points" in above.reason
-    unknown = _by_slug(halves_claims(gap))["low_heads_collapse"]
-    assert unknown.verdict == "cannot tell" and np.isnan(unknown.ours)
-    # "at every point": a difference not distinguishable at 50% is not enough
-    assert _by_slug(halves_claims(gap.assign(gap_lo=[0, -0.01, 0.48, -0.01]), 0.25))["high_heads_cost_less"].verdict \
-        == "does not hold"
+    assert (collapse.ours, collapse.lo, collapse.hi) == (FLOOR.lost(shown.lower_change), FLOOR.lost(shown.lower_hi),
+                                                         FLOOR.lost(shown.lower_lo))
+    assert (collapse.n_examples, collapse.n_draws) == (500, 5) and collapse.at_floor  # 24.0% is at the floor
+    assert collapse.unit.startswith("share of the above-chance accuracy lost") and "mapped to the floor" in \
+        collapse.method
+    assert "accuracy is 24.0% and 18.0% (unmasked 60.0%, always answering the majority grade 25.0%)" in collapse.reason
+    assert np.allclose((less.ours, less.lo, less.hi), FACTOR * shown[["gap", "gap_lo", "gap_hi"]].to_numpy(float))
+    assert less.unit.endswith("lower half minus upper half, in points") and not less.at_floor
+    assert "+94.3 points" in render([less])
+    # without a floor, neither is measured
+    unknown = halves_claims(gap)
+    assert [c.verdict for c in unknown] == ["cannot tell"] * 2 and all(np.isnan(c.ours) for c in unknown)
+    assert "no floor" in unknown[0].reason
+    # a difference not distinguishable at 50% leaves "far less" undecided (the claim names both points)
+    open_ = _by_slug(halves_claims(gap.assign(gap_lo=[0, -0.01, 0.48, -0.01]), FLOOR))["high_heads_cost_less"]
+    assert open_.verdict == "cannot tell" and "the weaker, 50% of all heads" in open_.reason
     # the upper half costing more, distinguishably, at both points is the opposite of the claim
-    reversed_ = gap.assign(gap_lo=[0, -0.01, -0.2, -0.3], gap_hi=[0, 0.15, -0.1, -0.2])
-    assert _by_slug(halves_claims(reversed_, 0.25))["high_heads_cost_less"].verdict == "opposite"
-    untested = halves_claims(gap.iloc[:2], 0.25)
+    reversed_ = gap.assign(gap=[0, 0.05, -0.15, -0.25], gap_lo=[0, -0.01, -0.2, -0.3], gap_hi=[0, 0.15, -0.1, -0.2])
+    assert _by_slug(halves_claims(reversed_, FLOOR))["high_heads_cost_less"].verdict == "opposite"
+    # a difference shown smaller than "far" (20 points of the floor scale) does not hold
+    slight = gap.assign(gap=[0, 0, 0.05, 0.05], gap_lo=[0, 0, 0.03, 0.03], gap_hi=[0, 0, 0.07, 0.07])
+    assert _by_slug(halves_claims(slight, FLOOR))["high_heads_cost_less"].verdict == "does not hold"
+    untested = halves_claims(gap.iloc[:2], FLOOR)
     assert {c.verdict for c in untested} == {"cannot tell"} and all(np.isnan(c.ours) for c in untested)
     assert all("raise HALF_STEPS" in c.reason for c in untested)
 
 
+def test_a_collapse_is_a_share_of_the_above_chance_accuracy_lost_not_reaching_the_majority_grade():
+    # 50% relative loss: 30.0% accuracy, above the majority grade (25%) and off the floor, yet 86% of the accuracy
+    # above it is gone; the old rule (accuracy at or below the majority grade at both points) said "does not hold"
+    gap = _gap([(0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+                (0.4, 29, -0.50, -0.55, -0.45, -0.05, -0.09, -0.01, 0.40, 0.50),
+                (0.5, 36, -0.50, -0.55, -0.45, -0.10, -0.14, -0.06, 0.35, 0.45)])
+    collapse = _by_slug(halves_claims(gap, FLOOR))["low_heads_collapse"]
+    assert collapse.verdict == "holds" and not collapse.at_floor
+    assert np.isclose(collapse.ours, 0.5 * FACTOR) and collapse.ours > 0.8
+    # a quarter of the above-chance accuracy lost is no collapse: shown short of half
+    mild = gap.assign(lower_change=[0, -0.1, -0.1], lower_lo=[0, -0.12, -0.12], lower_hi=[0, -0.08, -0.08])
+    assert _by_slug(halves_claims(mild, FLOOR))["low_heads_collapse"].verdict == "does not hold"
+
+
+def test_two_halves_both_at_the_floor_are_saturated_not_a_failed_comparison():
+    floor_change = 0.25 / 0.6 - 1  # always the majority grade: 25.0% accuracy
+    row = (floor_change, floor_change - 0.01, floor_change + 0.01)
+    gap = _gap([(0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+                (0.4, 29, *row, *row, -0.01, 0.01),
+                (0.5, 36, *row, *row, -0.01, 0.01)])
+    less = _by_slug(halves_claims(gap, FLOOR))["high_heads_cost_less"]
+    assert less.verdict == "cannot tell" and "Saturated" in less.reason and less.at_floor
+    assert "both halves sit at the model's floor" in less.reason
+    # one point at the floor is set aside while the other can speak
+    mixed = _gap([(0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+                  (0.4, 29, -0.30, -0.35, -0.25, -0.02, -0.05, 0.01, 0.22, 0.34),
+                  (0.5, 36, *row, *row, -0.01, 0.01)])
+    less = _by_slug(halves_claims(mixed, FLOOR))["high_heads_cost_less"]
+    assert less.verdict == "holds" and "the weaker, 40% of all heads" in less.reason
+    assert "At 50% of all heads both halves sit at the model's floor" in less.reason
+
+
 def test_halves_verdict_when_the_lower_half_collapses():
     gap = _gap(COLLAPSING)
-    text = halves_verdict(gap, majority=0.25)
-    assert text.startswith(render(halves_claims(gap, 0.25)))
+    text = halves_verdict(gap, FLOOR)
+    assert text.startswith(render(halves_claims(gap, FLOOR)))
+    assert text == render(halves_claims(gap, FLOOR)) + "\n" + halves_details(gap)
     assert "*Masking 80% and 100% of the low heads makes accuracy collapse* **holds** here" in text
     assert "the lower half costs more at 2 and the upper half at 0" in text
     assert "+60.0 points [+53.0, +67.0] at 50%" in text  # the widest difference
     assert "lower -60.0% [-65.0%, -55.0%], upper -5.0% [-9.0%, -1.0%]" in text
-    assert "At 40% and 50% of all heads, masking the upper half changes accuracy by -5.0% and -10.0%" in text
+    assert "upper -5.0% and -10.0%" in text
     assert "no difference distinguishable from zero" in text  # the 20% share
 
 
 def test_halves_verdict_when_the_halves_do_not_differ():
     gap = _gap([(0.1, 7, -0.01, -0.03, 0.01, 0.0, -0.02, 0.02, -0.03, 0.05),
                 (0.5, 36, -0.30, -0.35, -0.25, -0.28, -0.33, -0.23, -0.04, 0.08)])
-    text = halves_verdict(gap, majority=0.1)
+    text = halves_verdict(gap, FLOOR)
     assert "the lower half costs more at 0 and the upper half at 0" in text
     assert "*Masking most of the high heads costs far less than masking the low heads* does **not** hold here" in text
-    assert "At 50% of all heads" in text and "at or below that floor at 0 of these 1 points" in text
-    assert "Not tested" in halves_verdict(gap.iloc[:1])
+    assert "At 50% of all heads" in text
+    assert "Not tested" in halves_verdict(gap.iloc[:1], FLOOR)
 
 
 def _layers(changes, p_values=None, half_width=0.01):
@@ -115,55 +161,59 @@ def _layers(changes, p_values=None, half_width=0.01):
     return table
 
 
-def test_layers_claims_need_a_gain_at_every_layer_of_the_studys_depth():
+LAYER_FLOOR = Floor(base=0.5, majority=0.2, n=400)
+
+
+def test_layers_claims_are_judged_at_the_weakest_layer_of_the_studys_depth():
     table = _layers([-0.5, -0.2, 0.03, 0.0, 0.02, -0.1])
-    rows = _by_slug(layers_claims(table, 6, n_examples=400))
+    rows = _by_slug(layers_claims(table, 6, n_examples=400, floor=LAYER_FLOOR))
+    assert list(rows) == ["layers_5_9_gain", "layer_8_gain"]
     gains, eight = rows["layers_5_9_gain"], rows["layer_8_gain"]
-    assert gains.verdict == "does not hold" and "2 of 3 show a distinguishable gain" in gains.reason
-    # shown: layer 3, whose interval reaches lowest
+    # shown: layer 3, whose interval reaches lowest; it contains 0, so the claim of a gain at every layer is open
+    assert gains.verdict == "cannot tell" and "the row shows layer 3, whose interval reaches lowest" in gains.reason
     assert (gains.ours, gains.lo, gains.hi, gains.p) == (0.0, -0.01, 0.01, table.at[3, "p_holm"])
+    assert gains.method == "paired bootstrap over test pairs" and not np.isnan(gains.lost)
     assert (eight.verdict, eight.ours, eight.lo, eight.hi, eight.study) == ("holds", 0.02, 0.01, 0.03, 0.023)
     assert eight.n_examples == 400 and eight.p == table.at[4, "p_holm"]
-    every = _by_slug(layers_claims(_layers([-0.5, -0.2, 0.03, 0.03, 0.02, -0.1]), 6, 400))
+    every = _by_slug(layers_claims(_layers([-0.5, -0.2, 0.03, 0.03, 0.02, -0.1]), 6, 400, floor=LAYER_FLOOR))
     assert every["layers_5_9_gain"].verdict == "holds"
-    losing = _by_slug(layers_claims(_layers([-0.5] * 12), 12, 400))
+    losing = _by_slug(layers_claims(_layers([-0.5] * 12), 12, 400, floor=LAYER_FLOOR))
     assert losing["layers_5_9_gain"].verdict == "opposite" and losing["layer_8_gain"].verdict == "opposite"
     unclear = _by_slug(layers_claims(_layers([0.0, 0.0, 0.0, 0.0, 0.01, 0.0], p_values=[1] * 6), 6, 400))
     eight = unclear["layer_8_gain"]
-    assert eight.verdict == "cannot tell" and "no change distinguishable" in eight.reason
+    assert eight.verdict == "cannot tell" and "Holm p = 1 over the 6 layers" in eight.reason
     missing = layers_claims(_layers([-0.5, -0.2]), 6, 400)  # only layers 0 and 1 were masked
     assert [c.verdict for c in missing] == ["cannot tell"] * 2 and all(np.isnan(c.ours) for c in missing)
 
 
 def test_layers_verdict_compares_by_depth_and_with_the_study_numbers():
     table = _layers([-0.5, -0.2, 0.03, 0.0, 0.02, -0.1])
-    text = layers_verdict(table, 6, 400)
-    assert text.startswith(render(layers_claims(table, 6, 400)))
+    text = layers_verdict(table, 6, 400, floor=LAYER_FLOOR)
+    assert text == render(layers_claims(table, 6, 400, floor=LAYER_FLOOR)) + "\n" + layers_details(table, 6)
     assert "study layers → our layer" in text
-    assert "our layers 2–4: 2 of 3 show a distinguishable gain" in text
-    assert "*Masking any one of layers 5–9 (of 12) raises accuracy* does **not** hold here" in text
-    assert "layer 2: +3.0% [+2.0%, +4.0%] (gain); layer 3: +0.0% [-1.0%, +1.0%];" in text
+    assert "*Masking any one of layers 5–9 (of 12) raises accuracy* **cannot be told** here" in text
+    assert "layer 2: +3.0% [+2.0%, +4.0%] (gain after Holm); layer 3: +0.0% [-1.0%, +1.0%];" in text
     assert ("*Masking all of layer 8 (of 12) raises accuracy by 2.3%* **holds** here: +2.0% [+1.0%, +3.0%]" in text
-            and "Our layer 4 at the same depth: a gain distinguishable from zero (Holm p = 0.006); the interval "
-                "contains" in text)
+            and "Our layer 4 at the same depth: exact McNemar test, Holm p = 0.006 over the 6 layers; the 95% "
+                "interval contains" in text)
     assert "Holm correction over all 6 layers" in text
     assert "the largest loss is layer 0: -50.0%" in text
     text = layers_verdict(_layers([-0.5] * 12), 12, 400)
-    assert "one to one" in text and "0 of 5 show a distinguishable gain" in text and "the **opposite** holds" in text
-    assert "a loss distinguishable from zero (Holm p" in text and "excludes" in text and "gain at no layer" in text
+    assert "one to one" in text and "the **opposite** holds" in text
+    assert "Holm p = 0.012 over the 12 layers" in text and "excludes" in text and "gain after Holm at no layer" in text
 
 
 def test_layers_verdict_needs_holm_across_layers_not_one_interval():
     # layer 2's interval excludes zero and p = 0.02, but six layers were tested: Holm makes it 0.1
     table = _layers([0.0, 0.0, 0.03, 0.0, 0.0, 0.0], p_values=[1, 1, 0.02, 1, 1, 1])
     text = layers_verdict(table, 6, 400)
-    assert "layer 2: +3.0% [+2.0%, +4.0%];" in text and "0 of 3 show a distinguishable gain" in text
-    assert "gain at no layer" in text
-    assert _by_slug(layers_claims(table, 6, 400))["layers_5_9_gain"].verdict == "does not hold"
+    assert "layer 2: +3.0% [+2.0%, +4.0%];" in text and "gain after Holm at no layer" in text
+    assert _by_slug(layers_claims(table, 6, 400))["layers_5_9_gain"].verdict == "cannot tell"
 
 
 def _grid(rows):
     grid = pd.DataFrame(rows, columns=["layer", "head", "rel_change", "p_mcnemar", "p_holm"])
+    grid["accuracy"] = 0.5 * (1 + grid["rel_change"])
     grid["lo"], grid["hi"] = grid["rel_change"] - 0.02, grid["rel_change"] + 0.02
     grid["lo90"], grid["hi90"] = grid["rel_change"] - 0.015, grid["rel_change"] + 0.015
     grid["significant"] = grid["p_holm"] < 0.05
@@ -177,56 +227,66 @@ MIXED = [(0, 0, -0.30, 1e-6, 1e-5), (1, 1, -0.10, 1e-4, 1e-3), (2, 0, 0.05, 1e-3
 
 def test_heads_claims_rules():
     grid = _grid(MIXED)
-    rows = _by_slug(heads_claims(grid, layers=3, n_examples=300))
-    # only head 0.1 lies within ±2%: not "most", and 3 of 6 significant is not more than half either
+    rows = _by_slug(heads_claims(grid, layers=3, n_examples=300, floor=LAYER_FLOOR))
+    # the study's layer-10 head is page 07's claim, not this page's
+    assert list(rows) == ["most_heads_change_nothing", "matching_layers_hurt", "some_heads_improve"]
+    # only head 0.1 lies within ±2%: 1 of 6, with a Clopper–Pearson interval over the heads reaching past one half
     nothing = rows["most_heads_change_nothing"]
     assert (nothing.verdict, nothing.ours, nothing.n_examples) == ("cannot tell", pytest.approx(1 / 6), 300)
+    assert nothing.lo < 1 / 6 < 0.5 < nothing.hi and "Clopper–Pearson" in nothing.method
     assert nothing.unit.startswith("share") and "1 of 6 heads pass" in nothing.reason
-    # study layers 2–4 are our layers 0–1 of 3: heads 0.0 and 1.1 hurt after Holm; shown, the larger loss
+    # study layers 2–4 are our layers 0–1 of 3 (4 heads): shown, the head whose widened interval lies lowest
     matching = rows["matching_layers_hurt"]
     worst = grid.iloc[0]
-    assert matching.verdict == "holds"
-    assert (matching.ours, matching.lo, matching.hi, matching.p) == (worst.rel_change, worst.lo, worst.hi, worst.p_holm)
-    # study layer 10 is our layer 2, where no head hurts (2.0 helps)
-    high = rows["layer_10_head_hurts"]
-    assert high.verdict == "cannot tell" and high.ours == 0.02 and "0 head(s) hurt" in high.reason
+    scale = sps.norm.ppf(1 - 0.025 / 4) / sps.norm.ppf(0.975)
+    assert matching.verdict == "holds" and "all 4 heads of our layer(s) 0–1 at once (Bonferroni)" in matching.method
+    assert (matching.ours, matching.p) == (worst.rel_change, worst.p_holm)
+    assert np.allclose((matching.lo, matching.hi), (worst.rel_change - 0.02 * scale, worst.rel_change + 0.02 * scale))
+    assert "2 of 4 heads there hurt when masked" in matching.reason and not np.isnan(matching.lost)
     improve = rows["some_heads_improve"]
     best = grid.iloc[2]
-    assert (improve.verdict, improve.ours, improve.lo, improve.hi, improve.p) == ("holds", best.rel_change, best.lo,
-                                                                                   best.hi, best.p_holm)
-    assert "2 head(s) improve accuracy at an uncorrected p < 0.05; 1 survive" in improve.reason
+    assert (improve.verdict, improve.ours, improve.p) == ("holds", best.rel_change, best.p_holm)
+    assert improve.lo < best.lo and "all 6 heads masked at once" in improve.method
+    assert "2 head(s) improve accuracy at an uncorrected McNemar p < 0.05; 1 survive" in improve.reason
     quiet = _by_slug(heads_claims(_grid([(0, 0, 0.0, 1.0, 1.0), (0, 1, 0.001, 0.9, 1.0), (1, 0, 0.03, 0.04, 0.12)]),
                                   2, 300))
-    assert quiet["most_heads_change_nothing"].verdict == "holds"
     assert quiet["some_heads_improve"].verdict == "cannot tell" and quiet["some_heads_improve"].ours == 0.03
     assert quiet["matching_layers_hurt"].verdict == "cannot tell"
-    loud = _by_slug(heads_claims(_grid([(0, 0, -0.3, 1e-6, 1e-5), (0, 1, -0.2, 1e-6, 1e-5), (1, 0, 0.1, 1e-6, 1e-5)]),
-                                 2, 300))
-    assert loud["most_heads_change_nothing"].verdict == "does not hold"  # most heads change accuracy after Holm
+    # most of 40 heads shown to change nothing: the share's interval lies above one half
+    many = _by_slug(heads_claims(_grid([(k // 8, k % 8, 0.0, 1.0, 1.0) for k in range(38)]
+                                       + [(5, 6, -0.3, 1e-6, 1e-5), (5, 7, -0.2, 1e-6, 1e-5)]), 6, 300))
+    assert many["most_heads_change_nothing"].verdict == "holds"
+    assert many["most_heads_change_nothing"].ours == pytest.approx(0.95)
+    # most heads changing accuracy: the share lies below one half
+    loud = _by_slug(heads_claims(_grid([(k // 8, k % 8, -0.3, 1e-6, 1e-5) for k in range(40)]), 6, 300))
+    assert loud["most_heads_change_nothing"].verdict == "opposite"
     untested = heads_claims(_grid(MIXED).assign(direction="untested"), 3, 300)
-    assert [c.verdict for c in untested] == ["cannot tell"] * 4 and all(np.isnan(c.ours) for c in untested)
+    assert [c.verdict for c in untested] == ["cannot tell"] * 3 and all(np.isnan(c.ours) for c in untested)
+    assert "layer_dependence.layer_10_head_hurts" not in {c.claim_id for c in untested}
 
 
 def test_heads_verdict_counts_and_names_the_heads():
     grid = _grid(MIXED)
     text = heads_verdict(grid, layers=3, n_examples=300)
-    assert text.startswith(render(heads_claims(grid, 3, 300)))
+    assert text == render(heads_claims(grid, 3, 300)) + "\n" + heads_details(grid, 3)
     assert "6 heads" in text and "**3 significant**" in text
     assert "2 hurt when masked: 0.0 -30.0%" in text and "1 help: 2.0 +5.0%" in text
     # only head 0.1 (+0.0% [-1.5%, +1.5%]) lies within ±2%; 1.0 and 2.1 are not significant, yet not shown null
-    assert "1 of 6 heads pass; 3 show no change that survives the Holm correction" in text
+    assert "1 of 6 heads pass. 3 show no change that survives the Holm correction" in text
     assert "*Most single heads change nothing when masked* **cannot be told** here" in text
     assert "2.0 +5.0% [+3.0%, +7.0%] (p = 0.001, Holm 0.01), 2.1 +2.0%" in text  # the uncorrected gains, with p
-    assert "our layers 1 and 2" not in text and "our layer(s) 0–1 (this page" in text
-    assert "0.0 -30.0% [-32.0%, -28.0%], 1.1 -10.0% [-12.0%, -8.0%] (the rule" in text
-    assert "our layer(s) 2: 0 head(s)" in text
+    assert "our layer(s) 0–1 (this page" in text
+    assert "0.0 -30.0% [-32.0%, -28.0%], 1.1 -10.0% [-12.0%, -8.0%]. The row shows head 0.0" in text
+    # the layer-10 head: listed, but its claim is page 07's
+    assert "At the depth of the study's layer 10 (our layer 2), 0 head(s) hurt after Holm" in text
+    assert "One head of layer 10" not in text
 
 
 def test_heads_verdict_without_any_improving_head():
     grid = _grid([(0, 0, -0.30, 1e-6, 1e-5), (0, 1, 0.01, 0.5, 1.0)])
     text = heads_verdict(grid, layers=2, n_examples=300)
-    assert "0 head(s) improve accuracy at an uncorrected p < 0.05; 0 survive" in text
-    assert "Shown: head 0.1, the largest gain of any head" in text and "uncorrected p < 0.05:" not in text
+    assert "0 head(s) improve accuracy at an uncorrected McNemar p < 0.05; 0 survive" in text
+    assert "The row shows head 0.1" in text and "uncorrected p < 0.05:" not in text
 
 
 def test_proxy_verdict_thresholds():

@@ -1,14 +1,18 @@
-"""Finding 4's claims (one per part of the page) and the verdicts rendered from them, with the numbers behind them."""
+"""Finding 4's claims (one per part of the page), judged by the one rule of headlab.findings.claims, and the verdicts
+rendered from them, with the numbers behind them."""
 import math
 
 import numpy as np
 import pandas as pd
+import pytest
 
-from headlab.findings.claims import render
-from headlab.findings.order import CONDITIONS, case_shares
+from headlab.core.evaluate import Encoded
+from headlab.findings import order_report
+from headlab.findings.claims import STUDY_CLAIMS, claims_file, number_text, render
+from headlab.findings.order import CONDITIONS, case_shares, order_heads, sensitivity_reduction
 from headlab.findings.order_report import (
-    case_claims,
     case_grades,
+    draws_needed,
     masking_claims,
     order_heads_claims,
     shuffle_claims,
@@ -19,20 +23,59 @@ from headlab.findings.order_report import (
 )
 
 
+def _order_table(scores=(0.9, 0.6, 0.1), half=0.05):
+    scores = np.asarray(scores, dtype=float)
+    return pd.DataFrame({"layer": [0, 1, 2], "head": [2, 0, 1], "score": scores, "score_lo": scores - half,
+                         "score_hi": scores + half, "direction": ["prev", "next", "prev"], "rank": [1, 2, 3],
+                         "n_examples": 50})
+
+
 def test_verdict_order_heads():
-    table = pd.DataFrame({"layer": [0, 1, 2], "head": [2, 0, 1], "score": [0.9, 0.6, 0.1],
-                          "direction": ["prev", "next", "prev"], "rank": [1, 2, 3], "n_examples": 50})
+    table = _order_table()
     [row] = order_heads_claims(table)
     assert (row.claim_id, row.verdict, row.ours, row.n_examples) == ("word_order.clean_diagonal", "holds", 0.9, 50)
-    assert math.isnan(row.lo) and math.isnan(row.hi) and "2 of 3 heads" in row.reason and "L0H2" in row.reason
-    text = verdict_order_heads(table, k=2, mean_tokens=20)
+    assert "2 of 3 heads" in row.reason and "L0H2" in row.reason
+    text = verdict_order_heads(table, k=2, mean_tokens=20, rows=[row])
     assert text.startswith(render([row]) + "\n")
-    assert "**holds** here: 90.0% (share of a token's attention on one neighbour, clearest head)" in text
+    assert text == verdict_order_heads(table, k=2, mean_tokens=20)  # by default the same row, built the same way
+    assert "**holds** here: 90.0% [85.0%, 95.0%]" in text and "share of a token's attention on one neighbour" in text
     assert "L0H2, puts 90%" in text and "previous token" in text and "about 5%" in text
     assert "between 60% and 90%" in text
-    weak = order_heads_claims(table.assign(score=[0.5, 0.2, 0.1]))[0]  # exactly half is not "more than half"
-    assert weak.verdict == "does not hold" and "0 of 3 heads" in weak.reason
-    assert "does **not** hold here" in verdict_order_heads(table.assign(score=[0.3, 0.2, 0.1]), k=2)
+    # "clean" is more than half of the attention: the interval is judged against 50%, adjusted over the claims
+    assert order_heads_claims(_order_table((0.52, 0.2, 0.1)))[0].verdict == "cannot tell"
+    assert order_heads_claims(_order_table((0.3, 0.2, 0.1)))[0].verdict == "opposite"
+
+
+def test_the_clean_diagonal_has_an_interval():
+    """It used to be a mean over pairs with no interval; now the clearest head's per-pair shares are bootstrapped."""
+    [row] = order_heads_claims(_order_table())
+    assert (row.lo, row.hi) == (pytest.approx(0.85), pytest.approx(0.95))
+    assert row.lo_adj < row.lo and row.hi < row.hi_adj and "bootstrap over pairs" in row.method
+    [unmeasured] = order_heads_claims(_order_table().drop(columns=["score_lo", "score_hi"]))
+    assert unmeasured.verdict == "cannot tell" and math.isnan(unmeasured.ours) and "no interval" in unmeasured.reason
+
+
+class Tok:
+    all_special_ids = [1, 2]
+    pad_token_id = 0
+
+
+def test_order_heads_bootstrap_the_score_over_pairs():
+    """Head 0 puts 0.6, 0.7, ..., 1.0 on the previous token in the five pairs: its interval lies around 0.8."""
+    ids = [1, 5, 6, 7, 2]
+    encoded = Encoded([ids] * 5, [[0] * 5] * 5, np.zeros(5), 0)
+
+    def attention():
+        for example, share in enumerate((0.6, 0.7, 0.8, 0.9, 1.0)):
+            maps = np.full((1, 2, 5, 5), 0.0)
+            maps[0, 0, np.arange(1, 5), np.arange(4)] = share
+            maps[0, 1, np.arange(4), np.arange(1, 5)] = 0.5  # head 1: always 0.5 on the next token
+            yield example, maps
+
+    table = order_heads(attention(), encoded, Tok(), k=1, n_boot=500).set_index("head")
+    assert table.loc[0, "score"] == pytest.approx(0.8) and table.loc[0, "direction"] == "prev"
+    assert 0.6 <= table.loc[0, "score_lo"] < 0.8 < table.loc[0, "score_hi"] <= 1.0
+    assert (table.loc[1, "score_lo"], table.loc[1, "score_hi"]) == (pytest.approx(0.5), pytest.approx(0.5))
 
 
 def _by_grade(shift, lo, hi):
@@ -47,75 +90,84 @@ def test_verdict_shuffle():
                            "share": [0.5, 0.5, 0.7, 0.3]})
     [row] = shuffle_claims(by_grade)
     assert (row.claim_id, row.verdict) == ("word_order.shuffle_lowers_grade", "holds")
-    assert (row.ours, row.lo, row.hi, row.n_examples, row.study) == (-0.3, -0.4, -0.2, 30, -2.0)
-    assert "by a clear amount" in row.reason
-    text = verdict_shuffle(by_grade, shares)
+    assert (row.ours, row.lo, row.hi, row.n_examples) == (-0.3, -0.4, -0.2, 30)
+    assert row.method == "bootstrap over pairs"
+    text = verdict_shuffle(by_grade, shares, [row])
     assert text.startswith(render([row]) + "\n")
     assert "-0.3 [-0.4, -0.2]" in text and "gold grade 5 (10)" in text and "20.0% of the pairs" in text
-    assert "by a small amount" in shuffle_claims(_by_grade(-0.2, -0.3, -0.1))[0].reason
     flat = shuffle_claims(_by_grade(-0.05, -0.1, 0.1))[0]
-    assert flat.verdict == "cannot tell" and "the interval contains 0" in flat.reason
+    assert flat.verdict == "cannot tell" and "decide neither way" in flat.reason
     assert shuffle_claims(_by_grade(0.2, 0.1, 0.3))[0].verdict == "opposite"
     assert "**cannot be told** here" in verdict_shuffle(_by_grade(-0.05, -0.1, 0.1), shares)
+    # the reason describes the evidence; the verdict is the rule's alone
+    for r in (row, flat):
+        evidence = r.reason.split(". The adjusted")[0]
+        assert not any(word in evidence for word in ("holds", "small amount", "clear amount"))
 
 
-def _comparison(order_tv: float, draws: int, p: float, diff_hi: float):
+def test_the_studys_two_grades_are_not_put_beside_our_mean_as_the_same_number():
+    [row] = shuffle_claims(_by_grade(-0.025, -0.04, -0.01))
+    assert row.study == -2 and row.study_unit and row.study_unit != row.unit and "one example pair" in row.study_unit
+    assert number_text(row.ours, row.unit) == "-0.025"
+    text = render([row])
+    assert f"the study: -2 ({row.study_unit})" in text and "not the same number" in row.reason
+
+
+def _comparison(order_tv: float, draws: int, p: float, diff_hi: float, p_reverse: float | None = None):
     conditions = pd.DataFrame({"measure": "tv", "condition": ["no mask", "order heads", "random heads"],
                                "value": [0.2, order_tv, 0.18], "lo": [0.18, order_tv - 0.01, 0.17],
                                "hi": [0.22, order_tv + 0.01, 0.19], "n_examples": 100,
                                "draw_lo": [np.nan, np.nan, 0.16], "draw_hi": [np.nan, np.nan, 0.2],
                                "n_draws": [np.nan, np.nan, draws]})
     tests = pd.DataFrame([{"measure": "tv", "order_heads": order_tv, "random_mean": 0.18, "p_value": p,
+                           "p_value_reverse": 1.0 if p_reverse is None else p_reverse,
                            "difference": order_tv - 0.18, "difference_lo": order_tv - 0.2, "difference_hi": diff_hi}])
     return conditions, tests
 
 
-def _masking_verdict(*args) -> str:
-    return masking_claims(*_comparison(*args))[0].verdict
+def _masking(*args, **kwargs):
+    return masking_claims(*_comparison(*args, **kwargs))[0]
 
 
-def test_verdict_masking_cases():
-    text = verdict_masking(*_comparison(0.05, 30, 1 / 31, -0.1), k=7)
-    [row] = masking_claims(*_comparison(0.05, 30, 1 / 31, -0.1))
-    assert (row.claim_id, row.verdict) == ("word_order.order_heads_carry_order", "holds")
-    assert (row.ours, row.lo, row.hi, row.p, row.n_draws, row.n_examples) == (0.05 - 0.18, 0.05 - 0.2, -0.1, 1 / 31,
-                                                                            30, 100)
+def test_thirty_draws_cannot_decide_the_masking_claim():
+    """0 of 30 draws as insensitive is p = 1/31 = 0.032: "holds" before the correction, now no p from 30 draws can
+    reach 5% over the scorecard's claims, and the verdict says so."""
+    row = _masking(0.05, 30, 1 / 31, -0.1)
+    assert (row.claim_id, row.verdict, row.p, row.n_draws) == ("word_order.order_heads_carry_order", "cannot tell",
+                                                               1 / 31, 30)
+    assert "Cannot be decided at 30 draws" in row.reason and "0 of the 30 draws" in row.reason
+    assert (row.ours, row.lo, row.hi, row.n_examples) == (0.05 - 0.18, 0.05 - 0.2, -0.1, 100)
+    text = verdict_masking(*_comparison(0.05, 30, 1 / 31, -0.1), k=7, rows=[row])
     assert text.startswith(render([row]) + "\n")
-    assert "markedly less sensitive" in text and "a cut of 75%" in text and "0 of the 30 random draws" in text
-    assert "p = 0.032" in text and "smallest p possible with 30 draws is 0.032" in text
-    assert "random other heads of the same layers masked (depth-matched" in text
-    assert "markedly" not in masking_claims(*_comparison(0.15, 30, 1 / 31, -0.01))[0].reason  # 0.15 > half of 0.18
-    assert _masking_verdict(0.15, 30, 1 / 31, -0.01) == "holds"
-    few = masking_claims(*_comparison(0.05, 5, 1 / 6, -0.1))[0]
-    assert few.verdict == "cannot tell" and "cannot be decided with 5 draws" in few.reason
-    assert "cannot be decided with 19 draws" in verdict_masking(*_comparison(0.05, 19, 1 / 20, -0.1), k=7)  # p = 0.05
-    assert _masking_verdict(0.05, 19, 1 / 20, -0.1) == "cannot tell"
-    assert _masking_verdict(0.05, 20, 1 / 21, -0.1) == "holds"
-    assert _masking_verdict(0.19, 5, 0.8, 0.02) == "cannot tell"  # whatever the direction
-    some = masking_claims(*_comparison(0.15, 30, 0.3, -0.01))[0]
-    assert some.verdict == "does not hold" and "some random draws do as much" in some.reason
-    assert _masking_verdict(0.19, 30, 0.8, 0.02) == "does not hold"  # the difference's interval contains 0
-    assert _masking_verdict(0.3, 30, 1.0, 0.2) == "opposite"  # its interval lies above 0: more sensitive
-    assert "does **not** hold here" in verdict_masking(*_comparison(0.19, 30, 0.8, 0.02), k=7)
+    assert "a cut of 75%" in text and "smallest p possible with 30 draws is 0.032" in text
+    assert f"at least {draws_needed()} draws" in text and "random other heads of the same layers masked" in text
 
 
-def _cases(n: int, study_like: int) -> pd.DataFrame:
-    cases = pd.DataFrame({"example": range(n), "grade": 5, "relevant": True, "drops": True, "order_restores": True,
-                          "study_like": False})
-    cases.loc[:study_like - 1, "study_like"] = True
-    return cases
+def test_enough_draws_decide_the_masking_claim_by_its_empirical_p():
+    assert draws_needed() == 540 and draws_needed(0.05, 1) == 20
+    assert _masking(0.05, 600, 1 / 601, -0.1).verdict == "holds"
+    assert _masking(0.3, 600, 1.0, 0.2, p_reverse=1 / 601).verdict == "opposite"  # more sensitive than random heads
+    some = _masking(0.15, 600, 0.3, -0.01)
+    assert some.verdict == "cannot tell" and "not below 5%" in some.reason
+    assert "**cannot be told** here" in verdict_masking(*_comparison(0.19, 600, 0.8, 0.02), k=7)
 
 
-def test_case_claim_holds_only_when_the_studys_case_is_common():
-    [none] = case_claims(case_shares(_cases(20, 0)))
-    assert (none.claim_id, none.verdict, none.ours, none.n_examples) == ("word_order.case_is_typical", "does not hold",
-                                                                         0.0, 20)
-    assert "No pair behaves like the study's case" in none.reason
-    rare = case_claims(case_shares(_cases(20, 1)))[0]  # 5%: found, but the exception
-    assert rare.verdict == "does not hold" and "the exception, not the rule" in rare.reason
-    assert rare.lo < 0.05 < rare.hi
-    common = case_claims(case_shares(_cases(20, 2)))[0]  # 10%: common
-    assert common.verdict == "holds" and common.ours == 0.1 and "it is common here" in common.reason
+def test_sensitivity_reduction_reverse_p_by_hand():
+    out = sensitivity_reduction(0.2, np.array([0.5, 0.4, 0.1, 0.3, 0.05]))
+    assert out["p_value"] == pytest.approx((1 + 2) / 6) and out["p_value_reverse"] == pytest.approx((1 + 3) / 6)
+
+
+def test_the_page_makes_the_studys_claims_only():
+    """No row asks whether the study's one pair is typical: the study does not claim it (and pairs graded below 4
+    cannot follow it, so it was 0% by construction)."""
+    rows = (order_heads_claims(_order_table()) + shuffle_claims(_by_grade(-0.3, -0.4, -0.2))
+            + masking_claims(*_comparison(0.05, 30, 1 / 31, -0.1)))
+    page = {c.claim_id for c in STUDY_CLAIMS.values() if c.page == "04_word_order"}
+    assert [c.claim_id for c in rows] == ["word_order.clean_diagonal", "word_order.shuffle_lowers_grade",
+                                          "word_order.order_heads_carry_order"]
+    assert page == {c.claim_id for c in rows}
+    assert claims_file(rows) == "claims_04_word_order"
+    assert not hasattr(order_report, "case_claims") and "word_order.case_is_typical" not in page
 
 
 def test_case_grades_and_verdict():
@@ -128,10 +180,6 @@ def test_case_grades_and_verdict():
     assert grades["condition"].tolist() == list(CONDITIONS)
     assert grades["study_grade"].tolist() == [4, 2, 3, 2] and grades["predicted_grade"].tolist() == [4, 2, 3, 4]
     text = verdict_case(case_shares(cases), grades, "order_restores")
-    assert text.startswith(render(case_claims(case_shares(cases))) + "\n")
-    assert "Of 2 pairs" in text and "4 -> 2 -> 3 -> 4 here, 4 -> 2 -> 3 -> 2 in the study" in text
+    assert text.startswith("- Of 2 pairs") and "4 -> 2 -> 3 -> 4 here, 4 -> 2 -> 3 -> 2 in the study" in text
     assert "masking the order heads raises it again\" (no pair goes further)" in text
-    assert "No pair behaves like the study's case" in text and "does **not** hold here" in text
-    cases["study_like"] = [True, False]
-    text = verdict_case(case_shares(cases), grades, "study_like")
-    assert "**holds** here: 50.0%" in text and "1 of 2 pairs behave like the study's case: it is common" in text
+    assert "here:" not in text and "**" not in text  # the case is counted and shown, not judged

@@ -8,6 +8,7 @@ from tiny_setup import PAIRS, tiny_setup
 import headlab
 from headlab.book import readme
 from headlab.book.build import REPO
+from headlab.findings.claims import Claim, claims_table
 
 
 def readme_example() -> str:
@@ -35,11 +36,14 @@ def test_the_readme_example_runs_on_a_tiny_model(tmp_path, monkeypatch, capsys):
 # --- the README's generated figures (headlab.book.readme) -----------------------------------------------------------
 
 def _claim_row(preset="default", verdict="holds", ours=0.012):
-    return {"preset": preset, "model": "minilm", "data": "stsb-en", "page": "01_redundancy",
-            "claim_id": "redundancy.gain_at_10", "finding": "01 redundancy",
-            "claim": "Masking 10% of the heads raises accuracy by about 1%", "study": 0.01, "ours": ours, "lo": 0.004,
-            "hi": 0.02, "unit": "relative change of accuracy", "n_examples": 1379, "n_draws": 10, "p": None,
-            "verdict": verdict, "reason": "why"}
+    """A scorecard row judged by the current rule; ``verdict`` picks numbers that give it (no_effect, margin 2%)."""
+    lo, hi = {"holds": (ours - 0.004, ours + 0.004), "cannot tell": (ours - 0.03, ours + 0.03),
+              "does not hold": (ours - 0.01, ours + 0.01)}[verdict]
+    claim = Claim.measured("redundancy.no_loss_below_20", ours=ours, lo=lo, hi=hi, unit="relative change of accuracy",
+                           method="two-stage bootstrap over draws and test pairs", n_examples=1379, n_draws=10,
+                           reason="why", study=0.01)
+    assert claim.verdict == verdict
+    return {"preset": preset, "model": "minilm", "data": "stsb-en", **claims_table([claim]).iloc[0].to_dict()}
 
 
 def _timing(build, preset, state, step, seconds, computed=True):
@@ -78,8 +82,8 @@ def test_the_readme_text_outside_its_blocks_states_no_result_or_timing():
 def test_a_builds_tables_merge_into_results_by_preset(tmp_path):
     runs, results = tmp_path / "runs", tmp_path / "results"
     runs.mkdir()
-    pd.DataFrame([_claim_row("default"), _claim_row("zh-char", "opposite", -0.03)]).to_csv(runs / "scorecard.csv",
-                                                                                           index=False)
+    pd.DataFrame([_claim_row("default"), _claim_row("zh-char", "does not hold", -0.05)]).to_csv(
+        runs / "scorecard.csv", index=False)
     pd.DataFrame([_timing("2026-12-01T20:00:00Z", "default", "cold", "00_setup", 239.0)]).to_csv(
         runs / "timings.csv", index=False)
     pd.DataFrame([{"lr": 2e-4, "epochs": 4, "dev_accuracy": 0.378, "dev_macro_f1": 0.217, "chosen": True,
@@ -91,7 +95,8 @@ def test_a_builds_tables_merge_into_results_by_preset(tmp_path):
         runs / "timings.csv", index=False)
     readme.collect(runs, results)
     scorecard = pd.read_csv(results / "scorecard.csv")
-    assert list(zip(scorecard["preset"], scorecard["verdict"])) == [("default", "cannot tell"), ("zh-char", "opposite")]
+    assert list(zip(scorecard["preset"], scorecard["verdict"])) == [("default", "cannot tell"),
+                                                                   ("zh-char", "does not hold")]
     pd.DataFrame([_claim_row("zh-char", "holds", 0.01)]).to_csv(runs / "scorecard.csv", index=False)
     readme.collect(runs, results)  # built last, zh-char still comes in the presets' order, after the default
     scorecard = pd.read_csv(results / "scorecard.csv")
@@ -99,6 +104,20 @@ def test_a_builds_tables_merge_into_results_by_preset(tmp_path):
     assert len(pd.read_csv(results / "timings.csv")) == 2
     readme.collect(runs, results)  # the same build copied twice is kept once
     assert len(pd.read_csv(results / "timings.csv")) == 2
+
+
+def test_rows_judged_by_an_older_rule_are_dropped_not_shown_beside_the_new(tmp_path):
+    runs, results = tmp_path / "runs", tmp_path / "results"
+    runs.mkdir()
+    results.mkdir()
+    old = {"preset": "zh-char", "model": "zh-char", "data": "stsb-zh", "page": "01_redundancy",
+           "claim_id": "redundancy.gain_at_10", "finding": "01 redundancy", "claim": "x", "study": 0.01, "ours": 0.0,
+           "lo": -0.02, "hi": 0.02, "unit": "relative change of accuracy", "n_examples": 1361, "n_draws": 10, "p": None,
+           "verdict": "cannot tell", "reason": "why"}
+    pd.DataFrame([old]).to_csv(results / "scorecard.csv", index=False)
+    pd.DataFrame([_claim_row("default")]).to_csv(runs / "scorecard.csv", index=False)
+    readme.collect(runs, results)
+    assert list(pd.read_csv(results / "scorecard.csv")["preset"]) == ["default"]
 
 
 def test_the_blocks_render_the_tables(tmp_path):
@@ -115,7 +134,9 @@ def test_the_blocks_render_the_tables(tmp_path):
     text = readme.rewrite(f"intro\n{readme.begin('scorecard')}\nstale rows\n{readme.end('scorecard')}\n"
                           f"{readme.begin('timings')}\n{readme.end('timings')}\n"
                           f"{readme.begin('models')}\n{readme.end('models')}\nend\n", tmp_path)
-    assert "| Masking 10% of the heads raises accuracy by about 1% | +1.0% | **holds** +1.2% [+0.4%, +2.0%] |" in text
+    row = next(line for line in text.splitlines() if line.startswith("| Masking fewer than 20%"))
+    assert row.endswith("| +1.0% | **holds** +1.2% [+0.8%, +1.6%] |") and ">no_effect</abbr>" in row
+    assert "two-stage bootstrap over draws and test pairs" in row and "Bonferroni" in text
     assert "stale rows" not in text and text.startswith("intro\n") and text.endswith("\nend\n")
     cold = next(line for line in text.splitlines() if line.startswith("| 2026-12-01T20:00:00Z"))
     assert "| default | cold | 3 min 59 s | 5 min 32 s | 1 min 01 s | 25 min 00 s | 28 min 20 s |" in cold

@@ -1,7 +1,14 @@
-"""Finding 1's claims: "no loss" as non-inferiority within a stated margin, "falls steadily" as a stated rule."""
+"""Finding 1's claims: measured on the share curve, judged by the one rule (headlab.findings.claims.judge); "falls
+steadily" as the rise of the floor-scale loss, a share at the floor counting as fallen."""
+import math
+
 import pandas as pd
 
+from headlab.core.stats import Floor
+from headlab.findings.claims import render
 from headlab.findings.redundancy import claims, verdict
+
+FLOOR = Floor(base=0.6, majority=0.25, n=1000)  # 0.6 * (1 - 0.5833) = 0.25: a change of -58.3% is the floor
 
 
 def _curve(rows):
@@ -9,37 +16,88 @@ def _curve(rows):
                                                                                                  n_draws=10)
 
 
-def _verdicts(curve, margin=0.02):
-    return {c.claim_id.split(".")[1]: c.verdict for c in claims(curve, margin)}
+def _by_slug(rows):
+    return {c.claim_id.split(".")[1]: c for c in rows}
 
 
-def test_no_loss_is_claimed_only_when_the_interval_excludes_a_loss_beyond_the_margin():
-    wide = _curve([(0.0, 0, 0, 0, 0, 0), (0.1, -0.01, -0.09, 0.02, -0.07, 0.01), (0.2, -0.05, -0.08, -0.02, -0.07, -0.03)])
-    # the interval contains zero, but a 7% loss is not excluded: that is not "no loss"
-    assert _verdicts(wide)["no_loss_below_20"] == "cannot tell"
-    text = verdict(wide, margin=0.02)
-    assert "*Masking fewer than 20% of the heads costs no accuracy* **cannot be told** here" in text
-    assert "10%: -1.0% [-9.0%, +2.0%], cannot tell" in text
-    narrow = wide.assign(lo=[0, -0.02, -0.08], lo90=[0, -0.015, -0.07])
+def _verdicts(curve, floor=FLOOR):
+    return {slug: c.verdict for slug, c in _by_slug(claims(curve, floor)).items()}
+
+
+def test_one_row_per_claim_and_gain_at_10_is_merged_into_no_loss():
+    curve = _curve([(0.0, 0, 0, 0, 0, 0), (0.1, 0.005, -0.005, 0.015, -0.003, 0.013),
+                    (0.5, -0.3, -0.35, -0.25, -0.34, -0.26)])
+    rows = claims(curve, FLOOR)
+    assert [c.claim_id for c in rows] == ["redundancy.no_loss_below_20", "redundancy.falls_steadily"]
+    no_loss = rows[0]
+    assert no_loss.study == 0.01 and "The study saw about +1% at 10%; our 95% interval there contains +1%" \
+        in no_loss.reason
+    assert {c.page for c in rows} == {"01_redundancy"} and all(c.method for c in rows)
+
+
+def test_no_loss_is_an_equivalence_judged_at_the_weakest_share_below_20():
+    wide = _curve([(0.0, 0, 0, 0, 0, 0), (0.05, 0.0, -0.004, 0.004, -0.003, 0.003),
+                   (0.1, -0.01, -0.09, 0.02, -0.07, 0.01), (0.2, -0.05, -0.08, -0.02, -0.07, -0.03)])
+    row = _by_slug(claims(wide, FLOOR))["no_loss_below_20"]
+    # the interval contains zero, but a 9% loss is not excluded: that is not "no loss"; 10% is the weaker share
+    assert row.verdict == "cannot tell"
+    assert (row.ours, row.lo, row.hi, row.n_examples, row.n_draws, row.study) == (-0.01, -0.09, 0.02, 100, 10, 0.01)
+    assert row.method == "two-stage bootstrap over draws and test pairs"
+    assert "5%: +0.0% [-0.4%, +0.4%]; 10%: -1.0% [-9.0%, +2.0%]" in row.reason
+    assert not math.isnan(row.lost) and not row.at_floor  # an accuracy effect carries the floor scale
+    narrow = wide.assign(lo=[0, -0.004, -0.015, -0.08], hi=[0, 0.004, -0.005, -0.02])
     assert _verdicts(narrow)["no_loss_below_20"] == "holds"
-    loss = wide.assign(hi=[0, -0.001, -0.02])
-    assert _verdicts(loss)["no_loss_below_20"] == "does not hold" and _verdicts(loss)["gain_at_10"] == "opposite"
-    row = claims(wide)[0]
-    assert (row.ours, row.lo, row.hi, row.n_examples, row.n_draws, row.study) == (-0.01, -0.09, 0.02, 100, 10, 0.0)
+    loss = wide.assign(lo=[0, -0.004, -0.08, -0.08], hi=[0, 0.004, -0.03, -0.02], rel_change=[0, 0, -0.05, -0.05])
+    assert _verdicts(loss)["no_loss_below_20"] == "does not hold"
+    assert "*Masking fewer than 20% of the heads costs no accuracy (about +1% at 10% in the study)* **cannot be " \
+           "told** here" in verdict(wide, FLOOR)
 
 
-def test_falls_steadily_means_lower_at_every_next_share():
-    rows = [(0.0, 0, 0, 0, 0, 0), (0.3, -0.1, -0.2, -0.05, -0.18, -0.06), (0.6, -0.3, -0.4, -0.2, -0.38, -0.22),
-            (0.9, -0.5, -0.6, -0.4, -0.58, -0.42)]
-    assert _verdicts(_curve(rows))["falls_steadily"] == "holds"
-    assert "from there the mean change falls at every next share" in verdict(_curve(rows))
-    rows[2] = (0.6, -0.05, -0.1, -0.01, -0.09, -0.02)  # a rise from 30% to 60%
-    assert _verdicts(_curve(rows))["falls_steadily"] == "does not hold"
-    assert "the mean change is not lower at 60%" in verdict(_curve(rows))
+FALLING = [(0.0, 0, 0, 0, 0, 0), (0.3, -0.1, -0.2, -0.05, -0.18, -0.06), (0.6, -0.3, -0.4, -0.2, -0.38, -0.22),
+           (0.9, -0.5, -0.6, -0.4, -0.58, -0.42)]
+
+
+def test_falls_steadily_is_the_rise_of_the_floor_scale_loss_past_the_first_loss():
+    row = _by_slug(claims(_curve(FALLING), FLOOR))["falls_steadily"]
+    factor = 0.6 / 0.35
+    assert row.verdict == "holds"
+    assert math.isclose(row.ours, factor * (0.5 - 0.1))  # lost at 90% minus lost at 30%
+    assert row.lo < row.ours < row.hi and row.unit.startswith("share of the above-chance accuracy lost")
+    assert "first share with a loss is 30%" in row.reason and "MOVER" in row.method
+    assert "lower at every next share" in row.reason
+    # a blip within the noise does not undo a fall of 40 points
+    blip = list(FALLING)
+    blip[2] = (0.6, -0.05, -0.1, -0.01, -0.09, -0.02)
+    row = _by_slug(claims(_curve(blip), FLOOR))["falls_steadily"]
+    assert row.verdict == "holds" and "not lower than at the share before at 60%" in row.reason
+    # a curve that recovers: the loss at the largest share is no larger than where it started
+    recovers = FALLING[:3] + [(0.9, 0.05, 0.02, 0.08, 0.025, 0.075)]
+    assert _verdicts(_curve(recovers))["falls_steadily"] == "opposite"
+    # without a floor scale, the same rise in points of relative change
+    row = _by_slug(claims(_curve(FALLING)))["falls_steadily"]
+    assert row.verdict == "holds" and math.isclose(row.ours, 0.4) and row.unit.startswith("relative change")
+
+
+def test_a_curve_that_falls_to_the_floor_and_stays_flat_there_falls_steadily():
+    at_floor = -0.5833  # 0.6 * (1 - 0.5833) = 0.25: always the majority grade
+    rows = [(0.0, 0, 0, 0, 0, 0), (0.2, -0.1, -0.15, -0.05, -0.14, -0.06), (0.4, -0.4, -0.45, -0.35, -0.44, -0.36),
+            (0.6, at_floor, at_floor - 0.02, at_floor + 0.02, at_floor - 0.015, at_floor + 0.015),
+            (0.8, at_floor + 0.002, at_floor - 0.018, at_floor + 0.022, at_floor - 0.013, at_floor + 0.017),
+            (1.0, at_floor, at_floor - 0.02, at_floor + 0.02, at_floor - 0.015, at_floor + 0.015)]
+    row = _by_slug(claims(_curve(rows), FLOOR))["falls_steadily"]
+    assert row.verdict == "holds"  # the old rule (lower at every next share) said "does not hold"
+    assert "at the model's floor" in row.reason and "60%, 80%, 100%" in row.reason
+    assert "not lower than at the share before" not in row.reason  # flat at the floor counts as fallen
+    # a collapse at once: the first share with a loss is already at the floor, so the rise is measured from before it
+    sudden = [rows[0], (0.2, 0.0, -0.03, 0.03, -0.02, 0.02)] + rows[3:]
+    row = _by_slug(claims(_curve(sudden), FLOOR))["falls_steadily"]
+    assert row.verdict == "holds" and "measured from the share before it, 20%" in row.reason
 
 
 def test_shares_not_in_the_sweep_are_said_to_be_untested():
     only_high = _curve([(0.0, 0, 0, 0, 0, 0), (0.5, -0.2, -0.3, -0.1, -0.28, -0.12)])
-    found = {c.claim_id: c for c in claims(only_high)}
-    assert found["redundancy.gain_at_10"].verdict == "cannot tell" and "10% is not in SHARES" in verdict(only_high)
-    assert "not measured" in verdict(only_high)
+    found = _by_slug(claims(only_high, FLOOR))
+    assert found["no_loss_below_20"].verdict == "cannot tell" and math.isnan(found["no_loss_below_20"].ours)
+    text = verdict(only_high, FLOOR)
+    assert "no share between 0 and 20% in SHARES" in text and "not measured" in text
+    assert text == render(claims(only_high, FLOOR))

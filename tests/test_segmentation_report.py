@@ -7,14 +7,16 @@ import pytest
 from conftest import minilm_tokenizer
 
 from headlab.core.evaluate import encode
-from headlab.findings.claims import render
+from headlab.findings.claims import claims_file, number_text, render
 from headlab.findings.segmentation import BoundaryData
 from headlab.findings.segmentation_report import (
     ALL,
     MULTI,
     STUDY_UNION,
     best_head,
+    character_level,
     claims,
+    given_away,
     score_corpus,
     score_segmentation,
     segmentation_corpus,
@@ -69,16 +71,19 @@ def test_subsets_need_enough_examples():
 
 
 def test_verdicts_state_the_baselines_and_the_oracle(results):
-    single = verdict_single_head(results.comparison)
-    assert single.startswith(render(claims(results.comparison)[:1]))
+    rows = claims(results.comparison)
+    single = verdict_single_head(results.comparison, rows[0])
+    assert single.startswith(render(rows[:1]) + "\n")
     assert "majority class" in single and "study: 70%" in single
     assert "*One head's attention segments words (70% right in the study)* **holds** here" in single
     assert "Plainly" in single  # most tokens end a word
-    union = verdict_union(results.comparison)
-    assert union.startswith(render(claims(results.comparison)[1:]))
+    union = verdict_union(results.comparison, rows[1])
+    assert union.startswith(render(rows[1:]) + "\n")
     assert "oracle upper bound" in union and "study: 96%" in union and "shuffled" in union and "held-out" in union
     only_all = results.comparison[results.comparison["subset"] == ALL]
-    assert "too few examples" in verdict_single_head(only_all)
+    assert "too few examples" in verdict_single_head(only_all, claims(only_all)[0])
+    with pytest.raises(ValueError, match="head_union"):
+        verdict_union(results.comparison, rows[0])  # a verdict renders its own claim's row
 
 
 def _comparison(head_gain, probe_gain, subset=MULTI):
@@ -97,24 +102,86 @@ def _comparison(head_gain, probe_gain, subset=MULTI):
 def test_claims_are_judged_by_the_gain_over_the_majority_class_on_held_out_examples():
     rows = {c.claim_id: c for c in claims(_comparison((0.1, 0.04, 0.16), (-0.08, -0.12, -0.03)))}
     single, union = rows["word_segmentation.single_head"], rows["word_segmentation.head_union"]
-    assert (single.verdict, union.verdict) == ("holds", "does not hold")
-    assert (single.ours, single.lo, single.hi, single.n_examples, single.study) == (0.1, 0.04, 0.16, 12, None)
+    assert (single.verdict, union.verdict) == ("holds", "opposite")  # worse than the majority class: the reverse
+    assert (single.ours, single.lo, single.hi, single.n_examples) == (0.1, 0.04, 0.16, 12)
+    assert (single.study, union.study) == (0.7, 0.96) and single.study_unit and single.study_unit != single.unit
+    assert single.lo_adj < single.lo and single.method.startswith("bootstrap over held-out examples")
     assert (union.ours, union.lo, union.hi) == (-0.08, -0.12, -0.03) and union.unit.startswith("share")
     assert "(L0H1) reads 70.0% [64.0%, 76.0%] of 90 held-out tokens right, the majority class 60.0%" in single.reason
     assert "here 3 heads reach 97.0%, and the same union of heads whose calls were shuffled 95.0%" in union.reason
-    unclear = claims(_comparison((0.01, -0.02, 0.04), (0.0, -0.05, 0.05)))
+    unclear = claims(_comparison((0.01, -0.02, 0.04), (0.03, 0.005, 0.055)))  # the second: raw above 0, adjusted not
     assert [c.verdict for c in unclear] == ["cannot tell", "cannot tell"]
     # the sub-task of multi-token words was not scored: nothing to judge
     unscored = claims(_comparison((0.1, 0.04, 0.16), (0.1, 0.04, 0.16), subset=ALL))
     assert [c.verdict for c in unscored] == ["cannot tell"] * 2 and all(np.isnan(c.ours) for c in unscored)
     assert "fewer than 4 examples" in unscored[0].reason
+    assert claims_file(list(rows.values())) == "claims_03_word_segmentation"
 
 
-def test_a_second_corpus_gets_its_own_claim_ids():
+def test_a_gain_over_the_majority_class_is_in_points():
+    [single, _] = claims(_comparison((0.1, 0.04, 0.16), (0.1, 0.04, 0.16)))
+    assert number_text(single.ours, single.unit) == "+10.0 points"
+    assert "+10.0 points [+4.0 points, +16.0 points]" in render([single])
+    assert "the study: 70.0% (share of tokens right, an accuracy with no baseline)" in render([single])
+
+
+def test_a_second_corpus_gives_sub_rows_of_the_claims():
     rows = claims(_comparison((0.1, 0.04, 0.16), (0.1, 0.04, 0.16)), corpus="eval-jieba")
-    assert [c.claim_id for c in rows] == ["word_segmentation.single_head_eval_jieba",
-                                          "word_segmentation.head_union_eval_jieba"]
-    assert rows[0].claim.endswith("(eval-jieba)")
+    assert [c.claim_id for c in rows] == ["word_segmentation.single_head/eval_jieba",
+                                          "word_segmentation.head_union/eval_jieba"]
+    assert [c.study_claim for c in rows] == ["word_segmentation.single_head", "word_segmentation.head_union"]
+    assert rows[0].claim.startswith("One head's attention segments words") and "eval-jieba" in rows[0].claim
+    assert "jieba" in rows[0].claim.split("eval-jieba")[1]  # which corpus, in words
+    unscored = claims(_comparison((0.1, 0.04, 0.16), (0.1, 0.04, 0.16), subset=ALL), corpus="eval-jieba")
+    assert unscored[1].claim_id == "word_segmentation.head_union/eval_jieba" and "eval-jieba" in unscored[1].claim
+
+
+def unigram_tokenizer():
+    """A tiny fast SentencePiece (unigram) tokenizer, like XLM-R's and multilingual e5's."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.Unigram([("<unk>", 0.0), ("▁", -2.0), ("▁ab", -1.0), ("b", -1.0)], unk_id=0))
+    backend.pre_tokenizer = pre_tokenizers.Metaspace()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>")
+
+
+def char_model_tokenizer():
+    from headlab.models.pretrain import build_vocab, char_tokenizer
+
+    return char_tokenizer(build_vocab(["一架飞机正在起飞", "plane 飞机"], min_count=1))
+
+
+def test_only_a_character_tokenizer_is_character_level():
+    assert character_level(char_model_tokenizer())  # 飞, p, ##l, ... and its special tokens
+    assert not character_level(minilm_tokenizer()) and not character_level(unigram_tokenizer())
+    assert not character_level(object())  # no vocabulary to read
+
+
+def test_pieces_that_mark_word_ends_make_a_row_not_comparable():
+    """WordPiece marks a word's later pieces with ##, SentencePiece its first with ▁: the tokenizer has marked the
+    word ends the heads are scored on. A character model marks nothing, unless the gold is its own pieces'."""
+    wordpiece, sentencepiece = given_away(minilm_tokenizer(), "pku-1998"), given_away(unigram_tokenizer(), "pku-1998")
+    assert "WordPiece" in wordpiece and "`##`" in wordpiece
+    assert "SentencePiece" in sentencepiece and "`▁`" in sentencepiece
+    assert all(text.startswith("Not comparable:") and text.endswith(".") for text in (wordpiece, sentencepiece))
+    chars = char_model_tokenizer()
+    assert given_away(chars, "pku-1998") == given_away(chars, "eval-jieba") == ""
+    assert "tokenizer's own character pieces" in given_away(chars, "eval")
+    assert "tokenizer's own WordPiece pieces" in given_away(minilm_tokenizer(), SimpleNamespace(name="eval"))
+    comparison = _comparison((0.1, 0.04, 0.16), (0.1, 0.04, 0.16))
+    for reason in (wordpiece, sentencepiece):
+        rows = claims(comparison, reason)
+        assert [c.verdict for c in rows] == ["not comparable"] * 2 and all(r.reason.endswith(reason) for r in rows)
+        assert "is **not comparable** here" in render(rows) and rows[0].ours == 0.1  # the number is still shown
+    assert [c.verdict for c in claims(comparison, given_away(chars, "pku-1998"))] == ["holds", "holds"]
+    unscored = claims(_comparison((0.1, 0.04, 0.16), (0.1, 0.04, 0.16), subset=ALL), wordpiece)
+    assert unscored[0].reason.endswith(wordpiece)  # not measured here, and it would not be comparable either
+
+
+@pytest.mark.slow  # the real multilingual e5 tokenizer, from the asset cache
+def test_e5_pieces_give_the_word_ends_away(e5_tokenizer):
+    assert not character_level(e5_tokenizer) and "SentencePiece" in given_away(e5_tokenizer, "pku-1998")
 
 
 def test_left_out_tokens_are_counted_in_the_tables_and_the_verdict():
@@ -126,11 +193,14 @@ def test_left_out_tokens_are_counted_in_the_tables_and_the_verdict():
     base = results.baselines.set_index(["subset", "baseline"])
     assert base.loc[(ALL, "majority class"), "n_tokens"] == len(data.gold)
     assert base.loc[(ALL, "always word end"), "accuracy"] == pytest.approx(data.gold.mean())  # not raised by the 160
-    single = verdict_single_head(results.comparison)
+    def verdict(comparison):
+        return verdict_single_head(comparison, claims(comparison)[0])
+
+    single = verdict(results.comparison)
     assert "the last of its segment (160 tokens, 40 of them in multi-token words)" in single
-    only_all = verdict_single_head(results.comparison[results.comparison["subset"] == ALL])
+    only_all = verdict(results.comparison[results.comparison["subset"] == ALL])
     assert "(160 tokens)" in only_all
-    assert "Not scored" not in verdict_single_head(results.comparison.iloc[:0])
+    assert "Not scored" not in verdict(results.comparison.iloc[:0])
 
 
 def test_best_head_prefers_multi_token_words(results):

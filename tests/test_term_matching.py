@@ -3,9 +3,10 @@ import pandas as pd
 import pytest
 from tiny_setup import tiny_setup
 
+from headlab.core.stats import Floor
 from headlab.core.sweep import plan_table, run_sweep
 from headlab.findings import term_matching
-from headlab.findings.claims import render
+from headlab.findings.claims import claims_file, render
 from headlab.findings.importance import half_pool
 from headlab.findings.roles import ENGLISH_STOPWORDS
 from headlab.findings.term_matching import (
@@ -15,7 +16,6 @@ from headlab.findings.term_matching import (
     head_roles,
     random_comparison,
     term_matching_specs,
-    verdict,
 )
 
 MATCHING = [(2, 9), (1, 1), (2, 4), (0, 8), (1, 0)]
@@ -65,10 +65,33 @@ def _verdicts(table, comparison, **settings) -> dict[str, str]:
     return {c.claim_id.removeprefix("term_matching."): c.verdict for c in claims(table, comparison, **settings)}
 
 
+def _row(condition, change, accuracy, n_draws=1, p_mcnemar=1e-9, half=0.05, n=1000):
+    """One row of a condition table: a change with a 95% interval of +-``half``."""
+    label, study = term_matching.CONDITIONS[condition]
+    return {"condition": condition, "label": label.format(k=5), "n_heads": 5, "accuracy": accuracy,
+            "rel_change": change, "lo": change - half, "hi": change + half, "lo90": change - 0.8 * half,
+            "hi90": change + 0.8 * half, "n_examples": n, "n_draws": n_draws, "draw_lo": change, "draw_hi": change,
+            "p_mcnemar": p_mcnemar, "kept": 1 + change, "study": study}
+
+
+def _control(tested, reference, n_draws, extreme, reverse=None, mean=-0.05):
+    """One comparison with random draws; by default no draw ties the tested mask, so the rest are as extreme the
+    other way."""
+    reverse = n_draws - extreme if reverse is None else reverse
+    label = term_matching.labels(5)[reference]
+    return {"tested": tested, "reference": reference, "reference_label": label, "reference_mean": mean,
+            "reference_min": mean - 0.05, "reference_max": mean + 0.05, "n_draws": n_draws, "n_as_extreme": extreme,
+            "p_empirical": (1 + extreme) / (1 + n_draws), "n_reverse": reverse,
+            "p_reverse": (1 + reverse) / (1 + n_draws)}
+
+
+FLOOR = Floor(base=0.546, majority=0.243, n=1379)  # the default model: 54.6% right, 24.3% always the majority grade
+
+
 def test_tables_of_a_strong_matching_effect():
     randoms = [[1, 1, 1, 1, 0, 0], [1, 1, 1, 0, 0, 1], [1, 1, 0, 1, 1, 0]]  # all at 4/6: no change
     per_example, plan, _ = toy_sweep(matching=[1, 0, 0, 0, 0, 0], randoms=randoms, lower=[0] * 6,
-                                        keep_matching=[1, 1, 1, 0, 0, 0], keeps=[[1, 0, 0, 0, 0, 0]] * 2)
+                                     keep_matching=[1, 1, 1, 0, 0, 0], keeps=[[1, 0, 0, 0, 0, 0]] * 2)
     table = condition_table(per_example, plan, k=5, n_boot=300).set_index("condition")
     assert table.loc["matching", "rel_change"] == pytest.approx(1 / 4 - 1)
     assert table.loc["random", "rel_change"] == pytest.approx(0) and table.loc["random", "n_draws"] == 3
@@ -80,112 +103,145 @@ def test_tables_of_a_strong_matching_effect():
     comparison = random_comparison(per_example, plan, k=5).set_index(["tested", "reference"])
     assert comparison.loc[("matching", "random_lower"), "n_as_extreme"] == 0
     assert comparison.loc[("matching", "random_lower"), "p_empirical"] == pytest.approx(1 / 4)
+    assert comparison.loc[("matching", "random_lower"), "p_reverse"] == pytest.approx(1)  # every draw costs less
     keep = comparison.loc[("lower_but_matching", "lower_but_random")]
     assert keep["n_as_extreme"] == 0 and keep["p_empirical"] == pytest.approx(1 / 3)
+    assert keep["n_reverse"] == 2 and keep["p_reverse"] == pytest.approx(1)
     table, comparison = condition_table(per_example, plan, k=5, n_boot=300), random_comparison(per_example, plan, k=5)
     rows = claims(table, comparison)
     assert [c.claim_id for c in rows] == ["term_matching.random_no_change", "term_matching.matching_costs",
-                                          "term_matching.lower_half_costs", "term_matching.matching_far_more_than_random",
-                                          "term_matching.matching_keep_lower_half"]
-    assert all(c.finding == "05 term matching" and c.n_examples == 6 for c in rows)
-    assert [c.study for c in rows] == [0.0, -0.524, -0.865, None, -0.181]
-    far = rows[3]  # 6 examples: McNemar p = 0.25, so no loss is shown
-    assert far.verdict == "does not hold" and "Masking them costs no accuracy distinguishable from zero" in far.reason
-    assert (far.ours, far.p, far.n_draws) == (pytest.approx(-0.75), pytest.approx(1 / 4), 3)
-    text = verdict(table, comparison)
-    assert text == render(rows) and "they keep 75%" in text
-    # 2 keep draws: p can never go below 1/3, so that comparison says it cannot be decided
-    assert rows[4].verdict == "cannot tell"
-    assert "**cannot be decided with 2 draws** (the smallest possible p is 0.33), raise KEEP_DRAWS" in text
+                                          "term_matching.lower_half_costs", "term_matching.matching_keep_lower_half"]
+    assert all(c.finding == "05 term matching" and c.n_examples == 6 and c.page == "05_term_matching" for c in rows)
+    assert [c.study for c in rows] == [0.0, -0.524, -0.865, -0.181]
+    assert [c.method for c in rows] == [
+        "two-stage bootstrap over draws and test pairs",
+        "paired bootstrap over test pairs; the verdict: one-sided empirical p over 3 draws of 5 random heads of the "
+        "lower half", "paired bootstrap over test pairs",
+        "paired bootstrap over test pairs; the verdict: one-sided empirical p over 2 draws of the lower half but 5 "
+        "random heads of it"]
+    costs = rows[1]  # judged against the 3 draws of random lower heads: p can never go below 1/4
+    assert (costs.ours, costs.p, costs.n_draws) == (pytest.approx(-0.75), pytest.approx(1 / 4), 3)
+    assert costs.verdict == "cannot tell" and "Cannot be decided at 3 draws" in costs.reason
+    assert claims_file(rows) == "claims_05_term_matching"
+    text = render(rows)
+    assert "they keep 75%" in text and rows[3].verdict == "cannot tell" and "Cannot be decided at 2 draws" in text
 
 
-def test_verdict_says_far_more_only_with_enough_draws_and_a_clear_loss():
-    table = pd.DataFrame([{"condition": "matching", "label": "the 5 term-matching heads", "n_heads": 5,
-                           "rel_change": -0.5, "lo": -0.6, "hi": -0.4, "lo90": -0.58, "hi90": -0.42, "n_examples": 1000,
-                           "n_draws": 1, "draw_lo": -0.5, "draw_hi": -0.5, "p_mcnemar": 1e-6, "study": -0.524,
-                           "kept": 0.5}])
-    comparison = pd.DataFrame([{"tested": "matching", "reference": "random_lower",
-                                "reference_label": "5 random heads of the lower half", "reference_mean": -0.05,
-                                "reference_min": -0.1, "reference_max": 0.0, "n_draws": 40, "n_as_extreme": 0,
-                                "p_empirical": 1 / 41}])
-    far = {c.claim_id: c for c in claims(table, comparison)}["term_matching.matching_far_more_than_random"]
-    assert far.verdict == "holds" and (far.ours, far.lo, far.hi, far.p, far.n_draws, far.n_examples) == (
-        -0.5, -0.6, -0.4, 1 / 41, 40, 1000)
-    assert "matter far more than random heads here" in verdict(table, comparison)
-    assert "contains the study's number" in verdict(table, comparison)
-    assert _verdicts(table, comparison)["matching_costs"] == "holds"
-    few = comparison.assign(n_draws=3, p_empirical=0.25)
-    assert _verdicts(table, few)["matching_far_more_than_random"] == "cannot tell"
-    assert "**cannot be decided with 3 draws** (the smallest possible p is 0.25) (raise DRAWS)" in verdict(table, few)
-    often = comparison.assign(n_as_extreme=10, p_empirical=11 / 41)  # enough draws, and a quarter cost as much
-    assert _verdicts(table, often)["matching_far_more_than_random"] == "does not hold"
-    assert "Random heads cost as much often enough" in verdict(table, often)
-    one = comparison.assign(n_as_extreme=1, p_empirical=2 / 41)  # p < 0.05, yet one draw costs as much
-    assert _verdicts(table, one)["matching_far_more_than_random"] == "does not hold"
-    assert "but not far more" in verdict(table, one)
-    close = comparison.assign(reference_mean=-0.3)  # costlier than every draw, but not twice their mean
-    assert _verdicts(table, close)["matching_far_more_than_random"] == "does not hold"
-    null = table.assign(rel_change=-0.01, lo=-0.05, hi=0.03, lo90=-0.04, hi90=0.02, p_mcnemar=0.6)
-    nothing = comparison.assign(n_as_extreme=30, p_empirical=31 / 41)
-    assert _verdicts(null, nothing)["matching_costs"] == "cannot tell"
-    assert _verdicts(null, nothing)["matching_far_more_than_random"] == "does not hold"
-    assert "Masking them costs no accuracy distinguishable from zero" in verdict(null, nothing)
-    gain = table.assign(rel_change=0.05, lo=0.01, hi=0.09, lo90=0.02, hi90=0.08)
-    none = table.assign(rel_change=0.0, lo=-0.012, hi=0.011, lo90=-0.01, hi90=0.009)
-    assert _verdicts(gain, comparison)["matching_costs"] == "opposite"
-    assert _verdicts(none, comparison)["matching_costs"] == "does not hold"  # no change shown: no loss
+def test_matching_costs_is_one_row_judged_against_the_stricter_control():
+    table = pd.DataFrame([_row("matching", -0.5, 0.27)])
+    comparison = pd.DataFrame([_control("matching", "random", 1000, 0), _control("matching", "random_lower", 1000, 0)])
+    rows = claims(table, comparison)
+    assert "term_matching.matching_far_more_than_random" not in {c.claim_id for c in rows}
+    costs = [c for c in rows if c.claim_id.startswith("term_matching.matching_costs")]
+    assert len(costs) == 1
+    costs = costs[0]
+    assert costs.kind == "beats_control" and costs.verdict == "holds"
+    assert (costs.ours, costs.lo, costs.hi, costs.p, costs.n_draws, costs.n_examples, costs.study) == (
+        -0.5, pytest.approx(-0.55), pytest.approx(-0.45), pytest.approx(1 / 1001), 1000, 1000, -0.524)
+    assert "The control judged is *5 random heads of the lower half*, the stricter one" in costs.reason
+    assert "0 of 1000 draws of *5 random heads* cost as much or more" in costs.reason
+    assert "McNemar p = 1e-09" in costs.reason
+    # the verdict follows the stricter control even where the looser one would pass
+    looser = comparison.copy()
+    looser.loc[1] = _control("matching", "random_lower", 1000, 300)
+    assert _verdicts(table, looser)["matching_costs"] == "cannot tell"
+    reverse = pd.DataFrame([_control("matching", "random_lower", 1000, 990, reverse=0)])
+    assert _verdicts(table, reverse)["matching_costs"] == "opposite"
+    only_random = pd.DataFrame([_control("matching", "random", 1000, 0)])
+    assert {c.claim_id: c for c in claims(table, only_random)}["term_matching.matching_costs"].verdict == "holds"
+    none = {c.claim_id: c for c in claims(table, comparison.iloc[:0])}["term_matching.matching_costs"]
+    assert none.verdict == "cannot tell" and "No random draws" in none.reason
+
+
+def test_twenty_draws_cannot_decide_whatever_the_matching_heads_cost():
+    """0 of 20 draws as extreme gives p = 1/21 = 0.048, yet the scorecard's level is 0.05 / 27 claims."""
+    table = pd.DataFrame([_row("matching", -0.5, 0.27)])
+    comparison = pd.DataFrame([_control("matching", "random_lower", 20, 0)])
+    costs = {c.claim_id: c for c in claims(table, comparison)}["term_matching.matching_costs"]
+    assert costs.p == pytest.approx(1 / 21) and costs.verdict == "cannot tell"
+    assert "Cannot be decided at 20 draws" in costs.reason
+
+
+def test_a_mask_that_leaves_the_model_at_its_majority_grade_is_shown_at_the_floor():
+    # the default model: the 5 heads masked leave 24.1% right, below its majority grade's 24.3%
+    table = pd.DataFrame([_row("matching", -0.559, 0.241, half=0.043), _row("random", 0.0, 0.546, n_draws=20,
+                                                                             p_mcnemar=np.nan, half=0.01)])
+    comparison = pd.DataFrame([_control("matching", "random_lower", 1000, 0)])
+    rows = {c.claim_id: c for c in claims(table, comparison, floor=FLOOR)}
+    costs = rows["term_matching.matching_costs"]
+    assert costs.at_floor and costs.lost == pytest.approx(1.0, abs=0.02)
+    assert "at the model's floor" in render([costs])
+    assert "collapse to the floor" in costs.reason and "not an effect size to set beside the study's -52.4%" in \
+        costs.reason
+    random = rows["term_matching.random_no_change"]
+    assert not random.at_floor and random.lost == pytest.approx(0) and "floor" not in random.reason
+    above = {c.claim_id: c for c in claims(table.assign(accuracy=0.40), comparison, floor=FLOOR)}
+    assert not above["term_matching.matching_costs"].at_floor and "floor" not in above[
+        "term_matching.matching_costs"].reason
 
 
 def test_the_studys_zero_for_random_heads_is_tested_as_equivalence():
-    row = {"condition": "random", "label": "5 random heads", "n_heads": 5, "rel_change": 0.0, "n_examples": 1000,
-           "n_draws": 20, "draw_lo": -0.01, "draw_hi": 0.01, "p_mcnemar": np.nan, "study": 0.0, "kept": 1.0}
     empty = pd.DataFrame(columns=["tested", "reference"])
-    narrow = pd.DataFrame([{**row, "lo": -0.012, "hi": 0.011, "lo90": -0.01, "hi90": 0.009}])
+    narrow = pd.DataFrame([_row("random", 0.0, 0.5, n_draws=20, p_mcnemar=np.nan, half=0.011)])
     first = claims(narrow, empty)[0]
-    assert (first.claim_id, first.verdict, first.claim) == ("term_matching.random_no_change", "holds",
-                                                             "Masking 5 random heads changes no accuracy")
-    assert (first.ours, first.lo, first.hi, first.n_draws, first.p) == (0.0, -0.012, 0.011, 20, None)
-    assert "**no change**: the 90% interval lies within ±2% (equivalence)" in verdict(narrow, empty)
-    wide = pd.DataFrame([{**row, "lo": -0.06, "hi": 0.05, "lo90": -0.05, "hi90": 0.04}])
-    assert _verdicts(wide, empty)["random_no_change"] == "cannot tell"
-    text = verdict(wide, empty)  # contains zero, yet a 5% loss is not excluded: no claim of "no change"
-    assert "but not shown to be none either (the 90% interval [-5.0%, +4.0%] reaches past ±2%)" in text
-    loss = pd.DataFrame([{**row, "rel_change": -0.03, "lo": -0.05, "hi": -0.01, "lo90": -0.045, "hi90": -0.015}])
+    assert (first.claim_id, first.verdict, first.kind, first.claim) == (
+        "term_matching.random_no_change", "holds", "no_effect", "Masking 5 random heads changes no accuracy")
+    assert (first.ours, first.n_draws, first.p, first.margin) == (0.0, 20, None, 0.02)
+    assert first.lo_adj < first.lo and "averaged over 20 draws" in first.reason
+    wide = pd.DataFrame([_row("random", 0.0, 0.5, n_draws=20, p_mcnemar=np.nan, half=0.05)])
+    assert _verdicts(wide, empty)["random_no_change"] == "cannot tell"  # contains zero, yet a 5% loss is not excluded
+    loss = pd.DataFrame([_row("random", -0.06, 0.5, n_draws=20, p_mcnemar=np.nan, half=0.01)])
     assert _verdicts(loss, empty)["random_no_change"] == "does not hold"
     # the conditions this table lacks are rows all the same, not measured
     absent = {c.claim_id: c for c in claims(narrow, empty)}["term_matching.lower_half_costs"]
     assert absent.verdict == "cannot tell" and np.isnan(absent.ours) and "Not measured" in absent.reason
-    assert "*Masking all heads of the lower half costs accuracy* **cannot be told** here: not measured" in text
+    assert "*Masking all heads of the lower half costs accuracy* **cannot be told** here: not measured" in render(
+        claims(narrow, empty))
 
 
 def test_keeping_only_the_matching_heads_is_judged_against_keeping_random_heads_of_their_half():
-    table = pd.DataFrame([{"condition": c, "label": label, "n_heads": n, "rel_change": change, "lo": change - 0.05,
-                           "hi": change + 0.05, "lo90": change - 0.04, "hi90": change + 0.04, "n_examples": 1000,
-                           "n_draws": 1, "draw_lo": change, "draw_hi": change, "p_mcnemar": 1e-9, "kept": 1 + change,
-                           "study": study}
-                          for c, label, n, change, study in [
-                              ("lower", "all heads of the lower half", 72, -0.8, -0.865),
-                              ("lower_but_matching", "the lower half but the 5 term-matching heads", 67, -0.2,
-                               -0.181)]])
-    comparison = pd.DataFrame([{"tested": "lower_but_matching", "reference": "lower_but_random",
-                                "reference_label": "the lower half but 5 random heads of it", "reference_mean": -0.6,
-                                "reference_min": -0.7, "reference_max": -0.5, "n_draws": 30, "n_as_extreme": 0,
-                                "p_empirical": 1 / 31}])
-    keep = claims(table, comparison)[4]
-    assert (keep.claim_id, keep.verdict) == ("term_matching.matching_keep_lower_half", "holds")
-    row = table.iloc[1]
-    assert (keep.ours, keep.lo, keep.hi, keep.study, keep.p, keep.n_draws) == (row.rel_change, row.lo, row.hi, -0.181,
-                                                                             1 / 31, 30)
-    assert "they keep 80% [75%, 85%] of the accuracy, against 20% with the whole lower half masked" in keep.reason
-    assert "instead keeps 40% on average (30% to 50%), 0 of them at least as much" in keep.reason
-    assert "our interval contains the study's number" in keep.reason
-    often = comparison.assign(n_as_extreme=5, p_empirical=6 / 31)
-    assert claims(table, often)[4].verdict == "does not hold"
-    few = comparison.assign(n_draws=10, p_empirical=1 / 11)
-    undecided = claims(table, few)[4]
-    assert undecided.verdict == "cannot tell" and "cannot be decided with 10 draws" in undecided.reason
-    assert claims(table, comparison.iloc[:0])[4].verdict == "cannot tell"  # no random sets kept
+    table = pd.DataFrame([_row("lower", -0.8, 0.11), _row("lower_but_matching", -0.2, 0.44)])
+    comparison = pd.DataFrame([_control("lower_but_matching", "lower_but_random", 1000, 0, reverse=1000, mean=-0.6)])
+    keep = claims(table, comparison)[3]
+    assert (keep.claim_id, keep.verdict, keep.kind) == ("term_matching.matching_keep_lower_half", "holds",
+                                                        "beats_control")
+    assert (keep.ours, keep.study, keep.p, keep.n_draws, keep.unit) == (
+        -0.2, -0.181, pytest.approx(1 / 1001), 1000, "relative change of accuracy")  # the study's unit: no study_unit
+    assert keep.study_unit == ""
+    assert "they keep 80% [75%, 85%] of the accuracy" in keep.reason and "against 20% with the whole lower" in \
+        keep.reason
+    assert "instead keeps 40% on average (35% to 45%), 0 of them at least as much" in keep.reason
+    often = pd.DataFrame([_control("lower_but_matching", "lower_but_random", 1000, 300, reverse=600)])
+    assert claims(table, often)[3].verdict == "cannot tell"
+    few = pd.DataFrame([_control("lower_but_matching", "lower_but_random", 10, 0)])
+    undecided = claims(table, few)[3]
+    assert undecided.verdict == "cannot tell" and "Cannot be decided at 10 draws" in undecided.reason
+    assert claims(table, comparison.iloc[:0])[3].verdict == "cannot tell"  # no random sets kept
     assert _verdicts(table, comparison)["lower_half_costs"] == "holds"
+
+
+def test_heads_are_chosen_on_one_half_of_the_pairs_and_masks_measured_on_the_other():
+    measured = term_matching.measured_examples(100, None, 0)
+    chosen = term_matching.role_indices(100, term_matching.choice_limit(100, None), 0)
+    assert len(measured) == 50 and not set(measured) & set(chosen) and set(measured) | set(chosen) == set(range(100))
+    assert list(term_matching.measured_examples(100, 30, 0)) == sorted(set(range(100)) - set(
+        term_matching.role_indices(100, 30, 0)))
+    assert len(term_matching.measured_examples(100, 100, 0)) == 100  # chosen on all: measured on all
+    assert "chosen by attention on 50 of the 100 test pairs" in term_matching.selection_note(100, None, 0)
+    assert "the other 50" in term_matching.selection_note(100, None, 0)
+    assert "same 100 test pairs" in term_matching.selection_note(100, 100, 0)
+    table = pd.DataFrame([_row("lower", -0.8, 0.11)])
+    note = term_matching.selection_note(100, None, 0)
+    assert all(note in c.reason for c in claims(table, table.iloc[:0], selection=note) if not np.isnan(c.ours))
+
+
+def test_the_floor_of_the_measured_pairs():
+    per_example, _, _ = toy_sweep(matching=[0] * 6, randoms=[], lower=[0] * 6, keep_matching=[0] * 6, keeps=[])
+    grades = np.array([1, 1, 1, 2, 3, 1])  # majority grade 1
+    floor = term_matching.sweep_floor(per_example, grades)
+    assert (floor.base, floor.majority, floor.n) == (pytest.approx(4 / 6), pytest.approx(4 / 6), 6)
+    half = term_matching.sweep_floor(term_matching.on_examples(per_example, [3, 4, 5]), grades)
+    assert (half.base, half.majority, half.n) == (pytest.approx(1 / 3), pytest.approx(1 / 3), 3)
 
 
 def test_head_roles_are_computed_once_then_loaded(tmp_path, monkeypatch):

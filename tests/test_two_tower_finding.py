@@ -1,16 +1,24 @@
-"""headlab.findings.two_tower: conditions against the cross-encoder, the equivalence test and its three verdicts."""
+"""headlab.findings.two_tower: conditions against the cross-encoder, the two claims of the study (worse; worse where
+terms are shared) and the comparisons shown without a verdict."""
 import numpy as np
+import pandas as pd
 import pytest
+from conftest import minilm_tokenizer
 
-from headlab.findings.claims import render
+from headlab.core.evaluate import encode
+from headlab.core.stats import Floor
+from headlab.findings.claims import claims_file, render
+from headlab.findings.roles import ENGLISH_STOPWORDS
 from headlab.findings.two_tower import (
     REFERENCE,
     claims,
+    comparisons_text,
     condition_table,
-    equivalence,
+    difference,
     error_overlap,
     pretraining_note,
-    verdict,
+    shared_term_gap,
+    shares_terms,
 )
 
 GRADES = np.array([1, 2, 3, 4, 5] * 40)
@@ -33,23 +41,71 @@ def test_the_reference_row_changes_nothing_and_others_are_paired_against_it():
     assert worse.acc_lo < worse.accuracy < worse.acc_hi
 
 
-def test_equivalence_holds_does_not_hold_or_cannot_tell():
+def _gap(share_pairs, tower_wrong_on_sharing, tower_wrong_on_none, n=200, seed=0):
+    """Per-pair answers: the cross-encoder right on every pair, the two towers wrong on the given share of each
+    group."""
+    rng = np.random.default_rng(seed)
+    shares = np.arange(n) < share_pairs
+    tower = np.where(shares, rng.random(n) >= tower_wrong_on_sharing, rng.random(n) >= tower_wrong_on_none)
+    return tower.astype(int), np.ones(n, dtype=int), shares
+
+
+def test_the_two_towers_claims_are_worse_and_worse_where_terms_are_shared():
+    predicted = {REFERENCE: _predictions(0.8, 0), "two towers": _predictions(0.4, 1)}
+    conditions = condition_table(predicted, GRADES, n_boot=300)
+    tower, cross, shares = _gap(120, 0.5, 0.0)  # wrong only on pairs that share terms
+    gap = shared_term_gap(tower, cross, shares, n_boot=500)
+    rows = claims(conditions, gap, "two towers", floor=Floor(0.8, 0.2, len(GRADES)))
+    assert [c.claim_id for c in rows] == ["two_tower.worse", "two_tower.fails_on_shared_terms"]
+    assert "two_tower.as_masking" not in {c.claim_id for c in rows}
+    worse, terms = rows
+    assert (worse.kind, worse.verdict, worse.method) == ("effect", "holds", "paired bootstrap over test pairs")
+    assert worse.p < 0.001 and worse.lost > 0 and not worse.at_floor and "McNemar p" in worse.reason
+    assert terms.kind == "compare" and terms.verdict == "holds" and terms.hi < 0
+    assert terms.ours == pytest.approx(gap["gap_sharing"] - gap["gap_none"]) and terms.n_examples == 200
+    assert "points" in render([terms]) and "On the 120 pairs whose query and title share a term" in terms.reason
+    assert claims_file(rows) == "claims_08_two_tower"
+    even = shared_term_gap(*_gap(100, 0.3, 0.3, n=400, seed=3), n_boot=500)  # the towers lose as much everywhere
+    assert even["lo"] < 0 < even["hi"]
+    assert claims(conditions, even, "two towers")[1].verdict == "cannot tell"
+    # no pair without shared terms: nothing to compare with
+    alone = claims(conditions, shared_term_gap(*_gap(200, 0.5, 0.0), n_boot=100), "two towers")[1]
+    assert alone.verdict == "cannot tell" and "every test pair shares a term" in alone.reason
+    assert claims(conditions, None, "two towers")[1].verdict == "cannot tell"
+
+
+def test_the_shared_term_gap_on_a_small_example_by_hand():
+    # sharing pairs: towers 1 of 4 right, cross 4 of 4 (gap -0.75); no shared term: towers 2 of 2, cross 1 of 2 (+0.5)
+    tower = np.array([1, 0, 0, 0, 1, 1])
+    cross = np.array([1, 1, 1, 1, 1, 0])
+    shares = np.array([True, True, True, True, False, False])
+    gap = shared_term_gap(tower, cross, shares, n_boot=200)
+    assert (gap["n_sharing"], gap["n_none"], gap["tower_sharing"], gap["cross_none"]) == (4, 2, 0.25, 0.5)
+    assert gap["gap_sharing"] == pytest.approx(-0.75) and gap["gap_none"] == pytest.approx(0.5)
+    assert gap["difference"] == pytest.approx(-1.25) and gap["lo"] <= gap["difference"] <= gap["hi"]
+    with pytest.raises(ValueError, match="differ in length"):
+        shared_term_gap(tower, cross[:3], shares)
+
+
+def test_pairs_share_terms_as_whole_words_without_stopwords():
+    frame = pd.DataFrame({"query": ["a dog runs", "the cat", "red cat, red", "playing"],
+                          "title": ["dogs run a lot", "the moon", "the cat, red!", "running"],
+                          "label": [1, 1, 1, 1]})
+    tokenizer = minilm_tokenizer()
+    encoded = encode(tokenizer, frame)
+    assert shares_terms(encoded, tokenizer, ENGLISH_STOPWORDS).tolist() == [False, False, True, False]
+    assert shares_terms(encoded, tokenizer).tolist() == [True, True, True, False]  # "a", "the" count as terms
+
+
+def test_comparisons_between_conditions_carry_no_verdict():
     cross = _predictions(0.8, 0)
-    same = equivalence({REFERENCE: cross, "a": cross, "b": cross}, GRADES, "a", "b", margin=0.02, n_boot=300)
-    assert same["verdict"] == "holds" and same["difference"] == 0
-    apart = equivalence({REFERENCE: cross, "a": cross, "b": _predictions(0.3, 2)}, GRADES, "a", "b", 0.02, 300)
-    assert apart["verdict"] == "does not hold" and apart["lo"] > 0
-    noisy = {REFERENCE: cross, "a": _predictions(0.6, 3), "b": _predictions(0.6, 4)}
-    unsure = equivalence(noisy, GRADES, "a", "b", margin=0.01, n_boot=300)
-    assert unsure["verdict"] == "cannot tell" and unsure["lo"] < 0 < unsure["hi"]
-    conditions = condition_table(noisy, GRADES, n_boot=300)
-    rows = claims(conditions, [unsure], "b", "a")
-    assert [c.verdict for c in rows] == ["holds", "cannot tell"]  # a: 60% right against 80%; b about as bad
-    text = verdict(conditions, [unsure], "b", "a")
-    assert text.startswith(render(rows)) and "cannot be told" in text and "±1%" in text
-    worse = condition_table({REFERENCE: cross, "a": _predictions(0.3, 5), "b": cross}, GRADES, n_boot=300)
-    apart = equivalence({REFERENCE: cross, "a": _predictions(0.3, 5), "b": cross}, GRADES, "a", "b", 0.02, 300)
-    assert [c.verdict for c in claims(worse, [apart], "b", "a")] == ["holds", "does not hold"]
+    same = difference({REFERENCE: cross, "a": cross, "b": cross}, GRADES, "a", "b", n_boot=300)
+    assert same["difference"] == 0 and "verdict" not in same
+    apart = difference({REFERENCE: cross, "a": cross, "b": _predictions(0.3, 2)}, GRADES, "a", "b", n_boot=300)
+    assert apart["lo"] > 0
+    text = comparisons_text([same, apart])
+    assert "- a against b: +0.0 [" in text and "points of the cross-encoder's accuracy" in text
+    assert "holds" not in text and "cannot" not in text
 
 
 def test_error_overlap_counts_every_pair_once():

@@ -404,13 +404,13 @@ def build(presets: dict[str, dict], work: Path | None = None, run_dir: Path | No
         runs = [execute_preset(name, settings, work / folders[name], names, only, Path(logs), clock, lanes, threads)
                 for name, settings in presets.items()]
     state = overall_state([s for s, _ in runs], any(computed for _, computed in runs))
-    table = scorecard_table(presets)
+    table, models, two_tower = scorecard_table(presets), models_table(presets), stacked(presets, "two_tower_conditions")
     table.to_csv(Path(run_dir) / "scorecard.csv", index=False)
-    models_table(presets).to_csv(Path(run_dir) / "models.csv", index=False, float_format="%.6g")
-    stacked(presets, "two_tower_conditions").to_csv(Path(run_dir) / "two_tower.csv", index=False, float_format="%.6g")
+    models.to_csv(Path(run_dir) / "models.csv", index=False, float_format="%.6g")
+    two_tower.to_csv(Path(run_dir) / "two_tower.csv", index=False, float_format="%.6g")
     site_started = time.time()
-    (work / "scorecard.md").write_text(scorecard_markdown(table, folders, not_built_commands(list(presets))),
-                                      encoding="utf-8")
+    (work / "scorecard.md").write_text(scorecard_markdown(table, folders, not_built_commands(list(presets)), models,
+                                                          two_tower), encoding="utf-8")
     toc = work / "_site_toc.yml"
     toc.write_text(site_toc(source / "_toc.yml", folders), encoding="utf-8")
     write_scripts(work / "_extra")

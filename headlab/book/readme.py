@@ -21,7 +21,8 @@ import pandas as pd
 
 from headlab.book.build import PRESETS
 from headlab.book.records import outcome
-from headlab.book.scorecard import claim_tables
+from headlab.findings.claims import STUDY_CLAIMS
+from headlab.book.scorecard import CORRECTION, claim_tables
 from headlab.lab.study import REPO
 
 RESULTS = REPO / "results"
@@ -66,7 +67,8 @@ def collect(runs: Path, results: Path = RESULTS) -> list[str]:
     for name in ("scorecard", "models", "two_tower"):
         source = runs / f"{name}.csv"
         if source.exists() and not pd.read_csv(source).empty:
-            _merge_into(results / f"{name}.csv", pd.read_csv(source))
+            _merge_into(results / f"{name}.csv", pd.read_csv(source), judged_by_this_rule if name == "scorecard"
+                        else None)
             updated.append(name)
     tuning = [pd.read_csv(p).assign(preset=p.stem.removeprefix("tuning-")) for p in sorted(runs.glob("tuning-*.csv"))]
     if tuning:
@@ -81,9 +83,19 @@ def collect(runs: Path, results: Path = RESULTS) -> list[str]:
     return updated
 
 
-def _merge_into(target: Path, new: pd.DataFrame) -> None:
+def _merge_into(target: Path, new: pd.DataFrame, keep_old=None) -> None:
     old = pd.read_csv(target) if target.exists() else None
+    if old is not None and keep_old is not None:
+        old = keep_old(old)
     merge_by_preset(new, old).to_csv(target, index=False, float_format="%.6g")
+
+
+def judged_by_this_rule(old: pd.DataFrame) -> pd.DataFrame:
+    """The rows of an older scorecard that the current verdict rule wrote (a ``kind`` column and a registered
+    claim): rows of presets not rebuilt since the rule changed are dropped, never shown beside the new ones."""
+    if "kind" not in old.columns:
+        return old.iloc[0:0]
+    return old[old["claim_id"].map(lambda c: str(c).split("/")[0] in STUDY_CLAIMS)]
 
 
 # --- the blocks ----------------------------------------------------------------------------------------------------
@@ -113,10 +125,14 @@ def duration(seconds) -> str:
     return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
 
 
-def scorecard_block(table: pd.DataFrame) -> list[str]:
-    """The same tables as the site's first page, verdicts in bold instead of links."""
+def scorecard_block(table: pd.DataFrame, results: Path = RESULTS) -> list[str]:
+    """The same tables as the site's first page, verdicts in bold instead of links, with the models' accuracies from
+    ``results/models.csv`` and ``results/two_tower.csv``."""
     presets = list(dict.fromkeys(table["preset"]))
-    return claim_tables(table, presets, lambda row, p: f"**{row.verdict}**", "####")
+    models, two_tower = (pd.read_csv(results / f"{name}.csv") if (results / f"{name}.csv").exists() else None
+                         for name in ("models", "two_tower"))
+    return [CORRECTION, "", *claim_tables(table, presets, lambda row, p: f"**{row.verdict}**", "####", models,
+                                          two_tower)]
 
 
 def models_block(table: pd.DataFrame) -> list[str]:
@@ -252,7 +268,8 @@ RENDER = {"scorecard": scorecard_block, "models": models_block, "tuning": tuning
 def block(name: str, results: Path = RESULTS) -> str:
     """A generated block, markers included, from ``results/<name>.csv`` (a note when there is none yet)."""
     path = results / f"{name}.csv"
-    body = RENDER[name](pd.read_csv(path)) if path.exists() else [f"No `results/{name}.csv` yet: no build has "
+    body = (scorecard_block(pd.read_csv(path), results) if name == "scorecard" else RENDER[name](pd.read_csv(path))) \
+        if path.exists() else [f"No `results/{name}.csv` yet: no build has "
                                                                    "recorded one."]
     return "\n".join([begin(name), "", *body, "", end(name)])
 

@@ -1,24 +1,33 @@
 """The scorecard: the study's claims (rows) against every model a site was built on (columns).
 
-Each notebook saves its claims as ``claims_<notebook>.csv`` in its preset's results folder
-(:mod:`headlab.findings.claims`); the scorecard stacks them into one tidy table and renders the first page of the
-book from it: per finding a table whose cells give the verdict and our number, each linking to the page with the
-evidence, a count of verdicts per model, and the command that adds each model not built. The README carries a
-copy, generated from the last build's table by :mod:`headlab.book.readme`.
+Each notebook saves its claims as ``claims_<page>.csv`` in its preset's results folder
+(:mod:`headlab.findings.claims`, one verdict rule for all of them); the scorecard stacks them into one tidy table and
+renders the first page of the book from it: per model its accuracy, majority grade and lexical grader with a warning
+when the model is near its floor or beaten by the lexical grader; a tally of the study's claims per verdict; then per
+finding a table whose rows are the study's claims (sub-rows indented under their claim) and whose cells give the
+verdict, our number with its 95% interval, a mark where the condition sits at the model's floor, and a link to the
+page with the evidence. The README carries a copy, generated from the last build's table by :mod:`headlab.book.readme`.
 """
 from __future__ import annotations
 
+import html
 import math
 from pathlib import Path
 
 import pandas as pd
 
-from headlab.findings.claims import VERDICTS, number_text
+from headlab.findings.claims import ALPHA, COLUMNS as CLAIM_COLUMNS, FAMILY, RULES, VERDICTS, number_text
 from headlab.lab.study import Study
 
 CLAIM_FILES = "claims_*.csv"
-COLUMNS = ["preset", "model", "data", "page", "claim_id", "finding", "claim", "study", "ours", "lo", "hi", "unit",
-           "n_examples", "n_draws", "p", "verdict", "reason"]
+COLUMNS = ["preset", "model", "data", *CLAIM_COLUMNS]
+NEAR_FLOOR = 0.10  # a model less than 10 points of accuracy above its majority grade is near its floor
+FLOOR_MARK = "⌊floor⌋"
+MEAN_MARK = "≠"  # a verdict that changes when removed heads are mean-ablated instead of zeroed
+CORRECTION = (f"Every verdict is taken at {ALPHA:.0%} / {FAMILY} = {ALPHA / FAMILY:.2g}: the family is one model's "
+              f"{FAMILY} claims of the study (Bonferroni), so each 95% interval is widened to the "
+              f"{1 - ALPHA / FAMILY:.2%} level (each side by the ratio of normal quantiles; the pages show both) and each "
+              f"empirical p over random draws is multiplied by {FAMILY}.")
 
 
 def results_folder(settings: dict) -> Path:
@@ -27,14 +36,14 @@ def results_folder(settings: dict) -> Path:
 
 
 def preset_claims(preset: str, settings: dict) -> pd.DataFrame:
-    """Every claim row the preset's notebooks saved, with the preset, model, data and page (the notebook) added."""
+    """Every claim row the preset's notebooks saved, with the preset, model and data added."""
     study = Study.from_globals(settings)
     frames = [pd.read_csv(path).assign(page=path.stem.removeprefix("claims_"))
               for path in sorted(results_folder(settings).glob(CLAIM_FILES))]
     if not frames:
         return pd.DataFrame(columns=COLUMNS)
     table = pd.concat(frames, ignore_index=True).assign(preset=preset, model=study.model, data=study.data)
-    return table[COLUMNS]
+    return table.reindex(columns=COLUMNS)
 
 
 def scorecard_table(built: dict[str, dict]) -> pd.DataFrame:
@@ -43,14 +52,23 @@ def scorecard_table(built: dict[str, dict]) -> pd.DataFrame:
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=COLUMNS)
 
 
-def _numbers(row) -> str:
-    number = "" if _missing(row.ours) else f" {number_text(row.ours, row.unit)}"
-    interval = "" if _missing(row.lo) else f" [{number_text(row.lo, row.unit)}, {number_text(row.hi, row.unit)}]"
-    return number + interval
+def is_main(claim_id: str) -> bool:
+    """A row that carries a claim of the study (``<id>``), not a sub-row under it (``<id>/<part>``)."""
+    return "/" not in str(claim_id)
 
 
 def _missing(value) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _numbers(row) -> str:
+    number = "" if _missing(row.ours) else f" {number_text(row.ours, row.unit)}"
+    interval = "" if _missing(row.lo) else f" [{number_text(row.lo, row.unit)}, {number_text(row.hi, row.unit)}]"
+    lost = "" if _missing(getattr(row, "lost", None)) else f"; {row.lost:.0%} of above-chance accuracy lost"
+    floor = f" {FLOOR_MARK}" if bool(getattr(row, "at_floor", False)) is True else ""
+    mean = getattr(row, "mean_ablation", "")
+    method = f" ({MEAN_MARK} mean-ablation: {mean})" if isinstance(mean, str) and mean and mean != row.verdict else ""
+    return number + interval + lost + floor + method
 
 
 def _column(preset: str, table: pd.DataFrame) -> str:
@@ -58,45 +76,113 @@ def _column(preset: str, table: pd.DataFrame) -> str:
     return preset if first is None else f"{preset} ({first.model}, {first.data})"
 
 
-def claim_tables(table: pd.DataFrame, presets: list[str], verdict_text, heading: str = "##") -> list[str]:
-    """Markdown lines: verdicts counted per model, then per finding one table of claims (rows) x ``presets``.
+def _study_cell(row) -> str:
+    """The study's number, only where it is in our unit; else its own unit in words."""
+    if _missing(row.study):
+        return ""
+    own = getattr(row, "study_unit", "")
+    if isinstance(own, str) and own:
+        return f"{row.study:g} ({own}; not our unit)"
+    return number_text(row.study, row.unit)
+
+
+def _rule_cell(row) -> str:
+    """The claim's kind, with its rule (and the size or margin and why) as a tooltip."""
+    kind = str(row.kind)
+    rule = RULES.get(kind, "")
+    why = getattr(row, "size_why", "")
+    if isinstance(why, str) and why:
+        rule += f". {why}"
+    return f'<abbr title="{html.escape(rule, quote=True)}">{kind}</abbr>'
+
+
+def tally(table: pd.DataFrame, preset: str) -> pd.Series:
+    """Verdicts of the study's claims on one preset (sub-rows not counted)."""
+    if table.empty:
+        return pd.Series(dtype=int)
+    mine = table[(table["preset"] == preset) & table["claim_id"].map(is_main)]
+    return mine["verdict"].value_counts()
+
+
+def model_lines(models: pd.DataFrame | None, two_tower: pd.DataFrame | None, presets: list[str]) -> list[str]:
+    """Per model: test accuracy, the majority grade's, the lexical grader's, and a warning when the model is near its
+    floor (less than NEAR_FLOOR above its majority grade) or the lexical grader is as good or better."""
+    if models is None or models.empty:
+        return []
+    lines = ["| model | test accuracy | always the majority grade | lexical grader | warning |", "|---|---|---|---|---|"]
+    for preset in presets:
+        rows = models[models["preset"] == preset]
+        if rows.empty:
+            continue
+        m = rows.iloc[0]
+        lexical = math.nan
+        if two_tower is not None and not two_tower.empty:
+            lex = two_tower[(two_tower["preset"] == preset) & two_tower["label"].str.startswith("lexical")]
+            lexical = float(lex["accuracy"].iloc[0]) if len(lex) else math.nan
+        warnings = []
+        if m.accuracy - m.majority < NEAR_FLOOR:
+            warnings.append(f"near its floor: {100 * (m.accuracy - m.majority):.1f} points above the majority grade, so "
+                            "a mask has little accuracy to take and \"no change\" verdicts say little")
+        if not math.isnan(lexical) and m.accuracy_lo <= lexical:
+            warnings.append(f"the lexical grader ({lexical:.1%}) is as good or better: the model may grade by little "
+                            "more than word overlap")
+        lexical_text = "" if math.isnan(lexical) else f"{lexical:.1%}"
+        lines.append(f"| {preset} (`{m.model}`) | {m.accuracy:.1%} [{m.accuracy_lo:.1%}, {m.accuracy_hi:.1%}] | "
+                     f"{m.majority:.1%} | {lexical_text} | {'; '.join(warnings) or 'none'} |")
+    return lines + [""]
+
+
+def claim_tables(table: pd.DataFrame, presets: list[str], verdict_text, heading: str = "##",
+                 models: pd.DataFrame | None = None, two_tower: pd.DataFrame | None = None) -> list[str]:
+    """Markdown lines: the models, the study's claims counted per verdict and model, then per finding one table of
+    claims (rows, sub-rows indented) x ``presets``.
 
     ``verdict_text(row, preset)`` writes a cell's verdict (a link on the site, plain text in the README).
     """
-    lines = ["| model | claims | " + " | ".join(VERDICTS) + " |", "|---|---|" + "---|" * len(VERDICTS)]
+    lines = model_lines(models, two_tower, presets)
+    lines += ["| model | the study's claims | " + " | ".join(VERDICTS) + " |", "|---|---|" + "---|" * len(VERDICTS)]
     for preset in presets:
-        mine = table[table["preset"] == preset]
-        tally = mine["verdict"].value_counts()
-        lines.append(f"| {_column(preset, table)} | {len(mine)} | "
-                     + " | ".join(str(int(tally.get(v, 0))) for v in VERDICTS) + " |")
+        counts = tally(table, preset)
+        lines.append(f"| {_column(preset, table)} | {int(counts.sum())} | "
+                     + " | ".join(str(int(counts.get(v, 0))) for v in VERDICTS) + " |")
     lines.append("")
     for finding, rows in table.groupby("finding", sort=True):
         lines += [f"{heading} {finding}", "",
-                  "| claim | the study | " + " | ".join(_column(p, table) for p in presets) + " |",
-                  "|---|---|" + "---|" * len(presets)]
-        for _, claim_rows in rows.groupby("claim_id", sort=False):
+                  "| claim | rule | unit (interval) | the study | " + " | ".join(_column(p, table) for p in presets) + " |",
+                  "|---|---|---|---|" + "---|" * len(presets)]
+        for claim_id, claim_rows in rows.groupby("claim_id", sort=False):
             first = claim_rows.iloc[0]
             by_preset = {r.preset: r for r in claim_rows.itertuples()}
-            study = "" if _missing(first.study) else number_text(first.study, first.unit)
             cells = [verdict_text(by_preset[p], p) + _numbers(by_preset[p]) if p in by_preset else "not run"
                      for p in presets]
-            lines.append(f"| {first.claim} | {study} | " + " | ".join(cells) + " |")
+            name = first.claim if is_main(claim_id) else f"↳ {first.claim}"
+            method = first.method if isinstance(first.method, str) and first.method else "no interval"
+            lines.append(f"| {name} | {_rule_cell(first)} | {first.unit} ({method}) | {_study_cell(first)} | "
+                         + " | ".join(cells) + " |")
         lines.append("")
     return lines
 
 
-def scorecard_markdown(table: pd.DataFrame, pages: dict[str, str], not_built: dict[str, str]) -> str:
+def scorecard_markdown(table: pd.DataFrame, pages: dict[str, str], not_built: dict[str, str],
+                       models: pd.DataFrame | None = None, two_tower: pd.DataFrame | None = None) -> str:
     """The scorecard page (MyST markdown).
 
     ``pages`` maps each built preset to the folder its pages live in (``executed`` or ``executed/<preset>``);
-    ``not_built`` maps each preset left out of this build to the command that adds it.
+    ``not_built`` maps each preset left out of this build to the command that adds it; ``models`` and ``two_tower``
+    (the build's ``models.csv`` and ``two_tower.csv``) give each model's accuracy, majority grade and lexical grader.
     """
     lines = ["# Scorecard: the study's claims on each model", "",
-             "Each row is one claim of the study; each column one model this site was built on. A cell gives the "
-             "verdict, our number and its 95% interval, and links to the page with the evidence, where the rule "
-             f"behind the verdict is stated. Verdicts: {', '.join(VERDICTS)}. The study's own numbers, and what it "
-             "left unmeasured, are in {doc}`intro`.", ""]
-    lines += claim_tables(table, list(pages), lambda row, p: f"{{doc}}`{row.verdict} <{pages[p]}/{row.page}>`")
+             "Each row is one claim of the study (indented rows are evidence under it, not counted); each column one "
+             "model this site was built on. A cell gives the verdict, our number and its 95% interval, and links to "
+             f"the page with the evidence, which quotes the study's sentence and states the rule. {FLOOR_MARK} marks a "
+             "condition at the model's floor (its accuracy within two standard errors of always answering the "
+             "majority grade): such a model can fall no further, so it is evidence neither for nor against a claim "
+             f"about how far it falls. {MEAN_MARK} marks a verdict that changes when each removed head's output is replaced by "
+             "its mean over training pairs instead of zero (mean-ablation). Verdicts: {', '.join(VERDICTS)}. {CORRECTION} Hover a rule for its wording. "
+             "The study's number is shown only where it is in our unit. The study's own numbers, and what it left "
+             "unmeasured, are in {doc}`intro`.", ""]
+    lines += claim_tables(table, list(pages), lambda row, p: f"{{doc}}`{row.verdict} <{pages[p]}/{row.page}>`",
+                          models=models, two_tower=two_tower)
     if table.empty:
         lines += ["No notebook of this build saved any claim.", ""]
     if not_built:

@@ -15,6 +15,7 @@ _PUBLIC = {
     "predicted_grades": "headlab.core.evaluate",
     "gradient_importance": "headlab.core.gradients",
     "head_grid": "headlab.core.masking",
+    "head_means": "headlab.core.masking",
     "mask_heads": "headlab.core.masking",
     "MaskSpec": "headlab.core.sweep",
     "baseline_correct": "headlab.core.sweep",

@@ -32,7 +32,7 @@ def first_masked_layer(mask: torch.Tensor) -> int:
     return int(rows[0]) if len(rows) else mask.shape[0]
 
 
-def _bert_layer_forward(layer, kept=None, cls_only: bool = False, onednn: bool = False):
+def _bert_layer_forward(layer, kept=None, cls_only: bool = False, onednn: bool = False, mean=None):
     """A ``BertLayer`` forward that computes only the heads in ``kept`` (all when None), and with ``cls_only`` only
     the output at ``[CLS]`` (shape batch x 1 x hidden); with ``onednn`` its products go through oneDNN
     (:func:`headlab.core.onednn.dense`).
@@ -41,7 +41,9 @@ def _bert_layer_forward(layer, kept=None, cls_only: bool = False, onednn: bool =
     rows, its attention and its columns of the output projection are left out (the same numbers as the masking
     hooks up to float rounding, with a removed share of the attention's work saved). With ``cls_only``, keys and
     values come from every token, as in the full layer; the query, the heads' mixing, the residual, layer norms
-    and feed-forward run on one row.
+    and feed-forward run on one row. With ``mean`` (this layer's row of :func:`headlab.core.masking.head_means`) a
+    removed head's output is its mean rather than zero: a constant, so its columns of the output projection times
+    that mean are folded into the projection's bias (mean-ablation at the cost of zeroing).
     """
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
     from transformers.models.bert.modeling_bert import eager_attention_forward
@@ -50,6 +52,12 @@ def _bert_layer_forward(layer, kept=None, cls_only: bool = False, onednn: bool =
     interface = ALL_ATTENTION_FUNCTIONS.get_interface(attention.config._attn_implementation, eager_attention_forward)
     size = attention.attention_head_size
     into, out_of = layer.intermediate.dense, layer.output.dense
+    bias = mixing.dense.bias
+    if mean is not None and kept is not None:  # the removed heads' means, through their columns, into the bias
+        removed = torch.ones(mixing.dense.in_features, dtype=torch.bool, device=bias.device)
+        for head in kept:
+            removed[head * size:(head + 1) * size] = False
+        bias = bias + mixing.dense.weight[:, removed] @ mean.to(bias)[removed]
     if kept is None and not onednn:  # the modules themselves, so masking hooks on the output projection still apply
         query, key, value, mix = attention.query, attention.key, attention.value, mixing.dense
     elif kept is None or kept:  # the kept heads' rows (every head's, for oneDNN), sliced and packed once here
@@ -58,7 +66,7 @@ def _bert_layer_forward(layer, kept=None, cls_only: bool = False, onednn: bool =
         rows = rows.to(mixing.dense.weight.device)
         query, key, value = (dense(p.weight[rows], p.bias[rows], onednn)
                              for p in (attention.query, attention.key, attention.value))
-        mix = dense(mixing.dense.weight[:, rows], mixing.dense.bias, onednn)
+        mix = dense(mixing.dense.weight[:, rows], bias, onednn)
     if onednn:
         into, out_of = dense(into.weight, into.bias), dense(out_of.weight, out_of.bias)
 
@@ -66,7 +74,7 @@ def _bert_layer_forward(layer, kept=None, cls_only: bool = False, onednn: bool =
         batch, length, _ = hidden_states.shape
         rows_in = hidden_states[:, :1] if cls_only else hidden_states
         if kept is not None and not kept:  # every head removed: the projection adds its bias alone
-            mixed = mixing.dense.bias.expand_as(rows_in)
+            mixed = bias.expand_as(rows_in)
         else:
             def heads(x):
                 return x.view(batch, x.shape[1], -1, size).transpose(1, 2)
@@ -98,13 +106,15 @@ def reads_cls_only(model) -> bool:
 
 
 @contextmanager
-def computed_heads(model, mask: torch.Tensor, from_layer: int = 0, cls_only: bool = False, onednn: bool = False):
+def computed_heads(model, mask: torch.Tensor, from_layer: int = 0, cls_only: bool = False, onednn: bool = False,
+                   means: torch.Tensor | None = None):
     """Inside the block, layers ``from_layer`` and up compute only the heads that the 0/1 ``mask`` keeps, and with
     ``cls_only`` the last layer computes its output at ``[CLS]`` alone (a BERT encoder, :func:`prunes_heads`); with
     ``onednn`` every one of those layers computes its products through oneDNN, whether it loses a head or not.
 
     The grades are those of :func:`headlab.core.masking.mask_heads` on the full model, up to float rounding; a
-    random mask of half the heads saves about a sixth of a pass, a removed layer a third of that layer.
+    random mask of half the heads saves about a sixth of a pass, a removed layer a third of that layer. With
+    ``means`` a removed head's output is its mean (:func:`headlab.core.masking.head_means`), not zero.
     """
     layers = encoder_layers(model)
     changed = []
@@ -114,7 +124,8 @@ def computed_heads(model, mask: torch.Tensor, from_layer: int = 0, cls_only: boo
         if keeps_all and not last and not onednn:
             continue
         kept = None if keeps_all else torch.nonzero(row == 1).flatten().tolist()
-        layer.forward = _bert_layer_forward(layer, kept, cls_only=last, onednn=onednn)
+        layer.forward = _bert_layer_forward(layer, kept, cls_only=last, onednn=onednn,
+                                            mean=None if means is None else means[index])
         changed.append(layer)
     try:
         yield
@@ -148,8 +159,10 @@ class MaskEngine:
 
     def __init__(self, model, encoded: Encoded, batch_size: int = 64, device="cpu", pad_id: int = 0,
                  masks_per_pass: int = 1, reuse_layers: bool = True, autocast: bool | None = None,
-                 cls_only: bool = True, leave_out_removed: bool = True, onednn: bool | None = None):
+                 cls_only: bool = True, leave_out_removed: bool = True, onednn: bool | None = None,
+                 means: torch.Tensor | None = None):
         self.model = model.eval()
+        self.means = means  # (layers, hidden) head means: removed heads are mean-ablated instead of zeroed
         self.device = torch.device(device)
         self.n = len(encoded)
         self.layers = encoder_layers(model)
@@ -225,11 +238,11 @@ class MaskEngine:
         """How the layers from ``skip`` up apply ``mask``: left-out heads (one 0/1 mask, a BERT encoder) or hooks."""
         cls_only = self.cls_only and skip < len(self.layers) and reads_cls_only(self.model)
         if self.leave_out_removed and mask.dim() == 2 and bool(((mask == 0) | (mask == 1)).all()):
-            return computed_heads(self.model, mask, skip, cls_only, onednn=self.onednn)
+            return computed_heads(self.model, mask, skip, cls_only, onednn=self.onednn, means=self.means)
         stack = ExitStack()
         if cls_only:
             stack.enter_context(computed_heads(self.model, torch.ones(self.shape), len(self.layers) - 1, cls_only=True))
-        stack.enter_context(mask_heads(self.model, mask))
+        stack.enter_context(mask_heads(self.model, mask, self.means))
         return stack
 
     def precision_check(self) -> dict:

@@ -60,13 +60,17 @@ def _check_mask(model: nn.Module, mask: torch.Tensor) -> torch.Tensor:
 
 
 @contextmanager
-def mask_heads(model: nn.Module, mask):
+def mask_heads(model: nn.Module, mask, means: torch.Tensor | None = None):
     """Scale every head's output by ``mask[layer, head]`` (1 keeps, 0 removes) inside the ``with`` block.
 
     ``mask`` is (layers, heads) for the whole batch, or (batch, layers, heads) to give every example of a
     batch its own mask (several masks in one forward pass). A float mask that requires grad gives
     gradients with respect to each head's mask variable (Michel et al., 2019). Layers whose mask is all
     ones get no hook at all, so an all-ones mask leaves the outputs bit-identical.
+
+    With ``means`` ((layers, hidden): each head's mean output, :func:`head_means`) a removed head's output is
+    replaced by its mean instead of zero (mean-ablation, the usual check that an effect of zeroing is not an
+    artefact of an input the later layers never saw): ``output * m + mean * (1 - m)``.
     """
     mask = _check_mask(model, mask)
     heads = mask.shape[-1]
@@ -76,13 +80,16 @@ def mask_heads(model: nn.Module, mask):
         if not layer_mask.requires_grad and bool((layer_mask == 1).all()):
             continue
 
-        def scale_heads(module, args, layer_mask=layer_mask):
+        def scale_heads(module, args, layer_mask=layer_mask, layer=layer):
             hidden, *rest = args
             head_dim = hidden.shape[-1] // heads
             scale = layer_mask.to(device=hidden.device, dtype=hidden.dtype).repeat_interleave(head_dim, dim=-1)
             if scale.dim() == 2:  # one mask per example: (batch, hidden) -> (batch, 1, hidden)
                 scale = scale[:, None, :]
-            return (hidden * scale, *rest)
+            if means is None:
+                return (hidden * scale, *rest)
+            mean = means[layer].to(device=hidden.device, dtype=hidden.dtype)
+            return (hidden * scale + mean * (1 - scale), *rest)
 
         handles.append(projection.register_forward_pre_hook(scale_heads))
     try:
@@ -95,3 +102,34 @@ def mask_heads(model: nn.Module, mask):
 def keep_all(model: nn.Module) -> torch.Tensor:
     """A (layers, heads) mask of ones: the unmasked model."""
     return torch.ones(head_grid(model))
+
+
+@torch.inference_mode()
+def head_means(model: nn.Module, batches) -> torch.Tensor:
+    """(layers, hidden): every head's output (the input of the output projection) averaged over the real tokens of
+    ``batches`` (model inputs with an ``attention_mask``): what mean-ablation puts in place of a removed head."""
+    projections = output_projections(model)
+    sums = torch.zeros(len(projections), projections[0].in_features, dtype=torch.float64)
+    count = 0
+    current = {}
+
+    def record(layer):
+        def hook(module, args):
+            hidden = args[0].double()
+            real = current["real"].to(hidden.device)
+            sums[layer] += (hidden * real[..., None]).sum(dim=(0, 1)).cpu()
+        return hook
+
+    handles = [p.register_forward_pre_hook(record(i)) for i, p in enumerate(projections)]
+    try:
+        model.eval()
+        for inputs in batches:
+            current["real"] = inputs["attention_mask"].double()
+            count += int(inputs["attention_mask"].sum())
+            model(**inputs)
+    finally:
+        for handle in handles:
+            handle.remove()
+    if not count:
+        raise ValueError("head_means needs at least one token")
+    return (sums / count).float()

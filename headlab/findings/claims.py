@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 
 import pandas as pd
 from scipy import stats as sps
@@ -79,8 +79,13 @@ class StudyClaim:
 
     @property
     def finding(self) -> str:
-        number, name = self.page.split("_", 1)
-        return f"{number} {name.replace('_', ' ')}"
+        return FINDINGS[self.page]
+
+
+FINDINGS = {"01_redundancy": "01 redundancy", "02_layer_dependence": "02 layer dependence",
+            "03_word_segmentation": "03 word segmentation", "04_word_order": "04 word order",
+            "05_term_matching": "05 term matching", "06_finetune_delta": "06 fine-tuning sharpens term matching",
+            "07_cls_head": "07 the high [CLS] head", "08_two_tower": "08 two towers"}  # page -> the scorecard's heading
 
 
 def _study(claim_id, page, claim, quote, kind, **rule) -> StudyClaim:
@@ -222,6 +227,7 @@ class Claim:
     at_floor: bool = False
     study_unit: str = ""
     page: str = ""
+    mean_ablation: str = ""  # the verdict with removed heads mean-ablated instead of zeroed ("" when not run)
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -271,6 +277,24 @@ class Claim:
                    spec.size_why, page=spec.page)
 
 
+def with_mean_ablation(zeroed: list[Claim], mean_ablated: list[Claim]) -> list[Claim]:
+    """``zeroed`` (the study's HEAD-MASK) with each claim's verdict under mean-ablation beside it, matched by claim id:
+    a verdict that changes with the method is an artefact of zeroing, or of the mean, and the row says so."""
+    by_id = {c.claim_id: c for c in mean_ablated}
+    rows = []
+    for c in zeroed:
+        other = by_id.get(c.claim_id)
+        if other is None:
+            rows.append(c)
+            continue
+        same = "the same verdict" if other.verdict == c.verdict else f"**{other.verdict}** (the verdict changes)"
+        number = "" if math.isnan(other.ours) else f", {number_text(other.ours, other.unit)}{_interval(other)}"
+        rows.append(replace(c, mean_ablation=other.verdict,
+                            reason=f"{c.reason} With each removed head's output replaced by its mean over training "
+                                   f"pairs instead of zero (mean-ablation): {same}{number}."))
+    return rows
+
+
 def registered(claim_id: str) -> StudyClaim:
     """The registered claim of a row's id (``<id>`` or ``<id>/<part>``); an unknown id is refused by name."""
     key = claim_id.split("/")[0]
@@ -282,7 +306,7 @@ def registered(claim_id: str) -> StudyClaim:
 
 def _sentence(text: str) -> str:
     text = text.strip()
-    return text if not text or text[-1] in ".!?)" else text + "."
+    return text if not text or text[-1] in ".!?" or text.endswith((".)", ".*", ".**")) else text + "."
 
 
 @dataclass(frozen=True)
@@ -423,7 +447,9 @@ def floor_text(c: Claim) -> str:
     if math.isnan(c.lost):
         return ""
     mark = "; at the model's floor" if c.at_floor else ""
-    return f" ({c.lost:.0%} [{c.lost_lo:.0%}, {c.lost_hi:.0%}] of the accuracy above the majority grade lost{mark})"
+    share = lambda x: f"{0.0 if abs(x) < 0.005 else x:.0%}"  # noqa: E731  (no "-0%")
+    return (f" ({share(c.lost)} [{share(c.lost_lo)}, {share(c.lost_hi)}] of the accuracy above the majority grade "
+            f"lost{mark})")
 
 
 def render(claims: list[Claim]) -> str:

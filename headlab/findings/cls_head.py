@@ -9,7 +9,9 @@ it is measured on the other: its effect on accuracy, its concentration on shared
 uniform row would give, and the spread, a paired before/after change of the row's entropy placed among the
 same change with random lower heads masked instead. Each of the study's claims is a
 :class:`headlab.findings.claims.Claim` row (:func:`focus_claims`, :func:`concentration_claims`,
-:func:`spread_claims`), which the page renders as its verdict and saves.
+:func:`spread_claims`), judged by :func:`headlab.findings.claims.judge` from the registered claim, which the page
+renders as its verdict and saves. This page's ``cls_head.masking_hurts`` is the book's one verdict on the study's
+"so does one high head in layer 10", by one selection rule (:func:`focus_head` on one half, measured on the other).
 """
 from __future__ import annotations
 
@@ -19,14 +21,7 @@ from scipy import stats as sps
 
 from headlab.core.attention import attention_maps, cls_attention_rows, token_roles
 from headlab.core.masking import head_grid
-from headlab.core.stats import (
-    bootstrap_weights,
-    by_interval,
-    empirical_p,
-    empirical_p_floor,
-    mcnemar,
-    relative_change,
-)
+from headlab.core.stats import Floor, bootstrap_weights, empirical_p, mcnemar, relative_change
 from headlab.core.sweep import (
     MaskSpec,
     SweepError,
@@ -45,8 +40,12 @@ from headlab.findings.segmentation import group_split
 
 GRID_SWEEP = "layer_dependence"  # the name of notebook 02's sweep, which holds every single-head mask
 SPREAD_METRICS = ["entropy", "shared_share", "content_mass"]
-SLIGHT = 1.2  # a spread that multiplies the effectively attended tokens by less than this is called slight
-FINDING = "07 the high [CLS] head"
+MASK_METHOD = "paired bootstrap over the held-out test pairs (the half the head was not chosen on)"
+CONCENTRATION_UNIT = "share of the [CLS] row on shared terms, minus a uniform row's"
+SPREAD_UNIT = "change of the [CLS] row's entropy, in nats"
+SPREAD_METHOD = "paired bootstrap over the held-out test pairs"
+CONTROL_UNIT = "share of random lower-head sets that spread it as much"
+CONTROL_METHOD = "exact binomial interval over the random draws; empirical p over the draws"
 
 
 def split_halves(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -112,34 +111,48 @@ def focus_head(grid: pd.DataFrame, layers: int) -> pd.Series:
 
 def held_out_effect(correct: pd.DataFrame, base_correct: np.ndarray, layer: int, head: int, estimate,
                     n_boot: int = 2000, seed: int = 0) -> dict:
-    """One head's effect on the pairs ``estimate`` only: :func:`headlab.core.stats.relative_change` and McNemar p."""
+    """One head's effect on the pairs ``estimate`` only: :func:`headlab.core.stats.relative_change` (a paired bootstrap
+    over those pairs), McNemar p, and the masked and unmasked accuracies there."""
     masked = correct.loc[(layer, head)].to_numpy()[estimate]
     base = np.asarray(base_correct)[estimate]
-    return {**relative_change(masked, base, n_boot=n_boot, seed=seed), "p_mcnemar": mcnemar(masked, base)}
+    return {**relative_change(masked, base, n_boot=n_boot, seed=seed), "p_mcnemar": mcnemar(masked, base),
+            "accuracy": float(np.mean(masked)), "base_accuracy": float(np.mean(base))}
 
 
-def focus_claims(row: pd.Series, effect: dict, layers: int, alpha: float = 0.05) -> list[Claim]:
+def held_out_floor(base_correct: np.ndarray, grades: np.ndarray, estimate) -> Floor:
+    """The floor scale (:class:`headlab.core.stats.Floor`) of the pairs ``estimate``: the unmasked accuracy there,
+    and that of always answering the split's majority grade there, on as many pairs as the effect is measured on."""
+    grades = np.asarray(grades)
+    majority = np.bincount(grades).argmax()
+    return Floor(float(np.mean(np.asarray(base_correct)[estimate])), float(np.mean(grades[estimate] == majority)),
+                 len(grades[estimate]))
+
+
+def focus_claims(row: pd.Series, effect: dict, layers: int, floor: Floor | None = None) -> list[Claim]:
     """The study's first claim about its high head as a row: masked alone, it costs accuracy.
 
-    ``row`` is the chosen head's :func:`selection_grid` row, ``effect`` its :func:`held_out_effect` on the other
-    pairs. It holds when the 95% interval of the held-out change lies below zero, is the opposite above it, and
-    cannot be told otherwise. Only one head is tested on the held-out pairs, so its McNemar p needs no correction
-    for the many heads it was chosen from; the reason also says where the study's layer falls in our model.
+    One selection rule: ``row`` is the :func:`selection_grid` row of the head :func:`focus_head` chose on the
+    selection pairs (the upper-half head whose masking alone costs most there); ``effect`` its
+    :func:`held_out_effect` on the other pairs, the only ones the row's number, interval and p come from. ``floor``
+    (:func:`held_out_floor` of those pairs) puts the change on the floor scale. Judged by
+    :func:`headlab.findings.claims.judge` (an effect below zero); the McNemar p is kept beside the interval. Only one
+    head is tested on the held-out pairs, so nothing is corrected for the many heads it was chosen from.
     """
     layer, head = int(row["layer"]), int(row["head"])
     ours = study_layer_to_ours(STUDY_HIGH_HEAD_LAYER, layers)
     place = f"the relative depth of our layer {ours}" + (", this head's layer" if layer == ours else "")
-    test = "differ" if effect["p_mcnemar"] < alpha else "do not differ"
-    reason = (f"Head {layer}.{head}, the upper-half head whose masking costs most on {int(row['n_examples'])} "
-              f"selection pairs ({row['rel_change']:+.1%} there, which flatters it: the worst of many heads is worst "
-              f"partly by chance), measured masked alone on the other {effect['n_examples']} pairs (95% paired "
-              f"bootstrap interval; exact McNemar p = {effect['p_mcnemar']:.2g}: masked and unmasked {test} beyond "
-              f"chance at {alpha:g}). The study's head sat in layer {STUDY_HIGH_HEAD_LAYER} of {STUDY_LAYERS}: "
-              f"{place}.")
-    return [Claim("cls_head.masking_hurts", FINDING, "A high-layer head costs accuracy when masked alone", None,
-                  float(effect["rel_change"]), float(effect["lo"]), float(effect["hi"]), "relative change of accuracy",
-                  int(effect["n_examples"]), 1, float(effect["p_mcnemar"]),
-                  by_interval(effect["lo"], effect["hi"], "opposite", "holds", "cannot tell"), reason)]
+    accuracy = (f": accuracy {effect['base_accuracy']:.1%} → {effect['accuracy']:.1%}"
+                if "accuracy" in effect and "base_accuracy" in effect else "")
+    reason = (f"Head {layer}.{head}, the upper-half head whose masking alone costs most on {int(row['n_examples'])} "
+              f"selection pairs ({row['rel_change']:+.1%} there, where it was chosen as the worst of many, so partly "
+              f"by chance), measured masked alone on the other {int(effect['n_examples'])} pairs only{accuracy} (exact "
+              f"McNemar p = {effect['p_mcnemar']:.2g}). The study's head sat in layer {STUDY_HIGH_HEAD_LAYER} of "
+              f"{STUDY_LAYERS}: {place}")
+    accuracies = (float(effect["accuracy"]),) if "accuracy" in effect else ()
+    return [Claim.measured("cls_head.masking_hurts", ours=float(effect["rel_change"]), lo=float(effect["lo"]),
+                           hi=float(effect["hi"]), unit="relative change of accuracy", method=MASK_METHOD,
+                           n_examples=int(effect["n_examples"]), p=float(effect["p_mcnemar"]), reason=reason,
+                           floor=floor, accuracies=accuracies)]
 
 
 def concentration(profile: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
@@ -247,109 +260,78 @@ def cls_rows(runs: dict, encoded, tokenizer, examples, layer: int, head: int, ba
     return pd.concat(frames, ignore_index=True)
 
 
-def _concentration_verdict(row: pd.Series, alpha: float) -> tuple[str, str]:
-    """(verdict, why): the bootstrap interval of the mean excess and the sign test (p < ``alpha``) must agree."""
-    sign = row["p_sign"] < alpha
-    if row["lo"] > 0 and sign and row["above_chance"] > 0.5:
-        return "holds", "it concentrates on the shared terms beyond chance (the interval and the sign test agree)"
-    if row["hi"] < 0 and sign and row["above_chance"] < 0.5:
-        return "opposite", "it puts less on the shared terms than chance would (the interval and the sign test agree)"
-    if sign:
-        side = "above" if row["above_chance"] > 0.5 else "below"
-        return "cannot tell", (f"no consistent concentration: the head is {side} chance on most pairs, but the "
-                               f"interval of the mean excess does not agree")
-    return "cannot tell", "no concentration on the shared terms distinguishable from chance"
-
-
-def concentration_claims(table: pd.DataFrame, layer: int, head: int, alpha: float = 0.05) -> list[Claim]:
+def concentration_claims(table: pd.DataFrame, layer: int, head: int) -> list[Claim]:
     """The study's claim that the head's [CLS] row concentrates on the shared terms, as a row.
 
     ``table`` is the :func:`concentration` table of all heads on the held-out pairs (those the head was not
     chosen on), so the reason also says where the head ranks. Ours is the mean excess over a uniform row with its
-    95% bootstrap interval; it holds when that interval lies above zero and the sign test (p < ``alpha``) finds the
-    head above chance on most pairs, is the opposite when both point below, and cannot be told otherwise.
+    95% bootstrap interval, judged by :func:`headlab.findings.claims.judge` (an effect above zero); the sign test's p
+    is kept beside it.
     """
     row = table[(table["layer"] == layer) & (table["head"] == head)].iloc[0]
     rank = int((table["excess"] > row["excess"]).sum()) + 1
-    verdict, why = _concentration_verdict(row, alpha)
     reason = (f"Head {layer}.{head}, over {int(row['n_examples'])} held-out pairs that share a term (pairs it was not "
               f"chosen on): {row['shared_share']:.1%} of its [CLS] attention on non-special tokens lands on shared "
               f"terms, against {row['chance']:.1%} for a uniform row ({row['ratio']:.2f}× chance); above chance on "
-              f"{row['above_chance']:.0%} of pairs, sign test p = {row['p_sign']:.2g}: {why}. It ranks {rank} of "
-              f"{len(table)} heads by that excess.")
-    return [Claim("cls_head.concentrates_on_shared", FINDING,
-                  "Its [CLS] attention concentrates on the terms query and title share", None, float(row["excess"]),
-                  float(row["lo"]), float(row["hi"]), "share of the [CLS] row on shared terms, minus a uniform row's",
-                  int(row["n_examples"]), 1, float(row["p_sign"]), verdict, reason)]
+              f"{row['above_chance']:.0%} of pairs (two-sided sign test p = {row['p_sign']:.2g}). It ranks {rank} of "
+              f"{len(table)} heads by that excess")
+    return [Claim.measured("cls_head.concentrates_on_shared", ours=float(row["excess"]), lo=float(row["lo"]),
+                           hi=float(row["hi"]), unit=CONCENTRATION_UNIT, method="bootstrap over the held-out pairs "
+                           "that share a term", n_examples=int(row["n_examples"]), p=float(row["p_sign"]),
+                           reason=reason)]
 
 
 def _spread_claim(change: pd.DataFrame, layer: int, head: int, k: int) -> Claim:
-    """Does the head's row spread out with the matching heads masked: the entropy change's interval against zero."""
+    """Does the head's row spread over many more terms with the matching heads masked: the entropy change in nats,
+    judged against the registered size (log 1.5: the effectively attended tokens grow by a factor 1.5)."""
     rows = change.set_index("metric")
     e, s = rows.loc["entropy"], rows.loc["shared_share"]
     factor, factor_lo, factor_hi = np.exp([e["delta"], e["lo"], e["hi"]])
-    verdict = by_interval(e["lo"], e["hi"], "holds", "opposite", "cannot tell")
-    slight = f", only slightly (a factor under {SLIGHT:g})" if verdict == "holds" and factor < SLIGHT else ""
-    shared = ("falls, as the study's reading implies" if s["hi"] < 0 else
-              "rises: the row moves towards the shared terms, not away from them" if s["lo"] > 0 else
-              "does not change distinguishably")
+    shared = ("its interval lies below 0, as the study's reading implies" if s["hi"] < 0 else
+              "its interval lies above 0: the row moves towards the shared terms" if s["lo"] > 0 else
+              "its interval reaches 0")
     reason = (f"Head {layer}.{head} with the {k} matching heads masked, paired over {int(e['n_examples'])} held-out "
-              f"pairs: entropy {e['before']:.2f} → {e['after']:.2f} nats, so the effectively attended tokens grow "
-              f"by a factor {factor:.2f} [{factor_lo:.2f}, {factor_hi:.2f}]{slight}. Its share on shared terms "
-              f"{s['before']:.1%} → {s['after']:.1%} ({s['delta'] * 100:+.1f} points [{s['lo'] * 100:+.1f}, "
-              f"{s['hi'] * 100:+.1f}]) {shared}. Intervals: 95%, paired bootstrap over pairs.")
-    return Claim("cls_head.spreads_without_matching", FINDING,
-                 "With the low-layer term-matching heads masked, its [CLS] attention spreads over many more terms",
-                 None, float(e["delta"]), float(e["lo"]), float(e["hi"]), "change of the [CLS] row's entropy, in nats",
-                 int(e["n_examples"]), 1, None, verdict, reason)
+              f"pairs: entropy {e['before']:.2f} → {e['after']:.2f} nats, so the effectively attended tokens (exp of "
+              f"the entropy) change by a factor {factor:.2f} [{factor_lo:.2f}, {factor_hi:.2f}]. Its share on shared "
+              f"terms {s['before']:.1%} → {s['after']:.1%} ({s['delta'] * 100:+.1f} points [{s['lo'] * 100:+.1f}, "
+              f"{s['hi'] * 100:+.1f}]): {shared}")
+    return Claim.measured("cls_head.spreads_without_matching", ours=float(e["delta"]), lo=float(e["lo"]),
+                          hi=float(e["hi"]), unit=SPREAD_UNIT, method=SPREAD_METHOD, n_examples=int(e["n_examples"]),
+                          reason=reason)
 
 
-def _control_claim(change: pd.DataFrame, control: pd.DataFrame | None, k: int, alpha: float) -> Claim:
-    """Do the matching heads shape the row more than random lower heads: the empirical p of the entropy change."""
-    claim_id, claim = ("cls_head.reads_matching_heads",
-                       "It reads the matching heads: masking them spreads its [CLS] attention more than masking "
-                       "random lower heads")
-    unit = "share of random lower-head sets that spread it as much"
+def _control_claim(change: pd.DataFrame, control: pd.DataFrame | None, k: int) -> Claim:
+    """Do the matching heads spread the row more than random lower heads: the one-sided empirical p of the entropy
+    change over the random draws (and the reverse p), judged by :func:`headlab.findings.claims.judge`."""
     e = change.set_index("metric").loc["entropy"]
     if control is None or not len(control):
-        nan = float("nan")
-        return Claim(claim_id, FINDING, claim, None, nan, nan, nan, unit, int(e["n_examples"]), 0, None,
-                     "cannot tell", "Not measured: no random lower-head sets were masked (CONTROL_DRAWS).")
+        return Claim.not_measured("cls_head.reads_matching_heads", unit=CONTROL_UNIT,
+                                  reason="Not measured: no random lower-head sets were masked (CONTROL_DRAWS)")
     values = control["entropy_delta"].to_numpy()
-    extreme = int(np.sum(values >= e["delta"]))
-    p = empirical_p(extreme, len(values))
-    floor = empirical_p_floor(len(values))
-    if p < alpha:
-        verdict = "holds"
-        answer = "the matching heads shape this head's [CLS] row more than random lower heads do"
-    elif floor < alpha:
-        verdict = "does not hold"
-        answer = "random lower heads shape this head's [CLS] row as much as the matching heads"
-    else:
-        verdict = "cannot tell"
-        answer = f"{len(values)} draws cannot decide it: the smallest possible p is {floor:.2g} (raise CONTROL_DRAWS)"
-    reason = (f"Shown: the share of the {len(values)} draws of {k} random lower-half heads, masked instead, that "
-              f"change its entropy by {e['delta']:+.3f} (the matching heads' change) or more: {extreme} of "
-              f"{len(values)}, with its exact 95% binomial interval. They change it by {values.mean():+.3f} on "
-              f"average ({values.min():+.3f} to {values.max():+.3f}); one-sided, in the study's direction, the "
-              f"empirical p = {p:.2g} (the matching heads counted as one more draw): {answer}.")
-    interval = sps.binomtest(extreme, len(values)).proportion_ci(confidence_level=0.95, method="exact")
-    return Claim(claim_id, FINDING, claim, None, extreme / len(values), float(interval.low), float(interval.high),
-                 unit, int(e["n_examples"]), len(values), p, verdict, reason)
+    n = len(values)
+    extreme, reverse = int(np.sum(values >= e["delta"])), int(np.sum(values <= e["delta"]))
+    p, p_reverse = empirical_p(extreme, n), empirical_p(reverse, n)
+    reason = (f"Shown: the share of the {n} draws of {k} random lower-half heads, masked instead, that change its "
+              f"entropy by {e['delta']:+.3f} (the matching heads' change) or more: {extreme} of {n}, with its exact "
+              f"95% binomial interval. They change it by {values.mean():+.3f} on average ({values.min():+.3f} to "
+              f"{values.max():+.3f}); one-sided empirical p = {p:.2g} in the study's direction, {p_reverse:.2g} the "
+              f"other way (the matching heads counted as one more draw).")
+    interval = sps.binomtest(extreme, n).proportion_ci(confidence_level=0.95, method="exact")
+    return Claim.measured("cls_head.reads_matching_heads", ours=extreme / n, lo=float(interval.low),
+                          hi=float(interval.high), unit=CONTROL_UNIT, method=CONTROL_METHOD,
+                          n_examples=int(e["n_examples"]), n_draws=n, p=p, p_reverse=p_reverse, reason=reason)
 
 
-def spread_claims(change: pd.DataFrame, control: pd.DataFrame | None, layer: int, head: int, k: int,
-                  alpha: float = 0.05) -> list[Claim]:
-    """The study's claim that the head's [CLS] attention spreads out with the matching heads masked, and its reading
-    that the head reads those heads, as two rows.
+def spread_claims(change: pd.DataFrame, control: pd.DataFrame | None, layer: int, head: int, k: int) -> list[Claim]:
+    """The study's claim that the head's [CLS] attention spreads over many more terms with the matching heads masked,
+    and its reading that the head reads those heads, as two rows.
 
     ``change`` comes from :func:`spread`; ``control`` from :func:`spread_under_masks` with random lower
-    heads; both on the held-out pairs (those the head was not chosen on). Spreading out holds when the entropy
-    change's 95% interval lies above zero (the opposite below it); exp(entropy change) is the factor on the number
-    of effectively attended tokens (a spread by a factor under ``SLIGHT`` is called slight in the reason). The
-    reading's row shows the share of random sets of k lower heads that raise the entropy as much, with its exact
-    binomial interval; it holds when the empirical p is below ``alpha``, and does not hold when it is not though it
-    could have been; p is never below 1 / (1 + draws), so where that floor is ``alpha`` or more (fewer than 20 draws
-    at 5%) it cannot be told rather than report a result that could never have been significant.
+    heads; both on the held-out pairs (those the head was not chosen on). The spread is the entropy change in nats,
+    so the registered size "many more terms" (a factor 1.5 on the effectively attended tokens, log 1.5 nats) applies
+    to it. The reading's row shows the share of random sets of k lower heads that raise the entropy as much, with its
+    exact binomial interval; its verdict comes from the empirical p over the draws, which can never fall below
+    1 / (1 + draws): where that is above the adjusted level, :func:`headlab.findings.claims.judge` says the draws
+    cannot decide it.
     """
-    return [_spread_claim(change, layer, head, k), _control_claim(change, control, k, alpha)]
+    return [_spread_claim(change, layer, head, k), _control_claim(change, control, k)]

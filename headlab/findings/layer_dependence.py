@@ -3,15 +3,20 @@
 The study's BERT has 12 layers. A model of another depth is compared by relative depth: a study layer
 maps to our layer that holds its middle (for 6 layers, study layers 2l and 2l+1 map to our layer l).
 Each claim of the study the page tests is one :class:`headlab.findings.claims.Claim` row (``halves_claims``,
-``layers_claims``, ``heads_claims``): our number with its 95% interval, the verdict and why. The verdicts shown on
-the page are those rows rendered, followed by the numbers behind them.
+``layers_claims``, ``heads_claims``), built with ``Claim.measured``: our number with its 95% interval and how it was
+computed, the evidence in words, and the verdict of :func:`headlab.findings.claims.judge` (the one rule of the book).
+Accuracy effects carry the floor scale (``Lab.floor``): "collapse" and "costs far less" are judged on it. The page
+shows those rows rendered, then the numbers behind them (``halves_details``, ``layers_details``, ``heads_details``).
 """
 from __future__ import annotations
 
-import pandas as pd
+import math
 
-from headlab.core.stats import by_interval, equivalent
-from headlab.findings.claims import Claim, render
+import pandas as pd
+from scipy import stats as sps
+
+from headlab.core.stats import Floor, by_interval, equivalent
+from headlab.findings.claims import MARGIN_WHY, Claim, judge, registered, render
 
 STUDY_LAYERS = 12
 STUDY_GAIN_LAYERS = range(5, 10)  # masking any one of these whole layers improved accuracy
@@ -68,28 +73,55 @@ def depth_note(layers: int) -> str:
 
 # --- the rows -----------------------------------------------------------------------------------------
 
-FINDING = "02 layer dependence"
 CHANGE = "relative change of accuracy"
+LOST = "share of the above-chance accuracy lost (0: unmasked, 100%: always the majority grade)"
+PAIRED = "paired bootstrap over test pairs"
+TWO_STAGE = "two-stage bootstrap over draws and test pairs"
 
 
-def _claim(slug: str, claim: str, study: float | None, numbers, n_examples: int, n_draws: int, p: float | None,
-           verdict: str, reason: str, unit: str = CHANGE) -> Claim:
-    """One row of this page; ``numbers`` is our number with its 95% interval, ``(ours, lo, hi)``."""
-    ours, lo, hi = (float(x) for x in numbers)
-    return Claim(f"layer_dependence.{slug}", FINDING, claim, study, ours, lo, hi, unit, int(n_examples), int(n_draws),
-                 None if p is None else float(p), verdict, reason)
+def _usable(floor: Floor | None) -> bool:
+    """A floor scale exists: a floor was given and the model is above its majority grade."""
+    return floor is not None and floor.base > floor.majority
 
 
-def _not_measured(slug: str, claim: str, study: float | None, reason: str, unit: str = CHANGE) -> Claim:
-    nan = float("nan")
-    return _claim(slug, claim, study, (nan, nan, nan), 0, 0, None, "cannot tell", reason, unit)
+def _accuracy(row, floor: Floor | None) -> float:
+    """A masked condition's accuracy: the table's own, else from the relative change and the floor's base."""
+    accuracy = getattr(row, "accuracy", None)
+    if accuracy is not None and not math.isnan(float(accuracy)):
+        return float(accuracy)
+    return math.nan if floor is None else floor.base * (1 + float(row.rel_change))
+
+
+def _accuracies(floor: Floor | None, *values: float) -> tuple[float, ...]:
+    return tuple(v for v in values if not math.isnan(v)) if floor is not None else ()
+
+
+def _simultaneous(ours: float, lo: float, hi: float, m: int) -> tuple[float, float]:
+    """A 95% interval widened so that it holds for ``m`` intervals at once (Bonferroni), by the ratio of normal
+    quantiles: what a head chosen among ``m`` must pass."""
+    scale = float(sps.norm.ppf(1 - 0.025 / m) / sps.norm.ppf(0.975))
+    return ours - (ours - lo) * scale, ours + (hi - ours) * scale
+
+
+def _weakest(claim_id: str, candidates, numbers, **judged):
+    """The candidate whose judged (adjusted) interval reaches least far in the claim's direction: a claim about all
+    of them is no stronger than its weakest."""
+    spec = registered(claim_id)
+
+    def reach(c):
+        ours, lo, hi = numbers(c)
+        j = judge(spec, ours, lo, hi, **{k: v(c) for k, v in judged.items()})
+        near_end = j.lo_adj if spec.direction > 0 else j.hi_adj  # the end of the interval nearest no effect
+        return spec.direction * (near_end - spec.null)
+
+    return min(candidates, key=reach)
 
 
 # --- low versus high layers ----------------------------------------------------------------------------
 
-COLLAPSE_CLAIM = "Masking 80% and 100% of the low heads makes accuracy collapse"
-COSTS_LESS_CLAIM = "Masking most of the high heads costs far less than masking the low heads"
-GAP_UNIT = f"{CHANGE}, upper half minus lower half"
+COLLAPSE = "layer_dependence.low_heads_collapse"
+COSTS_LESS = "layer_dependence.high_heads_cost_less"
+GAP_UNIT = "share of the above-chance accuracy lost, lower half minus upper half, in points"
 
 
 def _which_half(row) -> str:
@@ -110,68 +142,105 @@ def _collapse_points(gap: pd.DataFrame) -> pd.DataFrame:
     return masked.loc[list(dict.fromkeys(points))]
 
 
-def _collapse(points: pd.DataFrame, majority: float | None, at: str) -> Claim:
-    """The collapse, shown at the point where accuracy with the low heads masked stays highest."""
-    if majority is None:
-        return _not_measured("low_heads_collapse", COLLAPSE_CLAIM, None,
-                             "Not measured: no floor was given (the accuracy of always answering the most frequent "
-                             "grade), and a collapse is measured against it.")
-    collapsed = points["lower_accuracy"] <= majority
-    shown = points.loc[points["lower_accuracy"].idxmax()]
-    return _claim("low_heads_collapse", COLLAPSE_CLAIM, None, (shown.lower_change, shown.lower_lo, shown.lower_hi),
-                  shown.n_examples, shown.lower_draws, None, "holds" if collapsed.all() else "does not hold",
-                  f"Shown: the point where accuracy stays highest. With the low heads masked at {at} of all heads, "
-                  f"accuracy is {' and '.join(f'{a:.1%}' for a in points['lower_accuracy'])}, from "
-                  f"{shown.base_accuracy:.1%} unmasked; always answering the most frequent grade scores "
-                  f"{majority:.1%}, and accuracy is at or below that floor at {int(collapsed.sum())} of these "
-                  f"{len(points)} points (the rule: at every point; point estimates).")
+def _method(draws: int, mapped: str = "") -> str:
+    return (TWO_STAGE if int(draws) > 1 else PAIRED) + mapped
 
 
-def _costs_less(points: pd.DataFrame, at: str) -> Claim:
-    """The high heads costing less, shown at the point whose difference's interval reaches lowest."""
-    lower, upper = points["gap_lo"] > 0, points["gap_hi"] < 0
-    verdict = "holds" if lower.all() else "opposite" if upper.all() else "does not hold"
-    shown = points.loc[points["gap_lo"].idxmin()]
-    return _claim("high_heads_cost_less", COSTS_LESS_CLAIM, None, (shown.gap, shown.gap_lo, shown.gap_hi),
-                  shown.n_examples, shown.lower_draws, None, verdict,
-                  f"Shown: the point whose interval reaches lowest. At {at} of all heads, masking the upper half "
-                  f"changes accuracy by {' and '.join(_pct(c) for c in points['upper_change'])}, the lower half by "
-                  f"{' and '.join(_pct(c) for c in points['lower_change'])}; the lower half costs more, with a "
-                  f"difference distinguishable from zero (its 95% paired interval above 0), at {int(lower.sum())} of "
-                  f"these {len(points)} points (the rule: at every point).", GAP_UNIT)
+def _lost_text(floor: Floor, change: float) -> str:
+    return f"{floor.lost(change):.0%}"
 
 
-def halves_claims(gap: pd.DataFrame, majority: float | None = None) -> list[Claim]:
-    """The study's two claims about the halves, judged where it made them: 80% and 100% of the low heads masked
-    (40% and 50% of all heads on the axis).
+def _collapse(points: pd.DataFrame, floor: Floor, at: str) -> Claim:
+    """The collapse on the floor scale, judged at the weaker of the two points (the claim names both)."""
+    def numbers(r):
+        return floor.lost(r.lower_change), floor.lost(r.lower_hi), floor.lost(r.lower_lo)
 
-    ``gap`` comes from :func:`headlab.findings.importance.half_gap`; ``majority`` is the accuracy of always answering
-    the most frequent grade, the floor a "collapse" is measured against: the collapse holds when accuracy with the
-    low heads masked is at or below it at every point. "The high heads cost far less" holds when the paired
-    difference (upper half's change minus lower half's) has its 95% interval above 0 at every point, and is the
-    opposite when it lies below 0 at every point.
+    shown = _weakest(COLLAPSE, list(points.itertuples()), numbers, n_draws=lambda r: int(r.lower_draws))
+    ours, lo, hi = numbers(shown)
+    return Claim.measured(
+        COLLAPSE, ours=ours, lo=lo, hi=hi, unit=LOST,
+        method=_method(shown.lower_draws, ", mapped to the floor scale"), n_examples=shown.n_examples,
+        n_draws=shown.lower_draws, floor=floor, accuracies=_accuracies(floor, shown.lower_accuracy),
+        reason=f"With the low heads masked at {at} of all heads, accuracy is "
+               f"{' and '.join(f'{a:.1%}' for a in points['lower_accuracy'])} (unmasked {floor.base:.1%}, always "
+               f"answering the majority grade {floor.majority:.1%}): "
+               f"{' and '.join(_lost_text(floor, c) for c in points['lower_change'])} of the accuracy above the "
+               f"majority grade lost. The claim names both points, so the row shows the weaker, {shown.share:.0%} of "
+               f"all heads ({_interval(shown.lower_change, shown.lower_lo, shown.lower_hi)} relative change).")
+
+
+def _saturated(r, floor: Floor) -> bool:
+    return floor.at_floor(r.lower_accuracy) and floor.at_floor(r.upper_accuracy)
+
+
+def _costs_less(points: pd.DataFrame, floor: Floor, at: str) -> Claim:
+    """The lower half's loss minus the upper half's on the floor scale, judged at the weaker of the two points; a point
+    where both halves sit at the floor says nothing and is set aside while another point can speak."""
+    factor = floor.base / (floor.base - floor.majority)  # lost(lower) - lost(upper) = factor * gap
+
+    def numbers(r):
+        return factor * r.gap, factor * r.gap_lo, factor * r.gap_hi
+
+    rows = list(points.itertuples())
+    informative = [r for r in rows if not _saturated(r, floor)]
+    shown = _weakest(COSTS_LESS, informative or rows, numbers, n_draws=lambda r: int(r.lower_draws),
+                     at_floor=lambda r: _saturated(r, floor))
+    ours, lo, hi = numbers(shown)
+    aside = [f"{r.share:.0%}" for r in rows if _saturated(r, floor)]
+    note = (f" At {' and '.join(aside)} of all heads both halves sit at the model's floor, where neither can fall "
+            f"further" + (", so the row shows another point." if informative else ".")) if aside else ""
+    return Claim.measured(
+        COSTS_LESS, ours=ours, lo=lo, hi=hi, unit=GAP_UNIT,
+        method=f"{PAIRED} (the same resampled pairs for both halves, each half's draws resampled), mapped to the "
+               "floor scale",
+        n_examples=shown.n_examples, n_draws=shown.lower_draws, floor=floor,
+        accuracies=_accuracies(floor, shown.lower_accuracy, shown.upper_accuracy),
+        reason=f"At {at} of all heads, masking the lower half loses "
+               f"{' and '.join(_lost_text(floor, c) for c in points['lower_change'])} of the accuracy above the "
+               f"majority grade, the upper half {' and '.join(_lost_text(floor, c) for c in points['upper_change'])} "
+               f"(relative changes: lower {' and '.join(_pct(c) for c in points['lower_change'])}, upper "
+               f"{' and '.join(_pct(c) for c in points['upper_change'])}). The claim names both points, so the row "
+               f"shows the weaker, {shown.share:.0%} of all heads.{note}")
+
+
+def halves_claims(gap: pd.DataFrame, floor: Floor | None = None) -> list[Claim]:
+    """The study's two claims about the halves, measured where it made them: 80% and 100% of the low heads masked
+    (40% and 50% of all heads on the axis), on the floor scale.
+
+    ``gap`` comes from :func:`headlab.findings.importance.half_gap`; ``floor`` (``Lab.floor``) is the model's accuracy
+    unmasked and that of always answering its majority grade, the two ends of the floor scale (0 and 100% of the
+    accuracy above the majority grade lost). "Collapse": the share lost with the low heads masked, judged at the
+    weaker of the two points, its interval the relative change's mapped by the floor. "Far less": the lower half's
+    share lost minus the upper half's (the gap's paired interval times ``base / (base - majority)``), judged at the
+    weaker point among those where the two halves are not both at the floor; when both are at the floor at every
+    point the comparison is saturated. Both verdicts come from :func:`headlab.findings.claims.judge`.
     """
     points = _collapse_points(gap)
     if points.empty:
-        reason = "Not tested: no share near 40% or 50% of all heads (raise HALF_STEPS)."
-        return [_not_measured("low_heads_collapse", COLLAPSE_CLAIM, None, reason),
-                _not_measured("high_heads_cost_less", COSTS_LESS_CLAIM, None, reason, GAP_UNIT)]
+        reason = "Not tested: no share near 40% or 50% of all heads (raise HALF_STEPS)"
+        return [Claim.not_measured(COLLAPSE, reason=reason, unit=LOST),
+                Claim.not_measured(COSTS_LESS, reason=reason, unit=GAP_UNIT)]
+    if not _usable(floor):
+        reason = ("Not measured: no floor scale. The claim's size is a share of the accuracy above the majority grade, "
+                  + ("and no floor (the accuracy of always answering the majority grade) was given" if floor is None
+                     else f"and the model ({floor.base:.1%}) is not above its majority grade ({floor.majority:.1%})"))
+        return [Claim.not_measured(COLLAPSE, reason=reason, unit=LOST),
+                Claim.not_measured(COSTS_LESS, reason=reason, unit=GAP_UNIT)]
     at = " and ".join(f"{s:.0%}" for s in points["share"])
-    return [_collapse(points, majority, at), _costs_less(points, at)]
+    return [_collapse(points, floor, at), _costs_less(points, floor, at)]
 
 
-def halves_verdict(gap: pd.DataFrame, majority: float | None = None) -> str:
-    """The study's claims about the halves (:func:`halves_claims`), then the difference at every share (markdown)."""
-    lines = [render(halves_claims(gap, majority))]
+def halves_details(gap: pd.DataFrame) -> str:
+    """The difference between the halves at every share (markdown), for under the claims."""
     masked = gap[gap["share"] > 0].sort_values("share")
     if masked.empty:
-        return "\n".join(lines + ["- No share above 0 was masked: nothing to compare."])
+        return "- No share above 0 was masked: nothing to compare."
     widest = masked.loc[masked["gap"].abs().idxmax()]
     lower, upper = int((masked["gap_lo"] > 0).sum()), int((masked["gap_hi"] < 0).sum())
-    lines.append(f"- Over all {len(masked)} shares masked, the lower half costs more at {lower} and the upper half at "
-                 f"{upper} (a difference distinguishable from zero); the largest difference (upper minus lower "
-                 f"change) is {widest.gap * 100:+.1f} points [{widest.gap_lo * 100:+.1f}, {widest.gap_hi * 100:+.1f}] "
-                 f"at {widest.share:.0%} of all heads.")
+    lines = [f"- Over all {len(masked)} shares masked, the lower half costs more at {lower} and the upper half at "
+             f"{upper} (a difference whose 95% paired interval excludes zero); the largest difference (upper minus "
+             f"lower change) is {widest.gap * 100:+.1f} points [{widest.gap_lo * 100:+.1f}, "
+             f"{widest.gap_hi * 100:+.1f}] at {widest.share:.0%} of all heads."]
     for r in masked.itertuples():
         lines.append(f"  - {r.share:.1%} of all heads ({r.n_heads} heads, {2 * r.share:.0%} of a half): "
                      f"lower {_interval(r.lower_change, r.lower_lo, r.lower_hi)}, upper "
@@ -180,10 +249,15 @@ def halves_verdict(gap: pd.DataFrame, majority: float | None = None) -> str:
     return "\n".join(lines)
 
 
+def halves_verdict(gap: pd.DataFrame, floor: Floor | None = None) -> str:
+    """The study's claims about the halves (:func:`halves_claims`), then the difference at every share (markdown)."""
+    return "\n".join([render(halves_claims(gap, floor)), halves_details(gap)])
+
+
 # --- whole layers --------------------------------------------------------------------------------------
 
-GAINS_CLAIM = "Masking any one of layers 5–9 (of 12) raises accuracy"
-LAYER_8_CLAIM = "Masking all of layer 8 (of 12) raises accuracy by 2.3%"
+GAINS = "layer_dependence.layers_5_9_gain"
+LAYER_8 = "layer_dependence.layer_8_gain"
 
 
 def layer_reference(layers: int) -> pd.DataFrame:
@@ -196,7 +270,7 @@ def layer_reference(layers: int) -> pd.DataFrame:
 def _layer_state(row) -> str:
     if not row["distinguishable"]:
         return ""
-    return " (gain)" if row["rel_change"] > 0 else " (loss)"
+    return " (gain after Holm)" if row["rel_change"] > 0 else " (loss after Holm)"
 
 
 def _layers(table: pd.DataFrame) -> str:
@@ -204,77 +278,81 @@ def _layers(table: pd.DataFrame) -> str:
                      for r in table.itertuples()) or "no layer"
 
 
-def _gains(rows: pd.DataFrame, layers: int, n_examples: int, rule: str) -> Claim:
-    """Gains at the study's layers 5–9, shown at the one of our layers whose interval reaches lowest."""
+def _gains(rows: pd.DataFrame, layers: int, n_examples: int, floor: Floor | None) -> Claim:
+    """Gains at the study's layers 5–9: the claim says every one, so it is judged at the layer of ours at that depth
+    whose interval reaches lowest."""
     ours = [l for l in study_layers_to_ours(STUDY_GAIN_LAYERS, layers) if l in rows.index]
     if not ours:
-        return _not_measured("layers_5_9_gain", GAINS_CLAIM, None,
-                             "Not tested: none of our layers at the depth of layers 5–9 of 12 was masked.")
+        return Claim.not_measured(GAINS, reason="Not tested: none of our layers at the depth of layers 5–9 of 12 was "
+                                                "masked", unit=CHANGE)
     effects = rows.loc[ours]
-    gains = effects["distinguishable"] & (effects["rel_change"] > 0)
-    losses = effects["distinguishable"] & (effects["rel_change"] < 0)
     shown = effects.loc[effects["lo"].idxmin()]
     parts = "; ".join(f"layer {l}: {_interval(r['rel_change'], r['lo'], r['hi'])}{_layer_state(r)}"
                       for l, r in effects.iterrows())
-    return _claim("layers_5_9_gain", GAINS_CLAIM, None, (shown.rel_change, shown.lo, shown.hi), n_examples, 1,
-                  shown.p_holm, "holds" if gains.all() else "opposite" if losses.all() else "does not hold",
-                  f"At the same depth, our layers {_span(ours)}: {int(gains.sum())} of {len(ours)} show a "
-                  f"distinguishable gain ({parts}); a layer's gain counts when {rule} (the rule: a gain at every "
-                  f"one of them). Shown: layer {int(shown.name)}, whose interval reaches lowest, with its Holm p.")
+    return Claim.measured(
+        GAINS, ours=shown.rel_change, lo=shown.lo, hi=shown.hi, unit=CHANGE, method=PAIRED, n_examples=n_examples,
+        p=shown.p_holm, floor=floor, accuracies=_accuracies(floor, _accuracy(shown, floor)),
+        reason=f"At the same depth, our layers {_span(ours)}: {parts}. The claim says every one of them, so the row "
+               f"shows layer {int(shown.name)}, whose interval reaches lowest, with its Holm p")
 
 
-def _layer_8(rows: pd.DataFrame, layers: int, n_examples: int) -> Claim:
+def _layer_8(rows: pd.DataFrame, layers: int, n_examples: int, floor: Floor | None) -> Claim:
     """The study's one number for whole layers, at our layer of the same depth."""
     best = study_layer_to_ours(STUDY_BEST_LAYER, layers)
     if best not in rows.index:
-        return _not_measured("layer_8_gain", LAYER_8_CLAIM, STUDY_BEST_GAIN,
-                             f"Not tested: our layer {best}, at the depth of layer 8 of 12, was not masked.")
+        return Claim.not_measured(LAYER_8, reason=f"Not tested: our layer {best}, at the depth of layer 8 of 12, was "
+                                                  "not masked", unit=CHANGE, study=STUDY_BEST_GAIN)
     r = rows.loc[best]
-    verdict = ("holds" if r["rel_change"] > 0 else "opposite") if r["distinguishable"] else "cannot tell"
-    change = ("a gain" if r["rel_change"] > 0 else "a loss") if r["distinguishable"] else "no change"
     contains = "contains" if r["lo"] <= STUDY_BEST_GAIN <= r["hi"] else "excludes"
-    return _claim("layer_8_gain", LAYER_8_CLAIM, STUDY_BEST_GAIN, (r["rel_change"], r["lo"], r["hi"]), n_examples, 1,
-                  r["p_holm"], verdict,
-                  f"Our layer {best} at the same depth: {change} distinguishable from zero (Holm p = "
-                  f"{r['p_holm']:.2g}); the interval {contains} the study's +2.3%.")
+    return Claim.measured(
+        LAYER_8, ours=r["rel_change"], lo=r["lo"], hi=r["hi"], unit=CHANGE, method=PAIRED, n_examples=n_examples,
+        p=r["p_holm"], study=STUDY_BEST_GAIN, floor=floor, accuracies=_accuracies(floor, _accuracy(r, floor)),
+        reason=f"Our layer {best} at the same depth: exact McNemar test, Holm p = {r['p_holm']:.2g} over the "
+               f"{len(rows)} layers; the 95% interval {contains} the study's +2.3%")
 
 
-def layers_claims(table: pd.DataFrame, layers: int, n_examples: int, alpha: float = 0.05) -> list[Claim]:
+def layers_claims(table: pd.DataFrame, layers: int, n_examples: int, alpha: float = 0.05,
+                  floor: Floor | None = None) -> list[Claim]:
     """The study's two claims about whole layers, at our layers of the same relative depth.
 
-    ``table`` comes from :func:`headlab.findings.importance.layer_effects` (with the same ``alpha``), over
-    ``n_examples`` test pairs: a change counts as a gain or a loss when its McNemar test survives the Holm
-    correction over all layers (``distinguishable``); the intervals are 95% paired bootstrap intervals of each
-    layer on its own. "Any of layers 5–9" holds when every one of our layers there gains, is the opposite when
-    every one loses, and does not hold otherwise; "layer 8" holds on a gain, is the opposite on a loss, and
-    cannot be told when neither is distinguishable.
+    ``table`` comes from :func:`headlab.findings.importance.layer_effects`, over ``n_examples`` test pairs: each
+    layer's relative change with its 95% paired bootstrap interval, and its exact McNemar test Holm-corrected over all
+    layers (kept beside the interval as the row's p). "Any of layers 5–9" is judged at the one of our layers there
+    whose interval reaches lowest (the claim says every one); "layer 8" at our layer of that depth. Verdicts come from
+    :func:`headlab.findings.claims.judge`; ``floor`` (``Lab.floor``) adds the floor scale. ``alpha`` is the level of
+    the table's Holm calls, named in :func:`layers_details`.
     """
     rows = table.set_index("layer")
-    rule = f"its exact McNemar test survives the Holm correction over all {len(table)} layers at {alpha:.0%}"
-    return [_gains(rows, layers, n_examples, rule), _layer_8(rows, layers, n_examples)]
+    return [_gains(rows, layers, n_examples, floor), _layer_8(rows, layers, n_examples, floor)]
 
 
-def layers_verdict(table: pd.DataFrame, layers: int, n_examples: int, alpha: float = 0.05) -> str:
-    """The study's claims about whole layers (:func:`layers_claims`), then every layer's gain or loss (markdown)."""
+def layers_details(table: pd.DataFrame, layers: int, alpha: float = 0.05) -> str:
+    """Every layer's gain or loss after Holm (markdown), for under the claims."""
     called = table[table["distinguishable"]]
     worst = table.loc[table["rel_change"].idxmin()]
     return "\n".join([
-        render(layers_claims(table, layers, n_examples, alpha)),
-        f"- {depth_note(layers)} A layer's gain or loss counts when its exact McNemar test survives the Holm "
-        f"correction over all {len(table)} layers ({alpha:.0%}).",
-        f"- Across all {len(table)} layers, masking a whole layer gives a distinguishable gain at "
-        f"{_layers(called[called['rel_change'] > 0])} and a distinguishable loss at "
+        f"- {depth_note(layers)} A layer's gain or loss is marked \"after Holm\" when its exact McNemar test survives "
+        f"the Holm correction over all {len(table)} layers ({alpha:.0%}).",
+        f"- Across all {len(table)} layers, masking a whole layer gives a gain after Holm at "
+        f"{_layers(called[called['rel_change'] > 0])} and a loss after Holm at "
         f"{_layers(called[called['rel_change'] < 0])}; the largest loss is layer {int(worst.layer)}: "
         f"{_interval(worst.rel_change, worst.lo, worst.hi)}."])
 
 
+def layers_verdict(table: pd.DataFrame, layers: int, n_examples: int, alpha: float = 0.05,
+                   floor: Floor | None = None) -> str:
+    """The study's claims about whole layers (:func:`layers_claims`), then every layer's gain or loss (markdown)."""
+    return "\n".join([render(layers_claims(table, layers, n_examples, alpha, floor)),
+                      layers_details(table, layers, alpha)])
+
+
 # --- single heads --------------------------------------------------------------------------------------
 
-NOTHING_CLAIM = "Most single heads change nothing when masked"
-MATCHING_CLAIM = "The term-matching heads (layers 2–4 of 12) hurt when masked"
-HIGH_HEAD_CLAIM = "One head of layer 10 (of 12) hurts when masked"
-IMPROVE_CLAIM = "Masking some single heads improves the model (the study's open question)"
+NOTHING = "layer_dependence.most_heads_change_nothing"
+MATCHING = "layer_dependence.matching_layers_hurt"
+IMPROVE = "layer_dependence.some_heads_improve"
 NOTHING_UNIT = "share of heads shown to change nothing"
+HEAD_MARGIN = 0.02  # a head "changes nothing" when its 90% interval lies within this (MARGIN_WHY)
 
 
 def _heads(table: pd.DataFrame, with_p: bool = False) -> str:
@@ -284,93 +362,121 @@ def _heads(table: pd.DataFrame, with_p: bool = False) -> str:
 
 
 def _change_nothing(tested: pd.DataFrame, n_examples: int, margin: float) -> Claim:
-    """"Most heads change nothing": it holds when more than half are shown equivalent to no change, and does not
-    hold when more than half change (Holm); a head that is neither leaves the claim open."""
+    """"Most heads change nothing": the share of heads shown equivalent to no change, against one half."""
     same = int(sum(equivalent(r.lo90, r.hi90, margin) for r in tested.itertuples()))
-    share = same / len(tested)
+    n = len(tested)
+    ci = sps.binomtest(same, n).proportion_ci(0.95, method="exact")
     changed = int(tested["significant"].sum())
-    verdict = "holds" if share > 0.5 else "does not hold" if changed > len(tested) / 2 else "cannot tell"
-    return _claim("most_heads_change_nothing", NOTHING_CLAIM, None, (share, float("nan"), float("nan")), n_examples, 1,
-                  None, verdict,
-                  f"A head is shown to change nothing when its 90% interval lies within ±{margin:.0%} (MARGIN): "
-                  f"{same} of {len(tested)} heads pass; {len(tested) - changed} show no change that survives the Holm "
-                  f"correction, which alone would not show that they change nothing. The rule: more than half shown "
-                  f"to change nothing, or more than half changing after Holm for the opposite. A count over every "
-                  f"head masked, so no interval.", NOTHING_UNIT)
+    return Claim.measured(
+        NOTHING, ours=same / n, lo=ci.low, hi=ci.high, unit=NOTHING_UNIT,
+        method=f"Clopper–Pearson interval over the {n} heads masked, each head one trial (shown to change nothing or "
+               "not)",
+        n_examples=n_examples,
+        reason=f"A head is shown to change nothing when its 90% paired bootstrap interval lies within ±{margin:.0%} "
+               f"(an equivalence test at 5%; margin: {MARGIN_WHY}): {same} of {n} heads pass. {n - changed} show no "
+               f"change that survives the Holm correction, which alone would not show that they change nothing; a "
+               f"head that passes neither test is counted as not shown to change nothing")
 
 
-def _hurting(slug: str, claim: str, tested: pd.DataFrame, ours: list[int], n_examples: int, note: str) -> Claim:
-    """A claim that heads of ``ours`` layers hurt when masked: it holds when one of them does after Holm."""
+def _chosen(candidates: pd.DataFrame, pick: str):
+    """The head chosen among ``candidates`` (the lowest widened upper end for a loss, the highest widened lower end for
+    a gain), with its interval widened to hold for all of them at once."""
+    m = len(candidates)
+    widened = pd.DataFrame([_simultaneous(r.rel_change, r.lo, r.hi, m) for r in candidates.itertuples()],
+                           columns=["w_lo", "w_hi"], index=candidates.index)
+    at = widened["w_hi"].idxmin() if pick == "loss" else widened["w_lo"].idxmax()
+    return candidates.loc[at], widened.loc[at], m
+
+
+def _selected_method(m: int, which: str) -> str:
+    return (f"{PAIRED}; the 95% interval widened to hold for all {m} heads {which} at once (Bonferroni), since the "
+            "head is chosen among them")
+
+
+def _hurting(tested: pd.DataFrame, ours: list[int], n_examples: int, floor: Floor | None) -> Claim:
+    """The term-matching heads hurting: judged at the head of their layers whose interval lies lowest, widened for
+    the choice among the heads there."""
     there = tested[tested["layer"].isin(ours)]
     if there.empty:
-        return _not_measured(slug, claim, None, f"Not tested: no head of our layer(s) {_span(ours)} was masked.")
+        return Claim.not_measured(MATCHING, reason=f"Not tested: no head of our layer(s) {_span(ours)} was masked",
+                                  unit=CHANGE)
     hurts = there[there["direction"] == "hurts"].sort_values("rel_change")
-    shown = (hurts if len(hurts) else there).nsmallest(1, "rel_change").iloc[0]
+    shown, widened, m = _chosen(there, "loss")
     named = f": {_heads(hurts)}" if len(hurts) else ""
-    return _claim(slug, claim, None, (shown.rel_change, shown.lo, shown.hi), n_examples, 1, shown.p_holm,
-                  "holds" if len(hurts) else "cannot tell",
-                  f"At the same depth, our layer(s) {_span(ours)}{note}: {len(hurts)} head(s) hurt when masked, "
-                  f"surviving the Holm correction over all {len(tested)} heads{named} (the rule: at least one). "
-                  f"Shown: head {_head(shown['layer'], shown['head'])}, the lowest change there, with its Holm p; "
-                  f"picked for its size on the same pairs, so its size leans away from zero.")
+    return Claim.measured(
+        MATCHING, ours=shown.rel_change, lo=widened.w_lo, hi=widened.w_hi, unit=CHANGE,
+        method=_selected_method(m, f"of our layer(s) {_span(ours)}"), n_examples=n_examples, p=shown.p_holm,
+        floor=floor, accuracies=_accuracies(floor, _accuracy(shown, floor)),
+        reason=f"At the same depth, our layer(s) {_span(ours)} (this page does not pick the term-matching heads, "
+               f"notebook 05 does: any head there counts): {len(hurts)} of {m} heads there hurt when masked after the "
+               f"Holm correction over all {len(tested)} heads{named}. The row shows head "
+               f"{_head(shown['layer'], shown['head'])} ({_interval(shown.rel_change, shown.lo, shown.hi)}), whose "
+               f"widened interval lies lowest, with its Holm p; picked for its size on the same pairs, so its size "
+               f"leans away from zero")
 
 
-def _improving(tested: pd.DataFrame, n_examples: int, alpha: float) -> Claim:
-    """Heads whose masking improves accuracy: it holds when one survives Holm; shown: the largest such gain."""
+def _improving(tested: pd.DataFrame, n_examples: int, alpha: float, floor: Floor | None) -> Claim:
+    """Heads whose masking improves accuracy: judged at the head whose interval lies highest, widened for the choice
+    among all heads."""
     helps = tested[tested["direction"] == "helps"].sort_values("rel_change", ascending=False)
     better = tested[(tested["p_mcnemar"] < alpha) & (tested["rel_change"] > 0)]
-    shown = (helps if len(helps) else tested).nlargest(1, "rel_change").iloc[0]
+    shown, widened, m = _chosen(tested, "gain")
     named = f": {_heads(helps)}" if len(helps) else ""
-    which = "that survives" if len(helps) else "of any head"
-    return _claim("some_heads_improve", IMPROVE_CLAIM, None, (shown.rel_change, shown.lo, shown.hi), n_examples, 1,
-                  shown.p_holm, "holds" if len(helps) else "cannot tell",
-                  f"{len(better)} head(s) improve accuracy at an uncorrected p < {alpha}; {len(helps)} survive the "
-                  f"Holm correction over all {len(tested)} heads{named} (the rule: at least one). Shown: head "
-                  f"{_head(shown['layer'], shown['head'])}, the largest gain {which}, "
-                  f"with its Holm p; picked for its size on the same pairs, so its size leans away from zero.")
+    return Claim.measured(
+        IMPROVE, ours=shown.rel_change, lo=widened.w_lo, hi=widened.w_hi, unit=CHANGE,
+        method=_selected_method(m, "masked"), n_examples=n_examples, p=shown.p_holm, floor=floor,
+        accuracies=_accuracies(floor, _accuracy(shown, floor)),
+        reason=f"{len(better)} head(s) improve accuracy at an uncorrected McNemar p < {alpha}; {len(helps)} survive "
+               f"the Holm correction over all {len(tested)} heads{named}. The row shows head "
+               f"{_head(shown['layer'], shown['head'])} ({_interval(shown.rel_change, shown.lo, shown.hi)}), whose "
+               f"widened interval lies highest, with its Holm p; picked for its size on the same pairs, so its size "
+               f"leans away from zero")
 
 
 def heads_claims(grid: pd.DataFrame, layers: int, n_examples: int, alpha: float = 0.05,
-                 margin: float = 0.02) -> list[Claim]:
+                 margin: float = HEAD_MARGIN, floor: Floor | None = None) -> list[Claim]:
     """The study's claims about single heads (its finding 7), and the gain it left open.
 
     ``grid`` comes from :func:`headlab.findings.importance.head_grid_table` (with the same ``alpha``), over
-    ``n_examples`` test pairs. "Changes nothing" is a claim of no effect: a head makes it only when its 90% interval
-    lies within ±``margin``, and the claim holds when more than half the heads do. A head hurts or helps when its
-    McNemar test survives the Holm correction over all heads; the study's layers map to ours by relative depth, and
-    this page does not pick the term-matching heads (notebook 05 does), so any head of their layers counts.
+    ``n_examples`` test pairs. "Changes nothing": the share of heads whose 90% interval lies within ±``margin``, with
+    a Clopper–Pearson interval over the heads, against one half (more than half: "most"). "The term-matching heads
+    hurt" and "some heads improve": the head with the strongest interval among the candidates (any head of our layers
+    at the depth of the study's layers 2–4, as this page does not pick the term-matching heads; any head for a gain),
+    its 95% interval widened by Bonferroni over the candidates it was chosen from, and its Holm p kept beside it.
+    Verdicts come from :func:`headlab.findings.claims.judge`. The study's sentence about one head of layer 10 is
+    tested on page 07, which chooses that head on one part of the pairs and measures it on the other.
     """
     tested = grid[grid["direction"] != "untested"]
     if tested.empty:
-        return [_not_measured(slug, claim, None, "Not tested: no single head was masked.", unit)
-                for slug, claim, unit in (("most_heads_change_nothing", NOTHING_CLAIM, NOTHING_UNIT),
-                                          ("matching_layers_hurt", MATCHING_CLAIM, CHANGE),
-                                          ("layer_10_head_hurts", HIGH_HEAD_CLAIM, CHANGE),
-                                          ("some_heads_improve", IMPROVE_CLAIM, CHANGE))]
-    matching = " (this page does not pick the term-matching heads, notebook 05 does: any head there counts)"
+        reason = "Not tested: no single head was masked"
+        return [Claim.not_measured(NOTHING, reason=reason, unit=NOTHING_UNIT),
+                Claim.not_measured(MATCHING, reason=reason, unit=CHANGE),
+                Claim.not_measured(IMPROVE, reason=reason, unit=CHANGE)]
     return [_change_nothing(tested, n_examples, margin),
-            _hurting("matching_layers_hurt", MATCHING_CLAIM, tested,
-                     study_layers_to_ours(STUDY_MATCHING_LAYERS, layers), n_examples, matching),
-            _hurting("layer_10_head_hurts", HIGH_HEAD_CLAIM, tested,
-                     [study_layer_to_ours(STUDY_HIGH_HEAD_LAYER, layers)], n_examples, ""),
-            _improving(tested, n_examples, alpha)]
+            _hurting(tested, study_layers_to_ours(STUDY_MATCHING_LAYERS, layers), n_examples, floor),
+            _improving(tested, n_examples, alpha, floor)]
 
 
-def heads_verdict(grid: pd.DataFrame, layers: int, n_examples: int, alpha: float = 0.05, margin: float = 0.02) -> str:
-    """The study's claims about single heads (:func:`heads_claims`), then which heads hurt and help (markdown)."""
-    lines = [render(heads_claims(grid, layers, n_examples, alpha, margin))]
+def heads_details(grid: pd.DataFrame, layers: int, alpha: float = 0.05) -> str:
+    """Which heads hurt and help (markdown), for under the claims."""
     tested = grid[grid["direction"] != "untested"]
     if tested.empty:
-        return "\n".join(lines + ["- No single head was masked."])
+        return "- No single head was masked."
     sig = tested[tested["significant"]]
     hurts = sig[sig["direction"] == "hurts"].sort_values("rel_change")
     helps = sig[sig["direction"] == "helps"].sort_values("rel_change", ascending=False)
-    lines.append(f"- Heads are named layer.head, from 0. Each of {len(tested)} heads was masked alone and compared "
-                 f"with the unmasked model on the same examples (exact McNemar test, Holm-corrected over the "
-                 f"{len(tested)} tests): **{len(sig)} significant** at {alpha:.0%}; {len(hurts)} hurt when masked"
-                 f"{': ' + _heads(hurts) if len(hurts) else ''}; {len(helps)} help"
-                 f"{': ' + _heads(helps) if len(helps) else ''}. Half of all single-head changes lie within "
-                 f"±{tested['rel_change'].abs().median():.1%}.")
+    lines = [f"- Heads are named layer.head, from 0. Each of {len(tested)} heads was masked alone and compared "
+             f"with the unmasked model on the same examples (exact McNemar test, Holm-corrected over the "
+             f"{len(tested)} tests): **{len(sig)} significant** at {alpha:.0%}; {len(hurts)} hurt when masked"
+             f"{': ' + _heads(hurts) if len(hurts) else ''}; {len(helps)} help"
+             f"{': ' + _heads(helps) if len(helps) else ''}. Half of all single-head changes lie within "
+             f"±{tested['rel_change'].abs().median():.1%}."]
+    high = study_layer_to_ours(STUDY_HIGH_HEAD_LAYER, layers)
+    there = hurts[hurts["layer"] == high]
+    lines.append(f"- At the depth of the study's layer {STUDY_HIGH_HEAD_LAYER} (our layer {high}), {len(there)} "
+                 f"head(s) hurt after Holm{': ' + _heads(there) if len(there) else ''}; the study's sentence about "
+                 f"that head is tested on page 07, which picks it on one part of the pairs and measures it on the "
+                 f"other.")
     better = tested[(tested["p_mcnemar"] < alpha) & (tested["rel_change"] > 0)].sort_values("p_mcnemar")
     if len(better):
         lines.append(f"- Heads that improve accuracy at an uncorrected p < {alpha}: {_heads(better, with_p=True)}.")
@@ -379,6 +485,13 @@ def heads_verdict(grid: pd.DataFrame, layers: int, n_examples: int, alpha: float
                  f"on the same pairs, so their sizes lean away from zero (the winner's curse); notebook 07 picks its "
                  f"head on one part of the pairs and measures it on the other.")
     return "\n".join(lines)
+
+
+def heads_verdict(grid: pd.DataFrame, layers: int, n_examples: int, alpha: float = 0.05, margin: float = HEAD_MARGIN,
+                  floor: Floor | None = None) -> str:
+    """The study's claims about single heads (:func:`heads_claims`), then which heads hurt and help (markdown)."""
+    return "\n".join([render(heads_claims(grid, layers, n_examples, alpha, margin, floor)),
+                      heads_details(grid, layers, alpha)])
 
 
 # --- gradient importance as a proxy --------------------------------------------------------------------

@@ -95,7 +95,7 @@ def shifted_diagonal_scores(maps: np.ndarray, special) -> np.ndarray:
     return out
 
 
-def order_heads(attention, encoded: Encoded, tokenizer, k: int = 7) -> pd.DataFrame:
+def order_heads(attention, encoded: Encoded, tokenizer, k: int = 7, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
     """Heads ranked by shifted-diagonal attention: one row per head with ``prev``, ``next``, ``score``, ``rank``, ``selected``.
 
     ``attention`` yields ``(example, maps)`` (:func:`headlab.core.attention.attention_maps` or a cache).
@@ -103,6 +103,8 @@ def order_heads(attention, encoded: Encoded, tokenizer, k: int = 7) -> pd.DataFr
     tokens do not count, :func:`shifted_diagonal_scores`), then over the examples that have such a neighbour on
     that side; ``score = max(prev, next)``; the ``k`` best heads are ``selected`` (the study had 7). The
     tokenizer's ``all_special_ids`` say which tokens are special, so [CLS]/[SEP] and <s>/</s> alike are left out.
+    ``score_lo``/``score_hi``: the 95% bootstrap interval over pairs of the score's side (``direction``), from each
+    pair's own share (``n_boot`` resamples of the pairs, seeded with ``seed``).
     """
     special_ids = list(tokenizer.all_special_ids)
     scores = np.stack([shifted_diagonal_scores(maps, np.isin(encoded.input_ids[example], special_ids))
@@ -113,11 +115,22 @@ def order_heads(attention, encoded: Encoded, tokenizer, k: int = 7) -> pd.DataFr
                           "prev": mean[..., 0].reshape(-1), "next": mean[..., 1].reshape(-1)})
     table["score"] = table[["prev", "next"]].max(axis=1)
     table["direction"] = np.where(table["prev"] >= table["next"], "prev", "next")
+    side = np.where(table["direction"] == "prev", 0, 1)
+    per_pair = scores.reshape(count, layers * heads, 2)[:, np.arange(layers * heads), side]  # pairs x heads
+    table["score_lo"], table["score_hi"] = _nan_mean_interval(per_pair, bootstrap_weights(count, n_boot, seed))
     table = table.sort_values("score", ascending=False, kind="stable").reset_index(drop=True)
     table["rank"] = np.arange(1, len(table) + 1)
     table["selected"] = table["rank"] <= k
     table["n_examples"] = count
     return table
+
+
+def _nan_mean_interval(values: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """95% bootstrap interval of each column's mean over the rows (pairs) that are not NaN, resampling rows by ``w``."""
+    seen = ~np.isnan(values)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        boots = (w @ np.where(seen, values, 0.0)) / (w @ seen)
+    return np.nanquantile(boots, 0.025, axis=0), np.nanquantile(boots, 0.975, axis=0)
 
 
 # --- sensitivity to shuffling ---------------------------------------------------------------------
@@ -215,10 +228,13 @@ def sensitivity_reduction(order_value: float, random_values, unmasked_value: flo
 
     ``order_value`` is a sensitivity (e.g. the mean shift) with the order heads masked, ``random_values`` the
     same with k random heads masked, one per draw. Insensitivity is a small absolute value. The one-sided
-    empirical p-value is (1 + #draws at least as insensitive) / (1 + #draws).
+    empirical p-value is (1 + #draws at least as insensitive) / (1 + #draws); ``p_value_reverse`` the same the other
+    way, (1 + #draws at least as sensitive) / (1 + #draws): small when the order heads leave the model *more*
+    sensitive than random heads do.
     """
     random_values = np.asarray(random_values, dtype=np.float64)
     as_insensitive = int(np.sum(np.abs(random_values) <= abs(order_value)))
+    as_sensitive = int(np.sum(np.abs(random_values) >= abs(order_value)))
     out = {
         "order_heads": float(order_value),
         "random_mean": float(random_values.mean()),
@@ -226,6 +242,7 @@ def sensitivity_reduction(order_value: float, random_values, unmasked_value: flo
         "random_hi": float(np.quantile(random_values, 0.975)),
         "n_draws": len(random_values),
         "p_value": empirical_p(as_insensitive, len(random_values)),
+        "p_value_reverse": empirical_p(as_sensitive, len(random_values)),
     }
     if unmasked_value is not None:
         out["unmasked"] = float(unmasked_value)

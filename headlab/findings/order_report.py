@@ -2,59 +2,65 @@
 
 The study showed one pair: query "京东小哥", title "京东小哥最近在干什么", grade 4; title shuffled, grade 2;
 shuffled with its 7 order heads masked, grade 3; shuffled with 7 random heads masked (100 draws), still 2.
-Each part of the page judges one claim of the study on the tables of :mod:`headlab.findings.order`, measured over a
-whole test set, as :class:`~headlab.findings.claims.Claim` rows (``*_claims``); its verdict is those rows rendered,
-then the numbers behind them. The random heads there are depth-matched (drawn from the order heads' layers).
+Each part of the page measures one claim of the study on the tables of :mod:`headlab.findings.order`, over a whole
+test set, as a :class:`~headlab.findings.claims.Claim` row (``*_claims``), judged by the one rule of
+:func:`headlab.findings.claims.judge`; its verdict is that row rendered, then the numbers behind it. The random heads
+there are depth-matched (drawn from the order heads' layers). The study's one pair is counted and shown
+(:func:`verdict_case`), but it is no claim row: the study does not claim it is typical.
 """
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
-from headlab.core.stats import empirical_p_floor, undecidable
-from headlab.findings.claims import Claim, claims_table, render  # noqa: F401  (notebook 04 takes claims_table here)
+from headlab.core.stats import empirical_p_floor
+from headlab.findings.claims import ALPHA, FAMILY, Claim, render
 from headlab.findings.order import CONDITIONS, PATTERNS
 
 STUDY_K = 7
 STUDY_DRAWS = 100
 STUDY_CASE_GRADES = dict(zip(CONDITIONS, (4, 2, 3, 2)))
 STUDY_SHIFT = STUDY_CASE_GRADES[CONDITIONS[1]] - STUDY_CASE_GRADES[CONDITIONS[0]]  # its one pair, shuffled: 4 -> 2
-CLEAN = 0.5  # a "clean" shifted diagonal: more than half of a token's attention on one neighbour
-ALPHA = 0.05  # the empirical p-value must fall below this
-SMALL_SHIFT = 0.25  # a mean shift of the expected grade smaller than this (in grades) is small
-COMMON = 0.1  # the study's case is common here when at least this share of the pairs behaves like it
-FINDING = "04 word order"
-NAN = float("nan")
+STUDY_SHIFT_UNIT = "grades, change of the argmax grade of the study's one example pair (4 -> 2), not a mean"
+DIAGONAL_UNIT = "share of a token's attention on one neighbour, clearest head"
+SHIFT_UNIT = "grades, change of the expected grade"
+TV_UNIT = "total variation, order heads masked minus random heads masked"
 
 
 def order_heads_claims(order_table: pd.DataFrame) -> list[Claim]:
-    """The study's observation that some heads show a clean shifted diagonal, judged on every head's order score.
+    """The study's observation that some heads show a clean shifted diagonal, measured on every head's order score.
 
-    It holds when at least one head puts more than :data:`CLEAN` of a token's attention on one neighbour, and does
-    not hold otherwise. The number is the clearest head's score: a mean over pairs, which has no interval.
+    Ours is the clearest head's score: the share of a token's attention on its neighbour (on the head's side),
+    averaged over pairs, with the 95% bootstrap interval over pairs of that head's per-pair share (``score_lo``,
+    ``score_hi`` of :func:`headlab.findings.order.order_heads`). The registered claim says "clean" means more than
+    half of the attention (its ``null``), so the rule asks the adjusted interval to lie above 50%.
     """
     ranked = order_table.sort_values("rank")
     top = ranked.iloc[0]
-    clean = int((ranked["score"] > CLEAN).sum())
-    return [Claim("word_order.clean_diagonal", FINDING, "Some heads show a clean shifted diagonal (attention on the "
-                  "previous or the next token)", None, float(top.score), NAN, NAN,
-                  "share of a token's attention on one neighbour, clearest head", int(top.n_examples), 1, None,
-                  "holds" if clean else "does not hold",
-                  f"{clean} of {len(ranked)} heads put more than {CLEAN:.0%} of a token's attention on one neighbour "
-                  f"(the rule for a clean diagonal); shown: the clearest head, "
-                  f"L{int(top['layer'])}H{int(top['head'])}, averaged over {int(top.n_examples)} pairs. Whether such "
-                  "heads carry word order is the masking test.")]
+    clean = int((ranked["score"] > 0.5).sum())
+    label = f"L{int(top['layer'])}H{int(top['head'])}"
+    side = "previous" if top.direction == "prev" else "next"
+    reason = (f"The clearest head, {label}, puts {top.score:.1%} of each token's attention on the {side} token, "
+              f"averaged over {int(top.n_examples)} pairs; {clean} of {len(ranked)} heads put more than half on one "
+              "neighbour on average. The head is picked on the same pairs its share is measured on. Whether such "
+              "heads carry word order is the masking test")
+    if "score_lo" not in ranked:
+        return [Claim.not_measured("word_order.clean_diagonal", unit=DIAGONAL_UNIT,
+                                   reason=f"{reason}; its per-pair shares were not kept, so it has no interval")]
+    return [Claim.measured("word_order.clean_diagonal", ours=float(top.score), lo=float(top.score_lo),
+                           hi=float(top.score_hi), unit=DIAGONAL_UNIT,
+                           method="bootstrap over pairs of that head's per-pair share",
+                           n_examples=int(top.n_examples), reason=reason)]
 
 
-def verdict_order_heads(order_table: pd.DataFrame, k: int, mean_tokens: float | None = None) -> str:
-    """Markdown: are there heads with a clean previous/next-token pattern (:func:`order_heads_claims`), and how clean
-    are the k selected ones?"""
+def verdict_order_heads(order_table: pd.DataFrame, k: int, mean_tokens: float | None = None,
+                        rows: list[Claim] | None = None) -> str:
+    """Markdown: are there heads with a clean previous/next-token pattern (``rows``, default
+    :func:`order_heads_claims`), and how clean are the k selected ones?"""
     ranked = order_table.sort_values("rank")
     top, selected = ranked.iloc[0], ranked.head(k)
     uniform = f" (spread evenly, a token would give each neighbour about {1 / mean_tokens:.0%})" if mean_tokens else ""
     return "\n".join([
-        render(order_heads_claims(order_table)),
+        render(order_heads_claims(order_table) if rows is None else rows),
         f"- The clearest order head, L{int(top['layer'])}H{int(top['head'])}, puts {top.score:.0%} of each token's "
         f"attention on the {'previous' if top.direction == 'prev' else 'next'} token{uniform}.",
         f"- The {k} selected heads (the study masked {STUDY_K}) put between {selected['score'].min():.0%} and "
@@ -65,33 +71,28 @@ def verdict_order_heads(order_table: pd.DataFrame, k: int, mean_tokens: float | 
 def shuffle_claims(by_grade: pd.DataFrame) -> list[Claim]:
     """The study's pair lost grades when its title was shuffled: does shuffling lower the grade over the whole set?
 
-    Ours is the mean shift of the expected grade over the pairs whose title changed order, with its 95% bootstrap
-    interval over pairs: it holds when the interval lies below 0, the opposite when above, and cannot be told
-    otherwise. A shift smaller than :data:`SMALL_SHIFT` grades is called small.
+    Ours is the mean change of the expected grade over the pairs whose title changed order, with its 95% bootstrap
+    interval over pairs. The study's −2 is the argmax grade its one pair lost: another unit, so it is kept with its
+    own (``study_unit``) and never put beside ours as the same number.
     """
     total = _record(by_grade, "grade", "all")
-    if total.hi < 0:
-        size = "a small" if abs(total.shift) < SMALL_SHIFT else "a clear"
-        state, why = "holds", (f"Shuffling lowers the grade measurably, by {size} amount: the model uses word order "
-                               "somewhat, far from the study's case on average.")
-    elif total.lo > 0:
-        state, why = "opposite", "Shuffling raises the grade on average here, unlike the study's case."
-    else:
-        state, why = "cannot tell", "No average effect of shuffling distinguishable from zero: the interval contains 0."
-    return [Claim("word_order.shuffle_lowers_grade", FINDING, "Shuffling a title's words lowers its grade",
-                  float(STUDY_SHIFT), float(total.shift), float(total.lo), float(total.hi),
-                  "grades, change of the expected grade", int(total.n_examples), 1, None, state,
-                  f"{why} Ours: the mean change of the expected grade (grades run 1 to 5) over the "
-                  f"{int(total.n_examples)} pairs whose title changed order, with its 95% bootstrap interval over "
-                  "pairs; the study's: the grades its one pair lost.")]
+    return [Claim.measured(
+        "word_order.shuffle_lowers_grade", ours=float(total.shift), lo=float(total.lo), hi=float(total.hi),
+        unit=SHIFT_UNIT, method="bootstrap over pairs", n_examples=int(total.n_examples),
+        study=float(STUDY_SHIFT), study_unit=STUDY_SHIFT_UNIT,
+        reason=(f"Ours: the mean change of the expected grade (grades run 1 to 5) over the {int(total.n_examples)} "
+                f"pairs whose title changed order, from {total.expected:.3f} to {total.expected_shuffled:.3f}. The "
+                f"study's {STUDY_SHIFT:+d} is the argmax grade its one example pair lost, not a mean over pairs, so "
+                "the two are not the same number"))]
 
 
-def verdict_shuffle(by_grade: pd.DataFrame, shares: pd.DataFrame) -> str:
-    """Markdown: how far shuffling the title moves the grades (:func:`shuffle_claims`), beside the study's 4 -> 2."""
+def verdict_shuffle(by_grade: pd.DataFrame, shares: pd.DataFrame, rows: list[Claim] | None = None) -> str:
+    """Markdown: how far shuffling the title moves the grades (``rows``, default :func:`shuffle_claims`), beside the
+    study's 4 -> 2."""
     total = _record(by_grade, "grade", "all")
     high = by_grade[by_grade["grade"].isin(["4", "5"])]
     moved = _grade_change(shares)
-    lines = [render(shuffle_claims(by_grade)),
+    lines = [render(shuffle_claims(by_grade) if rows is None else rows),
              f"- The grade distributions with the original and the shuffled title differ by a total variation of "
              f"{total.tv:.3g} per pair on average."]
     for r in high.itertuples():
@@ -122,49 +123,38 @@ def masking_claims(conditions: pd.DataFrame, tests: pd.DataFrame) -> list[Claim]
     """The study's reading: masking the order heads, unlike masking as many random heads, makes the model stop
     noticing a shuffled title.
 
-    Ours is the pair-by-pair difference of sensitivity (total variation) with the order heads masked minus with random
-    heads of the same layers masked, its interval resampling draws and pairs. It holds when the empirical one-sided
-    p-value against the draws is below :data:`ALPHA` and the difference's interval lies below 0; it cannot be told
-    when there are too few draws for p to fall below :data:`ALPHA` at all; it is the opposite when the interval lies
-    above 0, and does not hold otherwise (a lower mean that some random draws match, or no lower mean).
+    A claim against a control (``beats_control``, direction −1: less sensitive): ``p`` is the one-sided empirical p
+    of the order heads' sensitivity (total variation) against the random draws of the same layers, ``p_reverse`` the
+    same the other way (more sensitive); :func:`~headlab.findings.claims.judge` says "cannot be decided" when
+    1 / (1 + draws) cannot reach the adjusted level. Ours, beside it, is the pair-by-pair difference of sensitivity
+    (order heads masked minus random heads masked) with its interval resampling draws and pairs.
     """
     _, order, rand = _sensitivity(conditions)
     test = _record(tests, "measure", "tv")
     draws = int(rand.n_draws)
     _, shuffled, order_masked, random_masked = STUDY_CASE_GRADES.values()
-    if empirical_p_floor(draws) >= ALPHA:
-        state, why = "cannot tell", (f"{undecidable(draws, ALPHA)}: even if no random set did as much, p would not "
-                                     f"be below {ALPHA}. Raise RANDOM_DRAWS to at least {math.floor(1 / ALPHA)}.")
-    elif test.p_value < ALPHA and test.difference_hi < 0:
-        strength = "markedly " if order.value < 0.5 * rand.value else ""
-        state, why = "holds", (f"Masking the order heads makes the model {strength}less sensitive to the shuffled "
-                               "title than masking as many random heads of the same layers does, as the study found.")
-    elif test.difference_hi < 0:
-        state, why = "does not hold", ("Masking the order heads lowers the sensitivity more than random heads of the "
-                                       "same layers on average over pairs, but some random draws do as much: not the "
-                                       "clear separation the study's case suggests.")
-    elif test.difference_lo > 0:
-        state, why = "opposite", ("Masking the order heads leaves the model more sensitive to the shuffle than "
-                                  "masking random heads of the same layers.")
-    else:
-        state, why = "does not hold", ("Masking the order heads does not make the model less sensitive to the shuffle "
-                                       "than masking random heads of the same layers.")
-    return [Claim("word_order.order_heads_carry_order", FINDING, "Masking the order heads makes the model less "
-                  "sensitive to a shuffled title than masking as many random heads", None, float(test.difference),
-                  float(test.difference_lo), float(test.difference_hi),
-                  "total variation, order heads masked minus random heads masked", int(order.n_examples), draws,
-                  float(test.p_value), state,
-                  f"{why} Empirical one-sided p = {test.p_value:.3f} against {draws} depth-matched random draws "
-                  f"(the study drew {STUDY_DRAWS}); the study's shuffled pair went from grade {shuffled} to "
-                  f"{order_masked} with the order heads masked and stayed at {random_masked} with random heads.")]
+    reverse = getattr(test, "p_value_reverse", None)
+    reverse = None if reverse is None or pd.isna(reverse) else float(reverse)
+    as_insensitive = round(test.p_value * (draws + 1)) - 1
+    return [Claim.measured(
+        "word_order.order_heads_carry_order", ours=float(test.difference), lo=float(test.difference_lo),
+        hi=float(test.difference_hi), unit=TV_UNIT,
+        method="empirical p over random draws; the difference's interval a two-stage bootstrap over draws and pairs",
+        n_examples=int(order.n_examples), n_draws=draws, p=float(test.p_value), p_reverse=reverse,
+        reason=(f"Sensitivity to the shuffle (total variation between a pair's grade distributions with the original "
+                f"and the shuffled title): {order.value:.3g} with the order heads masked, {rand.value:.3g} with random "
+                f"heads of the same layers masked, averaged over {draws} draws (the study drew {STUDY_DRAWS}); "
+                f"{as_insensitive} of the {draws} draws leave the model at least as insensitive, a one-sided "
+                f"empirical p = {test.p_value:.3f}. The study's shuffled pair went from grade {shuffled} to "
+                f"{order_masked} with the order heads masked and stayed at {random_masked} with random heads"))]
 
 
-def verdict_masking(conditions: pd.DataFrame, tests: pd.DataFrame, k: int) -> str:
-    """Markdown: is the model markedly less sensitive to the shuffle with the k order heads masked than with k random
-    ones (:func:`masking_claims`)? Then the sensitivities and the test behind the verdict.
+def verdict_masking(conditions: pd.DataFrame, tests: pd.DataFrame, k: int, rows: list[Claim] | None = None) -> str:
+    """Markdown: is the model less sensitive to the shuffle with the k order heads masked than with k random ones
+    (``rows``, default :func:`masking_claims`)? Then the sensitivities and the test behind the verdict.
 
     The random heads are depth-matched (one from each order head's layer). With too few draws the empirical
-    p-value cannot fall below :data:`ALPHA` whatever the model does, and the verdict says so instead of reading it.
+    p-value cannot reach the adjusted level whatever the model does, and the verdict says so instead of reading it.
     """
     none, order, rand = _sensitivity(conditions)
     test = _record(tests, "measure", "tv")
@@ -174,7 +164,7 @@ def verdict_masking(conditions: pd.DataFrame, tests: pd.DataFrame, k: int) -> st
         return f"{1 - value / none.value:.0%}" if none.value > 0 else "n/a"
 
     return "\n".join([
-        render(masking_claims(conditions, tests)),
+        render(masking_claims(conditions, tests) if rows is None else rows),
         f"- Sensitivity to the shuffle, measured as the total variation distance between a pair's grade distributions "
         f"with the original and the shuffled title, averaged over {int(none.n_examples)} pairs: {none.value:.4f} "
         f"[{none.lo:.3g}, {none.hi:.3g}] with no mask; {order.value:.3g} [{order.lo:.3g}, {order.hi:.3g}] with the "
@@ -182,8 +172,17 @@ def verdict_masking(conditions: pd.DataFrame, tests: pd.DataFrame, k: int) -> st
         f"random other heads of the same layers masked (depth-matched: one from each order head's layer), averaged "
         f"over {draws} draws (a cut of {cut(rand.value)}; 95% of draws between {rand.draw_lo:.3g} and "
         f"{rand.draw_hi:.3g}; its interval resamples the draws as well as the pairs).",
-        f"- {round(test.p_value * (draws + 1)) - 1} of the {draws} random draws leave the model at least as insensitive "
-        f"as the order heads do (the smallest p possible with {draws} draws is {empirical_p_floor(draws):.3f})."])
+        f"- The smallest p possible with {draws} draws is {empirical_p_floor(draws):.3f}; the claim is judged at "
+        f"{ALPHA:.0%} over the scorecard's {FAMILY} claims, so a raw p below {ALPHA / FAMILY:.2g}, which takes at "
+        f"least {draws_needed()} draws (the study drew {STUDY_DRAWS})."])
+
+
+def draws_needed(alpha: float = ALPHA, family: int = FAMILY) -> int:
+    """The fewest random draws whose smallest empirical p, 1 / (1 + N), lies below the adjusted level alpha / family."""
+    n = 1
+    while empirical_p_floor(n) >= alpha / family:
+        n += 1
+    return n
 
 
 def case_grades(cases: pd.DataFrame, example: int) -> pd.DataFrame:
@@ -194,32 +193,9 @@ def case_grades(cases: pd.DataFrame, example: int) -> pd.DataFrame:
                           "expected_grade": float(row[f"expected_{s}"])} for c, s in zip(CONDITIONS, shorts)])
 
 
-def case_claims(shares: pd.DataFrame) -> list[Claim]:
-    """The study's one pair stands for the model: how many pairs follow its whole pattern
-    (:func:`headlab.findings.order.case_shares`)?
-
-    Ours is the share of pairs that do, with its exact binomial 95% interval. It holds when at least :data:`COMMON`
-    of the pairs do, and does not hold when fewer do (none at all, or the exception, not the rule).
-    """
-    full = shares.set_index("pattern").loc["study_like"]
-    n = int(full["n_examples"])
-    if full["count"] == 0:
-        state, why = "does not hold", ("No pair behaves like the study's case here; the study's example is not "
-                                       "typical of this model and data.")
-    elif full["share"] < COMMON:
-        state, why = "does not hold", (f"{int(full['count'])} of {n} pairs behave like the study's case: such a case "
-                                       "can be found, but it is the exception, not the rule, and one example says "
-                                       "little about the model.")
-    else:
-        state, why = "holds", f"{int(full['count'])} of {n} pairs behave like the study's case: it is common here."
-    return [Claim("word_order.case_is_typical", FINDING, "The study's case is typical: a shuffled title loses grades; "
-                  "masking the order heads gives some back, masking random heads does not", None, float(full["share"]),
-                  float(full["lo"]), float(full["hi"]), "share of pairs like the study's case", n, 1, None, state,
-                  f"{why} The rule: common when at least {COMMON:.0%} of the pairs are.")]
-
-
 def verdict_case(shares: pd.DataFrame, grades: pd.DataFrame, pattern: str) -> str:
-    """Markdown: how common the study's case is here (:func:`case_claims`), and how the example shown behaves."""
+    """Markdown: how many pairs follow the study's case, and how the example shown behaves. No claim row: the study
+    shows its pair as an illustration and does not claim it is typical (and pairs graded below 4 could not follow it)."""
     counts = shares.set_index("pattern")
     funnel = "; ".join(f"{PATTERNS[p]}: {int(r['count'])} ({r['share']:.1%}, [{r['lo']:.1%}, {r['hi']:.1%}])"
                        for p, r in counts.iterrows())
@@ -232,7 +208,6 @@ def verdict_case(shares: pd.DataFrame, grades: pd.DataFrame, pattern: str) -> st
     else:
         shown = f"goes as far as \"{PATTERNS[pattern].removeprefix('... ')}\" (no pair goes further)"
     return "\n".join([
-        render(case_claims(shares)),
         f"- Of {int(counts['n_examples'].iloc[0])} pairs: {funnel}.",
         f"- The pair shown {shown}: original -> shuffled -> shuffled with order heads masked -> shuffled with random "
         f"heads masked is {ours} here, {study} in the study."])

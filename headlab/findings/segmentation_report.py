@@ -2,9 +2,10 @@
 
 :func:`score_segmentation` turns the rule's calls (:class:`headlab.findings.segmentation.BoundaryData`) into the
 tables the notebook shows, on all tokens and on the tokens of multi-token words, where "word end" is not
-the answer almost everywhere. :func:`claims` gives the study's two claims as rows, each judged by what a rule adds
-to the majority class on held-out examples; the verdicts render those rows, then put every number next to the
-baseline that needs no attention.
+the answer almost everywhere. :func:`claims` gives the study's two claims as rows, each measured by what a rule adds
+to the majority class on held-out examples and judged by the one rule of :mod:`headlab.findings.claims`; a model
+whose pieces already mark the word ends (:func:`given_away`) says "not comparable". The verdicts render those rows,
+then put every number next to the baseline that needs no attention.
 No score counts the last token of a segment, whose "word end" is free
 (:func:`headlab.findings.segmentation.rule_positions`); every table counts those tokens in ``n_excluded``.
 """
@@ -19,7 +20,7 @@ import pandas as pd
 from headlab.core.attention import attention_maps
 from headlab.core.evaluate import Encoded
 from headlab.core.stats import by_interval
-from headlab.findings.claims import Claim, render
+from headlab.findings.claims import Claim, registered, render
 from headlab.findings.segmentation import (
     BoundaryData,
     baselines,
@@ -32,6 +33,7 @@ from headlab.findings.segmentation import (
     probe,
     shuffled_union_control,
 )
+from headlab.inputs.pieces import piece_convention
 from headlab.inputs.pku import held_out_sentences
 from headlab.inputs.words import SEGMENTER, chinese_words
 
@@ -204,8 +206,10 @@ def _points(x: float) -> str:
 
 
 def _against_majority(r) -> str:
-    return by_interval(r.gain_lo, r.gain_hi, "better than the majority class", "**worse** than the majority class",
-                       "not distinguishable from the majority class")
+    """Where the unadjusted 95% interval of the gain lies (the claim's verdict rests on the adjusted one)."""
+    return by_interval(r.gain_lo, r.gain_hi, "its 95% interval lies above the majority class",
+                       "its 95% interval lies **below** the majority class",
+                       "its 95% interval contains the majority class") + " (unadjusted)"
 
 
 def score_corpus(setup, corpus: SegmentationCorpus, union_heads: int | None = None, max_heads: int = 8,
@@ -234,73 +238,128 @@ def _left_out(comparison: pd.DataFrame) -> list[str]:
             "free. Every number below, the majority class's included, counts only the tokens that remain."]
 
 
-FINDING = "03 word segmentation"
-SINGLE_HEAD_CLAIM = "One head's attention segments words (70% right in the study)"
-UNION_CLAIM = "Several heads together segment words (96% right in the study, a token counting when any head is right)"
-GAIN_UNIT = "share of tokens right, above the majority class"
+GAIN_UNIT = "share of tokens right, above the majority class"  # a difference of shares: printed in points
+STUDY_UNITS = {"single_head": "share of tokens right, an accuracy with no baseline",
+               "head_union": "share of tokens right when any of several heads is right (an oracle union), with no "
+                             "baseline"}
+METHOD = "bootstrap over held-out examples, whole pairs or sentences"
+CORPUS_TEXT = {"eval": "the evaluation pairs, word ends from the tokenizer's own pieces",
+               "eval-jieba": "the relevance pairs, words cut by jieba",
+               "pku-1998": "People's Daily sentences, words by Peking University's gold segmentation"}
 NOT_SCORED = ("Too few examples: the tokens of multi-token words, where \"word end\" is not the answer almost "
               f"everywhere, come from fewer than {MIN_EXAMPLES} examples.")
 
 
-def _held_out_claim(slug: str, claim: str, row, corpus: str | None, reason: str) -> Claim:
-    """A claim judged on a rule scored on held-out examples (``row`` of the comparison, None when not scored):
-    better than the majority class (the 95% interval of the difference above 0) holds, worse does not hold."""
+def given_away(tokenizer, corpus) -> str:
+    """Why the word ends the heads are scored on are already marked in the pieces the model reads, or "" when they
+    are not (the claims are then comparable with the study's, whose model read single Chinese characters).
+
+    ``corpus`` is a :class:`SegmentationCorpus` or its name. Two ways the pieces give the answer away:
+
+    - the gold word ends are the tokenizer's own (``"eval"``): read off the pieces' marks, whatever the tokenizer;
+    - the tokenizer cuts words into pieces (WordPiece marks a word's later pieces with ``##``, SentencePiece its
+      first with ``▁``, and both hold whole words or runs of characters): where a piece ends, a word mostly ends.
+
+    A character tokenizer (every piece one character, as the study's model and ``zh-char``) marks no word end in
+    Chinese text, so with gold words from a segmentation (People's Daily, jieba) nothing is given away.
+    """
+    name = getattr(corpus, "name", corpus)
+    pieces, characters = piece_convention(tokenizer), character_level(tokenizer)
+    marks = ("SentencePiece pieces, which mark each word's first piece with `▁`" if pieces.word_start else
+             f"WordPiece pieces, which mark each later piece of a word with `{pieces.continuation}`")
+    if name == "eval":
+        own = (f"character pieces, to which each Chinese character is a word and `{pieces.continuation}` marks the "
+               "later characters of any other word") if characters else marks
+        return (f"Not comparable: the gold word ends of this corpus are read off the tokenizer's own {own}, so the "
+                "token after each one already says whether it ends a word; a head can follow the marks without any "
+                "notion of a word (the study's model read single Chinese characters, which mark nothing).")
+    if characters:
+        return ""
+    return (f"Not comparable: this model reads {marks}, and its pieces hold whole words or runs of characters, so "
+            "where a piece ends a word mostly ends: the tokenizer has marked most of the word ends the heads are "
+            "scored on before any attention (the study's model read single Chinese characters, which mark nothing).")
+
+
+def character_level(tokenizer) -> bool:
+    """Whether every piece of the tokenizer's vocabulary but its special tokens stands for one character at most
+    (its marks, ``##`` or ``▁``, left out): a character model's, such as ``zh-char``'s
+    (:func:`headlab.models.pretrain.char_tokenizer`). False for a tokenizer that shows no vocabulary."""
+    vocab = getattr(tokenizer, "get_vocab", None)
+    if vocab is None:
+        return False
+    pieces, specials = piece_convention(tokenizer), set(getattr(tokenizer, "all_special_tokens", ()))
+    return all(len(pieces.text(t)) <= 1 for t in vocab() if t not in specials)
+
+
+def _held_out_claim(slug: str, row, reason: str, not_comparable: str, corpus: str | None) -> Claim:
+    """A claim measured by what a rule adds to the majority class on held-out examples (``row`` of the comparison,
+    None when it was not scored); ``corpus`` names a second corpus, whose row is a sub-row of the claim."""
+    claim_id = f"word_segmentation.{slug}"
+    claim = None
     if corpus is not None:
-        slug, claim = f"{slug}_{re.sub(r'[^a-z0-9]+', '_', corpus.lower())}", f"{claim} ({corpus})"
+        claim_id += "/" + re.sub(r"[^a-z0-9]+", "_", corpus.lower()).strip("_")
+        claim = f"{registered(claim_id).claim}, on a second corpus: {corpus} ({CORPUS_TEXT.get(corpus, corpus)})"
+    study = {"single_head": STUDY_SINGLE_HEAD, "head_union": STUDY_UNION}[slug]
     if row is None:
-        nan = float("nan")
-        return Claim(f"word_segmentation.{slug}", FINDING, claim, None, nan, nan, nan, GAIN_UNIT, 0, 0, None,
-                     "cannot tell", reason)
-    return Claim(f"word_segmentation.{slug}", FINDING, claim, None, float(row.gain), float(row.gain_lo),
-                 float(row.gain_hi), GAIN_UNIT, int(row.n_test_examples), 1, None,
-                 by_interval(row.gain_lo, row.gain_hi, "holds", "does not hold", "cannot tell"), reason)
+        return Claim.not_measured(claim_id, reason=f"{reason} {not_comparable}".strip(), unit=GAIN_UNIT, study=study,
+                                  claim=claim)
+    return Claim.measured(claim_id, ours=float(row.gain), lo=float(row.gain_lo), hi=float(row.gain_hi), unit=GAIN_UNIT,
+                          method=METHOD, n_examples=int(row.n_test_examples), reason=reason, study=study,
+                          study_unit=STUDY_UNITS[slug], claim=claim, not_comparable=not_comparable)
 
 
-def _single_head_claim(comparison: pd.DataFrame, corpus: str | None = None) -> Claim:
+def _single_head_claim(comparison: pd.DataFrame, not_comparable: str = "", corpus: str | None = None) -> Claim:
     held = _row(comparison, MULTI, "best head, chosen on other examples")
     if held is None:
-        return _held_out_claim("single_head", SINGLE_HEAD_CLAIM, None, corpus, NOT_SCORED)
+        return _held_out_claim("single_head", None, NOT_SCORED, not_comparable, corpus)
     return _held_out_claim(
-        "single_head", SINGLE_HEAD_CLAIM, held, corpus,
+        "single_head", held,
         f"On the tokens of multi-token words, where \"word end\" is not the answer almost everywhere, the head chosen "
         f"on other examples ({held.heads}) reads {held.value:.1%} [{held.lo:.1%}, {held.hi:.1%}] of "
-        f"{int(held.n_test_tokens)} held-out tokens right, the majority class {held.majority_held_out:.1%}; the "
-        f"study's 70% came with no baseline. The rule: the 95% interval of the difference above 0 holds, below 0 "
-        f"does not hold.")
+        f"{int(held.n_test_tokens)} held-out tokens right, the majority class {held.majority_held_out:.1%}; ours is "
+        "the difference, as the study's 70% came with no baseline", not_comparable, corpus)
 
 
-def _union_claim(comparison: pd.DataFrame, corpus: str | None = None) -> Claim:
+def _union_claim(comparison: pd.DataFrame, not_comparable: str = "", corpus: str | None = None) -> Claim:
     probed = _row(comparison, MULTI, "probe on all heads, held-out examples")
     if probed is None:
-        return _held_out_claim("head_union", UNION_CLAIM, None, corpus, NOT_SCORED)
+        return _held_out_claim("head_union", None, NOT_SCORED, not_comparable, corpus)
     union = _row(comparison, MULTI, "oracle union of heads")
     control = _row(comparison, MULTI, "oracle union of shuffled heads (control)")
     return _held_out_claim(
-        "head_union", UNION_CLAIM, probed, corpus,
-        f"Judged by what a segmenter built from these heads reaches: a probe on all heads' attention, trained on other "
-        f"examples, reads {probed.value:.1%} [{probed.lo:.1%}, {probed.hi:.1%}] of {int(probed.n_test_tokens)} "
-        f"held-out tokens of multi-token words right, the majority class {probed.majority_held_out:.1%}. The "
-        f"study's 96% is an oracle union, right when any of its heads is right: here {int(union.k)} heads reach "
-        f"{union.value:.1%}, and the same union of heads whose calls were shuffled {control.value:.1%}. The rule: "
-        f"the probe's 95% interval of the difference above 0 holds, below 0 does not hold.")
+        "head_union", probed,
+        f"Measured by what a segmenter built from these heads reaches: a probe on all heads' attention, trained on "
+        f"other examples, reads {probed.value:.1%} [{probed.lo:.1%}, {probed.hi:.1%}] of {int(probed.n_test_tokens)} "
+        f"held-out tokens of multi-token words right, the majority class {probed.majority_held_out:.1%}; ours is the "
+        f"difference. The study's 96% is an oracle union, right when any of its heads is right: here {int(union.k)} "
+        f"heads reach {union.value:.1%}, and the same union of heads whose calls were shuffled {control.value:.1%}",
+        not_comparable, corpus)
 
 
-def claims(comparison: pd.DataFrame, corpus: str | None = None) -> list[Claim]:
-    """The study's two claims about word-segmentation heads, as rows, judged on the tokens of multi-token words.
+def claims(comparison: pd.DataFrame, not_comparable: str = "", corpus: str | None = None) -> list[Claim]:
+    """The study's two claims about word-segmentation heads, as rows, measured on the tokens of multi-token words.
 
     The study's 70% and 96% are accuracies with no baseline, on tokens most of which end a word in English
-    WordPiece, so a claim is judged by what a rule adds to the majority class on examples it was not chosen on:
-    the best head chosen on other examples (one head), and a probe on all heads' attention trained on other
-    examples (several heads; the oracle union knows the answer when it picks the head). ``comparison`` is
-    :attr:`SegmentationResults.comparison`; ``corpus`` names a second corpus, whose rows get it in their id.
+    WordPiece, so ours is what a rule adds to the majority class on examples it was not chosen on (a difference of
+    shares, in points): the best head chosen on other examples (one head), and a probe on all heads' attention
+    trained on other examples (several heads; the oracle union knows the answer when it picks the head). Both are
+    judged by :func:`headlab.findings.claims.judge`. ``comparison`` is :attr:`SegmentationResults.comparison`;
+    ``not_comparable`` is :func:`given_away`'s reason for this model and corpus ("" when comparable); ``corpus``
+    names a second corpus, whose rows are sub-rows of the claims (``word_segmentation.single_head/eval_jieba``).
     """
-    return [_single_head_claim(comparison, corpus), _union_claim(comparison, corpus)]
+    return [_single_head_claim(comparison, not_comparable, corpus), _union_claim(comparison, not_comparable, corpus)]
 
 
-def verdict_single_head(comparison: pd.DataFrame) -> str:
-    """Markdown: does one head's rule segment words (the study: 70%)? Its claim's row (:func:`claims`), then the
-    numbers on both subsets against the trivial baselines."""
-    lines = [render([_single_head_claim(comparison)]), *_left_out(comparison)]
+def _one(claim: Claim, slug: str) -> Claim:
+    if claim.study_claim != f"word_segmentation.{slug}":
+        raise ValueError(f"expected a row of word_segmentation.{slug}, got {claim.claim_id}")
+    return claim
+
+
+def verdict_single_head(comparison: pd.DataFrame, claim: Claim) -> str:
+    """Markdown: does one head's rule segment words (the study: 70%)? Its claim's row (``claim``, one of
+    :func:`claims`' rows, rendered as built), then the numbers on both subsets against the trivial baselines."""
+    lines = [render([_one(claim, "single_head")]), *_left_out(comparison)]
     for subset, what in ((ALL, "all {n} scored tokens"),
                          (MULTI, "the {n} scored tokens of multi-token words, the harder sub-task")):
         best = _row(comparison, subset, "best head, chosen on the same tokens")
@@ -323,10 +382,10 @@ def verdict_single_head(comparison: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def verdict_union(comparison: pd.DataFrame) -> str:
-    """Markdown: the study's 96% union of heads. Its claim's row (:func:`claims`), then the union, its shuffled
-    control and the held-out probe on both subsets."""
-    lines = [render([_union_claim(comparison)])]
+def verdict_union(comparison: pd.DataFrame, claim: Claim) -> str:
+    """Markdown: the study's 96% union of heads. Its claim's row (``claim``, one of :func:`claims`' rows, rendered as
+    built), then the union, its shuffled control and the held-out probe on both subsets."""
+    lines = [render([_one(claim, "head_union")])]
     for subset in (ALL, MULTI):
         union = _row(comparison, subset, "oracle union of heads")
         if union is None:

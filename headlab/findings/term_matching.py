@@ -2,11 +2,12 @@
 
 The study masked its 5 clearest term-matching heads (layers 2-4 of 12) and lost 52.4% of accuracy, while 5
 random heads cost nothing; all heads of layers 0-5 cost 86.5%, and all of them but the 5 matching heads only
-18.1%. Here the same masks run on the whole test set, each random mask as many seeded draws, and two controls
-the study lacks: 5 random heads of the lower half (the matching heads' own half, where masking costs more),
-and the lower half masked except 5 random heads of it. The matching heads' effects are then placed within the
-spread of those random draws (an empirical p-value of the head choice). The page's verdict is the study's claims
-as rows (:func:`claims`), rendered.
+18.1%. Here the heads are chosen by attention alone on a seeded half of the evaluation pairs
+(:func:`measured_examples`) and every mask is measured on the other half, each random mask as many seeded draws,
+with two controls the study lacks: 5 random heads of the lower half (the matching heads' own half, where masking
+costs more), and the lower half masked except 5 random heads of it. The matching heads' effects are then placed
+within the spread of those random draws (an empirical p-value of the head choice). The page's verdict is the
+study's claims as rows (:func:`claims`), each judged by :func:`headlab.findings.claims.judge`.
 """
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ import numpy as np
 import pandas as pd
 
 from headlab.core.masking import head_grid
-from headlab.core.stats import empirical_p, equivalent, mcnemar, relative_change, undecidable
+from headlab.core.stats import Floor, empirical_p, mcnemar, relative_change
 from headlab.core.sweep import MaskSpec, baseline_correct, baseline_spec, correct_matrix, draw_seed, random_share_specs
-from headlab.findings.claims import Claim, render
+from headlab.findings.claims import Claim
 from headlab.findings.importance import half_pool, half_split
 from headlab.findings.layer_dependence import STUDY_MATCHING_LAYERS, study_layers_to_ours
 from headlab.findings.roles import SHARED_TERMS, rank_heads, role_scores
@@ -49,6 +50,43 @@ def role_indices(n_examples: int, limit: int | None, seed: int) -> np.ndarray | 
     if limit is None or limit >= n_examples:
         return None
     return np.sort(np.random.default_rng(seed).choice(n_examples, int(limit), replace=False))
+
+
+def choice_limit(n_examples: int, limit: int | None) -> int:
+    """How many pairs the term-matching heads are chosen on: ``limit``, or a half of the pairs when None."""
+    return max(1, n_examples // 2) if limit is None else int(limit)
+
+
+def measured_examples(n_examples: int, limit: int | None, seed: int) -> np.ndarray:
+    """The pairs notebook 05 measures its masks on: those the heads were not chosen on (:func:`choice_limit`, drawn
+    by :func:`role_indices`); all pairs when the heads were chosen on all of them."""
+    chosen = role_indices(n_examples, choice_limit(n_examples, limit), seed)
+    return np.arange(n_examples) if chosen is None else np.setdiff1d(np.arange(n_examples), chosen)
+
+
+def selection_note(n_examples: int, limit: int | None, seed: int, split: str = "test") -> str:
+    """Which pairs chose the heads and which measure the masks, in one sentence."""
+    measured = len(measured_examples(n_examples, limit, seed))
+    if measured == n_examples:
+        return (f"The heads were chosen on the same {n_examples} {split} pairs the masks are measured on (by "
+                "attention alone: no grade or prediction was used to choose them).")
+    return (f"The heads were chosen by attention on {n_examples - measured} of the {n_examples} {split} pairs (no "
+            f"grade or prediction used) and every mask is measured on the other {measured}.")
+
+
+def on_examples(per_example: pd.DataFrame, examples) -> pd.DataFrame:
+    """The rows of a sweep's per-example table for the pairs ``examples`` only."""
+    return per_example[per_example["example"].isin(np.asarray(examples))]
+
+
+def sweep_floor(per_example: pd.DataFrame, grades) -> Floor:
+    """The floor scale (:class:`headlab.core.stats.Floor`) on the pairs a sweep's table holds: the sweep's unmasked
+    accuracy there, and that of always answering the majority grade of all ``grades`` (indexed by example)."""
+    grades = np.asarray(grades)
+    examples = np.sort(per_example["example"].unique())
+    majority = np.bincount(grades).argmax()
+    return Floor(float(baseline_correct(per_example).mean()), float(np.mean(grades[examples] == majority)),
+                 len(examples))
 
 
 def head_roles(setup, limit: int | None = None, stopwords=None) -> pd.DataFrame:
@@ -82,12 +120,14 @@ def matching_heads(setup, k: int = 5, by: str = "match_excess", limit: int | Non
                    choose: bool = False) -> tuple[list[tuple[int, int]], pd.DataFrame]:
     """The ``k`` lower-half heads with the highest ``by`` role score: ``(heads, rows)``.
 
-    Notebook 05 chooses them (``choose=True``) and saves them with the settings that chose them (table
-    ``term_matching_heads``); notebooks 06 and 07 read that table and stop if it was made with other settings,
-    so every page speaks of the same heads. Where no table exists yet (a notebook run alone), they are chosen here
+    They are chosen on ``limit`` pairs of the evaluation split, a seeded subset (:func:`role_indices`); None: on a
+    seeded half of them (:func:`choice_limit`), so that notebook 05 measures its masks on the other half
+    (:func:`measured_examples`). Notebook 05 chooses them (``choose=True``) and saves them with the settings that
+    chose them (table ``term_matching_heads``); notebooks 06 to 08 read that table and stop if it was made with other
+    settings, so every page speaks of the same heads. Where no table exists yet (a notebook run alone), they are chosen here
     the same way and saved.
     """
-    settings = {"k": int(k), "by": by, "limit": "all" if limit is None else str(int(limit)),
+    settings = {"k": int(k), "by": by, "limit": "half" if limit is None else str(int(limit)),
                 "seed": int(setup.study.seed), "stopwords": _stopword_key(stopwords)}
     path = setup.study.table_dir / f"{HEADS_TABLE}.csv"
     if not choose and path.exists():
@@ -100,7 +140,8 @@ def matching_heads(setup, k: int = 5, by: str = "match_excess", limit: int | Non
                              "with these settings first, or set them as notebook 05 had them")
         return [(int(l), int(h)) for l, h in zip(saved["layer"], saved["head"])], saved
     layers, _ = head_grid(setup.model)
-    heads, rows = rank_heads(head_roles(setup, limit, stopwords), by, among_layers=half_split(layers)[0], k=k)
+    roles = head_roles(setup, choice_limit(len(setup.encoded), limit), stopwords)
+    heads, rows = rank_heads(roles, by, among_layers=half_split(layers)[0], k=k)
     rows = rows.assign(**settings)
     setup.save_table(rows, HEADS_TABLE)
     return heads, rows
@@ -205,8 +246,9 @@ def random_comparison(per_example: pd.DataFrame, plan: pd.DataFrame, k: int) -> 
 
     For each tested mask and its random condition: the share of random draws at least as extreme (as low a
     change when masking the matching heads, as high when keeping them), and the one-sided empirical p-value
-    (1 + that count) / (1 + draws). It measures the choice of heads on this test set; the example
-    uncertainty is in :func:`condition_table`.
+    (1 + that count) / (1 + draws), and the same the other way (``n_reverse``, ``p_reverse``: draws at least as
+    extreme on the other side). It measures the choice of heads on these pairs; the example uncertainty is in
+    :func:`condition_table`.
     """
     draws = draw_table(per_example, plan, k)
     names = labels(k)
@@ -218,11 +260,13 @@ def random_comparison(per_example: pd.DataFrame, plan: pd.DataFrame, k: int) -> 
             continue
         value = float(value.iloc[0])
         extreme = int(np.sum(pool <= value) if side == "lower" else np.sum(pool >= value))
+        reverse = int(np.sum(pool >= value) if side == "lower" else np.sum(pool <= value))
         rows.append({"tested": tested, "tested_label": names[tested], "reference": reference,
                      "reference_label": names[reference], "side": side, "tested_change": value,
                      "reference_mean": float(pool.mean()), "reference_min": float(pool.min()),
                      "reference_max": float(pool.max()), "n_draws": len(pool), "n_as_extreme": extreme,
-                     "p_empirical": empirical_p(extreme, len(pool))})
+                     "p_empirical": empirical_p(extreme, len(pool)), "n_reverse": reverse,
+                     "p_reverse": empirical_p(reverse, len(pool))})
     return pd.DataFrame(rows)
 
 
@@ -230,37 +274,11 @@ def _pct(x: float) -> str:
     return f"{x:+.1%}"
 
 
-def _change(row, margin: float) -> str:
-    """What a relative change shows: a "loss" or a "gain" (the 95% interval below or above 0), "none" (the 90%
-    interval within ±``margin``: equivalence), else "unclear"."""
-    if row["hi"] < 0:
-        return "loss"
-    if row["lo"] > 0:
-        return "gain"
-    return "none" if equivalent(row["lo90"], row["hi90"], margin) else "unclear"
-
-
-def _state(row, margin: float) -> str:
-    return {"loss": "a loss distinguishable from zero", "gain": "a gain distinguishable from zero",
-            "none": f"**no change**: the 90% interval lies within ±{margin:.0%} (equivalence)",
-            "unclear": f"no change distinguishable from zero, but not shown to be none either (the 90% interval "
-                       f"[{_pct(row['lo90'])}, {_pct(row['hi90'])}] reaches past ±{margin:.0%})"}[_change(row, margin)]
-
-
-FINDING = "05 term matching"
 UNIT = "relative change of accuracy"
-NAN = float("nan")
-# the verdict on a claim of no change, and on a claim of a loss, for each thing a change can show (:func:`_change`)
-NO_CHANGE = {"none": "holds", "loss": "does not hold", "gain": "does not hold", "unclear": "cannot tell"}
-A_LOSS = {"loss": "holds", "gain": "opposite", "none": "does not hold", "unclear": "cannot tell"}
-
-
-def _claim(claim_id: str, claim: str, study, row, n_draws: int, p, verdict: str, reason: str) -> Claim:
-    """A claim whose number is one condition's relative change (``row``), or not measured (``row`` None)."""
-    if row is None:
-        return Claim(claim_id, FINDING, claim, study, NAN, NAN, NAN, UNIT, 0, 0, None, verdict, reason)
-    return Claim(claim_id, FINDING, claim, study, float(row["rel_change"]), float(row["lo"]), float(row["hi"]), UNIT,
-                 int(row["n_examples"]), int(n_draws), None if p is None or pd.isna(p) else float(p), verdict, reason)
+PAIRS = "paired bootstrap over test pairs"
+DRAWS_AND_PAIRS = "two-stage bootstrap over draws and test pairs"
+# the stricter control first: random heads of the matching heads' own half cost more than random heads of any layer
+CONTROLS = ("random_lower", "random")
 
 
 def _names(table: pd.DataFrame) -> dict[str, str]:
@@ -268,113 +286,137 @@ def _names(table: pd.DataFrame) -> dict[str, str]:
     return {**labels("k"), **dict(zip(table["condition"], table["label"]))}
 
 
-def _condition_claim(claim_id: str, claim: str, rows: pd.DataFrame, condition: str, verdicts: dict,
-                     margin: float) -> Claim:
-    """One column of the study's table: our change of the same mask, judged by ``verdicts`` (:data:`NO_CHANGE` or
-    :data:`A_LOSS`) on what the change shows (:func:`_change`), beside the study's number."""
-    study = CONDITIONS[condition][1]
-    if condition not in rows.index:
-        return _claim(claim_id, claim, study, None, 0, None, "cannot tell", "Not measured: no such mask in the sweep.")
-    row = rows.loc[condition]
-    contains = "contains" if row["lo"] <= study <= row["hi"] else "excludes"
-    spread = (f" (two-stage interval over {row['n_draws']} draws and the pairs; single draws "
-              f"{_pct(row['draw_lo'])} to {_pct(row['draw_hi'])})" if row["n_draws"] > 1
-              else f", McNemar p = {row['p_mcnemar']:.2g}")
-    return _claim(claim_id, claim, study, row, row["n_draws"], row["p_mcnemar"], verdicts[_change(row, margin)],
-                  f"Ours: {_state(row, margin)}{spread}; our interval {contains} the study's number.")
+def _method(row, control=None) -> str:
+    """The interval's method, and the draws the verdict's empirical p is over (``control``: a comparison row)."""
+    method = DRAWS_AND_PAIRS if int(row["n_draws"]) > 1 else PAIRS
+    return method if control is None else (f"{method}; the verdict: one-sided empirical p over {control.n_draws} "
+                                           f"draws of {control.reference_label}")
 
 
-def _far_more_claim(rows: pd.DataFrame, by_test: dict, names: dict, alpha: float) -> Claim:
-    """Do the matching heads matter far more than random heads? Masking them must cost accuracy (McNemar p <
-    ``alpha``), more than every random draw of their half, and at least twice the mean loss of those draws, with an
-    empirical p-value below ``alpha`` (which needs at least 1/alpha - 1 draws). The number is their change."""
-    claim_id = "term_matching.matching_far_more_than_random"
-    claim = f"Masking {names['matching']} costs far more accuracy than masking random heads"
+def _floor_note(row, floor: Floor | None, what: str) -> str:
+    """Where a masked condition sits against the model's floor; empty when it is above it (or no floor is given)."""
+    if floor is None or not floor.at_floor(float(row["accuracy"])):
+        return ""
+    study = CONDITIONS[row.name][1]
+    beside = f", not an effect size to set beside the study's {_pct(study)}" if study else ""
+    return (f" With {what} masked the model is at its floor: {row['accuracy']:.1%} right, where always answering the "
+            f"majority grade gets {floor.majority:.1%}; so {_pct(row['rel_change'])} is a collapse to the floor (no "
+            f"better than always answering one grade){beside}.")
+
+
+def _mcnemar(row) -> str:
+    p = row.get("p_mcnemar", np.nan)
+    return "" if p is None or pd.isna(p) else f", exact McNemar p = {p:.2g} against the unmasked model"
+
+
+def _draws(r, what: str) -> str:
+    """What the random draws of one comparison did (``what``: "cost as much or more", "keep at least as much")."""
+    return (f"{r.n_as_extreme} of {r.n_draws} draws of *{r.reference_label}* {what} (their mean "
+            f"{_pct(r.reference_mean)}, {_pct(r.reference_min)} to {_pct(r.reference_max)}; one-sided empirical "
+            f"p = {r.p_empirical:.2g})")
+
+
+def _reverse(r) -> float | None:
+    """The comparison's empirical p the other way (None where it was not counted)."""
+    p = getattr(r, "p_reverse", None)
+    return None if p is None or pd.isna(p) else float(p)
+
+
+def _not_measured(claim_id: str, condition: str, what: str) -> Claim:
+    return Claim.not_measured(claim_id, reason=f"Not measured: no mask of {what} in the sweep", unit=UNIT,
+                              study=CONDITIONS[condition][1])
+
+
+def _random_claim(rows: pd.DataFrame, names: dict, floor: Floor | None, selection: str) -> Claim:
+    """The study's "+0%" for random heads: a claim of no effect, judged as equivalence within the registered margin."""
+    claim_id = "term_matching.random_no_change"
+    if "random" not in rows.index:
+        return _not_measured(claim_id, "random", "random heads")
+    r = rows.loc["random"]
+    spread = (f"; single draws {_pct(r['draw_lo'])} to {_pct(r['draw_hi'])} (2.5-97.5%)" if int(r["n_draws"]) > 1
+              else _mcnemar(r))
+    return Claim.measured(
+        claim_id, ours=r["rel_change"], lo=r["lo"], hi=r["hi"], unit=UNIT, method=_method(r),
+        n_examples=r["n_examples"], n_draws=r["n_draws"], study=CONDITIONS["random"][1], floor=floor,
+        accuracies=(r["accuracy"],),
+        reason=f"Masking {names['random']}, averaged over {int(r['n_draws'])} draws{spread}. {selection}")
+
+
+def _matching_claim(rows: pd.DataFrame, by_test: dict, names: dict, floor: Floor | None, selection: str) -> Claim:
+    """Masking the matching heads costs accuracy, far more than random heads: one row, the number their change, the
+    verdict the empirical p against the stricter control (random heads of their own half, where there are such
+    draws)."""
+    claim_id = "term_matching.matching_costs"
     if "matching" not in rows.index:
-        return _claim(claim_id, claim, None, None, 0, None, "cannot tell", "Not measured: no mask of the "
-                      "term-matching heads in the sweep.")
+        return _not_measured(claim_id, "matching", "the term-matching heads")
     m = rows.loc["matching"]
-    parts = [f"{r.n_as_extreme} of {r.n_draws} draws of *{r.reference_label}* cost as much or more (their mean "
-             f"{_pct(r.reference_mean)}; empirical p = {r.p_empirical:.2g})"
-             for r in (by_test.get(("matching", ref)) for ref in ("random", "random_lower")) if r is not None]
-    strict = by_test.get(("matching", "random_lower")) or by_test.get(("matching", "random"))
-    hurts = m["rel_change"] < 0 and m["p_mcnemar"] < alpha
+    tests = [by_test[("matching", c)] for c in CONTROLS if ("matching", c) in by_test]
+    strict = tests[0] if tests else None
     if strict is None:
-        state, why = "cannot tell", "Not tested: no random draws to compare with."
-    elif not hurts:
-        state, why = "does not hold", ("Masking them costs no accuracy distinguishable from zero (McNemar p ≥ "
-                                       f"{alpha}).")
-    elif strict.p_empirical >= alpha:
-        state, why = (("cannot tell", undecidable(strict.n_draws, alpha) + " (raise DRAWS).")
-                      if undecidable(strict.n_draws, alpha) else
-                      ("does not hold", "Random heads cost as much often enough."))
-    elif strict.n_as_extreme == 0 and m["rel_change"] <= 2 * strict.reference_mean:
-        state, why = "holds", "The term-matching heads matter far more than random heads here."
+        control = "No random draws were masked to compare them with."
     else:
-        state, why = "does not hold", "They matter more than random heads, but not far more."
-    return _claim(claim_id, claim, None, m, 0 if strict is None else strict.n_draws,
-                  None if strict is None else strict.p_empirical, state,
-                  f"{why} Shown: their change, McNemar p = {m['p_mcnemar']:.2g} against the unmasked model; "
-                  + "; ".join(parts) + f". Far more means: a loss (McNemar p < {alpha}), more than every random draw "
-                  f"of their half and at least twice those draws' mean loss, with an empirical p below {alpha}.")
+        control = (f"Against random heads: " + "; ".join(_draws(r, "cost as much or more") for r in tests)
+                   + f". The control judged is *{strict.reference_label}*"
+                   + (", the stricter one: random heads of the matching heads' own half, where masking costs more "
+                      "than in the upper half" if strict.reference == "random_lower" else "") + ".")
+    return Claim.measured(
+        claim_id, ours=m["rel_change"], lo=m["lo"], hi=m["hi"], unit=UNIT, method=_method(m, strict),
+        n_examples=m["n_examples"], n_draws=0 if strict is None else strict.n_draws,
+        p=None if strict is None else strict.p_empirical, p_reverse=_reverse(strict),
+        study=CONDITIONS["matching"][1], floor=floor, accuracies=(m["accuracy"],),
+        reason=f"Masking {names['matching']}: {_pct(m['rel_change'])}{_mcnemar(m)}. {control}"
+               f"{_floor_note(m, floor, 'them')} {selection}")
 
 
-def _keep_claim(rows: pd.DataFrame, by_test: dict, names: dict, alpha: float, margin: float) -> Claim:
-    """Keeping only the matching heads of the lower half: do they keep more than as many random heads of it would?
-    Holds when the empirical p-value against the kept random sets is below ``alpha``; cannot be told when there
-    are too few sets for p to get there. The number is the change with the half masked but them."""
-    claim_id, study = "term_matching.matching_keep_lower_half", CONDITIONS["lower_but_matching"][1]
-    claim = (f"Keeping only {names['matching']} of the lower half keeps much of its accuracy, more than as many "
-             "random heads of it would")
+def _lower_claim(rows: pd.DataFrame, names: dict, floor: Floor | None, selection: str) -> Claim:
+    claim_id = "term_matching.lower_half_costs"
+    if "lower" not in rows.index:
+        return _not_measured(claim_id, "lower", "the lower half")
+    r = rows.loc["lower"]
+    return Claim.measured(
+        claim_id, ours=r["rel_change"], lo=r["lo"], hi=r["hi"], unit=UNIT, method=_method(r),
+        n_examples=r["n_examples"], p=None if pd.isna(r["p_mcnemar"]) else r["p_mcnemar"],
+        study=CONDITIONS["lower"][1], floor=floor, accuracies=(r["accuracy"],),
+        reason=f"Masking {names['lower']} ({int(r['n_heads'])} heads) keeps {r['kept']:.0%} of the accuracy"
+               f"{_mcnemar(r)}.{_floor_note(r, floor, 'them')} {selection}")
+
+
+def _keep_claim(rows: pd.DataFrame, by_test: dict, names: dict, floor: Floor | None, selection: str) -> Claim:
+    """Keeping only the matching heads of the lower half, against keeping as many random heads of it: the number is
+    the change with the half masked but them (the study's -18.1%, the same unit), the verdict the empirical p."""
+    claim_id = "term_matching.matching_keep_lower_half"
     if "lower_but_matching" not in rows.index:
-        return _claim(claim_id, claim, study, None, 0, None, "cannot tell", "Not measured: no mask of the lower half "
-                      "but the term-matching heads in the sweep.")
+        return _not_measured(claim_id, "lower_but_matching", "the lower half but the term-matching heads")
     keep = rows.loc["lower_but_matching"]
     r = by_test.get(("lower_but_matching", "lower_but_random"))
-    if r is None:
-        state, why = "cannot tell", "Not tested: no random sets of lower heads kept to compare with."
-    elif undecidable(r.n_draws, alpha):
-        state, why = "cannot tell", f"{undecidable(r.n_draws, alpha)}, raise KEEP_DRAWS."
-    elif r.p_empirical < alpha:
-        state, why = "holds", f"Few random sets of as many lower heads keep as much (empirical p < {alpha})."
-    else:
-        state, why = "does not hold", "Random sets of as many lower heads keep as much often enough."
-    text = f"{why} Here they keep {keep['kept']:.0%} [{1 + keep['lo']:.0%}, {1 + keep['hi']:.0%}] of the accuracy"
+    text = (f"Masking {names['lower_but_matching']}, they keep {keep['kept']:.0%} [{1 + keep['lo']:.0%}, "
+            f"{1 + keep['hi']:.0%}] of the accuracy{_mcnemar(keep)}")
     if "lower" in rows.index:
         text += f", against {rows.loc['lower', 'kept']:.0%} with the whole lower half masked"
-    if r is not None:
+    if r is None:
+        text += "; no random sets of as many lower heads were kept to compare with"
+    else:
         text += (f"; keeping {r.n_draws} random sets of as many lower heads instead keeps {1 + r.reference_mean:.0%} "
                  f"on average ({1 + r.reference_min:.0%} to {1 + r.reference_max:.0%}), {r.n_as_extreme} of them at "
-                 f"least as much (empirical p = {r.p_empirical:.2g})")
-    contains = "contains" if keep["lo"] <= study <= keep["hi"] else "excludes"
-    return _claim(claim_id, claim, study, keep, 0 if r is None else r.n_draws, None if r is None else r.p_empirical,
-                  state, f"{text}. The change: {_state(keep, margin)}; our interval {contains} the study's number.")
+                 f"least as much (one-sided empirical p = {r.p_empirical:.2g})")
+    return Claim.measured(
+        claim_id, ours=keep["rel_change"], lo=keep["lo"], hi=keep["hi"], unit=UNIT, method=_method(keep, r),
+        n_examples=keep["n_examples"], n_draws=0 if r is None else r.n_draws,
+        p=None if r is None else r.p_empirical, p_reverse=_reverse(r),
+        study=CONDITIONS["lower_but_matching"][1], floor=floor, accuracies=(keep["accuracy"],),
+        reason=f"{text}.{_floor_note(keep, floor, 'the rest of the lower half')} {selection}")
 
 
-def claims(table: pd.DataFrame, comparison: pd.DataFrame, alpha: float = 0.05, margin: float = 0.02) -> list[Claim]:
-    """The study's claims about the term-matching heads as rows (:func:`condition_table`, :func:`random_comparison`).
+def claims(table: pd.DataFrame, comparison: pd.DataFrame, floor: Floor | None = None,
+           selection: str = "") -> list[Claim]:
+    """The study's claims about the term-matching heads as rows (:func:`condition_table`, :func:`random_comparison`),
+    one per registered claim, each judged by :func:`headlab.findings.claims.judge`.
 
-    The study's "+0%" for random heads is a claim of no change, tested as equivalence within ±``margin``; its
-    losses (the matching heads, the whole lower half) hold when the 95% interval lies below 0. Whether the matching
-    heads matter *far* more than random heads, and whether keeping only them keeps more than random heads of their
-    half would, are judged against the random draws (empirical p-values below ``alpha``).
+    ``floor`` (:func:`sweep_floor` of the measured pairs) puts each change on the floor scale and marks a mask that
+    leaves the model at its majority grade; ``selection`` (:func:`selection_note`) says which pairs chose the heads.
     """
     rows = table.set_index("condition")
     names = _names(table)
     by_test = {(r.tested, r.reference): r for r in comparison.itertuples()}
-    return [
-        _condition_claim("term_matching.random_no_change", f"Masking {names['random']} changes no accuracy", rows,
-                         "random", NO_CHANGE, margin),
-        _condition_claim("term_matching.matching_costs", f"Masking {names['matching']} costs accuracy", rows,
-                         "matching", A_LOSS, margin),
-        _condition_claim("term_matching.lower_half_costs", f"Masking {names['lower']} costs accuracy", rows, "lower",
-                         A_LOSS, margin),
-        _far_more_claim(rows, by_test, names, alpha),
-        _keep_claim(rows, by_test, names, alpha, margin),
-    ]
-
-
-def verdict(table: pd.DataFrame, comparison: pd.DataFrame, alpha: float = 0.05, margin: float = 0.02) -> str:
-    """The study's table against ours, and whether the matching heads matter far more than random ones (markdown),
-    rendered from :func:`claims`."""
-    return render(claims(table, comparison, alpha, margin))
+    return [_random_claim(rows, names, floor, selection), _matching_claim(rows, by_test, names, floor, selection),
+            _lower_claim(rows, names, floor, selection), _keep_claim(rows, by_test, names, floor, selection)]

@@ -1,22 +1,27 @@
-"""Finding 8, the study's two-tower argument: encoding query and title apart is "equivalent to masking" the
-term-matching heads.
+"""Finding 8, the study's two-tower argument: a two-tower (siamese) BERT, which encodes query and title apart, did
+badly because it cannot match terms across the pair.
 
-The study offers this, unmeasured, as the reason a two-tower BERT did badly. Here every condition is scored on the
-same test pairs, against the cross-encoder run the same way (fp32, :func:`headlab.core.evaluate.predict`):
-the two-tower model (:mod:`headlab.models.two_tower`), the cross-encoder with notebook 05's term-matching heads
-masked, the cross-encoder with attention kept inside each sentence, and a lexical grader with no encoder
-(:mod:`headlab.findings.lexical`). Effects are relative changes of accuracy, as in the study, with paired
-bootstrap intervals; "equivalent" means the 90% interval of the difference lies within ``±margin``.
+The study offers this, unmeasured, closing its finding 5. Here every condition is scored on the same test pairs,
+against the cross-encoder run the same way (fp32, :func:`headlab.core.evaluate.predict`): the two-tower model
+(:mod:`headlab.models.two_tower`), the cross-encoder with notebook 05's term-matching heads masked, the
+cross-encoder with attention kept inside each sentence, and a lexical grader with no encoder
+(:mod:`headlab.findings.lexical`). Effects are relative changes of accuracy, as in the study, with paired bootstrap
+intervals. The study's reason is tested where it can be: if two towers fail because they cannot match terms, their
+loss against the cross-encoder is larger on the pairs whose query and title share a term
+(:func:`shares_terms`, :func:`shared_term_gap`). The claims are rows (:func:`claims`), judged by
+:func:`headlab.findings.claims.judge`.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
+from headlab.core.attention import token_roles
 from headlab.core.evaluate import metrics
-from headlab.core.stats import bootstrap_weights, equivalent, mcnemar, relative_change
-from headlab.findings.claims import Claim, render
+from headlab.core.stats import Floor, bootstrap_weights, mcnemar, relative_change
+from headlab.findings.claims import Claim
 from headlab.findings.lexical import fit_lexical
+from headlab.findings.roles import shared_terms
 
 REFERENCE = "cross-encoder"
 STUDY_MASKED = -0.524  # the study's 5 term-matching heads masked; it measured no two-tower model
@@ -40,10 +45,6 @@ def pretraining_note(model: str) -> str:
     """The confound to state beside the result: how ``model`` was pretrained, where headlab knows it."""
     return PRETRAINING.get(model, f"how {model} was pretrained is not recorded in headlab: read its model card "
                                   "before comparing its two towers with the study's")
-
-
-def _pct(x: float) -> str:
-    return f"{x:+.1%}"
 
 
 def lexical_grades(train: pd.DataFrame, evaluated: pd.DataFrame) -> np.ndarray:
@@ -74,13 +75,11 @@ def condition_table(predicted: dict[str, np.ndarray], grades: np.ndarray, n_boot
     return pd.DataFrame(rows)
 
 
-def equivalence(predicted: dict[str, np.ndarray], grades: np.ndarray, a: str, b: str, margin: float,
-                n_boot: int = 2000, seed: int = 0) -> dict:
-    """Is condition ``a``'s relative change (against the cross-encoder) the same as ``b``'s?
-
-    The difference of the two changes is ``(acc_a - acc_b) / acc_cross``, bootstrapped over the same test pairs;
-    ``holds`` when its 90% interval lies within ``±margin`` (two one-sided tests at 5%), ``does not hold`` when
-    the 95% interval excludes 0, else ``cannot tell``."""
+def difference(predicted: dict[str, np.ndarray], grades: np.ndarray, a: str, b: str, n_boot: int = 2000,
+               seed: int = 0) -> dict:
+    """How condition ``a``'s relative change (against the cross-encoder) differs from ``b``'s: ``(acc_a - acc_b) /
+    acc_cross``, in points of the cross-encoder's accuracy, with its 95% bootstrap interval over the same test pairs.
+    A comparison the page shows; the study makes no claim about it, so it has no verdict."""
     grades = np.asarray(grades)
     w = bootstrap_weights(len(grades), n_boot, seed)
 
@@ -89,10 +88,58 @@ def equivalence(predicted: dict[str, np.ndarray], grades: np.ndarray, a: str, b:
 
     boots = (accuracy(a) - accuracy(b)) / accuracy(REFERENCE)
     point = (np.mean(predicted[a] == grades) - np.mean(predicted[b] == grades)) / np.mean(predicted[REFERENCE] == grades)
-    lo, hi, lo90, hi90 = np.quantile(boots, [0.025, 0.975, 0.05, 0.95])
-    state = "holds" if equivalent(lo90, hi90, margin) else "does not hold" if lo > 0 or hi < 0 else "cannot tell"
-    return {"a": a, "b": b, "difference": float(point), "lo": float(lo), "hi": float(hi), "lo90": float(lo90),
-            "hi90": float(hi90), "margin": margin, "verdict": state, "n_examples": len(grades), "n_boot": n_boot}
+    lo, hi = np.quantile(boots, [0.025, 0.975])
+    return {"a": a, "b": b, "difference": float(point), "lo": float(lo), "hi": float(hi), "n_examples": len(grades),
+            "n_boot": n_boot}
+
+
+def comparisons_text(tests: list[dict]) -> str:
+    """The comparisons of :func:`difference` as markdown bullets: numbers only, no verdict."""
+    return "\n".join(f"- {t['a']} against {t['b']}: {100 * t['difference']:+.1f} [{100 * t['lo']:+.1f}, "
+                     f"{100 * t['hi']:+.1f}] points of the cross-encoder's accuracy (relative change of {t['a']} minus "
+                     f"that of {t['b']}; 95% paired bootstrap over {t['n_examples']} test pairs)." for t in tests)
+
+
+def shares_terms(encoded, tokenizer, stopwords=None) -> np.ndarray:
+    """Per pair: whether query and title share a term, as notebook 05 counts shared terms (whole words joined from
+    the tokenizer's pieces, casefolded; punctuation, unknown tokens and ``stopwords`` never count:
+    :func:`headlab.findings.roles.shared_terms`)."""
+    return np.array([bool(shared_terms(token_roles(tokenizer, ids), tokenizer, stopwords))
+                     for ids in encoded.input_ids], dtype=bool)
+
+
+GAP_UNIT = ("share of pairs graded right, (two towers minus cross-encoder) on pairs that share a term minus on pairs "
+            "that share none")
+GAP_METHOD = "bootstrap over test pairs, resampled within each group"
+
+
+def shared_term_gap(tower_correct, cross_correct, shares, n_boot: int = 2000, seed: int = 0) -> dict:
+    """Is the two towers' loss against the cross-encoder larger on pairs that share a term?
+
+    ``difference`` = (two-tower accuracy - cross-encoder accuracy) on the pairs that share a term, minus the same on
+    the pairs that share none, in points of accuracy (negative: the towers lose more where there are terms to match),
+    with its 95% percentile bootstrap interval: the pairs resampled within each group (each group keeps its size),
+    both models' answers on a pair kept together. NaN where a group is empty.
+    """
+    tower = np.asarray(tower_correct, dtype=np.float64)
+    cross = np.asarray(cross_correct, dtype=np.float64)
+    shares = np.asarray(shares, dtype=bool)
+    if not (len(tower) == len(cross) == len(shares)):
+        raise ValueError(f"per-pair arrays differ in length: {len(tower)}, {len(cross)}, {len(shares)}")
+    out = {"n_sharing": int(shares.sum()), "n_none": int((~shares).sum()), "n_examples": len(shares),
+           "n_boot": n_boot}
+    gaps, boots = {}, {}
+    for group, where, group_seed in (("sharing", shares, seed), ("none", ~shares, seed + 1)):
+        t, c = tower[where], cross[where]
+        out[f"tower_{group}"] = float(t.mean()) if len(t) else np.nan
+        out[f"cross_{group}"] = float(c.mean()) if len(c) else np.nan
+        gaps[group] = float((t - c).mean()) if len(t) else np.nan
+        boots[group] = bootstrap_weights(len(t), n_boot, group_seed) @ (t - c) / len(t) if len(t) else None
+        out[f"gap_{group}"] = gaps[group]
+    if boots["sharing"] is None or boots["none"] is None:
+        return {**out, "difference": np.nan, "lo": np.nan, "hi": np.nan}
+    lo, hi = np.quantile(boots["sharing"] - boots["none"], [0.025, 0.975])
+    return {**out, "difference": gaps["sharing"] - gaps["none"], "lo": float(lo), "hi": float(hi)}
 
 
 def error_overlap(cross_correct: np.ndarray, lexical_correct: np.ndarray) -> pd.DataFrame:
@@ -106,37 +153,43 @@ def error_overlap(cross_correct: np.ndarray, lexical_correct: np.ndarray) -> pd.
     return table
 
 
-def claims(conditions: pd.DataFrame, tests: list[dict], masked_label: str, two_tower_label: str) -> list[Claim]:
-    """The study's two claims about two towers, as rows: they do worse than one cross-encoder, and as badly as the
-    cross-encoder with its term-matching heads masked (:func:`condition_table`, :func:`equivalence`)."""
+def _points(x: float) -> str:
+    return f"{100 * x:+.1f} points"
+
+
+def claims(conditions: pd.DataFrame, gap: dict | None, two_tower_label: str, floor: Floor | None = None,
+           shared: str = "a term") -> list[Claim]:
+    """The study's two-tower claims as rows: two towers grade worse than one cross-encoder (:func:`condition_table`;
+    ``floor``, :attr:`headlab.lab.study.Lab.floor`, puts the loss on the floor scale), and they fail because they
+    cannot match terms: their loss is larger on pairs that share terms (:func:`shared_term_gap`, None when not
+    measured; ``shared`` says what a shared term is)."""
     row = conditions.set_index("label")
-    tower, masked = row.loc[two_tower_label], row.loc[masked_label]
-    n = int(row.loc[REFERENCE].n_examples)
-    worse = "holds" if tower.hi < 0 else "opposite" if tower.lo > 0 else "cannot tell"
-    main = next(t for t in tests if {t["a"], t["b"]} == {two_tower_label, masked_label})
-    same_as = {"holds": "the two changes are equivalent", "does not hold": "the two changes differ",
-               "cannot tell": "the two changes are neither equivalent nor distinguishable"}[main["verdict"]]
-    return [
-        Claim("two_tower.worse", "08 two towers", "A two-tower model grades worse than one cross-encoder", None,
-              float(tower.rel_change), float(tower.lo), float(tower.hi), "relative change of accuracy", n, 1,
-              float(tower.p_mcnemar), worse,
-              f"Same encoder, data and training; 95% paired bootstrap interval over {n} test pairs, exact McNemar "
-              f"p = {tower.p_mcnemar:.2g}."),
-        Claim("two_tower.as_masking", "08 two towers",
-              "Two towers lose what masking the term-matching heads loses", None, float(main["difference"]),
-              float(main["lo"]), float(main["hi"]), "relative change of accuracy, two towers minus heads masked", n,
-              1, None, main["verdict"],
-              f"{same_as}: two towers {_pct(tower.rel_change)}, heads masked {_pct(masked.rel_change)} "
-              f"[{_pct(masked.lo)}, {_pct(masked.hi)}]; equivalence needs the 90% interval [{_pct(main['lo90'])}, "
-              f"{_pct(main['hi90'])}] within ±{main['margin']:.0%}."),
-    ]
-
-
-def verdict(conditions: pd.DataFrame, tests: list[dict], masked_label: str, two_tower_label: str) -> str:
-    """The study's claims in plain words (:func:`claims`), then the other comparisons by the same rule (markdown)."""
-    lines = [render(claims(conditions, tests, masked_label, two_tower_label))]
-    for t in tests:
-        if {t["a"], t["b"]} != {two_tower_label, masked_label}:
-            lines.append(f"- {t['a']} against {t['b']}: difference {_pct(t['difference'])} [{_pct(t['lo'])}, "
-                         f"{_pct(t['hi'])}], {t['verdict']} (same rule).")
-    return "\n".join(lines)
+    tower, cross = row.loc[two_tower_label], row.loc[REFERENCE]
+    n = int(cross.n_examples)
+    floor_note = ""
+    if floor is not None and floor.at_floor(float(tower.accuracy)):
+        floor_note = (f" The two towers are at the model's floor: always answering the majority grade gets "
+                      f"{floor.majority:.1%}.")
+    worse = Claim.measured(
+        "two_tower.worse", ours=tower.rel_change, lo=tower.lo, hi=tower.hi, unit="relative change of accuracy",
+        method="paired bootstrap over test pairs", n_examples=n,
+        p=None if pd.isna(tower.p_mcnemar) else tower.p_mcnemar, floor=floor, accuracies=(tower.accuracy,),
+        reason=f"Same encoder, data and training, but query and title read apart: the two towers grade "
+               f"{tower.accuracy:.1%} of the {n} test pairs right, the cross-encoder {cross.accuracy:.1%}; exact "
+               f"McNemar p = {tower.p_mcnemar:.2g}.{floor_note}")
+    if gap is None or not gap["n_sharing"] or not gap["n_none"]:
+        missing = ("it was not measured" if gap is None else
+                   f"{'no' if not gap['n_sharing'] else 'every'} test pair shares {shared}, so there is no group to "
+                   "compare with")
+        terms = Claim.not_measured("two_tower.fails_on_shared_terms", reason=f"Not measured: {missing}",
+                                   unit=GAP_UNIT)
+    else:
+        terms = Claim.measured(
+            "two_tower.fails_on_shared_terms", ours=gap["difference"], lo=gap["lo"], hi=gap["hi"], unit=GAP_UNIT,
+            method=GAP_METHOD, n_examples=gap["n_examples"],
+            reason=f"On the {gap['n_sharing']} pairs whose query and title share {shared}, the two towers grade "
+                   f"{gap['tower_sharing']:.1%} right against the cross-encoder's {gap['cross_sharing']:.1%} "
+                   f"({_points(gap['gap_sharing'])}); on the {gap['n_none']} pairs that share none, "
+                   f"{gap['tower_none']:.1%} against {gap['cross_none']:.1%} ({_points(gap['gap_none'])}). A "
+                   "negative difference means the towers lose more where there are terms to match")
+    return [worse, terms]

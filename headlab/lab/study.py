@@ -27,9 +27,9 @@ import torch
 from headlab.core.attention import AttentionCache, attention_maps
 from headlab.core.device import resolve_device
 from headlab.core.engine import MaskEngine
-from headlab.core.evaluate import Encoded, encode, metrics, predict, predicted_grades
+from headlab.core.evaluate import Encoded, encode, length_batches, metrics, model_inputs, predict, predicted_grades
 from headlab.core.gradients import gradient_importance
-from headlab.core.masking import head_grid
+from headlab.core.masking import head_grid, head_means
 from headlab.core.stats import Floor, bootstrap_weights, mcnemar, relative_change
 from headlab.core.sweep import (
     MaskSpec,
@@ -138,6 +138,9 @@ class Study:
         return Lab(self, model, tokenizer, frame, encode(tokenizer, frame))
 
 
+MEAN_PAIRS = 512  # training pairs a head's mean output is taken over (mean-ablation)
+
+
 def load(model: str = "minilm", data: str = "stsb-en", split: str = "test", limit: int | None = None, seed: int = 0,
          device: str = "auto", batch_size: int = 64, **settings) -> "Lab":
     """A :class:`Lab` on ``model`` fine-tuned on ``data`` (cached; trained on first use), evaluated on ``split``.
@@ -179,6 +182,7 @@ class Lab:
     encoded: Encoded
     _base_probs: np.ndarray | None = field(default=None, repr=False)
     _engine: MaskEngine | None = field(default=None, init=False, repr=False)
+    _mean_engine: MaskEngine | None = field(default=None, init=False, repr=False)
 
     @property
     def base_probs(self) -> np.ndarray:
@@ -223,10 +227,34 @@ class Lab:
             self._engine = MaskEngine(self.model, self.encoded, self.batch_size, self.device, self.pad_id)
         return self._engine
 
-    def evaluate(self, drop=(), n_boot: int = 2000) -> Evaluation:
-        """Remove the heads in ``drop`` ((layer, head) pairs) and compare with the unmasked model, pair by pair."""
+    def head_means(self, pairs: int = MEAN_PAIRS) -> torch.Tensor:
+        """(layers, hidden): each head's mean output over the real tokens of ``pairs`` training pairs (seeded): what
+        mean-ablation puts in place of a removed head. Training pairs, so the test pairs never shape an ablation."""
+        train = self.study.train_frame()
+        train = train.sample(n=min(pairs, len(train)), random_state=self.study.seed)
+        encoded = encode(self.tokenizer, train)
+        batches = (model_inputs(self.model, batch, self.device)
+                   for _, batch in length_batches(encoded, self.batch_size, self.pad_id))
+        return head_means(self.model, batches)
+
+    def ablation_engine(self, ablation: str = "zero") -> MaskEngine:
+        """The sweep engine that zeroes removed heads (``"zero"``, the study's HEAD-MASK) or puts each one's mean over
+        training pairs in its place (``"mean"``); built once each."""
+        if ablation == "zero":
+            return self.engine
+        if ablation != "mean":
+            raise ValueError(f"ablation must be 'zero' or 'mean', got {ablation!r}")
+        if self._mean_engine is None:
+            self._mean_engine = MaskEngine(self.model, self.encoded, self.batch_size, self.device, self.pad_id,
+                                           means=self.head_means())
+        return self._mean_engine
+
+    def evaluate(self, drop=(), n_boot: int = 2000, ablation: str = "zero") -> Evaluation:
+        """Remove the heads in ``drop`` ((layer, head) pairs) and compare with the unmasked model, pair by pair;
+        ``ablation="mean"`` replaces each removed head's output by its mean over training pairs instead of zero."""
         spec = MaskSpec("evaluate", tuple(sorted((int(l), int(h)) for l, h in drop)), "evaluate")
-        base, probs = self.engine.probabilities([torch.ones(self.shape), spec.keep(*self.shape)])
+        engine = self.ablation_engine(ablation)
+        base, probs = engine.probabilities([torch.ones(self.shape), spec.keep(*self.shape)])
         correct = (predicted_grades(probs) == self.encoded.grades).astype(int)
         base_correct = (predicted_grades(base) == self.encoded.grades).astype(int)
         effect = relative_change(correct, base_correct, n_boot=n_boot, seed=self.study.seed)
@@ -234,17 +262,18 @@ class Lab:
                           effect["lo"], effect["hi"], mcnemar(correct, base_correct), correct, probs)
 
     def ablate(self, specs: list[MaskSpec], name: str | None = None, n_boot: int = 2000,
-               progress: bool = True) -> pd.DataFrame:
+               progress: bool = True, ablation: str = "zero") -> pd.DataFrame:
         """One row per mask (:func:`headlab.core.sweep.summarize`), the unmasked model included.
 
         In memory by default; with a ``name`` the sweep is saved mask by mask under the study's sweep folder
-        and resumes there (:func:`headlab.core.sweep.run_sweep`).
+        and resumes there (:func:`headlab.core.sweep.run_sweep`). ``ablation="mean"`` (in memory) puts each removed
+        head's mean output over training pairs in its place instead of zero (:meth:`ablation_engine`).
         """
         specs = with_baseline(list(specs))
-        if name is not None:
+        if name is not None and ablation == "zero":
             per_example = self.sweep(specs, name, progress=progress)
         else:
-            probs = self.engine.probabilities([s.keep(*self.shape) for s in specs])
+            probs = self.ablation_engine(ablation).probabilities([s.keep(*self.shape) for s in specs])
             per_example = pd.concat([per_example_table(s.mask_id, p, self.encoded.grades) for s, p in zip(specs, probs)],
                                     ignore_index=True)
         return summarize(per_example, plan_table(specs), n_boot=n_boot, seed=self.study.seed)
