@@ -70,8 +70,10 @@ def test_a_cache_gives_the_same_scores_as_a_live_pass_and_survives_disk(lab, tmp
     live = role_scores(lab.attention(), lab.encoded, lab.tokenizer)
     cached = role_scores(cache, lab.encoded, lab.tokenizer)
     pd.testing.assert_frame_equal(live, cached, atol=2e-3)  # float16: three decimals
-    pd.testing.assert_frame_equal(order_heads(lab.attention(), lab.encoded, lab.tokenizer),
-                                  order_heads(cache, lab.encoded, lab.tokenizer), atol=2e-3)
+    live_order, cached_order = (order_heads(maps, lab.encoded, lab.tokenizer) for maps in (lab.attention(), cache))
+    bounds = ["score_lo", "score_hi"]  # bootstrap quantiles of a few pairs: rounding can pick a neighbouring value
+    pd.testing.assert_frame_equal(live_order.drop(columns=bounds), cached_order.drop(columns=bounds), atol=2e-3)
+    pd.testing.assert_frame_equal(live_order[bounds], cached_order[bounds], atol=1e-2)
     profile = cls_profile(cache.subset([3, 1]), lab.encoded, lab.tokenizer, heads=[(1, 2)])
     assert profile["example"].tolist() == [1, 3]
     with pytest.raises(ValueError, match="other examples or another mask"):

@@ -177,8 +177,10 @@ def scorecard_markdown(table: pd.DataFrame, pages: dict[str, str], not_built: di
              f"the page with the evidence, which quotes the study's sentence and states the rule. {FLOOR_MARK} marks a "
              "condition at the model's floor (its accuracy within two standard errors of always answering the "
              "majority grade): such a model can fall no further, so it is evidence neither for nor against a claim "
-             f"about how far it falls. {MEAN_MARK} marks a verdict that changes when each removed head's output is replaced by "
-             "its mean over training pairs instead of zero (mean-ablation). Verdicts: {', '.join(VERDICTS)}. {CORRECTION} Hover a rule for its wording. "
+             f"about how far it falls. {MEAN_MARK} marks a verdict that changes when each removed head's output is "
+             "replaced by "
+             f"its mean over training pairs instead of zero (mean-ablation). Verdicts: {', '.join(VERDICTS)}. "
+             f"{CORRECTION} Hover a rule for its wording. "
              "The study's number is shown only where it is in our unit. The study's own numbers, and what it left "
              "unmeasured, are in {doc}`intro`.", ""]
     lines += claim_tables(table, list(pages), lambda row, p: f"{{doc}}`{row.verdict} <{pages[p]}/{row.page}>`",

@@ -9,7 +9,10 @@ from headlab.core.exports import exports as _exports
 
 _PUBLIC = {
     "compare_maps": "headlab.findings.attention_compare",
+    "claims_file": "headlab.findings.claims",
     "claims_table": "headlab.findings.claims",
+    "render": "headlab.findings.claims",
+    "with_mean_ablation": "headlab.findings.claims",
     "half_split": "headlab.findings.importance",
     "order_heads": "headlab.findings.order",
     "ENGLISH_STOPWORDS": "headlab.findings.roles",

@@ -13,7 +13,8 @@ from __future__ import annotations
 import pandas as pd
 
 from headlab.core.stats import empirical_p_floor
-from headlab.findings.claims import ALPHA, FAMILY, Claim, render
+# notebook 04 takes claims_file and claims_table from here
+from headlab.findings.claims import ALPHA, FAMILY, Claim, claims_file, claims_table, render  # noqa: F401
 from headlab.findings.order import CONDITIONS, PATTERNS
 
 STUDY_K = 7
