@@ -7,7 +7,7 @@ import pytest
 
 from headlab.core.stats import Floor
 from headlab.findings.claims import (ALPHA, FAMILY, STUDY_CLAIMS, VERDICTS, Claim, adjusted, claims_file, claims_table,
-                                     judge, number_text, quote_in, render)
+                                     judge, number_text, quote_in, render, with_mean_ablation)
 
 STUDY_TEXT = (Path(__file__).parent / "data" / "study.md").read_text(encoding="utf-8")
 CHANGE = "relative change of accuracy"
@@ -144,3 +144,14 @@ def test_differences_of_relative_changes_and_of_shares_print_in_points():
     assert number_text(0.044, f"{CHANGE}, upper half minus lower half") == "+4.4 points"
     assert number_text(0.116, "share of tokens right, above the majority class") == "+11.6 points"
     assert number_text(0.95, "share of a token's attention on one neighbour") == "95.0%"
+
+
+def test_a_verdict_that_changes_with_mean_ablation_is_marked_and_an_unjudged_one_is_left_alone():
+    zeroed = [_measured(), _measured("term_matching.matching_costs", p=1 / 1001, n_draws=1000)]
+    mean = [_measured(ours=0.30, lo=0.25, hi=0.35),  # the opposite under mean-ablation
+            _measured("term_matching.matching_costs")]  # no draws: not judged the same way, so not compared
+    checked = with_mean_ablation(zeroed, mean)
+    assert checked[0].mean_ablation == "opposite" and "(the verdict changes)" in checked[0].reason
+    assert checked[1].mean_ablation == "" and checked[1].reason == zeroed[1].reason
+    same = with_mean_ablation(zeroed[:1], zeroed[:1])[0]
+    assert same.mean_ablation == "holds" and "the same verdict" in same.reason

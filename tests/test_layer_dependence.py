@@ -298,3 +298,16 @@ def test_proxy_verdict_thresholds():
     assert "**it cannot stand in**" in proxy_verdict({"raw": agreement(0.8, p=0.2)})
     text = proxy_verdict({"raw": agreement(0.1)}, n_significant=4)
     assert "Only 4 of 72" in text and "share 3 (two random sets of 7 would share 0.7" in text
+
+
+def test_the_mean_ablation_check_takes_whole_layers_and_the_halves_at_the_collapse_points_only():
+    from headlab.core.sweep import baseline_spec, layer_specs
+    from headlab.findings.importance import half_specs
+    from headlab.findings.layer_dependence import mean_ablation_specs
+
+    specs = [baseline_spec(), *half_specs(4, 4, 5, 3, 0), *layer_specs(4, 4)]
+    chosen = mean_ablation_specs(specs)
+    halves = {(s.kind, round(float(s.meta["share"]), 3)) for s in chosen if s.kind in ("lower", "upper")}
+    assert halves == {("lower", 0.375), ("lower", 0.5), ("upper", 0.375), ("upper", 0.5)}  # 6 and 8 of 16 heads
+    assert sum(s.kind == "layer" for s in chosen) == 4 and chosen[0].kind == baseline_spec().kind
+    assert len(chosen) < len(specs) / 2

@@ -107,3 +107,26 @@ def test_a_mask_spec_names_heads_that_exist(lab):
 def test_out_of_range_parameters_name_the_parameter():
     with pytest.raises(ValueError, match="EVAL_LIMIT"):
         Study(eval_limit=0, device="cpu")
+
+
+def test_mean_ablation_sweeps_apart_from_zeroing_against_the_same_unmasked_model(tmp_path, monkeypatch):
+    """Removed heads take their mean output over training pairs: the unmasked row is the zero sweep's, a masked row
+    differs from zeroing, the sweep is saved apart, and a bad name for the method is refused by name."""
+    from tiny_setup import PAIRS
+
+    monkeypatch.setattr(Study, "train_frame", lambda self: PAIRS)  # the tiny lab's "training pairs"
+    lab = tiny_setup(tmp_path, n_right=3)
+    specs = [MaskSpec("layer0", tuple((0, h) for h in range(4)), "layer"), MaskSpec("one", ((1, 2),), "head")]
+    zero, mean = lab.sweep(specs, "method-test", progress=False), lab.sweep(specs, "method-test", ablation="mean",
+                                                                           progress=False)
+    probs = [f"p{g}" for g in range(1, 6)]
+    for table in (zero, mean):
+        assert list(dict.fromkeys(table["mask_id"])) == ["none", "layer0", "one"]
+    np.testing.assert_allclose(zero[zero.mask_id == "none"][probs], mean[mean.mask_id == "none"][probs], atol=1e-6)
+    assert not np.allclose(zero[zero.mask_id == "layer0"][probs], mean[mean.mask_id == "layer0"][probs], atol=1e-4)
+    assert {p.name.split("-")[:-1][-1] for p in lab.study.table_dir.glob("sweeps/method-test*")} == {"test", "mean"}
+    assert lab.means().shape == (4, 16) and lab.means() is lab.means()
+    one = lab.evaluate([(1, 2)], ablation="mean")
+    np.testing.assert_allclose(one.probs, mean[mean.mask_id == "one"][probs].to_numpy(), atol=1e-5)
+    with pytest.raises(ValueError, match="ablation must be 'zero' or 'mean'"):
+        lab.sweep(specs, "method-test", ablation="resample")

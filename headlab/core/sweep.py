@@ -171,7 +171,7 @@ def record_precision(out_dir: Path, check: dict | None, tolerance: float = PRECI
 def run_sweep(model, encoded: Encoded, specs: list[MaskSpec], out_dir, batch_size: int = 64, device="cpu",
               shard: int = 0, n_shards: int = 1, pad_id: int = 0, progress: bool = True,
               masks_per_pass: int = 1, autocast: bool | None = None, cluster=None,
-              chunk_size: int = 8) -> pd.DataFrame | None:
+              chunk_size: int = 8, means: torch.Tensor | None = None) -> pd.DataFrame | None:
     """Evaluate every mask of ``specs`` (this shard's share of them), saving each as soon as it is done.
 
     Masks run through :class:`headlab.core.engine.MaskEngine` (layer reuse, several masks per pass, bf16 autocast
@@ -179,8 +179,11 @@ def run_sweep(model, encoded: Encoded, specs: list[MaskSpec], out_dir, batch_siz
     added to the sweep where ``specs`` lacks it, and masks removing the same heads are evaluated once. With a
     ``cluster`` (``"local:N"``, a Dask scheduler address or client: :func:`headlab.core.cluster.connect`), Dask
     workers evaluate chunks of ``chunk_size`` masks and this process saves their results as they arrive.
-    Returns the per-example table of the whole sweep once every shard has finished, else None.
+    Returns the per-example table of the whole sweep once every shard has finished, else None. With ``means``
+    (:func:`headlab.core.masking.head_means`) removed heads are mean-ablated instead of zeroed, in this process.
     """
+    if means is not None and cluster is not None:
+        raise ValueError("a mean-ablation sweep runs in this process: leave cluster=None")
     if not 0 <= shard < n_shards:
         raise ValueError(f"shard must be in [0, n_shards), got shard={shard}, n_shards={n_shards}")
     specs = with_baseline(specs)
@@ -198,7 +201,7 @@ def run_sweep(model, encoded: Encoded, specs: list[MaskSpec], out_dir, batch_siz
         groups.sort(key=lambda g: first_masked_layer(g[1]))  # so a chunk shares its reusable layers
         if cluster is None:
             engine = MaskEngine(model, encoded, batch_size, device, pad_id, masks_per_pass=masks_per_pass,
-                                autocast=autocast)
+                                autocast=autocast, means=means)
             check_precision(out_dir, engine)
             chunks = [groups[i : i + engine.masks_per_pass] for i in range(0, len(groups), engine.masks_per_pass)]
             results = ((i, engine.probabilities([keep for _, keep in chunk]), None) for i, chunk in enumerate(chunks))

@@ -284,7 +284,9 @@ def with_mean_ablation(zeroed: list[Claim], mean_ablated: list[Claim]) -> list[C
     rows = []
     for c in zeroed:
         other = by_id.get(c.claim_id)
-        if other is None:
+        judged_alike = other is not None and not math.isnan(other.ours) and (
+            other.kind != "beats_control" or (other.p is not None and other.n_draws > 0))
+        if not judged_alike:  # not run with mean-ablation, or without the draws its verdict rests on
             rows.append(c)
             continue
         same = "the same verdict" if other.verdict == c.verdict else f"**{other.verdict}** (the verdict changes)"

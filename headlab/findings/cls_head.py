@@ -335,3 +335,13 @@ def spread_claims(change: pd.DataFrame, control: pd.DataFrame | None, layer: int
     cannot decide it.
     """
     return [_spread_claim(change, layer, head, k), _control_claim(change, control, k)]
+
+
+def mean_ablated_effect(setup, layer: int, head: int, estimate, n_boot: int = 2000, seed: int = 0) -> dict:
+    """:func:`held_out_effect` with the head's output replaced by its mean over training pairs instead of zero
+    (mean-ablation, one mask, saved as the sweep ``cls_focus-mean``), against that sweep's own unmasked row."""
+    spec = MaskSpec(f"head-{layer}-{head}", ((layer, head),), "head")
+    per_example = setup.sweep([spec], "cls_focus", ablation="mean", progress=False)
+    masked = correct_matrix(per_example).loc[[spec.mask_id]]
+    masked.index = pd.MultiIndex.from_tuples([(layer, head)], names=["layer", "head"])
+    return held_out_effect(masked, baseline_correct(per_example), layer, head, estimate, n_boot=n_boot, seed=seed)

@@ -525,3 +525,12 @@ def proxy_verdict(agreements: dict[str, dict], n_significant: int | None = None)
                      f"zero after Holm, so most of the ablation ranking is noise, which caps any rank correlation; "
                      f"the overlap of the top heads is the more telling number.")
     return "\n".join(lines)
+
+
+def mean_ablation_specs(specs) -> list:
+    """The masks this page checks with mean-ablation (a handful, not the sweep): every whole layer, and the halves at
+    the shares nearest the study's collapse points (40% and 50% of all heads), each with its draws."""
+    shares = sorted({float(s.meta["share"]) for s in specs if s.kind in ("lower", "upper")})
+    near = {min(shares, key=lambda x: abs(x - target)) for target in STUDY_COLLAPSE_SHARES} if shares else set()
+    return [s for s in specs if s.kind in ("none", "layer")
+            or (s.kind in ("lower", "upper") and float(s.meta["share"]) in near)]

@@ -420,3 +420,10 @@ def claims(table: pd.DataFrame, comparison: pd.DataFrame, floor: Floor | None = 
     by_test = {(r.tested, r.reference): r for r in comparison.itertuples()}
     return [_random_claim(rows, names, floor, selection), _matching_claim(rows, by_test, names, floor, selection),
             _lower_claim(rows, names, floor, selection), _keep_claim(rows, by_test, names, floor, selection)]
+
+
+def mean_ablation_specs(specs: list[MaskSpec]) -> list[MaskSpec]:
+    """The masks this page checks with mean-ablation (each removed head's output replaced by its mean over training
+    pairs): the unmasked model, the matching heads, the lower half, and the random lower-half heads they are judged
+    against; the other controls are left to zeroing."""
+    return [s for s in specs if s.kind in ("none", "matching", "lower", "random_lower")]

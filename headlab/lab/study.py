@@ -183,6 +183,7 @@ class Lab:
     _base_probs: np.ndarray | None = field(default=None, repr=False)
     _engine: MaskEngine | None = field(default=None, init=False, repr=False)
     _mean_engine: MaskEngine | None = field(default=None, init=False, repr=False)
+    _means: torch.Tensor | None = field(default=None, init=False, repr=False)
 
     @property
     def base_probs(self) -> np.ndarray:
@@ -227,6 +228,12 @@ class Lab:
             self._engine = MaskEngine(self.model, self.encoded, self.batch_size, self.device, self.pad_id)
         return self._engine
 
+    def means(self) -> torch.Tensor:
+        """:meth:`head_means`, computed once per Lab."""
+        if self._means is None:
+            self._means = self.head_means()
+        return self._means
+
     def head_means(self, pairs: int = MEAN_PAIRS) -> torch.Tensor:
         """(layers, hidden): each head's mean output over the real tokens of ``pairs`` training pairs (seeded): what
         mean-ablation puts in place of a removed head. Training pairs, so the test pairs never shape an ablation."""
@@ -246,7 +253,7 @@ class Lab:
             raise ValueError(f"ablation must be 'zero' or 'mean', got {ablation!r}")
         if self._mean_engine is None:
             self._mean_engine = MaskEngine(self.model, self.encoded, self.batch_size, self.device, self.pad_id,
-                                           means=self.head_means())
+                                           means=self.means())
         return self._mean_engine
 
     def evaluate(self, drop=(), n_boot: int = 2000, ablation: str = "zero") -> Evaluation:
@@ -279,12 +286,19 @@ class Lab:
         return summarize(per_example, plan_table(specs), n_boot=n_boot, seed=self.study.seed)
 
     def sweep(self, specs: list[MaskSpec], name: str, encoded: Encoded | None = None,
-              progress: bool = True) -> pd.DataFrame:
+              progress: bool = True, ablation: str = "zero") -> pd.DataFrame:
         """Per-example results of every mask (and the unmasked model) on this split, or on ``encoded``: saved mask by
-        mask in the study's folder for ``name`` and resumed there, on the study's Dask cluster when it has one."""
+        mask in the study's folder for ``name`` and resumed there, on the study's Dask cluster when it has one.
+
+        ``ablation="mean"`` puts each removed head's mean output over training pairs (:meth:`head_means`) in its place
+        instead of zero, in this process, saved apart (``<name>-mean``)."""
+        if ablation not in ("zero", "mean"):
+            raise ValueError(f"ablation must be 'zero' or 'mean', got {ablation!r}")
+        mean = ablation == "mean"
         return run_sweep(self.model, self.encoded if encoded is None else encoded, specs,
-                         self.study.sweep_dir(name, specs), batch_size=self.batch_size, device=self.device,
-                         pad_id=self.pad_id, progress=progress, cluster=self.study.cluster)
+                         self.study.sweep_dir(f"{name}-mean" if mean else name, specs), batch_size=self.batch_size,
+                         device=self.device, pad_id=self.pad_id, progress=progress,
+                         cluster=None if mean else self.study.cluster, means=self.means() if mean else None)
 
     def ablate_each_head(self, name: str | None = None, n_boot: int = 2000) -> pd.DataFrame:
         """Every head removed alone: one row per head (``layer``, ``head``), and the unmasked row."""
