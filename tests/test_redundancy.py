@@ -101,3 +101,12 @@ def test_shares_not_in_the_sweep_are_said_to_be_untested():
     text = verdict(only_high, FLOOR)
     assert "no share between 0 and 20% in SHARES" in text and "not measured" in text
     assert text == render(claims(only_high, FLOOR))
+
+
+def test_the_mean_ablation_check_takes_the_shares_below_20_percent_and_the_largest():
+    from headlab.core.sweep import baseline_spec, random_share_specs
+    from headlab.findings.redundancy import mean_ablation_specs
+
+    specs = [baseline_spec(), *random_share_specs(4, 4, [0.0, 0.125, 0.25, 0.5, 1.0], 3, 0)]
+    shares = sorted({s.meta.get("share") for s in mean_ablation_specs(specs) if "share" in s.meta})
+    assert shares == [0.0, 0.125, 1.0] and mean_ablation_specs(specs)[0] == baseline_spec()

@@ -42,8 +42,9 @@ def test_claims_of_each_preset_are_stacked_with_their_page_and_model(tmp_path, m
     page = scorecard_markdown(table, {"a": "executed", "b": "executed/b"}, {"e5-zh": 'make book PRESETS="a b e5-zh"'})
     assert page.startswith("# Scorecard") and "Bonferroni" in page
     row = next(line for line in page.splitlines() if line.startswith("| Masking fewer than 20%"))
-    assert row.endswith("| +1.0% | {doc}`holds <executed/01_redundancy>` +1.2% [+0.8%, +1.6%] | "
-                        "{doc}`does not hold <executed/b/01_redundancy>` -10.0% [-12.0%, -8.0%] |")
+    assert row.endswith("| +1.0% | {doc}`holds <executed/01_redundancy>` +1.2% [+0.8%, +1.6%], adjusted [+0.6%, +1.8%] | "
+                        "{doc}`does not hold <executed/b/01_redundancy>` -10.0% [-12.0%, -8.0%], adjusted [-13.0%, "
+                        "-7.0%] |")
     assert "<abbr title=" in row and "(two-stage bootstrap over draws and test pairs)" in row
     unmeasured = next(line for line in page.splitlines() if "cannot tell" in line and line.startswith("| Past"))
     assert "{doc}`cannot tell <executed/01_redundancy>` | not run |" in unmeasured  # no number, b has no such row

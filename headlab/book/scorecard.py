@@ -64,6 +64,12 @@ def _missing(value) -> bool:
 def _numbers(row) -> str:
     number = "" if _missing(row.ours) else f" {number_text(row.ours, row.unit)}"
     interval = "" if _missing(row.lo) else f" [{number_text(row.lo, row.unit)}, {number_text(row.hi, row.unit)}]"
+    lo_adj, hi_adj = getattr(row, "lo_adj", None), getattr(row, "hi_adj", None)
+    if not _missing(lo_adj) and not _missing(hi_adj):
+        interval += f", adjusted [{number_text(lo_adj, row.unit)}, {number_text(hi_adj, row.unit)}]"
+    p_adj = getattr(row, "p_adj", None)
+    if not _missing(p_adj):
+        interval += f", adjusted p = {p_adj:.2g}"
     lost = "" if _missing(getattr(row, "lost", None)) else f"; {row.lost:.0%} of above-chance accuracy lost"
     floor = f" {FLOOR_MARK}" if bool(getattr(row, "at_floor", False)) is True else ""
     mean = getattr(row, "mean_ablation", "")
@@ -156,7 +162,8 @@ def claim_tables(table: pd.DataFrame, presets: list[str], verdict_text, heading:
             cells = [verdict_text(by_preset[p], p) + _numbers(by_preset[p]) if p in by_preset else "not run"
                      for p in presets]
             name = first.claim if is_main(claim_id) else f"↳ {first.claim}"
-            method = first.method if isinstance(first.method, str) and first.method else "no interval"
+            method = first.get("method")
+            method = method if isinstance(method, str) and method else "no interval"
             lines.append(f"| {name} | {_rule_cell(first)} | {first.unit} ({method}) | {_study_cell(first)} | "
                          + " | ".join(cells) + " |")
         lines.append("")
@@ -173,8 +180,9 @@ def scorecard_markdown(table: pd.DataFrame, pages: dict[str, str], not_built: di
     """
     lines = ["# Scorecard: the study's claims on each model", "",
              "Each row is one claim of the study (indented rows are evidence under it, not counted); each column one "
-             "model this site was built on. A cell gives the verdict, our number and its 95% interval, and links to "
-             f"the page with the evidence, which quotes the study's sentence and states the rule. {FLOOR_MARK} marks a "
+             "model this site was built on. A cell gives the verdict, our number with its 95% interval and the "
+             "interval (or p) adjusted for the number of claims that the verdict rests on, and links to the page "
+             f"with the evidence, which quotes the study's sentence and states the rule. {FLOOR_MARK} marks a "
              "condition at the model's floor (its accuracy within two standard errors of always answering the "
              "majority grade): such a model can fall no further, so it is evidence neither for nor against a claim "
              f"about how far it falls. {MEAN_MARK} marks a verdict that changes when each removed head's output is "

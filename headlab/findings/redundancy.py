@@ -165,3 +165,12 @@ def claims(curve: pd.DataFrame, floor: Floor | None = None) -> list[Claim]:
 def verdict(curve: pd.DataFrame, floor: Floor | None = None) -> str:
     """The study's claims about random masking in plain words (markdown), rendered from :func:`claims`."""
     return render(claims(curve, floor))
+
+
+def mean_ablation_specs(specs) -> list:
+    """The masks this page checks with mean-ablation (each removed head's output replaced by its mean over training
+    pairs): the unmasked model, every draw below 20% of the heads, and the largest share, where the two claims are
+    decided; not the whole curve."""
+    shares = [float(s.meta["share"]) for s in specs if "share" in s.meta]
+    top = max(shares, default=None)
+    return [s for s in specs if "share" not in s.meta or float(s.meta["share"]) < 0.2 or float(s.meta["share"]) == top]
