@@ -16,6 +16,7 @@ from test_layers import LAYERS
 from transformers import MPNetConfig, MPNetForSequenceClassification, MPNetTokenizer
 
 from headlab.book.build import PRESETS, REPO
+from headlab.findings.claims import KINDS, STUDY_CLAIMS, VERDICTS, quote_in
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 MOST_HEADLAB_MODULES = 6  # per notebook: the package, a few layers, the finding's own modules
@@ -166,16 +167,24 @@ def test_tiny_book_builds_with_real_numbers(tiny_book):
     # the first page is the scorecard: every finding page saved its claims, each cell links to its page
     scorecard = pd.read_csv(runs / "scorecard.csv")
     assert set(scorecard["page"]) == {nb.stem for nb in NOTEBOOKS if not nb.stem.startswith("00")}
-    assert set(scorecard["verdict"]) <= {"holds", "does not hold", "opposite", "cannot tell"}
+    assert set(scorecard["verdict"]) <= set(VERDICTS)
+    # one verdict rule for every row: each quotes the study word for word and carries its kind, rule and method
+    study = (REPO / "tests" / "data" / "study.md").read_text(encoding="utf-8")
+    assert all(quote_in(study, q) for q in scorecard["quote"]) and scorecard["kind"].isin(KINDS).all()
+    main_rows = scorecard[~scorecard["claim_id"].str.contains("/")]
+    assert main_rows["claim_id"].is_unique and set(main_rows["claim_id"]) <= set(STUDY_CLAIMS)
+    measured = scorecard[scorecard["ours"].notna() & scorecard["kind"].ne("beats_control")]
+    assert (measured["lo_adj"] <= measured["lo"] + 1e-9).all() and (measured["hi_adj"] >= measured["hi"] - 1e-9).all()
     assert "url=scorecard.html" in index.read_text()  # the site opens on the scorecard
     front = (work / "_build" / "html" / "scorecard.html").read_text()
     assert "Scorecard" in front and 'href="executed/01_redundancy.html"' in front
     # the model is trained first (or found cached); the notebooks only load it, side by side, each after the pages
-    # it reads: pages that sweep computed, the others found all they needed (07 reads 02's single-head sweep)
+    # it reads: pages that sweep computed, the others found all they needed (07 reads 02's single-head sweep and
+    # mean-ablates its one head)
     timings = pd.read_csv(runs / "timings.csv").set_index("step")
     computed = {step: str(flag) for step, flag in timings["computed"].items() if step[:2].isdigit()}
     assert timings.index[0] == "fine-tuning"  # recorded before any notebook's step
-    assert computed == {nb.stem: str(nb.stem[:2] in {"01", "02", "04", "05"}) for nb in NOTEBOOKS}
+    assert computed == {nb.stem: str(nb.stem[:2] in {"01", "02", "04", "05", "07"}) for nb in NOTEBOOKS}
     assert timings.loc["preset total", "seconds"] < timings.loc["build", "seconds"]
     if (os.cpu_count() or 1) > 1:
         assert timings["machine"].str.contains("notebooks 2 at a time").all()
