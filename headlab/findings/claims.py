@@ -284,13 +284,17 @@ def with_mean_ablation(zeroed: list[Claim], mean_ablated: list[Claim]) -> list[C
     rows = []
     for c in zeroed:
         other = by_id.get(c.claim_id)
-        judged_alike = other is not None and not math.isnan(other.ours) and (
-            other.kind != "beats_control" or (other.p is not None and other.n_draws > 0))
-        if not judged_alike:  # not run with mean-ablation, or without the draws its verdict rests on
+        if other is None or math.isnan(other.ours):  # not run with mean-ablation
             rows.append(c)
             continue
+        number = f"{number_text(other.ours, other.unit)}{_interval(other)}"
+        if other.kind == "beats_control" and (other.p is None or other.n_draws == 0):  # its control was not rerun
+            rows.append(replace(c, reason=f"{c.reason} With each removed head's output replaced by its mean over "
+                                          f"training pairs instead of zero (mean-ablation): {number}; not judged, as "
+                                          "its random controls were not mean-ablated."))
+            continue
         same = "the same verdict" if other.verdict == c.verdict else f"**{other.verdict}** (the verdict changes)"
-        number = "" if math.isnan(other.ours) else f", {number_text(other.ours, other.unit)}{_interval(other)}"
+        number = f", {number}"
         rows.append(replace(c, mean_ablation=other.verdict,
                             reason=f"{c.reason} With each removed head's output replaced by its mean over training "
                                    f"pairs instead of zero (mean-ablation): {same}{number}."))
