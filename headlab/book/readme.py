@@ -131,8 +131,14 @@ def scorecard_block(table: pd.DataFrame, results: Path = RESULTS) -> list[str]:
     presets = list(dict.fromkeys(table["preset"]))
     models, two_tower = (pd.read_csv(results / f"{name}.csv") if (results / f"{name}.csv").exists() else None
                          for name in ("models", "two_tower"))
-    return [CORRECTION, "", *claim_tables(table, presets, lambda row, p: f"**{row.verdict}**", "####", models,
-                                          two_tower)]
+    lines = [CORRECTION, "", *claim_tables(table, presets, lambda row, p: f"**{row.verdict}**", "####", models,
+                                           two_tower)]
+    waiting = [] if models is None else [p for p in dict.fromkeys(models["preset"]) if p not in set(presets)]
+    if waiting:
+        lines += [f"Not judged by the current verdict rule yet (built before it; their models are in the models "
+                  f"table): {', '.join(waiting)}. Rebuild with "
+                  f"`make book PRESETS=\"{' '.join([*presets, *waiting])}\"`, then `python -m headlab.book.readme`.", ""]
+    return lines
 
 
 def models_block(table: pd.DataFrame) -> list[str]:
