@@ -1,6 +1,5 @@
 """headlab.book.scorecard and the site's toc: claims saved by the notebooks of several presets become one table and
 the book's first page, each cell linking to its evidence; models left out are named with the command that adds them."""
-import math
 
 import pandas as pd
 

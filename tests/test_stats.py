@@ -14,7 +14,6 @@ from headlab.core.stats import (
     mcnemar,
     mean_interval,
     relative_change,
-    undecidable,
 )
 
 
@@ -118,5 +117,3 @@ def test_equivalence_needs_the_whole_90_percent_interval_inside_the_margin():
 
 def test_an_empirical_p_counts_the_observation_and_cannot_reach_alpha_with_too_few_draws():
     assert empirical_p(0, 19) == empirical_p_floor(19) == 0.05 and empirical_p(3, 9) == 0.4
-    assert undecidable(19, alpha=0.05) == "**cannot be decided with 19 draws** (the smallest possible p is 0.05)"
-    assert undecidable(20, alpha=0.05) == ""  # 1/21 < 0.05

@@ -21,8 +21,8 @@ import pandas as pd
 
 from headlab.book.build import PRESETS
 from headlab.book.records import outcome
-from headlab.findings.claims import STUDY_CLAIMS
 from headlab.book.scorecard import CORRECTION, claim_tables
+from headlab.findings.claims import STUDY_CLAIMS, study_claim_id
 from headlab.lab.study import REPO
 
 RESULTS = REPO / "results"
@@ -95,7 +95,7 @@ def judged_by_this_rule(old: pd.DataFrame) -> pd.DataFrame:
     claim): rows of presets not rebuilt since the rule changed are dropped, never shown beside the new ones."""
     if "kind" not in old.columns:
         return old.iloc[0:0]
-    return old[old["claim_id"].map(lambda c: str(c).split("/")[0] in STUDY_CLAIMS)]
+    return old[old["claim_id"].map(lambda c: study_claim_id(c) in STUDY_CLAIMS)]
 
 
 # --- the blocks ----------------------------------------------------------------------------------------------------
@@ -267,16 +267,19 @@ def _load(rows: pd.DataFrame) -> str:
     return "" if loads.isna().all() else f"{loads.max():.1f}"
 
 
-RENDER = {"scorecard": scorecard_block, "models": models_block, "tuning": tuning_block,
-          "two_tower": two_tower_block, "timings": timings_block}
+RENDER = {"models": models_block, "tuning": tuning_block, "two_tower": two_tower_block,
+          "timings": timings_block}  # each from its own table; the scorecard block reads two more (scorecard_block)
 
 
 def block(name: str, results: Path = RESULTS) -> str:
     """A generated block, markers included, from ``results/<name>.csv`` (a note when there is none yet)."""
     path = results / f"{name}.csv"
-    body = (scorecard_block(pd.read_csv(path), results) if name == "scorecard" else RENDER[name](pd.read_csv(path))) \
-        if path.exists() else [f"No `results/{name}.csv` yet: no build has "
-                                                                   "recorded one."]
+    if not path.exists():
+        body = [f"No `results/{name}.csv` yet: no build has recorded one."]
+    elif name == "scorecard":  # the one block that also reads its models' tables beside it
+        body = scorecard_block(pd.read_csv(path), results)
+    else:
+        body = RENDER[name](pd.read_csv(path))
     return "\n".join([begin(name), "", *body, "", end(name)])
 
 

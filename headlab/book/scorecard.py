@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from headlab.findings.claims import ALPHA, COLUMNS as CLAIM_COLUMNS, FAMILY, RULES, VERDICTS, number_text
+from headlab.findings.claims import ALPHA, COLUMNS as CLAIM_COLUMNS, FAMILY, RULES, VERDICTS, number_text, study_claim_id
 from headlab.lab.study import Study
 
 CLAIM_FILES = "claims_*.csv"
@@ -54,7 +54,7 @@ def scorecard_table(built: dict[str, dict]) -> pd.DataFrame:
 
 def is_main(claim_id: str) -> bool:
     """A row that carries a claim of the study (``<id>``), not a sub-row under it (``<id>/<part>``)."""
-    return "/" not in str(claim_id)
+    return study_claim_id(claim_id) == str(claim_id)
 
 
 def _missing(value) -> bool:

@@ -110,12 +110,6 @@ def empirical_p_floor(n_draws: int) -> float:
     return 1 / (1 + n_draws)
 
 
-def undecidable(n_draws: int, alpha: float) -> str:
-    """Empty when ``n_draws`` draws can give an empirical p below ``alpha``; else a verdict that says they cannot."""
-    floor = empirical_p_floor(n_draws)
-    return "" if floor < alpha else f"**cannot be decided with {n_draws} draws** (the smallest possible p is {floor:.2g})"
-
-
 def mcnemar(correct_a: np.ndarray, correct_b: np.ndarray) -> float:
     """Exact two-sided McNemar p-value: do a and b differ on the same examples beyond chance?"""
     a = np.asarray(correct_a, dtype=bool)
@@ -159,6 +153,14 @@ class Floor:
     base: float
     majority: float
     n: int
+
+    @classmethod
+    def of(cls, correct, grades, split_grades=None) -> "Floor":
+        """The floor scale of some pairs: the unmasked model's accuracy there (``correct``: right/wrong per pair) and
+        that of always answering the majority grade of ``split_grades`` (default ``grades``: the pairs' own)."""
+        grades = np.asarray(grades)
+        majority = np.bincount(np.asarray(grades if split_grades is None else split_grades)).argmax()
+        return cls(float(np.mean(correct)), float(np.mean(grades == majority)), len(grades))
 
     def lost(self, relative_change: float) -> float:
         """The share of the accuracy above the majority grade that a relative change of accuracy takes away (NaN for a

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, fields, replace
 import pandas as pd
 from scipy import stats as sps
 
-from headlab.core.stats import Floor
+from headlab.core.stats import Floor, empirical_p_floor
 
 VERDICTS = ("holds", "does not hold", "opposite", "cannot tell", "not comparable")
 KINDS = ("effect", "no_effect", "beats_control", "compare")
@@ -235,8 +235,8 @@ class Claim:
 
     @property
     def study_claim(self) -> str:
-        """The registered claim this row belongs to (a sub-row ``<claim>/<part>`` belongs to ``<claim>``)."""
-        return self.claim_id.split("/")[0]
+        """The registered claim this row belongs to (:func:`study_claim_id`)."""
+        return study_claim_id(self.claim_id)
 
     @classmethod
     def measured(cls, claim_id: str, *, ours: float, lo: float, hi: float, unit: str, method: str, n_examples: int,
@@ -259,7 +259,7 @@ class Claim:
             else (math.nan,) * 3
         at_floor = bool(floor) and bool(accuracies) and all(floor.at_floor(a) for a in accuracies)
         judged = judge(spec, ours, lo, hi, p=p, p_reverse=p_reverse, n_draws=n_draws, at_floor=at_floor)
-        verdict, why = ("not comparable", not_comparable) if not_comparable else judged.verdict_and_why
+        verdict, why = ("not comparable", not_comparable) if not_comparable else (judged.verdict, judged.why)
         return cls(claim_id, spec.finding, claim or spec.claim, spec.quote, spec.kind, study, float(ours), float(lo),
                    float(hi), unit, method, int(n_examples), int(n_draws), None if p is None else float(p), verdict,
                    _sentence(reason) + (f" {why}" if why else ""), RULES[spec.kind], spec.min_size, spec.margin,
@@ -301,9 +301,14 @@ def with_mean_ablation(zeroed: list[Claim], mean_ablated: list[Claim]) -> list[C
     return rows
 
 
+def study_claim_id(claim_id: str) -> str:
+    """The registered claim a row's id belongs to: ``<id>`` itself, or ``<id>`` of a sub-row ``<id>/<part>``."""
+    return str(claim_id).split("/")[0]
+
+
 def registered(claim_id: str) -> StudyClaim:
     """The registered claim of a row's id (``<id>`` or ``<id>/<part>``); an unknown id is refused by name."""
-    key = claim_id.split("/")[0]
+    key = study_claim_id(claim_id)
     if key not in STUDY_CLAIMS:
         raise KeyError(f"claim {claim_id!r} is not in headlab.findings.claims.STUDY_CLAIMS; register the study's "
                        "sentence it tests there")
@@ -326,10 +331,6 @@ class Judgement:
     hi_adj: float
     p_adj: float | None = None
 
-    @property
-    def verdict_and_why(self) -> tuple[str, str]:
-        return self.verdict, self.why
-
 
 Z95 = float(sps.norm.ppf(0.975))
 
@@ -347,7 +348,7 @@ def judge(spec: StudyClaim, ours: float, lo: float, hi: float, *, p: float | Non
     each = alpha / family
     level = 1 - each
     if spec.kind == "beats_control":
-        return _judge_control(spec, p, p_reverse, n_draws, each, level)
+        return _judge_control(p, p_reverse, n_draws, alpha, family)
     if any(math.isnan(x) for x in (ours, lo, hi)):
         return Judgement("cannot tell", "No interval was measured, so nothing can be decided.", level, math.nan,
                          math.nan)
@@ -381,17 +382,18 @@ def judge(spec: StudyClaim, ours: float, lo: float, hi: float, *, p: float | Non
     return Judgement(verdict, why, level, a, b)
 
 
-def _judge_control(spec: StudyClaim, p: float | None, p_reverse: float | None, n_draws: int, each: float,
-                   level: float) -> Judgement:
+def _judge_control(p: float | None, p_reverse: float | None, n_draws: int, alpha: float, family: int) -> Judgement:
+    """A ``beats_control`` claim: its empirical p over the draws, Bonferroni-adjusted over the ``family``."""
+    each, level = alpha / family, 1 - alpha / family
     if p is None or n_draws < 1:
         return Judgement("cannot tell", "No random draws were measured.", level, math.nan, math.nan)
-    p_adj = min(1.0, p * FAMILY)
-    smallest = 1 / (1 + n_draws)
-    if p_adj < ALPHA:
+    p_adj = min(1.0, p * family)
+    smallest = empirical_p_floor(n_draws)
+    if p_adj < alpha:
         return Judgement("holds", f"Adjusted empirical p = {p_adj:.2g} over {n_draws} draws.", level, math.nan,
                          math.nan, p_adj)
-    if p_reverse is not None and min(1.0, p_reverse * FAMILY) < ALPHA:
-        return Judgement("opposite", f"Adjusted reverse p = {min(1.0, p_reverse * FAMILY):.2g} over {n_draws} draws.",
+    if p_reverse is not None and min(1.0, p_reverse * family) < alpha:
+        return Judgement("opposite", f"Adjusted reverse p = {min(1.0, p_reverse * family):.2g} over {n_draws} draws.",
                          level, math.nan, math.nan, p_adj)
     if smallest >= each:
         return Judgement("cannot tell", f"Cannot be decided at {n_draws} draws: the smallest empirical p they can give, "

@@ -123,9 +123,7 @@ def held_out_floor(base_correct: np.ndarray, grades: np.ndarray, estimate) -> Fl
     """The floor scale (:class:`headlab.core.stats.Floor`) of the pairs ``estimate``: the unmasked accuracy there,
     and that of always answering the split's majority grade there, on as many pairs as the effect is measured on."""
     grades = np.asarray(grades)
-    majority = np.bincount(grades).argmax()
-    return Floor(float(np.mean(np.asarray(base_correct)[estimate])), float(np.mean(grades[estimate] == majority)),
-                 len(grades[estimate]))
+    return Floor.of(np.asarray(base_correct)[estimate], grades[estimate], grades)
 
 
 def focus_claims(row: pd.Series, effect: dict, layers: int, floor: Floor | None = None) -> list[Claim]:

@@ -158,7 +158,6 @@ def verdict_masking(conditions: pd.DataFrame, tests: pd.DataFrame, k: int, rows:
     p-value cannot reach the adjusted level whatever the model does, and the verdict says so instead of reading it.
     """
     none, order, rand = _sensitivity(conditions)
-    test = _record(tests, "measure", "tv")
     draws = int(rand.n_draws)
 
     def cut(value):

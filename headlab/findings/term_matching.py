@@ -84,9 +84,7 @@ def sweep_floor(per_example: pd.DataFrame, grades) -> Floor:
     accuracy there, and that of always answering the majority grade of all ``grades`` (indexed by example)."""
     grades = np.asarray(grades)
     examples = np.sort(per_example["example"].unique())
-    majority = np.bincount(grades).argmax()
-    return Floor(float(baseline_correct(per_example).mean()), float(np.mean(grades[examples] == majority)),
-                 len(examples))
+    return Floor.of(baseline_correct(per_example), grades[examples], grades)
 
 
 def head_roles(setup, limit: int | None = None, stopwords=None) -> pd.DataFrame:

@@ -141,6 +141,13 @@ class Study:
 MEAN_PAIRS = 512  # training pairs a head's mean output is taken over (mean-ablation)
 
 
+def _is_mean(ablation: str) -> bool:
+    """Whether ``ablation`` asks for mean-ablation ("mean") rather than the study's zeroing ("zero"); else refused."""
+    if ablation not in ("zero", "mean"):
+        raise ValueError(f"ablation must be 'zero' or 'mean', got {ablation!r}")
+    return ablation == "mean"
+
+
 def load(model: str = "minilm", data: str = "stsb-en", split: str = "test", limit: int | None = None, seed: int = 0,
          device: str = "auto", batch_size: int = 64, **settings) -> "Lab":
     """A :class:`Lab` on ``model`` fine-tuned on ``data`` (cached; trained on first use), evaluated on ``split``.
@@ -200,9 +207,7 @@ class Lab:
     @property
     def floor(self) -> Floor:
         """The unmasked accuracy and that of always answering the majority grade: the ends of the floor scale."""
-        grades = self.encoded.grades
-        return Floor(float(self.base_correct.mean()), float(np.mean(grades == np.bincount(grades).argmax())),
-                     len(grades))
+        return Floor.of(self.base_correct, self.encoded.grades)
 
     @property
     def pad_id(self) -> int:
@@ -229,28 +234,22 @@ class Lab:
         return self._engine
 
     def means(self) -> torch.Tensor:
-        """:meth:`head_means`, computed once per Lab."""
+        """(layers, hidden): each head's mean output over the real tokens of MEAN_PAIRS training pairs (seeded), computed
+        once per Lab: what mean-ablation puts in place of a removed head. Training pairs, so the test pairs never shape
+        an ablation."""
         if self._means is None:
-            self._means = self.head_means()
+            train = self.study.train_frame()
+            train = train.sample(n=min(MEAN_PAIRS, len(train)), random_state=self.study.seed)
+            encoded = encode(self.tokenizer, train)
+            self._means = head_means(self.model, (model_inputs(self.model, batch, self.device)
+                                                  for _, batch in length_batches(encoded, self.batch_size, self.pad_id)))
         return self._means
-
-    def head_means(self, pairs: int = MEAN_PAIRS) -> torch.Tensor:
-        """(layers, hidden): each head's mean output over the real tokens of ``pairs`` training pairs (seeded): what
-        mean-ablation puts in place of a removed head. Training pairs, so the test pairs never shape an ablation."""
-        train = self.study.train_frame()
-        train = train.sample(n=min(pairs, len(train)), random_state=self.study.seed)
-        encoded = encode(self.tokenizer, train)
-        batches = (model_inputs(self.model, batch, self.device)
-                   for _, batch in length_batches(encoded, self.batch_size, self.pad_id))
-        return head_means(self.model, batches)
 
     def ablation_engine(self, ablation: str = "zero") -> MaskEngine:
         """The sweep engine that zeroes removed heads (``"zero"``, the study's HEAD-MASK) or puts each one's mean over
         training pairs in its place (``"mean"``); built once each."""
-        if ablation == "zero":
+        if not _is_mean(ablation):
             return self.engine
-        if ablation != "mean":
-            raise ValueError(f"ablation must be 'zero' or 'mean', got {ablation!r}")
         if self._mean_engine is None:
             self._mean_engine = MaskEngine(self.model, self.encoded, self.batch_size, self.device, self.pad_id,
                                            means=self.means())
@@ -292,9 +291,7 @@ class Lab:
 
         ``ablation="mean"`` puts each removed head's mean output over training pairs (:meth:`head_means`) in its place
         instead of zero, in this process, saved apart (``<name>-mean``)."""
-        if ablation not in ("zero", "mean"):
-            raise ValueError(f"ablation must be 'zero' or 'mean', got {ablation!r}")
-        mean = ablation == "mean"
+        mean = _is_mean(ablation)
         return run_sweep(self.model, self.encoded if encoded is None else encoded, specs,
                          self.study.sweep_dir(f"{name}-mean" if mean else name, specs), batch_size=self.batch_size,
                          device=self.device, pad_id=self.pad_id, progress=progress,
