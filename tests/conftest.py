@@ -6,6 +6,9 @@ from pathlib import Path
 # No network in tests (loopback only) and no model hub: set before headlab is imported anywhere.
 os.environ.setdefault("HEADLAB_NO_NETWORK", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# fp32 products on every machine, so a test's numbers do not depend on whether its CPU has bf16 in hardware; the
+# bf16 path is tested on its own (test_precision.py), and a book build uses headlab.core.device.precision's choice
+os.environ.setdefault("HEADLAB_PRECISION", "fp32")
 
 import numpy as np
 import pandas as pd

@@ -3,6 +3,7 @@ preset's model row, which the README's generated figures are made from."""
 import json
 
 import pandas as pd
+import torch
 
 from headlab.book.records import (MAKE_STARTED, BuildClock, cache_state, machine, model_row, models_table, outcome,
                                   overall_state, processor)
@@ -67,7 +68,8 @@ def test_a_build_is_cold_or_warm_only_when_every_preset_is():
 
 
 def test_the_machine_says_how_many_notebooks_ran_at_once():
-    assert machine().endswith("torch threads") and "at a time" not in machine()
+    assert machine().endswith(f"fp32 products, {torch.get_num_threads()} torch threads")  # tests run in fp32
+    assert "at a time" not in machine()
     assert machine(2, 1).endswith("torch threads; notebooks 2 at a time, 1 torch threads each")
     assert BuildClock("timings.csv", "cpu", 2, 1).machine == machine(2, 1)
 
@@ -77,7 +79,7 @@ def test_the_processor_is_named_with_its_family_and_model():
     first = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: AMD EPYC\n" \
             "flags\t\t: fpu sse avx2 avx512f avx512_bf16\n"
     second = "\nprocessor\t: 1\ncpu family\t: 99\nmodel name\t: Other\n"
-    assert processor(first + second) == "AMD EPYC (family 26, model 2, AVX-512)"
+    assert processor(first + second) == "AMD EPYC (family 26, model 2, AVX-512, AVX512-BF16)"
     zen3 = "cpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse avx2\n"
     assert processor(zen3) == "AMD EPYC (family 25, model 1)"
     assert processor("model name\t: Intel(R) Xeon(R) Processor\n") == "Intel(R) Xeon(R) Processor"

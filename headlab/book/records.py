@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from headlab.core.device import precision
 from headlab.lab.study import REPO, Study
 from headlab.models.names import is_pretrained_name, named_model_dir
 from headlab.models.training import is_complete
@@ -30,8 +31,8 @@ MAKE_STARTED = "HEADLAB_MAKE_STARTED"  # the Makefile's start (epoch seconds): `
 
 
 def processor(cpuinfo: str) -> str | None:
-    """The first processor of a ``/proc/cpuinfo`` text: its name with its family and model, and AVX-512 where it has
-    it; a name such as "AMD EPYC" covers generations whose speeds differ severalfold. None without a name."""
+    """The first processor of a ``/proc/cpuinfo`` text: its name with its family and model, and AVX-512, AVX512-BF16
+    and AMX where it has them (bf16 products in hardware: :func:`headlab.core.device.precision`); a name such as "AMD EPYC" covers generations whose speeds differ severalfold. None without a name."""
     fields = {}
     for line in cpuinfo.splitlines():
         key, _, value = line.partition(":")
@@ -42,20 +43,21 @@ def processor(cpuinfo: str) -> str | None:
         return None
     details = [f"{label} {fields[key]}" for key, label in (("cpu family", "family"), ("model", "model"))
                if key in fields]
-    if "avx512f" in fields.get("flags", "").split():
-        details.append("AVX-512")
+    flags = fields.get("flags", "").split()
+    details += [label for flag, label in (("avx512f", "AVX-512"), ("avx512_bf16", "AVX512-BF16"), ("amx_bf16", "AMX"))
+                if flag in flags]
     return fields["model name"] + (f" ({', '.join(details)})" if details else "")
 
 
 def machine(lanes: int = 1, threads: int | None = None) -> str:
-    """The processor, its cores and torch's threads, and how many notebooks ran at once with how many threads each:
+    """The processor, its cores, the precision of its products and torch's threads, and how many notebooks ran at once with how many threads each:
     what a timing is only true for."""
     try:
         model = processor(Path("/proc/cpuinfo").read_text())
     except OSError:
         model = None
     text = f"{model or platform.processor() or platform.machine()}, {os.cpu_count()} cores, " \
-           f"{torch.get_num_threads()} torch threads"
+           f"{precision('cpu')} products, {torch.get_num_threads()} torch threads"
     return text + (f"; notebooks {lanes} at a time, {threads} torch threads each" if lanes > 1 else "")
 
 

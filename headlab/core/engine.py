@@ -9,8 +9,9 @@ What makes a sweep fast, and what this module does about each:
   its keys and values for every token but its query, head mixing and feed-forward for ``[CLS]`` alone;
 - no work for a removed head: its output is zero, so a BERT layer leaves its query, key, value, attention and
   output-projection columns out (:func:`computed_heads`; both the same numbers up to float rounding);
-- sdpa attention, inference mode, and bf16 autocast on a GPU (checked against fp32 by :meth:`precision_check`);
-- on the CPU, every layer's products go through oneDNN (:mod:`headlab.core.onednn`: twice MKL's speed on an AMD EPYC),
+- sdpa attention, inference mode, and bf16 autocast where the hardware computes bf16 natively (a GPU, a CPU with
+  AVX512-BF16 or AMX: :func:`headlab.core.device.precision`), checked against fp32 by :meth:`precision_check`;
+- on a CPU in fp32, every layer's products go through oneDNN (:mod:`headlab.core.onednn`: twice MKL's speed on an AMD EPYC),
   the unmasked recording included, so a mask and its baseline are computed by the same function;
 - several masks per forward pass (``masks_per_pass``): the batch is repeated, one mask per copy.
 """
@@ -21,6 +22,7 @@ from contextlib import ExitStack, contextmanager, nullcontext
 import numpy as np
 import torch
 
+from headlab.core.device import precision
 from headlab.core.evaluate import NUM_GRADES, Encoded, length_batches, model_inputs
 from headlab.core.masking import encoder_layers, head_grid, mask_heads
 from headlab.core.onednn import dense, keep_freed_memory, onednn_available
@@ -171,7 +173,7 @@ class MaskEngine:
         self.reuse_layers = reuse_layers
         self.cls_only = cls_only
         self.leave_out_removed = leave_out_removed and prunes_heads(model)
-        self.autocast = self.device.type == "cuda" if autocast is None else autocast
+        self.autocast = precision(self.device) == "bf16" if autocast is None else autocast
         # oneDNN products (headlab.core.onednn): by default on the CPU, for the layers this engine computes itself
         use_onednn = onednn_available(self.device) if onednn is None else onednn
         self.onednn = bool(use_onednn and self.leave_out_removed and not self.autocast)

@@ -175,7 +175,8 @@ def run_sweep(model, encoded: Encoded, specs: list[MaskSpec], out_dir, batch_siz
     """Evaluate every mask of ``specs`` (this shard's share of them), saving each as soon as it is done.
 
     Masks run through :class:`headlab.core.engine.MaskEngine` (layer reuse, several masks per pass, bf16 autocast
-    on a GPU unless ``autocast`` says otherwise, checked by :func:`check_precision`). The unmasked model is
+    where :func:`headlab.core.device.precision` chooses it unless ``autocast`` says otherwise, checked by
+    :func:`check_precision`). The unmasked model is
     added to the sweep where ``specs`` lacks it, and masks removing the same heads are evaluated once. With a
     ``cluster`` (``"local:N"``, a Dask scheduler address or client: :func:`headlab.core.cluster.connect`), Dask
     workers evaluate chunks of ``chunk_size`` masks and this process saves their results as they arrive.

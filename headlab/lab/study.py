@@ -25,9 +25,9 @@ import pandas as pd
 import torch
 
 from headlab.core.attention import AttentionCache, attention_maps
-from headlab.core.device import resolve_device
+from headlab.core.device import precision, resolve_device
 from headlab.core.engine import MaskEngine
-from headlab.core.evaluate import Encoded, encode, length_batches, metrics, model_inputs, predict, predicted_grades
+from headlab.core.evaluate import Encoded, encode, length_batches, metrics, model_inputs, predicted_grades
 from headlab.core.gradients import gradient_importance
 from headlab.core.masking import head_grid, head_means
 from headlab.core.stats import Floor, bootstrap_weights, mcnemar, relative_change
@@ -89,7 +89,8 @@ class Study:
     def finetune_config(self) -> FinetuneConfig:
         return FinetuneConfig(model=self.model, data=self.data, epochs=self.epochs, lr=self.lr,
                               train_limit=self.train_limit, seed=self.seed,
-                              freeze_word_embeddings=self.freeze_word_embeddings)
+                              freeze_word_embeddings=self.freeze_word_embeddings,
+                              precision=precision(self.torch_device))
 
     def fine_tune(self) -> Path:
         """The fine-tuned model folder: trained on the first call (minutes), then read from the cache."""
@@ -115,8 +116,9 @@ class Study:
         return path
 
     def sweep_dir(self, name: str, specs) -> Path:
-        """A sweep's folder, named by its plan, so other parameters start a new sweep and the same ones resume."""
-        plan = plan_table(specs).to_csv(index=False)
+        """A sweep's folder, named by its plan and precision, so other parameters start a new sweep and the same ones
+        resume."""
+        plan = plan_table(specs).to_csv(index=False) + f"precision={precision(self.torch_device)}"
         return self.table_dir / "sweeps" / f"{name}-{hashlib.sha256(plan.encode()).hexdigest()[:10]}"
 
     def eval_frame(self) -> pd.DataFrame:
@@ -194,10 +196,10 @@ class Lab:
 
     @property
     def base_probs(self) -> np.ndarray:
-        """The unmasked model's grade probabilities on the split (fp32, :func:`headlab.core.evaluate.predict`)."""
+        """The unmasked model's grade probabilities on the split, through the sweep engine: the same precision and
+        products as every masked run, so a mask's effect is never a difference of precision."""
         if self._base_probs is None:
-            self._base_probs = predict(self.model, self.encoded, batch_size=self.batch_size, device=self.device,
-                                       pad_id=self.pad_id)
+            self._base_probs = self.engine.probabilities([torch.ones(self.shape)])[0]
         return self._base_probs
 
     @property

@@ -18,6 +18,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from headlab.core.device import autocast
 from headlab.core.evaluate import encode, length_batches, metrics, model_inputs, predict, predicted_grades
 from headlab.inputs.assets import cache_dir, is_asset, sha256_of
 from headlab.inputs.data import get_split, load_data
@@ -45,6 +46,9 @@ class FinetuneConfig:
     # keep the word-embedding matrix as pretrained: e5's is 96M of its 118M weights, one row per piece of 250k
     # in many languages, which a few thousand pairs of one language cannot train (and AdamW would decay every row)
     freeze_word_embeddings: bool = False
+    # "bf16": the forward and backward passes under bf16 autocast (weights and optimizer in fp32), where the hardware
+    # computes bf16 natively (headlab.core.device.precision); a key apart from the fp32 checkpoint's
+    precision: str = "fp32"
 
     def __post_init__(self):
         for name in ("epochs", "batch_size", "max_length"):
@@ -54,6 +58,8 @@ class FinetuneConfig:
             raise ValueError(f"train_limit must be a positive integer or None, got {self.train_limit}")
         if not 0 < self.lr < 1:
             raise ValueError(f"lr must be in (0, 1), got {self.lr}")
+        if self.precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision must be 'fp32' or 'bf16', got {self.precision!r}")
 
 
 def fingerprint(spec: str) -> str:
@@ -75,8 +81,9 @@ def cache_entry(config: FinetuneConfig, prefix: str = "", **extra) -> Path:
     """The cache folder of a model fine-tuned with ``config``: named by model and data, keyed by every setting,
     the model's and data's content, and ``extra`` (what else decides the weights)."""
     settings = asdict(config)
-    if not config.freeze_word_embeddings:
-        del settings["freeze_word_embeddings"]  # the keys of checkpoints trained before the option stay the same
+    for option, default in (("freeze_word_embeddings", False), ("precision", "fp32")):
+        if settings[option] == default:
+            del settings[option]  # the keys of checkpoints trained before the option stay the same
     key_source = {**settings, "model": fingerprint(config.model), "data": fingerprint(config.data), **extra}
     key = hashlib.sha256(json.dumps(key_source, sort_keys=True).encode()).hexdigest()[:12]
     name = Path(config.model).name if not is_asset(config.model) else config.model
@@ -166,12 +173,14 @@ def fit(model, config: FinetuneConfig, work: Path, device, progress: bool, train
         bar = tqdm(range(steps_per_epoch), desc=f"fine-tune epoch {epoch + 1}/{config.epochs}", disable=not progress)
         total_loss = 0.0
         for step in bar:
-            loss = batch_loss(batches[step])
+            with autocast(device, config.precision):
+                loss = batch_loss(batches[step])
             train_step(model, loss, optimizer, scheduler)
             total_loss += loss.item()
             bar.set_postfix(loss=f"{total_loss / (step + 1):.3f}")
         model.eval()
-        dev_scores = metrics(dev_grades, predicted_grades(dev_probs()))
+        with autocast(device, config.precision):
+            dev_scores = metrics(dev_grades, predicted_grades(dev_probs()))
         history.append({"epoch": epoch + 1, "train_loss": total_loss / steps_per_epoch,
                         "dev_accuracy": dev_scores["accuracy"], "dev_macro_f1": dev_scores["macro_f1"]})
         table = pd.DataFrame(history)
