@@ -157,3 +157,11 @@ def test_a_verdict_that_changes_with_mean_ablation_is_marked_and_an_unjudged_one
                                       "mean-ablated.")
     same = with_mean_ablation(zeroed[:1], zeroed[:1])[0]
     assert same.mean_ablation == "holds" and "the same verdict" in same.reason
+
+
+def test_a_margin_is_written_in_its_claims_unit_and_a_shares_interval_stays_in_0_1():
+    spec = STUDY_CLAIMS["term_matching.random_no_change"]
+    assert "±2.0%" in judge(spec, 0.0, -0.01, 0.01, unit="relative change of accuracy").why
+    row = Claim.measured("word_segmentation.single_head", ours=0.02, lo=0.005, hi=0.035, unit="share of characters",
+                         method="exact binomial", n_examples=500, reason="A head.")
+    assert row.lo_adj == 0.0 and row.hi_adj < 1  # widened past 0, clipped there

@@ -258,8 +258,10 @@ class Claim:
         lost = (floor.lost(ours), floor.lost(hi), floor.lost(lo)) if floor and unit.startswith("relative change of accuracy") \
             else (math.nan,) * 3
         at_floor = bool(floor) and bool(accuracies) and all(floor.at_floor(a) for a in accuracies)
-        judged = judge(spec, ours, lo, hi, p=p, p_reverse=p_reverse, n_draws=n_draws, at_floor=at_floor)
+        judged = judge(spec, ours, lo, hi, p=p, p_reverse=p_reverse, n_draws=n_draws, at_floor=at_floor, unit=unit)
         verdict, why = ("not comparable", not_comparable) if not_comparable else (judged.verdict, judged.why)
+        if unit.startswith("share") and not is_points(unit):  # a share lies in [0, 1], so does its widened interval
+            judged = replace(judged, lo_adj=max(0.0, judged.lo_adj), hi_adj=min(1.0, judged.hi_adj))
         return cls(claim_id, spec.finding, claim or spec.claim, spec.quote, spec.kind, study, float(ours), float(lo),
                    float(hi), unit, method, int(n_examples), int(n_draws), None if p is None else float(p), verdict,
                    _sentence(reason) + (f" {why}" if why else ""), RULES[spec.kind], spec.min_size, spec.margin,
@@ -343,8 +345,9 @@ def adjusted(ours: float, lo: float, hi: float, level: float) -> tuple[float, fl
 
 def judge(spec: StudyClaim, ours: float, lo: float, hi: float, *, p: float | None = None,
           p_reverse: float | None = None, n_draws: int = 1, at_floor: bool = False, alpha: float = ALPHA,
-          family: int = FAMILY) -> Judgement:
-    """The one verdict rule (see the module's docstring), at ``alpha / family`` for every claim."""
+          family: int = FAMILY, unit: str = "") -> Judgement:
+    """The one verdict rule (see the module's docstring), at ``alpha / family`` for every claim; ``unit`` (the
+    number's) writes the margin and size in it."""
     each = alpha / family
     level = 1 - each
     if spec.kind == "beats_control":
@@ -357,14 +360,15 @@ def judge(spec: StudyClaim, ours: float, lo: float, hi: float, *, p: float | Non
         m = spec.margin
         verdict = "holds" if -m < a - spec.null and b - spec.null < m else \
             "does not hold" if a - spec.null > m or b - spec.null < -m else "cannot tell"
-        why = {"holds": f"The adjusted interval lies within ±{_num(m)}",
-               "does not hold": f"The adjusted interval lies outside ±{_num(m)}",
-               "cannot tell": f"The adjusted interval reaches past ±{_num(m)}, so it shows neither"}[verdict]
+        size = _size(m, unit)
+        why = {"holds": f"The adjusted interval lies within ±{size}",
+               "does not hold": f"The adjusted interval lies outside ±{size}",
+               "cannot tell": f"The adjusted interval reaches past ±{size}, so it shows neither"}[verdict]
         return Judgement(verdict, f"{why} (margin: {spec.size_why}).", 1 - 2 * each, a, b)
     a, b = adjusted(ours, lo, hi, level)
     d, m = spec.direction, spec.min_size
     x_lo, x_hi = sorted((d * (a - spec.null), d * (b - spec.null)))
-    sized = f" by at least {_num(m)} ({spec.size_why})" if m else ""
+    sized = f" by at least {_size(m, unit)} ({spec.size_why})" if m else ""
     if x_lo > m:
         verdict, why = "holds", f"The adjusted interval lies beyond no effect in the claimed direction{sized}."
     elif x_hi < 0:
@@ -402,7 +406,13 @@ def _judge_control(p: float | None, p_reverse: float | None, n_draws: int, alpha
                      math.nan, math.nan, p_adj)
 
 
-def _num(x: float) -> str:
+def _size(x: float, unit: str = "") -> str:
+    """A margin or minimum size (never signed) in the claim's unit: % for a relative change, points for a difference
+    of relative changes or shares, three digits otherwise."""
+    if unit.startswith("relative") and not is_points(unit):
+        return f"{x:.1%}"
+    if unit.startswith("relative") or (unit.startswith("share") and is_points(unit)) or "attention share" in unit:
+        return f"{100 * x:.1f} points"
     return f"{x:.3g}"
 
 
