@@ -137,7 +137,7 @@ def computed_heads(model, mask: torch.Tensor, from_layer: int = 0, cls_only: boo
 
 
 @contextmanager
-def _replay_layers(layers, outputs):
+def replayed_layers(layers, outputs):
     """Make layers ``0..len(outputs)-1`` return their recorded outputs instead of computing them."""
     for layer, output in zip(layers, outputs):
         layer.forward = lambda *args, _out=output, **kwargs: _out
@@ -230,7 +230,7 @@ class MaskEngine:
                 stacked = {k: v.repeat(m, *([1] * (v.dim() - 1))) for k, v in inputs.items()}
                 replay = [_repeat(o, m) for o in self._layer_outputs[b][:skip]] if skip else []
                 per_copy = self._heads(together.repeat_interleave(rows, dim=0), skip) if m > 1 else nullcontext()
-                with _replay_layers(self.layers, replay), per_copy:
+                with replayed_layers(self.layers, replay), per_copy:
                     logits = self.model(**stacked).logits.float()
                 probs = torch.softmax(logits, dim=-1).cpu().numpy().reshape(m, rows, NUM_GRADES)
                 out[:, idx] = probs

@@ -17,6 +17,7 @@ batches and precision as its masked runs, so an empty mask changes nothing.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from headlab.core.engine import MaskEngine
 from headlab.core.evaluate import Encoded, encode, length_batches, metrics, model_inputs, predicted_grades
 from headlab.core.gradients import gradient_importance
 from headlab.core.masking import head_grid, head_means
+from headlab.core.patching import run_patching, single_head_patches
 from headlab.core.stats import Floor, bootstrap_weights, mcnemar, relative_change
 from headlab.core.sweep import (
     MaskSpec,
@@ -302,6 +304,19 @@ class Lab:
     def ablate_each_head(self, name: str | None = None, n_boot: int = 2000) -> pd.DataFrame:
         """Every head removed alone: one row per head (``layer``, ``head``), and the unmasked row."""
         return self.ablate(single_head_specs(*self.shape), name, n_boot)
+
+    def patch(self, source: Encoded, target: Encoded, patches: dict | None = None, name: str = "patching",
+              progress: bool = True) -> pd.DataFrame:
+        """Activation patching: the ``target`` pairs' expected grades with each patch's heads (name -> ``(layer, head)``
+        list; default every head alone) taken from the run of the ``source`` pairs, which have the same lengths
+        (:func:`headlab.core.patching.run_patching`; the hooks undo themselves). Saved patch by patch under the
+        study's folder (``patches/<name>-<key of the pairs, patches and precision>``) and resumed there."""
+        patches = single_head_patches(*self.shape) if patches is None else patches
+        key = json.dumps([source.input_ids, target.input_ids, {k: sorted(map(list, v)) for k, v in patches.items()},
+                          precision(self.device)])
+        folder = self.study.table_dir / "patches" / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+        return run_patching(self.model, source, target, patches, folder, self.batch_size, self.device, self.pad_id,
+                            progress)
 
     def importance(self, normalize: bool = True) -> pd.DataFrame:
         """Gradient head importance on this split (:func:`headlab.core.gradients.gradient_importance`)."""

@@ -1,0 +1,319 @@
+"""Activation patching: run one input with some heads' outputs taken from a run of another input.
+
+The causal test of what a head carries (Meng et al. 2022; Wang et al. 2023; MechIR, ECIR 2025, for relevance models):
+take a *source* pair (the original) and a *target* pair of the same length that differs in what the head is said to
+compute (its shared terms replaced, :mod:`headlab.findings.contrast`). Run the target with one head's output taken
+from the source run: the share of the source-target difference in grade it restores is what that head carries of
+the difference. A head's output is, as in :mod:`headlab.core.masking`, its slice of the input of the layer's
+attention output projection; a forward pre-hook replaces the slice inside :func:`patch_heads`, so every patch
+undoes itself.
+
+:class:`PatchEngine` does it for many patches over one set of pairs: batches built once (source and target pairs
+have the same lengths, so their batches line up position by position), the source's head outputs and the target's
+layer outputs recorded once, and a patch whose lowest head is in layer ``l`` starts from the target's recorded
+output of layer ``l - 1``, as the sweep engine does. The unpatched target goes through the same function and
+precision, so a patch's effect is never a difference of computation.
+"""
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from headlab.core.device import precision
+from headlab.core.engine import replayed_layers
+from headlab.core.evaluate import GRADE_LABELS, Encoded, length_batches, model_inputs
+from headlab.core.masking import encoder_layers, head_grid, output_projections
+from headlab.core.worklog import note_work
+
+
+@contextmanager
+def recording_head_outputs(model):
+    """Inside the block, every forward pass appends its per-layer head outputs (the output projections' inputs,
+    batch x tokens x hidden) to the list this yields, one list of layers per pass."""
+    passes: list[list] = []
+    current: dict[int, torch.Tensor] = {}
+    projections = output_projections(model)
+
+    def record(layer):
+        def hook(module, args):
+            current[layer] = args[0].detach().clone()
+            if layer == len(projections) - 1:
+                passes.append([current.pop(i) for i in range(len(projections))])
+        return hook
+
+    handles = [p.register_forward_pre_hook(record(i)) for i, p in enumerate(projections)]
+    try:
+        yield passes
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@contextmanager
+def patch_heads(model, heads, source: list[torch.Tensor | None]):
+    """Inside the block, each head ``(layer, head)`` of ``heads`` outputs what it output in the source run
+    (``source[layer]``: that layer's head outputs, batch x tokens x hidden, from :func:`recording_head_outputs`);
+    every other head computes as usual. A layer that computes ``[CLS]`` alone reads the source's first row."""
+    by_layer: dict[int, list[int]] = {}
+    for layer, head in heads:
+        by_layer.setdefault(int(layer), []).append(int(head))
+    projections = output_projections(model)
+    size = projections[0].in_features // model.config.num_attention_heads
+    handles = []
+    for layer, chosen in by_layer.items():
+        if source[layer] is None:
+            raise ValueError(f"no source head outputs recorded for layer {layer}")
+        columns = torch.cat([torch.arange(h * size, (h + 1) * size) for h in sorted(chosen)])
+
+        def swap(module, args, layer=layer, columns=columns):
+            hidden, *rest = args
+            patched = hidden.clone()
+            from_source = source[layer][:, : hidden.shape[1]].to(device=hidden.device, dtype=hidden.dtype)
+            patched[..., columns] = from_source[..., columns]
+            return (patched, *rest)
+
+        handles.append(projections[layer].register_forward_pre_hook(swap))
+    try:
+        yield model
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def expected_grade(logits: torch.Tensor) -> np.ndarray:
+    """The grade a pair is expected to get under the model's probabilities (1-5): what a patch restores."""
+    probs = torch.softmax(logits.float(), dim=-1).cpu().numpy()
+    return probs @ np.asarray(GRADE_LABELS, dtype=np.float64)
+
+
+def first_layer(heads) -> int:
+    return min(int(layer) for layer, _ in heads)
+
+
+class PatchEngine:
+    """Expected grades of the ``target`` pairs with chosen heads patched from the ``source`` pairs (the same pairs,
+    token for token the same lengths), many patches over one set of batches."""
+
+    def __init__(self, model, source: Encoded, target: Encoded, batch_size: int = 64, device="cpu", pad_id: int = 0,
+                 autocast: bool | None = None):
+        if len(source) != len(target):
+            raise ValueError(f"source has {len(source)} pairs, target {len(target)}: patching pairs them one to one")
+        for i, (a, b) in enumerate(zip(source.input_ids, target.input_ids)):
+            if len(a) != len(b):
+                raise ValueError(f"pair {i}: source has {len(a)} tokens, target {len(b)}; a patch needs the same "
+                                 "positions in both")
+        self.model = model.eval()
+        self.device = torch.device(device)
+        self.n = len(source)
+        self.layers = encoder_layers(model)
+        self.shape = head_grid(model)
+        self.autocast = precision(self.device) == "bf16" if autocast is None else autocast
+        # the same lengths, so one order of the pairs (sorted by length, stable) makes both sides' batches
+        self.batches = [(idx, model_inputs(model, s, self.device), model_inputs(model, t, self.device))
+                        for (idx, s), (_, t) in zip(length_batches(source, batch_size, pad_id),
+                                                    length_batches(target, batch_size, pad_id))]
+        self._recorded = None
+
+    def _autocast(self):
+        return torch.autocast(self.device.type, dtype=torch.bfloat16) if self.autocast else nullcontext()
+
+    @torch.inference_mode()
+    def _record(self):
+        """Per batch: the source's head outputs and grades, the target's layer outputs and grades."""
+        if self._recorded is None:
+            recorded = []
+            with self._autocast():
+                for _, source, target in self.batches:
+                    with recording_head_outputs(self.model) as passes:
+                        source_grades = expected_grade(self.model(**source).logits)
+                    outputs = []
+                    hooks = [layer.register_forward_hook(lambda m, a, out: outputs.append(out)) for layer in self.layers]
+                    try:
+                        with recording_head_outputs(self.model) as target_passes:
+                            target_grades = expected_grade(self.model(**target).logits)
+                    finally:
+                        for hook in hooks:
+                            hook.remove()
+                    recorded.append((passes[0], source_grades, outputs, target_grades, target_passes[0]))
+            self._recorded = recorded
+        return self._recorded
+
+    def unpatched(self) -> tuple[np.ndarray, np.ndarray]:
+        """The expected grades of the source and of the target pairs, as the patched runs compute them."""
+        source, target = np.zeros(self.n), np.zeros(self.n)
+        for (idx, *_), (_, source_grades, _, target_grades, _) in zip(self.batches, self._record()):
+            source[idx], target[idx] = source_grades, target_grades
+        return source, target
+
+    @torch.inference_mode()
+    def expected_grades(self, patches: list, progress: bool = False) -> np.ndarray:
+        """(patches x pairs): the target's expected grades with each patch's heads (a list of ``(layer, head)``)
+        taken from the source; layers below a patch's lowest head are replayed from the target's recorded run."""
+        recorded = self._record()
+        out = np.zeros((len(patches), self.n))
+        with self._autocast():
+            for p, heads in enumerate(tqdm(patches, desc="patches", disable=not progress)):
+                if not heads:
+                    out[p] = self.unpatched()[1]
+                    continue
+                skip = first_layer(heads)
+                for (idx, _, target), (source_heads, _, outputs, _, _) in zip(self.batches, recorded):
+                    with replayed_layers(self.layers, outputs[:skip]), patch_heads(self.model, heads, source_heads):
+                        out[p, idx] = expected_grade(self.model(**target).logits)
+        return out
+
+
+    @torch.inference_mode()
+    def path_patched(self, senders, receiver: tuple[int, int], positions) -> pd.DataFrame:
+        """Path patching, one step (Wang et al. 2023): how much of the source-target difference reaches the
+        ``receiver`` head (layer, head) through the ``senders`` alone.
+
+        The target runs with the senders' outputs taken from the source and every other head from the lowest
+        sender's layer up to the receiver's frozen at its target output, so the senders' change reaches the
+        receiver's layer only along the residual stream; the receiver's query, key and value are then computed from
+        that layer input, everything else from the target's. Per pair (in source order): the receiver's ``[CLS]``
+        attention share on ``positions`` (per pair, e.g. the title words the contrast changed) in the source, the
+        target and the path-patched run, and the expected grade of each."""
+        layer, head = int(receiver[0]), int(receiver[1])
+        if not senders or max(int(l) for l, _ in senders) >= layer:
+            raise ValueError(f"senders {sorted(senders)} must all sit below the receiver's layer {layer}")
+        low = first_layer(senders)
+        frozen = [(l, h) for l in range(low, layer) for h in range(self.shape[1]) if (l, h) not in set(senders)]
+        attention = self.layers[layer].attention.self
+        size = attention.attention_head_size
+        columns = slice(head * size, (head + 1) * size)
+        out = {f"{what}_{run}": np.zeros(self.n) for what in ("share", "grade") for run in ("source", "target", "path")}
+        with self._autocast():
+            for (idx, source, target), (source_heads, source_grades, outputs, target_grades, target_heads) in zip(
+                    self.batches, self._record()):
+                where = _position_mask(positions, idx, target["attention_mask"])
+                for run, inputs in (("source", source), ("target", target)):
+                    with _receiver_row(attention, columns, inputs["attention_mask"]) as row:
+                        self.model(**inputs)
+                    out[f"share_{run}"][idx] = (row[0] * where).sum(-1).float().cpu().numpy()
+                out["grade_source"][idx], out["grade_target"][idx] = source_grades, target_grades
+                residual = _layer_input(self.model, self.layers, layer, outputs[:low], target,
+                                        [(senders, source_heads), (frozen, target_heads)])
+                with replayed_layers(self.layers, outputs[:layer]), _reading(attention, columns, residual), \
+                        _receiver_row(attention, columns, target["attention_mask"]) as row:
+                    out["grade_path"][idx] = expected_grade(self.model(**target).logits)
+                out["share_path"][idx] = (row[0] * where).sum(-1).float().cpu().numpy()
+        return pd.DataFrame({"example": np.arange(self.n), **out})
+
+
+class _Stop(Exception):
+    """Ends a forward pass once the input it was run for is captured."""
+
+
+def _layer_input(model, layers, layer: int, replay, inputs, patched) -> torch.Tensor:
+    """The input of ``layers[layer]`` in a run of ``inputs`` with each ``(heads, source)`` of ``patched`` patched,
+    the layers below the lowest patch replayed; the pass stops there."""
+    captured = []
+
+    def capture(module, args, kwargs):
+        captured.append(args[0] if args else kwargs["hidden_states"])
+        raise _Stop
+
+    handle = layers[layer].register_forward_pre_hook(capture, with_kwargs=True)
+    try:
+        with replayed_layers(layers, replay), patch_heads(model, *patched[0]), patch_heads(model, *patched[1]):
+            model(**inputs)
+    except _Stop:
+        pass
+    finally:
+        handle.remove()
+    return captured[0]
+
+
+@contextmanager
+def _reading(attention, columns: slice, residual: torch.Tensor):
+    """The receiver head's query, key and value computed from ``residual`` (its columns of each projection only)."""
+    def from_residual(module, args, output):
+        changed = output.clone()
+        changed[..., columns] = torch.nn.functional.linear(residual.to(output.dtype), module.weight[columns].to(
+            output.dtype), module.bias[columns].to(output.dtype))
+        return changed
+
+    handles = [p.register_forward_hook(from_residual) for p in (attention.query, attention.key, attention.value)]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@contextmanager
+def _receiver_row(attention, columns: slice, attention_mask: torch.Tensor):
+    """Yields a list that gets the receiver head's ``[CLS]`` attention row (batch x tokens) of the next pass, from
+    its query and key (after any :func:`_reading` hook, which registers first)."""
+    got, rows = {}, []
+
+    def keep(name):
+        def hook(module, args, output):
+            got[name] = output[..., columns].float()
+            if len(got) == 2:
+                scores = (got["query"][:, :1] @ got["key"].transpose(1, 2))[:, 0] * attention.scaling
+                rows.append(torch.softmax(scores.masked_fill(attention_mask == 0, float("-inf")), dim=-1))
+        return hook
+
+    handles = [attention.query.register_forward_hook(keep("query")), attention.key.register_forward_hook(keep("key"))]
+    try:
+        yield rows
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _position_mask(positions, idx, attention_mask: torch.Tensor) -> torch.Tensor:
+    """(batch x tokens) 1 at each pair's ``positions`` (given per pair in source order), 0 elsewhere."""
+    where = torch.zeros(attention_mask.shape, dtype=torch.float32)
+    for row, example in enumerate(idx):
+        where[row, list(positions[example])] = 1.0
+    return where
+
+
+def single_head_patches(layers: int, heads: int) -> dict[str, list[tuple[int, int]]]:
+    """Every head alone, named ``"<layer>.<head>"``."""
+    return {f"{l}.{h}": [(l, h)] for l in range(layers) for h in range(heads)}
+
+
+def _plan(patches: dict) -> pd.DataFrame:
+    return pd.DataFrame([{"patch": name, "heads": " ".join(f"{l}.{h}" for l, h in sorted(heads))}
+                         for name, heads in patches.items()])
+
+
+def run_patching(model, source: Encoded, target: Encoded, patches: dict[str, list], out_dir, batch_size: int = 64,
+                 device="cpu", pad_id: int = 0, progress: bool = True) -> pd.DataFrame:
+    """Every patch of ``patches`` (name -> heads) on the ``target`` pairs from the ``source`` pairs, saved patch by
+    patch in ``out_dir`` (``<patch>.npy``) and resumed there; the unpatched source and target are the rows
+    ``"source"`` and ``"target"``. Returns the tidy table: patch, example (the pair's position in ``source``),
+    expected (grade)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plan = _plan(patches)
+    saved = out_dir / "plan.csv"
+    if saved.exists() and not pd.read_csv(saved, dtype=str, keep_default_na=False).equals(plan):
+        raise ValueError(f"{saved} describes other patches; use another folder or delete it to start over")
+    plan.to_csv(saved, index=False)
+    todo = [name for name in patches if not (out_dir / f"{name}.npy").exists()]
+    for unpatched in ("source", "target"):
+        if not (out_dir / f"{unpatched}.npy").exists():
+            todo.append(unpatched)
+    if todo:
+        engine = PatchEngine(model, source, target, batch_size, device, pad_id)
+        note_work(f"patching {out_dir.name}: {len(todo)} patches")
+        clean, corrupted = engine.unpatched()
+        for name in tqdm(todo, desc=f"patching {out_dir.name}", disable=not progress):
+            grades = {"source": clean, "target": corrupted}.get(name)
+            grades = engine.expected_grades([patches[name]])[0] if grades is None else grades
+            np.save(out_dir / f"{name}.part.npy", grades)
+            os.replace(out_dir / f"{name}.part.npy", out_dir / f"{name}.npy")  # a patch counts once it is whole
+    names = ["source", "target", *patches]
+    return pd.DataFrame({"patch": np.repeat(names, len(source)), "example": np.tile(np.arange(len(source)), len(names)),
+                         "expected": np.concatenate([np.load(out_dir / f"{name}.npy") for name in names])})

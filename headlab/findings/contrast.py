@@ -1,0 +1,142 @@
+"""Contrast pairs for activation patching, made from the evaluated pairs themselves (no new data).
+
+Two contrasts, each keeping every position of the pair, so a head's output in one lines up with its output in
+the other (:class:`headlab.core.patching.PatchEngine`), and never touching the query:
+
+- ``corrupted``: every title word that is also a query word (a shared term, as notebook 05 counts them:
+  :func:`headlab.findings.roles.term_words`) is replaced by a word of the split that is in neither the query nor
+  the title and has as many pieces (and, for SentencePiece, the same word-start mark). The pair keeps its
+  length and loses every shared term: the information the term-matching heads are said to carry.
+- ``injected`` (Chen et al., SIGIR 2024, the TFC1 axiom: a document that gains a query term should score higher): one
+  title word that is not a query word is replaced by a query word the title lacks, with as many pieces.
+
+A pair qualifies only when every replacement has a candidate and the result checks out (no shared term is left in
+a corrupted pair; an injected pair shares the new term). Replacements are drawn with a generator seeded by the
+run's seed and the pair's position, so a pair's contrast does not depend on which other pairs are evaluated.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from headlab.core.attention import token_roles
+from headlab.core.evaluate import Encoded
+from headlab.findings.roles import shared_terms, term_words
+from headlab.inputs.pieces import piece_convention
+
+KINDS = ("corrupted", "injected")
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """Qualifying pairs as they are (``original``) and changed (``changed``), their positions in the split
+    (``examples``), and one row per replaced word (``changes``: example, position, was, now)."""
+
+    kind: str
+    original: Encoded
+    changed: Encoded
+    examples: np.ndarray
+    changes: pd.DataFrame
+    n_pairs: int  # pairs looked at, qualifying or not
+
+    @property
+    def share(self) -> float:
+        """The share of the pairs looked at that qualify."""
+        return len(self.examples) / self.n_pairs if self.n_pairs else 0.0
+
+
+def _shape(pieces, ids_tokens: list[str]) -> tuple[int, bool]:
+    """What a replacement must match: the number of pieces, and whether the first carries a word-start mark."""
+    first = ids_tokens[0]
+    return len(ids_tokens), bool(pieces.word_start) and first.startswith(pieces.word_start)
+
+
+def word_pool(encoded: Encoded, tokenizer, stopwords=None) -> dict[tuple[int, bool], list[tuple[str, tuple[int, ...]]]]:
+    """Every distinct word of the split's queries and titles that can be a term, by shape (:func:`_shape`), as
+    ``(text, piece ids)``, sorted so the pool is the same on every run."""
+    pieces = piece_convention(tokenizer)
+    pool: dict[tuple[int, bool], set] = {}
+    for ids in encoded.input_ids:
+        tokens = token_roles(tokenizer, ids)
+        for span in (tokens.query, tokens.title):
+            for text, _, positions in term_words(tokens, tokenizer, span, stopwords):
+                shape = _shape(pieces, [tokens.tokens[i] for i in positions])
+                pool.setdefault(shape, set()).add((text, tuple(ids[i] for i in positions)))
+    return {shape: sorted(words) for shape, words in pool.items()}
+
+
+def _pick(candidates, avoid: set[str], rng: np.random.Generator):
+    allowed = [c for c in candidates if c[0] not in avoid]
+    return allowed[int(rng.integers(len(allowed)))] if allowed else None
+
+
+def _corrupt(tokens, tokenizer, pool, pieces, stopwords, rng):
+    query = {text for text, _, _ in term_words(tokens, tokenizer, tokens.query, stopwords)}
+    title = term_words(tokens, tokenizer, tokens.title, stopwords)
+    avoid = query | {text for text, _, _ in title}
+    ids, changes = list(tokens.ids), []
+    for text, _, positions in title:
+        if text not in query:
+            continue
+        new = _pick(pool.get(_shape(pieces, [tokens.tokens[i] for i in positions]), ()), avoid, rng)
+        if new is None:
+            return None
+        for i, piece in zip(positions, new[1]):
+            ids[i] = piece
+        changes.append((positions[0], text, new[0]))
+    return (ids, changes) if changes else None
+
+
+def _inject(tokens, tokenizer, pieces, stopwords, rng):
+    query = term_words(tokens, tokenizer, tokens.query, stopwords)
+    title = term_words(tokens, tokenizer, tokens.title, stopwords)
+    title_texts = {text for text, _, _ in title}
+    query_texts = {text for text, _, _ in query}
+    missing: dict[tuple[int, bool], list] = {}
+    for text, _, positions in query:
+        if text not in title_texts:
+            missing.setdefault(_shape(pieces, [tokens.tokens[i] for i in positions]), []).append(
+                (text, tuple(tokens.ids[i] for i in positions)))
+    slots = [(text, positions) for text, _, positions in title if text not in query_texts
+             and _shape(pieces, [tokens.tokens[i] for i in positions]) in missing]
+    if not slots:
+        return None
+    text, positions = slots[int(rng.integers(len(slots)))]
+    options = sorted(set(missing[_shape(pieces, [tokens.tokens[i] for i in positions])]))
+    new = options[int(rng.integers(len(options)))]
+    ids = list(tokens.ids)
+    for i, piece in zip(positions, new[1]):
+        ids[i] = piece
+    return ids, [(positions[0], text, new[0])]
+
+
+def contrast_pairs(encoded: Encoded, tokenizer, kind: str = "corrupted", stopwords=None, seed: int = 0,
+                   pool=None) -> Contrast:
+    """The ``kind`` contrast (see the module's docstring) of every pair that qualifies for it."""
+    if kind not in KINDS:
+        raise ValueError(f"contrast kind must be one of {KINDS}, got {kind!r}")
+    pieces = piece_convention(tokenizer)
+    if kind == "corrupted" and pool is None:
+        pool = word_pool(encoded, tokenizer, stopwords)
+    kept, changed_ids, rows = [], [], []
+    for example, ids in enumerate(encoded.input_ids):
+        tokens = token_roles(tokenizer, ids)
+        rng = np.random.default_rng([seed, example])
+        made = (_corrupt(tokens, tokenizer, pool, pieces, stopwords, rng) if kind == "corrupted"
+                else _inject(tokens, tokenizer, pieces, stopwords, rng))
+        if made is None:
+            continue
+        new_ids, changes = made
+        before = len(shared_terms(tokens, tokenizer, stopwords))
+        after = len(shared_terms(token_roles(tokenizer, new_ids), tokenizer, stopwords))
+        if (kind == "corrupted" and after) or (kind == "injected" and after <= before):
+            continue  # the pieces joined into another word than planned: no clean contrast for this pair
+        kept.append(example)
+        changed_ids.append(new_ids)
+        rows += [{"example": example, "position": p, "was": was, "now": now} for p, was, now in changes]
+    original = encoded.subset(kept)
+    changed = Encoded(changed_ids, [list(t) for t in original.token_type_ids], original.grades, 0)
+    table = pd.DataFrame(rows, columns=["example", "position", "was", "now"])
+    return Contrast(kind, original, changed, np.asarray(kept, dtype=int), table, len(encoded))

@@ -1,0 +1,129 @@
+"""headlab.core.patching: a head's output taken from another run of the pair, undone on exit, and the engine that
+patches one head at a time with the layers below it replayed."""
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from conftest import random_encoded, tiny_bert
+
+from headlab.core.evaluate import Encoded, length_batches, model_inputs
+from headlab.core.patching import PatchEngine, expected_grade, patch_heads, recording_head_outputs
+
+
+def _changed(encoded: Encoded, seed: int = 1) -> Encoded:
+    """The same pairs with about a third of their inner tokens replaced: every length kept."""
+    rng = np.random.default_rng(seed)
+    ids = [[t if i in (0, len(x) - 1) or rng.random() > 0.35 else int(rng.integers(5, 50)) for i, t in enumerate(x)]
+           for x in encoded.input_ids]
+    return Encoded(ids, [list(t) for t in encoded.token_type_ids], encoded.grades, 0)
+
+
+def _batch(model, encoded):
+    (_, batch), = length_batches(encoded, len(encoded))
+    return model_inputs(model, batch, "cpu")
+
+
+def _all_heads(model):
+    return [(l, h) for l in range(3) for h in range(model.config.num_attention_heads)]
+
+
+@torch.inference_mode()
+def test_patching_a_head_with_its_own_output_changes_nothing_and_the_hooks_go():
+    model, encoded = tiny_bert(), random_encoded(12)
+    batch = _batch(model, encoded)
+    with recording_head_outputs(model) as passes:
+        before = model(**batch).logits
+    with patch_heads(model, _all_heads(model), passes[0]):
+        same = model(**batch).logits
+    torch.testing.assert_close(same, before)
+    assert all(not p._forward_pre_hooks for p in (layer.attention.output.dense for layer in model.bert.encoder.layer))
+
+
+@torch.inference_mode()
+def test_every_head_patched_with_the_source_embeddings_gives_the_source_grades():
+    model, source = tiny_bert(), random_encoded(12)
+    target = _changed(source)
+    s, t = _batch(model, source), _batch(model, target)
+    with recording_head_outputs(model) as passes:
+        clean = model(**s).logits
+    embedded = model.bert.embeddings(input_ids=s["input_ids"], token_type_ids=s["token_type_ids"])
+    hook = model.bert.embeddings.register_forward_hook(lambda m, a, out: embedded)
+    try:
+        with patch_heads(model, _all_heads(model), passes[0]):
+            patched = model(**t).logits
+    finally:
+        hook.remove()
+    torch.testing.assert_close(patched, clean)
+    assert not torch.allclose(model(**t).logits, clean)  # the target alone grades otherwise
+
+
+@torch.inference_mode()
+def test_the_engine_replays_the_layers_below_a_patch_and_matches_a_full_pass():
+    model, source = tiny_bert(), random_encoded(20)
+    target = _changed(source)
+    engine = PatchEngine(model, source, target, batch_size=8, autocast=False)
+    clean, corrupted = engine.unpatched()
+    assert not np.allclose(clean, corrupted)
+    patches = [[(1, 2)], [(2, 0), (2, 3)], [(0, 1), (2, 2)]]
+    grades = engine.expected_grades(patches)
+    s, t = _batch(model, source), _batch(model, target)
+    order = np.argsort([len(x) for x in source.input_ids], kind="stable")
+    with recording_head_outputs(model) as passes:
+        model(**s)
+    for heads, row in zip(patches, grades):
+        with patch_heads(model, heads, passes[0]):
+            full = expected_grade(model(**t).logits)
+        np.testing.assert_allclose(row[order], full, atol=1e-5)
+        assert not np.allclose(row, corrupted)  # a patch moves the grades
+    np.testing.assert_allclose(engine.expected_grades([[]])[0], corrupted)
+
+
+def test_the_engine_refuses_pairs_of_other_lengths_by_position():
+    model, source = tiny_bert(), random_encoded(6)
+    target = Encoded([x + [3] if i == 4 else x for i, x in enumerate(source.input_ids)], source.token_type_ids,
+                     source.grades, 0)
+    with pytest.raises(ValueError, match="pair 4: source has"):
+        PatchEngine(model, source, target)
+
+
+def test_patching_saves_patch_by_patch_and_resumes(tmp_path, monkeypatch):
+    import headlab.core.patching as patching
+
+    model, source = tiny_bert(), random_encoded(10)
+    target = _changed(source)
+    patches = patching.single_head_patches(3, 4)
+    table = patching.run_patching(model, source, target, patches, tmp_path, batch_size=4, progress=False)
+    assert len(table) == (len(patches) + 2) * len(source)
+    assert set(table["patch"]) == {"source", "target", *patches}
+    wide = table.pivot(index="example", columns="patch", values="expected")
+    assert not np.allclose(wide["source"], wide["target"])
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a finished patching must be read, not computed")
+
+    monkeypatch.setattr(patching, "PatchEngine", refuse)
+    again = patching.run_patching(model, source, target, patches, tmp_path, batch_size=4, progress=False)
+    pd.testing.assert_frame_equal(again, table)
+    with pytest.raises(ValueError, match="plan.csv describes other patches"):
+        patching.run_patching(model, source, target, {"x": [(0, 0)]}, tmp_path, progress=False)
+
+
+@torch.inference_mode()
+def test_path_patching_reads_the_receivers_cls_row_and_is_the_target_when_nothing_differs():
+    model, source = tiny_bert(), random_encoded(10)
+    target = _changed(source)
+    positions = [[1, 2] for _ in range(len(source))]
+    result = PatchEngine(model, source, target, batch_size=4, autocast=False).path_patched(
+        [(0, 1), (1, 2)], (2, 3), positions)
+    # the receiver's [CLS] row, as the model's own attention weights give it
+    s = _batch(model, source)
+    order = np.argsort([len(x) for x in source.input_ids], kind="stable")
+    rows = model(**s, output_attentions=True).attentions[2][:, 3, 0]
+    np.testing.assert_allclose(result["share_source"].to_numpy()[order], rows[:, 1:3].sum(-1).numpy(), atol=1e-5)
+    assert not np.allclose(result["share_path"], result["share_target"])  # the senders' change reaches it
+    assert not np.allclose(result["grade_path"], result["grade_target"])
+    same = PatchEngine(model, target, target, batch_size=4, autocast=False).path_patched([(0, 1)], (2, 3), positions)
+    np.testing.assert_allclose(same["share_path"], same["share_target"], atol=1e-6)
+    np.testing.assert_allclose(same["grade_path"], same["grade_target"], atol=1e-6)
+    with pytest.raises(ValueError, match="must all sit below the receiver's layer 1"):
+        PatchEngine(model, source, target).path_patched([(1, 0)], (1, 3), positions)
