@@ -43,7 +43,7 @@ STUDY = REPO / "tests" / "data" / "study.md"
 SHARED_STUDY = REPO.parent / "shared" / "STUDY.md"
 # numbers a page may state without computing them, all choices of method: interval levels and the test level, the
 # bootstrap's percentile bounds, a notebook's number when it names another page, and the year of a cited paper
-STATED_NUMBERS = {"90%", "95%", "5%", "2.5", "97.5%", "02", "05", "2019"}
+STATED_NUMBERS = {"90%", "95%", "5%", "2.5", "97.5%", "02", "05", "07", "2019", "2024", "2025"}
 
 
 def markdown_cells(path) -> list[str]:
@@ -180,11 +180,11 @@ def test_tiny_book_builds_with_real_numbers(tiny_book):
     assert "Scorecard" in front and 'href="executed/01_redundancy.html"' in front
     # the model is trained first (or found cached); the notebooks only load it, side by side, each after the pages
     # it reads: pages that sweep computed, the others found all they needed (07 reads 02's single-head sweep and
-    # mean-ablates its one head)
+    # mean-ablates its one head; 09 patches)
     timings = pd.read_csv(runs / "timings.csv").set_index("step")
     computed = {step: str(flag) for step, flag in timings["computed"].items() if step[:2].isdigit()}
     assert timings.index[0] == "fine-tuning"  # recorded before any notebook's step
-    assert computed == {nb.stem: str(nb.stem[:2] in {"01", "02", "04", "05", "07"}) for nb in NOTEBOOKS}
+    assert computed == {nb.stem: str(nb.stem[:2] in {"01", "02", "04", "05", "07", "09"}) for nb in NOTEBOOKS}
     assert timings.loc["preset total", "seconds"] < timings.loc["build", "seconds"]
     if (os.cpu_count() or 1) > 1:
         assert timings["machine"].str.contains("notebooks 2 at a time").all()

@@ -52,7 +52,7 @@ PRESETS = {
     "default": {},
     "tiny": {"EPOCHS": 1, "TRAIN_LIMIT": 64, "EVAL_LIMIT": 40, "DRAWS": 2, "SHARES": [0.0, 0.5, 1.0], "N_BOOT": 200,
              "DEVICE": "cpu", "CONTROL_DRAWS": 2, "N_EXPLORE": 2, "RANDOM_DRAWS": 3, "K_MAX": 3,
-             "EXPLORE_EXAMPLES": 3, "EXPLORE_DRAWS": 2, "KEEP_DRAWS": 2},
+             "EXPLORE_EXAMPLES": 3, "EXPLORE_DRAWS": 2, "KEEP_DRAWS": 2, "PATCH_DRAWS": 2},
     # all-mpnet-base-v2 (12 x 12 heads) on one GPU: 30 random draws per share (the CPU defaults use 5-20)
     "mpnet": {"MODEL": "mpnet", "DEVICE": "cuda", "DRAWS": 30, "N_BOOT": 2000, "BATCH_SIZE": 256},
     # the character-level Chinese BERT headlab pretrains (12 x 12 heads; headlab.models.pretrain), on Chinese STS-B;
@@ -81,9 +81,10 @@ CELL_TIMEOUT = 6 * 3600
 CELL_TIMEOUT_VARIABLE = "HEADLAB_CELL_TIMEOUT"
 # What a page reads that another page writes, so it runs after that page: 05 chooses the term-matching heads that 06,
 # 07 and 08 read (headlab.findings.term_matching.matching_heads), and 07 reads 02's single-head sweep
-# (headlab.findings.cls_head.single_head_correct). Every page reads the models, which are trained before any runs.
+# (headlab.findings.cls_head.single_head_correct), as 09 reads both (headlab.findings.patching). Every page reads the
+# models, which are trained before any runs.
 NEEDS = {"06_finetune_delta": ("05_term_matching",), "07_cls_head": ("02_layer_dependence", "05_term_matching"),
-         "08_two_tower": ("05_term_matching",)}
+         "08_two_tower": ("05_term_matching",), "09_patching": ("02_layer_dependence", "05_term_matching")}
 TWO_TOWER_PAGE = "08_two_tower"  # the page that loads the two-tower model as well as the cross-encoder
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")  # torch's and numpy's thread pools
 

@@ -22,7 +22,7 @@ import pandas as pd
 from headlab.book.build import PRESETS
 from headlab.book.records import outcome
 from headlab.book.scorecard import CORRECTION, claim_tables
-from headlab.findings.claims import STUDY_CLAIMS, study_claim_id
+from headlab.findings.claims import ALPHA, FAMILY, STUDY_CLAIMS, study_claim_id
 from headlab.lab.study import REPO
 
 RESULTS = REPO / "results"
@@ -35,7 +35,7 @@ PRESET_TOTAL = "preset total"  # a preset's own wall time, which its overlapping
 # runs them side by side), then its total
 NOTEBOOK_STEPS = ("pretraining", "fine-tuning", "00_setup", "01_redundancy", "02_layer_dependence",
                   "03_word_segmentation", "04_word_order", "05_term_matching", "06_finetune_delta", "07_cls_head",
-                  "08_two_tower", PRESET_TOTAL)
+                  "08_two_tower", "09_patching", PRESET_TOTAL)
 
 
 def begin(name: str) -> str:
@@ -91,11 +91,14 @@ def _merge_into(target: Path, new: pd.DataFrame, keep_old=None) -> None:
 
 
 def judged_by_this_rule(old: pd.DataFrame) -> pd.DataFrame:
-    """The rows of an older scorecard that the current verdict rule wrote (a ``kind`` column and a registered
-    claim): rows of presets not rebuilt since the rule changed are dropped, never shown beside the new ones."""
-    if "kind" not in old.columns:
+    """The rows of an older scorecard that the current verdict rule wrote (a ``kind`` column, a registered claim, and
+    the level of the current family of claims): rows of presets not rebuilt since the rule or the family changed are
+    dropped, never shown beside the new ones."""
+    if "kind" not in old.columns or "level" not in old.columns:
         return old.iloc[0:0]
-    return old[old["claim_id"].map(lambda c: study_claim_id(c) in STUDY_CLAIMS)]
+    levels = (1 - ALPHA / FAMILY, 1 - 2 * ALPHA / FAMILY)  # an effect's; an equivalence test's (TOST)
+    current = old["level"].map(lambda level: any(abs(level - x) < 1e-6 for x in levels))
+    return old[old["claim_id"].map(lambda c: study_claim_id(c) in STUDY_CLAIMS) & current]
 
 
 # --- the blocks ----------------------------------------------------------------------------------------------------

@@ -85,7 +85,8 @@ class StudyClaim:
 FINDINGS = {"01_redundancy": "01 redundancy", "02_layer_dependence": "02 layer dependence",
             "03_word_segmentation": "03 word segmentation", "04_word_order": "04 word order",
             "05_term_matching": "05 term matching", "06_finetune_delta": "06 fine-tuning sharpens term matching",
-            "07_cls_head": "07 the high [CLS] head", "08_two_tower": "08 two towers"}  # page -> the scorecard's heading
+            "07_cls_head": "07 the high [CLS] head", "08_two_tower": "08 two towers",
+            "09_patching": "09 activation patching"}  # page -> the scorecard's heading
 
 
 def _study(claim_id, page, claim, quote, kind, **rule) -> StudyClaim:
@@ -186,6 +187,19 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {c.claim_id: c for c in [
     _study("two_tower.fails_on_shared_terms", "08_two_tower",
            "Two towers did badly because they cannot match terms: their loss is larger on pairs that share terms",
            "This is offered as the reason a two-tower (siamese) BERT", "compare", direction=-1),
+    # 09 activation patching: causal tests of what the term-matching heads carry
+    _study("patching.matching_heads_carry_matching", "09_patching",
+           "The term-matching heads carry the term-matching signal: patched back into pairs whose shared terms were "
+           "replaced, they restore more of the grade than as many random lower-half heads",
+           "Some heads put high attention between identical terms in the two sentences, most clearly 5 heads in "
+           "layers 2-4", "effect", direction=1),
+    _study("patching.cost_specific_to_shared_terms", "09_patching",
+           "Masking the term-matching heads costs more on pairs that share a term than on pairs that share none",
+           "Whether query and title share terms is a key feature", "effect", direction=-1),
+    _study("patching.cls_head_hands_on", "09_patching",
+           "The high [CLS] head hands the matching heads' signal to the classifier: their outputs, reaching that head "
+           "alone (path patching), bring back part of the grade",
+           "hands them to the classifier", "effect", direction=1),
 ]}
 FAMILY = len(STUDY_CLAIMS)  # the claims of one model's scorecard: the family the correction is over
 

@@ -32,7 +32,8 @@ KINDS = ("corrupted", "injected")
 @dataclass(frozen=True)
 class Contrast:
     """Qualifying pairs as they are (``original``) and changed (``changed``), their positions in the split
-    (``examples``), and one row per replaced word (``changes``: example, position, was, now)."""
+    (``examples``), and one row per replaced word (``changes``: example, position of its first piece, n_pieces,
+    was, now)."""
 
     kind: str
     original: Encoded
@@ -40,6 +41,13 @@ class Contrast:
     examples: np.ndarray
     changes: pd.DataFrame
     n_pairs: int  # pairs looked at, qualifying or not
+
+    def changed_positions(self) -> list[list[int]]:
+        """Per qualifying pair (in order), the token positions the contrast changed."""
+        by_example = {e: [] for e in self.examples}
+        for r in self.changes.itertuples():
+            by_example[r.example].extend(range(r.position, r.position + r.n_pieces))
+        return [by_example[e] for e in self.examples]
 
     @property
     def share(self) -> float:
@@ -85,7 +93,7 @@ def _corrupt(tokens, tokenizer, pool, pieces, stopwords, rng):
             return None
         for i, piece in zip(positions, new[1]):
             ids[i] = piece
-        changes.append((positions[0], text, new[0]))
+        changes.append((positions[0], len(positions), text, new[0]))
     return (ids, changes) if changes else None
 
 
@@ -109,7 +117,7 @@ def _inject(tokens, tokenizer, pieces, stopwords, rng):
     ids = list(tokens.ids)
     for i, piece in zip(positions, new[1]):
         ids[i] = piece
-    return ids, [(positions[0], text, new[0])]
+    return ids, [(positions[0], len(positions), text, new[0])]
 
 
 def contrast_pairs(encoded: Encoded, tokenizer, kind: str = "corrupted", stopwords=None, seed: int = 0,
@@ -135,8 +143,8 @@ def contrast_pairs(encoded: Encoded, tokenizer, kind: str = "corrupted", stopwor
             continue  # the pieces joined into another word than planned: no clean contrast for this pair
         kept.append(example)
         changed_ids.append(new_ids)
-        rows += [{"example": example, "position": p, "was": was, "now": now} for p, was, now in changes]
+        rows += [{"example": example, "position": p, "n_pieces": n, "was": was, "now": now} for p, n, was, now in changes]
     original = encoded.subset(kept)
     changed = Encoded(changed_ids, [list(t) for t in original.token_type_ids], original.grades, 0)
-    table = pd.DataFrame(rows, columns=["example", "position", "was", "now"])
+    table = pd.DataFrame(rows, columns=["example", "position", "n_pieces", "was", "now"])
     return Contrast(kind, original, changed, np.asarray(kept, dtype=int), table, len(encoded))

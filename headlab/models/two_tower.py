@@ -69,7 +69,8 @@ def _train(config: FinetuneConfig, work: Path, device: torch.device, progress: b
     dev_queries, dev_titles = pair_encodings(tokenizer, dev, config.max_length)
 
     torch.manual_seed(config.seed)
-    model = TwoTower(load_encoder(config.model, attn="sdpa")).to(device)
+    # eager attention: under bf16 autocast on a CPU, sdpa with padding masks ran 0.83 s a step where eager ran 0.59
+    model = TwoTower(load_encoder(config.model, attn="eager")).to(device)
     model.encoder.get_input_embeddings().requires_grad_(not config.freeze_word_embeddings)
 
     def batch_loss(idx):

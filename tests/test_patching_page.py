@@ -1,0 +1,48 @@
+"""Page 09 end to end on a tiny random model: the contrast, the patches both ways, the three views, the control, the
+specificity and the path to the [CLS] head, and its claims."""
+import numpy as np
+import pandas as pd
+from tiny_setup import tiny_setup
+
+from headlab.findings.claims import STUDY_CLAIMS, claims_file
+from headlab.findings.patching import (agreement, claims, cls_path, contrast_examples, head_views, held_out_contrast,
+                                       patch_both_ways, patch_plan, random_patches, restored_against_draws, specificity)
+from headlab.findings.term_matching import matching_heads
+
+WORDS = "cat dog bird man woman guitar flute car road river tree house".split()
+
+
+def _pairs(n=32, seed=0):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        query = rng.choice(WORDS, 3, replace=False)
+        title = [*query[: i % 3], *rng.choice([w for w in WORDS if w not in query], 3 - i % 3, replace=False)]
+        rows.append({"query": "a " + " ".join(query), "title": "the " + " ".join(title), "label": int(rng.integers(1, 6))})
+    return pd.DataFrame(rows)
+
+
+def test_page_09_runs_on_a_tiny_model_and_gives_one_row_per_claim(tmp_path):
+    setup = tiny_setup(tmp_path, _pairs(), batch_size=8)
+    matching, _ = matching_heads(setup, 2, "match_excess", None, None, choose=True)
+    contrast = held_out_contrast(setup, None, None)
+    assert 0 < len(contrast.examples) < contrast.n_pairs  # a third of the pairs share nothing
+    shown = contrast_examples(contrast, setup, 3)
+    assert list(shown["changed title"]) != list(shown["title"]) and shown["replaced"].str.contains("→").all()
+    plan = patch_plan(4, 4, matching, 3, 0)
+    restoring, breaking = patch_both_ways(setup, contrast, plan, progress=False)
+    views = head_views(setup, restoring, breaking, None, None, "match_excess", n_boot=100)
+    assert len(views) == 16 and views[["restored", "breaks", "masking_cost", "role_score"]].notna().all().all()
+    agreed = agreement(views, matching, 2, n_boot=100)
+    assert len(agreed) == 4 and (agreed["chance"].iloc[:2] == 2 * 2 / 16).all()
+    against = restored_against_draws(restoring, "matching", random_patches(plan), n_boot=100)
+    assert against["n_draws"] == 3
+    specific, specific_random = specificity(setup, matching, None, 2, 2, None, n_boot=100)
+    path, receiver = cls_path(setup, contrast, matching, n_boot=100)
+    rows = claims(against, specific, specific_random, path, matching, receiver, len(contrast.examples))
+    assert claims_file(rows) == "claims_09_patching"
+    registered = {c.study_claim for c in rows}
+    assert registered == {k for k, c in STUDY_CLAIMS.items() if c.page == "09_patching"}
+    # a second run reads the patches it saved
+    again, _ = patch_both_ways(setup, contrast, plan, progress=False)
+    pd.testing.assert_frame_equal(again, restoring)
