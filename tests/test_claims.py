@@ -165,3 +165,10 @@ def test_a_margin_is_written_in_its_claims_unit_and_a_shares_interval_stays_in_0
     row = Claim.measured("word_segmentation.single_head", ours=0.02, lo=0.005, hi=0.035, unit="share of characters",
                          method="exact binomial", n_examples=500, reason="A head.")
     assert row.lo_adj == 0.0 and row.hi_adj < 1  # widened past 0, clipped there
+
+
+def test_a_share_of_a_difference_restored_is_not_clipped_to_0_1():
+    row = Claim.measured("patching.cls_head_hands_on", ours=1.8, lo=1.5, hi=2.2,
+                         unit="share of the source-target difference that comes back through the [CLS] head alone",
+                         method="paired bootstrap", n_examples=200, reason="A path.")
+    assert row.lo_adj < 1.5 and row.hi_adj > 2.2 and row.verdict == "holds"

@@ -274,7 +274,7 @@ class Claim:
         at_floor = bool(floor) and bool(accuracies) and all(floor.at_floor(a) for a in accuracies)
         judged = judge(spec, ours, lo, hi, p=p, p_reverse=p_reverse, n_draws=n_draws, at_floor=at_floor, unit=unit)
         verdict, why = ("not comparable", not_comparable) if not_comparable else (judged.verdict, judged.why)
-        if unit.startswith("share") and not is_points(unit):  # a share lies in [0, 1], so does its widened interval
+        if is_proportion(unit):  # a proportion lies in [0, 1], so does its widened interval
             judged = replace(judged, lo_adj=max(0.0, judged.lo_adj), hi_adj=min(1.0, judged.hi_adj))
         return cls(claim_id, spec.finding, claim or spec.claim, spec.quote, spec.kind, study, float(ours), float(lo),
                    float(hi), unit, method, int(n_examples), int(n_draws), None if p is None else float(p), verdict,
@@ -444,6 +444,12 @@ def claims_file(claims: list[Claim]) -> str:
     if len(pages) != 1:
         raise ValueError(f"claims of one page expected, got pages {sorted(pages)}")
     return f"claims_{pages.pop()}"
+
+
+def is_proportion(unit: str) -> bool:
+    """A share of pairs, characters or attention, which lies in [0, 1]; not a share of a difference restored, which
+    can pass either end, nor a difference of shares."""
+    return unit.startswith("share") and not is_points(unit) and "difference" not in unit
 
 
 def is_points(unit: str) -> bool:
