@@ -8,7 +8,7 @@ import pytest
 
 from headlab.core.evaluate import Encoded
 from headlab.findings import order_report
-from headlab.findings.claims import STUDY_CLAIMS, claims_file, number_text, render
+from headlab.findings.claims import FAMILY, STUDY_CLAIMS, claims_file, number_text, render
 from headlab.findings.order import CONDITIONS, case_shares, order_heads, sensitivity_reduction
 from headlab.findings.order_report import (
     case_grades,
@@ -144,7 +144,7 @@ def test_thirty_draws_cannot_decide_the_masking_claim():
 
 
 def test_enough_draws_decide_the_masking_claim_by_its_empirical_p():
-    assert draws_needed() == 540 and draws_needed(0.05, 1) == 20
+    assert draws_needed() == 20 * FAMILY and draws_needed(0.05, 1) == 20  # 1 / (1 + N) below 0.05 / FAMILY
     assert _masking(0.05, 600, 1 / 601, -0.1).verdict == "holds"
     assert _masking(0.3, 600, 1.0, 0.2, p_reverse=1 / 601).verdict == "opposite"  # more sensitive than random heads
     some = _masking(0.15, 600, 0.3, -0.01)

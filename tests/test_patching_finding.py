@@ -79,3 +79,8 @@ def test_a_patch_against_random_draws_covers_pairs_and_draws():
     assert result["difference"] == pytest.approx(result["tested"] - result["draws_mean"])
     assert 0.25 < result["lo"] < result["difference"] < result["hi"] < 0.5  # wider than the pairs alone give
     assert result["n_draws"] == 20
+
+
+def test_a_constant_score_has_no_rank_correlation():
+    result = rank_agreement(np.zeros(16), np.arange(16.0), n_boot=50)
+    assert np.isnan(result["rho"]) and np.isnan(result["lo"]) and result["n_heads"] == 16

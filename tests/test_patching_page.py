@@ -5,6 +5,7 @@ import pandas as pd
 from tiny_setup import tiny_setup
 
 from headlab.findings.claims import STUDY_CLAIMS, claims_file
+from headlab.findings.cls_head import single_head_correct
 from headlab.findings.patching import (agreement, claims, cls_path, contrast_examples, head_views, held_out_contrast,
                                        patch_both_ways, patch_plan, random_patches, restored_against_draws, specificity)
 from headlab.findings.term_matching import matching_heads
@@ -31,14 +32,15 @@ def test_page_09_runs_on_a_tiny_model_and_gives_one_row_per_claim(tmp_path):
     assert list(shown["changed title"]) != list(shown["title"]) and shown["replaced"].str.contains("→").all()
     plan = patch_plan(4, 4, matching, 3, 0)
     restoring, breaking = patch_both_ways(setup, contrast, plan, progress=False)
-    views = head_views(setup, restoring, breaking, None, None, "match_excess", n_boot=100)
+    single_heads = single_head_correct(setup, progress=False)
+    views = head_views(setup, restoring, breaking, single_heads, None, None, "match_excess", n_boot=100)
     assert len(views) == 16 and views[["restored", "breaks", "masking_cost", "role_score"]].notna().all().all()
     agreed = agreement(views, matching, 2, n_boot=100)
     assert len(agreed) == 4 and (agreed["chance"].iloc[:2] == 2 * 2 / 16).all()
     against = restored_against_draws(restoring, "matching", random_patches(plan), n_boot=100)
     assert against["n_draws"] == 3
     specific, specific_random = specificity(setup, matching, None, 2, 2, None, n_boot=100)
-    path, receiver = cls_path(setup, contrast, matching, n_boot=100)
+    path, receiver = cls_path(setup, contrast, matching, single_heads, n_boot=100)
     rows = claims(against, specific, specific_random, path, matching, receiver, len(contrast.examples))
     assert claims_file(rows) == "claims_09_patching"
     registered = {c.study_claim for c in rows}

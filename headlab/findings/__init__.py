@@ -13,6 +13,7 @@ _PUBLIC = {
     "claims_table": "headlab.findings.claims",
     "render": "headlab.findings.claims",
     "with_mean_ablation": "headlab.findings.claims",
+    "single_head_correct": "headlab.findings.cls_head",
     "half_split": "headlab.findings.importance",
     "order_heads": "headlab.findings.order",
     "ENGLISH_STOPWORDS": "headlab.findings.roles",

@@ -30,7 +30,7 @@ from headlab.core.patching import PatchEngine, single_head_patches
 from headlab.core.stats import bootstrap_weights, draw_counts
 from headlab.core.sweep import BASELINE, correct_matrix
 from headlab.findings.claims import Claim
-from headlab.findings.cls_head import focus_head, selection_grid, single_head_correct, split_halves
+from headlab.findings.cls_head import focus_head, selection_grid, split_halves
 from headlab.findings.contrast import Contrast, contrast_pairs
 from headlab.findings.term_matching import (choice_limit, head_roles, measured_examples, on_examples,
                                             random_lower_sets, term_matching_specs)
@@ -84,6 +84,8 @@ def rank_agreement(a, b, n_boot: int = 2000, seed: int = 0) -> dict:
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if len(a) != len(b) or len(a) < 3:
         raise ValueError(f"two scores of the same heads (at least 3) expected, got {len(a)} and {len(b)}")
+    if not (np.ptp(a) > 0 and np.ptp(b) > 0):  # a constant score ranks nothing
+        return {"rho": np.nan, "lo": np.nan, "hi": np.nan, "n_heads": len(a)}
     rho = float(sps.spearmanr(a, b).statistic)
     rng = np.random.default_rng(seed)
     boots = []
@@ -91,7 +93,7 @@ def rank_agreement(a, b, n_boot: int = 2000, seed: int = 0) -> dict:
         i = rng.integers(0, len(a), len(a))
         if np.ptp(a[i]) > 0 and np.ptp(b[i]) > 0:
             boots.append(sps.spearmanr(a[i], b[i]).statistic)
-    lo, hi = np.quantile(boots, [0.025, 0.975])
+    lo, hi = np.quantile(boots, [0.025, 0.975]) if boots else (np.nan, np.nan)
     return {"rho": rho, "lo": float(lo), "hi": float(hi), "n_heads": len(a)}
 
 
@@ -265,11 +267,12 @@ def patch_both_ways(setup, contrast: Contrast, plan: dict, progress: bool = True
     return restoring, breaking
 
 
-def head_views(setup, restoring: pd.DataFrame, breaking: pd.DataFrame, limit: int | None, stopwords, by: str,
-               n_boot: int = 2000) -> pd.DataFrame:
+def head_views(setup, restoring: pd.DataFrame, breaking: pd.DataFrame, single_heads, limit: int | None, stopwords,
+               by: str, n_boot: int = 2000) -> pd.DataFrame:
     """Per head, the three views of it: the share of the grade it restores and breaks (patching, with intervals), its
-    masking cost on the held-out pairs (notebook 02's single-head masks) and its role score ``by`` on the pairs the
-    matching heads were chosen on (notebook 05)."""
+    masking cost on the held-out pairs (``single_heads``: notebook 02's single-head masks,
+    :func:`headlab.findings.cls_head.single_head_correct`) and its role score ``by`` on the pairs the matching heads
+    were chosen on (notebook 05)."""
     seed = setup.study.seed
     views = restored_shares(restoring, n_boot, seed)
     views = views[views["layer"] >= 0].drop(columns="patch")
@@ -277,7 +280,7 @@ def head_views(setup, restoring: pd.DataFrame, breaking: pd.DataFrame, limit: in
     broken = broken[broken["layer"] >= 0][["layer", "head", "restored", "lo", "hi"]]
     views = views.merge(broken.rename(columns={"restored": "breaks", "lo": "breaks_lo", "hi": "breaks_hi"}),
                         on=["layer", "head"])
-    correct, base, _ = single_head_correct(setup, progress=False)
+    correct, base, _ = single_heads
     held = measured_examples(len(setup.encoded), limit, seed)
     cost = base[held].mean() - correct.iloc[:, held].to_numpy(dtype=np.float64).mean(axis=1)
     views = views.merge(pd.DataFrame({"layer": correct.index.get_level_values("layer"),
@@ -323,12 +326,14 @@ def specificity(setup, matching, limit: int | None, draws: int, keep_draws: int,
             masking_specificity(correct.loc[drawn].to_numpy(), base, shares, n_boot, seed))
 
 
-def cls_path(setup, contrast: Contrast, matching, n_boot: int = 2000) -> tuple[pd.DataFrame | None, tuple[int, int]]:
+def cls_path(setup, contrast: Contrast, matching, single_heads,
+             n_boot: int = 2000) -> tuple[pd.DataFrame | None, tuple[int, int]]:
     """Path patching from the matching heads to notebook 07's ``[CLS]`` head (chosen, as there, on its selection
-    half), measured on the contrast pairs of 07's held-out half: :func:`path_restored` and the head."""
+    half of ``single_heads``), measured on the contrast pairs of 07's held-out half: :func:`path_restored` and the
+    head."""
     layers, _ = head_grid(setup.model)
     select, estimate = split_halves(len(setup.encoded), setup.study.seed)
-    correct, base, _ = single_head_correct(setup, progress=False)
+    correct, base, _ = single_heads
     focus = focus_head(selection_grid(correct, base, select), layers)
     receiver = (int(focus["layer"]), int(focus["head"]))
     if max(l for l, _ in matching) >= receiver[0]:
