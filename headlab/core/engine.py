@@ -22,7 +22,7 @@ from contextlib import ExitStack, contextmanager, nullcontext
 import numpy as np
 import torch
 
-from headlab.core.device import precision
+from headlab.core.device import autocast, precision
 from headlab.core.evaluate import NUM_GRADES, Encoded, length_batches, model_inputs
 from headlab.core.masking import encoder_layers, head_grid, mask_heads
 from headlab.core.onednn import dense, keep_freed_memory, onednn_available
@@ -184,7 +184,7 @@ class MaskEngine:
         self._layer_outputs: list[list] | None = None
 
     def _autocast(self):
-        return torch.autocast(self.device.type, dtype=torch.bfloat16) if self.autocast else nullcontext()
+        return autocast(self.device, "bf16" if self.autocast else "fp32")
 
     def _record_layer_outputs(self) -> list[list]:
         """One unmasked pass that keeps every layer's output, per batch (its layers computed as the masked ones are)."""

@@ -17,7 +17,7 @@ precision, so a patch's effect is never a difference of computation.
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +25,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from headlab.core.device import precision
+from headlab.core.device import autocast, precision
 from headlab.core.engine import replayed_layers
 from headlab.core.evaluate import GRADE_LABELS, Encoded, length_batches, model_inputs
 from headlab.core.masking import encoder_layers, head_grid, output_projections
@@ -121,7 +121,7 @@ class PatchEngine:
         self._recorded = None
 
     def _autocast(self):
-        return torch.autocast(self.device.type, dtype=torch.bfloat16) if self.autocast else nullcontext()
+        return autocast(self.device, "bf16" if self.autocast else "fp32")
 
     @torch.inference_mode()
     def _record(self):
