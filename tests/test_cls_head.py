@@ -310,3 +310,19 @@ def test_one_heads_profile_from_a_pass_that_stops_at_its_layer_is_the_full_profi
         pd.testing.assert_frame_equal(fast, full, check_dtype=False, atol=1e-6, rtol=1e-5)
     unmasked = cls_head.head_cls_profile(setup, range(len(setup.encoded)), 2, 1, (), ENGLISH_STOPWORDS)
     assert np.abs(fast["entropy"] - unmasked["entropy"]).max() > 1e-4  # the removed heads change what 2.1 reads
+
+
+def test_the_spread_under_masks_is_computed_once_and_read_back(tmp_path, monkeypatch):
+    from headlab.findings import cls_head
+    setup = tiny_setup(tmp_path)
+    before = cls_profile(setup.attention(), setup.encoded, setup.tokenizer, stopwords=ENGLISH_STOPWORDS)
+    passes = []
+    real = cls_head.head_cls_profile
+    monkeypatch.setattr(cls_head, "head_cls_profile", lambda *a, **k: passes.append(1) or real(*a, **k))
+    sets = [[(0, 0)], [(1, 2), (0, 1)]]
+    first = spread_under_masks(setup, 3, 1, sets, before, stopwords=ENGLISH_STOPWORDS)
+    again = spread_under_masks(setup, 3, 1, sets, before, stopwords=ENGLISH_STOPWORDS)
+    assert len(passes) == 2  # one pass per head set, the first time only
+    pd.testing.assert_frame_equal(first, again)
+    spread_under_masks(setup, 3, 1, sets[:1], before, stopwords=ENGLISH_STOPWORDS)
+    assert len(passes) == 3  # other head sets: computed

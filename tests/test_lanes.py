@@ -5,6 +5,7 @@ import os
 import re
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from conftest import random_encoded
@@ -12,8 +13,9 @@ from lane_steps import timed_step
 from test_book import code_cells
 from transformers import BertConfig, BertForSequenceClassification
 
-from headlab.book.build import (NEEDS, REPO, BookError, in_lanes, lanes_and_threads, toc_notebooks,
-                                waited_on_first)
+from headlab.book.build import (NEEDS, REPO, BookError, critical_path_first, in_lanes, lanes_and_threads,
+                                toc_notebooks)
+from headlab.book.records import recorded_seconds
 from headlab.core.engine import MaskEngine
 
 PAGES = toc_notebooks(REPO / "book" / "_toc.yml")
@@ -52,15 +54,60 @@ def test_steps_that_wait_on_each_other_are_refused(tmp_path):
         list(in_lanes(steps, {"a": ("b",), "b": ("a",)}, lanes=2, run=timed_step))
 
 
-def test_the_pages_others_wait_on_start_first():
-    """05 (three pages read its heads) and then 02 (07 reads its sweep) start before the pages nobody waits on, which
-    keep the order of the table of contents."""
-    order = waited_on_first(PAGES, NEEDS)
-    assert order[:2] == ["05_term_matching", "02_layer_dependence"]
+def test_the_longest_chain_of_work_starts_first():
+    """With the cold default build's seconds (9380b2a), 02 (its own 604 s, then 09's 435) and 05 (456 + 435) start
+    first, then the long pages nobody waits on, 01 and 04, before 09: no lane is left alone with 09 at the end."""
+    cold = {"00_setup": 37, "01_redundancy": 609, "02_layer_dependence": 604, "03_word_segmentation": 41,
+            "04_word_order": 488, "05_term_matching": 456, "06_finetune_delta": 62, "07_cls_head": 165,
+            "08_two_tower": 84, "09_patching": 435}
+    order = critical_path_first(PAGES, NEEDS, cold)
+    assert order[:5] == ["02_layer_dependence", "05_term_matching", "01_redundancy", "04_word_order", "09_patching"]
+    # without timings every step counts alike: the pages others wait on go first, the rest keep the toc's order
+    order = critical_path_first(PAGES, NEEDS)
+    assert set(order[:2]) == {"05_term_matching", "02_layer_dependence"}
     assert order[2:] == [p for p in PAGES if p not in order[:2]]
-    # followed through: c waits on b, which waits on a, so a is waited on by two steps and goes first
-    assert waited_on_first(["c", "b", "a", "d"], {"c": ("b",), "b": ("a",)}) == ["a", "b", "c", "d"]
-    assert waited_on_first(["x", "y"], {}) == ["x", "y"]
+    # followed through: c waits on b, which waits on a; a step without seconds counts as the median of the others
+    assert critical_path_first(["c", "b", "a", "d"], {"c": ("b",), "b": ("a",)}) == ["a", "b", "c", "d"]
+    assert critical_path_first(["x", "y", "z"], {}, {"y": 5, "z": 1}) == ["y", "x", "z"]
+
+
+def test_the_expected_seconds_are_the_latest_build_of_the_preset_in_that_state(tmp_path):
+    rows = [("b1", "default", "cold", "01", 600), ("b2", "default", "cold", "01", 500),
+            ("b3", "default", "cached", "01", 40), ("b3", "e5-en", "cold", "01", 900)]
+    table = tmp_path / "timings.csv"
+    pd.DataFrame(rows, columns=["build", "preset", "state", "step", "seconds"]).to_csv(table, index=False)
+    assert recorded_seconds("default", "cold", [tmp_path / "missing.csv", table]) == {"01": 500.0}
+    assert recorded_seconds("default", "cached", [table]) == {"01": 40.0}
+    assert recorded_seconds("zh-char", "cold", [table]) == {}
+    assert recorded_seconds("e5-en", "cached", [table]) == {"01": 900.0}  # no build in that state: the latest
+
+
+def _simulated_end(order, needs, seconds, lanes=2):
+    """When the last step ends if ``lanes`` take, each time one is free, the first step of ``order`` that is ready."""
+    free, done, pending, running = [0.0] * lanes, {}, list(order), []
+    while pending:
+        lane = int(np.argmin(free))
+        now = free[lane]
+        ready = [n for n in pending if all(d in done and done[d] <= now for d in needs.get(n, ()) if d in order)]
+        if not ready:
+            free[lane] = min(t for t in done.values() if t > now)
+            continue
+        name = ready[0]
+        pending.remove(name)
+        done[name] = free[lane] = now + seconds[name]
+    return max(done.values())
+
+
+def test_the_order_shortens_the_cold_default_build_against_dependents_first():
+    cold = {"00_setup": 37, "01_redundancy": 609, "02_layer_dependence": 604, "03_word_segmentation": 41,
+            "04_word_order": 488, "05_term_matching": 456, "06_finetune_delta": 62, "07_cls_head": 165,
+            "08_two_tower": 84, "09_patching": 435}
+    by_count = ["05_term_matching", "02_layer_dependence"] + [p for p in PAGES if p not in ("05_term_matching",
+                                                                                          "02_layer_dependence")]
+    before, after = _simulated_end(by_count, NEEDS, cold), _simulated_end(critical_path_first(PAGES, NEEDS, cold),
+                                                                          NEEDS, cold)
+    assert before == pytest.approx(1683, abs=2)  # what the cold build measured: 09 alone at the end
+    assert after < before - 150
 
 
 def test_lanes_share_out_the_cores():

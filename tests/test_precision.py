@@ -64,3 +64,30 @@ def test_a_bf16_fine_tune_has_a_cache_key_apart_and_fp32_keys_stay():
     assert checkpoint_dir(fp32).name == "minilm-stsb-en-857bb31955c6"
     with pytest.raises(ValueError, match="precision must be"):
         FinetuneConfig(precision="fp16")
+
+
+def test_bf16_weights_cast_once_give_autocasts_numbers_exactly():
+    from headlab.core.engine import computed_heads
+    model, encoded = tiny_bert(), _encoded()
+    engine = MaskEngine(model, encoded, batch_size=8, autocast=True)
+    mask = torch.ones(engine.shape)
+    mask[0, 1] = mask[2, 0] = 0
+    inputs = engine.batches[0][1]
+    with torch.inference_mode(), autocast("cpu", "bf16"):
+        with computed_heads(model, mask):
+            per_call = model(**inputs).logits
+        with computed_heads(model, mask, dtype=torch.bfloat16):
+            once = model(**inputs).logits
+    assert torch.equal(per_call, once)
+    assert engine._packed_dtype == torch.bfloat16
+    assert MaskEngine(model, encoded, batch_size=8, autocast=False)._packed_dtype is None
+
+
+def test_the_precision_check_keeps_its_bf16_pass_for_the_masks():
+    model, encoded = tiny_bert(), _encoded()
+    engine = MaskEngine(model, encoded, batch_size=8, autocast=True)
+    engine.precision_check()
+    assert engine._layer_outputs is not None  # the masks reuse the check's bf16 layers: no second unmasked pass
+    kept = engine._layer_outputs
+    engine.probabilities([torch.ones(engine.shape)])
+    assert engine._layer_outputs is kept

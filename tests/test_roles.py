@@ -241,3 +241,23 @@ def test_paired_delta_shift_and_missing_matches():
     assert first["delta"] == pytest.approx(0.25) and first["lo"] == pytest.approx(0.25)
     assert second["delta"] == 0 and second["n_examples"] == 15
     assert overall["delta"] == pytest.approx(0.125) and overall["lo"] == pytest.approx(0.125)
+
+
+def test_pair_role_scores_are_computed_once_per_model_and_read_back(tmp_path, monkeypatch):
+    from tiny_setup import tiny_setup
+
+    from headlab.findings import roles
+    setup = tiny_setup(tmp_path, n_right=3)
+    passes = []
+    real = roles.role_scores
+    monkeypatch.setattr(roles, "role_scores", lambda *a, **k: passes.append(1) or real(*a, **k))
+    first = roles.pair_role_scores(setup, [0, 2], stopwords=roles.ENGLISH_STOPWORDS)
+    again = roles.pair_role_scores(setup, [0, 2], stopwords=roles.ENGLISH_STOPWORDS)
+    assert len(passes) == 1
+    pd.testing.assert_frame_equal(first, again)
+    direct = real(setup.attention([0, 2]), setup.encoded, setup.tokenizer, stopwords=roles.ENGLISH_STOPWORDS,
+                  per_example=True)
+    pd.testing.assert_frame_equal(first, direct, check_dtype=False)
+    other = BertForSequenceClassification(BertConfig(**{**setup.model.config.to_dict(), "num_labels": 5}))
+    roles.pair_role_scores(setup, [0, 2], model=other, stopwords=roles.ENGLISH_STOPWORDS)
+    assert len(passes) == 2  # another model's weights: computed

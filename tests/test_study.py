@@ -130,3 +130,37 @@ def test_mean_ablation_sweeps_apart_from_zeroing_against_the_same_unmasked_model
     np.testing.assert_allclose(one.probs, mean[mean.mask_id == "one"][probs].to_numpy(), atol=1e-5)
     with pytest.raises(ValueError, match="ablation must be 'zero' or 'mean'"):
         lab.sweep(specs, "method-test", ablation="resample")
+
+
+def test_a_stored_table_is_computed_once_per_key_and_read_back(tmp_path):
+    lab = tiny_setup(tmp_path, n_right=3)
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return pd.DataFrame({"x": [0.1 + 0.2, 1 / 3], "name": ["a", "b"]})
+    first = lab.stored("thing", {"k": 1}, compute)
+    again = lab.stored("thing", {"k": 1}, compute)
+    assert len(calls) == 1
+    pd.testing.assert_frame_equal(first, again)
+    assert first["x"].tolist() == [0.1 + 0.2, 1 / 3]  # floats come back exactly
+    lab.stored("thing", {"k": 2}, compute)
+    assert len(calls) == 2  # another key: computed again
+    assert len(list((lab.study.table_dir / "stored").glob("thing-*.csv"))) == 2
+
+
+def test_importance_is_computed_once_per_lab_folder(tmp_path, monkeypatch):
+    from headlab.lab import study as study_module
+    lab = tiny_setup(tmp_path, n_right=3)
+    calls = []
+    real = study_module.gradient_importance
+    monkeypatch.setattr(study_module, "gradient_importance", lambda *a, **k: calls.append(1) or real(*a, **k))
+    first, again = lab.importance(), lab.importance()
+    assert len(calls) == 1
+    pd.testing.assert_frame_equal(first, again)
+
+
+def test_a_stored_table_keeps_empty_strings_and_missing_numbers_apart(tmp_path):
+    lab = tiny_setup(tmp_path, n_right=3)
+    table = lab.stored("mixed", {}, lambda: pd.DataFrame({"heads": ["", "0.1"], "value": [np.nan, 2.0]}))
+    assert table["heads"].tolist() == ["", "0.1"] and np.isnan(table["value"][0]) and table["value"][1] == 2.0

@@ -5,6 +5,7 @@ import signal
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from conftest import random_encoded, tiny_bert
 from interrupt import freeze_after, run_killed
 
@@ -129,7 +130,7 @@ def test_a_killed_sweep_resumes_to_the_same_table(tmp_path, sig):
                   progress=False)
 
     def frozen_run():  # frozen right after the third mask's file is in place
-        freeze_after(sweep_module, "_atomic_write", 3, marker, counts=lambda path, text: path.parent.name == "masks")
+        freeze_after(sweep_module, "write_atomically", 3, marker, counts=lambda path, text: path.parent.name == "masks")
         run(killed)
 
     run_killed(frozen_run, marker, sig)
@@ -140,3 +141,35 @@ def test_a_killed_sweep_resumes_to_the_same_table(tmp_path, sig):
     run(clean)
     pd.testing.assert_frame_equal(load_sweep(killed), load_sweep(clean))
     assert not list(masks.glob(".*tmp"))  # no half-written file left behind
+
+
+def test_one_precision_check_per_model_and_split_however_many_sweeps(tmp_path, monkeypatch):
+    model, encoded = tiny_bert(), random_encoded(n=12)
+    checks = []
+    real = MaskEngine.precision_check
+    monkeypatch.setattr(MaskEngine, "precision_check", lambda self: checks.append(self) or real(self))
+    specs = single_head_specs(3, 4)[:2]
+    run_sweep(model, encoded, specs, tmp_path / "one", batch_size=4, progress=False, autocast=True)
+    run_sweep(model, encoded, specs[:1], tmp_path / "two", batch_size=4, progress=False, autocast=True)
+    assert len(checks) == 1
+    first = pd.read_csv(tmp_path / "one" / "precision.csv")
+    pd.testing.assert_frame_equal(first, pd.read_csv(tmp_path / "two" / "precision.csv"))
+    run_sweep(model, random_encoded(n=12, seed=5), specs, tmp_path / "other split", batch_size=4, progress=False,
+              autocast=True)
+    assert len(checks) == 2  # other inputs: a check of their own
+    with torch.no_grad():
+        model.classifier.bias.add_(1.0)
+    run_sweep(model, encoded, specs, tmp_path / "other weights", batch_size=4, progress=False, autocast=True)
+    assert len(checks) == 3  # other weights too
+
+
+def test_a_sweep_on_a_given_engine_reuses_it_and_gives_the_same_numbers(tmp_path):
+    model, encoded = tiny_bert(), random_encoded(n=12)
+    specs = single_head_specs(3, 4)[:3]
+    fresh = run_sweep(model, encoded, specs, tmp_path / "fresh", batch_size=4, progress=False)
+    engine = MaskEngine(model, encoded, batch_size=4)
+    engine.probabilities([torch.ones(engine.shape)])
+    recorded = engine._layer_outputs
+    given = run_sweep(model, encoded, specs, tmp_path / "given", batch_size=4, progress=False, engine=engine)
+    assert engine._layer_outputs is recorded
+    pd.testing.assert_frame_equal(fresh, given)

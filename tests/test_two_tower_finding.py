@@ -119,3 +119,34 @@ def test_error_overlap_counts_every_pair_once():
 def test_the_pretraining_confound_is_named_per_model():
     assert "two-tower" in pretraining_note("minilm") and "never as a two-tower" in pretraining_note("zh-char")
     assert "not recorded" in pretraining_note("/some/folder")
+
+
+def test_the_cross_encoder_conditions_come_from_05s_sweep_in_its_precision(tmp_path, monkeypatch):
+    from tiny_setup import tiny_setup
+
+    from headlab.core import device as device_module
+    from headlab.core.engine import MaskEngine
+    from headlab.core.evaluate import predict, predicted_grades
+    from headlab.core.masking import head_grid
+    from headlab.findings.term_matching import term_matching_specs
+    from headlab.findings.two_tower import cross_encoder_grades
+    monkeypatch.setenv(device_module.PRECISION, "bf16")
+    setup = tiny_setup(tmp_path, n_right=3)
+    layers, heads = head_grid(setup.model)
+    matching = [(0, 1), (1, 2)]
+    swept = setup.sweep(term_matching_specs(layers, heads, matching, 2, 2, setup.study.seed), "term_matching",
+                        progress=False)
+    evaluated = []
+    real = MaskEngine.probabilities
+    monkeypatch.setattr(MaskEngine, "probabilities", lambda self, masks: evaluated.extend(masks) or real(self, masks))
+    grades = cross_encoder_grades(setup, matching, 2, 2)
+    assert not evaluated  # 05's masks are read, not run again
+    by_mask = swept.pivot(index="example", columns="mask_id", values="predicted")
+    np.testing.assert_array_equal(grades["masked"], by_mask["matching"])
+    np.testing.assert_array_equal(grades["unmasked"], by_mask["none"])
+    sep = setup.tokenizer.sep_token_id
+    run = dict(batch_size=setup.batch_size, pad_id=setup.pad_id, block_across=sep)
+    bf16 = predict(setup.model, setup.encoded, precision="bf16", **run)
+    fp32 = predict(setup.model, setup.encoded, **run)
+    assert np.abs(bf16 - fp32).max() > 1e-4  # the precisions differ, and the condition takes the sweeps' one
+    np.testing.assert_array_equal(grades["within sentence"], predicted_grades(bf16))

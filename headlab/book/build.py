@@ -8,8 +8,9 @@ its name and cell; Sphinx warnings (a missing page, an output it cannot show) ar
 A preset's models are trained first, in this process with all of torch's threads: the weights a training reaches
 depend on the thread count, so they are the weights a notebook run alone trains. Then the notebooks, which only load
 those models, run side by side (:func:`in_lanes`, by default two at a time with the cores shared out between them),
-each after the pages it reads (:data:`NEEDS`), the pages others read started first (:func:`waited_on_first`): their
-single-threaded parts (a kernel's start, tables, charts) overlap.
+each after the pages it reads (:data:`NEEDS`), the longest chain of work first (:func:`critical_path_first`, from the
+last build's timings), so no lane idles at the end while the other runs a long page; their single-threaded parts (a
+kernel's start, tables, charts) overlap.
 Inference with fewer threads gives the same grades (probabilities can differ in their last float digits), so the
 claims are those of a build that runs one notebook at a time.
 
@@ -35,7 +36,9 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
-from headlab.book.records import BuildClock, cache_state, models_table, overall_state, stacked
+import numpy as np
+
+from headlab.book.records import BuildClock, cache_state, models_table, overall_state, recorded_seconds, stacked
 from headlab.book.scorecard import scorecard_markdown, scorecard_table
 from headlab.core.device import resolve_device
 from headlab.core.worklog import WORK_LOG, logging_work, work_noted
@@ -251,19 +254,22 @@ def lanes_and_threads(lanes: int | None = None) -> tuple[int, int]:
     return lanes, max(1, cores // lanes)
 
 
-def waited_on_first(names: list[str], needs: dict[str, tuple]) -> list[str]:
-    """``names`` with the steps that more of the others wait on (directly or through another step) first, else in
-    the order given: a page that others read starts at once, so they are not left waiting at the end of the build
-    while one lane idles."""
-    def waiting(name: str) -> int:
-        found, todo = set(), [n for n in names if name in needs.get(n, ())]
-        while todo:
-            other = todo.pop()
-            if other not in found:
-                found.add(other)
-                todo.extend(n for n in names if other in needs.get(n, ()))
-        return len(found)
-    return sorted(names, key=waiting, reverse=True)  # stable: ties keep the order given
+def critical_path_first(names: list[str], needs: dict[str, tuple], seconds: dict[str, float] | None = None) -> list[str]:
+    """``names`` ordered by the longest chain of work each one starts, longest first: its own expected ``seconds``
+    plus the longest chain among the steps that wait on it (directly or through another). The lanes take the first
+    step whose pages are done, so a long page others wait on starts at once and a long page nobody waits on does
+    not end the build alone. A step without recorded seconds counts as the median of those with them (1 s when none
+    has any); ties keep the order given."""
+    seconds = {n: s for n, s in (seconds or {}).items() if n in names}
+    default = float(np.median(list(seconds.values()))) if seconds else 1.0
+    chains: dict[str, float] = {}
+
+    def chain(name: str) -> float:
+        if name not in chains:
+            waiting = [n for n in names if name in needs.get(n, ())]
+            chains[name] = seconds.get(name, default) + max((chain(n) for n in waiting), default=0.0)
+        return chains[name]
+    return sorted(names, key=chain, reverse=True)  # stable: ties keep the order given
 
 
 def run_step(label: str, source: Path, target: Path, settings: dict, threads: int, log: Path) -> float:
@@ -357,8 +363,10 @@ def execute_preset(preset: str, settings: dict, executed: Path, names: list[str]
         record("pretraining", seconds, log)
     with logging_work(logs / f"{preset}-fine-tuning.log") as log:
         record("fine-tuning", _fine_tune_first(settings, run), log)
+    timings = [Path(settings.get("RUN_DIR", "runs")) / "timings.csv", REPO / "results" / "timings.csv"]
+    expected = recorded_seconds(preset, state, timings)
     steps = {name: (f"{preset}: {name}", REPO / "notebooks" / f"{name}.ipynb", executed / f"{name}.ipynb", settings,
-                    threads, logs / f"{preset}-{name}.log") for name in waited_on_first(run, NEEDS)}
+                    threads, logs / f"{preset}-{name}.log") for name in critical_path_first(run, NEEDS, expected)}
     for name, seconds in in_lanes(steps, NEEDS, lanes):
         record(name, seconds, steps[name][-1])
     if clock:

@@ -120,6 +120,23 @@ class BuildClock:
             self.record("all", state, "make book", time.time() - int(started))
 
 
+def recorded_seconds(preset: str, state: str, tables: list[Path]) -> dict[str, float]:
+    """Each step's seconds in the latest recorded build of ``preset`` that started ``state`` (else in any state), from
+    the first of the timing ``tables`` that has one: what the build expects a step to take when it orders the
+    steps (:func:`headlab.book.build.critical_path_first`). Empty when nothing was recorded."""
+    for path in tables:
+        if not Path(path).exists():
+            continue
+        rows = pd.read_csv(path, dtype={"build": str, "preset": str, "state": str, "step": str})
+        rows = rows[rows["preset"] == preset]
+        same = rows[rows["state"] == state]
+        rows = same if len(same) else rows
+        if len(rows):
+            latest = rows[rows["build"] == rows["build"].max()]
+            return {str(step): float(s) for step, s in zip(latest["step"], latest["seconds"])}
+    return {}
+
+
 def outcome(start: str, computed: bool) -> str:
     """A preset's (or a build's) kind: ``cold`` when it started with nothing cached, ``warm`` when it started with
     everything it needed (no step computed anything), ``partial`` otherwise."""

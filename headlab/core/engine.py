@@ -10,20 +10,23 @@ What makes a sweep fast, and what this module does about each:
 - no work for a removed head: its output is zero, so a BERT layer leaves its query, key, value, attention and
   output-projection columns out (:func:`computed_heads`; both the same numbers up to float rounding);
 - sdpa attention, inference mode, and bf16 autocast where the hardware computes bf16 natively (a GPU, a CPU with
-  AVX512-BF16 or AMX: :func:`headlab.core.device.precision`), checked against fp32 by :meth:`precision_check`;
+  AVX512-BF16 or AMX: :func:`headlab.core.device.precision`), checked against fp32 by :meth:`precision_check`; its
+  layers' weights are cast to bf16 once (autocast casts every weight at every call: a tenth of a pass), the
+  unmasked recording included;
 - on a CPU in fp32, every layer's products go through oneDNN (:mod:`headlab.core.onednn`: twice MKL's speed on an AMD EPYC),
   the unmasked recording included, so a mask and its baseline are computed by the same function;
 - several masks per forward pass (``masks_per_pass``): the batch is repeated, one mask per copy.
 """
 from __future__ import annotations
 
+import hashlib
 from contextlib import ExitStack, contextmanager, nullcontext
 
 import numpy as np
 import torch
 
 from headlab.core.device import autocast, precision
-from headlab.core.evaluate import NUM_GRADES, Encoded, length_batches, model_inputs
+from headlab.core.evaluate import NUM_GRADES, Encoded, length_batches, model_inputs, weights_digest
 from headlab.core.masking import encoder_layers, head_grid, mask_heads
 from headlab.core.onednn import dense, keep_freed_memory, onednn_available
 
@@ -34,10 +37,11 @@ def first_masked_layer(mask: torch.Tensor) -> int:
     return int(rows[0]) if len(rows) else mask.shape[0]
 
 
-def _bert_layer_forward(layer, kept=None, cls_only: bool = False, onednn: bool = False, mean=None):
+def _bert_layer_forward(layer, kept=None, cls_only: bool = False, onednn: bool = False, mean=None,
+                        dtype: torch.dtype | None = None):
     """A ``BertLayer`` forward that computes only the heads in ``kept`` (all when None), and with ``cls_only`` only
     the output at ``[CLS]`` (shape batch x 1 x hidden); with ``onednn`` its products go through oneDNN
-    (:func:`headlab.core.onednn.dense`).
+    (:func:`headlab.core.onednn.dense`), with ``dtype`` (bf16 under bf16 autocast) its weights are cast once.
 
     A removed head's output is zero, so it adds nothing through the output projection: its query, key and value
     rows, its attention and its columns of the output projection are left out (the same numbers as the masking
@@ -60,17 +64,18 @@ def _bert_layer_forward(layer, kept=None, cls_only: bool = False, onednn: bool =
         for head in kept:
             removed[head * size:(head + 1) * size] = False
         bias = bias + mixing.dense.weight[:, removed] @ mean.to(bias)[removed]
-    if kept is None and not onednn:  # the modules themselves, so masking hooks on the output projection still apply
+    packed = onednn or dtype is not None
+    if kept is None and not packed:  # the modules themselves, so masking hooks on the output projection still apply
         query, key, value, mix = attention.query, attention.key, attention.value, mixing.dense
-    elif kept is None or kept:  # the kept heads' rows (every head's, for oneDNN), sliced and packed once here
+    elif kept is None or kept:  # the kept heads' rows (every head's, when packed), sliced and packed once here
         kept_heads = range(attention.num_attention_heads) if kept is None else kept
         rows = (torch.as_tensor(list(kept_heads), dtype=torch.long)[:, None] * size + torch.arange(size)).reshape(-1)
         rows = rows.to(mixing.dense.weight.device)
-        query, key, value = (dense(p.weight[rows], p.bias[rows], onednn)
+        query, key, value = (dense(p.weight[rows], p.bias[rows], onednn, dtype)
                              for p in (attention.query, attention.key, attention.value))
-        mix = dense(mixing.dense.weight[:, rows], bias, onednn)
-    if onednn:
-        into, out_of = dense(into.weight, into.bias), dense(out_of.weight, out_of.bias)
+        mix = dense(mixing.dense.weight[:, rows], bias, onednn, dtype)
+    if packed:
+        into, out_of = dense(into.weight, into.bias, onednn, dtype), dense(out_of.weight, out_of.bias, onednn, dtype)
 
     def forward(hidden_states, attention_mask=None, *args, **kwargs):
         batch, length, _ = hidden_states.shape
@@ -109,10 +114,11 @@ def reads_cls_only(model) -> bool:
 
 @contextmanager
 def computed_heads(model, mask: torch.Tensor, from_layer: int = 0, cls_only: bool = False, onednn: bool = False,
-                   means: torch.Tensor | None = None):
+                   means: torch.Tensor | None = None, dtype: torch.dtype | None = None):
     """Inside the block, layers ``from_layer`` and up compute only the heads that the 0/1 ``mask`` keeps, and with
     ``cls_only`` the last layer computes its output at ``[CLS]`` alone (a BERT encoder, :func:`prunes_heads`); with
-    ``onednn`` every one of those layers computes its products through oneDNN, whether it loses a head or not.
+    ``onednn`` every one of those layers computes its products through oneDNN, and with ``dtype`` with weights cast
+    to it once, whether it loses a head or not.
 
     The grades are those of :func:`headlab.core.masking.mask_heads` on the full model, up to float rounding; a
     random mask of half the heads saves about a sixth of a pass, a removed layer a third of that layer. With
@@ -123,11 +129,11 @@ def computed_heads(model, mask: torch.Tensor, from_layer: int = 0, cls_only: boo
     for index, layer in enumerate(layers[from_layer:], start=from_layer):
         row, last = mask[index], cls_only and index == len(layers) - 1
         keeps_all = bool((row == 1).all())
-        if keeps_all and not last and not onednn:
+        if keeps_all and not last and not onednn and dtype is None:
             continue
         kept = None if keeps_all else torch.nonzero(row == 1).flatten().tolist()
         layer.forward = _bert_layer_forward(layer, kept, cls_only=last, onednn=onednn,
-                                            mean=None if means is None else means[index])
+                                            mean=None if means is None else means[index], dtype=dtype)
         changed.append(layer)
     try:
         yield
@@ -186,10 +192,17 @@ class MaskEngine:
     def _autocast(self):
         return autocast(self.device, "bf16" if self.autocast else "fp32")
 
+    @property
+    def _packed_dtype(self) -> torch.dtype | None:
+        """bf16 when the engine's own layers run under bf16 autocast: their weights are cast once, not per call."""
+        return torch.bfloat16 if self.autocast and self.leave_out_removed else None
+
     def _record_layer_outputs(self) -> list[list]:
         """One unmasked pass that keeps every layer's output, per batch (its layers computed as the masked ones are)."""
         recorded = []
-        layers = computed_heads(self.model, torch.ones(self.shape), onednn=True) if self.onednn else nullcontext()
+        packed = self.onednn or self._packed_dtype is not None
+        layers = (computed_heads(self.model, torch.ones(self.shape), onednn=self.onednn, dtype=self._packed_dtype)
+                  if packed else nullcontext())
         with layers:
             for _, inputs in self.batches:
                 outputs = []
@@ -240,7 +253,8 @@ class MaskEngine:
         """How the layers from ``skip`` up apply ``mask``: left-out heads (one 0/1 mask, a BERT encoder) or hooks."""
         cls_only = self.cls_only and skip < len(self.layers) and reads_cls_only(self.model)
         if self.leave_out_removed and mask.dim() == 2 and bool(((mask == 0) | (mask == 1)).all()):
-            return computed_heads(self.model, mask, skip, cls_only, onednn=self.onednn, means=self.means)
+            return computed_heads(self.model, mask, skip, cls_only, onednn=self.onednn, means=self.means,
+                                  dtype=self._packed_dtype)
         stack = ExitStack()
         if cls_only:
             stack.enter_context(computed_heads(self.model, torch.ones(self.shape), len(self.layers) - 1, cls_only=True))
@@ -248,7 +262,8 @@ class MaskEngine:
         return stack
 
     def precision_check(self) -> dict:
-        """Unmasked predictions with and without autocast: share of equal grades and largest probability gap."""
+        """Unmasked predictions with and without autocast: share of equal grades and largest probability gap. The
+        autocast pass's recorded layers are kept for the masks that follow (when the engine autocasts)."""
         keep = torch.ones(self.shape)
         saved = self.autocast, self._layer_outputs
         try:
@@ -256,7 +271,23 @@ class MaskEngine:
             exact = self.probabilities([keep])[0]
             self.autocast, self._layer_outputs = True, None
             fast = self.probabilities([keep])[0]
+            recorded = self._layer_outputs
         finally:
             self.autocast, self._layer_outputs = saved
+        if self.autocast and self._layer_outputs is None:
+            self._layer_outputs = recorded
         return {"grade_agreement": float(np.mean(exact.argmax(1) == fast.argmax(1))),
                 "max_prob_diff": float(np.abs(exact - fast).max()), "n_examples": self.n}
+
+    def precision_key(self) -> str:
+        """What :meth:`precision_check` depends on, hashed: the model's weights, the split's batches, the precision,
+        device type and the layers the engine computes itself (not the ablation: an unmasked pass removes no head).
+        Engines with one key have one precision check, so a build checks each model and split once."""
+        digest = hashlib.sha256(repr((self.autocast, self.device.type, self.leave_out_removed, self.cls_only,
+                                      weights_digest(self.model))).encode())
+        for idx, inputs in self.batches:
+            digest.update(np.asarray(idx).tobytes())
+            for name, tensor in sorted(inputs.items()):
+                digest.update(name.encode())
+                digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        return digest.hexdigest()[:16]

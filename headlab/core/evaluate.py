@@ -4,6 +4,7 @@ Grades 1..5 are classes 0..4 inside the model; every table headlab writes uses g
 """
 from __future__ import annotations
 
+import hashlib
 import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from headlab.core.device import autocast
 from headlab.core.masking import mask_heads
 
 NUM_GRADES = 5
@@ -118,15 +120,26 @@ def model_inputs(model, batch: dict, device) -> dict:
     return {k: v.to(device) for k, v in batch.items()}
 
 
+def weights_digest(model) -> str:
+    """A hash of the model's weights (names and bytes): a key for results computed from them."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
 @torch.inference_mode()
 def predict(model, encoded: Encoded, mask=None, batch_size: int = 64, device="cpu", pad_id: int = 0,
-            block_across: int | None = None) -> np.ndarray:
+            block_across: int | None = None, precision: str = "fp32") -> np.ndarray:
     """Grade probabilities (examples x 5) of the model, with the heads of ``mask`` removed if given.
 
-    ``block_across=sep_id`` keeps attention inside each sentence (:func:`within_sentence_mask`)."""
+    ``block_across=sep_id`` keeps attention inside each sentence (:func:`within_sentence_mask`); ``precision="bf16"``
+    computes under bf16 autocast, as the sweeps do where :func:`headlab.core.device.precision` chooses it, so the
+    probabilities compare with a sweep's unmasked row."""
     probs = np.zeros((len(encoded), NUM_GRADES), dtype=np.float32)
     model.eval()
-    with mask_heads(model, mask) if mask is not None else nullcontext():
+    with mask_heads(model, mask) if mask is not None else nullcontext(), autocast(device, precision):
         for idx, batch in length_batches(encoded, batch_size, pad_id):
             if block_across is not None:
                 batch["attention_mask"] = within_sentence_mask(batch, block_across)

@@ -28,10 +28,14 @@ def onednn_available(device) -> bool:
     return torch.device(device).type == "cpu" and torch.backends.mkldnn.is_available()
 
 
-def dense(weight: torch.Tensor, bias: torch.Tensor | None, onednn: bool = True):
+def dense(weight: torch.Tensor, bias: torch.Tensor | None, onednn: bool = True, dtype: torch.dtype | None = None):
     """``x -> x @ weight.T + bias`` for inference: through oneDNN (the weights converted once, here) or, with
-    ``onednn=False``, through :func:`torch.nn.functional.linear`."""
+    ``onednn=False``, through :func:`torch.nn.functional.linear`, its weights cast to ``dtype`` once here if given
+    (under bf16 autocast a bf16 copy made once gives the same products as autocast's cast of every call)."""
     if not onednn:
+        if dtype is not None:
+            weight = weight.detach().to(dtype)
+            bias = None if bias is None else bias.detach().to(dtype)
         return lambda x: torch.nn.functional.linear(x, weight, bias)
     packed_weight = weight.detach().float().contiguous().to_mkldnn()
     packed_bias = None if bias is None else bias.detach().float().contiguous().to_mkldnn()

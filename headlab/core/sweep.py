@@ -115,10 +115,11 @@ def _check_plan(out_dir: Path, plan: pd.DataFrame) -> None:
         if not old.equals(new):
             raise SweepError(f"{path} describes a different sweep; use another folder or delete it to start over")
     else:
-        _atomic_write(path, plan.to_csv(index=False))
+        write_atomically(path, plan.to_csv(index=False))
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary name beside ``path``, then rename: a killed run never leaves half a file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
@@ -143,15 +144,25 @@ def with_baseline(specs: list[MaskSpec]) -> list[MaskSpec]:
 
 
 def check_precision(out_dir: Path, engine: MaskEngine, tolerance: float = PRECISION_TOLERANCE) -> dict | None:
-    """Compare the engine's reduced precision with fp32 once per sweep folder (``precision.csv``); stop above ``tolerance``.
+    """Compare the engine's reduced precision with fp32 once per model and split (kept beside the sweep folders as
+    ``precision/<key>.csv``, :meth:`MaskEngine.precision_key`) and copy it into each sweep folder's ``precision.csv``;
+    stop above ``tolerance``.
 
     Masked runs and their baseline share the engine's precision, so a precision flip is never counted as an
     effect; this check says how far that precision is from fp32 and refuses to go on when too many grades move.
     """
     if not engine.autocast:
         return None
-    path = out_dir / "precision.csv"
-    return record_precision(out_dir, None if path.exists() else engine.precision_check(), tolerance)
+    if (out_dir / "precision.csv").exists():
+        return record_precision(out_dir, None, tolerance)
+    shared = out_dir.parent / "precision" / f"{engine.precision_key()}.csv"
+    if shared.exists():
+        check = pd.read_csv(shared).to_dict("records")[0]
+    else:
+        check = engine.precision_check()
+        shared.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(shared, pd.DataFrame([check]).to_csv(index=False))
+    return record_precision(out_dir, check, tolerance)
 
 
 def record_precision(out_dir: Path, check: dict | None, tolerance: float = PRECISION_TOLERANCE) -> dict:
@@ -159,7 +170,7 @@ def record_precision(out_dir: Path, check: dict | None, tolerance: float = PRECI
     the recorded check moves more than ``tolerance`` of the unmasked grades."""
     path = out_dir / "precision.csv"
     if not path.exists():
-        _atomic_write(path, pd.DataFrame([check]).to_csv(index=False))
+        write_atomically(path, pd.DataFrame([check]).to_csv(index=False))
     check = pd.read_csv(path).iloc[0].to_dict()
     changed = 1.0 - check["grade_agreement"]
     if changed > tolerance:
@@ -171,7 +182,8 @@ def record_precision(out_dir: Path, check: dict | None, tolerance: float = PRECI
 def run_sweep(model, encoded: Encoded, specs: list[MaskSpec], out_dir, batch_size: int = 64, device="cpu",
               shard: int = 0, n_shards: int = 1, pad_id: int = 0, progress: bool = True,
               masks_per_pass: int = 1, autocast: bool | None = None, cluster=None,
-              chunk_size: int = 8, means: torch.Tensor | None = None) -> pd.DataFrame | None:
+              chunk_size: int = 8, means: torch.Tensor | None = None,
+              engine: MaskEngine | None = None) -> pd.DataFrame | None:
     """Evaluate every mask of ``specs`` (this shard's share of them), saving each as soon as it is done.
 
     Masks run through :class:`headlab.core.engine.MaskEngine` (layer reuse, several masks per pass, bf16 autocast
@@ -182,6 +194,8 @@ def run_sweep(model, encoded: Encoded, specs: list[MaskSpec], out_dir, batch_siz
     workers evaluate chunks of ``chunk_size`` masks and this process saves their results as they arrive.
     Returns the per-example table of the whole sweep once every shard has finished, else None. With ``means``
     (:func:`headlab.core.masking.head_means`) removed heads are mean-ablated instead of zeroed, in this process.
+    ``engine``, one already built on ``model`` and ``encoded`` (e.g. a :class:`headlab.lab.Lab`'s), is used in this
+    process instead of a new one, so its recorded unmasked layers serve every sweep of the split.
     """
     if means is not None and cluster is not None:
         raise ValueError("a mean-ablation sweep runs in this process: leave cluster=None")
@@ -201,8 +215,8 @@ def run_sweep(model, encoded: Encoded, specs: list[MaskSpec], out_dir, batch_siz
         note_work(f"sweep {out_dir.name}: {len(groups)} masks")
         groups.sort(key=lambda g: first_masked_layer(g[1]))  # so a chunk shares its reusable layers
         if cluster is None:
-            engine = MaskEngine(model, encoded, batch_size, device, pad_id, masks_per_pass=masks_per_pass,
-                                autocast=autocast, means=means)
+            engine = engine or MaskEngine(model, encoded, batch_size, device, pad_id, masks_per_pass=masks_per_pass,
+                                          autocast=autocast, means=means)
             check_precision(out_dir, engine)
             chunks = [groups[i : i + engine.masks_per_pass] for i in range(0, len(groups), engine.masks_per_pass)]
             results = ((i, engine.probabilities([keep for _, keep in chunk]), None) for i, chunk in enumerate(chunks))
@@ -217,7 +231,7 @@ def run_sweep(model, encoded: Encoded, specs: list[MaskSpec], out_dir, batch_siz
                 for (group, _), probs in zip(chunks[i], probabilities):
                     for spec in group:
                         table = per_example_table(spec.mask_id, probs, encoded.grades)
-                        _atomic_write(_mask_file(out_dir, spec.mask_id), table.to_csv(index=False, float_format="%.6f"))
+                        write_atomically(_mask_file(out_dir, spec.mask_id), table.to_csv(index=False, float_format="%.6f"))
                 bar.update(len(chunks[i]))
     return load_sweep(out_dir) if all(_mask_file(out_dir, s.mask_id).exists() for s in specs) else None
 

@@ -19,6 +19,7 @@ _PUBLIC = {
     "ENGLISH_STOPWORDS": "headlab.findings.roles",
     "cls_profile": "headlab.findings.roles",
     "role_scores": "headlab.findings.roles",
+    "pair_role_scores": "headlab.findings.roles",
     "showcase_examples": "headlab.findings.roles",
     "matching_heads": "headlab.findings.term_matching",
     "random_lower_sets": "headlab.findings.term_matching",

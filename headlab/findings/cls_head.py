@@ -15,6 +15,8 @@ renders as its verdict and saves. This page's ``cls_head.masking_hurts`` is the 
 """
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
@@ -213,19 +215,26 @@ def spread_under_masks(setup, layer: int, head: int, head_sets, before: pd.DataF
     """Mean change of the head's [CLS] entropy and shared-term share with each set of heads masked.
 
     ``before`` is the unmasked :func:`headlab.findings.roles.cls_profile` of the same examples (at least this head).
-    One row per head set: draw, heads ("l.h;l.h"), entropy_delta, shared_share_delta.
+    One row per head set: draw, heads ("l.h;l.h"), entropy_delta, shared_share_delta. Computed once and kept
+    (:meth:`headlab.lab.Lab.stored`): each set is an attention pass over the examples.
     """
     keys = ["example", "layer", "head"]
     base = _one_head(before, layer, head).set_index(keys)
     examples = base.index.get_level_values("example").unique()
-    rows = []
-    for draw, chosen in enumerate(head_sets):
-        after = head_cls_profile(setup, examples, layer, head, chosen, stopwords).set_index(keys)
-        change = after[["entropy", "shared_share"]] - base[["entropy", "shared_share"]]
-        rows.append({"draw": draw, "heads": ";".join(f"{l}.{h}" for l, h in chosen),
-                     "entropy_delta": float(change["entropy"].mean()),
-                     "shared_share_delta": float(change["shared_share"].mean())})
-    return pd.DataFrame(rows)
+    head_sets = [[(int(l), int(h)) for l, h in chosen] for chosen in head_sets]
+
+    def compute() -> pd.DataFrame:
+        rows = []
+        for draw, chosen in enumerate(head_sets):
+            after = head_cls_profile(setup, examples, layer, head, chosen, stopwords).set_index(keys)
+            change = after[["entropy", "shared_share"]] - base[["entropy", "shared_share"]]
+            rows.append({"draw": draw, "heads": ";".join(f"{l}.{h}" for l, h in chosen),
+                         "entropy_delta": float(change["entropy"].mean()),
+                         "shared_share_delta": float(change["shared_share"].mean())})
+        return pd.DataFrame(rows)
+    key = {"layer": int(layer), "head": int(head), "head_sets": head_sets, "stopwords": sorted(stopwords or []),
+           "before": hashlib.sha256(base.to_csv().encode()).hexdigest()}
+    return setup.stored("cls_spread_under_masks", key, compute)
 
 
 def cls_rows(runs: dict, encoded, tokenizer, examples, layer: int, head: int, batch_size: int = 32, device="cpu",

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from headlab.core.attention import Tokens, token_roles
+from headlab.core.evaluate import weights_digest
 from headlab.core.stats import bootstrap_weights
 from headlab.inputs.pieces import piece_convention, word_spans
 
@@ -217,6 +218,16 @@ def role_scores(attention, encoded, tokenizer, stopwords=None, per_example: bool
                          lambda maps, tokens: example_role_scores(maps, tokens, tokenizer, stopwords))
     long = long.sort_values(["example", "layer", "head"], ignore_index=True)
     return long if per_example else summarize_roles(long)
+
+
+def pair_role_scores(setup, examples=None, model=None, stopwords=None) -> pd.DataFrame:
+    """Every head's role scores on each of ``examples`` (all by default) of the lab's split, from the lab's model or
+    ``model`` (e.g. the pretrained encoder): :func:`role_scores` with ``per_example=True``, computed once per model,
+    examples and stopwords and kept (:meth:`headlab.lab.Lab.stored`), as each is an attention pass over the pairs."""
+    key = {"examples": None if examples is None else [int(e) for e in examples], "stopwords": sorted(stopwords or []),
+           "weights": weights_digest(setup.model if model is None else model)}
+    return setup.stored("pair_role_scores", key, lambda: role_scores(
+        setup.attention(examples, model=model), setup.encoded, setup.tokenizer, stopwords=stopwords, per_example=True))
 
 
 def summarize_roles(per_example: pd.DataFrame) -> pd.DataFrame:

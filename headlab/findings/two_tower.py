@@ -17,11 +17,15 @@ import numpy as np
 import pandas as pd
 
 from headlab.core.attention import token_roles
-from headlab.core.evaluate import metrics
+from headlab.core.device import precision
+from headlab.core.evaluate import GRADE_LABELS, metrics, predict, predicted_grades
+from headlab.core.masking import head_grid
 from headlab.core.stats import Floor, bootstrap_weights, mcnemar, relative_change
+from headlab.core.sweep import BASELINE
 from headlab.findings.claims import Claim
 from headlab.findings.lexical import fit_lexical
 from headlab.findings.roles import shared_terms
+from headlab.findings.term_matching import term_matching_specs
 
 REFERENCE = "cross-encoder"
 STUDY_MASKED = -0.524  # the study's 5 term-matching heads masked; it measured no two-tower model
@@ -39,6 +43,24 @@ PRETRAINING = {
                "prediction on sentence pairs read together), never as a two-tower encoder",
     "zh-char-mlm": "zh-char-mlm was pretrained by headlab on masked characters only, never as a two-tower encoder",
 }
+
+
+def cross_encoder_grades(setup, matching, draws: int, keep_draws: int) -> dict[str, np.ndarray]:
+    """The cross-encoder's predicted grades unmasked (``"unmasked"``), with the term-matching heads masked
+    (``"masked"``), and with attention kept inside each sentence (``"within sentence"``), all in the sweeps'
+    precision: the first two read from notebook 05's sweep (the same masks, never evaluated twice; run here where 05
+    has not run), the third computed once and kept (:meth:`headlab.lab.Lab.stored`)."""
+    layers, heads = head_grid(setup.model)
+    per_example = setup.sweep(term_matching_specs(layers, heads, matching, draws, keep_draws, setup.study.seed),
+                              "term_matching", progress=False)
+    grades = per_example.pivot(index="example", columns="mask_id", values="predicted").sort_index()
+    sep = int(setup.tokenizer.sep_token_id)
+    chosen = precision(setup.device)
+    within = setup.stored("within_sentence_probs", {"block_across": sep}, lambda: pd.DataFrame(
+        predict(setup.model, setup.encoded, batch_size=setup.batch_size, device=setup.device, pad_id=setup.pad_id,
+                block_across=sep, precision=chosen), columns=[f"p{g}" for g in GRADE_LABELS]))
+    return {"unmasked": grades[BASELINE].to_numpy(), "masked": grades["matching"].to_numpy(),
+            "within sentence": predicted_grades(within.to_numpy())}
 
 
 def pretraining_note(model: str) -> str:

@@ -41,6 +41,7 @@ from headlab.core.sweep import (
     single_head_specs,
     summarize,
     with_baseline,
+    write_atomically,
 )
 from headlab.inputs.data import get_split, load_data
 from headlab.models.finetune import FinetuneConfig, checkpoint_dir, finetune
@@ -299,7 +300,8 @@ class Lab:
         return run_sweep(self.model, self.encoded if encoded is None else encoded, specs,
                          self.study.sweep_dir(f"{name}-mean" if mean else name, specs), batch_size=self.batch_size,
                          device=self.device, pad_id=self.pad_id, progress=progress,
-                         cluster=None if mean else self.study.cluster, means=self.means() if mean else None)
+                         cluster=None if mean else self.study.cluster, means=self.means() if mean else None,
+                         engine=self.ablation_engine(ablation) if encoded is None else None)
 
     def ablate_each_head(self, name: str | None = None, n_boot: int = 2000) -> pd.DataFrame:
         """Every head removed alone: one row per head (``layer``, ``head``), and the unmasked row."""
@@ -319,8 +321,21 @@ class Lab:
                             progress)
 
     def importance(self, normalize: bool = True) -> pd.DataFrame:
-        """Gradient head importance on this split (:func:`headlab.core.gradients.gradient_importance`)."""
-        return gradient_importance(self.model, self.encoded, self.batch_size, self.device, self.pad_id, normalize)
+        """Gradient head importance on this split (:func:`headlab.core.gradients.gradient_importance`), computed once
+        and kept (:meth:`stored`)."""
+        return self.stored("head_importance", {"normalize": normalize}, lambda: gradient_importance(
+            self.model, self.encoded, self.batch_size, self.device, self.pad_id, normalize))
+
+    def stored(self, name: str, key, compute) -> pd.DataFrame:
+        """The table ``compute()`` returns, computed once per ``key`` (what it depends on beyond this model and split,
+        in JSON) and the precision, kept as ``stored/<name>-<hash>.csv`` in the study's folder: a rebuild reads it
+        instead of recomputing. The table is always the one read back, so a first run and a rebuild show the same."""
+        text = json.dumps({"key": key, "precision": precision(self.device)}, sort_keys=True)
+        path = self.study.table_dir / "stored" / f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:10]}.csv"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(path, compute().to_csv(index=False, na_rep="NaN"))
+        return pd.read_csv(path, keep_default_na=False, na_values=["NaN"])  # an empty string stays one
 
     def attention(self, examples=None, drop=(), model=None):
         """Yield ``(example, maps)`` for the examples (all by default), heads in ``drop`` removed: one pass, streamed.
