@@ -27,7 +27,7 @@ import torch
 
 from headlab.core.device import autocast, precision
 from headlab.core.evaluate import NUM_GRADES, Encoded, length_batches, model_inputs, weights_digest
-from headlab.core.masking import encoder_layers, head_grid, mask_heads
+from headlab.core.masking import KEPT_HEADS, encoder_layers, head_grid, mask_heads
 from headlab.core.onednn import dense, keep_freed_memory, onednn_available
 
 
@@ -99,17 +99,17 @@ def _bert_layer_forward(layer, kept=None, cls_only: bool = False, onednn: bool =
 
 def prunes_heads(model) -> bool:
     """True for a BERT encoder whose layers are plain self-attention and feed-forward (no cross-attention, no
-    chunking): the engine can leave removed heads out of the computation instead of zeroing their outputs."""
+    chunking) with every head (not pruned): the engine can leave removed heads out of the computation instead of
+    zeroing their outputs."""
     config = model.config
     return (config.model_type == "bert" and not config.is_decoder and not config.add_cross_attention
-            and config.chunk_size_feed_forward == 0)
+            and config.chunk_size_feed_forward == 0 and getattr(config, KEPT_HEADS, None) is None)
 
 
 def reads_cls_only(model) -> bool:
-    """True for a BERT sequence classifier without cross-attention: its grade reads the last layer at ``[CLS]``."""
-    config = model.config
-    return (config.model_type == "bert" and type(model).__name__ == "BertForSequenceClassification"
-            and not config.is_decoder and not config.add_cross_attention and config.chunk_size_feed_forward == 0)
+    """True for a BERT sequence classifier the engine computes itself (:func:`prunes_heads`): its grade reads the
+    last layer at ``[CLS]``."""
+    return (type(model).__name__ == "BertForSequenceClassification" and prunes_heads(model))
 
 
 @contextmanager

@@ -48,9 +48,15 @@ def head_grid(model: nn.Module) -> tuple[int, int]:
     return len(encoder_layers(model)), model.config.num_attention_heads
 
 
+KEPT_HEADS = "headlab_kept_heads"  # a pruned model's config field (headlab.core.pruning): its kept heads per layer
+
+
 def _check_mask(model: nn.Module, mask: torch.Tensor) -> torch.Tensor:
     layers, heads = head_grid(model)
     mask = torch.as_tensor(mask)
+    if getattr(model.config, KEPT_HEADS, None) is not None and bool((mask != 1).any()):
+        raise ValueError("this model is pruned (its layers keep only some heads, headlab.core.pruning): mask the "
+                         "original model, whose head indices these are")
     if mask.dim() not in (2, 3) or tuple(mask.shape[-2:]) != (layers, heads):
         raise ValueError(
             f"head mask must have shape ({layers}, {heads}) or (batch, {layers}, {heads}) for this model, "

@@ -32,6 +32,7 @@ from headlab.core.evaluate import Encoded, encode, length_batches, metrics, mode
 from headlab.core.gradients import gradient_importance
 from headlab.core.masking import head_grid, head_means
 from headlab.core.patching import run_patching, single_head_patches
+from headlab.core.pruning import prune_heads
 from headlab.core.stats import Floor, bootstrap_weights, mcnemar, relative_change
 from headlab.core.sweep import (
     MaskSpec,
@@ -45,7 +46,7 @@ from headlab.core.sweep import (
 )
 from headlab.inputs.data import get_split, load_data
 from headlab.models.finetune import FinetuneConfig, checkpoint_dir, finetune
-from headlab.models.loading import load_classifier, load_tokenizer
+from headlab.models.loading import is_pruned_folder, load_classifier, load_tokenizer
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -96,12 +97,17 @@ class Study:
                               precision=precision(self.torch_device))
 
     def fine_tune(self) -> Path:
-        """The fine-tuned model folder: trained on the first call (minutes), then read from the cache."""
-        return finetune(self.finetune_config, device=self.torch_device)
+        """The fine-tuned model folder: trained on the first call (minutes), then read from the cache; a pruned
+        model folder (:meth:`Lab.prune`) is already fine-tuned and is used as it is."""
+        return self.checkpoint if is_pruned_folder(self.model) else finetune(self.finetune_config,
+                                                                               device=self.torch_device)
 
     @property
     def checkpoint(self) -> Path:
-        """Where the fine-tuned model lives in the cache (found from the settings; nothing is trained)."""
+        """Where the fine-tuned model lives in the cache (found from the settings; nothing is trained), or the pruned
+        model's own folder."""
+        if is_pruned_folder(self.model):
+            return Path(self.model).expanduser().resolve()
         return checkpoint_dir(self.finetune_config)
 
     @property
@@ -319,6 +325,18 @@ class Lab:
         folder = self.study.table_dir / "patches" / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
         return run_patching(self.model, source, target, patches, folder, self.batch_size, self.device, self.pad_id,
                             progress)
+
+    def prune(self, drop, folder=None):
+        """This model without the heads in ``drop`` ((layer, head) pairs), rebuilt with smaller layers
+        (:func:`headlab.core.pruning.prune_heads`: no masks, the grades of masking them); with a ``folder``, saved
+        there as safetensors with its tokenizer and the kept heads in its config, which ``headlab.load(model=folder)``
+        loads back (already fine-tuned: nothing is trained)."""
+        pruned = prune_heads(self.model, drop)
+        if folder is not None:
+            folder = Path(folder)
+            pruned.save_pretrained(folder, safe_serialization=True)
+            self.tokenizer.save_pretrained(folder)
+        return pruned
 
     def importance(self, normalize: bool = True) -> pd.DataFrame:
         """Gradient head importance on this split (:func:`headlab.core.gradients.gradient_importance`), computed once

@@ -9,10 +9,12 @@ import json
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoTokenizer
 
 from headlab.core.evaluate import NUM_GRADES
 from headlab.core.masking import OUTPUT_PROJECTION
+from headlab.core.pruning import KEPT_HEADS, shape_for_kept_heads
 from headlab.inputs.assets import ASSETS, asset_path, is_asset
 from headlab.models.names import MODELS, is_pretrained_name, named_model_dir
 from headlab.models.training import is_complete
@@ -47,6 +49,16 @@ def resolve_model(spec: str, allow_pickle: bool = False) -> str:
             f"a model headlab pretrains {sorted(MODELS)}, a local model folder, or a Hugging Face id when online)"
         )
     return spec  # a hub id; loading it needs the network unless it is in the local HF cache
+
+
+def is_pruned_folder(spec: str) -> bool:
+    """True when ``spec`` is a local folder holding a model :func:`headlab.core.pruning.prune_heads` made and
+    :meth:`headlab.lab.Lab.prune` saved (its config names the kept heads): a fine-tuned grader, used as it is."""
+    config = Path(str(spec)).expanduser() / "config.json"
+    try:
+        return config.is_file() and KEPT_HEADS in json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
 
 
 def _check_folder(folder: Path, allow_pickle: bool) -> None:
@@ -86,6 +98,8 @@ def _load(loader, spec: str, allow_pickle: bool, attn: str, **kwargs):
         )
 
     def load(implementation: str):
+        if getattr(config, KEPT_HEADS, None) is not None:
+            return _load_pruned(loader, Path(path), config, implementation)
         return loader.from_pretrained(path, trust_remote_code=False, use_safetensors=None if allow_pickle else True,
                                       attn_implementation=implementation, **kwargs)
 
@@ -98,6 +112,23 @@ def _load(loader, spec: str, allow_pickle: bool, attn: str, **kwargs):
             return load("eager")
     except OSError as err:
         raise ModelError(f"could not load model {spec!r}: {err}") from None
+
+
+def _load_pruned(loader, folder: Path, config, attn: str) -> torch.nn.Module:
+    """A model :func:`headlab.core.pruning.prune_heads` saved: built from its config with the smaller layers its kept
+    heads need, then its safetensors weights loaded into it (every tensor, with its shape, must match)."""
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise ModelError(f"pruned model folder {folder} has no weights (*.safetensors)")
+    model = shape_for_kept_heads(loader.from_config(config, attn_implementation=attn))
+    weights = {}
+    for file in files:
+        weights.update(load_file(str(file)))
+    try:
+        model.load_state_dict(weights, strict=True)
+    except RuntimeError as err:
+        raise ModelError(f"{folder}: the weights do not fit the heads its config keeps ({KEPT_HEADS}): {err}") from None
+    return model
 
 
 def load_classifier(spec: str, attn: str = "sdpa", allow_pickle: bool = False) -> torch.nn.Module:

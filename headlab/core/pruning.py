@@ -1,0 +1,103 @@
+"""Remove heads for real: a BERT whose layers keep only some heads, to serve faster than a masked one.
+
+Masking a head (:mod:`headlab.core.masking`) zeroes its output but still computes it, so a masked model is no
+faster (transformers 5 removed ``prune_heads``). :func:`prune_heads` rebuilds each layer with only the kept heads'
+rows of the query, key and value matrices and their columns of the output projection: the same function as masking
+those heads (a removed head adds nothing through the output projection), with a smaller model. A layer that keeps
+no head keeps only the projection's bias (:class:`NoHeads`). The kept heads are written into the config
+(:data:`KEPT_HEADS`), so :func:`shape_for_kept_heads` can rebuild the smaller layers from it before the weights are
+loaded from safetensors (:func:`headlab.models.loading.load_classifier`); no remote code.
+"""
+from __future__ import annotations
+
+import copy
+import warnings
+
+import torch
+
+from headlab.core.masking import KEPT_HEADS, encoder_layers
+
+
+class NoHeads(torch.nn.Module):
+    """The self-attention of a layer that keeps no head: its output has no columns, so the output projection adds
+    its bias alone."""
+
+    def forward(self, hidden_states, *args, **kwargs):
+        return hidden_states.new_zeros(*hidden_states.shape[:-1], 0), None
+
+
+def kept_heads(model) -> list[list[int]] | None:
+    """Per layer, the original indices of the heads a pruned model keeps; None for a model that was not pruned."""
+    kept = getattr(model.config, KEPT_HEADS, None)
+    return None if kept is None else [list(map(int, layer)) for layer in kept]
+
+
+def _check_bert(model) -> None:
+    config = model.config
+    if config.model_type != "bert" or config.is_decoder or config.add_cross_attention:
+        raise ValueError(f"pruning rebuilds BERT encoder layers; model_type={config.model_type!r} is not one")
+
+
+def _shrink(layer, heads: list[int], size: int, copy_weights: bool) -> None:
+    """Give ``layer`` the matrices of ``heads`` only (their weights copied when ``copy_weights``)."""
+    attention, mixing = layer.attention.self, layer.attention.output.dense
+    if not heads:
+        layer.attention.self = NoHeads()
+        with warnings.catch_warnings():  # a weight with no columns has nothing to initialise, and torch says so
+            warnings.filterwarnings("ignore", "Initializing zero-element tensors is a no-op")
+            projection = torch.nn.Linear(0, mixing.out_features, device=mixing.weight.device,
+                                         dtype=mixing.weight.dtype)
+        if copy_weights:
+            projection.bias.data.copy_(mixing.bias.data)
+        layer.attention.output.dense = projection
+        return
+    rows = (torch.as_tensor(heads)[:, None] * size + torch.arange(size)).reshape(-1).to(mixing.weight.device)
+    for name in ("query", "key", "value"):
+        old = getattr(attention, name)
+        new = torch.nn.Linear(old.in_features, len(rows), device=old.weight.device, dtype=old.weight.dtype)
+        if copy_weights:
+            new.weight.data.copy_(old.weight.data[rows])
+            new.bias.data.copy_(old.bias.data[rows])
+        setattr(attention, name, new)
+    projection = torch.nn.Linear(len(rows), mixing.out_features, device=mixing.weight.device, dtype=mixing.weight.dtype)
+    if copy_weights:
+        projection.weight.data.copy_(mixing.weight.data[:, rows])
+        projection.bias.data.copy_(mixing.bias.data)
+    layer.attention.output.dense = projection
+    attention.num_attention_heads, attention.all_head_size = len(heads), len(rows)
+
+
+def _kept_from_drop(model, drop) -> list[list[int]]:
+    layers, heads = len(encoder_layers(model)), model.config.num_attention_heads
+    dropped = {(int(l), int(h)) for l, h in drop}
+    outside = sorted((l, h) for l, h in dropped if not (0 <= l < layers and 0 <= h < heads))
+    if outside:
+        raise ValueError(f"heads {outside} are not in this model's {layers} layers x {heads} heads")
+    return [[h for h in range(heads) if (l, h) not in dropped] for l in range(layers)]
+
+
+def prune_heads(model, drop) -> torch.nn.Module:
+    """A copy of the BERT ``model`` without the heads in ``drop`` ((layer, head) pairs): smaller matrices, no masks,
+    the same grades as masking them (up to float rounding). The kept heads are recorded in its config."""
+    _check_bert(model)
+    if kept_heads(model) is not None:
+        raise ValueError("this model is already pruned; prune the original model with the union of the heads")
+    kept = _kept_from_drop(model, drop)
+    pruned = copy.deepcopy(model)
+    size = model.config.hidden_size // model.config.num_attention_heads
+    for layer, heads in zip(encoder_layers(pruned), kept):
+        if len(heads) < model.config.num_attention_heads:
+            _shrink(layer, heads, size, copy_weights=True)
+    setattr(pruned.config, KEPT_HEADS, kept)
+    return pruned.eval()
+
+
+def shape_for_kept_heads(model) -> torch.nn.Module:
+    """Give a freshly built BERT the smaller layers its config's :data:`KEPT_HEADS` name (weights to be loaded)."""
+    _check_bert(model)
+    kept = kept_heads(model)
+    size = model.config.hidden_size // model.config.num_attention_heads
+    for layer, heads in zip(encoder_layers(model), kept or []):
+        if len(heads) < model.config.num_attention_heads:
+            _shrink(layer, heads, size, copy_weights=False)
+    return model
