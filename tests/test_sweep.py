@@ -173,3 +173,31 @@ def test_a_sweep_on_a_given_engine_reuses_it_and_gives_the_same_numbers(tmp_path
     given = run_sweep(model, encoded, specs, tmp_path / "given", batch_size=4, progress=False, engine=engine)
     assert engine._layer_outputs is recorded
     pd.testing.assert_frame_equal(fresh, given)
+
+
+def test_a_mask_another_sweep_of_the_model_evaluated_is_copied_not_evaluated_again(tmp_path, monkeypatch):
+    model, encoded = tiny_bert(), random_encoded(n=12)
+    heads = single_head_specs(3, 4)
+    first = run_sweep(model, encoded, heads[:4], tmp_path / "first", batch_size=4, progress=False)
+    evaluated = []
+    real = MaskEngine.probabilities
+    monkeypatch.setattr(MaskEngine, "probabilities", lambda self, masks: evaluated.extend(masks) or real(self, masks))
+    # the same heads under other names, and two new masks
+    specs = [MaskSpec("again-" + s.mask_id, s.dropped, "again") for s in heads[2:4]] + heads[4:6]
+    second = run_sweep(model, encoded, specs, tmp_path / "second", batch_size=4, progress=False)
+    assert len(evaluated) == 2  # heads[4:6] only: the unmasked row and heads[2:4] were copied
+    fresh = run_sweep(model, encoded, specs, tmp_path / "elsewhere" / "fresh", batch_size=4, progress=False)
+    pd.testing.assert_frame_equal(second, fresh)
+    mine = second.set_index(["mask_id", "example"]).loc["again-" + heads[2].mask_id]
+    theirs = first.set_index(["mask_id", "example"]).loc[heads[2].mask_id]
+    pd.testing.assert_frame_equal(mine, theirs)
+    # another engine (mean-ablation, or other weights) shares nothing
+    evaluated.clear()
+    means = torch.randn(3, model.config.hidden_size)
+    run_sweep(model, encoded, heads[:2], tmp_path / "mean", batch_size=4, progress=False, means=means)
+    assert len(evaluated) == 3
+    with torch.no_grad():
+        model.classifier.bias.add_(1.0)
+    evaluated.clear()
+    run_sweep(model, encoded, heads[:2], tmp_path / "other weights", batch_size=4, progress=False)
+    assert len(evaluated) == 3

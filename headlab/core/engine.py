@@ -279,6 +279,16 @@ class MaskEngine:
         return {"grade_agreement": float(np.mean(exact.argmax(1) == fast.argmax(1))),
                 "max_prob_diff": float(np.abs(exact - fast).max()), "n_examples": self.n}
 
+    def results_key(self) -> str:
+        """What a mask's probabilities depend on besides the mask: :meth:`precision_key`, how removed heads are
+        replaced (zero, or the means) and how the passes are laid out. Sweeps whose engines share this key share
+        their masks (:func:`headlab.core.sweep.run_sweep` copies a mask another such sweep evaluated)."""
+        digest = hashlib.sha256(self.precision_key().encode())
+        digest.update(repr((self.onednn, self.masks_per_pass, self.reuse_layers)).encode())
+        if self.means is not None:
+            digest.update(self.means.detach().cpu().float().numpy().tobytes())
+        return digest.hexdigest()[:16]
+
     def precision_key(self) -> str:
         """What :meth:`precision_check` depends on, hashed: the model's weights, the split's batches, the precision,
         device type and the layers the engine computes itself (not the ablation: an unmasked pass removes no head).

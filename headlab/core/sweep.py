@@ -179,6 +179,39 @@ def record_precision(out_dir: Path, check: dict | None, tolerance: float = PRECI
     return check
 
 
+ENGINE_KEY = "engine.txt"  # in a sweep folder: the results key of the engine that evaluated its masks
+
+
+def reuse_evaluated(out_dir: Path, key: str, groups: list) -> list:
+    """Copy into ``out_dir`` every mask of ``groups`` (lists of specs removing the same heads, with their keep mask)
+    that a sweep folder beside it already evaluated with an engine of the same results key
+    (:meth:`headlab.core.engine.MaskEngine.results_key`: same weights, inputs, precision and ablation), so no mask
+    is evaluated twice across a model's sweeps; return the groups left to evaluate. The folder records its key."""
+    marker = out_dir / ENGINE_KEY
+    if not marker.exists():
+        write_atomically(marker, key)
+    done: dict[tuple, Path] = {}
+    for folder in sorted(p for p in out_dir.parent.iterdir() if p != out_dir and (p / ENGINE_KEY).is_file()):
+        if (folder / ENGINE_KEY).read_text() != key or not (folder / "plan.csv").is_file():
+            continue
+        plan = pd.read_csv(folder / "plan.csv", keep_default_na=False, dtype=str)
+        for mask_id, dropped in zip(plan["mask_id"], plan["dropped"]):
+            heads = tuple(sorted(tuple(int(x) for x in h.split(".")) for h in dropped.split(";") if h))
+            if heads not in done and _mask_file(folder, mask_id).is_file():
+                done[heads] = _mask_file(folder, mask_id)
+    left = []
+    for group, keep in groups:
+        source = done.get(tuple(sorted(group[0].dropped)))
+        if source is None:
+            left.append((group, keep))
+            continue
+        table = pd.read_csv(source)
+        for spec in group:
+            write_atomically(_mask_file(out_dir, spec.mask_id), table.assign(mask_id=spec.mask_id).to_csv(
+                index=False, float_format="%.6f"))
+    return left
+
+
 def run_sweep(model, encoded: Encoded, specs: list[MaskSpec], out_dir, batch_size: int = 64, device="cpu",
               shard: int = 0, n_shards: int = 1, pad_id: int = 0, progress: bool = True,
               masks_per_pass: int = 1, autocast: bool | None = None, cluster=None,
@@ -212,12 +245,15 @@ def run_sweep(model, encoded: Encoded, specs: list[MaskSpec], out_dir, batch_siz
         for spec in todo:
             same_heads.setdefault(tuple(sorted(spec.dropped)), []).append(spec)
         groups = [(group, group[0].keep(layers, heads)) for group in same_heads.values()]
-        note_work(f"sweep {out_dir.name}: {len(groups)} masks")
         groups.sort(key=lambda g: first_masked_layer(g[1]))  # so a chunk shares its reusable layers
         if cluster is None:
             engine = engine or MaskEngine(model, encoded, batch_size, device, pad_id, masks_per_pass=masks_per_pass,
                                           autocast=autocast, means=means)
             check_precision(out_dir, engine)
+            groups = reuse_evaluated(out_dir, engine.results_key(), groups)
+        if groups:
+            note_work(f"sweep {out_dir.name}: {len(groups)} masks")
+        if cluster is None:
             chunks = [groups[i : i + engine.masks_per_pass] for i in range(0, len(groups), engine.masks_per_pass)]
             results = ((i, engine.probabilities([keep for _, keep in chunk]), None) for i, chunk in enumerate(chunks))
         else:
