@@ -201,3 +201,17 @@ def test_a_mask_another_sweep_of_the_model_evaluated_is_copied_not_evaluated_aga
     evaluated.clear()
     run_sweep(model, encoded, heads[:2], tmp_path / "other weights", batch_size=4, progress=False)
     assert len(evaluated) == 3
+
+
+def test_a_finished_folder_without_its_key_gets_it_and_shares_its_masks(tmp_path, monkeypatch):
+    model, encoded = tiny_bert(), random_encoded(n=12)
+    heads = single_head_specs(3, 4)
+    run_sweep(model, encoded, heads[:3], tmp_path / "old", batch_size=4, progress=False)
+    (tmp_path / "old" / sweep_module.ENGINE_KEY).unlink()  # as a folder finished before the key was kept
+    run_sweep(model, encoded, heads[:3], tmp_path / "old", batch_size=4, progress=False)  # nothing left to run
+    assert (tmp_path / "old" / sweep_module.ENGINE_KEY).is_file()
+    evaluated = []
+    real = MaskEngine.probabilities
+    monkeypatch.setattr(MaskEngine, "probabilities", lambda self, masks: evaluated.extend(masks) or real(self, masks))
+    run_sweep(model, encoded, heads[1:3], tmp_path / "new", batch_size=4, progress=False)
+    assert not evaluated

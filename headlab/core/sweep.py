@@ -269,6 +269,10 @@ def run_sweep(model, encoded: Encoded, specs: list[MaskSpec], out_dir, batch_siz
                         table = per_example_table(spec.mask_id, probs, encoded.grades)
                         write_atomically(_mask_file(out_dir, spec.mask_id), table.to_csv(index=False, float_format="%.6f"))
                 bar.update(len(chunks[i]))
+    elif cluster is None and not (out_dir / ENGINE_KEY).exists():  # a folder finished before folders kept their key
+        engine = engine or MaskEngine(model, encoded, batch_size, device, pad_id, masks_per_pass=masks_per_pass,
+                                      autocast=autocast, means=means)
+        write_atomically(out_dir / ENGINE_KEY, engine.results_key())
     return load_sweep(out_dir) if all(_mask_file(out_dir, s.mask_id).exists() for s in specs) else None
 
 
