@@ -80,3 +80,18 @@ def test_blocking_changes_predictions_and_none_is_the_plain_model():
     plain, blocked = predict(model, encoded), predict(model, encoded, block_across=3)
     assert not np.allclose(plain, blocked, atol=1e-4)
     assert np.array_equal(predict(model, encoded, block_across=None), plain)
+
+
+def test_the_weights_digest_follows_every_change_of_the_weights():
+    from conftest import tiny_bert
+
+    from headlab.core.evaluate import weights_digest
+    model = tiny_bert()
+    first, bias = weights_digest(model), model.classifier.bias.detach().clone()
+    assert weights_digest(model) == first and weights_digest(tiny_bert()) == first  # same weights, same digest
+    with torch.no_grad():
+        model.classifier.bias.add_(1.0)
+    assert weights_digest(model) != first
+    with torch.no_grad():
+        model.classifier.bias.copy_(bias)
+    assert weights_digest(model) == first  # the bytes decide, not the history

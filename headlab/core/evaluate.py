@@ -120,13 +120,21 @@ def model_inputs(model, batch: dict, device) -> dict:
     return {k: v.to(device) for k, v in batch.items()}
 
 
+_DIGESTS: dict[tuple, str] = {}  # weights_digest's, by the tensors' storage and in-place version counters
+
+
 def weights_digest(model) -> str:
-    """A hash of the model's weights (names and bytes): a key for results computed from them."""
-    digest = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
-        digest.update(name.encode())
-        digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
-    return digest.hexdigest()
+    """A hash of the model's weights (names and bytes): a key for results computed from them. Hashed once per state
+    of the tensors (an in-place change bumps a tensor's version, so it is hashed again)."""
+    state = sorted(model.state_dict().items())
+    seen = (id(model), tuple((name, t.data_ptr(), t._version) for name, t in state))
+    if seen not in _DIGESTS:
+        digest = hashlib.sha256()
+        for name, tensor in state:
+            digest.update(name.encode())
+            digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+        _DIGESTS[seen] = digest.hexdigest()
+    return _DIGESTS[seen]
 
 
 @torch.inference_mode()
