@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one prepared GPU check: the 12-layer book (preset mpnet), the two multilingual-e5-small books (presets e5-zh and
 # e5-en, their fine-tuning settings chosen on the dev split first), the Chinese character model at GPU size and its
-# book, and the sweep benchmark, each timed.
+# book, the sweep benchmark and the pruning benchmark, each timed.
 #
 #   HEADLAB_CACHE=/path/to/cache OUT=/path/to/results benchmarks/gpu_book.sh
 #
@@ -58,6 +58,10 @@ timed book_zh $PY -m headlab.book --preset zh-char --set MODEL=zh-char-gpu --set
 # headlab's sweep engine against the naive loop (default model), 8 masks per forward pass.
 timed sweep_speed $PY benchmarks/sweep_speed.py --device cuda --masks-per-pass 8 --naive-sample 8
 
+# a pruned model against the unpruned one (half the heads, least important on the dev split), pairs per second
+timed prune_speed $PY benchmarks/prune_speed.py --device cuda --batch-sizes 1 64 256 --out "$OUT/prune_speed.csv"
+
 cat "$OUT/timings.txt"
 tail -n 12 "$OUT/sweep_speed.log"
+tail -n 3 "$OUT/prune_speed.log"
 exit $status

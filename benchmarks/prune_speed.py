@@ -8,6 +8,7 @@ on the dev pairs only; speed and grades are measured on the test pairs. Each bat
     python benchmarks/prune_speed.py                       # the default model, half the heads removed
     python benchmarks/prune_speed.py --share 0.4 --batch-sizes 1 64 --repeats 7
     python benchmarks/prune_speed.py --model e5-small --data stsb-zh
+    python benchmarks/prune_speed.py --device cuda --batch-sizes 1 64 256   # on a GPU (benchmarks/gpu_book.sh)
 
 Writes one row per model variant and batch size to ``--out`` (default ``results/prune_speed.csv``, appended), with
 the parameter count, the safetensors file size and the share of test grades the pruned model shares with masking.
@@ -51,13 +52,14 @@ def main(argv=None) -> int:
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 64])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--pairs", type=int, default=256, help="test pairs per timed pass at batch size 1")
+    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
     parser.add_argument("--out", default="results/prune_speed.csv")
     args = parser.parse_args(argv)
     if not 0 < args.share < 1:
         parser.error(f"--share must be between 0 and 1, got {args.share}")
 
-    test = headlab.load(model=args.model, data=args.data, split="test")
-    dev = headlab.load(model=args.model, data=args.data, split="dev")
+    test = headlab.load(model=args.model, data=args.data, split="test", device=args.device)
+    dev = headlab.load(model=args.model, data=args.data, split="dev", device=args.device)
     drop = least_important(dev.importance(), args.share)
     device, chosen = test.device, precision(test.device)
     with tempfile.TemporaryDirectory() as folder:
