@@ -164,3 +164,14 @@ def test_a_stored_table_keeps_empty_strings_and_missing_numbers_apart(tmp_path):
     lab = tiny_setup(tmp_path, n_right=3)
     table = lab.stored("mixed", {}, lambda: pd.DataFrame({"heads": ["", "0.1"], "value": [np.nan, 2.0]}))
     assert table["heads"].tolist() == ["", "0.1"] and np.isnan(table["value"][0]) and table["value"][1] == 2.0
+
+
+def test_a_stored_table_computed_is_noted_in_the_work_log_and_a_read_one_is_not(tmp_path):
+    from headlab.core.worklog import logging_work, work_noted
+    lab = tiny_setup(tmp_path, n_right=3)
+    with logging_work(tmp_path / "first.log") as log:
+        lab.stored("noted", {}, lambda: pd.DataFrame({"x": [1]}))
+    assert len(work_noted(log)) == 1 and work_noted(log)[0].startswith("table noted-")
+    with logging_work(tmp_path / "again.log") as log:
+        lab.stored("noted", {}, lambda: pd.DataFrame({"x": [1]}))
+    assert work_noted(log) == []

@@ -44,6 +44,7 @@ from headlab.core.sweep import (
     with_baseline,
     write_atomically,
 )
+from headlab.core.worklog import note_work
 from headlab.inputs.data import get_split, load_data
 from headlab.models.finetune import FinetuneConfig, checkpoint_dir, finetune
 from headlab.models.loading import is_pruned_folder, load_classifier, load_tokenizer
@@ -352,6 +353,7 @@ class Lab:
         path = self.study.table_dir / "stored" / f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:10]}.csv"
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
+            note_work(f"table {path.stem}")  # the build's records: this step computed something
             write_atomically(path, compute().to_csv(index=False, na_rep="NaN"))
         return pd.read_csv(path, keep_default_na=False, na_values=["NaN"])  # an empty string stays one
 
