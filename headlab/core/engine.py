@@ -11,8 +11,8 @@ What makes a sweep fast, and what this module does about each:
   output-projection columns out (:func:`computed_heads`; both the same numbers up to float rounding);
 - sdpa attention, inference mode, and bf16 autocast where the hardware computes bf16 natively (a GPU, a CPU with
   AVX512-BF16 or AMX: :func:`headlab.core.device.precision`), checked against fp32 by :meth:`precision_check`; its
-  layers' weights are cast to bf16 once (autocast casts every weight at every call: a tenth of a pass), the
-  unmasked recording included;
+  layers' weights are cast to bf16 once (autocast keeps its cast of a parameter, but casts the kept heads' sliced
+  weights again at every call), the unmasked recording included;
 - on a CPU in fp32, every layer's products go through oneDNN (:mod:`headlab.core.onednn`: twice MKL's speed on an AMD EPYC),
   the unmasked recording included, so a mask and its baseline are computed by the same function;
 - several masks per forward pass (``masks_per_pass``): the batch is repeated, one mask per copy.

@@ -67,6 +67,15 @@ def _shrink(layer, heads: list[int], size: int, copy_weights: bool) -> None:
     attention.num_attention_heads, attention.all_head_size = len(heads), len(rows)
 
 
+def _shrink_layers(model, kept: list[list[int]], copy_weights: bool):
+    """Give every layer that loses a head the matrices of its ``kept`` heads only (:func:`_shrink`); the model."""
+    size = model.config.hidden_size // model.config.num_attention_heads
+    for layer, heads in zip(encoder_layers(model), kept):
+        if len(heads) < model.config.num_attention_heads:
+            _shrink(layer, heads, size, copy_weights)
+    return model
+
+
 def _kept_from_drop(model, drop) -> list[list[int]]:
     layers, heads = len(encoder_layers(model)), model.config.num_attention_heads
     dropped = {(int(l), int(h)) for l, h in drop}
@@ -83,11 +92,7 @@ def prune_heads(model, drop) -> torch.nn.Module:
     if kept_heads(model) is not None:
         raise ValueError("this model is already pruned; prune the original model with the union of the heads")
     kept = _kept_from_drop(model, drop)
-    pruned = copy.deepcopy(model)
-    size = model.config.hidden_size // model.config.num_attention_heads
-    for layer, heads in zip(encoder_layers(pruned), kept):
-        if len(heads) < model.config.num_attention_heads:
-            _shrink(layer, heads, size, copy_weights=True)
+    pruned = _shrink_layers(copy.deepcopy(model), kept, copy_weights=True)
     setattr(pruned.config, KEPT_HEADS, kept)
     return pruned.eval()
 
@@ -95,9 +100,4 @@ def prune_heads(model, drop) -> torch.nn.Module:
 def shape_for_kept_heads(model) -> torch.nn.Module:
     """Give a freshly built BERT the smaller layers its config's :data:`KEPT_HEADS` name (weights to be loaded)."""
     _check_bert(model)
-    kept = kept_heads(model)
-    size = model.config.hidden_size // model.config.num_attention_heads
-    for layer, heads in zip(encoder_layers(model), kept or []):
-        if len(heads) < model.config.num_attention_heads:
-            _shrink(layer, heads, size, copy_weights=False)
-    return model
+    return _shrink_layers(model, kept_heads(model) or [], copy_weights=False)
