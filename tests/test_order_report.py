@@ -145,11 +145,13 @@ def test_thirty_draws_cannot_decide_the_masking_claim():
 
 def test_enough_draws_decide_the_masking_claim_by_its_empirical_p():
     assert draws_needed() == 20 * FAMILY and draws_needed(0.05, 1) == 20  # 1 / (1 + N) below 0.05 / FAMILY
-    assert _masking(0.05, 600, 1 / 601, -0.1).verdict == "holds"
-    assert _masking(0.3, 600, 1.0, 0.2, p_reverse=1 / 601).verdict == "opposite"  # more sensitive than random heads
-    some = _masking(0.15, 600, 0.3, -0.01)
+    n = draws_needed()
+    assert _masking(0.05, n, 1 / (n + 1), -0.1).verdict == "holds"
+    assert _masking(0.3, n, 1.0, 0.2, p_reverse=1 / (n + 1)).verdict == "opposite"  # more sensitive than random heads
+    assert _masking(0.05, n - 20, 1 / (n - 19), -0.1).verdict == "cannot tell"  # one claim fewer's draws: too few
+    some = _masking(0.15, n, 0.3, -0.01)
     assert some.verdict == "cannot tell" and "not below 5%" in some.reason
-    assert "**cannot be told** here" in verdict_masking(*_comparison(0.19, 600, 0.8, 0.02), k=7)
+    assert "**cannot be told** here" in verdict_masking(*_comparison(0.19, n, 0.8, 0.02), k=7)
 
 
 def test_sensitivity_reduction_reverse_p_by_hand():

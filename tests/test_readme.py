@@ -186,3 +186,34 @@ def test_a_shared_build_that_ran_notebooks_side_by_side_is_judged_on_each_preset
     assert "* e5-en, cold (2026-12-04T00:00:00Z): 50 min 00 s (its steps, in a build of default e5-en)" in "\n".join(lines)
     header = lines[0]
     assert header.index("fine-tuning") < header.index("01_redundancy") < header.index("preset total") < header.index("site")
+
+
+def test_the_pruning_block_reads_each_presets_page_and_the_benchmarks_speedups(tmp_path):
+    from headlab.book.records import pruning_table
+    from headlab.lab.study import Study
+
+    built = {"default": {"RUN_DIR": str(tmp_path / "runs")}, "e5-en": {"RUN_DIR": str(tmp_path / "runs"),
+                                                                      "MODEL": "e5-small", "FREEZE_WORD_EMBEDDINGS": True}}
+    for preset, share in (("default", 0.2), ("e5-en", 0.3)):
+        folder = Study.from_globals(built[preset]).table_dir
+        pd.DataFrame([{"kind": "random", "share": 0.0, "n_heads": 0, "lo": 0.0, "hi": 0.1, "margin": 0.02,
+                       "n_examples": 1379},
+                      {"kind": "importance-all", "share": share, "n_heads": 14, "lo": 0.1, "hi": 0.3, "margin": 0.02,
+                       "n_examples": 1379}]).to_csv(folder / "pruning_safe_share.csv", index=False)
+        pd.DataFrame([{"heads_removed": 14, "heads_kept": 58, "parameters": 22.0e6, "parameters_unpruned": 22.7e6,
+                       "file_mb": 84.0, "file_mb_unpruned": 86.7, "accuracy": 0.54, "accuracy_masked": 0.54,
+                       "accuracy_unpruned": 0.55, "grades_as_masking": 0.999, "n_examples": 1379}]).to_csv(
+            folder / "pruning_model.csv", index=False)
+    table = pruning_table(built)
+    assert list(table["preset"]) == ["default", "e5-en"] and list(table["model"]) == ["minilm", "e5-small"]
+    assert list(table["importance_share"]) == [0.2, 0.3] and list(table["random_hi"]) == [0.1, 0.1]
+    row = dict(model="minilm", data="stsb-en", share_removed=0.2, machine="AMD EPYC", device="cpu", batch_size=64)
+    pd.DataFrame([dict(row, variant="unpruned", pairs_per_s=100.0), dict(row, variant="pruned", pairs_per_s=125.0),
+                  dict(row, variant="pruned", share_removed=0.5, pairs_per_s=300.0)]).to_csv(
+        tmp_path / "prune_speed.csv", index=False)
+    lines = readme.pruning_block(table, tmp_path)
+    default, e5 = (next(line for line in lines if line.startswith(f"| {p} |")) for p in ("default", "e5-en"))
+    assert "**20%** (14 heads) [10%, 30%]" in default and "**0%** (0 heads) [0%, 10%]" in default
+    assert "1.25x at batch 64 (cpu, AMD EPYC)" in default and "99.9% of 1379" in default
+    assert "not measured yet" in e5 and "58, 22.0M of 22.7M, 84 of 87 MB" in e5
+    assert any("less than 2% of the unmasked accuracy" in line for line in lines)

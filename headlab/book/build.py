@@ -38,7 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from headlab.book.records import BuildClock, cache_state, models_table, overall_state, recorded_seconds, stacked
+from headlab.book.records import (BuildClock, cache_state, models_table, overall_state, pruning_table, recorded_seconds,
+                                   stacked)
 from headlab.book.scorecard import scorecard_markdown, scorecard_table
 from headlab.core.device import resolve_device
 from headlab.core.worklog import WORK_LOG, logging_work, work_noted
@@ -55,7 +56,7 @@ PRESETS = {
     "default": {},
     "tiny": {"EPOCHS": 1, "TRAIN_LIMIT": 64, "EVAL_LIMIT": 40, "DRAWS": 2, "SHARES": [0.0, 0.5, 1.0], "N_BOOT": 200,
              "DEVICE": "cpu", "CONTROL_DRAWS": 2, "N_EXPLORE": 2, "RANDOM_DRAWS": 3, "K_MAX": 3,
-             "EXPLORE_EXAMPLES": 3, "EXPLORE_DRAWS": 2, "KEEP_DRAWS": 2, "PATCH_DRAWS": 2},
+             "EXPLORE_EXAMPLES": 3, "EXPLORE_DRAWS": 2, "KEEP_DRAWS": 2, "PATCH_DRAWS": 2, "HALF_SHARES": [0.2, 0.5]},
     # all-mpnet-base-v2 (12 x 12 heads) on one GPU: 30 random draws per share (the CPU defaults use 5-20)
     "mpnet": {"MODEL": "mpnet", "DEVICE": "cuda", "DRAWS": 30, "N_BOOT": 2000, "BATCH_SIZE": 256},
     # the character-level Chinese BERT headlab pretrains (12 x 12 heads; headlab.models.pretrain), on Chinese STS-B;
@@ -84,10 +85,12 @@ CELL_TIMEOUT = 6 * 3600
 CELL_TIMEOUT_VARIABLE = "HEADLAB_CELL_TIMEOUT"
 # What a page reads that another page writes, so it runs after that page: 05 chooses the term-matching heads that 06,
 # 07 and 08 read (headlab.findings.term_matching.matching_heads), and 07 reads 02's single-head sweep
-# (headlab.findings.cls_head.single_head_correct), as 09 reads both (headlab.findings.patching). Every page reads the
-# models, which are trained before any runs.
+# (headlab.findings.cls_head.single_head_correct), as 09 reads both (headlab.findings.patching); 10 reads 01's random
+# draws and 02's whole halves from their sweeps (headlab.findings.pruning). Every page reads the models, which are
+# trained before any runs.
 NEEDS = {"06_finetune_delta": ("05_term_matching",), "07_cls_head": ("02_layer_dependence", "05_term_matching"),
-         "08_two_tower": ("05_term_matching",), "09_patching": ("02_layer_dependence", "05_term_matching")}
+         "08_two_tower": ("05_term_matching",), "09_patching": ("02_layer_dependence", "05_term_matching"),
+         "10_pruning": ("01_redundancy", "02_layer_dependence")}
 TWO_TOWER_PAGE = "08_two_tower"  # the page that loads the two-tower model as well as the cross-encoder
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")  # torch's and numpy's thread pools
 
@@ -417,6 +420,7 @@ def build(presets: dict[str, dict], work: Path | None = None, run_dir: Path | No
     table.to_csv(Path(run_dir) / "scorecard.csv", index=False)
     models.to_csv(Path(run_dir) / "models.csv", index=False, float_format="%.6g")
     two_tower.to_csv(Path(run_dir) / "two_tower.csv", index=False, float_format="%.6g")
+    pruning_table(presets).to_csv(Path(run_dir) / "pruning.csv", index=False, float_format="%.6g")
     site_started = time.time()
     (work / "scorecard.md").write_text(scorecard_markdown(table, folders, not_built_commands(list(presets)), models,
                                                           two_tower), encoding="utf-8")

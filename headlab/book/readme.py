@@ -26,7 +26,7 @@ from headlab.findings.claims import ALPHA, FAMILY, STUDY_CLAIMS, study_claim_id
 from headlab.lab.study import REPO
 
 RESULTS = REPO / "results"
-BLOCKS = ("scorecard", "models", "tuning", "two_tower", "timings")
+BLOCKS = ("scorecard", "models", "tuning", "two_tower", "pruning", "timings")
 # the time budgets on 2 cores (seconds) a preset's `make book` is held to, cold and warm (developers' guide, #16)
 BUDGETS = {"default": {"cold": 30 * 60, "warm": 5 * 60}, "e5-zh": {"cold": 2 * 3600, "warm": 10 * 60},
            "e5-en": {"cold": 2 * 3600, "warm": 10 * 60}}
@@ -35,7 +35,7 @@ PRESET_TOTAL = "preset total"  # a preset's own wall time, which its overlapping
 # runs them side by side), then its total
 NOTEBOOK_STEPS = ("pretraining", "fine-tuning", "00_setup", "01_redundancy", "02_layer_dependence",
                   "03_word_segmentation", "04_word_order", "05_term_matching", "06_finetune_delta", "07_cls_head",
-                  "08_two_tower", "09_patching", PRESET_TOTAL)
+                  "08_two_tower", "09_patching", "10_pruning", PRESET_TOTAL)
 
 
 def begin(name: str) -> str:
@@ -64,7 +64,7 @@ def collect(runs: Path, results: Path = RESULTS) -> list[str]:
     """Copy what ``runs`` holds into ``results``; the names of the tables updated."""
     results.mkdir(parents=True, exist_ok=True)
     updated = []
-    for name in ("scorecard", "models", "two_tower"):
+    for name in ("scorecard", "models", "two_tower", "pruning"):
         source = runs / f"{name}.csv"
         if source.exists() and not pd.read_csv(source).empty:
             _merge_into(results / f"{name}.csv", pd.read_csv(source), judged_by_this_rule if name == "scorecard"
@@ -185,6 +185,50 @@ def two_tower_block(table: pd.DataFrame) -> list[str]:
     return lines
 
 
+def pruning_block(table: pd.DataFrame, results: Path = RESULTS) -> list[str]:
+    """Notebook 10 on every model: how many heads can go within the margin, chosen by importance and at random, and
+    the pruned model at the importance share: its size, its grades beside masking, and its speed-up where
+    ``benchmarks/prune_speed.py`` measured one (``results/prune_speed.csv``) at that share."""
+    speed = pd.read_csv(results / "prune_speed.csv") if (results / "prune_speed.csv").exists() else None
+    lines = ["| preset | heads removed within the margin: by importance | at random | pruned model: heads kept, "
+             "parameters, file | grades as masking | speed-up (pairs/s, pruned over unpruned) |",
+             "|---|---|---|---|---|---|"]
+    for _, r in table.iterrows():
+        safe = lambda kind: (f"**{r[f'{kind}_share']:.0%}** ({int(r[f'{kind}_heads'])} heads) "  # noqa: E731
+                             f"[{r[f'{kind}_lo']:.0%}, {r[f'{kind}_hi']:.0%}]")
+        grades = "" if _missing(r.get("grades_as_masking")) else f"{r.grades_as_masking:.1%} of {int(r.n_examples)}"
+        lines.append(f"| {r.preset} | {safe('importance')} | {safe('random')} | {_pruned_cell(r)} | {grades} | "
+                     f"{speedup_text(speed, r)} |")
+    margin = table["margin"].dropna()
+    if not margin.empty:
+        lines += ["", f"Within the margin: every share up to it loses less than {margin.iloc[0]:.0%} of the unmasked "
+                      "accuracy (relative); 95% bootstrap intervals over the test pairs (and the random draws). The "
+                      "speed-ups are medians of repeated timed passes, on the machine named."]
+    return lines
+
+
+def _pruned_cell(r) -> str:
+    """The pruned model's heads, parameters and file size; or why none was built (its ``note``)."""
+    if _missing(r.get("heads_kept")):
+        return "" if _missing(r.get("note")) else str(r.note)
+    return (f"{int(r.heads_kept)}, {r.parameters / 1e6:.1f}M of {r.parameters_unpruned / 1e6:.1f}M, "
+            f"{r.file_mb:.0f} of {r.file_mb_unpruned:.0f} MB")
+
+
+def speedup_text(speed: pd.DataFrame | None, row) -> str:
+    """The benchmark's speed-ups for one preset's model and data at its importance share, per device and batch size."""
+    if speed is None or _missing(row.get("heads_kept")):
+        return ""
+    rows = speed[(speed["model"] == row.model) & (speed["data"] == row.data)
+                 & ((speed["share_removed"] - row.importance_share).abs() < 1e-6)]
+    parts = []
+    for (machine, device, batch), group in rows.groupby(["machine", "device", "batch_size"], sort=False):
+        rate = group.groupby("variant")["pairs_per_s"].last()
+        if {"pruned", "unpruned"} <= set(rate.index):
+            parts.append(f"{rate['pruned'] / rate['unpruned']:.2f}x at batch {int(batch)} ({device}, {machine})")
+    return "; ".join(parts) if parts else "not measured yet"
+
+
 def timings_block(table: pd.DataFrame) -> list[str]:
     """The latest build of each kind (its presets and cache state), step by step; one row per preset."""
     totals = table[table["preset"] == "all"]
@@ -279,8 +323,10 @@ def block(name: str, results: Path = RESULTS) -> str:
     path = results / f"{name}.csv"
     if not path.exists():
         body = [f"No `results/{name}.csv` yet: no build has recorded one."]
-    elif name == "scorecard":  # the one block that also reads its models' tables beside it
+    elif name == "scorecard":  # the blocks that also read other tables beside their own
         body = scorecard_block(pd.read_csv(path), results)
+    elif name == "pruning":
+        body = pruning_block(pd.read_csv(path), results)
     else:
         body = RENDER[name](pd.read_csv(path))
     return "\n".join([begin(name), "", *body, "", end(name)])

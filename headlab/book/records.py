@@ -184,3 +184,22 @@ def stacked(built: dict[str, dict], name: str) -> pd.DataFrame:
     frames = [pd.read_csv(path).assign(preset=preset) for preset, settings in built.items()
               if (path := Study.from_globals(settings).results_folder / f"{name}.csv").exists()]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["preset"])
+
+
+def pruning_table(built: dict[str, dict]) -> pd.DataFrame:
+    """Each preset's pruning page (``10_pruning``) in one row: its model and data, the largest share of heads removed
+    within the margin by importance and at random (``<kind>_share``, ``_lo``, ``_hi``, ``_heads``), and the pruned
+    model's size and grades beside masking (``pruning_model.csv``)."""
+    safe = stacked(built, "pruning_safe_share")
+    if safe.empty:
+        return pd.DataFrame(columns=["preset"])
+    safe["kind"] = safe["kind"].map(lambda kind: "importance" if kind.startswith("importance") else kind)
+    wide = safe.pivot(index="preset", columns="kind", values=["share", "lo", "hi", "n_heads"])
+    wide.columns = [f"{kind}_{value if value != 'n_heads' else 'heads'}" for value, kind in wide.columns]
+    wide = wide.reset_index().merge(safe.groupby("preset")[["margin"]].first().reset_index(), on="preset")
+    model = stacked(built, "pruning_model")
+    table = wide.merge(model, on="preset", how="left") if not model.empty else wide
+    names = pd.DataFrame([{"preset": p, "model": Study.from_globals(s).model, "data": Study.from_globals(s).data}
+                          for p, s in built.items()])
+    table = names.merge(table, on="preset")
+    return table.set_index("preset").loc[[p for p in built if p in set(table["preset"])]].reset_index()

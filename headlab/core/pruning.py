@@ -32,10 +32,19 @@ def kept_heads(model) -> list[list[int]] | None:
     return None if kept is None else [list(map(int, layer)) for layer in kept]
 
 
-def _check_bert(model) -> None:
+def cannot_prune(model) -> str:
+    """Why :func:`prune_heads` cannot rebuild this model ("" when it can): it rebuilds BERT encoder layers only (an
+    MPNet, for one, adds a relative position bias per head that its layers share)."""
     config = model.config
     if config.model_type != "bert" or config.is_decoder or config.add_cross_attention:
-        raise ValueError(f"pruning rebuilds BERT encoder layers; model_type={config.model_type!r} is not one")
+        return f"pruning rebuilds BERT encoder layers; model_type={config.model_type!r} is not one"
+    return ""
+
+
+def _check_bert(model) -> None:
+    why = cannot_prune(model)
+    if why:
+        raise ValueError(why)
 
 
 def _shrink(layer, heads: list[int], size: int, copy_weights: bool) -> None:

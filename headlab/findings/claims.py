@@ -86,7 +86,7 @@ FINDINGS = {"01_redundancy": "01 redundancy", "02_layer_dependence": "02 layer d
             "03_word_segmentation": "03 word segmentation", "04_word_order": "04 word order",
             "05_term_matching": "05 term matching", "06_finetune_delta": "06 fine-tuning sharpens term matching",
             "07_cls_head": "07 the high [CLS] head", "08_two_tower": "08 two towers",
-            "09_patching": "09 activation patching"}  # page -> the scorecard's heading
+            "09_patching": "09 activation patching", "10_pruning": "10 pruning by importance"}  # page -> the scorecard's heading
 
 
 def _study(claim_id, page, claim, quote, kind, **rule) -> StudyClaim:
@@ -200,6 +200,11 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {c.claim_id: c for c in [
            "The high [CLS] head hands the matching heads' signal to the classifier: their outputs, reaching that head "
            "alone (path patching), bring back part of the grade",
            "hands them to the classifier", "effect", direction=1),
+    # 10 pruning by importance: the study's advice for distillation, at equal cost
+    _study("pruning.keep_low_heads", "10_pruning",
+           "For distillation, keep more low-level heads: removing the least important heads of the high half costs "
+           "less accuracy than removing as many of the low half",
+           "For distillation: keep more low-level heads.", "compare", direction=1),
 ]}
 FAMILY = len(STUDY_CLAIMS)  # the claims of one model's scorecard: the family the correction is over
 

@@ -7,10 +7,19 @@ low-level heads". The order is computed on pairs the curve is not measured on (t
 """
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
+import numpy as np
 import pandas as pd
 
-from headlab.core.sweep import MaskSpec
+from headlab.core.evaluate import predicted_grades
+from headlab.core.pruning import cannot_prune
+from headlab.core.stats import Floor, boot_means, bootstrap_weights
+from headlab.core.sweep import MaskSpec, baseline_correct, correct_matrix, draw_seed, masks_of_kind
+from headlab.findings.claims import Claim
 from headlab.findings.importance import half_pool
+from headlab.lab.study import REPO, load
 
 
 def importance_order(importance: pd.DataFrame, column: str = "importance") -> list[tuple[int, int]]:
@@ -41,5 +50,178 @@ def importance_specs(importance: pd.DataFrame, layers: int, heads: int, shares, 
         if not 0.0 <= share <= 1.0 or n > len(order):
             raise ValueError(f"share {share} means {n} heads, but {where!r} allows {len(order)} of {layers * heads}")
         specs.append(MaskSpec(f"importance-{where}-s{share:.3f}", tuple(sorted(order[:n])), f"importance-{where}",
-                              {"share": share, "where": where}))
+                              {"share": share, "draw": 0, "where": where}))
     return specs
+
+
+
+CURVE_KIND = "importance-all"
+DISTILL = "pruning.keep_low_heads"
+DISTILL_SHARES = (0.1, 0.2, 0.3, 0.4)  # shares of all heads, each within one half; 0.5 is the whole half (02)
+DISTILL_GAP_UNIT = ("share of the above-chance accuracy lost, low-half pruning minus high-half pruning, mean over the "
+                    "shares, in points")
+DISTILL_UNIT = "relative change of accuracy, high-half pruning minus low-half pruning, mean over the shares"
+PAIRED = "paired bootstrap over test pairs (one resample for every share, both halves and the baseline)"
+
+
+def _by_share(per_example: pd.DataFrame, plan: pd.DataFrame, kind: str) -> pd.DataFrame:
+    """One row per share of ``kind`` (ascending, no-head shares left out): ``share``, ``n_heads`` and ``correct``,
+    its right/wrong matrix (draws x examples)."""
+    specs = masks_of_kind(plan, kind, ["n_dropped"])
+    specs["share"] = pd.to_numeric(specs["share"]).astype(float)
+    specs = specs[specs["n_dropped"] > 0]
+    matrix = correct_matrix(per_example)
+    missing = sorted(set(specs["mask_id"]) - set(matrix.index))
+    if missing:
+        raise ValueError(f"{len(missing)} masks of kind {kind!r} have no results (e.g. {missing[0]})")
+    if specs.empty:
+        raise ValueError(f"no masks of kind {kind!r} remove any head")
+    rows = [{"share": share, "n_heads": int(group["n_dropped"].iloc[0]),
+             "correct": matrix.loc[group["mask_id"]].to_numpy(dtype=np.float64)}
+            for share, group in specs.groupby("share", sort=True)]
+    return pd.DataFrame(rows)
+
+
+def _largest_safe(changes: np.ndarray, margin: float) -> np.ndarray:
+    """Per row of ``changes`` (replicates x shares, shares ascending), how many shares in a row from the first lose
+    less than ``margin``: the index of the largest safe share plus one (0: not even the first)."""
+    return np.cumprod(changes >= -margin, axis=1).sum(axis=1)
+
+
+def safe_share(per_example: pd.DataFrame, plan: pd.DataFrame, kind: str, margin: float, n_boot: int = 2000,
+               seed: int = 0) -> dict:
+    """The largest share of heads that ``kind``'s masks remove while accuracy stays within ``margin`` of the
+    unmasked model (a relative change of at least ``-margin`` at that share and at every smaller one), with a 95%
+    bootstrap interval: the test pairs resampled (one resample for every share and the baseline) and, for random
+    masks, each share's draws too (:func:`headlab.core.stats.boot_means`), so the interval also covers which heads
+    were drawn. A model that loses more than the margin at the smallest share has a safe share of 0.
+
+    Returns ``kind, share, n_heads, lo, hi, n_examples, n_draws, n_boot, margin``."""
+    rows = _by_share(per_example, plan, kind)
+    shares = np.concatenate([[0.0], rows["share"].to_numpy()])
+    heads = np.concatenate([[0], rows["n_heads"].to_numpy()])
+    base = baseline_correct(per_example).astype(np.float64)
+    weights = bootstrap_weights(len(base), n_boot, seed)
+    base_boot = weights @ base / len(base)
+    boots = np.column_stack([boot_means(c, weights, draw_seed(seed, kind, s)) / base_boot - 1.0
+                             for s, c in zip(rows["share"], rows["correct"])])
+    point = np.array([[c.mean() / base.mean() - 1.0 for c in rows["correct"]]])
+    found = int(_largest_safe(point, margin)[0])
+    replicates = shares[_largest_safe(boots, margin)]
+    return {"kind": kind, "share": float(shares[found]), "n_heads": int(heads[found]),
+            "lo": float(np.quantile(replicates, 0.025)), "hi": float(np.quantile(replicates, 0.975)),
+            "n_examples": len(base), "n_draws": int(max(c.shape[0] for c in rows["correct"])), "n_boot": int(n_boot),
+            "margin": margin}
+
+
+def distillation_claim(per_example: pd.DataFrame, plan: pd.DataFrame, floor: Floor | None = None,
+                       shares=DISTILL_SHARES, n_boot: int = 2000, seed: int = 0) -> Claim:
+    """The study's "for distillation: keep more low-level heads", as a comparison at equal cost: at each share of
+    all heads in ``shares``, the least important heads are removed within the low half only and within the high half
+    only (keeping every low head); the number is how much more of the accuracy above the majority grade (the floor
+    scale, as 02's halves) the first loses than the second, averaged over the shares, with a paired bootstrap over
+    test pairs. Positive: keeping the low heads costs less. Without a floor scale (a model not above its majority
+    grade) the same difference is taken of the relative changes. The head order comes from the dev pairs, so no test
+    pair chooses the heads it measures."""
+    lower = _by_share(per_example, plan, "importance-lower").set_index("share")
+    upper = _by_share(per_example, plan, "importance-upper").set_index("share")
+    wanted = [s for s in shares if s in lower.index and s in upper.index]
+    if not wanted or len(wanted) != len(shares):
+        raise ValueError(f"distillation_claim needs both halves' masks at shares {list(shares)}; "
+                         f"have lower {list(lower.index)}, upper {list(upper.index)}")
+    base = baseline_correct(per_example).astype(np.float64)
+    weights = bootstrap_weights(len(base), n_boot, seed)
+    gap = np.mean([upper.at[s, "correct"].mean(axis=0) - lower.at[s, "correct"].mean(axis=0) for s in wanted], axis=0)
+    usable = floor is not None and floor.base > floor.majority
+    factor = floor.base / (floor.base - floor.majority) if usable else 1.0  # lost(low) - lost(high) = factor * gap
+    boots = factor * (weights @ gap) / (weights @ base)
+    change = lambda frame, s: frame.at[s, "correct"].mean() / base.mean() - 1.0  # noqa: E731
+    per_share = "; ".join(f"{s:.0%} ({int(lower.at[s, 'n_heads'])} heads): low half {change(lower, s):+.1%}, high "
+                          f"half {change(upper, s):+.1%}" for s in wanted)
+    return Claim.measured(
+        DISTILL, ours=float(factor * gap.mean() / base.mean()), lo=float(np.quantile(boots, 0.025)),
+        hi=float(np.quantile(boots, 0.975)), unit=DISTILL_GAP_UNIT if usable else DISTILL_UNIT,
+        method=PAIRED + (", mapped to the floor scale" if usable else ""), n_examples=len(base),
+        floor=floor if usable else None,
+        accuracies=tuple(float(frame.at[s, "correct"].mean()) for frame in (lower, upper) for s in wanted),
+        reason=("The least important heads by gradient importance on the dev pairs removed within one half, measured on "
+                f"the test pairs; relative change of accuracy at each share of all heads: {per_share}"))
+
+SAFE_MARGIN = 0.02  # the scorecard's margin for "no loss" (headlab.findings.claims.MARGIN_WHY says why 2%)
+MICHEL = {"MNLI": 0.4, "SST-2": 0.6, "MRPC": 0.5}  # BERT-base, heads removable without a noticeable loss, as issue #34
+# summarizes Michel et al. (2019); not checked against the paper offline, so shown as a reference and never judged
+SPEED_TABLE = REPO / "results" / "prune_speed.csv"
+
+
+def safe_share_text(safe: pd.DataFrame, n_heads: int) -> str:
+    """The safe shares of :func:`safe_share` (one row per kind) in a sentence, Michel et al.'s beside them."""
+    parts = []
+    for r in safe.itertuples():
+        how = "by importance" if r.kind == CURVE_KIND else f"at random ({r.n_draws} draws per share)"
+        parts.append(f"{how}, {r.share:.0%} of the heads ({r.n_heads} of {n_heads}) [{r.lo:.0%}, {r.hi:.0%}]")
+    michel = ", ".join(f"{v:.0%} on {k}" for k, v in MICHEL.items())
+    margin = float(safe["margin"].iloc[0])
+    return (f"Largest share removed with every share up to it within {margin:.0%} of the unmasked accuracy: "
+            f"{'; '.join(parts)} (95% bootstrap intervals over {int(safe['n_examples'].iloc[0])} test pairs, and "
+            f"over the draws at random). Michel et al. on BERT-base, as summarized in issue #34: {michel}.")
+
+
+def pruned_model(lab, drop, per_example: pd.DataFrame, plan: pd.DataFrame) -> pd.DataFrame:
+    """``lab``'s model without the heads in ``drop``, rebuilt (:meth:`headlab.lab.Lab.prune`), saved as safetensors in
+    a temporary folder and loaded back with :func:`headlab.load` on the same pairs: the row of :func:`pruned_summary`,
+    or, for a model that cannot be pruned, one row whose ``note`` says why."""
+    why = cannot_prune(lab.model)
+    if why:
+        return pd.DataFrame([{"note": f"No pruned model is built for this model: {why}."}])
+    study = lab.study
+    with tempfile.TemporaryDirectory() as folder:
+        lab.prune(drop, folder)
+        reloaded = load(model=folder, data=study.data, split=study.eval_split, limit=study.eval_limit, seed=study.seed,
+                        device=study.device, batch_size=study.batch_size, run_dir=study.run_dir)
+        return pruned_summary(lab, reloaded, drop, folder, per_example, plan)
+
+
+def pruned_summary(lab, pruned_lab, drop, folder, per_example: pd.DataFrame, plan: pd.DataFrame) -> pd.DataFrame:
+    """One row about a pruned model (``pruned_lab``, loaded from ``folder``) beside ``lab``'s unpruned one: heads,
+    parameters, safetensors size, accuracy, and the share of test pairs it grades as masking the same heads did in
+    the sweep (``per_example``, ``plan``: the mask with exactly ``drop`` removed; the baseline for no head)."""
+    dropped = ";".join(f"{l}.{h}" for l, h in sorted((int(l), int(h)) for l, h in drop))
+    match = plan[plan["dropped"].fillna("") == dropped]
+    if match.empty:
+        raise ValueError(f"no mask of the sweep removes exactly the {len(drop)} heads to compare with")
+    masked = per_example[per_example["mask_id"] == match["mask_id"].iloc[0]].sort_values("example")
+    predicted = predicted_grades(pruned_lab.base_probs)
+    mb = lambda path: sum(f.stat().st_size for f in Path(path).glob("*.safetensors")) / 2**20  # noqa: E731
+    with tempfile.TemporaryDirectory() as unpruned:  # the unpruned model saved the same way, for a like size
+        lab.model.save_pretrained(unpruned, safe_serialization=True)
+        unpruned_mb = mb(unpruned)
+    parameters = lambda model: sum(p.numel() for p in model.parameters())  # noqa: E731
+    layers, heads = lab.shape
+    return pd.DataFrame([{
+        "heads_removed": len(drop), "heads_kept": layers * heads - len(drop),
+        "parameters": parameters(pruned_lab.model), "parameters_unpruned": parameters(lab.model),
+        "file_mb": mb(folder), "file_mb_unpruned": unpruned_mb,
+        "accuracy": float(np.mean(predicted == pruned_lab.encoded.grades)),
+        "accuracy_masked": float(masked["correct"].mean()),
+        "accuracy_unpruned": float(np.mean(lab.base_correct)),
+        "grades_as_masking": float(np.mean(predicted == masked["predicted"].to_numpy())),
+        "n_examples": len(predicted)}])
+
+
+def speed_rows(model: str, data: str, path=SPEED_TABLE) -> pd.DataFrame:
+    """``benchmarks/prune_speed.py``'s rows for one model and data (empty when it has not run), each with its
+    ``speedup``: pairs per second over the unpruned model's on the same machine, device, batch size and run."""
+    path = Path(path)
+    if not path.exists():
+        return pd.DataFrame()
+    table = pd.read_csv(path)
+    table = table[(table["model"] == model) & (table["data"] == data)].copy()
+    if table.empty:
+        return table
+    key = ["machine", "device", "precision", "share_removed", "batch_size"]
+    unpruned = table[table["variant"] == "unpruned"].groupby(key)["pairs_per_s"].last().rename("unpruned_pairs_per_s")
+    table = table.join(unpruned, on=key)
+    table["speedup"] = table["pairs_per_s"] / table["unpruned_pairs_per_s"]
+    return table[["machine", "device", "precision", "variant", "share_removed", "heads_removed", "batch_size",
+                  "repeats", "pairs_per_s", "pairs_per_s_min", "pairs_per_s_max", "speedup", "parameters",
+                  "file_mb"]].reset_index(drop=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -244,6 +244,14 @@ class Lab:
         if self._engine is None:
             self._engine = MaskEngine(self.model, self.encoded, self.batch_size, self.device, self.pad_id)
         return self._engine
+
+    def on_split(self, split: str, limit: int | None = None) -> "Lab":
+        """This model on another split of the same data (e.g. the dev pairs a head order is chosen on, so that no
+        test pair chooses the heads it then measures), sharing the model and tokenizer; its tables go to that split's
+        own folder."""
+        study = replace(self.study, eval_split=split, eval_limit=limit)
+        frame = study.eval_frame()
+        return Lab(study, self.model, self.tokenizer, frame, encode(self.tokenizer, frame))
 
     def means(self) -> torch.Tensor:
         """(layers, hidden): each head's mean output over the real tokens of MEAN_PAIRS training pairs (seeded), computed
