@@ -7,7 +7,7 @@ on the dev pairs only; speed and grades are measured on the test pairs. Each bat
 
     python benchmarks/prune_speed.py                       # the default model, half the heads removed
     python benchmarks/prune_speed.py --share 0.4 --batch-sizes 1 64 --repeats 7
-    python benchmarks/prune_speed.py --model e5-small --data stsb-zh
+    python benchmarks/prune_speed.py --preset e5-en --share 0.3   # a book preset's fine-tuned model
     python benchmarks/prune_speed.py --device cuda --batch-sizes 1 64 256   # on a GPU (benchmarks/gpu_book.sh)
 
 Writes one row per model variant and batch size to ``--out`` (default ``results/prune_speed.csv``, appended), with
@@ -26,6 +26,7 @@ import pandas as pd
 import torch
 
 import headlab
+from headlab.book.build import PRESETS
 from headlab.book.records import machine
 from headlab.core.device import precision
 from headlab.core.evaluate import predict, predicted_grades
@@ -44,22 +45,32 @@ def pairs_per_second(model, encoded, batch_size: int, device, chosen: str, repea
     return rates
 
 
+FINETUNE_SETTINGS = ("EPOCHS", "LR", "FREEZE_WORD_EMBEDDINGS", "TRAIN_LIMIT")  # what picks a preset's fine-tuned model
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="minilm")
     parser.add_argument("--data", default="stsb-en")
+    parser.add_argument("--preset", choices=sorted(PRESETS),
+                        help="a book preset's model, data and fine-tuning settings (its cached model; e.g. e5-en)")
     parser.add_argument("--share", type=float, default=0.5, help="share of all heads removed (default 0.5)")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 64])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--pairs", type=int, default=256, help="test pairs per timed pass at batch size 1")
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
     parser.add_argument("--out", default="results/prune_speed.csv")
+    parser.add_argument("--run-dir", default="runs", help="a book's RUN_DIR: its dev-pair importance is read, not redone")
     args = parser.parse_args(argv)
     if not 0 < args.share < 1:
         parser.error(f"--share must be between 0 and 1, got {args.share}")
 
-    test = headlab.load(model=args.model, data=args.data, split="test", device=args.device)
-    dev = headlab.load(model=args.model, data=args.data, split="dev", device=args.device)
+    settings = PRESETS.get(args.preset, {})
+    args.model, args.data = settings.get("MODEL", args.model), settings.get("DATA", args.data)
+    tuning = {k.lower(): settings[k] for k in FINETUNE_SETTINGS if k in settings}
+    test = headlab.load(model=args.model, data=args.data, split="test", device=args.device, run_dir=args.run_dir,
+                        **tuning)
+    dev = test.on_split("dev")
     drop = least_important(dev.importance(), args.share)
     device, chosen = test.device, precision(test.device)
     with tempfile.TemporaryDirectory() as folder:

@@ -222,10 +222,14 @@ def speedup_text(speed: pd.DataFrame | None, row) -> str:
     rows = speed[(speed["model"] == row.model) & (speed["data"] == row.data)
                  & ((speed["share_removed"] - row.importance_share).abs() < 1e-6)]
     parts = []
-    for (machine, device, batch), group in rows.groupby(["machine", "device", "batch_size"], sort=False):
-        rate = group.groupby("variant")["pairs_per_s"].last()
-        if {"pruned", "unpruned"} <= set(rate.index):
-            parts.append(f"{rate['pruned'] / rate['unpruned']:.2f}x at batch {int(batch)} ({device}, {machine})")
+    for (machine, device), runs in rows.groupby(["machine", "device"], sort=False):
+        ratios = []
+        for batch, group in runs.groupby("batch_size", sort=True):
+            rate = group.groupby("variant")["pairs_per_s"].last()
+            if {"pruned", "unpruned"} <= set(rate.index):
+                ratios.append(f"{rate['pruned'] / rate['unpruned']:.2f}x at batch {int(batch)}")
+        if ratios:
+            parts.append(f"{', '.join(ratios)} ({device}, {machine})")
     return "; ".join(parts) if parts else "not measured yet"
 
 
