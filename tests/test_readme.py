@@ -207,7 +207,9 @@ def test_the_pruning_block_reads_each_presets_page_and_the_benchmarks_speedups(t
     table = pruning_table(built)
     assert list(table["preset"]) == ["default", "e5-en"] and list(table["model"]) == ["minilm", "e5-small"]
     assert list(table["importance_share"]) == [0.2, 0.3] and list(table["random_hi"]) == [0.1, 0.1]
-    row = dict(model="minilm", data="stsb-en", share_removed=0.2, machine="AMD EPYC", device="cpu", batch_size=64)
+    row = dict(model="minilm", data="stsb-en", share_removed=0.2, machine="AMD EPYC", device="cpu", batch_size=64,
+               precision="bf16", heads_removed=14, repeats=5, pairs_per_s_min=1.0, pairs_per_s_max=1.0, parameters=1,
+               file_mb=1.0)  # the columns benchmarks/prune_speed.py writes
     pd.DataFrame([dict(row, variant="unpruned", pairs_per_s=100.0), dict(row, variant="pruned", pairs_per_s=125.0),
                   dict(row, variant="pruned", share_removed=0.5, pairs_per_s=300.0)]).to_csv(
         tmp_path / "prune_speed.csv", index=False)

@@ -23,6 +23,7 @@ from headlab.book.build import PRESETS
 from headlab.book.records import outcome
 from headlab.book.scorecard import CORRECTION, claim_tables
 from headlab.findings.claims import ALPHA, FAMILY, STUDY_CLAIMS, study_claim_id
+from headlab.findings.pruning import speed_rows
 from headlab.lab.study import REPO
 
 RESULTS = REPO / "results"
@@ -189,7 +190,6 @@ def pruning_block(table: pd.DataFrame, results: Path = RESULTS) -> list[str]:
     """Notebook 10 on every model: how many heads can go within the margin, chosen by importance and at random, and
     the pruned model at the importance share: its size, its grades beside masking, and its speed-up where
     ``benchmarks/prune_speed.py`` measured one (``results/prune_speed.csv``) at that share."""
-    speed = pd.read_csv(results / "prune_speed.csv") if (results / "prune_speed.csv").exists() else None
     lines = ["| preset | heads removed within the margin: by importance | at random | pruned model: heads kept, "
              "parameters, file | grades as masking | speed-up (pairs/s, pruned over unpruned) |",
              "|---|---|---|---|---|---|"]
@@ -198,7 +198,7 @@ def pruning_block(table: pd.DataFrame, results: Path = RESULTS) -> list[str]:
                              f"[{r[f'{kind}_lo']:.0%}, {r[f'{kind}_hi']:.0%}]")
         grades = "" if _missing(r.get("grades_as_masking")) else f"{r.grades_as_masking:.1%} of {int(r.n_examples)}"
         lines.append(f"| {r.preset} | {safe('importance')} | {safe('random')} | {_pruned_cell(r)} | {grades} | "
-                     f"{speedup_text(speed, r)} |")
+                     f"{speedup_text(results / 'prune_speed.csv', r)} |")
     margin = table["margin"].dropna()
     if not margin.empty:
         lines += ["", f"Within the margin: every share up to it loses less than {margin.iloc[0]:.0%} of the unmasked "
@@ -215,19 +215,18 @@ def _pruned_cell(r) -> str:
             f"{r.file_mb:.0f} of {r.file_mb_unpruned:.0f} MB")
 
 
-def speedup_text(speed: pd.DataFrame | None, row) -> str:
-    """The benchmark's speed-ups for one preset's model and data at its importance share, per device and batch size."""
-    if speed is None or _missing(row.get("heads_kept")):
+def speedup_text(speed_table: Path, row) -> str:
+    """The benchmark's speed-ups (:func:`headlab.findings.pruning.speed_rows`) for one preset's model and data at its
+    importance share, per device and batch size."""
+    if _missing(row.get("heads_kept")):
         return ""
-    rows = speed[(speed["model"] == row.model) & (speed["data"] == row.data)
-                 & ((speed["share_removed"] - row.importance_share).abs() < 1e-6)]
+    rows = speed_rows(row.model, row.data, speed_table)
+    if not rows.empty:
+        rows = rows[(rows["variant"] == "pruned") & ((rows["share_removed"] - row.importance_share).abs() < 1e-6)]
     parts = []
     for (machine, device), runs in rows.groupby(["machine", "device"], sort=False):
-        ratios = []
-        for batch, group in runs.groupby("batch_size", sort=True):
-            rate = group.groupby("variant")["pairs_per_s"].last()
-            if {"pruned", "unpruned"} <= set(rate.index):
-                ratios.append(f"{rate['pruned'] / rate['unpruned']:.2f}x at batch {int(batch)}")
+        ratios = [f"{group['speedup'].iloc[-1]:.2f}x at batch {int(batch)}"
+                  for batch, group in runs.groupby("batch_size", sort=True) if group["speedup"].notna().any()]
         if ratios:
             parts.append(f"{', '.join(ratios)} ({device}, {machine})")
     return "; ".join(parts) if parts else "not measured yet"

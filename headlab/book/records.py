@@ -199,7 +199,7 @@ def pruning_table(built: dict[str, dict]) -> pd.DataFrame:
     wide = wide.reset_index().merge(safe.groupby("preset")[["margin"]].first().reset_index(), on="preset")
     model = stacked(built, "pruning_model")
     table = wide.merge(model, on="preset", how="left") if not model.empty else wide
-    names = pd.DataFrame([{"preset": p, "model": Study.from_globals(s).model, "data": Study.from_globals(s).data}
-                          for p, s in built.items()])
+    studies = {preset: Study.from_globals(settings) for preset, settings in built.items()}
+    names = pd.DataFrame([{"preset": p, "model": s.model, "data": s.data} for p, s in studies.items()])
     table = names.merge(table, on="preset")
     return table.set_index("preset").loc[[p for p in built if p in set(table["preset"])]].reset_index()

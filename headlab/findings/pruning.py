@@ -17,7 +17,7 @@ from headlab.core.evaluate import predicted_grades
 from headlab.core.pruning import cannot_prune
 from headlab.core.stats import Floor, boot_means, bootstrap_weights
 from headlab.core.sweep import MaskSpec, baseline_correct, correct_matrix, draw_seed, masks_of_kind
-from headlab.findings.claims import Claim
+from headlab.findings.claims import STUDY_CLAIMS, Claim
 from headlab.findings.importance import half_pool
 from headlab.lab.study import REPO, load
 
@@ -147,7 +147,7 @@ def distillation_claim(per_example: pd.DataFrame, plan: pd.DataFrame, floor: Flo
         reason=("The least important heads by gradient importance on the dev pairs removed within one half, measured on "
                 f"the test pairs; relative change of accuracy at each share of all heads: {per_share}"))
 
-SAFE_MARGIN = 0.02  # the scorecard's margin for "no loss" (headlab.findings.claims.MARGIN_WHY says why 2%)
+SAFE_MARGIN = STUDY_CLAIMS["redundancy.no_loss_below_20"].margin  # the scorecard's margin for "no loss" (MARGIN_WHY)
 MICHEL = {"MNLI": 0.4, "SST-2": 0.6, "MRPC": 0.5}  # BERT-base, heads removable without a noticeable loss, as issue #34
 # summarizes Michel et al. (2019); not checked against the paper offline, so shown as a reference and never judged
 SPEED_TABLE = REPO / "results" / "prune_speed.csv"
