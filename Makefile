@@ -3,6 +3,9 @@
 #   make test   venv + install + the whole test suite (what .ci/run calls)
 #   make lab    venv + install + offline assets, then JupyterLab on this folder (live notebooks, sliders)
 #   make test-fast   the tests not marked slow, offline (the developer loop)
+#   make publish     the built site onto the gh-pages branch (PUSH=1 pushes it to origin; GitHub Pages serves it)
+#   make dist        dist/headlab-book-<commit>.zip: the site, runs/ tables, executed notebooks and a manifest
+#                    (BOOK_DIR=, RUN_DIR=: another build's folders, e.g. benchmarks/gpu_book.sh's gpu-out/site)
 # Options: make book PRESET=tiny      quick tiny-sized book
 #          make book SET="DEVICE=cuda DRAWS=50"   any notebook parameter, for every notebook that declares it
 #          make book TORCH="torch==2.14.1"        another torch build (e.g. a CUDA one on a GPU machine)
@@ -15,6 +18,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
+TORCH_INDEX ?=   # where torch comes from (e.g. https://download.pytorch.org/whl/cpu: a CPU build on a CI runner)
 MODEL ?=
 CHINESE_PRESETS := zh-char zh-char-mlm
 PRESET ?= $(if $(filter $(CHINESE_PRESETS),$(MODEL)),$(MODEL),default)
@@ -23,12 +27,14 @@ SET ?=
 ASSETS ?= minilm stsb-en $(if $(filter mpnet,$(PRESETS)),mpnet) \
 	$(if $(filter $(CHINESE_PRESETS) e5-zh,$(PRESETS)),pku-1998 stsb-zh) $(if $(filter e5-zh e5-en,$(PRESETS)),e5-small)
 BIN := $(VENV)/bin
+BOOK_DIR ?= book
+RUN_DIR ?= runs
 
-.PHONY: book test test-fast lab venv assets clean
+.PHONY: book test test-fast lab venv assets clean publish dist
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --no-compile "$(TORCH)"
+	$(BIN)/python -m pip install --quiet --no-compile "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(BIN)/python -m pip install --quiet --no-compile -e ".[dev]"
 	touch $@
 
@@ -55,5 +61,11 @@ test: venv
 test-fast: venv
 	HEADLAB_NO_NETWORK=1 $(BIN)/python -m pytest -m "not slow"
 
+publish: venv
+	$(BIN)/python -m headlab.book.publish pages --book $(BOOK_DIR) $(if $(filter 1,$(PUSH)),--push)
+
+dist: venv
+	$(BIN)/python -m headlab.book.publish dist --book $(BOOK_DIR) --runs $(RUN_DIR)
+
 clean:
-	rm -rf book/_build book/executed book/_extra runs
+	rm -rf book/_build book/executed book/_extra runs dist

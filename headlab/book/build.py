@@ -5,12 +5,13 @@ notebook ``notebooks/NAME.ipynb`` run with the chosen parameters. The site's own
 (:func:`site_toc`): the scorecard first, then the pages once per preset built. A notebook that fails stops the build with
 its name and cell; Sphinx warnings (a missing page, an output it cannot show) are errors.
 
-A preset's models are trained first, in this process with all of torch's threads: the weights a training reaches
-depend on the thread count, so they are the weights a notebook run alone trains. Then the notebooks, which only load
-those models, run side by side (:func:`in_lanes`, by default two at a time with the cores shared out between them),
-each after the pages it reads (:data:`NEEDS`), the longest chain of work first (:func:`critical_path_first`, from the
-last build's timings), so no lane idles at the end while the other runs a long page; their single-threaded parts (a
-kernel's start, tables, charts) overlap.
+A model headlab pretrains is pretrained first, in this process with all of torch's threads. Then the fine-tunes and
+the notebooks, which only load the models, run side by side (:func:`in_lanes`, by default two at a time with the
+cores shared out between them): the cross-encoder and page 08's two towers train at once (a fine-tune runs on one
+thread wherever it runs, so its weights are those a notebook run alone trains), each notebook after the models and
+pages it reads (:func:`step_needs`: :data:`NEEDS` and the fine-tunes), the longest chain of work first
+(:func:`critical_path_first`, from the last build's timings), so no lane idles at the end while the other runs a long
+page; their single-threaded parts (a kernel's start, tables, charts) overlap.
 Inference with fewer threads gives the same grades (probabilities can differ in their last float digits), so the
 claims are those of a build that runs one notebook at a time.
 
@@ -92,6 +93,7 @@ NEEDS = {"06_finetune_delta": ("05_term_matching",), "07_cls_head": ("02_layer_d
          "08_two_tower": ("05_term_matching",), "09_patching": ("02_layer_dependence", "05_term_matching"),
          "10_pruning": ("01_redundancy", "02_layer_dependence")}
 TWO_TOWER_PAGE = "08_two_tower"  # the page that loads the two-tower model as well as the cross-encoder
+REPOSITORY_VARIABLE = "HEADLAB_REPOSITORY_URL"  # the repository the site links to, over _config.yml's repository.url
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")  # torch's and numpy's thread pools
 
 
@@ -235,16 +237,48 @@ def _pretrain_if_needed(settings: dict) -> float | None:
     return seconds
 
 
-def _fine_tune_first(settings: dict, names: list[str]) -> float:
-    """Fine-tune, or find in the cache, every model the notebooks ``names`` load: the cross-encoder every page reads
-    and, for page 08, the two towers; here, with all of torch's threads, before any notebook runs. The seconds."""
+CROSS_ENCODER, TWO_TOWER = "fine-tuning", "two-tower fine-tuning"  # the steps that train a preset's models
+
+
+def train_step(label: str, settings: dict, which: str, threads: int, log: Path) -> float:
+    """Fine-tune, or find in the cache, one model the notebooks load, in a lane's worker process like a notebook
+    (``threads`` threads, its own work log): ``which`` is :data:`CROSS_ENCODER`, the model every page reads, or
+    :data:`TWO_TOWER`, page 08's two towers. A fine-tune runs on one thread wherever it runs
+    (:func:`headlab.models.training.one_thread`), so the two share a 2-core machine and give the weights a notebook
+    run alone gives. The seconds."""
+    os.environ.update({**{name: str(threads) for name in THREAD_VARIABLES}, WORK_LOG: str(log)})
+    os.environ.pop(NO_TRAINING, None)
     study = Study.from_globals(settings)
-    print(f"[book] fine-tuning {study.model} on {study.data} (cached after the first run) ...", flush=True)
+    print(f"[book] {label}: {which} of {study.model} on {study.data} (cached after the first run) ...", flush=True)
     started = time.time()
-    study.fine_tune()
-    if TWO_TOWER_PAGE in names:
+    if which == CROSS_ENCODER:
+        study.fine_tune()
+    else:
         finetune_two_tower(study.finetune_config, device=study.torch_device)
     return time.time() - started
+
+
+def training_steps(names: list[str]) -> dict[str, tuple]:
+    """The training steps the notebooks ``names`` wait for, and which of them waits on which: every page on the
+    cross-encoder, page 08 on the two towers as well: ``{step: (the pages that need it)}``."""
+    steps = {CROSS_ENCODER: tuple(names)}
+    if TWO_TOWER_PAGE in names:
+        steps[TWO_TOWER] = (TWO_TOWER_PAGE,)
+    return steps
+
+
+def step_needs(names: list[str]) -> dict[str, tuple]:
+    """:data:`NEEDS` with the training steps added: what each notebook of ``names`` waits for."""
+    needs = {name: tuple(NEEDS.get(name, ())) for name in names}
+    for step, pages in training_steps(names).items():
+        for page in pages:
+            needs[page] = (*needs[page], step)
+    return needs
+
+
+def call(function, *args):
+    """``function(*args)``: a lane's step, notebook or training (:func:`in_lanes`)."""
+    return function(*args)
 
 
 def lanes_and_threads(lanes: int | None = None) -> tuple[int, int]:
@@ -340,8 +374,9 @@ def site_toc(template: Path, folders: dict[str, str]) -> str:
 
 def execute_preset(preset: str, settings: dict, executed: Path, names: list[str], only: list[str] | None, logs: Path,
                    clock: BuildClock | None = None, lanes: int = 1, threads: int = 1) -> tuple[str, bool]:
-    """Train the preset's models, then run the toc's notebooks for it into ``executed``, ``lanes`` at a time with
-    ``threads`` threads each, tagged for reading, widgets made static. Each step's seconds go to ``clock`` with the
+    """Pretrain the preset's model if headlab pretrains it, then fine-tune its models and run the toc's notebooks for
+    it into ``executed``, ``lanes`` at a time with ``threads`` threads each (a notebook once the models and pages it
+    reads are done: :func:`step_needs`), tagged for reading, widgets made static. Each step's seconds go to ``clock`` with the
     cache state the preset started from and whether the step computed anything (its work log in ``logs``), and the
     preset's whole time as the step ``preset total``. Returns that state and whether any step computed anything."""
     executed.mkdir(parents=True, exist_ok=True)
@@ -364,17 +399,36 @@ def execute_preset(preset: str, settings: dict, executed: Path, names: list[str]
         seconds = _pretrain_if_needed(settings)
     if seconds is not None:
         record("pretraining", seconds, log)
-    with logging_work(logs / f"{preset}-fine-tuning.log") as log:
-        record("fine-tuning", _fine_tune_first(settings, run), log)
     timings = [Path(settings.get("RUN_DIR", "runs")) / "timings.csv", REPO / "results" / "timings.csv"]
     expected = recorded_seconds(preset, state, timings)
-    steps = {name: (f"{preset}: {name}", REPO / "notebooks" / f"{name}.ipynb", executed / f"{name}.ipynb", settings,
-                    threads, logs / f"{preset}-{name}.log") for name in critical_path_first(run, NEEDS, expected)}
-    for name, seconds in in_lanes(steps, NEEDS, lanes):
+    needs = step_needs(run)
+    steps = {name: (train_step, f"{preset}: {name}", settings, name, threads, logs / f"{preset}-{name}.log")
+             for name in training_steps(run)}
+    steps.update({name: (run_step, f"{preset}: {name}", REPO / "notebooks" / f"{name}.ipynb",
+                         executed / f"{name}.ipynb", settings, threads, logs / f"{preset}-{name}.log") for name in run})
+    for name, seconds in in_lanes({n: steps[n] for n in critical_path_first(list(steps), needs, expected)}, needs,
+                                  lanes, run=call):
         record(name, seconds, steps[name][-1])
     if clock:
         clock.record(preset, state, "preset total", time.time() - started, computed_any)
     return state, computed_any
+
+
+def site_config(template: Path, target: Path) -> Path:
+    """The site's jupyter-book config: ``template`` (``_config.yml``) with ``repository.url`` from
+    :data:`REPOSITORY_VARIABLE` where it is set, and the repository button on exactly when there is a URL, written
+    to ``target``."""
+    import yaml
+
+    config = yaml.safe_load(template.read_text(encoding="utf-8"))
+    url = os.environ.get(REPOSITORY_VARIABLE) or config.get("repository", {}).get("url") or ""
+    if url:
+        config["repository"] = {**config.get("repository", {}), "url": url}
+    else:
+        config.pop("repository", None)  # an empty URL would still reach the theme
+    config.setdefault("html", {})["use_repository_button"] = bool(url)
+    target.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return target
 
 
 def not_built_commands(built: list[str]) -> dict[str, str]:
@@ -428,7 +482,8 @@ def build(presets: dict[str, dict], work: Path | None = None, run_dir: Path | No
     toc.write_text(site_toc(source / "_toc.yml", folders), encoding="utf-8")
     write_scripts(work / "_extra")
     jb = Path(sys.executable).with_name("jupyter-book")
-    command = [str(jb if jb.exists() else "jupyter-book"), "build", str(work), "--config", str(REPO / "_config.yml"),
+    config = site_config(REPO / "_config.yml", work / "_site_config.yml")
+    command = [str(jb if jb.exists() else "jupyter-book"), "build", str(work), "--config", str(config),
                "--toc", str(toc), "--path-output", str(work),  # else _build goes beside _config.yml
                "-W", "-n", "--keep-going", "--all"]
     result = subprocess.run(command, cwd=REPO)

@@ -34,9 +34,9 @@ BUDGETS = {"default": {"cold": 30 * 60, "warm": 5 * 60}, "e5-zh": {"cold": 2 * 3
 PRESET_TOTAL = "preset total"  # a preset's own wall time, which its overlapping notebook steps do not add up to
 # a preset's steps in the order they start: its models trained, then its notebooks (several at a time since the build
 # runs them side by side), then its total
-NOTEBOOK_STEPS = ("pretraining", "fine-tuning", "00_setup", "01_redundancy", "02_layer_dependence",
-                  "03_word_segmentation", "04_word_order", "05_term_matching", "06_finetune_delta", "07_cls_head",
-                  "08_two_tower", "09_patching", "10_pruning", PRESET_TOTAL)
+NOTEBOOK_STEPS = ("pretraining", "fine-tuning", "two-tower fine-tuning", "00_setup", "01_redundancy",
+                  "02_layer_dependence", "03_word_segmentation", "04_word_order", "05_term_matching", "06_finetune_delta",
+                  "07_cls_head", "08_two_tower", "09_patching", "10_pruning", PRESET_TOTAL)
 
 
 def begin(name: str) -> str:

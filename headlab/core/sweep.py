@@ -99,11 +99,17 @@ def single_head_specs(layers: int, heads: int) -> list[MaskSpec]:
     return [MaskSpec(f"head-{l}-{h}", ((l, h),), "head", {"layer": l, "head": h}) for l, h in all_heads(layers, heads)]
 
 
+def heads_key(dropped) -> str:
+    """The plan's ``dropped`` column for a set of heads: ``"layer.head;layer.head"``, in the order given."""
+    return ";".join(f"{int(l)}.{int(h)}" for l, h in dropped)
+
+
 def plan_table(specs: list[MaskSpec]) -> pd.DataFrame:
+    """One row per mask: ``mask_id``, ``kind``, ``n_dropped``, ``dropped`` (:func:`heads_key`) and its meta."""
     rows = []
     for s in specs:
-        rows.append({"mask_id": s.mask_id, "kind": s.kind, "n_dropped": len(s.dropped),
-                     "dropped": ";".join(f"{l}.{h}" for l, h in s.dropped), **s.meta})
+        rows.append({"mask_id": s.mask_id, "kind": s.kind, "n_dropped": len(s.dropped), "dropped": heads_key(s.dropped),
+                     **s.meta})
     return pd.DataFrame(rows)
 
 
@@ -329,6 +335,20 @@ def draw_seed(seed: int, kind: str, share: float) -> list[int]:
     return [seed, zlib.crc32(kind.encode()), round(share * 10_000)]
 
 
+def share_masks(per_example: pd.DataFrame, plan: pd.DataFrame, kind: str, meta: list[str]) -> tuple[pd.DataFrame,
+                                                                                                        pd.DataFrame]:
+    """The masks of ``kind`` that remove a share of the heads, and the sweep's right/wrong matrix: ``(specs,
+    correct)``, specs with ``mask_id``, a float ``share`` and the ``meta`` columns, correct indexed by ``mask_id``
+    (masks x examples). A mask of the plan with no result in the sweep is an error naming it."""
+    specs = masks_of_kind(plan, kind, meta)
+    specs["share"] = pd.to_numeric(specs["share"]).astype(float)
+    correct = correct_matrix(per_example)
+    missing = sorted(set(specs["mask_id"]) - set(correct.index))
+    if missing:
+        raise ValueError(f"{len(missing)} masks of kind {kind!r} have no results (e.g. {missing[0]})")
+    return specs, correct
+
+
 def share_curve(per_example: pd.DataFrame, plan: pd.DataFrame, kind: str, n_boot: int = 2000,
                 seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Random masks of one ``kind`` (meta: share, draw) summarized per share: ``(curve, draws)``.
@@ -339,13 +359,8 @@ def share_curve(per_example: pd.DataFrame, plan: pd.DataFrame, kind: str, n_boot
     ``draw_min``/``draw_max`` show how much the choice of heads alone matters. draws: one row per mask with
     its own relative change, so every draw can be shown.
     """
-    specs = masks_of_kind(plan, kind, ["draw", "n_dropped"])
-    specs["share"] = pd.to_numeric(specs["share"]).astype(float)
+    specs, correct = share_masks(per_example, plan, kind, ["draw", "n_dropped"])
     base = baseline_correct(per_example).astype(np.float64)
-    correct = correct_matrix(per_example)
-    missing = sorted(set(specs["mask_id"]) - set(correct.index))
-    if missing:
-        raise ValueError(f"{len(missing)} masks of kind {kind!r} have no results (e.g. {missing[0]})")
     specs = specs.sort_values(["share", "draw"])
     specs["accuracy"] = correct.loc[specs["mask_id"]].to_numpy(dtype=np.float64).mean(axis=1)
     specs["rel_change"] = specs["accuracy"] / base.mean() - 1.0

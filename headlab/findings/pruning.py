@@ -16,7 +16,7 @@ import pandas as pd
 from headlab.core.evaluate import predicted_grades
 from headlab.core.pruning import cannot_prune
 from headlab.core.stats import Floor, boot_means, bootstrap_weights
-from headlab.core.sweep import MaskSpec, baseline_correct, correct_matrix, draw_seed, masks_of_kind
+from headlab.core.sweep import MaskSpec, baseline_correct, draw_seed, heads_key, share_masks
 from headlab.findings.claims import STUDY_CLAIMS, Claim
 from headlab.findings.importance import half_pool
 from headlab.lab.study import REPO, load
@@ -67,13 +67,8 @@ PAIRED = "paired bootstrap over test pairs (one resample for every share, both h
 def _by_share(per_example: pd.DataFrame, plan: pd.DataFrame, kind: str) -> pd.DataFrame:
     """One row per share of ``kind`` (ascending, no-head shares left out): ``share``, ``n_heads`` and ``correct``,
     its right/wrong matrix (draws x examples)."""
-    specs = masks_of_kind(plan, kind, ["n_dropped"])
-    specs["share"] = pd.to_numeric(specs["share"]).astype(float)
+    specs, matrix = share_masks(per_example, plan, kind, ["n_dropped"])
     specs = specs[specs["n_dropped"] > 0]
-    matrix = correct_matrix(per_example)
-    missing = sorted(set(specs["mask_id"]) - set(matrix.index))
-    if missing:
-        raise ValueError(f"{len(missing)} masks of kind {kind!r} have no results (e.g. {missing[0]})")
     if specs.empty:
         raise ValueError(f"no masks of kind {kind!r} remove any head")
     rows = [{"share": share, "n_heads": int(group["n_dropped"].iloc[0]),
@@ -185,7 +180,7 @@ def pruned_summary(lab, pruned_lab, drop, folder, per_example: pd.DataFrame, pla
     """One row about a pruned model (``pruned_lab``, loaded from ``folder``) beside ``lab``'s unpruned one: heads,
     parameters, safetensors size, accuracy, and the share of test pairs it grades as masking the same heads did in
     the sweep (``per_example``, ``plan``: the mask with exactly ``drop`` removed; the baseline for no head)."""
-    dropped = ";".join(f"{l}.{h}" for l, h in sorted((int(l), int(h)) for l, h in drop))
+    dropped = heads_key(sorted((int(l), int(h)) for l, h in drop))
     match = plan[plan["dropped"].fillna("") == dropped]
     if match.empty:
         raise ValueError(f"no mask of the sweep removes exactly the {len(drop)} heads to compare with")

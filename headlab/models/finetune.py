@@ -24,9 +24,11 @@ from headlab.inputs.assets import cache_dir, is_asset, sha256_of
 from headlab.inputs.data import get_split, load_data
 from headlab.models.loading import load_classifier, load_tokenizer, resolve_model
 from headlab.models.names import REPORT, is_pretrained_name
-from headlab.models.training import cached, load_state, optimizer_and_schedule, save_state, train_step
+from headlab.models.training import (cached, load_state, one_thread, optimizer_and_schedule, save_state,
+                                     train_step)
 
-TRAINING_PROCEDURE = 2  # bump when the loop changes what a config trains to, so old checkpoints are not reused
+TRAINING_PROCEDURE = 3  # bump when the loop changes what a config trains to, so old checkpoints are not reused
+# (3: fused AdamW, headlab.models.training.optimizer_and_schedule, and one torch thread)
 
 
 @dataclass(frozen=True)
@@ -153,13 +155,20 @@ def _train(config: FinetuneConfig, work: Path, device: torch.device, progress: b
 def fit(model, config: FinetuneConfig, work: Path, device, progress: bool, train_enc, batch_loss, dev_probs,
         dev_grades) -> pd.DataFrame:
     """The epochs every classifier shares: seeded length-bucketed batches, AdamW with warm-up and decay, the state
-    saved after each epoch (an interrupted run resumes to the same weights), dev scores per epoch.
+    saved after each epoch (an interrupted run resumes to the same weights), dev scores per epoch; one torch thread
+    (:func:`headlab.models.training.one_thread`: the same weights wherever it runs).
 
     ``batch_loss(example indices)`` gives a batch's loss and ``dev_probs()`` the dev grade probabilities; the
     history is written to ``work/history.csv`` and returned."""
+    with one_thread():
+        return _fit(model, config, work, device, progress, train_enc, batch_loss, dev_probs, dev_grades)
+
+
+def _fit(model, config: FinetuneConfig, work: Path, device, progress: bool, train_enc, batch_loss, dev_probs,
+         dev_grades) -> pd.DataFrame:
     steps_per_epoch = -(-len(train_enc) // config.batch_size)
     optimizer, scheduler = optimizer_and_schedule(model, config.lr, config.weight_decay, config.warmup,
-                                                  steps_per_epoch * config.epochs)
+                                                  steps_per_epoch * config.epochs, fused=True)
     history, start_epoch = [], 0
     state = load_state(work, model, optimizer, scheduler, device)
     if state is not None:  # resume after the last finished epoch

@@ -17,7 +17,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from headlab.core.evaluate import NUM_GRADES, Encoded, encode_sentences, model_inputs, padded
-from headlab.models.finetune import FinetuneConfig, cache_entry, fit, training_pairs, write_training_report
+from headlab.models.finetune import (TRAINING_PROCEDURE, FinetuneConfig, cache_entry, fit, training_pairs,
+                                     write_training_report)
 from headlab.models.loading import load_encoder
 from headlab.models.training import cached
 
@@ -46,7 +47,8 @@ class TwoTower(torch.nn.Module):
 
 def two_tower_dir(config: FinetuneConfig) -> Path:
     """Where the two-tower model for ``config`` lives in the cache (a key apart from the cross-encoder's)."""
-    return cache_entry(config, prefix="two-tower-", architecture="two-tower mean-pool [u, v, |u-v|, u*v]")
+    return cache_entry(config, prefix="two-tower-", architecture="two-tower mean-pool [u, v, |u-v|, u*v]",
+                       procedure=TRAINING_PROCEDURE)
 
 
 def finetune_two_tower(config: FinetuneConfig = FinetuneConfig(), device="cpu", progress: bool = True) -> Path:
