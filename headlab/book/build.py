@@ -240,7 +240,7 @@ def _pretrain_if_needed(settings: dict) -> float | None:
 CROSS_ENCODER, TWO_TOWER = "fine-tuning", "two-tower fine-tuning"  # the steps that train a preset's models
 
 
-def train_step(label: str, settings: dict, which: str, threads: int, log: Path) -> float:
+def fine_tune_step(label: str, settings: dict, which: str, threads: int, log: Path) -> float:
     """Fine-tune, or find in the cache, one model the notebooks load, in a lane's worker process like a notebook
     (``threads`` threads, its own work log): ``which`` is :data:`CROSS_ENCODER`, the model every page reads, or
     :data:`TWO_TOWER`, page 08's two towers. A fine-tune runs on one thread wherever it runs
@@ -402,7 +402,7 @@ def execute_preset(preset: str, settings: dict, executed: Path, names: list[str]
     timings = [Path(settings.get("RUN_DIR", "runs")) / "timings.csv", REPO / "results" / "timings.csv"]
     expected = recorded_seconds(preset, state, timings)
     needs = step_needs(run)
-    steps = {name: (train_step, f"{preset}: {name}", settings, name, threads, logs / f"{preset}-{name}.log")
+    steps = {name: (fine_tune_step, f"{preset}: {name}", settings, name, threads, logs / f"{preset}-{name}.log")
              for name in training_steps(run)}
     steps.update({name: (run_step, f"{preset}: {name}", REPO / "notebooks" / f"{name}.ipynb",
                          executed / f"{name}.ipynb", settings, threads, logs / f"{preset}-{name}.log") for name in run})
