@@ -240,13 +240,13 @@ def _pretrain_if_needed(settings: dict) -> float | None:
 CROSS_ENCODER, TWO_TOWER = "fine-tuning", "two-tower fine-tuning"  # the steps that train a preset's models
 
 
-def fine_tune_step(label: str, settings: dict, which: str, threads: int, log: Path) -> float:
-    """Fine-tune, or find in the cache, one model the notebooks load, in a lane's worker process like a notebook
-    (``threads`` threads, its own work log): ``which`` is :data:`CROSS_ENCODER`, the model every page reads, or
-    :data:`TWO_TOWER`, page 08's two towers. A fine-tune runs on one thread wherever it runs
-    (:func:`headlab.models.training.one_thread`), so the two share a 2-core machine and give the weights a notebook
-    run alone gives. The seconds."""
-    os.environ.update({**{name: str(threads) for name in THREAD_VARIABLES}, WORK_LOG: str(log)})
+def fine_tune_step(label: str, settings: dict, which: str, log: Path) -> float:
+    """Fine-tune, or find in the cache, one model the notebooks load, in a lane's worker process with its own work
+    log: ``which`` is :data:`CROSS_ENCODER`, the model every page reads, or :data:`TWO_TOWER`, page 08's two towers.
+    A fine-tune runs on one torch thread wherever it runs (:func:`headlab.models.training.one_thread`; this worker's
+    torch is already started, so thread variables would not reach it), so the two share a 2-core machine and give
+    the weights a notebook run alone gives. The seconds."""
+    os.environ[WORK_LOG] = str(log)
     os.environ.pop(NO_TRAINING, None)
     study = Study.from_globals(settings)
     print(f"[book] {label}: {which} of {study.model} on {study.data} (cached after the first run) ...", flush=True)
@@ -325,10 +325,10 @@ def run_step(label: str, source: Path, target: Path, settings: dict, threads: in
     return seconds
 
 
-def in_lanes(steps: dict[str, tuple], needs: dict[str, tuple], lanes: int, run=run_step):
-    """Run ``run(*steps[name])`` for every step, ``lanes`` at a time in worker processes, each step once every step it
-    ``needs`` (of those in ``steps``) has finished, else in the order given; yield ``(name, result)`` as each
-    finishes. After a failure nothing new starts: the steps still running finish, then the first error is raised."""
+def in_lanes(steps: dict[str, tuple], needs: dict[str, tuple], lanes: int, run=call):
+    """Run ``run(*steps[name])`` (by default a step is its function and arguments: :func:`call`) for every step,
+    ``lanes`` at a time in worker processes, each step once every step it ``needs`` (of those in ``steps``) has
+    finished, else in the order given; yield ``(name, result)`` as each finishes. After a failure nothing new starts: the steps still running finish, then the first error is raised."""
     pending, running, done, failure = list(steps), {}, set(), None
     with ProcessPoolExecutor(lanes, mp_context=multiprocessing.get_context("spawn")) as pool:
         while running or (pending and failure is None):
@@ -402,12 +402,12 @@ def execute_preset(preset: str, settings: dict, executed: Path, names: list[str]
     timings = [Path(settings.get("RUN_DIR", "runs")) / "timings.csv", REPO / "results" / "timings.csv"]
     expected = recorded_seconds(preset, state, timings)
     needs = step_needs(run)
-    steps = {name: (fine_tune_step, f"{preset}: {name}", settings, name, threads, logs / f"{preset}-{name}.log")
+    steps = {name: (fine_tune_step, f"{preset}: {name}", settings, name, logs / f"{preset}-{name}.log")
              for name in training_steps(run)}
     steps.update({name: (run_step, f"{preset}: {name}", REPO / "notebooks" / f"{name}.ipynb",
                          executed / f"{name}.ipynb", settings, threads, logs / f"{preset}-{name}.log") for name in run})
     for name, seconds in in_lanes({n: steps[n] for n in critical_path_first(list(steps), needs, expected)}, needs,
-                                  lanes, run=call):
+                                  lanes):
         record(name, seconds, steps[name][-1])
     if clock:
         clock.record(preset, state, "preset total", time.time() - started, computed_any)
