@@ -2,7 +2,7 @@
 #   make book   venv + install + offline assets + fine-tuning (cached) + notebooks (papermill) + static site
 #   make test   venv + install + the whole test suite (what .ci/run calls)
 #   make lab    venv + install + offline assets, then JupyterLab on this folder (live notebooks, sliders)
-#   make test-fast   the tests not marked slow, offline (the developer loop)
+#   make test-fast   ruff, mypy, then the tests not marked slow, offline (the developer loop)
 #   make publish     the built site onto the gh-pages branch (PUSH=1 pushes it to origin; GitHub Pages serves it)
 #   make dist        dist/headlab-book-<commit>.zip: the site, runs/ tables, executed notebooks and a manifest
 #                    (BOOK_DIR=, RUN_DIR=: another build's folders, e.g. benchmarks/gpu_book.sh's gpu-out/site)
@@ -54,11 +54,14 @@ lab: assets
 	    $(if $(filter 0,$(shell id -u)),--allow-root)
 
 test: venv
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy
 	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 	$(BIN)/python -m pytest
 
-# the developer loop: no asset, book build or browser (the tests marked slow), offline, on an empty cache
+# the developer loop: lint, format and type checks (pyproject.toml's [tool.ruff] and [tool.mypy], fail fast), then
+# the tests not marked slow (no asset, book build or browser), offline, on an empty cache
 test-fast: venv
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy
 	HEADLAB_NO_NETWORK=1 $(BIN)/python -m pytest -m "not slow"
 
 publish: venv

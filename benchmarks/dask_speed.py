@@ -8,6 +8,7 @@ the same pairs (an estimate on paper: it scales the FLOPs, at the throughput you
     python benchmarks/dask_speed.py --workers 2 --limit 400
     python benchmarks/dask_speed.py --gpu-tflops 400 --gpus 8     # the on-paper line for 8 GPUs at 400 TFLOP/s
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,7 +23,8 @@ from sweep_speed import engine_flops
 
 from headlab.core.cluster import connect
 from headlab.core.sweep import run_sweep, single_head_specs
-from headlab.lab.study import Study
+from headlab.lab.lab import Lab
+from headlab.lab.params import Params
 
 BERT_LARGE = {"layers": 24, "heads": 16, "hidden": 1024, "inner": 4096}
 
@@ -38,10 +40,19 @@ def pass_flops(lengths, hidden: int, inner: int, layers: int, batch_size: int) -
     return per_layer * layers
 
 
-def timed_sweep(setup, specs, folder: Path, **kwargs) -> tuple[float, pd.DataFrame]:
+def timed_sweep(lab, specs, folder: Path, **kwargs) -> tuple[float, pd.DataFrame]:
     started = time.perf_counter()
-    table = run_sweep(setup.model, setup.encoded, specs, folder, batch_size=setup.batch_size, device=setup.device,
-                      pad_id=setup.pad_id, progress=False, **kwargs)
+    table = run_sweep(
+        lab.model,
+        lab.encoded,
+        specs,
+        folder,
+        batch_size=lab.batch_size,
+        device=lab.device,
+        pad_id=lab.pad_id,
+        progress=False,
+        **kwargs,
+    )
     return time.perf_counter() - started, table
 
 
@@ -53,34 +64,39 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, default=4)
     args = parser.parse_args()
 
-    setup = Study(device="cpu", eval_limit=args.limit).setup()
-    layers, heads = setup.shape
+    lab = Lab.from_params(Params(device="cpu", eval_limit=args.limit))
+    layers, heads = lab.shape
     specs = single_head_specs(layers, heads)
     client = connect(f"local:{args.workers}")
     with tempfile.TemporaryDirectory() as tmp:
         torch.set_num_threads(args.workers)
-        t_one, one = timed_sweep(setup, specs, Path(tmp) / "one")
-        timed_sweep(setup, specs[:1], Path(tmp) / "warm", cluster=client)  # ship the model once, start the workers
-        t_dask, spread = timed_sweep(setup, specs, Path(tmp) / "dask", cluster=client)
+        t_one, one = timed_sweep(lab, specs, Path(tmp) / "one")
+        timed_sweep(lab, specs[:1], Path(tmp) / "warm", cluster=client)  # ship the model once, start the workers
+        t_dask, spread = timed_sweep(lab, specs, Path(tmp) / "dask", cluster=client)
     identical = one.equals(spread)
-    print(f"single-head grid, {len(specs)} masks + the unmasked model, {len(setup.encoded)} pairs, "
-          f"{layers}x{heads} heads:")
+    print(
+        f"single-head grid, {len(specs)} masks + the unmasked model, {len(lab.encoded)} pairs, {layers}x{heads} heads:"
+    )
     print(f"  1 process x {args.workers} threads : {t_one:7.1f} s")
     print(f"  {args.workers} Dask workers x 1 thread: {t_dask:7.1f} s   (model already on the workers)")
     print(f"  identical per-example tables: {identical}")
 
-    lengths = [len(ids) for ids in setup.encoded.input_ids]
+    lengths = [len(ids) for ids in lab.encoded.input_ids]
     masks = [s.keep(layers, heads) for s in specs]
-    measured = engine_flops(setup.model, setup.encoded, masks, setup.batch_size) / t_one
-    full = pass_flops(lengths, BERT_LARGE["hidden"], BERT_LARGE["inner"], BERT_LARGE["layers"], setup.batch_size)
+    measured = engine_flops(lab.model, lab.encoded, masks, lab.batch_size) / t_one
+    full = pass_flops(lengths, BERT_LARGE["hidden"], BERT_LARGE["inner"], BERT_LARGE["layers"], lab.batch_size)
     n_masks = BERT_LARGE["layers"] * BERT_LARGE["heads"] + 1000
     total = full * n_masks  # upper bound: no reuse of the layers below a mask
-    print(f"\non paper: BERT-large ({BERT_LARGE['layers']}x{BERT_LARGE['heads']}) on these {len(lengths)} pairs, "
-          f"{n_masks} masks (the grid and 1,000 random draws), {total / 1e15:.2f} PFLOP without layer reuse:")
+    print(
+        f"\non paper: BERT-large ({BERT_LARGE['layers']}x{BERT_LARGE['heads']}) on these {len(lengths)} pairs, "
+        f"{n_masks} masks (the grid and 1,000 random draws), {total / 1e15:.2f} PFLOP without layer reuse:"
+    )
     print(f"  this machine at its measured {measured / 1e9:.0f} GFLOP/s: {total / measured / 3600:.1f} h")
     for n in sorted({1, args.gpus}):
-        print(f"  {n} GPU(s) at an assumed {args.gpu_tflops:.0f} TFLOP/s each: "
-              f"{total / (n * args.gpu_tflops * 1e12) / 60:.1f} min")
+        print(
+            f"  {n} GPU(s) at an assumed {args.gpu_tflops:.0f} TFLOP/s each: "
+            f"{total / (n * args.gpu_tflops * 1e12) / 60:.1f} min"
+        )
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ on the dev pairs only; speed and grades are measured on the test pairs. Each bat
 Writes one row per model variant and batch size to ``--out`` (default ``results/prune_speed.csv``, appended), with
 the parameter count, the safetensors file size and the share of test grades the pruned model shares with masking.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,15 +53,20 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="minilm")
     parser.add_argument("--data", default="stsb-en")
-    parser.add_argument("--preset", choices=sorted(PRESETS),
-                        help="a book preset's model, data and fine-tuning settings (its cached model; e.g. e5-en)")
+    parser.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        help="a book preset's model, data and fine-tuning settings (its cached model; e.g. e5-en)",
+    )
     parser.add_argument("--share", type=float, default=0.5, help="share of all heads removed (default 0.5)")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 64])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--pairs", type=int, default=256, help="test pairs per timed pass at batch size 1")
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
     parser.add_argument("--out", default="results/prune_speed.csv")
-    parser.add_argument("--run-dir", default="runs", help="a book's RUN_DIR: its dev-pair importance is read, not redone")
+    parser.add_argument(
+        "--run-dir", default="runs", help="a book's RUN_DIR: its dev-pair importance is read, not redone"
+    )
     args = parser.parse_args(argv)
     if not 0 < args.share < 1:
         parser.error(f"--share must be between 0 and 1, got {args.share}")
@@ -68,8 +74,9 @@ def main(argv=None) -> int:
     settings = PRESETS.get(args.preset, {})
     args.model, args.data = settings.get("MODEL", args.model), settings.get("DATA", args.data)
     tuning = {k.lower(): settings[k] for k in FINETUNE_SETTINGS if k in settings}
-    test = headlab.load(model=args.model, data=args.data, split="test", device=args.device, run_dir=args.run_dir,
-                        **tuning)
+    test = headlab.load(
+        model=args.model, data=args.data, split="test", device=args.device, run_dir=args.run_dir, **tuning
+    )
     dev = test.on_split("dev")
     drop = least_important(dev.importance(), args.share)
     device, chosen = test.device, precision(test.device)
@@ -80,28 +87,51 @@ def main(argv=None) -> int:
         full_mb = sum(f.stat().st_size for f in (Path(folder) / "unpruned").glob("*.safetensors")) / 2**20
     pruned = pruned.to(device)
     masked = test.evaluate(drop)
-    agreement = float(np.mean(predicted_grades(predict(pruned, test.encoded, batch_size=64, device=device,
-                                                       precision=chosen)) == predicted_grades(masked.probs)))
+    agreement = float(
+        np.mean(
+            predicted_grades(predict(pruned, test.encoded, batch_size=64, device=device, precision=chosen))
+            == predicted_grades(masked.probs)
+        )
+    )
     rows = []
     for variant, model, mb in (("unpruned", test.model, full_mb), ("pruned", pruned, pruned_mb)):
         for batch_size in args.batch_sizes:
             limit = args.pairs if batch_size == 1 else len(test.encoded)
             rates = pairs_per_second(model, test.encoded, batch_size, device, chosen, args.repeats, limit)
-            rows.append({"model": args.model, "data": args.data, "variant": variant, "share_removed": args.share,
-                         "heads_removed": len(drop) if variant == "pruned" else 0, "batch_size": batch_size,
-                         "pairs": limit, "repeats": args.repeats, "pairs_per_s": statistics.median(rates),
-                         "pairs_per_s_min": min(rates), "pairs_per_s_max": max(rates),
-                         "parameters": sum(p.numel() for p in model.parameters()), "file_mb": round(mb, 2),
-                         "accuracy": masked.accuracy if variant == "pruned" else masked.base_accuracy,
-                         "grades_as_masking": agreement if variant == "pruned" else np.nan,
-                         "machine": machine(1, torch.get_num_threads()), "device": str(device), "precision": chosen})
-            print(f"{variant:9s} batch {batch_size:3d}: {rows[-1]['pairs_per_s']:8.1f} pairs/s "
-                  f"({min(rates):.1f}-{max(rates):.1f})", flush=True)
+            rows.append(
+                {
+                    "model": args.model,
+                    "data": args.data,
+                    "variant": variant,
+                    "share_removed": args.share,
+                    "heads_removed": len(drop) if variant == "pruned" else 0,
+                    "batch_size": batch_size,
+                    "pairs": limit,
+                    "repeats": args.repeats,
+                    "pairs_per_s": statistics.median(rates),
+                    "pairs_per_s_min": min(rates),
+                    "pairs_per_s_max": max(rates),
+                    "parameters": sum(p.numel() for p in model.parameters()),
+                    "file_mb": round(mb, 2),
+                    "accuracy": masked.accuracy if variant == "pruned" else masked.base_accuracy,
+                    "grades_as_masking": agreement if variant == "pruned" else np.nan,
+                    "machine": machine(1, torch.get_num_threads()),
+                    "device": str(device),
+                    "precision": chosen,
+                }
+            )
+            print(
+                f"{variant:9s} batch {batch_size:3d}: {rows[-1]['pairs_per_s']:8.1f} pairs/s "
+                f"({min(rates):.1f}-{max(rates):.1f})",
+                flush=True,
+            )
     table = pd.DataFrame(rows)
     for batch_size in args.batch_sizes:
         rate = table[table["batch_size"] == batch_size].set_index("variant")["pairs_per_s"]
-        print(f"batch {batch_size}: pruned / unpruned = {rate['pruned'] / rate['unpruned']:.2f}x; "
-              f"{len(drop)} heads removed, grades as masking on {agreement:.1%} of {len(test.encoded)} test pairs")
+        print(
+            f"batch {batch_size}: pruned / unpruned = {rate['pruned'] / rate['unpruned']:.2f}x; "
+            f"{len(drop)} heads removed, grades as masking on {agreement:.1%} of {len(test.encoded)} test pairs"
+        )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(out, mode="a", header=not out.exists(), index=False, float_format="%.6g")

@@ -14,6 +14,7 @@ and on the CPU with its products through torch's default (MKL), to show what one
 Prints both times, their ratio, the largest accuracy difference between the two (0 expected on a CPU), and
 the achieved FLOP/s against this machine's measured fp32 matmul peak.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,7 +28,8 @@ from headlab.core.evaluate import NUM_GRADES, Encoded
 from headlab.core.masking import mask_heads
 from headlab.core.onednn import dense, onednn_available
 from headlab.core.sweep import random_share_specs, single_head_specs
-from headlab.lab.study import Study
+from headlab.lab.lab import Lab
+from headlab.lab.params import Params
 
 
 def naive_probabilities(model, encoded: Encoded, mask, batch_size: int, device) -> np.ndarray:
@@ -44,8 +46,9 @@ def naive_probabilities(model, encoded: Encoded, mask, batch_size: int, device) 
                 ids[r, :n] = torch.tensor(encoded.input_ids[i])
                 types[r, :n] = torch.tensor(encoded.token_type_ids[i])
                 attention[r, :n] = 1
-            logits = model(input_ids=ids.to(device), token_type_ids=types.to(device),
-                           attention_mask=attention.to(device)).logits
+            logits = model(
+                input_ids=ids.to(device), token_type_ids=types.to(device), attention_mask=attention.to(device)
+            ).logits
             probs[start : start + len(rows)] = torch.softmax(logits.float(), -1).cpu().numpy()
     return probs
 
@@ -82,18 +85,24 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--masks-per-pass", type=int, default=1)
-    parser.add_argument("--naive-sample", type=int, default=0, help="naive loop on this many masks per workload (0: all)")
-    parser.add_argument("--masks", type=int, default=0, help="time this many masks of each workload, drawn at random (0: all)")
+    parser.add_argument(
+        "--naive-sample", type=int, default=0, help="naive loop on this many masks per workload (0: all)"
+    )
+    parser.add_argument(
+        "--masks", type=int, default=0, help="time this many masks of each workload, drawn at random (0: all)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    study = Study(device=args.device, seed=args.seed)
-    setup = study.setup()
-    model, encoded = setup.model, setup.encoded
+    params = Params(device=args.device, seed=args.seed)
+    lab = Lab.from_params(params)
+    model, encoded = lab.model, lab.encoded
     layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
-    device = study.torch_device
-    print(f"model {study.fine_tune().name}: {layers}x{heads} heads, {len(encoded)} test pairs, device {device}, "
-          f"{torch.get_num_threads()} threads")
+    device = params.torch_device
+    print(
+        f"model {params.fine_tune().name}: {layers}x{heads} heads, {len(encoded)} test pairs, device {device}, "
+        f"{torch.get_num_threads()} threads"
+    )
     workloads = {
         "single-head grid": single_head_specs(layers, heads),
         "10 shares x 10 draws": random_share_specs(layers, heads, [i / 10 for i in range(1, 11)], 10, args.seed),
@@ -110,47 +119,65 @@ def main() -> None:
         t_engine = time.perf_counter() - started
         flops = engine_flops(model, encoded, masks, args.batch_size)
         started = time.perf_counter()
-        zeroed = MaskEngine(model, encoded, args.batch_size, device, masks_per_pass=args.masks_per_pass,
-                            leave_out_removed=False).probabilities(masks)
+        zeroed = MaskEngine(
+            model, encoded, args.batch_size, device, masks_per_pass=args.masks_per_pass, leave_out_removed=False
+        ).probabilities(masks)
         t_zeroed = time.perf_counter() - started
         agree = min(float(np.mean(a.argmax(1) == b.argmax(1))) for a, b in zip(fast, zeroed))
         t_mkl = agree_mkl = None
         if engine.onednn:
             started = time.perf_counter()
-            default = MaskEngine(model, encoded, args.batch_size, device, masks_per_pass=args.masks_per_pass,
-                                 onednn=False).probabilities(masks)
+            default = MaskEngine(
+                model, encoded, args.batch_size, device, masks_per_pass=args.masks_per_pass, onednn=False
+            ).probabilities(masks)
             t_mkl = time.perf_counter() - started
             agree_mkl = min(float(np.mean(a.argmax(1) == b.argmax(1))) for a, b in zip(fast, default))
             total_mkl += t_mkl
 
-        picked = np.arange(len(masks)) if not args.naive_sample else np.sort(rng.choice(len(masks), args.naive_sample, replace=False))
+        picked = (
+            np.arange(len(masks))
+            if not args.naive_sample
+            else np.sort(rng.choice(len(masks), args.naive_sample, replace=False))
+        )
         model.set_attn_implementation("eager")
         started = time.perf_counter()
         slow = {i: naive_probabilities(model, encoded, masks[i], args.batch_size, device) for i in picked}
         t_naive = (time.perf_counter() - started) * len(masks) / len(picked)
         model.set_attn_implementation("sdpa")
-        acc = lambda p: float(np.mean(p.argmax(1) + 1 == encoded.grades))
+
+        def acc(probs):
+            return float(np.mean(probs.argmax(1) + 1 == encoded.grades))
+
         diff = max(abs(acc(fast[i]) - acc(slow[i])) for i in picked)
         note = "" if len(picked) == len(masks) else f" (extrapolated from {len(picked)} of {len(masks)} masks)"
         print(f"\n{name}: {len(masks)} masks")
         print(f"  naive loop : {t_naive:8.1f} s{note}")
         print(f"  headlab    : {t_engine:8.1f} s   ({flops / t_engine / 1e9:.1f} GFLOP/s of a pass with every head)")
         print(f"  speed-up   : {t_naive / t_engine:8.2f}x   largest accuracy difference: {diff:.6f}")
-        print(f"  removed heads computed and zeroed: {t_zeroed:8.1f} s ({t_zeroed / t_engine:.2f}x headlab's time; "
-              f"grades agree on at least {agree:.4%} of pairs per mask)")
+        print(
+            f"  removed heads computed and zeroed: {t_zeroed:8.1f} s ({t_zeroed / t_engine:.2f}x headlab's time; "
+            f"grades agree on at least {agree:.4%} of pairs per mask)"
+        )
         if t_mkl is not None:
-            print(f"  products through torch's default (MKL), not oneDNN: {t_mkl:8.1f} s ({t_mkl / t_engine:.2f}x "
-                  f"headlab's time; grades agree on at least {agree_mkl:.4%} of pairs per mask)")
+            print(
+                f"  products through torch's default (MKL), not oneDNN: {t_mkl:8.1f} s ({t_mkl / t_engine:.2f}x "
+                f"headlab's time; grades agree on at least {agree_mkl:.4%} of pairs per mask)"
+            )
         total_engine += t_engine
         total_naive += t_naive
         total_zeroed += t_zeroed
     peak = matmul_peak(device)
-    print(f"\nall workloads: naive {total_naive:.1f} s, headlab {total_engine:.1f} s, speed-up {total_naive / total_engine:.2f}x; "
-          f"removed heads zeroed instead of left out: {total_zeroed:.1f} s")
+    print(
+        f"\nall workloads: naive {total_naive:.1f} s, headlab {total_engine:.1f} s, "
+        f"speed-up {total_naive / total_engine:.2f}x; "
+        f"removed heads zeroed instead of left out: {total_zeroed:.1f} s"
+    )
     print(f"measured fp32 matmul peak on this machine: {peak / 1e9:.1f} GFLOP/s")
     if onednn_available(device):
-        print(f"  through oneDNN: {matmul_peak(device, onednn=True) / 1e9:.1f} GFLOP/s; the engine with MKL's products "
-              f"instead: {total_mkl:.1f} s")
+        print(
+            f"  through oneDNN: {matmul_peak(device, onednn=True) / 1e9:.1f} GFLOP/s; the engine with MKL's products "
+            f"instead: {total_mkl:.1f} s"
+        )
 
 
 if __name__ == "__main__":

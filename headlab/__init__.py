@@ -13,6 +13,7 @@ fine-tuning settings chosen on dev). Each layer exports the names a notebook nee
 ``from headlab.core import run_sweep``, ``from headlab.findings import matching_heads``, ``from headlab.report import
 show`` (a finding's own names come from its module, ``headlab.findings.redundancy``).
 """
+
 __version__ = "0.1.0"
 
 import os as _os
@@ -32,9 +33,9 @@ _PUBLIC = {
     "order_heads": "headlab.findings.order",
     "cls_profile": "headlab.findings.roles",
     "role_scores": "headlab.findings.roles",
-    "Evaluation": "headlab.lab.study",
-    "Lab": "headlab.lab.study",
-    "Study": "headlab.lab.study",
-    "load": "headlab.lab.study",
+    "Evaluation": "headlab.lab.lab",
+    "Lab": "headlab.lab.lab",
+    "Params": "headlab.lab.params",
+    "load": "headlab.lab.lab",
 }
 __all__, __getattr__, __dir__ = _exports(__name__, _PUBLIC)

@@ -56,18 +56,36 @@ def minilm_tokenizer():
 def tiny_bert(attn: str = "eager", seed: int = 0):
     """A randomly initialised 3-layer x 4-head BERT with a 5-way head: no download needed."""
     torch.manual_seed(seed)
-    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=3, num_attention_heads=4,
-                        intermediate_size=32, max_position_embeddings=32, num_labels=5,
-                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, initializer_range=0.3)
+    config = BertConfig(
+        vocab_size=50,
+        hidden_size=16,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        intermediate_size=32,
+        max_position_embeddings=32,
+        num_labels=5,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        initializer_range=0.3,
+    )
     config._attn_implementation = attn
     return BertForSequenceClassification(config).eval()
 
 
 def tiny_mpnet(attn: str = "eager", seed: int = 0):
     torch.manual_seed(seed)
-    config = MPNetConfig(vocab_size=50, hidden_size=16, num_hidden_layers=3, num_attention_heads=4,
-                         intermediate_size=32, max_position_embeddings=40, num_labels=5,
-                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, initializer_range=0.3)
+    config = MPNetConfig(
+        vocab_size=50,
+        hidden_size=16,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        intermediate_size=32,
+        max_position_embeddings=40,
+        num_labels=5,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        initializer_range=0.3,
+    )
     config._attn_implementation = attn
     return MPNetForSequenceClassification(config).eval()
 
@@ -92,8 +110,16 @@ def grid_and_layers(layers=3, heads=4):
     grid.loc[5, ["p_mcnemar", "p_holm"]] = [1e-5, 1e-4]
     grid["significant"] = grid["p_holm"] < 0.05
     grid["direction"] = np.where(grid["significant"], "hurts", "none")
-    layer_table = pd.DataFrame({"layer": range(layers), "accuracy": 0.5, "rel_change": [-0.2, 0.03, 0.0],
-                                "lo": [-0.25, 0.01, -0.02], "hi": [-0.15, 0.05, 0.02], "p_mcnemar": 0.1})
+    layer_table = pd.DataFrame(
+        {
+            "layer": range(layers),
+            "accuracy": 0.5,
+            "rel_change": [-0.2, 0.03, 0.0],
+            "lo": [-0.25, 0.01, -0.02],
+            "hi": [-0.15, 0.05, 0.02],
+            "p_mcnemar": 0.1,
+        }
+    )
     layer_table["distinguishable"] = (layer_table["lo"] > 0) | (layer_table["hi"] < 0)
     return grid, layer_table
 
@@ -131,8 +157,15 @@ def save_tiny_bert(folder, initializer_range: float = 0.02):
     """A tiny random BERT saved like any model folder (safetensors + a WordPiece tokenizer of :data:`WORDS`)."""
     tokenizer = words_tokenizer(folder)
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=128, initializer_range=initializer_range)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        initializer_range=initializer_range,
+    )
     BertModel(config).save_pretrained(folder)
     return folder
 
@@ -165,8 +198,15 @@ def mpnet_folder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tiny-mpnet")
     tokenizer = MPNetTokenizer(vocab={w: i for i, w in enumerate(MPNET_WORDS)}, unk_token="<unk>")
     torch.manual_seed(0)
-    config = MPNetConfig(vocab_size=len(MPNET_WORDS), hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
-                         intermediate_size=32, max_position_embeddings=40, num_labels=5)
+    config = MPNetConfig(
+        vocab_size=len(MPNET_WORDS),
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=32,
+        max_position_embeddings=40,
+        num_labels=5,
+    )
     MPNetForSequenceClassification(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
@@ -175,8 +215,9 @@ def mpnet_folder(tmp_path_factory):
 @pytest.fixture(scope="session")
 def mpnet_pairs():
     """Two pairs in the tiny MPNet's vocabulary."""
-    return pd.DataFrame({"query": ["a cat sat on the mat", "red car"], "title": ["the dog ran", "blue road far"],
-                         "label": [4, 1]})
+    return pd.DataFrame(
+        {"query": ["a cat sat on the mat", "red car"], "title": ["the dog ran", "blue road far"], "label": [4, 1]}
+    )
 
 
 @pytest.fixture
@@ -211,8 +252,13 @@ def tiny_book(tmp_path_factory):
     work, runs = root / "book", root / "runs"
     # laid out like the repository (a _config.yml beside book/), where jupyter-book would put _build by default
     (root / "_config.yml").write_text((REPO / "_config.yml").read_text())
-    result = subprocess.run([sys.executable, "-m", "headlab.book", "--preset", "tiny", "--work", str(work),
-                             "--run-dir", str(runs)], capture_output=True, text=True, cwd=REPO, timeout=1800)
+    result = subprocess.run(
+        [sys.executable, "-m", "headlab.book", "--preset", "tiny", "--work", str(work), "--run-dir", str(runs)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=1800,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return SimpleNamespace(work=work, runs=runs, html=work / "_build" / "html", stdout=result.stdout)
 

@@ -4,6 +4,7 @@ The work runs in a forked child, which inherits the loaded torch and headlab (no
 first freezes at a known point (it touches a marker file, then sleeps until killed), so the kill lands part-way
 through the work however fast the machine is.
 """
+
 import os
 import signal
 import time

@@ -1,5 +1,6 @@
 """A step for headlab.book.build.in_lanes to run in its worker processes (a module of its own, so a worker imports
 nothing heavy): it records when it started and ended, or fails at once."""
+
 import json
 import os
 import time

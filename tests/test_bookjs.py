@@ -1,4 +1,5 @@
 """headlab.report.bookjs: the pinned JavaScript the static book ships, and how a page loads it."""
+
 import dataclasses
 import re
 
@@ -17,7 +18,9 @@ def test_after_loading_runs_code_once_the_files_are_there():
 
 
 def test_altair_writes_the_vega_lite_the_bundle_carries():
-    assert alt.SCHEMA_VERSION.startswith(f"v{VEGA_LITE}."), "update VEGA_LITE and the bundle pin in headlab/report/bookjs.py"
+    assert alt.SCHEMA_VERSION.startswith(f"v{VEGA_LITE}."), (
+        "update VEGA_LITE and the bundle pin in headlab/report/bookjs.py"
+    )
 
 
 @pytest.mark.slow  # vl-convert builds the book's 1 MB Vega bundle (seconds of CPU), as the book build does
@@ -31,7 +34,8 @@ def test_the_vega_bundle_matches_its_pin_and_keeps_its_names_private():
 def test_write_scripts_writes_every_pinned_file(tmp_path):
     written = write_scripts(tmp_path)
     assert sorted(p.relative_to(tmp_path).as_posix() for p in written) == sorted(
-        [bookjs.D3.path, bookjs.JQUERY.path, bookjs.MATHJAX.path, VEGA_PATH])
+        [bookjs.D3.path, bookjs.JQUERY.path, bookjs.MATHJAX.path, VEGA_PATH]
+    )
     assert (tmp_path / bookjs.D3.path).read_text().startswith("// https://d3js.org v5.")
     assert "jQuery v3." in (tmp_path / bookjs.JQUERY.path).read_text()[:100]
 

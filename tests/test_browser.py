@@ -6,6 +6,7 @@ Uses Debian's ``chromium`` through Playwright (never ``playwright install``). `m
 runs as root; elsewhere, without it, this test is skipped with a loud message, except under CI, where it fails.
 A screenshot of each page is saved; a failure names the screenshots of the failing pages.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -26,8 +27,15 @@ import pytest
 pytestmark = pytest.mark.slow  # the whole tiny book is built, then opened in Chromium
 
 CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]  # --headless and a fresh --user-data-dir: see `browser`
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]  # --headless and a fresh --user-data-dir: see `browser`
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 
 # Every chart and attention view holds an <svg> or <canvas>; every formula has been typeset by MathJax.
@@ -92,8 +100,12 @@ class PageReport:
     too_wide: list[str] = field(default_factory=list)  # charts and views wider than the page's column
 
     def problems(self) -> list[str]:
-        return ([f"requests {url}" for url in self.external] + [f"error: {e}" for e in self.errors]
-                + [f"not drawn: {what}" for what in self.not_drawn] + [f"too wide: {w}" for w in self.too_wide])
+        return (
+            [f"requests {url}" for url in self.external]
+            + [f"error: {e}" for e in self.errors]
+            + [f"not drawn: {what}" for what in self.not_drawn]
+            + [f"too wide: {w}" for w in self.too_wide]
+        )
 
 
 def check_page(context, base: str, page: str, shots: Path, wait_ms: int = 20_000) -> PageReport:
@@ -119,7 +131,8 @@ def check_page(context, base: str, page: str, shots: Path, wait_ms: int = 20_000
 def assert_offline(reports: list[PageReport]) -> None:
     failing = [r for r in reports if r.problems()]
     assert not failing, "pages that do not work offline:\n" + "\n".join(
-        f"{r.page} (screenshot {r.screenshot}):\n    " + "\n    ".join(r.problems()) for r in failing)
+        f"{r.page} (screenshot {r.screenshot}):\n    " + "\n    ".join(r.problems()) for r in failing
+    )
 
 
 @pytest.fixture(scope="module")
@@ -140,17 +153,24 @@ def browser(tmp_path_factory):
         pytest.skip(message)
     with sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM, headless=True, args=FLAGS,
-            viewport={"width": 1280, "height": 900})
-        context.route("**/*", lambda route: route.abort("blockedbyclient") if is_external(route.request.url)
-                      else route.continue_())
+            str(tmp_path_factory.mktemp("chromium-profile")),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=FLAGS,
+            viewport={"width": 1280, "height": 900},
+        )
+        context.route(
+            "**/*",
+            lambda route: route.abort("blockedbyclient") if is_external(route.request.url) else route.continue_(),
+        )
         yield context
         context.close()
 
 
 def _book_pages(site: Path) -> list[str]:
-    return sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html")
-                  if not p.relative_to(site).parts[0].startswith("_"))
+    return sorted(
+        p.relative_to(site).as_posix() for p in site.rglob("*.html") if not p.relative_to(site).parts[0].startswith("_")
+    )
 
 
 def _views_page(site: Path) -> str:
@@ -164,13 +184,25 @@ def _views_page(site: Path) -> str:
     maps /= maps.sum(-1, keepdims=True)
     tokens = ["[CLS]", "a", "query", "[SEP]", "title", "[SEP]"]
     cutoff = alt.param(name="cutoff", value=2, bind=alt.binding_range(min=0, max=5, step=1, name="cutoff "))
-    chart = alt.Chart(pd.DataFrame({"x": range(6), "y": [3, 1, 4, 1, 5, 9]})).mark_bar().encode(
-        x="x:O", y="y:Q", tooltip=["x", "y"],
-        color=alt.condition(alt.datum.x > cutoff, alt.value("steelblue"), alt.value("orange"))).add_params(cutoff)
+    chart = (
+        alt.Chart(pd.DataFrame({"x": range(6), "y": [3, 1, 4, 1, 5, 9]}))
+        .mark_bar()
+        .encode(
+            x="x:O",
+            y="y:Q",
+            tooltip=["x", "y"],
+            color=alt.condition(alt.datum.x > cutoff, alt.value("steelblue"), alt.value("orange")),
+        )
+        .add_params(cutoff)
+    )
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HEADLAB_BOOK", "1")
-        parts = [head_view(maps, tokens, sentence_b_start=4), head_view(maps, tokens, layer=1, heads=[0]),
-                 model_view(maps, tokens), BookChart(chart)]
+        parts = [
+            head_view(maps, tokens, sentence_b_start=4),
+            head_view(maps, tokens, layer=1, heads=[0]),
+            model_view(maps, tokens),
+            BookChart(chart),
+        ]
     body = "\n".join(p._repr_html_() for p in parts)
     return _plant(site, "views.html", f'<head><meta charset="utf-8"></head><body>{body}</body>')
 
@@ -250,8 +282,12 @@ def test_views_on_one_page_keep_their_own_ids_and_respond(site, browser, shots):
 
 def test_a_page_that_reaches_a_cdn_fails_the_check(site, browser, shots):
     """The check is not blind: a page that loads Vega from a CDN, throws, and leaves its chart empty fails it."""
-    page = _plant(site, "cdn.html", '<head><script src="https://cdn.jsdelivr.net/npm/vega@5"></script></head><body>'
-                  '<div class="headlab-chart" id="c"></div><script>vegaEmbed("#c", {});</script></body>')
+    page = _plant(
+        site,
+        "cdn.html",
+        '<head><script src="https://cdn.jsdelivr.net/npm/vega@5"></script></head><body>'
+        '<div class="headlab-chart" id="c"></div><script>vegaEmbed("#c", {});</script></body>',
+    )
     with serve(site) as base:
         report = check_page(browser, base, page, shots, wait_ms=2_000)
     assert report.external == ["https://cdn.jsdelivr.net/npm/vega@5"]

@@ -1,11 +1,14 @@
 """headlab.book.build: the table of contents, settings checked before anything runs, a failing notebook is loud."""
+
+import logging
+
 import nbformat
 import pytest
 
 from headlab.book.build import (
+    CELL_TIMEOUT,
     PRESETS,
     REPO,
-    CELL_TIMEOUT,
     BookError,
     _check_settings,
     build,
@@ -17,7 +20,7 @@ from headlab.book.build import (
 )
 from headlab.book.tuning import GRIDS
 from headlab.inputs.assets import is_asset
-from headlab.lab.study import Study
+from headlab.lab.params import Params
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 
@@ -49,31 +52,35 @@ def test_a_failing_cell_names_the_notebook_and_cell(tmp_path):
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     source = tmp_path / "broken.ipynb"
     nbformat.write(nb, source)
-    with pytest.raises(BookError, match=r"broken\.ipynb failed in code cell 3 \(`raise ValueError\('bad X'\)`.*ValueError: bad X"):
+    with pytest.raises(
+        BookError, match=r"broken\.ipynb failed in code cell 3 \(`raise ValueError\('bad X'\)`.*ValueError: bad X"
+    ):
         execute_notebook(source, tmp_path / "out.ipynb", {"X": 2}, tmp_path)
 
 
 @pytest.mark.parametrize("preset", ["e5-zh", "e5-en"])
 def test_e5_presets_name_registered_assets_freeze_the_word_embeddings_and_have_a_grid(preset):
     settings = PRESETS[preset]
-    study = Study.from_globals(settings)
-    assert is_asset(study.model) and is_asset(study.data) and is_asset(settings.get("SEG_CORPUS", "stsb-en"))
-    assert study.finetune_config.freeze_word_embeddings
-    assert study.lr in GRIDS[preset]["lrs"] and study.epochs in GRIDS[preset]["epochs"]
+    params = Params.from_globals(settings)
+    assert is_asset(params.model) and is_asset(params.data) and is_asset(settings.get("SEG_CORPUS", "stsb-en"))
+    assert params.finetune_config.freeze_word_embeddings
+    assert params.lr in GRIDS[preset]["lrs"] and params.epochs in GRIDS[preset]["epochs"]
     chinese = preset == "e5-zh"
-    assert (study.data, settings.get("SEG_ALSO")) == (("stsb-zh", "eval-jieba") if chinese else ("stsb-en", None))
+    assert (params.data, settings.get("SEG_ALSO")) == (("stsb-zh", "eval-jieba") if chinese else ("stsb-en", None))
 
 
 def test_reading_tags_show_results_without_their_code_and_fold_the_parameters():
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("MODEL = 'minilm'", metadata={"tags": ["parameters"]}),
-        nbformat.v4.new_code_cell(f'RUN_DIR = "{REPO}/runs"', metadata={"tags": ["injected-parameters"]}),
-        nbformat.v4.new_code_cell("show(charts.head_heatmap(grid).properties(\n    title='x'))"),
-        nbformat.v4.new_code_cell("Markdown(verdict(curve))"),
-        nbformat.v4.new_code_cell("curve = share_curve(x)\nMarkdown(verdict(curve))"),
-        nbformat.v4.new_code_cell("table.round(4)"),
-        nbformat.v4.new_markdown_cell("## text"),
-    ])
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell("MODEL = 'minilm'", metadata={"tags": ["parameters"]}),
+            nbformat.v4.new_code_cell(f'RUN_DIR = "{REPO}/runs"', metadata={"tags": ["injected-parameters"]}),
+            nbformat.v4.new_code_cell("show(charts.head_heatmap(grid).properties(\n    title='x'))"),
+            nbformat.v4.new_code_cell("Markdown(verdict(curve))"),
+            nbformat.v4.new_code_cell("curve = share_curve(x)\nMarkdown(verdict(curve))"),
+            nbformat.v4.new_code_cell("table.round(4)"),
+            nbformat.v4.new_markdown_cell("## text"),
+        ]
+    )
     reading_tags(nb)
     tags = [c.metadata.get("tags", []) for c in nb.cells]
     assert "hide-cell" in tags[0] and "hide-cell" in tags[1]
@@ -89,15 +96,20 @@ def test_a_cell_past_the_time_limit_names_the_notebook_and_cell(tmp_path, monkey
     source = tmp_path / "slow.ipynb"
     nbformat.write(nb, source)
     monkeypatch.setenv("HEADLAB_CELL_TIMEOUT", "2")
-    with pytest.raises(BookError, match=r"slow\.ipynb: code cell 2 \(`import time; time.sleep\(30\)`\) ran longer "
-                                        r"than 2 s.*HEADLAB_CELL_TIMEOUT.*resume"):
+    with pytest.raises(
+        BookError,
+        match=r"slow\.ipynb: code cell 2 \(`import time; time.sleep\(30\)`\) ran longer "
+        r"than 2 s.*HEADLAB_CELL_TIMEOUT.*resume",
+    ):
         execute_notebook(source, tmp_path / "out.ipynb", {}, tmp_path)
 
 
 @pytest.mark.parametrize("raw", ["0", "-5", "an hour"])
 def test_a_bad_cell_time_limit_is_refused_by_name(monkeypatch, raw):
     monkeypatch.setenv("HEADLAB_CELL_TIMEOUT", raw)
-    with pytest.raises(BookError, match=rf"HEADLAB_CELL_TIMEOUT must be a positive whole number of seconds, got '{raw}'"):
+    with pytest.raises(
+        BookError, match=rf"HEADLAB_CELL_TIMEOUT must be a positive whole number of seconds, got '{raw}'"
+    ):
         cell_timeout()
 
 
@@ -113,3 +125,27 @@ def test_a_bad_cell_time_limit_stops_the_build_before_anything_runs(tmp_path, mo
     with pytest.raises(BookError, match="HEADLAB_CELL_TIMEOUT must be a positive whole number"):
         build({"tiny": PRESETS["tiny"]}, work=tmp_path / "book", run_dir=tmp_path / "runs")
     assert not (tmp_path / "book").exists() and not (tmp_path / "runs").exists()
+
+
+def test_a_notebook_declares_what_its_parameters_cell_assigns_or_imports_from_the_defaults(tmp_path):
+    from headlab.book.build import DeclaredByImport, notebook_parameters
+    from headlab.lab import defaults
+    from headlab.lab.defaults import term_matching
+
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell(
+        "from headlab.lab.defaults import *\nfrom headlab.lab.defaults.term_matching import K_MATCHING\nDRAWS = 3"
+    )
+    cell.metadata["tags"] = ["parameters"]
+    nb.cells = [cell, nbformat.v4.new_code_cell("x = MODEL")]
+    source = tmp_path / "page.ipynb"
+    nbformat.write(nb, source)
+    assert notebook_parameters(source) == set(defaults.__all__) | {"K_MATCHING", "DRAWS"}
+    assert "KEEP_DRAWS" in term_matching.__all__ and "KEEP_DRAWS" not in notebook_parameters(source)
+    record = logging.LogRecord("papermill", logging.WARNING, "", 0, "Passed unknown parameter: MODEL", None, None)
+    other = logging.LogRecord("papermill", logging.WARNING, "", 0, "Kernel died", None, None)
+    assert not DeclaredByImport().filter(record) and DeclaredByImport().filter(other)
+    nb.cells.append(nb.cells[0])
+    nbformat.write(nb, source)
+    with pytest.raises(BookError, match="2 cells tagged 'parameters'"):
+        notebook_parameters(source)

@@ -1,4 +1,5 @@
 """headlab.report.charts: the charts of every notebook build valid Vega-Lite from their tables."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -17,12 +18,14 @@ from headlab.report import charts
 def test_notebook_02_charts_build_valid_specs():
     grid, layer_table = grid_and_layers()
     importance = grid[["layer", "head"]].assign(importance=np.linspace(0, 1, len(grid)))
-    for chart in (charts.layer_bars(layer_table, layer_reference(3)),
-                  charts.head_heatmap(grid),
-                  charts.head_heatmap(importance, "importance", "importance", fmt=".2f", diverging=False, mark=None),
-                  charts.head_intervals(grid),
-                  charts.importance_scatter(grid, importance),
-                  charts.attention_heatmap(np.eye(3), ["a", "b", "a"])):
+    for chart in (
+        charts.layer_bars(layer_table, layer_reference(3)),
+        charts.head_heatmap(grid),
+        charts.head_heatmap(importance, "importance", "importance", fmt=".2f", diverging=False, mark=None),
+        charts.head_intervals(grid),
+        charts.importance_scatter(grid, importance),
+        charts.attention_heatmap(np.eye(3), ["a", "b", "a"]),
+    ):
         assert chart.to_dict()  # validates against the Vega-Lite schema
     heatmap = charts.attention_heatmap(np.eye(3), ["a", "b", "a"])
     calculate = {t["as"]: t["calculate"] for t in heatmap.to_dict()["transform"]}
@@ -38,14 +41,28 @@ def test_segmentation_charts():
     results = score_segmentation(data, max_heads=3, control_draws=2, n_boot=50)
     charts.boundary_heads(results.heads).to_dict()
     charts.union_curve(results.union).to_dict()
-    rule = pd.DataFrame({"example": np.repeat([3, 5], 8), "layer": np.tile(np.repeat([0, 1], 4), 2), "head": 0,
-                         "position": np.tile([1, 2, 3, 4], 4), "token": list("abcd") * 4, "to_sep": rng.random(16),
-                         "to_next": rng.random(16), "predicted_end": True, "gold_end": [False, True] * 8, "multi": False})
+    rule = pd.DataFrame(
+        {
+            "example": np.repeat([3, 5], 8),
+            "layer": np.tile(np.repeat([0, 1], 4), 2),
+            "head": 0,
+            "position": np.tile([1, 2, 3, 4], 4),
+            "token": list("abcd") * 4,
+            "to_sep": rng.random(16),
+            "to_next": rng.random(16),
+            "predicted_end": True,
+            "gold_end": [False, True] * 8,
+            "multi": False,
+        }
+    )
     spec = charts.boundary_rule(rule).to_dict()
     assert {p["name"] for p in spec["params"]} == {"seg_example", "seg_layer", "seg_head"}
     many = pd.concat([rule.assign(example=e) for e in range(400)], ignore_index=True)  # 6400 rows: past Altair's cap
     charts.boundary_rule(many).to_dict()
-    assert "params" not in charts.boundary_rule(rule[(rule["example"] == 3) & (rule["layer"] == 0)], select=False).to_dict()
+    assert (
+        "params"
+        not in charts.boundary_rule(rule[(rule["example"] == 3) & (rule["layer"] == 0)], select=False).to_dict()
+    )
 
 
 def test_order_charts():
@@ -55,16 +72,40 @@ def test_order_charts():
     texts = pd.DataFrame({"example": [4, 4, 9, 9], "line": ["query: a", "title: b", "query: c", "title: d"]})
     spec = charts.grade_distributions(many, select=True, texts=texts).to_dict()
     assert {p["name"] for p in spec["params"]} == {"case_example", "case_k"}
-    shares = pd.DataFrame({"condition": ["original", "shuffled"] * 5, "grade": np.repeat(range(1, 6), 2), "count": 1,
-                           "share": 0.1})
+    shares = pd.DataFrame(
+        {"condition": ["original", "shuffled"] * 5, "grade": np.repeat(range(1, 6), 2), "count": 1, "share": 0.1}
+    )
     charts.grade_shares(shares).to_dict()
-    by_grade = pd.DataFrame({"grade": ["1", "all"], "n_examples": [3, 9], "expected": [1.5, 3.0],
-                             "expected_shuffled": [1.4, 2.9], "shift": [-0.1, -0.1], "lo": [-0.2, -0.15], "hi": [0.0, -0.05]})
+    by_grade = pd.DataFrame(
+        {
+            "grade": ["1", "all"],
+            "n_examples": [3, 9],
+            "expected": [1.5, 3.0],
+            "expected_shuffled": [1.4, 2.9],
+            "shift": [-0.1, -0.1],
+            "lo": [-0.2, -0.15],
+            "hi": [0.0, -0.05],
+        }
+    )
     charts.grade_shift(by_grade).to_dict()
-    conditions = pd.DataFrame({"measure": "tv", "condition": ["no mask", "order heads", "random heads"],
-                               "value": [0.2, 0.1, 0.18], "lo": [0.18, 0.09, 0.17], "hi": [0.22, 0.11, 0.19], "n_examples": 9})
-    draws = pd.DataFrame({"mask_id": ["none", "order-k7", "random-k7-d0"], "kind": ["none", "order", "random"],
-                          "tv": [0.2, 0.1, 0.17], "shift": [-0.1, 0.0, -0.1]})
+    conditions = pd.DataFrame(
+        {
+            "measure": "tv",
+            "condition": ["no mask", "order heads", "random heads"],
+            "value": [0.2, 0.1, 0.18],
+            "lo": [0.18, 0.09, 0.17],
+            "hi": [0.22, 0.11, 0.19],
+            "n_examples": 9,
+        }
+    )
+    draws = pd.DataFrame(
+        {
+            "mask_id": ["none", "order-k7", "random-k7-d0"],
+            "kind": ["none", "order", "random"],
+            "tv": [0.2, 0.1, 0.17],
+            "shift": [-0.1, 0.0, -0.1],
+        }
+    )
     charts.shuffle_sensitivity(conditions, draws).to_dict()
 
 
@@ -75,28 +116,51 @@ def setup(tmp_path):
 
 def test_the_charts_of_notebooks_05_to_07_build(setup):
     runs = {"all": (setup.model, None), "masked": (setup.model, masked_first_layer(setup))}
-    cells = compare_maps(runs, setup.encoded, setup.tokenizer, [0, 3], [(2, 1), (3, 0)])
+    cells = compare_maps(setup, runs, [0, 3], [(2, 1), (3, 0)])
     spec = charts.map_panels(cells, ["all", "masked", DIFFERENCE]).to_dict()
     assert [p["name"] for p in spec["params"]] == ["example", "head"]
     assert spec["params"][0]["value"] == 0 and spec["params"][1]["bind"]["options"] == ["2.1", "3.0"]
     charts.map_panels(cells[(cells["example"] == 3) & (cells["head_label"] == "3.0")], ["all"], select=False).to_dict()
-    rows = cls_rows(runs, setup.encoded, setup.tokenizer, [0, 3], 3, 0)
+    rows = cls_rows(setup, runs, [0, 3], 3, 0)
     charts.cls_bars(rows, ["all", "masked"]).to_dict()
-    table = pd.DataFrame({"label": ["no mask", "5 random heads"], "rel_change": [0.0, -0.1], "lo": [0.0, -0.2],
-                          "hi": [0.0, 0.0], "study": [0.0, np.nan], "n_draws": [1, 2], "n_examples": [5, 5]})
+    table = pd.DataFrame(
+        {
+            "label": ["no mask", "5 random heads"],
+            "rel_change": [0.0, -0.1],
+            "lo": [0.0, -0.2],
+            "hi": [0.0, 0.0],
+            "study": [0.0, np.nan],
+            "n_draws": [1, 2],
+            "n_examples": [5, 5],
+        }
+    )
     draws = pd.DataFrame({"label": ["5 random heads"] * 2, "mask_id": ["a", "b"], "rel_change": [-0.2, 0.0]})
     charts.condition_effects(table, draws).to_dict()
-    claims = pd.DataFrame({"claim": ["rises", "falls"], "scope": ["all heads"] * 2, "before": [0.1, 0.2],
-                           "after": [0.2, 0.1], "delta": [0.1, -0.1], "lo": [0.05, -0.2], "hi": [0.2, -0.05]})
+    claims = pd.DataFrame(
+        {
+            "claim": ["rises", "falls"],
+            "scope": ["all heads"] * 2,
+            "before": [0.1, 0.2],
+            "after": [0.2, 0.1],
+            "delta": [0.1, -0.1],
+            "lo": [0.05, -0.2],
+            "hi": [0.2, -0.05],
+        }
+    )
     charts.claim_intervals(claims).to_dict()
-    charts.draws_against(pd.DataFrame({"draw": [0, 1], "entropy_delta": [0.1, 0.0]}), "entropy_delta", 0.3,
-                         "matching heads masked", "entropy change").to_dict()
+    charts.draws_against(
+        pd.DataFrame({"draw": [0, 1], "entropy_delta": [0.1, 0.0]}),
+        "entropy_delta",
+        0.3,
+        "matching heads masked",
+        "entropy change",
+    ).to_dict()
 
 
 def test_map_panels_take_more_cells_than_altairs_row_limit(setup):
     runs = {"all": (setup.model, None)}
     heads = [(l, h) for l in range(4) for h in range(4)]
-    cells = compare_maps(runs, setup.encoded, setup.tokenizer, range(5), heads, min_weight=0.0)
+    cells = compare_maps(setup, runs, range(5), heads, min_weight=0.0)
     assert len(cells) > 5000
     spec = charts.map_panels(cells, ["all"]).to_dict()
     assert sum(len(v) for v in spec["datasets"].values()) == len(cells)  # once, not once per layer

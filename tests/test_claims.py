@@ -1,21 +1,42 @@
 """headlab.findings.claims: one verdict rule for every claim (effect, no effect, more than a control, a comparison),
 floor-aware accuracy effects, a correction across a model's claims, and claims that quote the study word for word."""
+
 import math
 from pathlib import Path
 
 import pytest
 
 from headlab.core.stats import Floor
-from headlab.findings.claims import (ALPHA, FAMILY, STUDY_CLAIMS, VERDICTS, Claim, adjusted, claims_file, claims_table,
-                                     judge, number_text, quote_in, render, with_mean_ablation)
+from headlab.findings.claims import (
+    ALPHA,
+    FAMILY,
+    STUDY_CLAIMS,
+    VERDICTS,
+    Claim,
+    adjusted,
+    claims_file,
+    claims_table,
+    judge,
+    number_text,
+    quote_in,
+    render,
+    with_mean_ablation,
+)
 
 STUDY_TEXT = (Path(__file__).parent / "data" / "study.md").read_text(encoding="utf-8")
 CHANGE = "relative change of accuracy"
 
 
 def _measured(claim_id="term_matching.lower_half_costs", **changes):
-    fields = dict(ours=-0.30, lo=-0.35, hi=-0.25, unit=CHANGE, method="paired bootstrap over test pairs",
-                  n_examples=1379, reason="The lower half masked")
+    fields = dict(
+        ours=-0.30,
+        lo=-0.35,
+        hi=-0.25,
+        unit=CHANGE,
+        method="paired bootstrap over test pairs",
+        n_examples=1379,
+        reason="The lower half masked",
+    )
     return Claim.measured(claim_id, **{**fields, **changes})
 
 
@@ -109,17 +130,31 @@ def test_rows_carry_the_quote_the_rule_and_both_intervals():
 
 
 def test_a_tokenizer_that_gives_the_answer_away_is_not_comparable():
-    row = Claim.measured("word_segmentation.single_head", ours=0.1, lo=0.05, hi=0.15,
-                         unit="share of tokens right, above the majority class", method="bootstrap over sentences",
-                         n_examples=150, reason="x", not_comparable="WordPiece marks every word end with ##")
+    row = Claim.measured(
+        "word_segmentation.single_head",
+        ours=0.1,
+        lo=0.05,
+        hi=0.15,
+        unit="share of tokens right, above the majority class",
+        method="bootstrap over sentences",
+        n_examples=150,
+        reason="x",
+        not_comparable="WordPiece marks every word end with ##",
+    )
     assert row.verdict == "not comparable" and "WordPiece" in row.reason
 
 
 def test_unknown_claims_are_refused_and_sub_rows_belong_to_their_claim():
     with pytest.raises(KeyError, match="not in headlab.findings.claims.STUDY_CLAIMS"):
         _measured("x.made_up")
-    sub = _measured("sharpening.match_rises/all_heads", claim="all heads", unit="change of attention share, after "
-                    "minus before", ours=0.01, lo=0.009, hi=0.011)
+    sub = _measured(
+        "sharpening.match_rises/all_heads",
+        claim="all heads",
+        unit="change of attention share, after minus before",
+        ours=0.01,
+        lo=0.009,
+        hi=0.011,
+    )
     assert sub.study_claim == "sharpening.match_rises" and sub.claim == "all heads" and sub.verdict == "holds"
 
 
@@ -148,13 +183,16 @@ def test_differences_of_relative_changes_and_of_shares_print_in_points():
 
 def test_a_verdict_that_changes_with_mean_ablation_is_marked_and_an_unjudged_one_is_left_alone():
     zeroed = [_measured(), _measured("term_matching.matching_costs", p=1 / 1001, n_draws=1000)]
-    mean = [_measured(ours=0.30, lo=0.25, hi=0.35),  # the opposite under mean-ablation
-            _measured("term_matching.matching_costs")]  # no draws: not judged the same way, so not compared
+    mean = [
+        _measured(ours=0.30, lo=0.25, hi=0.35),  # the opposite under mean-ablation
+        _measured("term_matching.matching_costs"),
+    ]  # no draws: not judged the same way, so not compared
     checked = with_mean_ablation(zeroed, mean)
     assert checked[0].mean_ablation == "opposite" and "(the verdict changes)" in checked[0].reason
     assert checked[1].mean_ablation == "" and checked[1].verdict == zeroed[1].verdict
-    assert checked[1].reason.endswith("-30.0% [-35.0%, -25.0%]; not judged, as its random controls were not "
-                                      "mean-ablated.")
+    assert checked[1].reason.endswith(
+        "-30.0% [-35.0%, -25.0%]; not judged, as its random controls were not mean-ablated."
+    )
     same = with_mean_ablation(zeroed[:1], zeroed[:1])[0]
     assert same.mean_ablation == "holds" and "the same verdict" in same.reason
 
@@ -162,13 +200,28 @@ def test_a_verdict_that_changes_with_mean_ablation_is_marked_and_an_unjudged_one
 def test_a_margin_is_written_in_its_claims_unit_and_a_shares_interval_stays_in_0_1():
     spec = STUDY_CLAIMS["term_matching.random_no_change"]
     assert "±2.0%" in judge(spec, 0.0, -0.01, 0.01, unit="relative change of accuracy").why
-    row = Claim.measured("word_segmentation.single_head", ours=0.02, lo=0.005, hi=0.035, unit="share of characters",
-                         method="exact binomial", n_examples=500, reason="A head.")
+    row = Claim.measured(
+        "word_segmentation.single_head",
+        ours=0.02,
+        lo=0.005,
+        hi=0.035,
+        unit="share of characters",
+        method="exact binomial",
+        n_examples=500,
+        reason="A head.",
+    )
     assert row.lo_adj == 0.0 and row.hi_adj < 1  # widened past 0, clipped there
 
 
 def test_a_share_of_a_difference_restored_is_not_clipped_to_0_1():
-    row = Claim.measured("patching.cls_head_hands_on", ours=1.8, lo=1.5, hi=2.2,
-                         unit="share of the source-target difference that comes back through the [CLS] head alone",
-                         method="paired bootstrap", n_examples=200, reason="A path.")
+    row = Claim.measured(
+        "patching.cls_head_hands_on",
+        ours=1.8,
+        lo=1.5,
+        hi=2.2,
+        unit="share of the source-target difference that comes back through the [CLS] head alone",
+        method="paired bootstrap",
+        n_examples=200,
+        reason="A path.",
+    )
     assert row.lo_adj < 1.5 and row.hi_adj > 2.2 and row.verdict == "holds"

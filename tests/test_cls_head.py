@@ -35,7 +35,7 @@ NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "07_cls_head.ipyn
 def test_single_head_correct_is_computed_without_notebook_02s_sweep(tmp_path):
     setup = tiny_setup(tmp_path, n_right=3)
     layers, heads = head_grid(setup.model)
-    unfinished = setup.study.sweep_dir(cls_head.GRID_SWEEP, single_head_specs(layers, heads))
+    unfinished = setup.params.sweep_dir("layer_dependence", single_head_specs(layers, heads))
     unfinished.mkdir(parents=True)  # notebook 02 started but wrote no mask: not read
     plan = plan_table([baseline_spec(), *single_head_specs(layers, heads)])
     (unfinished / "plan.csv").write_text(plan.to_csv(index=False))
@@ -49,7 +49,7 @@ def test_single_head_correct_reads_notebook_02s_sweep(tmp_path, monkeypatch):
     setup = tiny_setup(tmp_path, n_right=3)
     layers, heads = head_grid(setup.model)
     specs = [baseline_spec(), *layer_specs(layers, heads), *single_head_specs(layers, heads)]
-    folder = setup.study.sweep_dir(cls_head.GRID_SWEEP, specs)
+    folder = setup.params.sweep_dir("layer_dependence", specs)
     per_example = run_sweep(setup.model, setup.encoded, specs, folder, batch_size=4, progress=False)
 
     def no_sweep(*args, **kwargs):
@@ -76,8 +76,10 @@ def chance_table(n: int = 400, layers: int = 4, heads: int = 3, seed: int = 0):
     rng = np.random.default_rng(seed)
     base = (rng.random(n) < 0.8).astype(int)
     flips = rng.random((layers * heads, n)) < np.where(base == 1, 0.05, 0.2)
-    correct = pd.DataFrame(np.where(flips, 1 - base, base),
-                           index=pd.MultiIndex.from_product([range(layers), range(heads)], names=["layer", "head"]))
+    correct = pd.DataFrame(
+        np.where(flips, 1 - base, base),
+        index=pd.MultiIndex.from_product([range(layers), range(heads)], names=["layer", "head"]),
+    )
     return correct, base
 
 
@@ -113,8 +115,9 @@ def test_a_head_that_hurts_only_where_it_was_chosen_shows_no_held_out_effect():
 
 
 def test_focus_head_is_the_costliest_upper_head():
-    grid = pd.DataFrame({"layer": [0, 1, 2, 2, 3], "head": [0, 0, 0, 1, 0],
-                         "rel_change": [-0.9, -0.5, -0.2, np.nan, -0.3]})
+    grid = pd.DataFrame(
+        {"layer": [0, 1, 2, 2, 3], "head": [0, 0, 0, 1, 0], "rel_change": [-0.9, -0.5, -0.2, np.nan, -0.3]}
+    )
     row = focus_head(grid, layers=4)
     assert (row["layer"], row["head"]) == (3, 0)
     with pytest.raises(ValueError, match="upper-half"):
@@ -123,8 +126,15 @@ def test_focus_head_is_the_costliest_upper_head():
 
 def test_focus_claims_say_where_the_head_was_chosen_and_measured():
     row = pd.Series({"layer": 5, "head": 3, "rel_change": -0.15, "n_examples": 690})
-    effect = {"rel_change": -0.08, "lo": -0.12, "hi": -0.04, "p_mcnemar": 1e-4, "n_examples": 689,
-              "accuracy": 0.46, "base_accuracy": 0.5}
+    effect = {
+        "rel_change": -0.08,
+        "lo": -0.12,
+        "hi": -0.04,
+        "p_mcnemar": 1e-4,
+        "n_examples": 689,
+        "accuracy": 0.46,
+        "base_accuracy": 0.5,
+    }
     floor = Floor(0.5, 0.3, 689)
     [claim] = focus_claims(row, effect, layers=6, floor=floor)
     assert (claim.claim_id, claim.verdict, claim.page) == ("cls_head.masking_hurts", "holds", "07_cls_head")
@@ -169,8 +179,11 @@ def test_masking_hurts_is_measured_on_pairs_disjoint_from_those_that_chose_the_h
     assert (again.ours, again.lo, again.hi, again.p) == (claim.ours, claim.lo, claim.hi, claim.p)
     floor = held_out_floor(base, grades, estimate)
     majority = np.bincount(grades).argmax()
-    assert (floor.base, floor.majority, floor.n) == (base[estimate].mean(), np.mean(grades[estimate] == majority),
-                                                     len(estimate))
+    assert (floor.base, floor.majority, floor.n) == (
+        base[estimate].mean(),
+        np.mean(grades[estimate] == majority),
+        len(estimate),
+    )
 
 
 def profile_table(shared, chance, entropy=None, heads=((1, 0), (1, 1))):
@@ -178,9 +191,17 @@ def profile_table(shared, chance, entropy=None, heads=((1, 0), (1, 1))):
     rows = []
     for example in range(len(shared)):
         for j, (layer, head) in enumerate(heads):
-            rows.append({"example": example, "layer": layer, "head": head, "shared_share": shared[example][j],
-                         "chance": chance[example], "content_mass": 0.5,
-                         "entropy": 1.0 if entropy is None else entropy[example][j]})
+            rows.append(
+                {
+                    "example": example,
+                    "layer": layer,
+                    "head": head,
+                    "shared_share": shared[example][j],
+                    "chance": chance[example],
+                    "content_mass": 0.5,
+                    "entropy": 1.0 if entropy is None else entropy[example][j],
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -194,7 +215,8 @@ def test_concentration_against_chance():
     [claim] = concentration_claims(table.reset_index(), layer=1, head=0)
     assert (claim.claim_id, claim.verdict) == ("cls_head.concentrates_on_shared", "holds")
     assert (claim.ours, claim.lo, claim.hi, claim.p, claim.n_examples) == tuple(
-        table.loc[0, ["excess", "lo", "hi", "p_sign", "n_examples"]])
+        table.loc[0, ["excess", "lo", "hi", "p_sign", "n_examples"]]
+    )
     assert "ranks 1 of 2" in claim.reason and "sign test p" in claim.reason
     assert "points" in render([claim])  # a difference of two shares
     [none] = concentration_claims(table.reset_index(), layer=1, head=1)
@@ -202,9 +224,21 @@ def test_concentration_against_chance():
 
 
 def test_concentration_is_judged_on_the_interval_the_sign_test_beside_it():
-    table = pd.DataFrame({"layer": [1, 1], "head": [0, 1], "shared_share": [0.1, 0.5], "chance": [0.3, 0.3],
-                          "excess": [-0.2, 0.2], "lo": [-0.3, 0.1], "hi": [-0.1, 0.3], "ratio": [1 / 3, 5 / 3],
-                          "above_chance": [0.2, 0.8], "p_sign": [0.001, 0.001], "n_examples": [50, 50]})
+    table = pd.DataFrame(
+        {
+            "layer": [1, 1],
+            "head": [0, 1],
+            "shared_share": [0.1, 0.5],
+            "chance": [0.3, 0.3],
+            "excess": [-0.2, 0.2],
+            "lo": [-0.3, 0.1],
+            "hi": [-0.1, 0.3],
+            "ratio": [1 / 3, 5 / 3],
+            "above_chance": [0.2, 0.8],
+            "p_sign": [0.001, 0.001],
+            "n_examples": [50, 50],
+        }
+    )
     assert concentration_claims(table, 1, 0)[0].verdict == "opposite"
     assert concentration_claims(table, 1, 1)[0].verdict == "holds"
     assert concentration_claims(table.assign(p_sign=0.2), 1, 1)[0].verdict == "holds"  # kept, not a second rule
@@ -247,9 +281,17 @@ def test_spread_and_its_claims():
 def test_a_spread_short_of_many_more_terms_does_not_hold():
     """e5-zh's "many more terms" held at a factor 1.01: a sure rise of the entropy, far short of the factor 1.5."""
     small = np.log(1.01)
-    change = pd.DataFrame({"metric": ["entropy", "shared_share"], "before": [1.0, 0.4], "after": [1.0 + small, 0.4],
-                           "delta": [small, 0.0], "lo": [small - 0.003, -0.01], "hi": [small + 0.003, 0.01],
-                           "n_examples": [700, 700]})
+    change = pd.DataFrame(
+        {
+            "metric": ["entropy", "shared_share"],
+            "before": [1.0, 0.4],
+            "after": [1.0 + small, 0.4],
+            "delta": [small, 0.0],
+            "lo": [small - 0.003, -0.01],
+            "hi": [small + 0.003, 0.01],
+            "n_examples": [700, 700],
+        }
+    )
     [slight, _] = spread_claims(change, None, 1, 0, k=5)
     assert slight.lo > 0 and slight.verdict == "does not hold"
     assert "factor 1.01" in slight.reason and "its interval reaches 0" in slight.reason
@@ -260,8 +302,17 @@ def test_a_spread_short_of_many_more_terms_does_not_hold():
 
 
 def test_a_control_is_judged_by_its_empirical_p_at_the_adjusted_level():
-    change = pd.DataFrame({"metric": ["entropy", "shared_share"], "before": [1.0, 0.4], "after": [1.3, 0.3],
-                           "delta": [0.3, -0.1], "lo": [0.2, -0.15], "hi": [0.4, -0.05], "n_examples": [50, 50]})
+    change = pd.DataFrame(
+        {
+            "metric": ["entropy", "shared_share"],
+            "before": [1.0, 0.4],
+            "after": [1.3, 0.3],
+            "delta": [0.3, -0.1],
+            "lo": [0.2, -0.15],
+            "hi": [0.4, -0.05],
+            "n_examples": [50, 50],
+        }
+    )
     [_, few] = spread_claims(change, pd.DataFrame({"entropy_delta": [0.0, 0.1, -0.05, 0.02, 0.01]}), 1, 0, k=5)
     assert few.verdict == "cannot tell" and "or more: 0 of 5" in few.reason
     assert "Cannot be decided at 5 draws" in few.reason and few.p == pytest.approx(1 / 6)
@@ -290,12 +341,22 @@ def test_spread_under_masks_and_cls_rows_on_a_tiny_model(tmp_path):
     assert control.loc[1, "entropy_delta"] != pytest.approx(0, abs=1e-6)
     mask = np.ones((4, 4), dtype=np.float32)
     mask[0, 0] = 0
-    rows = cls_rows({"all": (setup.model, None), "masked": (setup.model, mask)}, setup.encoded, setup.tokenizer,
-                    [0, 3], 3, 1, stopwords=ENGLISH_STOPWORDS)
+    rows = cls_rows(
+        setup, {"all": (setup.model, None), "masked": (setup.model, mask)}, [0, 3], 3, 1, stopwords=ENGLISH_STOPWORDS
+    )
     assert rows.groupby("example")[["all", "masked"]].sum().to_numpy() == pytest.approx(1, abs=1e-3)
     first = rows[rows["example"] == 0]
-    assert first["token"].tolist() == ["01 red", "02 cat", "03 ,", "04 red", "06 the", "07 cat", "08 ,", "09 red",
-                                       "10 !"]
+    assert first["token"].tolist() == [
+        "01 red",
+        "02 cat",
+        "03 ,",
+        "04 red",
+        "06 the",
+        "07 cat",
+        "08 ,",
+        "09 red",
+        "10 !",
+    ]
     assert first["shared"].tolist() == [True, True, False, True, False, True, False, True, False]
 
 
@@ -303,8 +364,9 @@ def test_one_heads_profile_from_a_pass_that_stops_at_its_layer_is_the_full_profi
     setup = tiny_setup(tmp_path)
     drop = [(0, 0), (1, 2)]
     for removed in ([], drop):
-        full = cls_profile(setup.attention(drop=removed), setup.encoded, setup.tokenizer, heads=[(2, 1)],
-                           stopwords=ENGLISH_STOPWORDS)
+        full = cls_profile(
+            setup.attention(drop=removed), setup.encoded, setup.tokenizer, heads=[(2, 1)], stopwords=ENGLISH_STOPWORDS
+        )
         fast = cls_head.head_cls_profile(setup, range(len(setup.encoded)), 2, 1, removed, ENGLISH_STOPWORDS)
         assert list(fast.columns) == list(full.columns) and len(fast) == len(full)
         pd.testing.assert_frame_equal(fast, full, check_dtype=False, atol=1e-6, rtol=1e-5)
@@ -314,6 +376,7 @@ def test_one_heads_profile_from_a_pass_that_stops_at_its_layer_is_the_full_profi
 
 def test_the_spread_under_masks_is_computed_once_and_read_back(tmp_path, monkeypatch):
     from headlab.findings import cls_head
+
     setup = tiny_setup(tmp_path)
     before = cls_profile(setup.attention(), setup.encoded, setup.tokenizer, stopwords=ENGLISH_STOPWORDS)
     passes = []

@@ -1,5 +1,6 @@
 """headlab.core.cluster: a sweep on Dask worker processes gives the single-process result, survives a killed
 worker, resumes with only what is missing, and without Dask says which extra to install."""
+
 import os
 import sys
 
@@ -34,11 +35,13 @@ def _sweep():
 def test_a_sweep_on_two_workers_equals_the_single_process_sweep(tmp_path, client):
     model, encoded, specs = _sweep()
     alone = run_sweep(model, encoded, specs, tmp_path / "alone", batch_size=8, progress=False)
-    spread = run_sweep(model, encoded, specs, tmp_path / "dask", batch_size=8, progress=False, cluster=client,
-                       chunk_size=3)
+    spread = run_sweep(
+        model, encoded, specs, tmp_path / "dask", batch_size=8, progress=False, cluster=client, chunk_size=3
+    )
     pd.testing.assert_frame_equal(spread, alone)
-    assert (tmp_path / "dask" / "masks" / "head-2-3.csv").read_bytes() == \
-        (tmp_path / "alone" / "masks" / "head-2-3.csv").read_bytes()
+    assert (tmp_path / "dask" / "masks" / "head-2-3.csv").read_bytes() == (
+        tmp_path / "alone" / "masks" / "head-2-3.csv"
+    ).read_bytes()
 
 
 class KillOnce(distributed.WorkerPlugin):
@@ -62,8 +65,9 @@ def test_a_worker_killed_mid_chunk_costs_only_its_chunk(tmp_path, client):
     marker = tmp_path / "killed"
     client.register_plugin(KillOnce(marker), name="kill-once")
     try:
-        spread = run_sweep(model, encoded, specs, tmp_path / "dask", batch_size=8, progress=False, cluster=client,
-                           chunk_size=2)
+        spread = run_sweep(
+            model, encoded, specs, tmp_path / "dask", batch_size=8, progress=False, cluster=client, chunk_size=2
+        )
     finally:
         client.unregister_worker_plugin("kill-once")
     assert marker.exists()  # a worker did die while a chunk was running
@@ -112,8 +116,8 @@ def test_a_lab_sweeps_on_the_cluster_its_study_names(tmp_path_factory, client):
     lab = tiny_setup(tmp_path_factory.mktemp("runs"), n_right=3)
     specs = random_share_specs(4, 4, [0.25], draws=3, seed=0)
     alone = lab.sweep(specs, "alone", progress=False)
-    lab.study.cluster = client
+    lab.params.cluster = client
     pd.testing.assert_frame_equal(lab.sweep(specs, "spread", progress=False), alone)
-    lab.study.cluster = "nowhere"
+    lab.params.cluster = "nowhere"
     with pytest.raises(ClusterError, match="CLUSTER='nowhere'"):
         lab.sweep(specs, "refused", progress=False)

@@ -1,5 +1,6 @@
 """headlab.findings.contrast: contrast pairs keep every position, never touch the query, and remove (corrupted) or
 add (injected) shared terms."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,12 +11,27 @@ from headlab.core.evaluate import encode
 from headlab.findings.contrast import contrast_pairs
 from headlab.findings.roles import ENGLISH_STOPWORDS, shared_terms
 
-PAIRS = pd.DataFrame({
-    "query": ["a man is playing a guitar", "the cat sat on the mat", "a woman slices an onion", "dogs run fast",
-              "a plane is taking off", "children play football outside"],
-    "title": ["a man plays the guitar loudly", "a dog sat on a rug", "someone cuts a tomato", "cats sleep all day",
-              "an airplane takes off from the runway", "kids are playing soccer in a park"],
-    "label": [4, 2, 1, 0, 4, 3]})
+PAIRS = pd.DataFrame(
+    {
+        "query": [
+            "a man is playing a guitar",
+            "the cat sat on the mat",
+            "a woman slices an onion",
+            "dogs run fast",
+            "a plane is taking off",
+            "children play football outside",
+        ],
+        "title": [
+            "a man plays the guitar loudly",
+            "a dog sat on a rug",
+            "someone cuts a tomato",
+            "cats sleep all day",
+            "an airplane takes off from the runway",
+            "kids are playing soccer in a park",
+        ],
+        "label": [4, 2, 1, 0, 4, 3],
+    }
+)
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +48,7 @@ def test_a_contrast_keeps_lengths_and_the_query(encoded, kind):
         assert len(original) == len(changed) and original != changed
         roles = token_roles(tokenizer, original)
         assert changed[: roles.title.start] == original[: roles.title.start]  # [CLS], the query and its [SEP]
-        assert changed[roles.title.stop:] == original[roles.title.stop:]
+        assert changed[roles.title.stop :] == original[roles.title.stop :]
     assert set(contrast.changes["example"]) == set(contrast.examples)
 
 

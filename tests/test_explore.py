@@ -1,5 +1,7 @@
 """headlab.report.explore: the head explorer (live widget and static chart), on a tiny model."""
+
 import json
+from types import SimpleNamespace
 
 import numpy as np
 from conftest import grid_and_layers, tiny_bert
@@ -32,7 +34,9 @@ def test_attention_table_keeps_the_weights_above_the_floor():
 def test_head_report_names_the_head_its_layer_and_untested_heads():
     grid, layer_table = grid_and_layers()
     text = head_report(grid, layer_table, 1, 1)
-    assert text.startswith("Head 1.1 masked alone: -40.0% [-43.0%, -37.0%], McNemar p = 1e-05, Holm p = 0.0001 (hurts).")
+    assert text.startswith(
+        "Head 1.1 masked alone: -40.0% [-43.0%, -37.0%], McNemar p = 1e-05, Holm p = 0.0001 (hurts)."
+    )
     assert text.endswith("Whole layer 1 masked: +3.0% [+1.0%, +5.0%].")
     grid.loc[0, "rel_change"] = np.nan
     assert head_report(grid, layer_table, 0, 0).startswith("Head 0.0 masked alone: not tested.")
@@ -57,7 +61,8 @@ def test_example_view_and_the_live_explorer_on_a_tiny_model(monkeypatch):
     assert "with head 2.3 masked" in text
     assert len(chart.data) == len(encoded.input_ids[1]) ** 2 and "t1" in json.dumps(chart.to_dict())
     monkeypatch.delenv("HEADLAB_BOOK", raising=False)
-    box = head_explorer(model, tokenizer, encoded, grid, layer_table)
+    lab = SimpleNamespace(model=model, tokenizer=tokenizer, encoded=encoded, device="cpu", pad_id=0)
+    box = head_explorer(lab, grid, layer_table)
     layer_box, head_box, example_box = box.children[0].children
     out, view = box.children[1:]
     assert "Head 0.0 masked alone" in out.outputs[0]["data"]["text/markdown"]
@@ -68,4 +73,4 @@ def test_example_view_and_the_live_explorer_on_a_tiny_model(monkeypatch):
     assert "Head 0.2 masked alone" in out.outputs[0]["data"]["text/markdown"]
     assert "Example 3:" in out.outputs[0]["data"]["text/markdown"] and example_box.max == len(encoded) - 1
     monkeypatch.setenv("HEADLAB_BOOK", "1")
-    assert "JupyterLab" in head_explorer(model, tokenizer, encoded, grid, layer_table).data
+    assert "JupyterLab" in head_explorer(lab, grid, layer_table).data

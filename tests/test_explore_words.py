@@ -1,3 +1,5 @@
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
 from conftest import tiny_bert
@@ -21,13 +23,22 @@ def _encoded(order=(7, 8, 9)):
     return Encoded(ids, [[0] * len(i) for i in ids], np.array([4, 2]), 0)
 
 
+def _lab():
+    """What the explorers read of a lab: the tiny model, the tokenizer, the original pairs and the run settings."""
+    return SimpleNamespace(
+        model=tiny_bert(), tokenizer=Tok(), encoded=_encoded(), device="cpu", batch_size=64, pad_id=0
+    )
+
+
 def _titles(box):
     return [view.spec["title"] for view in box.children[2:]]
 
 
 def test_segmentation_explorer_builds_and_updates():
-    heads = pd.DataFrame({"subset": "all tokens", "layer": [1], "head": [2], "accuracy": [0.9], "majority": [0.8], "f1": [0.7]})
-    box = segmentation_explorer(tiny_bert(), Tok(), _encoded(), heads=heads, layer=1, head=2)
+    heads = pd.DataFrame(
+        {"subset": "all tokens", "layer": [1], "head": [2], "accuracy": [0.9], "majority": [0.8], "f1": [0.7]}
+    )
+    box = segmentation_explorer(_lab(), _encoded(), heads=heads, layer=1, head=2)
     example, layer, head = box.children[0].children
     assert (layer.max, head.max) == (2, 3)
     assert "L1H2 on all tokens" in box.children[1].outputs[0]["data"]["text/markdown"]
@@ -43,9 +54,10 @@ def test_order_explorer_builds_and_updates():
     shuffled = frame.assign(title=["f d e", "d e"])
     texts = case_texts(frame, shuffled, [0, 1])
     assert texts[texts["example"] == 0]["line"].tolist() == ["query: a b", "title: d e f", "shuffled: f d e"]
-    ranked = pd.DataFrame({"layer": [0, 2, 1], "head": [1, 3, 0], "rank": [1, 2, 3], "direction": "prev",
-                           "score": [0.9, 0.5, 0.2]})
-    box = order_explorer(tiny_bert(), Tok(), _encoded(), _encoded((9, 7, 8)), ranked, texts, k=2, draws=2)
+    ranked = pd.DataFrame(
+        {"layer": [0, 2, 1], "head": [1, 3, 0], "rank": [1, 2, 3], "direction": "prev", "score": [0.9, 0.5, 0.2]}
+    )
+    box = order_explorer(_lab(), _encoded((9, 7, 8)), ranked, texts, k=2, draws=2)
     example, k, rank = box.children[0].children
     assert k.max == 3 and rank.max == 3  # k goes as far as random heads can match the top k, layer by layer
     k.value = 0
@@ -58,5 +70,5 @@ def test_order_explorer_builds_and_updates():
 
 def test_explorers_are_a_note_in_the_book(monkeypatch):
     monkeypatch.setenv("HEADLAB_BOOK", "1")
-    assert isinstance(segmentation_explorer(tiny_bert(), Tok(), _encoded()), Markdown)
-    assert isinstance(order_explorer(tiny_bert(), Tok(), _encoded(), _encoded(), pd.DataFrame(), pd.DataFrame()), Markdown)
+    assert isinstance(segmentation_explorer(_lab(), _encoded()), Markdown)
+    assert isinstance(order_explorer(_lab(), _encoded(), pd.DataFrame(), pd.DataFrame()), Markdown)

@@ -1,4 +1,5 @@
 """headlab.models.finetune: fine-tuning is deterministic, resumes after a kill, and rebuilds a broken checkpoint."""
+
 import shutil
 import signal
 from dataclasses import asdict
@@ -32,8 +33,9 @@ def test_fine_tuning_twice_gives_byte_identical_results(fresh_cache, tiny_model_
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
 def test_a_killed_fine_tune_resumes_to_the_same_weights(fresh_cache, tiny_model_folder, pairs_file, tmp_path, sig):
-    config = FinetuneConfig(model=str(tiny_model_folder), data=str(pairs_file), epochs=4, train_limit=32,
-                            batch_size=4, seed=1)
+    config = FinetuneConfig(
+        model=str(tiny_model_folder), data=str(pairs_file), epochs=4, train_limit=32, batch_size=4, seed=1
+    )
     out = checkpoint_dir(config)
     state = out.with_name(out.name + ".partial") / "state.pt"
     marker = tmp_path / "frozen"
@@ -91,8 +93,9 @@ def test_a_model_folder_is_keyed_by_its_weights_not_its_pretraining_report(fresh
     assert checkpoint_dir(config) != before
 
 
-def test_frozen_word_embeddings_stay_as_pretrained_and_name_another_checkpoint(fresh_cache, tiny_model_folder,
-                                                                            pairs_file):
+def test_frozen_word_embeddings_stay_as_pretrained_and_name_another_checkpoint(
+    fresh_cache, tiny_model_folder, pairs_file
+):
     config = FinetuneConfig(model=str(tiny_model_folder), data=str(pairs_file), epochs=1, train_limit=64)
     frozen = FinetuneConfig(**{**asdict(config), "freeze_word_embeddings": True})
     assert checkpoint_dir(frozen) != checkpoint_dir(config)
@@ -102,8 +105,10 @@ def test_frozen_word_embeddings_stay_as_pretrained_and_name_another_checkpoint(f
         tuned = load_file(finetune(settings, progress=False) / "model.safetensors")
         tuned_name = next(k for k in tuned if k.endswith("word_embeddings.weight"))
         assert np.array_equal(tuned[tuned_name], pretrained[name]) == stays
-        assert not np.array_equal(tuned[tuned_name.replace("word_embeddings", "position_embeddings")],
-                                  pretrained[name.replace("word_embeddings", "position_embeddings")])
+        assert not np.array_equal(
+            tuned[tuned_name.replace("word_embeddings", "position_embeddings")],
+            pretrained[name.replace("word_embeddings", "position_embeddings")],
+        )
 
 
 def test_the_freeze_option_left_off_keeps_the_keys_of_earlier_checkpoints(fresh_cache):

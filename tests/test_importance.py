@@ -52,12 +52,13 @@ def as_read_back(table: pd.DataFrame) -> pd.DataFrame:
 
 # --- gradient importance -------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("make", [tiny_bert, tiny_mpnet])
 def test_a_head_whose_output_is_zero_has_zero_importance(make):
     model = make()
     d = model.config.hidden_size // model.config.num_attention_heads
     with torch.no_grad():
-        output_projections(model)[1].weight[:, 2 * d:3 * d] = 0
+        output_projections(model)[1].weight[:, 2 * d : 3 * d] = 0
     imp = gradient_importance(model, tiny_encoded(12), batch_size=5).set_index(["layer", "head"])
     assert imp.loc[(1, 2), "importance_raw"] == 0
     assert imp.loc[(1, 2), "importance"] == 0
@@ -116,12 +117,13 @@ def test_gradient_importance_leaves_parameters_and_mode_as_they_were():
 
 # --- the single-head grid ------------------------------------------------------------------------------
 
+
 def test_grid_singles_out_the_one_head_that_decides(tmp_path):
     model = tiny_bert(seed=1)
     layers, heads = head_grid(model)
     d = model.config.hidden_size // heads
     with torch.no_grad():  # head (2, 1) now dominates the last layer, and so the classifier
-        output_projections(model)[2].weight[:, 1 * d:2 * d] *= 50
+        output_projections(model)[2].weight[:, 1 * d : 2 * d] *= 50
     unlabeled = tiny_encoded(60)
     encoded = tiny_encoded(60, grades=predicted_grades(predict(model, unlabeled)))  # baseline is 100% right
     specs = [baseline_spec(), *single_head_specs(layers, heads)]
@@ -137,12 +139,37 @@ def test_grid_singles_out_the_one_head_that_decides(tmp_path):
 
 
 def _head_summary(p_values, rel_changes, heads_tested):
-    rows = [{"mask_id": "none", "kind": "none", "layer": "", "head": "", "accuracy": 0.5, "rel_change": 0.0,
-             "lo": 0.0, "hi": 0.0, "lo90": 0.0, "hi90": 0.0, "p_mcnemar": 1.0}]
+    rows = [
+        {
+            "mask_id": "none",
+            "kind": "none",
+            "layer": "",
+            "head": "",
+            "accuracy": 0.5,
+            "rel_change": 0.0,
+            "lo": 0.0,
+            "hi": 0.0,
+            "lo90": 0.0,
+            "hi90": 0.0,
+            "p_mcnemar": 1.0,
+        }
+    ]
     for (l, h), p, r in zip(heads_tested, p_values, rel_changes):
-        rows.append({"mask_id": f"head-{l}-{h}", "kind": "head", "layer": l, "head": h, "accuracy": 0.5 * (1 + r),
-                     "rel_change": r, "lo": r - 0.1, "hi": r + 0.1, "lo90": r - 0.08, "hi90": r + 0.08,
-                     "p_mcnemar": p})
+        rows.append(
+            {
+                "mask_id": f"head-{l}-{h}",
+                "kind": "head",
+                "layer": l,
+                "head": h,
+                "accuracy": 0.5 * (1 + r),
+                "rel_change": r,
+                "lo": r - 0.1,
+                "hi": r + 0.1,
+                "lo90": r - 0.08,
+                "hi90": r + 0.08,
+                "p_mcnemar": p,
+            }
+        )
     return as_read_back(pd.DataFrame(rows))
 
 
@@ -169,6 +196,7 @@ def test_grid_keeps_untested_heads_out_of_the_correction():
 
 # --- rank agreement, layers, halves, curves ------------------------------------------------------------
 
+
 def test_rank_agreement_on_identical_and_reversed_orderings():
     heads = [(l, h) for l in range(4) for h in range(5)]
     loss = np.random.default_rng(0).permutation(20) / 100
@@ -183,10 +211,20 @@ def test_rank_agreement_on_identical_and_reversed_orderings():
 
 
 def test_layer_effects_calls_a_layer_only_after_holm_across_layers():
-    summary = as_read_back(pd.DataFrame({
-        "mask_id": ["none", "layer-1", "layer-0", "layer-2"], "kind": ["none", "layer", "layer", "layer"],
-        "layer": ["", 1, 0, 2], "accuracy": [0.5, 0.4, 0.55, 0.5], "rel_change": [0, -0.2, 0.1, 0.0],
-        "lo": [0, -0.3, 0.01, -0.05], "hi": [0, -0.1, 0.2, 0.05], "p_mcnemar": [1, 0.01, 0.04, 1]}))
+    summary = as_read_back(
+        pd.DataFrame(
+            {
+                "mask_id": ["none", "layer-1", "layer-0", "layer-2"],
+                "kind": ["none", "layer", "layer", "layer"],
+                "layer": ["", 1, 0, 2],
+                "accuracy": [0.5, 0.4, 0.55, 0.5],
+                "rel_change": [0, -0.2, 0.1, 0.0],
+                "lo": [0, -0.3, 0.01, -0.05],
+                "hi": [0, -0.1, 0.2, 0.05],
+                "p_mcnemar": [1, 0.01, 0.04, 1],
+            }
+        )
+    )
     table = layer_effects(summary)
     assert table["layer"].tolist() == [0, 1, 2]
     # layer 0's interval excludes zero and p = 0.04, but Holm over 3 layers makes it 0.08: not called
@@ -210,14 +248,28 @@ def test_half_split_pool_and_shares():
 
 def test_curve_gives_the_hand_computed_means_and_spreads():
     base = np.array([1, 1, 1, 0])  # accuracy 0.75
-    correct = {"r-a0": [1, 1, 0, 0], "r-a1": [1, 0, 0, 0],  # share 0.1: 0.50 and 0.25
-               "r-b0": [0, 0, 0, 0], "r-b1": [1, 1, 1, 1],  # share 0.2: 0.00 and 1.00
-               "other": [0, 0, 0, 0], "none": base.tolist()}
-    per_example = pd.DataFrame([{"mask_id": m, "example": i, "correct": c}
-                                for m, cs in correct.items() for i, c in enumerate(cs)])
-    plan = as_read_back(pd.DataFrame({
-        "mask_id": ["r-b1", "r-a0", "r-a1", "r-b0", "other"], "kind": ["random"] * 4 + ["layer"],
-        "n_dropped": [2, 1, 1, 2, 3], "share": [0.2, 0.1, 0.1, 0.2, ""], "draw": [1, 0, 1, 0, ""]}))
+    correct = {
+        "r-a0": [1, 1, 0, 0],
+        "r-a1": [1, 0, 0, 0],  # share 0.1: 0.50 and 0.25
+        "r-b0": [0, 0, 0, 0],
+        "r-b1": [1, 1, 1, 1],  # share 0.2: 0.00 and 1.00
+        "other": [0, 0, 0, 0],
+        "none": base.tolist(),
+    }
+    per_example = pd.DataFrame(
+        [{"mask_id": m, "example": i, "correct": c} for m, cs in correct.items() for i, c in enumerate(cs)]
+    )
+    plan = as_read_back(
+        pd.DataFrame(
+            {
+                "mask_id": ["r-b1", "r-a0", "r-a1", "r-b0", "other"],
+                "kind": ["random"] * 4 + ["layer"],
+                "n_dropped": [2, 1, 1, 2, 3],
+                "share": [0.2, 0.1, 0.1, 0.2, ""],
+                "draw": [1, 0, 1, 0, ""],
+            }
+        )
+    )
     table, _ = share_curve(per_example, plan, "random", n_boot=500)
     assert table["share"].tolist() == [0.1, 0.2]
     assert table["n_heads"].tolist() == [1, 2] and table["n_draws"].tolist() == [2, 2]
@@ -234,15 +286,17 @@ def test_curve_with_real_sweep_specs_matches_plan_table():
     specs = random_share_specs(2, 2, [0.25, 0.5], draws=3, seed=0)
     plan = plan_table(specs)
     base = np.ones(3, dtype=int)
-    per_example = pd.DataFrame([{"mask_id": s.mask_id, "example": i, "correct": int(i < 3 - len(s.dropped))}
-                                for s in specs for i in range(3)]
-                               + [{"mask_id": "none", "example": i, "correct": c} for i, c in enumerate(base)])
+    per_example = pd.DataFrame(
+        [{"mask_id": s.mask_id, "example": i, "correct": int(i < 3 - len(s.dropped))} for s in specs for i in range(3)]
+        + [{"mask_id": "none", "example": i, "correct": c} for i, c in enumerate(base)]
+    )
     table, _ = share_curve(per_example, plan, "random", n_boot=100)
     np.testing.assert_allclose(table["rel_change"], [-1 / 3, -2 / 3])
     np.testing.assert_allclose(table["draw_min"], table["draw_max"])
 
 
 # --- low versus high halves ----------------------------------------------------------------------------
+
 
 def test_half_specs_draw_only_from_their_half_with_one_draw_at_the_fixed_ends():
     specs = half_specs(6, 12, steps=5, draws=3, seed=0)
@@ -258,13 +312,27 @@ def test_half_specs_draw_only_from_their_half_with_one_draw_at_the_fixed_ends():
 
 def test_half_gap_gives_hand_computed_changes_and_agrees_with_the_curves():
     base = np.array([1, 1, 1, 1, 0, 0])  # accuracy 4/6
-    correct = {"lower-a": [1, 0, 0, 0, 0, 0], "lower-b": [1, 1, 0, 0, 0, 0],  # mean 1.5/6
-               "upper-a": [1, 1, 1, 1, 0, 0], "upper-b": [1, 1, 1, 0, 0, 1],  # mean 4/6
-               "none": base.tolist()}
-    per_example = pd.DataFrame([{"mask_id": m, "example": i, "correct": c}
-                                for m, cs in correct.items() for i, c in enumerate(cs)])
-    plan = as_read_back(pd.DataFrame({"mask_id": list(correct)[:4], "kind": ["lower", "lower", "upper", "upper"],
-                                      "n_dropped": [2] * 4, "share": [0.25] * 4, "draw": [0, 1, 0, 1]}))
+    correct = {
+        "lower-a": [1, 0, 0, 0, 0, 0],
+        "lower-b": [1, 1, 0, 0, 0, 0],  # mean 1.5/6
+        "upper-a": [1, 1, 1, 1, 0, 0],
+        "upper-b": [1, 1, 1, 0, 0, 1],  # mean 4/6
+        "none": base.tolist(),
+    }
+    per_example = pd.DataFrame(
+        [{"mask_id": m, "example": i, "correct": c} for m, cs in correct.items() for i, c in enumerate(cs)]
+    )
+    plan = as_read_back(
+        pd.DataFrame(
+            {
+                "mask_id": list(correct)[:4],
+                "kind": ["lower", "lower", "upper", "upper"],
+                "n_dropped": [2] * 4,
+                "share": [0.25] * 4,
+                "draw": [0, 1, 0, 1],
+            }
+        )
+    )
     gap = half_gap(per_example, plan, n_boot=400, seed=1)
     row = gap.iloc[0]
     assert np.isclose(row["lower_change"], 1.5 / 4 - 1) and np.isclose(row["upper_change"], 0.0)
@@ -273,13 +341,24 @@ def test_half_gap_gives_hand_computed_changes_and_agrees_with_the_curves():
     assert (row["lower_draws"], row["upper_draws"], row["n_heads"]) == (2, 2, 2)
     for which in ("lower", "upper"):
         curve, _ = share_curve(per_example, plan, which, n_boot=400, seed=1)
-        np.testing.assert_allclose(curve[["rel_change", "lo", "hi"]].to_numpy()[0],
-                                   [row[f"{which}_change"], row[f"{which}_lo"], row[f"{which}_hi"]])
+        np.testing.assert_allclose(
+            curve[["rel_change", "lo", "hi"]].to_numpy()[0],
+            [row[f"{which}_change"], row[f"{which}_lo"], row[f"{which}_hi"]],
+        )
 
 
 def test_half_gap_refuses_halves_masked_at_different_shares():
-    plan = as_read_back(pd.DataFrame({"mask_id": ["l", "u"], "kind": ["lower", "upper"], "n_dropped": [1, 2],
-                                      "share": [0.25, 0.5], "draw": [0, 0]}))
+    plan = as_read_back(
+        pd.DataFrame(
+            {
+                "mask_id": ["l", "u"],
+                "kind": ["lower", "upper"],
+                "n_dropped": [1, 2],
+                "share": [0.25, 0.5],
+                "draw": [0, 0],
+            }
+        )
+    )
     per_example = pd.DataFrame({"mask_id": ["l", "u", "none"], "example": [0, 0, 0], "correct": [1, 1, 1]})
     with pytest.raises(ValueError, match="different shares"):
         half_gap(per_example, plan, n_boot=10)

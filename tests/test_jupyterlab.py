@@ -6,6 +6,7 @@ root although the kernel starts in the notebook's own folder.
 JupyterLab runs on 127.0.0.1 with its own config, data, settings and workspace folders and no token; the server
 and its kernel are stopped by their process ids, also when the test fails. Chromium: as in tests/test_browser.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,7 +27,7 @@ import pytest
 from test_browser import browser, is_external  # noqa: F401  (browser: the Chromium fixture)
 
 from headlab.book.build import PRESETS, REPO
-from headlab.lab.study import results_root
+from headlab.lab.params import results_root
 
 NOTEBOOK = REPO / "notebooks" / "02_layer_dependence.ipynb"
 RUN_TIMEOUT_MS = 600_000  # Run All of the tiny notebook: under 3 minutes on 2 cores shared with a training job
@@ -103,24 +104,45 @@ def lab(tmp_path):
     """JupyterLab on a free port of 127.0.0.1 over ``tmp_path/lab``; yields its URL and root folder."""
     root, home = tmp_path / "lab", tmp_path / "jupyter"
     root.mkdir()
-    settings = {"notebook-extension/tracker": {"windowingMode": "none"},  # every cell stays in the page
-                "apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False}}
+    settings = {
+        "notebook-extension/tracker": {"windowingMode": "none"},  # every cell stays in the page
+        "apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
+    }
     for name, values in settings.items():
         path = home / "settings" / "@jupyterlab" / f"{name}.jupyterlab-settings"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(values))
     port, log = _free_port(), tmp_path / "jupyterlab.log"
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(home / "config"), "JUPYTER_DATA_DIR": str(home / "data"),
-           "JUPYTER_RUNTIME_DIR": str(home / "runtime"), "TOKENIZERS_PARALLELISM": "false",
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}  # the kernel: this headlab
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(home / "config"),
+        "JUPYTER_DATA_DIR": str(home / "data"),
+        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+        "TOKENIZERS_PARALLELISM": "false",
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }  # the kernel: this headlab
     with log.open("w") as out:
         server = subprocess.Popen(
-            [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-             f"--ServerApp.port={port}", "--ServerApp.port_retries=0", "--IdentityProvider.token=",
-             "--ServerApp.password=", f"--ServerApp.root_dir={root}",
-             f"--LabApp.user_settings_dir={home / 'settings'}", f"--LabApp.workspaces_dir={home / 'workspaces'}",
-             *(["--allow-root"] if os.geteuid() == 0 else [])],  # CI runs as root
-            env=env, stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path)
+            [
+                sys.executable,
+                "-m",
+                "jupyterlab",
+                "--no-browser",
+                "--ServerApp.ip=127.0.0.1",
+                f"--ServerApp.port={port}",
+                "--ServerApp.port_retries=0",
+                "--IdentityProvider.token=",
+                "--ServerApp.password=",
+                f"--ServerApp.root_dir={root}",
+                f"--LabApp.user_settings_dir={home / 'settings'}",
+                f"--LabApp.workspaces_dir={home / 'workspaces'}",
+                *(["--allow-root"] if os.geteuid() == 0 else []),
+            ],  # CI runs as root
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+        )
     try:
         url = f"http://127.0.0.1:{port}/"
         _wait_until_up(url, server, log)
@@ -185,9 +207,13 @@ def test_notebook_02_runs_live_in_jupyterlab_with_no_network(lab, browser, tmp_p
         before = chart.inner_html()
         head_box.select_option("3")
         text.get_by_text("Head 0.3 masked alone").wait_for(timeout=60_000)
-        tab.wait_for_function("""([i, old]) => {
+        tab.wait_for_function(
+            """([i, old]) => {
             const svg = document.querySelectorAll('.jp-Notebook .jp-Cell')[i].querySelector('.vega-embed svg.marks');
-            return svg !== null && svg.innerHTML !== old; }""", arg=[explorer, before], timeout=30_000)
+            return svg !== null && svg.innerHTML !== old; }""",
+            arg=[explorer, before],
+            timeout=30_000,
+        )
         assert "head 0.3, example 0" in chart.inner_html()
     finally:
         tab.screenshot(path=str(shot), full_page=True)

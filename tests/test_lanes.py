@@ -1,5 +1,6 @@
 """headlab.book.build runs a preset's notebooks side by side: each after the pages it reads, a failure stops what has
 not started and is raised once the running ones finish."""
+
 import json
 import os
 import re
@@ -13,12 +14,24 @@ from lane_steps import timed_step
 from test_book import code_cells
 from transformers import BertConfig, BertForSequenceClassification
 
-from headlab.book.build import (CROSS_ENCODER, NEEDS, REPO, TWO_TOWER, BookError, critical_path_first, in_lanes,
-                                lanes_and_threads, step_needs, toc_notebooks, training_steps)
+from headlab.book.build import (
+    CROSS_ENCODER,
+    REPO,
+    TWO_TOWER,
+    BookError,
+    critical_path_first,
+    in_lanes,
+    lanes_and_threads,
+    step_needs,
+    toc_notebooks,
+    training_steps,
+)
 from headlab.book.records import recorded_seconds
 from headlab.core.engine import MaskEngine
+from headlab.lab.artifacts import page_needs
 
 PAGES = toc_notebooks(REPO / "book" / "_toc.yml")
+NEEDS = page_needs()  # what each page reads of the others, from the artifact registry (headlab.lab.artifacts)
 
 
 def _times(folder):
@@ -38,8 +51,11 @@ def test_steps_run_two_at_a_time_each_after_what_it_needs(tmp_path):
 
 
 def test_a_failure_lets_the_running_step_finish_starts_nothing_new_and_is_raised(tmp_path, capsys):
-    steps = {"slow": ("slow", 3.0, str(tmp_path)), "broken": ("broken", 0, str(tmp_path), True),
-             "later": ("later", 0, str(tmp_path))}
+    steps = {
+        "slow": ("slow", 3.0, str(tmp_path)),
+        "broken": ("broken", 0, str(tmp_path), True),
+        "later": ("later", 0, str(tmp_path)),
+    }
     finished = []
     with pytest.raises(ValueError, match="broken failed on purpose"):
         for name, _ in in_lanes(steps, {}, lanes=2, run=timed_step):
@@ -56,9 +72,19 @@ def test_steps_that_wait_on_each_other_are_refused(tmp_path):
 
 # the cold default build's seconds per page (9380b2a); 10_pruning was not in it: its 170 s are its first run (papermill,
 # beside a running build, on a 2-core AMD EPYC)
-COLD = {"00_setup": 37, "01_redundancy": 609, "02_layer_dependence": 604, "03_word_segmentation": 41,
-        "04_word_order": 488, "05_term_matching": 456, "06_finetune_delta": 62, "07_cls_head": 165, "08_two_tower": 84,
-        "09_patching": 435, "10_pruning": 170}
+COLD = {
+    "00_setup": 37,
+    "01_redundancy": 609,
+    "02_layer_dependence": 604,
+    "03_word_segmentation": 41,
+    "04_word_order": 488,
+    "05_term_matching": 456,
+    "06_finetune_delta": 62,
+    "07_cls_head": 165,
+    "08_two_tower": 84,
+    "09_patching": 435,
+    "10_pruning": 170,
+}
 
 
 def test_the_longest_chain_of_work_starts_first():
@@ -77,8 +103,12 @@ def test_the_longest_chain_of_work_starts_first():
 
 
 def test_the_expected_seconds_are_the_latest_build_of_the_preset_in_that_state(tmp_path):
-    rows = [("b1", "default", "cold", "01", 600), ("b2", "default", "cold", "01", 500),
-            ("b3", "default", "cached", "01", 40), ("b3", "e5-en", "cold", "01", 900)]
+    rows = [
+        ("b1", "default", "cold", "01", 600),
+        ("b2", "default", "cold", "01", 500),
+        ("b3", "default", "cached", "01", 40),
+        ("b3", "e5-en", "cold", "01", 900),
+    ]
     table = tmp_path / "timings.csv"
     pd.DataFrame(rows, columns=["build", "preset", "state", "step", "seconds"]).to_csv(table, index=False)
     assert recorded_seconds("default", "cold", [tmp_path / "missing.csv", table]) == {"01": 500.0}
@@ -89,7 +119,7 @@ def test_the_expected_seconds_are_the_latest_build_of_the_preset_in_that_state(t
 
 def _simulated_end(order, needs, seconds, lanes=2):
     """When the last step ends if ``lanes`` take, each time one is free, the first step of ``order`` that is ready."""
-    free, done, pending, running = [0.0] * lanes, {}, list(order), []
+    free, done, pending = [0.0] * lanes, {}, list(order)
     while pending:
         lane = int(np.argmin(free))
         now = free[lane]
@@ -107,10 +137,13 @@ def test_the_order_shortens_the_cold_default_build_against_dependents_first():
     cold = dict(COLD)
     measured = [p for p in PAGES if p != "10_pruning"]  # the pages of that build
     for pages in (measured, PAGES):
-        by_count = ["05_term_matching", "02_layer_dependence"] + [p for p in pages if p not in ("05_term_matching",
-                                                                                              "02_layer_dependence")]
-        before, after = _simulated_end(by_count, NEEDS, cold), _simulated_end(critical_path_first(pages, NEEDS, cold),
-                                                                              NEEDS, cold)
+        by_count = ["05_term_matching", "02_layer_dependence"] + [
+            p for p in pages if p not in ("05_term_matching", "02_layer_dependence")
+        ]
+        before, after = (
+            _simulated_end(by_count, NEEDS, cold),
+            _simulated_end(critical_path_first(pages, NEEDS, cold), NEEDS, cold),
+        )
         if pages is measured:
             assert before == pytest.approx(1683, abs=2)  # what the cold build measured: 09 alone at the end
             assert after < before - 150
@@ -134,7 +167,8 @@ def test_the_fine_tunes_are_steps_the_pages_wait_for_and_train_side_by_side():
     side_by_side = _simulated_end(order, needs, seconds)
     # against both trained one after the other on both cores first (a step took 0.39 s on two threads, 0.55 s on one)
     first_then_pages = (seconds[CROSS_ENCODER] + seconds[TWO_TOWER]) * 0.39 / 0.55 + _simulated_end(
-        critical_path_first(PAGES, NEEDS, COLD), NEEDS, COLD)
+        critical_path_first(PAGES, NEEDS, COLD), NEEDS, COLD
+    )
     assert side_by_side < first_then_pages - 100
 
 
@@ -153,7 +187,7 @@ def _calls(page: str, function: str) -> list[str]:
 
 
 def _before(page: str) -> set[str]:
-    """Every page that finishes before ``page`` starts (:data:`NEEDS`, followed through)."""
+    """Every page that finishes before ``page`` starts (the registry's :data:`NEEDS`, followed through)."""
     found, todo = set(), list(NEEDS.get(page, ()))
     while todo:
         other = todo.pop()
@@ -181,8 +215,15 @@ def test_grades_do_not_depend_on_the_thread_count():
     """A notebook in a lane runs with fewer threads than one run alone: its sweeps must grade every pair the same
     (the matrices here are large enough that torch splits them over threads)."""
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=50, hidden_size=256, num_hidden_layers=3, num_attention_heads=4,
-                        intermediate_size=1024, max_position_embeddings=64, num_labels=5)
+    config = BertConfig(
+        vocab_size=50,
+        hidden_size=256,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        intermediate_size=1024,
+        max_position_embeddings=64,
+        num_labels=5,
+    )
     model, encoded = BertForSequenceClassification(config).eval(), random_encoded(n=96, longest=40)
     masks = [torch.ones(3, 4), torch.tensor([[1.0, 0, 1, 1], [1, 1, 1, 1], [0, 1, 1, 0]])]
     probs = {}

@@ -41,8 +41,18 @@ FACTOR = 0.6 / (0.6 - 0.25)  # a relative change times -FACTOR is the share of t
 
 
 def _gap(rows):
-    columns = ["share", "n_heads", "lower_change", "lower_lo", "lower_hi", "upper_change", "upper_lo", "upper_hi",
-               "gap_lo", "gap_hi"]
+    columns = [
+        "share",
+        "n_heads",
+        "lower_change",
+        "lower_lo",
+        "lower_hi",
+        "upper_change",
+        "upper_lo",
+        "upper_hi",
+        "gap_lo",
+        "gap_hi",
+    ]
     gap = pd.DataFrame(rows, columns=columns)
     gap["gap"] = gap["upper_change"] - gap["lower_change"]
     gap["base_accuracy"] = 0.6
@@ -53,10 +63,12 @@ def _gap(rows):
     return gap
 
 
-COLLAPSING = [(0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
-              (0.2, 14, -0.10, -0.15, -0.05, -0.02, -0.05, 0.01, -0.01, 0.15),
-              (0.403, 29, -0.60, -0.65, -0.55, -0.05, -0.09, -0.01, 0.48, 0.62),
-              (0.5, 36, -0.70, -0.75, -0.65, -0.10, -0.14, -0.06, 0.53, 0.67)]
+COLLAPSING = [
+    (0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+    (0.2, 14, -0.10, -0.15, -0.05, -0.02, -0.05, 0.01, -0.01, 0.15),
+    (0.403, 29, -0.60, -0.65, -0.55, -0.05, -0.09, -0.01, 0.48, 0.62),
+    (0.5, 36, -0.70, -0.75, -0.65, -0.10, -0.14, -0.06, 0.53, 0.67),
+]
 
 
 def _by_slug(rows):
@@ -70,11 +82,15 @@ def test_halves_claims_are_judged_on_the_floor_scale_at_the_weaker_of_80_and_100
     assert (collapse.verdict, less.verdict) == ("holds", "holds")
     # shown: the weaker point (40% of all heads), on the floor scale, its interval mapped from the relative change's
     shown = gap.iloc[2]
-    assert (collapse.ours, collapse.lo, collapse.hi) == (FLOOR.lost(shown.lower_change), FLOOR.lost(shown.lower_hi),
-                                                         FLOOR.lost(shown.lower_lo))
+    assert (collapse.ours, collapse.lo, collapse.hi) == (
+        FLOOR.lost(shown.lower_change),
+        FLOOR.lost(shown.lower_hi),
+        FLOOR.lost(shown.lower_lo),
+    )
     assert (collapse.n_examples, collapse.n_draws) == (500, 5) and collapse.at_floor  # 24.0% is at the floor
-    assert collapse.unit.startswith("share of the above-chance accuracy lost") and "mapped to the floor" in \
-        collapse.method
+    assert (
+        collapse.unit.startswith("share of the above-chance accuracy lost") and "mapped to the floor" in collapse.method
+    )
     assert "accuracy is 24.0% and 18.0% (unmasked 60.0%, always answering the majority grade 25.0%)" in collapse.reason
     assert np.allclose((less.ours, less.lo, less.hi), FACTOR * shown[["gap", "gap_lo", "gap_hi"]].to_numpy(float))
     assert less.unit.endswith("lower half minus upper half, in points") and not less.at_floor
@@ -100,9 +116,13 @@ def test_halves_claims_are_judged_on_the_floor_scale_at_the_weaker_of_80_and_100
 def test_a_collapse_is_a_share_of_the_above_chance_accuracy_lost_not_reaching_the_majority_grade():
     # 50% relative loss: 30.0% accuracy, above the majority grade (25%) and off the floor, yet 86% of the accuracy
     # above it is gone; the old rule (accuracy at or below the majority grade at both points) said "does not hold"
-    gap = _gap([(0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
-                (0.4, 29, -0.50, -0.55, -0.45, -0.05, -0.09, -0.01, 0.40, 0.50),
-                (0.5, 36, -0.50, -0.55, -0.45, -0.10, -0.14, -0.06, 0.35, 0.45)])
+    gap = _gap(
+        [
+            (0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+            (0.4, 29, -0.50, -0.55, -0.45, -0.05, -0.09, -0.01, 0.40, 0.50),
+            (0.5, 36, -0.50, -0.55, -0.45, -0.10, -0.14, -0.06, 0.35, 0.45),
+        ]
+    )
     collapse = _by_slug(halves_claims(gap, FLOOR))["low_heads_collapse"]
     assert collapse.verdict == "holds" and not collapse.at_floor
     assert np.isclose(collapse.ours, 0.5 * FACTOR) and collapse.ours > 0.8
@@ -114,16 +134,20 @@ def test_a_collapse_is_a_share_of_the_above_chance_accuracy_lost_not_reaching_th
 def test_two_halves_both_at_the_floor_are_saturated_not_a_failed_comparison():
     floor_change = 0.25 / 0.6 - 1  # always the majority grade: 25.0% accuracy
     row = (floor_change, floor_change - 0.01, floor_change + 0.01)
-    gap = _gap([(0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
-                (0.4, 29, *row, *row, -0.01, 0.01),
-                (0.5, 36, *row, *row, -0.01, 0.01)])
+    gap = _gap(
+        [(0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0), (0.4, 29, *row, *row, -0.01, 0.01), (0.5, 36, *row, *row, -0.01, 0.01)]
+    )
     less = _by_slug(halves_claims(gap, FLOOR))["high_heads_cost_less"]
     assert less.verdict == "cannot tell" and "Saturated" in less.reason and less.at_floor
     assert "both halves sit at the model's floor" in less.reason
     # one point at the floor is set aside while the other can speak
-    mixed = _gap([(0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
-                  (0.4, 29, -0.30, -0.35, -0.25, -0.02, -0.05, 0.01, 0.22, 0.34),
-                  (0.5, 36, *row, *row, -0.01, 0.01)])
+    mixed = _gap(
+        [
+            (0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+            (0.4, 29, -0.30, -0.35, -0.25, -0.02, -0.05, 0.01, 0.22, 0.34),
+            (0.5, 36, *row, *row, -0.01, 0.01),
+        ]
+    )
     less = _by_slug(halves_claims(mixed, FLOOR))["high_heads_cost_less"]
     assert less.verdict == "holds" and "the weaker, 40% of all heads" in less.reason
     assert "At 50% of all heads both halves sit at the model's floor" in less.reason
@@ -143,8 +167,12 @@ def test_halves_verdict_when_the_lower_half_collapses():
 
 
 def test_halves_verdict_when_the_halves_do_not_differ():
-    gap = _gap([(0.1, 7, -0.01, -0.03, 0.01, 0.0, -0.02, 0.02, -0.03, 0.05),
-                (0.5, 36, -0.30, -0.35, -0.25, -0.28, -0.33, -0.23, -0.04, 0.08)])
+    gap = _gap(
+        [
+            (0.1, 7, -0.01, -0.03, 0.01, 0.0, -0.02, 0.02, -0.03, 0.05),
+            (0.5, 36, -0.30, -0.35, -0.25, -0.28, -0.33, -0.23, -0.04, 0.08),
+        ]
+    )
     text = halves_verdict(gap, FLOOR)
     assert "the lower half costs more at 0 and the upper half at 0" in text
     assert "*Masking most of the high heads costs far less than masking the low heads* does **not** hold here" in text
@@ -155,8 +183,17 @@ def test_halves_verdict_when_the_halves_do_not_differ():
 def _layers(changes, p_values=None, half_width=0.01):
     c = np.array(changes)
     p = np.where(np.abs(c) > half_width, 0.001, 0.5) if p_values is None else np.asarray(p_values)
-    table = pd.DataFrame({"layer": range(len(c)), "accuracy": 0.5 * (1 + c), "rel_change": c,
-                          "lo": c - half_width, "hi": c + half_width, "p_mcnemar": p, "p_holm": holm(p)})
+    table = pd.DataFrame(
+        {
+            "layer": range(len(c)),
+            "accuracy": 0.5 * (1 + c),
+            "rel_change": c,
+            "lo": c - half_width,
+            "hi": c + half_width,
+            "p_mcnemar": p,
+            "p_holm": holm(p),
+        }
+    )
     table["distinguishable"] = table["p_holm"] < 0.05
     return table
 
@@ -193,9 +230,12 @@ def test_layers_verdict_compares_by_depth_and_with_the_study_numbers():
     assert "study layers → our layer" in text
     assert "*Masking any one of layers 5–9 (of 12) raises accuracy* **cannot be told** here" in text
     assert "layer 2: +3.0% [+2.0%, +4.0%] (gain after Holm); layer 3: +0.0% [-1.0%, +1.0%];" in text
-    assert ("*Masking all of layer 8 (of 12) raises accuracy by 2.3%* **holds** here: +2.0% [+1.0%, +3.0%]" in text
-            and "Our layer 4 at the same depth: exact McNemar test, Holm p = 0.006 over the 6 layers; the 95% "
-                "interval contains" in text)
+    assert (
+        "*Masking all of layer 8 (of 12) raises accuracy by 2.3%* **holds** here: +2.0% [+1.0%, +3.0%]" in text
+        and "Our layer 4 at the same depth: exact McNemar test, Holm p = 0.006 over the 6 layers; the 95% "
+        "interval contains"
+        in text
+    )
     assert "Holm correction over all 6 layers" in text
     assert "the largest loss is layer 0: -50.0%" in text
     text = layers_verdict(_layers([-0.5] * 12), 12, 400)
@@ -221,8 +261,14 @@ def _grid(rows):
     return grid
 
 
-MIXED = [(0, 0, -0.30, 1e-6, 1e-5), (1, 1, -0.10, 1e-4, 1e-3), (2, 0, 0.05, 1e-3, 0.01),
-         (2, 1, 0.02, 0.01, 0.2), (0, 1, 0.0, 1.0, 1.0), (1, 0, -0.01, 0.6, 1.0)]
+MIXED = [
+    (0, 0, -0.30, 1e-6, 1e-5),
+    (1, 1, -0.10, 1e-4, 1e-3),
+    (2, 0, 0.05, 1e-3, 0.01),
+    (2, 1, 0.02, 0.01, 0.2),
+    (0, 1, 0.0, 1.0, 1.0),
+    (1, 0, -0.01, 0.6, 1.0),
+]
 
 
 def test_heads_claims_rules():
@@ -248,13 +294,22 @@ def test_heads_claims_rules():
     assert (improve.verdict, improve.ours, improve.p) == ("holds", best.rel_change, best.p_holm)
     assert improve.lo < best.lo and "all 6 heads masked at once" in improve.method
     assert "2 head(s) improve accuracy at an uncorrected McNemar p < 0.05; 1 survive" in improve.reason
-    quiet = _by_slug(heads_claims(_grid([(0, 0, 0.0, 1.0, 1.0), (0, 1, 0.001, 0.9, 1.0), (1, 0, 0.03, 0.04, 0.12)]),
-                                  2, 300))
+    quiet = _by_slug(
+        heads_claims(_grid([(0, 0, 0.0, 1.0, 1.0), (0, 1, 0.001, 0.9, 1.0), (1, 0, 0.03, 0.04, 0.12)]), 2, 300)
+    )
     assert quiet["some_heads_improve"].verdict == "cannot tell" and quiet["some_heads_improve"].ours == 0.03
     assert quiet["matching_layers_hurt"].verdict == "cannot tell"
     # most of 40 heads shown to change nothing: the share's interval lies above one half
-    many = _by_slug(heads_claims(_grid([(k // 8, k % 8, 0.0, 1.0, 1.0) for k in range(38)]
-                                       + [(5, 6, -0.3, 1e-6, 1e-5), (5, 7, -0.2, 1e-6, 1e-5)]), 6, 300))
+    many = _by_slug(
+        heads_claims(
+            _grid(
+                [(k // 8, k % 8, 0.0, 1.0, 1.0) for k in range(38)]
+                + [(5, 6, -0.3, 1e-6, 1e-5), (5, 7, -0.2, 1e-6, 1e-5)]
+            ),
+            6,
+            300,
+        )
+    )
     assert many["most_heads_change_nothing"].verdict == "holds"
     assert many["most_heads_change_nothing"].ours == pytest.approx(0.95)
     # most heads changing accuracy: the share lies below one half
@@ -291,7 +346,15 @@ def test_heads_verdict_without_any_improving_head():
 
 def test_proxy_verdict_thresholds():
     def agreement(rho, p=1e-4):
-        return {"spearman_rho": rho, "p_value": p, "n_heads": 72, "k": 7, "top_overlap": 3, "top_overlap_expected": 0.68}
+        return {
+            "spearman_rho": rho,
+            "p_value": p,
+            "n_heads": 72,
+            "k": 7,
+            "top_overlap": 3,
+            "top_overlap_expected": 0.68,
+        }
+
     assert "**it can stand in**" in proxy_verdict({"raw": agreement(0.8), "per layer": agreement(0.3)})
     assert "Best agreement: raw" in proxy_verdict({"raw": agreement(0.8), "per layer": agreement(0.3)})
     assert "**it agrees only loosely**" in proxy_verdict({"raw": agreement(0.5)})

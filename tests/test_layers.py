@@ -1,6 +1,7 @@
 """The package's folders are its layers, and imports only go down: core <- inputs <- models <- lab <- findings <-
 report <- book. No module imports headlab inside a function (a lazy import that would hide a cycle), and there is
 no cycle between modules."""
+
 import ast
 import importlib
 from pathlib import Path
@@ -53,28 +54,34 @@ def test_imports_go_down_and_happen_at_module_level(module):
         if module == "headlab":  # the package's public surface may import from any layer
             continue
         assert id(node) in top_level or _in_type_checking(tree, node), (
-            f"{module} imports {target} inside a function or block (line {node.lineno}): import it at the top")
+            f"{module} imports {target} inside a function or block (line {node.lineno}): import it at the top"
+        )
         theirs = layer_of(target)
         if theirs is not None:
             assert LAYERS.index(theirs) <= LAYERS.index(own), (
-                f"{module} (layer {own}) imports {target} (layer {theirs}, higher): line {node.lineno}")
+                f"{module} (layer {own}) imports {target} (layer {theirs}, higher): line {node.lineno}"
+            )
 
 
 def _in_type_checking(tree, node) -> bool:
-    return any(isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test) and node in ast.walk(n)
-               for n in tree.body)
+    return any(
+        isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test) and node in ast.walk(n) for n in tree.body
+    )
 
 
 def test_no_import_cycle_between_modules():
-    graph = {m: {t for t, _ in headlab_imports(ast.parse(p.read_text(encoding="utf-8"))) if t in MODULES and t != m}
-             for m, p in MODULES.items() if m != "headlab"}
+    graph = {
+        m: {t for t, _ in headlab_imports(ast.parse(p.read_text(encoding="utf-8"))) if t in MODULES and t != m}
+        for m, p in MODULES.items()
+        if m != "headlab"
+    }
     state: dict[str, int] = {}
 
     def visit(m, path):
         state[m] = 1
         for t in sorted(graph.get(m, ())):
             if state.get(t) == 1:
-                raise AssertionError("import cycle: " + " -> ".join([*path[path.index(t):], t]))
+                raise AssertionError("import cycle: " + " -> ".join([*path[path.index(t) :], t]))
             if state.get(t) is None:
                 visit(t, [*path, t])
         state[m] = 2
@@ -89,7 +96,7 @@ def test_the_contract_test_catches_an_upward_and_a_lazy_import():
     assert [t for t, _ in headlab_imports(upward)] == ["headlab.report.charts"]
     assert LAYERS.index(layer_of("headlab.report.charts")) > LAYERS.index(layer_of("headlab.core.stats"))
     lazy = ast.parse("def f():\n    from headlab.core import stats\n")
-    (target, node), = headlab_imports(lazy)
+    ((target, node),) = headlab_imports(lazy)
     assert target == "headlab.core.stats" and id(node) not in {id(n) for n in lazy.body}
 
 
@@ -105,4 +112,4 @@ def test_a_package_exports_existing_names_from_its_own_layer(package):
         assert getattr(module, name) is not None
         assert name in dir(module)
     with pytest.raises(AttributeError, match="no attribute 'not_exported'"):
-        getattr(module, "not_exported")
+        _ = module.not_exported

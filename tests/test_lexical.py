@@ -1,4 +1,5 @@
 """headlab.findings.lexical: terms, overlap features and BM25 on hand-made pairs; the grader learns overlap."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -36,9 +37,13 @@ def test_the_grader_learns_a_grade_that_follows_overlap():
         grade = int(rng.integers(1, 6))
         shared = query[: grade - 1]  # grade g shares g - 1 of the 4 query words
         others = [w for w in words if w not in query]
-        rows.append({"query": " ".join(query), "title": " ".join(shared + list(rng.choice(others, 5 - len(shared),
-                                                                                           replace=False))),
-                     "label": grade})
+        rows.append(
+            {
+                "query": " ".join(query),
+                "title": " ".join(shared + list(rng.choice(others, 5 - len(shared), replace=False))),
+                "label": grade,
+            }
+        )
     frame = pd.DataFrame(rows)
     grader = fit_lexical(frame)
     predicted = grader.probabilities(frame).argmax(axis=1) + 1

@@ -1,4 +1,5 @@
 """headlab.models.loading: model folders are checked before anything is loaded, and load safely."""
+
 import json
 
 import pytest
@@ -11,11 +12,13 @@ def test_missing_model_folder_is_named(tmp_path):
     with pytest.raises(ModelError, match="does not exist"):
         resolve_model(str(tmp_path / "nope"))
 
+
 def test_pickle_only_weights_are_refused_unless_allowed(tiny_model_folder):
     (tiny_model_folder / "model.safetensors").rename(tiny_model_folder / "pytorch_model.bin")
     with pytest.raises(ModelError, match="pickle"):
         resolve_model(str(tiny_model_folder))
     assert resolve_model(str(tiny_model_folder), allow_pickle=True) == str(tiny_model_folder)
+
 
 def test_remote_code_and_unsupported_encoders_are_refused(tiny_model_folder):
     config_path = tiny_model_folder / "config.json"

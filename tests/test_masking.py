@@ -10,7 +10,9 @@ MODELS = [tiny_bert, tiny_mpnet]
 def _projection_inputs(model, batch):
     """Capture what each layer's output projection receives (the concatenated head outputs)."""
     seen = []
-    handles = [p.register_forward_pre_hook(lambda m, a: seen.append(a[0].detach().clone())) for p in output_projections(model)]
+    handles = [
+        p.register_forward_pre_hook(lambda m, a: seen.append(a[0].detach().clone())) for p in output_projections(model)
+    ]
     with torch.no_grad():
         model(**batch)
     for h in handles:
@@ -31,7 +33,7 @@ def test_masking_one_head_zeroes_exactly_its_slice(make, batch):
         masked = _projection_inputs(model, batch)
     d = plain[1].shape[-1] // heads
     expected = plain[1].clone()
-    expected[..., 2 * d:3 * d] = 0
+    expected[..., 2 * d : 3 * d] = 0
     assert torch.equal(masked[0], plain[0])
     # the hook scales the projection's input; the captured tensor is taken before our hook, so compare outputs
     proj = output_projections(model)[1]
@@ -52,7 +54,7 @@ def test_masked_heads_value_weights_no_longer_matter(make, batch):
         attn = model.base_model.encoder.layer[0].attention
         value = attn.self.value if hasattr(attn, "self") else attn.attn.v
         d = value.weight.shape[0] // head_grid(model)[1]
-        value.weight[d:2 * d].add_(torch.randn_like(value.weight[d:2 * d]) * 5)
+        value.weight[d : 2 * d].add_(torch.randn_like(value.weight[d : 2 * d]) * 5)
         after = model(**batch).logits
     assert torch.allclose(before, after, atol=1e-5)
     with torch.no_grad():
@@ -63,6 +65,7 @@ def test_masked_heads_value_weights_no_longer_matter(make, batch):
 @pytest.mark.parametrize("make,attn", [(tiny_bert, "eager"), (tiny_bert, "sdpa"), (tiny_mpnet, "eager")])
 def test_all_ones_mask_is_bit_identical_and_zero_mask_changes_outputs(make, attn, batch):
     model = make(attn)
+
     def outputs():  # last hidden state and logits (a random classifier's logits are tiny)
         out = model(**batch, output_hidden_states=True)
         return torch.cat([out.hidden_states[-1].flatten(), out.logits.flatten()])
@@ -110,7 +113,7 @@ def test_per_example_masks_equal_separate_runs(batch):
             together = model(**batch).logits
         for i in range(3):
             with mask_heads(model, masks[i]):
-                alone = model(**{k: v[i:i + 1] for k, v in batch.items()}).logits
+                alone = model(**{k: v[i : i + 1] for k, v in batch.items()}).logits
             assert torch.allclose(together[i], alone[0], atol=1e-5)
 
 

@@ -1,4 +1,5 @@
 """headlab.models.names: a pretrained model's name stands for its config, and its cache folder for that config alone."""
+
 from dataclasses import replace
 
 import pytest
@@ -11,13 +12,17 @@ def test_a_name_is_cached_under_a_key_of_its_config(tmp_path, monkeypatch):
     # the folders of the models pretrained before the package moved into layers: a change here orphans every cached
     # copy (change PROCEDURE when that is meant)
     assert {name: named_model_dir(name).name for name in MODELS} == {
-        "zh-char": "zh-char-21a828d0fca6", "zh-char-mlm": "zh-char-mlm-37606f9b79c8",
-        "zh-char-gpu": "zh-char-gpu-071f28220c5b"}
+        "zh-char": "zh-char-21a828d0fca6",
+        "zh-char-mlm": "zh-char-mlm-37606f9b79c8",
+        "zh-char-gpu": "zh-char-gpu-071f28220c5b",
+    }
     assert named_model_dir("zh-char").parent == tmp_path / "pretrained"
     assert model_dir(replace(MODELS["zh-char"], seed=1), "zh-char") != named_model_dir("zh-char")
 
 
 def test_only_registered_names_are_pretrained_names():
     assert is_pretrained_name("zh-char-mlm") and not is_pretrained_name("minilm")
-    with pytest.raises(ValueError, match="unknown pretrained model 'zh-bogus'; known: zh-char, zh-char-gpu, zh-char-mlm"):
+    with pytest.raises(
+        ValueError, match="unknown pretrained model 'zh-bogus'; known: zh-char, zh-char-gpu, zh-char-mlm"
+    ):
         named_model_dir("zh-bogus")

@@ -29,8 +29,15 @@ def test_guard_refuses_other_hosts_and_allows_loopback(guard):
 
 
 def test_importing_headlab_with_the_variable_set_installs_the_guard():
-    code = ("import socket, headlab\n"
-            "try:\n socket.socket().connect(('198.51.100.7', 80))\nexcept ConnectionError as e: print('BLOCKED', e)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         env={"HEADLAB_NO_NETWORK": "1", "PATH": "/usr/bin:/bin"})
+    code = (
+        "import socket, headlab\n"
+        "try:\n socket.socket().connect(('198.51.100.7', 80))\nexcept ConnectionError as e: print('BLOCKED', e)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"HEADLAB_NO_NETWORK": "1", "PATH": "/usr/bin:/bin"},
+    )
     assert "BLOCKED" in out.stdout and "198.51.100.7" in out.stdout

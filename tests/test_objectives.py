@@ -1,5 +1,6 @@
 """Comparing the MLM+NSP and MLM-only Chinese models: the right rows are read, differences and their intervals
 are computed, and the verdict follows the numbers."""
+
 import json
 
 import pandas as pd
@@ -19,21 +20,51 @@ from headlab.models.names import named_model_dir
 def write_results(folder, term_change, term_ci, seg_gain, seg_ci, accuracy=0.4):
     """The four tables notebooks 00, 03 and 05 write, with only the columns the comparison reads (plus noise rows)."""
     folder.mkdir(parents=True)
-    pd.DataFrame({"metric": ["accuracy", "macro_f1"], "value": [accuracy, 0.3], "lo": [accuracy - 0.04, 0.2],
-                  "hi": [accuracy + 0.04, 0.4], "n_examples": [1361, 1361]}).to_csv(folder / "baseline_metrics.csv")
+    pd.DataFrame(
+        {
+            "metric": ["accuracy", "macro_f1"],
+            "value": [accuracy, 0.3],
+            "lo": [accuracy - 0.04, 0.2],
+            "hi": [accuracy + 0.04, 0.4],
+            "n_examples": [1361, 1361],
+        }
+    ).to_csv(folder / "baseline_metrics.csv")
     seg = []
     for subset in ("all tokens", "multi-token words"):
-        for measure in ("majority class", "best head, chosen on other examples", "probe on all heads, held-out examples"):
+        for measure in (
+            "majority class",
+            "best head, chosen on other examples",
+            "probe on all heads, held-out examples",
+        ):
             gain = 0.0 if measure == "majority class" else seg_gain
-            seg.append({"subset": subset, "measure": measure, "gain": gain, "gain_lo": gain - seg_ci,
-                        "gain_hi": gain + seg_ci, "n_test_tokens": 6068})
+            seg.append(
+                {
+                    "subset": subset,
+                    "measure": measure,
+                    "gain": gain,
+                    "gain_lo": gain - seg_ci,
+                    "gain_hi": gain + seg_ci,
+                    "n_test_tokens": 6068,
+                }
+            )
     pd.DataFrame(seg).to_csv(folder / "segmentation_comparison_pku-1998.csv", index=False)
-    pd.DataFrame({"condition": ["none", "random", "matching"], "rel_change": [0.0, -0.01, term_change],
-                  "lo": [0, -0.02, term_change - term_ci], "hi": [0, 0.0, term_change + term_ci],
-                  "n_examples": [1361] * 3}).to_csv(folder / "term_matching_table.csv", index=False)
-    pd.DataFrame({"tested": ["matching", "matching"], "reference": ["random", "random_lower"],
-                  "p_empirical": [0.05, 0.5], "n_draws": [20, 20]}).to_csv(folder / "term_matching_vs_random.csv",
-                                                                            index=False)
+    pd.DataFrame(
+        {
+            "condition": ["none", "random", "matching"],
+            "rel_change": [0.0, -0.01, term_change],
+            "lo": [0, -0.02, term_change - term_ci],
+            "hi": [0, 0.0, term_change + term_ci],
+            "n_examples": [1361] * 3,
+        }
+    ).to_csv(folder / "term_matching_table.csv", index=False)
+    pd.DataFrame(
+        {
+            "tested": ["matching", "matching"],
+            "reference": ["random", "random_lower"],
+            "p_empirical": [0.05, 0.5],
+            "n_draws": [20, 20],
+        }
+    ).to_csv(folder / "term_matching_vs_random.csv", index=False)
     return folder
 
 
@@ -54,10 +85,18 @@ def test_results_read_the_named_rows_and_the_pretraining_report(cache):
     folder = write_results(cache / "runs" / "zh-char-stsb-zh-k-test-all", -0.30, 0.05, 0.02, 0.01)
     report = named_model_dir("zh-char")
     report.mkdir(parents=True)
-    (report / "pretraining.json").write_text(json.dumps({
-        "masked_token_accuracy": 0.14, "masked_token_accuracy_lo": 0.13, "masked_token_accuracy_hi": 0.15,
-        "masked_tokens": 5772, "final_train": {"mlm_accuracy": 0.14, "nsp_accuracy": 0.58},
-        "config": {"batch_size": 16}}))
+    (report / "pretraining.json").write_text(
+        json.dumps(
+            {
+                "masked_token_accuracy": 0.14,
+                "masked_token_accuracy_lo": 0.13,
+                "masked_token_accuracy_hi": 0.15,
+                "masked_tokens": 5772,
+                "final_train": {"mlm_accuracy": 0.14, "nsp_accuracy": 0.58},
+                "config": {"batch_size": 16},
+            }
+        )
+    )
     table = objective_results(folder).set_index("measure")
     assert set(table["objective"]) == {"mlm+nsp"}
     assert table.loc["masked-token accuracy (held-out sentences)", "value"] == 0.14

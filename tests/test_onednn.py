@@ -1,5 +1,6 @@
 """headlab.core.onednn: the sweeps' products through oneDNN give torch's numbers up to rounding, and the engine uses
 them on the CPU for every layer it computes, its unmasked recording included."""
+
 import platform
 
 import numpy as np
@@ -23,8 +24,9 @@ def test_dense_gives_torchs_linear_up_to_rounding(with_bias):
         got, want = dense(weight, bias)(given), torch.nn.functional.linear(given, weight, bias)
         assert got.shape == want.shape and not got.is_mkldnn
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(dense(weight, bias, onednn=False)(x), torch.nn.functional.linear(x, weight, bias),
-                               rtol=0, atol=0)
+    torch.testing.assert_close(
+        dense(weight, bias, onednn=False)(x), torch.nn.functional.linear(x, weight, bias), rtol=0, atol=0
+    )
 
 
 def _masks():

@@ -1,5 +1,6 @@
 import re
 from collections import Counter
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -15,9 +16,9 @@ from headlab.findings.order import (
     CONTROL,
     case_distributions,
     case_k_table,
-    depth_matched_k,
     case_shares,
     case_table,
+    depth_matched_k,
     draw_table,
     expected_grade,
     grade_shares,
@@ -135,8 +136,9 @@ def test_random_head_sets_match_the_layers():
 
 
 def _order_table(ranked):
-    return pd.DataFrame({"layer": [l for l, _ in ranked], "head": [h for _, h in ranked],
-                         "rank": np.arange(1, len(ranked) + 1)})
+    return pd.DataFrame(
+        {"layer": [l for l, _ in ranked], "head": [h for _, h in ranked], "rank": np.arange(1, len(ranked) + 1)}
+    )
 
 
 def test_order_mask_specs():
@@ -152,10 +154,18 @@ def _effects():
     eye = np.eye(5)
     grades = np.array([5, 4, 1])
     specs = order_mask_specs(_order_table([(0, 0), (0, 1)]), k=1, draws=2, seed=0, layers=1, heads=3)
-    original = {"none": eye[[4, 3, 0]], "order": eye[[4, 3, 0]], "random-k1-d0": eye[[4, 3, 0]], "random-k1-d1": eye[[4, 3, 0]]}
-    shuffled = {"none": eye[[1, 3, 0]],  # example 0 drops 5 -> 2, example 1 stays 4
-                "order": eye[[3, 3, 0]],  # the order heads masked: example 0 only drops to 4
-                "random-k1-d0": eye[[1, 3, 0]], "random-k1-d1": 0.5 * (eye[[1, 3, 0]] + eye[[2, 3, 0]])}
+    original = {
+        "none": eye[[4, 3, 0]],
+        "order": eye[[4, 3, 0]],
+        "random-k1-d0": eye[[4, 3, 0]],
+        "random-k1-d1": eye[[4, 3, 0]],
+    }
+    shuffled = {
+        "none": eye[[1, 3, 0]],  # example 0 drops 5 -> 2, example 1 stays 4
+        "order": eye[[3, 3, 0]],  # the order heads masked: example 0 only drops to 4
+        "random-k1-d0": eye[[1, 3, 0]],
+        "random-k1-d1": 0.5 * (eye[[1, 3, 0]] + eye[[2, 3, 0]]),
+    }
     ids = {s.kind if s.kind != "random" else s.mask_id: s.mask_id for s in specs}
     orig = pd.concat([per_example_table(ids[k], v, grades) for k, v in original.items()], ignore_index=True)
     shuf = pd.concat([per_example_table(ids[k], v, grades) for k, v in shuffled.items()], ignore_index=True)
@@ -176,8 +186,11 @@ def test_shuffle_effects_and_grade_tables():
     assert len(shift_by_grade(effects, examples=[0, 1], n_boot=100)) == 3  # grades 4, 5 and all
     one, two = np.eye(5)[[0]], np.eye(5)[[0, 1]]
     with pytest.raises(ValueError, match="different"):
-        shuffle_effects(per_example_table("none", one, np.array([1])), per_example_table("none", two, np.array([1, 2])),
-                        plan_table(order_mask_specs(_order_table([(0, 0)]), 1, 1, 0, 1, 2)))
+        shuffle_effects(
+            per_example_table("none", one, np.array([1])),
+            per_example_table("none", two, np.array([1, 2])),
+            plan_table(order_mask_specs(_order_table([(0, 0)]), 1, 1, 0, 1, 2)),
+        )
 
 
 def test_masking_comparison_by_hand():
@@ -202,8 +215,13 @@ def _constant_draws(draw_values, n_examples=30, seed=0):
     rng = np.random.default_rng(seed)
     rows = {"none": rng.normal(0.5, 0.01, n_examples), "order": rng.normal(0.1, 0.01, n_examples)}
     rows.update({f"random-d{d}": np.full(n_examples, v) for d, v in enumerate(draw_values)})
-    return pd.DataFrame([{"mask_id": m, "kind": m.split("-")[0], "example": e, "tv": v, "shift": -v}
-                         for m, values in rows.items() for e, v in enumerate(values)])
+    return pd.DataFrame(
+        [
+            {"mask_id": m, "kind": m.split("-")[0], "example": e, "tv": v, "shift": -v}
+            for m, values in rows.items()
+            for e, v in enumerate(values)
+        ]
+    )
 
 
 def test_masking_comparison_resamples_the_draws():
@@ -231,7 +249,12 @@ def test_case_table_patterns_and_pick():
     effects = _effects()
     cases = case_table(effects)
     row = cases.set_index("example").loc[0]
-    assert (row["predicted_original"], row["predicted_shuffled"], row["predicted_order"], row["predicted_random"]) == (5, 2, 4, 2)
+    assert (row["predicted_original"], row["predicted_shuffled"], row["predicted_order"], row["predicted_random"]) == (
+        5,
+        2,
+        4,
+        2,
+    )
     assert row["study_like"]
     assert cases["relevant"].tolist() == [True, True, False] and cases["drops"].tolist() == [True, False, False]
     shares = case_shares(cases).set_index("pattern")
@@ -252,7 +275,8 @@ def test_case_k_table_on_a_tiny_model():
     encoded = Encoded([[1, 5, 6, 2, 7, 8, 9, 2], [1, 5, 2, 7, 2]], [[0] * 8, [0] * 5], np.array([3, 4]), 0)
     shuffled = Encoded([[1, 5, 6, 2, 9, 8, 7, 2], [1, 5, 2, 7, 2]], [[0] * 8, [0] * 5], np.array([3, 4]), 0)
     ranked = _order_table([(0, 1), (2, 3), (1, 0)])
-    table = case_k_table(tiny_bert(), encoded, shuffled, [0], ranked, k_values=[0, 2], draws=2, seed=0)
+    lab = SimpleNamespace(model=tiny_bert(), encoded=encoded, device="cpu", batch_size=64, pad_id=0)
+    table = case_k_table(lab, shuffled, [0], ranked, k_values=[0, 2], draws=2, seed=0)
     assert set(table["k"]) == {0, 2} and set(table["example"]) == {0} and len(table) == 2 * 4 * 5
     sums = table.groupby(["k", "condition"])["probability"].sum()
     np.testing.assert_allclose(sums.to_numpy(), 1.0, rtol=1e-5)
@@ -269,7 +293,8 @@ def test_the_explorer_stops_at_the_last_k_random_heads_can_match_layer_by_layer(
     with pytest.raises(ValueError, match="depth-matched"):
         random_head_sets(3, 4, [(1, 0), (1, 1), (1, 2)], draws=1, seed=0)
     encoded = Encoded([[1, 5, 6, 2, 7, 8, 9, 2]], [[0] * 8], np.array([3]), 0)
-    table = case_k_table(tiny_bert(), encoded, encoded, [0], ranked, k_values=range(5), draws=2, seed=0)
+    lab = SimpleNamespace(model=tiny_bert(), encoded=encoded, device="cpu", batch_size=64, pad_id=0)
+    table = case_k_table(lab, encoded, [0], ranked, k_values=range(5), draws=2, seed=0)
     assert sorted(set(table["k"])) == [0, 1, 2, 3]
     assert depth_matched_k(_order_table([(0, 0), (1, 0), (2, 0)]), heads=4) == 3  # every k of the table
 
@@ -293,8 +318,12 @@ def test_latin_words_in_a_chinese_title_stay_apart_when_shuffled():
     assert after.replace(" ", "") != "由LoneFoxWilliams发布"
 
 
-E5_TITLES = ["最初是由Lone Fox发布的，也不是所有与伊朗有关的内容。", "死者里昂·威廉姆斯(Leon Williams)是在他三楼的公寓里被发现的。",
-             "一个男人正在弹吉他。", "A man is playing a guitar."]
+E5_TITLES = [
+    "最初是由Lone Fox发布的，也不是所有与伊朗有关的内容。",
+    "死者里昂·威廉姆斯(Leon Williams)是在他三楼的公寓里被发现的。",
+    "一个男人正在弹吉他。",
+    "A man is playing a guitar.",
+]
 
 
 @pytest.mark.slow

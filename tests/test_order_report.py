@@ -1,5 +1,6 @@
 """Finding 4's claims (one per part of the page), judged by the one rule of headlab.findings.claims, and the verdicts
 rendered from them, with the numbers behind them."""
+
 import math
 
 import numpy as np
@@ -25,9 +26,18 @@ from headlab.findings.order_report import (
 
 def _order_table(scores=(0.9, 0.6, 0.1), half=0.05):
     scores = np.asarray(scores, dtype=float)
-    return pd.DataFrame({"layer": [0, 1, 2], "head": [2, 0, 1], "score": scores, "score_lo": scores - half,
-                         "score_hi": scores + half, "direction": ["prev", "next", "prev"], "rank": [1, 2, 3],
-                         "n_examples": 50})
+    return pd.DataFrame(
+        {
+            "layer": [0, 1, 2],
+            "head": [2, 0, 1],
+            "score": scores,
+            "score_lo": scores - half,
+            "score_hi": scores + half,
+            "direction": ["prev", "next", "prev"],
+            "rank": [1, 2, 3],
+            "n_examples": 50,
+        }
+    )
 
 
 def test_verdict_order_heads():
@@ -79,15 +89,25 @@ def test_order_heads_bootstrap_the_score_over_pairs():
 
 
 def _by_grade(shift, lo, hi):
-    return pd.DataFrame({"grade": ["4", "5", "all"], "n_examples": [10, 10, 30], "expected": [4.0, 4.5, 3.0],
-                         "expected_shuffled": [3.5, 4.0, 2.7], "shift": [-0.5, -0.5, shift], "lo": [-0.7, -0.6, lo],
-                         "hi": [-0.3, -0.4, hi], "tv": [0.2, 0.2, 0.1]})
+    return pd.DataFrame(
+        {
+            "grade": ["4", "5", "all"],
+            "n_examples": [10, 10, 30],
+            "expected": [4.0, 4.5, 3.0],
+            "expected_shuffled": [3.5, 4.0, 2.7],
+            "shift": [-0.5, -0.5, shift],
+            "lo": [-0.7, -0.6, lo],
+            "hi": [-0.3, -0.4, hi],
+            "tv": [0.2, 0.2, 0.1],
+        }
+    )
 
 
 def test_verdict_shuffle():
     by_grade = _by_grade(-0.3, -0.4, -0.2)
-    shares = pd.DataFrame({"condition": ["original"] * 2 + ["shuffled"] * 2, "grade": [4, 5, 4, 5],
-                           "share": [0.5, 0.5, 0.7, 0.3]})
+    shares = pd.DataFrame(
+        {"condition": ["original"] * 2 + ["shuffled"] * 2, "grade": [4, 5, 4, 5], "share": [0.5, 0.5, 0.7, 0.3]}
+    )
     [row] = shuffle_claims(by_grade)
     assert (row.claim_id, row.verdict) == ("word_order.shuffle_lowers_grade", "holds")
     assert (row.ours, row.lo, row.hi, row.n_examples) == (-0.3, -0.4, -0.2, 30)
@@ -114,14 +134,33 @@ def test_the_studys_two_grades_are_not_put_beside_our_mean_as_the_same_number():
 
 
 def _comparison(order_tv: float, draws: int, p: float, diff_hi: float, p_reverse: float | None = None):
-    conditions = pd.DataFrame({"measure": "tv", "condition": ["no mask", "order heads", "random heads"],
-                               "value": [0.2, order_tv, 0.18], "lo": [0.18, order_tv - 0.01, 0.17],
-                               "hi": [0.22, order_tv + 0.01, 0.19], "n_examples": 100,
-                               "draw_lo": [np.nan, np.nan, 0.16], "draw_hi": [np.nan, np.nan, 0.2],
-                               "n_draws": [np.nan, np.nan, draws]})
-    tests = pd.DataFrame([{"measure": "tv", "order_heads": order_tv, "random_mean": 0.18, "p_value": p,
-                           "p_value_reverse": 1.0 if p_reverse is None else p_reverse,
-                           "difference": order_tv - 0.18, "difference_lo": order_tv - 0.2, "difference_hi": diff_hi}])
+    conditions = pd.DataFrame(
+        {
+            "measure": "tv",
+            "condition": ["no mask", "order heads", "random heads"],
+            "value": [0.2, order_tv, 0.18],
+            "lo": [0.18, order_tv - 0.01, 0.17],
+            "hi": [0.22, order_tv + 0.01, 0.19],
+            "n_examples": 100,
+            "draw_lo": [np.nan, np.nan, 0.16],
+            "draw_hi": [np.nan, np.nan, 0.2],
+            "n_draws": [np.nan, np.nan, draws],
+        }
+    )
+    tests = pd.DataFrame(
+        [
+            {
+                "measure": "tv",
+                "order_heads": order_tv,
+                "random_mean": 0.18,
+                "p_value": p,
+                "p_value_reverse": 1.0 if p_reverse is None else p_reverse,
+                "difference": order_tv - 0.18,
+                "difference_lo": order_tv - 0.2,
+                "difference_hi": diff_hi,
+            }
+        ]
+    )
     return conditions, tests
 
 
@@ -133,8 +172,12 @@ def test_thirty_draws_cannot_decide_the_masking_claim():
     """0 of 30 draws as insensitive is p = 1/31 = 0.032: "holds" before the correction, now no p from 30 draws can
     reach 5% over the scorecard's claims, and the verdict says so."""
     row = _masking(0.05, 30, 1 / 31, -0.1)
-    assert (row.claim_id, row.verdict, row.p, row.n_draws) == ("word_order.order_heads_carry_order", "cannot tell",
-                                                               1 / 31, 30)
+    assert (row.claim_id, row.verdict, row.p, row.n_draws) == (
+        "word_order.order_heads_carry_order",
+        "cannot tell",
+        1 / 31,
+        30,
+    )
     assert "Cannot be decided at 30 draws" in row.reason and "0 of the 30 draws" in row.reason
     assert (row.ours, row.lo, row.hi, row.n_examples) == (0.05 - 0.18, 0.05 - 0.2, -0.1, 100)
     text = verdict_masking(*_comparison(0.05, 30, 1 / 31, -0.1), k=7, rows=[row])
@@ -162,26 +205,40 @@ def test_sensitivity_reduction_reverse_p_by_hand():
 def test_the_page_makes_the_studys_claims_only():
     """No row asks whether the study's one pair is typical: the study does not claim it (and pairs graded below 4
     cannot follow it, so it was 0% by construction)."""
-    rows = (order_heads_claims(_order_table()) + shuffle_claims(_by_grade(-0.3, -0.4, -0.2))
-            + masking_claims(*_comparison(0.05, 30, 1 / 31, -0.1)))
+    rows = (
+        order_heads_claims(_order_table())
+        + shuffle_claims(_by_grade(-0.3, -0.4, -0.2))
+        + masking_claims(*_comparison(0.05, 30, 1 / 31, -0.1))
+    )
     page = {c.claim_id for c in STUDY_CLAIMS.values() if c.page == "04_word_order"}
-    assert [c.claim_id for c in rows] == ["word_order.clean_diagonal", "word_order.shuffle_lowers_grade",
-                                          "word_order.order_heads_carry_order"]
+    assert [c.claim_id for c in rows] == [
+        "word_order.clean_diagonal",
+        "word_order.shuffle_lowers_grade",
+        "word_order.order_heads_carry_order",
+    ]
     assert page == {c.claim_id for c in rows}
     assert claims_file(rows) == "claims_04_word_order"
     assert not hasattr(order_report, "case_claims") and "word_order.case_is_typical" not in page
 
 
 def test_case_grades_and_verdict():
-    cases = pd.DataFrame({"example": [0, 1], "grade": [5, 4], "relevant": [True, True], "drops": [True, False],
-                          "order_restores": [True, False], "study_like": [False, False],
-                          **{f"predicted_{s}": [4, 4] for s in ("original", "shuffled", "order", "random")},
-                          **{f"expected_{s}": [4.0, 4.0] for s in ("original", "shuffled", "order", "random")}})
+    cases = pd.DataFrame(
+        {
+            "example": [0, 1],
+            "grade": [5, 4],
+            "relevant": [True, True],
+            "drops": [True, False],
+            "order_restores": [True, False],
+            "study_like": [False, False],
+            **{f"predicted_{s}": [4, 4] for s in ("original", "shuffled", "order", "random")},
+            **{f"expected_{s}": [4.0, 4.0] for s in ("original", "shuffled", "order", "random")},
+        }
+    )
     cases.loc[0, ["predicted_shuffled", "predicted_order"]] = [2, 3]
     grades = case_grades(cases, 0)
     assert grades["condition"].tolist() == list(CONDITIONS)
     assert grades["study_grade"].tolist() == [4, 2, 3, 2] and grades["predicted_grade"].tolist() == [4, 2, 3, 4]
     text = verdict_case(case_shares(cases), grades, "order_restores")
     assert text.startswith("- Of 2 pairs") and "4 -> 2 -> 3 -> 4 here, 4 -> 2 -> 3 -> 2 in the study" in text
-    assert "masking the order heads raises it again\" (no pair goes further)" in text
+    assert 'masking the order heads raises it again" (no pair goes further)' in text
     assert "here:" not in text and "**" not in text  # the case is counted and shown, not judged

@@ -1,5 +1,6 @@
 """headlab.core.patching: a head's output taken from another run of the pair, undone on exit, and the engine that
 patches one head at a time with the layers below it replayed."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -13,13 +14,15 @@ from headlab.core.patching import PatchEngine, expected_grade, patch_heads, reco
 def _changed(encoded: Encoded, seed: int = 1) -> Encoded:
     """The same pairs with about a third of their inner tokens replaced: every length kept."""
     rng = np.random.default_rng(seed)
-    ids = [[t if i in (0, len(x) - 1) or rng.random() > 0.35 else int(rng.integers(5, 50)) for i, t in enumerate(x)]
-           for x in encoded.input_ids]
+    ids = [
+        [t if i in (0, len(x) - 1) or rng.random() > 0.35 else int(rng.integers(5, 50)) for i, t in enumerate(x)]
+        for x in encoded.input_ids
+    ]
     return Encoded(ids, [list(t) for t in encoded.token_type_ids], encoded.grades, 0)
 
 
 def _batch(model, encoded):
-    (_, batch), = length_batches(encoded, len(encoded))
+    ((_, batch),) = length_batches(encoded, len(encoded))
     return model_inputs(model, batch, "cpu")
 
 
@@ -80,8 +83,9 @@ def test_the_engine_replays_the_layers_below_a_patch_and_matches_a_full_pass():
 
 def test_the_engine_refuses_pairs_of_other_lengths_by_position():
     model, source = tiny_bert(), random_encoded(6)
-    target = Encoded([x + [3] if i == 4 else x for i, x in enumerate(source.input_ids)], source.token_type_ids,
-                     source.grades, 0)
+    target = Encoded(
+        [x + [3] if i == 4 else x for i, x in enumerate(source.input_ids)], source.token_type_ids, source.grades, 0
+    )
     with pytest.raises(ValueError, match="pair 4: source has"):
         PatchEngine(model, source, target)
 
@@ -114,7 +118,8 @@ def test_path_patching_reads_the_receivers_cls_row_and_is_the_target_when_nothin
     target = _changed(source)
     positions = [[1, 2] for _ in range(len(source))]
     result = PatchEngine(model, source, target, batch_size=4, autocast=False).path_patched(
-        [(0, 1), (1, 2)], (2, 3), positions)
+        [(0, 1), (1, 2)], (2, 3), positions
+    )
     # the receiver's [CLS] row, as the model's own attention weights give it
     s = _batch(model, source)
     order = np.argsort([len(x) for x in source.input_ids], kind="stable")

@@ -1,5 +1,6 @@
 """headlab.findings.patching: restored shares with their intervals, overlap against chance, rank agreement and the
 specificity of a mask's cost to pairs that share terms."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,8 +13,14 @@ def _table(n=200, seed=0):
     source = rng.uniform(3, 5, n)
     target = source - rng.uniform(0.5, 1.5, n)
     gap = source - target
-    rows = {"source": source, "target": target, "0.0": target, "0.1": target + gap, "1.0": target + 0.5 * gap,
-            "1.1": target + 0.1 * gap + rng.normal(0, 0.2, n)}
+    rows = {
+        "source": source,
+        "target": target,
+        "0.0": target,
+        "0.1": target + gap,
+        "1.0": target + 0.5 * gap,
+        "1.1": target + 0.1 * gap + rng.normal(0, 0.2, n),
+    }
     return pd.concat([pd.DataFrame({"patch": k, "example": np.arange(n), "expected": v}) for k, v in rows.items()])
 
 

@@ -1,13 +1,25 @@
 """Page 09 end to end on a tiny random model: the contrast, the patches both ways, the three views, the control, the
 specificity and the path to the [CLS] head, and its claims."""
+
 import numpy as np
 import pandas as pd
 from tiny_setup import tiny_setup
 
 from headlab.findings.claims import STUDY_CLAIMS, claims_file
 from headlab.findings.cls_head import single_head_correct
-from headlab.findings.patching import (agreement, claims, cls_path, contrast_examples, head_views, held_out_contrast,
-                                       patch_both_ways, patch_plan, random_patches, restored_against_draws, specificity)
+from headlab.findings.patching import (
+    agreement,
+    claims,
+    cls_path,
+    contrast_examples,
+    head_views,
+    held_out_contrast,
+    patch_both_ways,
+    patch_plan,
+    random_patches,
+    restored_against_draws,
+    specificity,
+)
 from headlab.findings.term_matching import matching_heads
 
 WORDS = "cat dog bird man woman guitar flute car road river tree house".split()
@@ -19,7 +31,9 @@ def _pairs(n=32, seed=0):
     for i in range(n):
         query = rng.choice(WORDS, 3, replace=False)
         title = [*query[: i % 3], *rng.choice([w for w in WORDS if w not in query], 3 - i % 3, replace=False)]
-        rows.append({"query": "a " + " ".join(query), "title": "the " + " ".join(title), "label": int(rng.integers(1, 6))})
+        rows.append(
+            {"query": "a " + " ".join(query), "title": "the " + " ".join(title), "label": int(rng.integers(1, 6))}
+        )
     return pd.DataFrame(rows)
 
 

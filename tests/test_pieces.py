@@ -1,4 +1,5 @@
 """headlab.inputs.pieces: which mark a tokenizer writes on its pieces, and the words its pieces make."""
+
 from conftest import minilm_tokenizer
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
@@ -33,9 +34,22 @@ def test_piece_text_drops_the_marks():
 def test_sentencepiece_words_split_like_berts_at_spaces_punctuation_and_chinese_characters():
     # real e5 pieces of "hello, world's plane" and "一个人在弹吉他。"
     assert texts_of(["▁hell", "o", ",", "▁world", "'", "s", "▁plane"], SENTENCEPIECE) == [
-        "hello", ",", "world", "'", "s", "plane"]
+        "hello",
+        ",",
+        "world",
+        "'",
+        "s",
+        "plane",
+    ]
     assert texts_of(["▁", "一个人", "在", "弹", "吉", "他", "。"], SENTENCEPIECE) == [
-        "", "一个人", "在", "弹", "吉", "他", "。"]
+        "",
+        "一个人",
+        "在",
+        "弹",
+        "吉",
+        "他",
+        "。",
+    ]
     assert texts_of(["▁", "ab", "c"], SENTENCEPIECE) == ["abc"]  # a bare ▁ opens the word that follows it
 
 

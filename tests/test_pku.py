@@ -10,11 +10,14 @@ def test_read_pku_real_format(tmp_path):
         "\n"
         "19980101-01-001-002/m  我/r  通过/p  [中央/n  人民/n  广播/vn  电台/n]nt  ，/w  说/v  “/w  好/a  。/w  ”/w  "
         "１/２/m  年/q  ！/w\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     sentences = read_pku(path)
-    assert sentences == [["迈向", "充满", "希望", "的", "新", "世纪", "——", "一九九八年"],
-                         ["我", "通过", "中央", "人民", "广播", "电台", "，", "说", "“", "好", "。", "”"],
-                         ["１/２", "年", "！"]]
+    assert sentences == [
+        ["迈向", "充满", "希望", "的", "新", "世纪", "——", "一九九八年"],
+        ["我", "通过", "中央", "人民", "广播", "电台", "，", "说", "“", "好", "。", "”"],
+        ["１/２", "年", "！"],
+    ]
     assert read_pku(path, limit_sentences=2) == sentences[:2]
     assert len(read_pku(path, split_sentences=False)) == 2
 

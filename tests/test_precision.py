@@ -1,11 +1,12 @@
 """bf16 where the hardware computes it: the choice, its override, and that it never mixes with fp32 numbers."""
+
 import dataclasses
 
 import numpy as np
 import pytest
 import torch
-
 from conftest import tiny_bert
+
 from headlab.core import device as device_module
 from headlab.core.device import PRECISION, autocast, precision
 from headlab.core.engine import MaskEngine
@@ -68,6 +69,7 @@ def test_a_bf16_fine_tune_has_a_cache_key_apart_and_fp32_keys_stay():
 
 def test_bf16_weights_cast_once_give_autocasts_numbers_exactly():
     from headlab.core.engine import computed_heads
+
     model, encoded = tiny_bert(), _encoded()
     engine = MaskEngine(model, encoded, batch_size=8, autocast=True)
     mask = torch.ones(engine.shape)

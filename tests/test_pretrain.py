@@ -1,4 +1,5 @@
 """The character-level Chinese BERT headlab pretrains: vocabulary, masking, batches, held-out text, the run."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -24,14 +25,32 @@ from headlab.models.pretrain import (
 
 # a tiny newspaper: sentences "subject verb object 。" from fixed two-character words, so a model can learn to
 # fill a gap inside a word, and held-out sentences are new combinations of words seen in training
-SUBJECTS, VERBS, OBJECTS = ["我们", "他们", "学生", "工人", "老师"], ["喜欢", "研究", "参观", "支持", "发展"], \
-    ["中文", "经济", "北京", "工厂", "文化", "１９９８年"]
+SUBJECTS, VERBS, OBJECTS = (
+    ["我们", "他们", "学生", "工人", "老师"],
+    ["喜欢", "研究", "参观", "支持", "发展"],
+    ["中文", "经济", "北京", "工厂", "文化", "１９９８年"],
+)
 _rng = np.random.default_rng(0)
-PARAGRAPHS = tuple(tuple(w for _ in range(5) for w in (SUBJECTS[_rng.integers(5)], VERBS[_rng.integers(5)],
-                                                       OBJECTS[_rng.integers(6)], "。"))
-                   for _ in range(80))
-TINY = dict(layers=2, heads=2, hidden=32, max_length=32, batch_size=16, min_char_count=1, eval_sentences=1000,
-            held_out_share=0.25, lr=3e-3, warmup=0.05)
+PARAGRAPHS = tuple(
+    tuple(
+        w
+        for _ in range(5)
+        for w in (SUBJECTS[_rng.integers(5)], VERBS[_rng.integers(5)], OBJECTS[_rng.integers(6)], "。")
+    )
+    for _ in range(80)
+)
+TINY = dict(
+    layers=2,
+    heads=2,
+    hidden=32,
+    max_length=32,
+    batch_size=16,
+    min_char_count=1,
+    eval_sentences=1000,
+    held_out_share=0.25,
+    lr=3e-3,
+    warmup=0.05,
+)
 
 
 @pytest.fixture
@@ -39,8 +58,9 @@ def tiny_corpus(monkeypatch, tmp_path):
     """The pku asset replaced by PARAGRAPHS, and an empty cache."""
     monkeypatch.setenv("HEADLAB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(pku, "_asset_paragraphs", lambda: PARAGRAPHS)
-    monkeypatch.setattr(pku, "_asset_sentences",
-                        lambda: tuple(tuple(s) for p in PARAGRAPHS for s in pku._sentences(list(p)) if s))
+    monkeypatch.setattr(
+        pku, "_asset_sentences", lambda: tuple(tuple(s) for p in PARAGRAPHS for s in pku._sentences(list(p)) if s)
+    )
 
 
 def test_vocab_is_specials_then_characters_by_frequency_and_every_token_is_one_character():
@@ -83,7 +103,7 @@ def test_batches_are_a_function_of_seed_and_step_and_nsp_pairs_true_neighbours(t
     # with the masks undone, an MLM-only row is [CLS] sentence [SEP] the sentence that follows it [SEP]
     ids = torch.where(mlm_only["labels"] != -100, mlm_only["labels"], mlm_only["input_ids"])[0]
     text = "".join(tokenizer.convert_ids_to_tokens(ids[ids != 0].tolist())).replace("##", "")
-    first_sentence, second_sentence = text[len("[CLS]"):-len("[SEP]")].split("[SEP]")
+    first_sentence, second_sentence = text[len("[CLS]") : -len("[SEP]")].split("[SEP]")
     following = {(a, b) for run in runs for a, b in zip(run, run[1:])}
     assert (first_sentence, second_sentence) in {(a.lower(), b.lower()) for a, b in following}
 
@@ -117,9 +137,9 @@ def test_pretraining_learns_and_saves_a_model_every_notebook_can_load(tiny_corpu
     classifier, encoder = load_classifier(str(folder)), load_encoder(str(folder))
     assert classifier.config.num_hidden_layers == 2 and encoder.config.num_attention_heads == 2
     pretrained = load_file(folder / "model.safetensors")
-    assert torch.equal(classifier.bert.embeddings.word_embeddings.weight,
-                       pretrained["bert.embeddings.word_embeddings.weight"])  # the encoder is the pretrained one
-
+    assert torch.equal(
+        classifier.bert.embeddings.word_embeddings.weight, pretrained["bert.embeddings.word_embeddings.weight"]
+    )  # the encoder is the pretrained one
 
 
 def test_a_run_stopped_after_a_checkpoint_resumes_where_it_stopped(tiny_corpus, monkeypatch):

@@ -1,5 +1,6 @@
 """Pruned heads are gone for real: smaller matrices, the grades of masking them, saved and loaded back as safetensors
 with the kept heads in the config, and never masked by their old indices."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -51,8 +52,11 @@ def test_pruning_refuses_heads_that_are_not_there_and_a_pruned_model_refuses_mas
     with pytest.raises(ValueError, match="this model is pruned"):
         predict(pruned, random_encoded(n=4), mask=_keep(model, [(2, 0)]))
     engine = MaskEngine(pruned, random_encoded(n=8), batch_size=4)  # its unmasked grades, through its own layers
-    np.testing.assert_allclose(engine.probabilities([torch.ones(head_grid(pruned))])[0],
-                               predict(pruned, random_encoded(n=8), batch_size=4), atol=1e-5)
+    np.testing.assert_allclose(
+        engine.probabilities([torch.ones(head_grid(pruned))])[0],
+        predict(pruned, random_encoded(n=8), batch_size=4),
+        atol=1e-5,
+    )
 
 
 def test_lab_prune_saves_a_folder_that_headlab_load_reads_back_without_training(tmp_path, monkeypatch):
@@ -64,14 +68,16 @@ def test_lab_prune_saves_a_folder_that_headlab_load_reads_back_without_training(
     assert not list(folder.glob("*.bin"))
     loaded = load_classifier(str(folder))
     assert kept_heads(loaded) == kept_heads(pruned)
-    np.testing.assert_allclose(predict(loaded, lab.encoded, batch_size=8), predict(pruned, lab.encoded, batch_size=8),
-                               atol=1e-6)
-    from headlab.lab import study as study_module
-    monkeypatch.setattr(study_module, "finetune", lambda *a, **k: pytest.fail("a pruned folder is not trained again"))
+    np.testing.assert_allclose(
+        predict(loaded, lab.encoded, batch_size=8), predict(pruned, lab.encoded, batch_size=8), atol=1e-6
+    )
+    from headlab.lab import params as params_module
+
+    monkeypatch.setattr(params_module, "finetune", lambda *a, **k: pytest.fail("a pruned folder is not trained again"))
     data = tmp_path / "pairs.csv"
     lab.frame[["query", "title", "label"]].assign(split="test").to_csv(data, index=False)
     reloaded = headlab.load(model=str(folder), data=str(data), device="cpu", run_dir=str(tmp_path / "runs"))
-    assert reloaded.study.checkpoint == folder.resolve()
+    assert reloaded.params.checkpoint == folder.resolve()
     np.testing.assert_allclose(reloaded.base_probs, predict(pruned, reloaded.encoded, batch_size=64), atol=1e-5)
 
 

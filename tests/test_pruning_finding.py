@@ -1,4 +1,5 @@
 """Heads ordered by importance: the least important go first, within the layers asked for, at shares of all heads."""
+
 import pandas as pd
 import pytest
 
@@ -7,8 +8,16 @@ from headlab.findings.pruning import importance_order, importance_specs, least_i
 
 def _importance():
     # 4 layers x 2 heads; the normalized score and the raw one disagree on purpose
-    rows = [(0, 0, 0.9, 5.0), (0, 1, 0.1, 0.1), (1, 0, 0.5, 0.2), (1, 1, 0.3, 3.0),
-            (2, 0, 0.2, 0.3), (2, 1, 0.8, 0.4), (3, 0, 0.1, 9.0), (3, 1, 0.7, 0.5)]
+    rows = [
+        (0, 0, 0.9, 5.0),
+        (0, 1, 0.1, 0.1),
+        (1, 0, 0.5, 0.2),
+        (1, 1, 0.3, 3.0),
+        (2, 0, 0.2, 0.3),
+        (2, 1, 0.8, 0.4),
+        (3, 0, 0.1, 9.0),
+        (3, 1, 0.7, 0.5),
+    ]
     return pd.DataFrame(rows, columns=["layer", "head", "importance", "importance_raw"])
 
 
@@ -50,21 +59,32 @@ def _sweep(accuracies: dict, grades=None):
     grades = np.zeros(N, dtype=int) if grades is None else grades
     specs, frames = [baseline_spec()], [_rows(baseline_spec().mask_id, np.ones(N), grades)]
     for i, ((kind, share, draw), accuracy) in enumerate(accuracies.items()):
-        spec = MaskSpec(f"{kind}-s{share:.3f}-d{draw}", tuple((i, h) for h in range(max(1, round(share * 40)))), kind,
-                        {"share": share, "draw": draw})
+        spec = MaskSpec(
+            f"{kind}-s{share:.3f}-d{draw}",
+            tuple((i, h) for h in range(max(1, round(share * 40)))),
+            kind,
+            {"share": share, "draw": draw},
+        )
         specs.append(spec)
         frames.append(_rows(spec.mask_id, (np.arange(N) < accuracy * N).astype(int), grades))
     return pd.concat(frames, ignore_index=True), plan_table(specs)
 
 
 def _rows(mask_id, correct, grades):
-    return pd.DataFrame({"mask_id": mask_id, "example": np.arange(N), "correct": correct.astype(int),
-                         "predicted": np.where(correct > 0, grades, grades + 1)})
+    return pd.DataFrame(
+        {
+            "mask_id": mask_id,
+            "example": np.arange(N),
+            "correct": correct.astype(int),
+            "predicted": np.where(correct > 0, grades, grades + 1),
+        }
+    )
 
 
 def test_the_safe_share_is_the_last_of_an_unbroken_run_within_the_margin():
-    per_example, plan = _sweep({("importance-all", 0.25, 0): 0.9975, ("importance-all", 0.5, 0): 0.995,
-                                ("importance-all", 0.75, 0): 0.90})
+    per_example, plan = _sweep(
+        {("importance-all", 0.25, 0): 0.9975, ("importance-all", 0.5, 0): 0.995, ("importance-all", 0.75, 0): 0.90}
+    )
     safe = safe_share(per_example, plan, "importance-all", 0.02, n_boot=200)
     assert (safe["share"], safe["lo"], safe["hi"]) == (0.5, 0.5, 0.5) and safe["n_examples"] == N
     broken, plan = _sweep({("importance-all", 0.25, 0): 0.95, ("importance-all", 0.5, 0): 0.99})
@@ -72,8 +92,9 @@ def test_the_safe_share_is_the_last_of_an_unbroken_run_within_the_margin():
 
 
 def test_random_draws_are_averaged_and_widen_the_safe_shares_interval():
-    per_example, plan = _sweep({("random", 0.25, 0): 1.0, ("random", 0.25, 1): 0.965, ("random", 0.5, 0): 0.5,
-                                ("random", 0.5, 1): 0.5})
+    per_example, plan = _sweep(
+        {("random", 0.25, 0): 1.0, ("random", 0.25, 1): 0.965, ("random", 0.5, 0): 0.5, ("random", 0.5, 1): 0.5}
+    )
     safe = safe_share(per_example, plan, "random", 0.02, n_boot=400)
     assert safe["share"] == 0.25 and safe["n_draws"] == 2  # the mean of 100% and 96.5% loses 1.75%
     assert safe["lo"] == 0.0 and safe["hi"] == 0.25  # resampling the two draws can give 96.5% twice
@@ -82,17 +103,27 @@ def test_random_draws_are_averaged_and_widen_the_safe_shares_interval():
 def test_keeping_the_low_heads_holds_when_pruning_the_high_half_costs_less():
     shares = (0.1, 0.2)
     grades = np.arange(N) % 5  # majority grade 20%: the floor is far below
-    cheap_high = {**{("importance-lower", s, 0): 0.6 for s in shares}, **{("importance-upper", s, 0): 0.97 for s in shares}}
+    cheap_high = {
+        **{("importance-lower", s, 0): 0.6 for s in shares},
+        **{("importance-upper", s, 0): 0.97 for s in shares},
+    }
     per_example, plan = _sweep(cheap_high, grades)
     floor = Floor.of(np.ones(N), grades)
     claim = distillation_claim(per_example, plan, floor, shares, n_boot=300)
     # the floor scale: 0.37 of a relative change is 0.37 / 0.8 of the accuracy above the majority grade (20%)
-    assert claim.verdict == "holds" and claim.ours == pytest.approx(0.37 / 0.8) and claim.claim_id == "pruning.keep_low_heads"
+    assert (
+        claim.verdict == "holds"
+        and claim.ours == pytest.approx(0.37 / 0.8)
+        and claim.claim_id == "pruning.keep_low_heads"
+    )
     assert claim.unit.startswith("share of the above-chance accuracy lost, low-half pruning minus high-half")
     assert claim.quote == "For distillation: keep more low-level heads."
     no_floor = distillation_claim(per_example, plan, None, shares, n_boot=300)
     assert no_floor.ours == pytest.approx(0.37) and no_floor.unit.startswith("relative change of accuracy")
-    cheap_low = {**{("importance-lower", s, 0): 0.97 for s in shares}, **{("importance-upper", s, 0): 0.6 for s in shares}}
+    cheap_low = {
+        **{("importance-lower", s, 0): 0.97 for s in shares},
+        **{("importance-upper", s, 0): 0.6 for s in shares},
+    }
     per_example, plan = _sweep(cheap_low, grades)
     assert distillation_claim(per_example, plan, floor, shares, n_boot=300).verdict == "opposite"
 
@@ -101,7 +132,10 @@ def test_two_halves_both_at_the_floor_are_saturated_not_evidence_against_and_mis
     shares = (0.1, 0.2)
     grades = np.where(np.arange(N) < 0.5 * N, 0, np.arange(N) % 4 + 1)  # majority grade: half the pairs
     # the high half's pruning costs more, but both sit at or below always answering the majority grade
-    floor_level = {**{("importance-lower", s, 0): 0.5 for s in shares}, **{("importance-upper", s, 0): 0.3 for s in shares}}
+    floor_level = {
+        **{("importance-lower", s, 0): 0.5 for s in shares},
+        **{("importance-upper", s, 0): 0.3 for s in shares},
+    }
     per_example, plan = _sweep(floor_level, grades)
     claim = distillation_claim(per_example, plan, Floor.of(np.ones(N), grades), shares, n_boot=300)
     assert claim.at_floor and claim.verdict == "cannot tell" and "Saturated" in claim.reason
@@ -111,33 +145,48 @@ def test_two_halves_both_at_the_floor_are_saturated_not_evidence_against_and_mis
 
 def test_speed_rows_give_each_pruned_run_its_speedup_over_the_unpruned_one(tmp_path):
     assert speed_rows("minilm", "stsb-en", tmp_path / "none.csv").empty
-    row = dict(model="minilm", data="stsb-en", share_removed=0.5, repeats=5, machine="m", device="cpu", precision="bf16",
-               pairs_per_s_min=1.0, pairs_per_s_max=1.0, parameters=1, file_mb=1.0)
-    rows = [dict(row, variant="unpruned", heads_removed=0, batch_size=64, pairs_per_s=100.0),
-            dict(row, variant="pruned", heads_removed=36, batch_size=64, pairs_per_s=130.0),
-            dict(row, variant="unpruned", heads_removed=0, batch_size=1, pairs_per_s=10.0),
-            dict(row, variant="pruned", heads_removed=36, batch_size=1, pairs_per_s=11.0),
-            dict(row, model="e5-small", variant="pruned", heads_removed=36, batch_size=1, pairs_per_s=99.0)]
+    row = dict(
+        model="minilm",
+        data="stsb-en",
+        share_removed=0.5,
+        repeats=5,
+        machine="m",
+        device="cpu",
+        precision="bf16",
+        pairs_per_s_min=1.0,
+        pairs_per_s_max=1.0,
+        parameters=1,
+        file_mb=1.0,
+    )
+    rows = [
+        dict(row, variant="unpruned", heads_removed=0, batch_size=64, pairs_per_s=100.0),
+        dict(row, variant="pruned", heads_removed=36, batch_size=64, pairs_per_s=130.0),
+        dict(row, variant="unpruned", heads_removed=0, batch_size=1, pairs_per_s=10.0),
+        dict(row, variant="pruned", heads_removed=36, batch_size=1, pairs_per_s=11.0),
+        dict(row, model="e5-small", variant="pruned", heads_removed=36, batch_size=1, pairs_per_s=99.0),
+    ]
     pd.DataFrame(rows).to_csv(tmp_path / "speed.csv", index=False)
     table = speed_rows("minilm", "stsb-en", tmp_path / "speed.csv")
     assert len(table) == 4
     assert table.set_index(["variant", "batch_size"])["speedup"].to_dict() == pytest.approx(
-        {("unpruned", 64): 1.0, ("pruned", 64): 1.3, ("unpruned", 1): 1.0, ("pruned", 1): 1.1})
+        {("unpruned", 64): 1.0, ("pruned", 64): 1.3, ("unpruned", 1): 1.0, ("pruned", 1): 1.1}
+    )
 
 
 def test_a_lab_on_another_split_shares_the_model_and_keeps_its_tables_apart(tmp_path):
     from tiny_setup import PAIRS, tiny_setup
 
-    from headlab.lab.study import Lab, Study
+    from headlab.lab.lab import Lab
+    from headlab.lab.params import Params
 
     lab = tiny_setup(tmp_path / "runs")
     data = tmp_path / "pairs.csv"
     pd.concat([PAIRS.assign(split="test"), PAIRS.iloc[:3].assign(split="dev")]).to_csv(data, index=False)
-    study = Study(data=str(data), device="cpu", run_dir=str(tmp_path / "runs"), batch_size=4)
-    test = Lab(study, lab.model, lab.tokenizer, study.eval_frame(), lab.encoded)
+    params = Params(data=str(data), device="cpu", run_dir=str(tmp_path / "runs"), batch_size=4)
+    test = Lab(params, lab.model, lab.tokenizer, params.eval_frame(), lab.encoded)
     dev = test.on_split("dev")
     assert dev.model is test.model and len(dev.encoded) == 3 and len(test.encoded) == 5
-    assert dev.study.eval_split == "dev" and dev.study.results_folder != test.study.results_folder
+    assert dev.params.eval_split == "dev" and dev.params.results_folder != test.params.results_folder
     assert test.on_split("dev", limit=2).encoded.grades.shape == (2,)
 
 

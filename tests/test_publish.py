@@ -1,5 +1,6 @@
 """Publishing: the GitHub workflows (checked by actionlint), the site on a gh-pages branch (make publish), one archive
 of a build (make dist), and what the site offers a reader (download buttons, the repository link)."""
+
 import json
 import shutil
 import subprocess
@@ -12,7 +13,7 @@ import yaml
 
 from headlab.book.build import REPOSITORY_VARIABLE, site_config
 from headlab.book.publish import PublishError, branch_files, check_site, dist_archive, publish_pages, site_of
-from headlab.lab.study import REPO
+from headlab.lab.params import REPO
 
 WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
 ACTIONLINT = Path(sys.executable).with_name("actionlint")
@@ -32,8 +33,9 @@ def test_actionlint_fails_a_broken_workflow(tmp_path):
     """The check above can fail: an unknown runner expression and a missing required input are errors."""
     broken = tmp_path / ".github" / "workflows" / "broken.yml"
     broken.parent.mkdir(parents=True)
-    broken.write_text("on: push\njobs:\n  a:\n    runs-on: ${{ inputs.nothing }}\n    steps:\n"
-                      "      - uses: actions/cache@v5\n")
+    broken.write_text(
+        "on: push\njobs:\n  a:\n    runs-on: ${{ inputs.nothing }}\n    steps:\n      - uses: actions/cache@v5\n"
+    )
     result = actionlint(broken, cwd=tmp_path)
     assert result.returncode != 0 and "key" in result.stdout
 
@@ -106,8 +108,9 @@ def test_publish_puts_the_site_on_gh_pages_and_pushes_only_when_asked(tmp_path):
     publish_pages(site_of(book), repo, push=True)
     heads = subprocess.run(["git", "ls-remote", str(remote)], capture_output=True, text=True, check=True).stdout
     assert "refs/heads/gh-pages" in heads
-    on_main = subprocess.run(["git", "ls-tree", "-r", "--name-only", "main"], cwd=repo, capture_output=True,
-                             text=True, check=True).stdout
+    on_main = subprocess.run(
+        ["git", "ls-tree", "-r", "--name-only", "main"], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout
     assert on_main == ""  # the working branch is untouched
 
 
@@ -126,19 +129,29 @@ def test_dist_packs_site_tables_notebooks_and_a_manifest(tmp_path):
     (runs / "timings.csv").write_text(
         "build,commit,preset,state,step,seconds,computed,load,machine,device\n"
         "b1,abc,default,cold,00_setup,5.0,True,1.0,old machine,cpu\n"
-        "b2,def,default,cold,00_setup,3.0,True,1.0,\"AMD EPYC, 2 cores\",cpu\n"
-        "b2,def,all,cold,make book,30.0,,,\"AMD EPYC, 2 cores\",cpu\n")
-    (runs / "models.csv").write_text("preset,model,data,accuracy,majority\ndefault,minilm,stsb-en,0.6,0.24\n"
-                                     "e5-en,e5-small,stsb-en,0.59,0.24\n")
+        'b2,def,default,cold,00_setup,3.0,True,1.0,"AMD EPYC, 2 cores",cpu\n'
+        'b2,def,all,cold,make book,30.0,,,"AMD EPYC, 2 cores",cpu\n'
+    )
+    (runs / "models.csv").write_text(
+        "preset,model,data,accuracy,majority\ndefault,minilm,stsb-en,0.6,0.24\ne5-en,e5-small,stsb-en,0.59,0.24\n"
+    )
     (runs / "scorecard.csv").write_text("preset,claim_id\ndefault,x\n")
     archive = dist_archive(book, runs, tmp_path / "dist")
     assert archive.name.startswith("headlab-book-") and archive.suffix == ".zip"
     with zipfile.ZipFile(archive) as packed:
         names = set(packed.namelist())
         manifest = json.loads(packed.read("manifest.json"))
-    assert {"site/index.html", "site/scorecard.html", "site/headlab-js/vega.js", "notebooks/00_setup.ipynb",
-            "notebooks/e5-en/00_setup.ipynb", "runs/timings.csv", "runs/models.csv", "runs/scorecard.csv",
-            "manifest.json"} <= names
+    assert {
+        "site/index.html",
+        "site/scorecard.html",
+        "site/headlab-js/vega.js",
+        "notebooks/00_setup.ipynb",
+        "notebooks/e5-en/00_setup.ipynb",
+        "runs/timings.csv",
+        "runs/models.csv",
+        "runs/scorecard.csv",
+        "manifest.json",
+    } <= names
     assert manifest["presets"] == ["default", "e5-en"]
     assert manifest["build"] == "b2" and manifest["machine"] == "AMD EPYC, 2 cores"  # the last build's, not the first
     assert [t["step"] for t in manifest["timings"]] == ["00_setup", "make book"]
@@ -161,10 +174,12 @@ def test_site_config_links_the_repository_only_when_one_is_set(tmp_path, monkeyp
 def test_make_publish_and_dist_pass_their_options():
     def dry(*args):
         return subprocess.run(["make", "-n", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout
+
     assert "headlab.book.publish pages --book book --push" in dry("publish", "PUSH=1")
     assert "--push" not in dry("publish")
     assert "headlab.book.publish dist --book gpu-out/site --runs gpu-out/runs" in dry(
-        "dist", "BOOK_DIR=gpu-out/site", "RUN_DIR=gpu-out/runs")
+        "dist", "BOOK_DIR=gpu-out/site", "RUN_DIR=gpu-out/runs"
+    )
 
 
 @pytest.mark.slow

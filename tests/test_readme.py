@@ -1,5 +1,9 @@
-"""The README's "Use it from Python" example runs as written (``headlab.load`` gives a tiny random model here, so
-nothing is fine-tuned): every name it uses exists and does what the text says."""
+"""The README and its pages in ``docs/``: the "Use it from Python" example runs as written (``headlab.load`` gives a
+tiny random model here, so nothing is fine-tuned); every generated block (:mod:`headlab.book.readme`) lives in one
+document and is what ``results/`` gives; every picture was drawn from the latest ``results/`` tables; the text
+states no result; every relative link leads somewhere; and the README's first screen says what, how and what you
+get, with a picture."""
+
 import re
 
 import pandas as pd
@@ -13,15 +17,14 @@ from headlab.findings.claims import Claim, claims_table
 
 def readme_example() -> str:
     text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## Use it from Python"):]
+    section = text[text.index("## Use it from Python") :]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
 def test_the_readme_example_runs_on_a_tiny_model(tmp_path, monkeypatch, capsys):
     code = readme_example()
     assert len(code.strip().splitlines()) == 5
-    lab = tiny_setup(tmp_path, frame=pd.concat([PAIRS] * 40, ignore_index=True), layers=6,
-                     batch_size=100)
+    lab = tiny_setup(tmp_path, frame=pd.concat([PAIRS] * 40, ignore_index=True), layers=6, batch_size=100)
     asked = {}
     monkeypatch.setattr(headlab, "load", lambda **kwargs: asked.update(kwargs) or lab)
     names = {}
@@ -35,68 +38,235 @@ def test_the_readme_example_runs_on_a_tiny_model(tmp_path, monkeypatch, capsys):
 
 # --- the README's generated figures (headlab.book.readme) -----------------------------------------------------------
 
+
 def _claim_row(preset="default", verdict="holds", ours=0.012):
     """A scorecard row judged by the current rule; ``verdict`` picks numbers that give it (no_effect, margin 2%)."""
-    lo, hi = {"holds": (ours - 0.004, ours + 0.004), "cannot tell": (ours - 0.03, ours + 0.03),
-              "does not hold": (ours - 0.01, ours + 0.01)}[verdict]
-    claim = Claim.measured("redundancy.no_loss_below_20", ours=ours, lo=lo, hi=hi, unit="relative change of accuracy",
-                           method="two-stage bootstrap over draws and test pairs", n_examples=1379, n_draws=10,
-                           reason="why", study=0.01)
+    lo, hi = {
+        "holds": (ours - 0.004, ours + 0.004),
+        "cannot tell": (ours - 0.03, ours + 0.03),
+        "does not hold": (ours - 0.01, ours + 0.01),
+    }[verdict]
+    claim = Claim.measured(
+        "redundancy.no_loss_below_20",
+        ours=ours,
+        lo=lo,
+        hi=hi,
+        unit="relative change of accuracy",
+        method="two-stage bootstrap over draws and test pairs",
+        n_examples=1379,
+        n_draws=10,
+        reason="why",
+        study=0.01,
+    )
     assert claim.verdict == verdict
     return {"preset": preset, "model": "minilm", "data": "stsb-en", **claims_table([claim]).iloc[0].to_dict()}
 
 
 def _timing(build, preset, state, step, seconds, computed=True):
-    return {"build": build, "commit": "abc1234", "preset": preset, "state": state, "step": step, "seconds": seconds,
-            "computed": computed,
-            "load": 2.0, "machine": "a CPU, 2 cores, 2 torch threads", "device": "cpu"}
+    return {
+        "build": build,
+        "commit": "abc1234",
+        "preset": preset,
+        "state": state,
+        "step": step,
+        "seconds": seconds,
+        "computed": computed,
+        "load": 2.0,
+        "machine": "a CPU, 2 cores, 2 torch threads",
+        "device": "cpu",
+    }
 
 
-def test_every_generated_block_of_the_readme_is_what_results_gives():
-    """A figure edited by hand in a block, or a results/ table changed without regenerating the README, fails here."""
+def test_every_generated_block_lives_in_exactly_one_document_and_is_what_results_gives():
+    """A figure edited by hand in a block, a block copied into a second page, or a results/ table changed without
+    regenerating the documents fails here."""
+    paths = readme.documents()
+    assert REPO / "README.md" in paths and any(path.parent.name == "docs" for path in paths)
+    for name, where in readme.homes(paths).items():
+        assert len(where) == 1, f"the {name} block is in {[str(p.relative_to(REPO)) for p in where]}, not one file"
+        assert readme.end(name) in where[0].read_text(encoding="utf-8")
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        assert readme.rewrite(text) == text, (
+            f"{path.relative_to(REPO)} differs from results/: run "
+            "`python -m headlab.book.readme --check`; regenerate with it"
+        )
+    assert readme.problems() == []
+
+
+def test_the_readmes_first_screen_says_what_how_and_what_you_get_with_a_picture():
+    lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    first = "\n".join(lines[:40])
+    assert lines[0] == "# headlab" and "Jupyter book" in first
+    assert "make book" in first and "make test" in first
+    assert "book/_build/html" in first and "`runs/`" in first
+    assert "![" in "\n".join(lines[:45]) and "(results/scorecard.png)" in "\n".join(lines[:45])
+    assert 100 <= len(lines) <= 250, f"the README has {len(lines)} lines: the long material belongs in docs/"
+
+
+def _links(text: str) -> list[str]:
+    """The targets of a markdown text's links and pictures, code left out."""
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    return re.findall(r"\]\(([^)\s]+)\)", text)
+
+
+def _anchors(text: str) -> set[str]:
+    """GitHub's anchors for a markdown file's headings: lower case, punctuation dropped, spaces as hyphens."""
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    return {
+        re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        for heading in re.findall(r"^#+ (.*)$", text, flags=re.M)
+    }
+
+
+def test_every_relative_link_of_the_readme_and_docs_leads_to_a_file_and_heading_that_exist():
+    for path in readme.documents():
+        text = path.read_text(encoding="utf-8")
+        for link in _links(text):
+            if re.match(r"[a-z]+:", link):
+                continue
+            target, _, anchor = link.partition("#")
+            target = (path.parent / target).resolve() if target else path
+            assert target.exists(), f"{path.relative_to(REPO)} links to {link}, which does not exist"
+            if anchor:
+                assert anchor in _anchors(target.read_text(encoding="utf-8")), (
+                    f"{path.relative_to(REPO)} links to {link}: no such heading"
+                )
+
+
+def test_every_picture_is_drawn_from_the_latest_results_and_shown_in_the_readme():
     text = (REPO / "README.md").read_text(encoding="utf-8")
-    for name in readme.BLOCKS:
-        assert readme.begin(name) in text and readme.end(name) in text, f"the README has no {name} block"
-    assert readme.rewrite(text) == text, "run `python -m headlab.book.readme --check`; regenerate with it"
+    for name in readme.FIGURES:
+        picture = readme.RESULTS / f"{name}.png"
+        assert picture.exists(), f"no {picture.name}: run `python -m headlab.book.readme`"
+        assert picture.stat().st_size < 300_000, f"{picture.name} is too large to commit"
+        assert readme.stamp(picture) == readme.fingerprint(name), (
+            f"{picture.name} was drawn from older results/ tables: run `python -m headlab.book.readme`"
+        )
+        assert f"](results/{name}.png)" in text
+    assert readme.stale_figures() == []
 
 
-# numbers the README's own text may state: versions, sizes and settings it documents are not results, but a
-# percentage or a duration is one, and those come only from the generated blocks (a method's levels aside)
+def test_a_picture_is_stamped_with_its_tables_and_goes_stale_when_they_change(tmp_path):
+    pd.DataFrame(
+        [
+            {"preset": preset, "label": label, "accuracy": acc, "acc_lo": acc - 0.02, "acc_hi": acc + 0.02}
+            for preset in ("default", "e5-en")
+            for label, acc in (("cross-encoder", 0.55), ("two towers", 0.43))
+        ]
+    ).to_csv(tmp_path / "two_tower.csv", index=False)
+    assert readme.stale_figures(tmp_path) == ["scorecard", "two_tower"]
+    assert readme.draw_figure("scorecard", tmp_path) is None  # no table, no picture
+    picture = readme.draw_figure("two_tower", tmp_path)
+    assert picture.read_bytes()[:8] == readme.PNG_SIGNATURE
+    assert (
+        readme.stamp(picture)
+        == readme.fingerprint("two_tower", tmp_path)
+        == (
+            "results/two_tower.csv sha256:"
+            + __import__("hashlib").sha256((tmp_path / "two_tower.csv").read_bytes()).hexdigest()
+        )
+    )
+    assert readme.stale_figures(tmp_path) == ["scorecard"]
+    restamped = readme.stamped(picture.read_bytes(), "another")  # a stamp replaces the old one, the image stays
+    assert restamped.count(readme.STAMP.encode()) == 1 and len(restamped) == len(picture.read_bytes()) - len(
+        readme.fingerprint("two_tower", tmp_path)
+    ) + len("another")
+    with open(tmp_path / "two_tower.csv", "a") as table:
+        table.write("zh-char,cross-encoder,0.4,0.38,0.42\n")
+    assert readme.stale_figures(tmp_path) == ["scorecard", "two_tower"]
+
+
+def test_the_command_rewrites_each_block_where_it_lives_and_draws_the_stale_pictures(tmp_path, monkeypatch, capsys):
+    repo, runs = tmp_path / "repo", tmp_path / "runs"
+    (repo / "docs").mkdir(parents=True)
+    runs.mkdir()
+    blocks = {name: f"{readme.begin(name)}\nold\n{readme.end(name)}\n" for name in readme.BLOCKS}
+    (repo / "README.md").write_text("# x\n" + "".join(b for n, b in blocks.items() if n != "two_tower"))
+    (repo / "docs" / "findings.md").write_text("# y\n" + blocks["two_tower"] + "end\n")
+    monkeypatch.setattr(readme, "REPO", repo)
+    monkeypatch.setattr(readme, "RESULTS", repo / "results")
+    pd.DataFrame(
+        [
+            {
+                "preset": "default",
+                "label": "cross-encoder",
+                "n_examples": 1379,
+                "n_draws": 1,
+                "accuracy": 0.55,
+                "acc_lo": 0.52,
+                "acc_hi": 0.57,
+                "macro_f1": 0.53,
+                "rel_change": 0.0,
+                "lo": 0.0,
+                "hi": 0.0,
+                "p_mcnemar": None,
+                "study": None,
+                "n_boot": 2000,
+            }
+        ]
+    ).to_csv(runs / "two_tower.csv", index=False)
+    assert readme.main(["--check"]) == 1  # nothing generated yet
+    assert readme.main([str(runs)]) == 0
+    assert "drawn: results/two_tower.png" in capsys.readouterr().out
+    findings = (repo / "docs" / "findings.md").read_text()
+    assert "| default | cross-encoder | 55.0% [52.0%, 57.0%] |" in findings and "old" not in findings
+    assert "No `results/scorecard.csv` yet" in (repo / "README.md").read_text()
+    assert readme.stale_figures(repo / "results") == ["scorecard"]  # no table to draw it from yet
+    (repo / "results" / "two_tower.csv").write_text((repo / "results" / "two_tower.csv").read_text() + "\n")
+    readme.main(["--check"])
+    assert "results/two_tower.png: not drawn from the latest" in capsys.readouterr().out
+
+
+# numbers the README's and docs' own text may state: versions, sizes and settings they document are not results, but
+# a percentage or a duration is one, and those come only from the generated blocks (a method's levels aside)
 METHOD_PERCENTAGES = {"1%", "2%", "5%", "90%", "95%", "10%", "20%"}
 
 
-def test_the_readme_text_outside_its_blocks_states_no_result_or_timing():
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    for name in readme.BLOCKS:
-        before, rest = text.split(readme.begin(name), 1)
-        text = before + rest.split(readme.end(name), 1)[1]
-    text = re.sub(r"```.*?```|`[^`]*`", "", text, flags=re.S)  # commands, code and messages, not statements
-    text = re.sub(r"at most \d+ (?:minutes|min)\b", "", text)  # a budget is a requirement, not a measurement
+def test_the_text_of_the_readme_and_docs_outside_their_blocks_states_no_result_or_timing():
     study = set(re.findall(r"[+−-]?\d+(?:\.\d+)?%", (REPO / "tests" / "data" / "study.md").read_text(encoding="utf-8")))
-    percentages = set(re.findall(r"(?<![\w.])[+−-]?\d+(?:\.\d+)?%", text)) - METHOD_PERCENTAGES - study
-    assert not percentages, f"the README states {sorted(percentages)}: generate them from results/ instead"
-    durations = re.findall(r"\b\d+(?:\.\d+)? ?(?:min|minutes|h|hours|s)\b(?! *\()", text)
-    assert not durations, f"the README states the durations {durations}: they belong in the timings block"
+    for path in readme.documents():
+        text = path.read_text(encoding="utf-8")
+        for name in readme.BLOCKS:
+            if readme.begin(name) in text:
+                before, rest = text.split(readme.begin(name), 1)
+                text = before + rest.split(readme.end(name), 1)[1]
+        text = re.sub(r"```.*?```|`[^`]*`", "", text, flags=re.S)  # commands, code and messages, not statements
+        text = re.sub(r"at most \d+\s+(?:minutes|min)\b", "", text)  # a budget is a requirement, not a measurement
+        percentages = set(re.findall(r"(?<![\w.])[+−-]?\d+(?:\.\d+)?%", text)) - METHOD_PERCENTAGES - study
+        assert not percentages, (
+            f"{path.relative_to(REPO)} states {sorted(percentages)}: generate them from results/ instead"
+        )
+        durations = re.findall(r"\b\d+(?:\.\d+)?\s?(?:min|minutes|h|hours|s)\b(?! *\()", text)
+        assert not durations, (
+            f"{path.relative_to(REPO)} states the durations {durations}: they belong in the timings block"
+        )
 
 
 def test_a_builds_tables_merge_into_results_by_preset(tmp_path):
     runs, results = tmp_path / "runs", tmp_path / "results"
     runs.mkdir()
     pd.DataFrame([_claim_row("default"), _claim_row("zh-char", "does not hold", -0.05)]).to_csv(
-        runs / "scorecard.csv", index=False)
+        runs / "scorecard.csv", index=False
+    )
     pd.DataFrame([_timing("2026-12-01T20:00:00Z", "default", "cold", "00_setup", 239.0)]).to_csv(
-        runs / "timings.csv", index=False)
-    pd.DataFrame([{"lr": 2e-4, "epochs": 4, "dev_accuracy": 0.378, "dev_macro_f1": 0.217, "chosen": True,
-                   "checkpoint": "x"}]).to_csv(runs / "tuning-zh-char.csv", index=False)
+        runs / "timings.csv", index=False
+    )
+    pd.DataFrame(
+        [{"lr": 2e-4, "epochs": 4, "dev_accuracy": 0.378, "dev_macro_f1": 0.217, "chosen": True, "checkpoint": "x"}]
+    ).to_csv(runs / "tuning-zh-char.csv", index=False)
     assert readme.collect(runs, results) == ["scorecard", "tuning", "timings"]
     # a later build of the default preset alone: its rows replace the old ones, zh-char's stay; timings add up
     pd.DataFrame([_claim_row("default", "cannot tell", 0.0)]).to_csv(runs / "scorecard.csv", index=False)
     pd.DataFrame([_timing("2026-12-02T08:00:00Z", "default", "cached", "00_setup", 20.0)]).to_csv(
-        runs / "timings.csv", index=False)
+        runs / "timings.csv", index=False
+    )
     readme.collect(runs, results)
     scorecard = pd.read_csv(results / "scorecard.csv")
-    assert list(zip(scorecard["preset"], scorecard["verdict"])) == [("default", "cannot tell"),
-                                                                   ("zh-char", "does not hold")]
+    assert list(zip(scorecard["preset"], scorecard["verdict"])) == [
+        ("default", "cannot tell"),
+        ("zh-char", "does not hold"),
+    ]
     pd.DataFrame([_claim_row("zh-char", "holds", 0.01)]).to_csv(runs / "scorecard.csv", index=False)
     readme.collect(runs, results)  # built last, zh-char still comes in the presets' order, after the default
     scorecard = pd.read_csv(results / "scorecard.csv")
@@ -110,39 +280,70 @@ def test_rows_judged_by_an_older_rule_are_dropped_not_shown_beside_the_new(tmp_p
     runs, results = tmp_path / "runs", tmp_path / "results"
     runs.mkdir()
     results.mkdir()
-    old = {"preset": "zh-char", "model": "zh-char", "data": "stsb-zh", "page": "01_redundancy",
-           "claim_id": "redundancy.gain_at_10", "finding": "01 redundancy", "claim": "x", "study": 0.01, "ours": 0.0,
-           "lo": -0.02, "hi": 0.02, "unit": "relative change of accuracy", "n_examples": 1361, "n_draws": 10, "p": None,
-           "verdict": "cannot tell", "reason": "why"}
+    old = {
+        "preset": "zh-char",
+        "model": "zh-char",
+        "data": "stsb-zh",
+        "page": "01_redundancy",
+        "claim_id": "redundancy.gain_at_10",
+        "finding": "01 redundancy",
+        "claim": "x",
+        "study": 0.01,
+        "ours": 0.0,
+        "lo": -0.02,
+        "hi": 0.02,
+        "unit": "relative change of accuracy",
+        "n_examples": 1361,
+        "n_draws": 10,
+        "p": None,
+        "verdict": "cannot tell",
+        "reason": "why",
+    }
     pd.DataFrame([old]).to_csv(results / "scorecard.csv", index=False)
     pd.DataFrame([_claim_row("default")]).to_csv(runs / "scorecard.csv", index=False)
     readme.collect(runs, results)
     assert list(pd.read_csv(results / "scorecard.csv")["preset"]) == ["default"]
-    pd.DataFrame([{"preset": p, "model": "m", "accuracy": 0.5, "accuracy_lo": 0.45, "accuracy_hi": 0.55,
-                   "majority": 0.25} for p in ("default", "zh-char")]).to_csv(results / "models.csv", index=False)
+    pd.DataFrame(
+        [
+            {"preset": p, "model": "m", "accuracy": 0.5, "accuracy_lo": 0.45, "accuracy_hi": 0.55, "majority": 0.25}
+            for p in ("default", "zh-char")
+        ]
+    ).to_csv(results / "models.csv", index=False)
     block = readme.block("scorecard", results)
-    assert "Not judged by the current verdict rule yet (built before it; their models are in the models table): " \
-           'zh-char. Rebuild with `make book PRESETS=\"default zh-char\"`' in block
+    assert (
+        "Not judged by the current verdict rule yet (built before it; their models are in the models table): "
+        'zh-char. Rebuild with `make book PRESETS="default zh-char"`' in block
+    )
 
 
 def test_the_blocks_render_the_tables(tmp_path):
     pd.DataFrame([_claim_row()]).to_csv(tmp_path / "scorecard.csv", index=False)
-    rows = [_timing("2026-12-01T20:00:00Z", "default", "cold", "00_setup", 239.0),
-            _timing("2026-12-01T20:00:00Z", "default", "cold", "01_redundancy", 332.0),
-            _timing("2026-12-01T20:00:00Z", "all", "cold", "site", 61.0),
-            _timing("2026-12-01T20:00:00Z", "all", "cold", "build", 1500.0),
-            _timing("2026-12-01T20:00:00Z", "all", "cold", "make book", 1700.0),
-            _timing("2026-12-02T08:00:00Z", "default", "cached", "00_setup", 20.0),  # an unfinished warm build
-            _timing("2026-12-03T08:00:00Z", "default", "cached", "00_setup", 19.0, computed=False),
-            _timing("2026-12-03T08:00:00Z", "all", "warm", "build", 250.0)]
+    rows = [
+        _timing("2026-12-01T20:00:00Z", "default", "cold", "00_setup", 239.0),
+        _timing("2026-12-01T20:00:00Z", "default", "cold", "01_redundancy", 332.0),
+        _timing("2026-12-01T20:00:00Z", "all", "cold", "site", 61.0),
+        _timing("2026-12-01T20:00:00Z", "all", "cold", "build", 1500.0),
+        _timing("2026-12-01T20:00:00Z", "all", "cold", "make book", 1700.0),
+        _timing("2026-12-02T08:00:00Z", "default", "cached", "00_setup", 20.0),  # an unfinished warm build
+        _timing("2026-12-03T08:00:00Z", "default", "cached", "00_setup", 19.0, computed=False),
+        _timing("2026-12-03T08:00:00Z", "all", "warm", "build", 250.0),
+    ]
     pd.DataFrame(rows).to_csv(tmp_path / "timings.csv", index=False)
-    text = readme.rewrite(f"intro\n{readme.begin('scorecard')}\nstale rows\n{readme.end('scorecard')}\n"
-                          f"{readme.begin('timings')}\n{readme.end('timings')}\n"
-                          f"{readme.begin('models')}\n{readme.end('models')}\nend\n", tmp_path)
+    text = readme.rewrite(
+        f"intro\n{readme.begin('scorecard')}\nstale rows\n{readme.end('scorecard')}\n"
+        f"{readme.begin('claims')}\n{readme.end('claims')}\n"
+        f"{readme.begin('timings')}\n{readme.end('timings')}\n"
+        f"{readme.begin('models')}\n{readme.end('models')}\nend\n",
+        tmp_path,
+    )
     row = next(line for line in text.splitlines() if line.startswith("| Masking fewer than 20%"))
     assert row.endswith("| +1.0% | **holds** +1.2% [+0.8%, +1.6%], adjusted [+0.6%, +1.8%] |")
     assert ">no_effect</abbr>" in row
     assert "two-stage bootstrap over draws and test pairs" in row and "Bonferroni" in text
+    summary, claims = readme.block("scorecard", tmp_path), readme.block("claims", tmp_path)
+    assert "| model | the study's claims |" in summary and "| Masking fewer" not in summary  # the verdicts counted
+    assert "| Masking fewer" in claims and "| model | the study's claims |" not in claims  # the claims themselves
+    assert "from results/scorecard.csv" in claims.splitlines()[0]
     assert "stale rows" not in text and text.startswith("intro\n") and text.endswith("\nend\n")
     cold = next(line for line in text.splitlines() if line.startswith("| 2026-12-01T20:00:00Z"))
     assert "| default | cold | 3 min 59 s | 5 min 32 s | 1 min 01 s | 25 min 00 s | 28 min 20 s |" in cold
@@ -150,69 +351,141 @@ def test_the_blocks_render_the_tables(tmp_path):
     warm = next(line for line in text.splitlines() if line.startswith("| 2026-12-03"))
     assert "| default | warm | (19 s) |" in warm  # a step that computed nothing is in parentheses
     # the budgets: the cold build ran default alone (its whole `make book`), the warm one is judged the same way
-    assert "* default, cold (2026-12-01T20:00:00Z): 28 min 20 s (`make book`); within its budget of 30 min 00 s." in text
+    assert (
+        "* default, cold (2026-12-01T20:00:00Z): 28 min 20 s (`make book`); within its budget of 30 min 00 s." in text
+    )
     assert "No `results/models.csv` yet" in text
     assert readme.duration(3725) == "1 h 02 min" and readme.duration(27) == "27 s"
 
 
 def test_a_build_over_its_budget_says_by_how_much_and_a_shared_build_is_judged_on_its_own_steps():
-    rows = [_timing("2026-12-02T00:00:00Z", "default", "cold", "00_setup", 2000.0),
-            _timing("2026-12-02T00:00:00Z", "all", "cold", "build", 2010.0),
-            _timing("2026-12-02T00:00:00Z", "all", "cold", "make book", 2107.0),
-            _timing("2026-12-03T00:00:00Z", "default", "cached", "00_setup", 100.0, computed=False),
-            _timing("2026-12-03T00:00:00Z", "e5-zh", "cached", "00_setup", 700.0, computed=False),
-            _timing("2026-12-03T00:00:00Z", "all", "warm", "build", 900.0),
-            _timing("2026-12-03T00:00:00Z", "all", "warm", "make book", 910.0)]
+    rows = [
+        _timing("2026-12-02T00:00:00Z", "default", "cold", "00_setup", 2000.0),
+        _timing("2026-12-02T00:00:00Z", "all", "cold", "build", 2010.0),
+        _timing("2026-12-02T00:00:00Z", "all", "cold", "make book", 2107.0),
+        _timing("2026-12-03T00:00:00Z", "default", "cached", "00_setup", 100.0, computed=False),
+        _timing("2026-12-03T00:00:00Z", "e5-zh", "cached", "00_setup", 700.0, computed=False),
+        _timing("2026-12-03T00:00:00Z", "all", "warm", "build", 900.0),
+        _timing("2026-12-03T00:00:00Z", "all", "warm", "make book", 910.0),
+    ]
     lines = readme.timings_block(pd.DataFrame(rows))
-    assert "* default, cold (2026-12-02T00:00:00Z): 35 min 07 s (`make book`); over its budget of 30 min 00 s by 5 min 07 s." in lines
-    assert ("* default, warm (2026-12-03T00:00:00Z): 1 min 40 s (its steps, in a build of default e5-zh); within its "
-            "budget of 5 min 00 s.") in lines
-    assert ("* e5-zh, warm (2026-12-03T00:00:00Z): 11 min 40 s (its steps, in a build of default e5-zh); over its "
-            "budget of 10 min 00 s by 1 min 40 s.") in lines
+    assert (
+        "* default, cold (2026-12-02T00:00:00Z): 35 min 07 s (`make book`); over its budget of 30 min 00 s by "
+        "5 min 07 s." in lines
+    )
+    assert (
+        "* default, warm (2026-12-03T00:00:00Z): 1 min 40 s (its steps, in a build of default e5-zh); within its "
+        "budget of 5 min 00 s."
+    ) in lines
+    assert (
+        "* e5-zh, warm (2026-12-03T00:00:00Z): 11 min 40 s (its steps, in a build of default e5-zh); over its "
+        "budget of 10 min 00 s by 1 min 40 s."
+    ) in lines
     assert not any(line.startswith("* e5-zh, cold") for line in lines)  # never built cold: no line
 
 
 def test_a_shared_build_that_ran_notebooks_side_by_side_is_judged_on_each_presets_own_time():
     """Notebooks run two at a time overlap, so their seconds add up to more than the preset took: its total counts."""
     build = "2026-12-04T00:00:00Z"
-    rows = [_timing(build, "default", "cold", "fine-tuning", 500.0),
-            *[_timing(build, "default", "cold", step, 700.0) for step in ("01_redundancy", "02_layer_dependence")],
-            _timing(build, "default", "cold", "preset total", 1250.0),
-            _timing(build, "e5-en", "cold", "00_setup", 3000.0),
-            _timing(build, "all", "cold", "build", 4300.0), _timing(build, "all", "cold", "make book", 4400.0)]
+    rows = [
+        _timing(build, "default", "cold", "fine-tuning", 500.0),
+        *[_timing(build, "default", "cold", step, 700.0) for step in ("01_redundancy", "02_layer_dependence")],
+        _timing(build, "default", "cold", "preset total", 1250.0),
+        _timing(build, "e5-en", "cold", "00_setup", 3000.0),
+        _timing(build, "all", "cold", "build", 4300.0),
+        _timing(build, "all", "cold", "make book", 4400.0),
+    ]
     lines = readme.timings_block(pd.DataFrame(rows))
-    assert ("* default, cold (2026-12-04T00:00:00Z): 20 min 50 s (its time, in a build of default e5-en); within its "
-            "budget of 30 min 00 s.") in lines
-    assert "* e5-en, cold (2026-12-04T00:00:00Z): 50 min 00 s (its steps, in a build of default e5-en)" in "\n".join(lines)
+    assert (
+        "* default, cold (2026-12-04T00:00:00Z): 20 min 50 s (its time, in a build of default e5-en); within its "
+        "budget of 30 min 00 s."
+    ) in lines
+    assert "* e5-en, cold (2026-12-04T00:00:00Z): 50 min 00 s (its steps, in a build of default e5-en)" in "\n".join(
+        lines
+    )
     header = lines[0]
-    assert header.index("fine-tuning") < header.index("01_redundancy") < header.index("preset total") < header.index("site")
+    assert (
+        header.index("fine-tuning")
+        < header.index("01_redundancy")
+        < header.index("preset total")
+        < header.index("site")
+    )
 
 
 def test_the_pruning_block_reads_each_presets_page_and_the_benchmarks_speedups(tmp_path):
     from headlab.book.records import pruning_table
-    from headlab.lab.study import Study
+    from headlab.lab.params import Params
 
-    built = {"default": {"RUN_DIR": str(tmp_path / "runs")}, "e5-en": {"RUN_DIR": str(tmp_path / "runs"),
-                                                                      "MODEL": "e5-small", "FREEZE_WORD_EMBEDDINGS": True}}
+    built = {
+        "default": {"RUN_DIR": str(tmp_path / "runs")},
+        "e5-en": {"RUN_DIR": str(tmp_path / "runs"), "MODEL": "e5-small", "FREEZE_WORD_EMBEDDINGS": True},
+    }
     for preset, share in (("default", 0.2), ("e5-en", 0.3)):
-        folder = Study.from_globals(built[preset]).table_dir
-        pd.DataFrame([{"kind": "random", "share": 0.0, "n_heads": 0, "lo": 0.0, "hi": 0.1, "margin": 0.02,
-                       "n_examples": 1379},
-                      {"kind": "importance-all", "share": share, "n_heads": 14, "lo": 0.1, "hi": 0.3, "margin": 0.02,
-                       "n_examples": 1379}]).to_csv(folder / "pruning_safe_share.csv", index=False)
-        pd.DataFrame([{"heads_removed": 14, "heads_kept": 58, "parameters": 22.0e6, "parameters_unpruned": 22.7e6,
-                       "file_mb": 84.0, "file_mb_unpruned": 86.7, "accuracy": 0.54, "accuracy_masked": 0.54,
-                       "accuracy_unpruned": 0.55, "grades_as_masking": 0.999, "n_examples": 1379}]).to_csv(
-            folder / "pruning_model.csv", index=False)
+        folder = Params.from_globals(built[preset]).table_dir
+        pd.DataFrame(
+            [
+                {
+                    "kind": "random",
+                    "share": 0.0,
+                    "n_heads": 0,
+                    "lo": 0.0,
+                    "hi": 0.1,
+                    "margin": 0.02,
+                    "n_examples": 1379,
+                },
+                {
+                    "kind": "importance-all",
+                    "share": share,
+                    "n_heads": 14,
+                    "lo": 0.1,
+                    "hi": 0.3,
+                    "margin": 0.02,
+                    "n_examples": 1379,
+                },
+            ]
+        ).to_csv(folder / "pruning_safe_share.csv", index=False)
+        pd.DataFrame(
+            [
+                {
+                    "heads_removed": 14,
+                    "heads_kept": 58,
+                    "parameters": 22.0e6,
+                    "parameters_unpruned": 22.7e6,
+                    "file_mb": 84.0,
+                    "file_mb_unpruned": 86.7,
+                    "accuracy": 0.54,
+                    "accuracy_masked": 0.54,
+                    "accuracy_unpruned": 0.55,
+                    "grades_as_masking": 0.999,
+                    "n_examples": 1379,
+                }
+            ]
+        ).to_csv(folder / "pruning_model.csv", index=False)
     table = pruning_table(built)
     assert list(table["preset"]) == ["default", "e5-en"] and list(table["model"]) == ["minilm", "e5-small"]
     assert list(table["importance_share"]) == [0.2, 0.3] and list(table["random_hi"]) == [0.1, 0.1]
-    row = dict(model="minilm", data="stsb-en", share_removed=0.2, machine="AMD EPYC", device="cpu", batch_size=64,
-               precision="bf16", heads_removed=14, repeats=5, pairs_per_s_min=1.0, pairs_per_s_max=1.0, parameters=1,
-               file_mb=1.0)  # the columns benchmarks/prune_speed.py writes
-    pd.DataFrame([dict(row, variant="unpruned", pairs_per_s=100.0), dict(row, variant="pruned", pairs_per_s=125.0),
-                  dict(row, variant="pruned", share_removed=0.5, pairs_per_s=300.0)]).to_csv(
-        tmp_path / "prune_speed.csv", index=False)
+    row = dict(
+        model="minilm",
+        data="stsb-en",
+        share_removed=0.2,
+        machine="AMD EPYC",
+        device="cpu",
+        batch_size=64,
+        precision="bf16",
+        heads_removed=14,
+        repeats=5,
+        pairs_per_s_min=1.0,
+        pairs_per_s_max=1.0,
+        parameters=1,
+        file_mb=1.0,
+    )  # the columns benchmarks/prune_speed.py writes
+    pd.DataFrame(
+        [
+            dict(row, variant="unpruned", pairs_per_s=100.0),
+            dict(row, variant="pruned", pairs_per_s=125.0),
+            dict(row, variant="pruned", share_removed=0.5, pairs_per_s=300.0),
+        ]
+    ).to_csv(tmp_path / "prune_speed.csv", index=False)
     lines = readme.pruning_block(table, tmp_path)
     default, e5 = (next(line for line in lines if line.startswith(f"| {p} |")) for p in ("default", "e5-en"))
     assert "**20%** (14 heads) [10%, 30%]" in default and "**0%** (0 heads) [0%, 10%]" in default

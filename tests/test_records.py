@@ -1,14 +1,24 @@
 """headlab.book.records: a build's timings (with the cache state each preset started from and the machine) and each
 preset's model row, which the README's generated figures are made from."""
+
 import json
 
 import pandas as pd
 import torch
 
-from headlab.book.records import (MAKE_STARTED, BuildClock, cache_state, machine, model_row, models_table, outcome,
-                                  overall_state, processor)
+from headlab.book.records import (
+    MAKE_STARTED,
+    BuildClock,
+    cache_state,
+    machine,
+    model_row,
+    models_table,
+    outcome,
+    overall_state,
+    processor,
+)
 from headlab.inputs.assets import sha256_of
-from headlab.lab.study import Study
+from headlab.lab.params import Params
 from headlab.models.training import MARKER
 
 
@@ -18,21 +28,22 @@ def _fake_checkpoint(folder, layers=6, heads=12):
     (folder / "model.safetensors").write_bytes(b"weights")
     (folder / MARKER).write_text(sha256_of(folder / "model.safetensors"))
     (folder / "config.json").write_text(json.dumps({"num_hidden_layers": layers, "num_attention_heads": heads}))
-    (folder / "training.json").write_text(json.dumps({"train_examples": 5749, "dev_examples": 1500,
-                                                      "seconds_this_run": 224.5}))
+    (folder / "training.json").write_text(
+        json.dumps({"train_examples": 5749, "dev_examples": 1500, "seconds_this_run": 224.5})
+    )
 
 
 def test_cache_state_is_cold_until_a_model_or_a_result_is_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("HEADLAB_CACHE", str(tmp_path / "cache"))
     settings = {"RUN_DIR": str(tmp_path / "runs")}
     assert cache_state(settings) == "cold"
-    study = Study.from_globals(settings)
-    assert not study.results_folder.exists(), "asking for the state creates nothing"
-    _fake_checkpoint(study.checkpoint)
+    params = Params.from_globals(settings)
+    assert not params.results_folder.exists(), "asking for the state creates nothing"
+    _fake_checkpoint(params.checkpoint)
     assert cache_state(settings) == "cached"  # a fine-tuned model, nothing measured with it yet
-    (study.checkpoint / MARKER).write_text("not the weights' hash")  # a broken cache entry is rebuilt: not cached
+    (params.checkpoint / MARKER).write_text("not the weights' hash")  # a broken cache entry is rebuilt: not cached
     assert cache_state(settings) == "cold"
-    mask = study.table_dir / "sweeps" / "redundancy-abc" / "masks" / "none.csv"
+    mask = params.table_dir / "sweeps" / "redundancy-abc" / "masks" / "none.csv"
     mask.parent.mkdir(parents=True)
     mask.write_text("mask_id\n")
     assert cache_state(settings) == "cached"
@@ -76,8 +87,10 @@ def test_the_machine_says_how_many_notebooks_ran_at_once():
 
 def test_the_processor_is_named_with_its_family_and_model():
     """ "AMD EPYC" alone covers Zen 3 to Zen 5, which the same build found severalfold apart."""
-    first = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: AMD EPYC\n" \
-            "flags\t\t: fpu sse avx2 avx512f avx512_bf16\n"
+    first = (
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: AMD EPYC\n"
+        "flags\t\t: fpu sse avx2 avx512f avx512_bf16\n"
+    )
     second = "\nprocessor\t: 1\ncpu family\t: 99\nmodel name\t: Other\n"
     assert processor(first + second) == "AMD EPYC (family 26, model 2, AVX-512, AVX512-BF16)"
     zen3 = "cpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse avx2\n"
@@ -89,14 +102,22 @@ def test_the_processor_is_named_with_its_family_and_model():
 def test_a_model_row_reads_the_checkpoint_and_the_test_metrics(tmp_path, monkeypatch):
     monkeypatch.setenv("HEADLAB_CACHE", str(tmp_path / "cache"))
     settings = {"RUN_DIR": str(tmp_path / "runs"), "EPOCHS": 2}
-    study = Study.from_globals(settings)
-    _fake_checkpoint(study.checkpoint, layers=6, heads=12)
-    pd.DataFrame([{"metric": "accuracy", "value": 0.546, "lo": 0.52, "hi": 0.57, "n_examples": 1379},
-                  {"metric": "macro_f1", "value": 0.533, "lo": 0.507, "hi": 0.557, "n_examples": 1379},
-                  {"metric": "majority class (grade 5) accuracy", "value": 0.245, "lo": None, "hi": None,
-                   "n_examples": 1379}]).to_csv(study.table_dir / "baseline_metrics.csv", index=False)
+    params = Params.from_globals(settings)
+    _fake_checkpoint(params.checkpoint, layers=6, heads=12)
+    pd.DataFrame(
+        [
+            {"metric": "accuracy", "value": 0.546, "lo": 0.52, "hi": 0.57, "n_examples": 1379},
+            {"metric": "macro_f1", "value": 0.533, "lo": 0.507, "hi": 0.557, "n_examples": 1379},
+            {"metric": "majority class (grade 5) accuracy", "value": 0.245, "lo": None, "hi": None, "n_examples": 1379},
+        ]
+    ).to_csv(params.table_dir / "baseline_metrics.csv", index=False)
     row = model_row("default", settings)
     assert (row["layers"], row["heads"], row["epochs"], row["n_train"], row["n_test"]) == (6, 12, 2, 5749, 1379)
-    assert (row["accuracy"], row["accuracy_lo"], row["majority"], row["finetune_seconds"]) == (0.546, 0.52, 0.245, 224.5)
+    assert (row["accuracy"], row["accuracy_lo"], row["majority"], row["finetune_seconds"]) == (
+        0.546,
+        0.52,
+        0.245,
+        224.5,
+    )
     assert "pretrain_seconds" not in row  # a published model: nothing pretrained here
     assert list(models_table({"default": settings})["preset"]) == ["default"]

@@ -1,5 +1,6 @@
 """Finding 1's claims: measured on the share curve, judged by the one rule (headlab.findings.claims.judge); "falls
 steadily" as the rise of the floor-scale loss, a share at the floor counting as fallen."""
+
 import math
 
 import pandas as pd
@@ -12,8 +13,9 @@ FLOOR = Floor(base=0.6, majority=0.25, n=1000)  # 0.6 * (1 - 0.5833) = 0.25: a c
 
 
 def _curve(rows):
-    return pd.DataFrame(rows, columns=["share", "rel_change", "lo", "hi", "lo90", "hi90"]).assign(n_examples=100,
-                                                                                                 n_draws=10)
+    return pd.DataFrame(rows, columns=["share", "rel_change", "lo", "hi", "lo90", "hi90"]).assign(
+        n_examples=100, n_draws=10
+    )
 
 
 def _by_slug(rows):
@@ -25,19 +27,28 @@ def _verdicts(curve, floor=FLOOR):
 
 
 def test_one_row_per_claim_and_gain_at_10_is_merged_into_no_loss():
-    curve = _curve([(0.0, 0, 0, 0, 0, 0), (0.1, 0.005, -0.005, 0.015, -0.003, 0.013),
-                    (0.5, -0.3, -0.35, -0.25, -0.34, -0.26)])
+    curve = _curve(
+        [(0.0, 0, 0, 0, 0, 0), (0.1, 0.005, -0.005, 0.015, -0.003, 0.013), (0.5, -0.3, -0.35, -0.25, -0.34, -0.26)]
+    )
     rows = claims(curve, FLOOR)
     assert [c.claim_id for c in rows] == ["redundancy.no_loss_below_20", "redundancy.falls_steadily"]
     no_loss = rows[0]
-    assert no_loss.study == 0.01 and "The study saw about +1% at 10%; our 95% interval there contains +1%" \
-        in no_loss.reason
+    assert (
+        no_loss.study == 0.01
+        and "The study saw about +1% at 10%; our 95% interval there contains +1%" in no_loss.reason
+    )
     assert {c.page for c in rows} == {"01_redundancy"} and all(c.method for c in rows)
 
 
 def test_no_loss_is_an_equivalence_judged_at_the_weakest_share_below_20():
-    wide = _curve([(0.0, 0, 0, 0, 0, 0), (0.05, 0.0, -0.004, 0.004, -0.003, 0.003),
-                   (0.1, -0.01, -0.09, 0.02, -0.07, 0.01), (0.2, -0.05, -0.08, -0.02, -0.07, -0.03)])
+    wide = _curve(
+        [
+            (0.0, 0, 0, 0, 0, 0),
+            (0.05, 0.0, -0.004, 0.004, -0.003, 0.003),
+            (0.1, -0.01, -0.09, 0.02, -0.07, 0.01),
+            (0.2, -0.05, -0.08, -0.02, -0.07, -0.03),
+        ]
+    )
     row = _by_slug(claims(wide, FLOOR))["no_loss_below_20"]
     # the interval contains zero, but a 9% loss is not excluded: that is not "no loss"; 10% is the weaker share
     assert row.verdict == "cannot tell"
@@ -49,12 +60,18 @@ def test_no_loss_is_an_equivalence_judged_at_the_weakest_share_below_20():
     assert _verdicts(narrow)["no_loss_below_20"] == "holds"
     loss = wide.assign(lo=[0, -0.004, -0.08, -0.08], hi=[0, 0.004, -0.035, -0.02], rel_change=[0, 0, -0.05, -0.05])
     assert _verdicts(loss)["no_loss_below_20"] == "does not hold"
-    assert "*Masking fewer than 20% of the heads costs no accuracy (about +1% at 10% in the study)* **cannot be " \
-           "told** here" in verdict(wide, FLOOR)
+    assert (
+        "*Masking fewer than 20% of the heads costs no accuracy (about +1% at 10% in the study)* **cannot be "
+        "told** here" in verdict(wide, FLOOR)
+    )
 
 
-FALLING = [(0.0, 0, 0, 0, 0, 0), (0.3, -0.1, -0.2, -0.05, -0.18, -0.06), (0.6, -0.3, -0.4, -0.2, -0.38, -0.22),
-           (0.9, -0.5, -0.6, -0.4, -0.58, -0.42)]
+FALLING = [
+    (0.0, 0, 0, 0, 0, 0),
+    (0.3, -0.1, -0.2, -0.05, -0.18, -0.06),
+    (0.6, -0.3, -0.4, -0.2, -0.38, -0.22),
+    (0.9, -0.5, -0.6, -0.4, -0.58, -0.42),
+]
 
 
 def test_falls_steadily_is_the_rise_of_the_floor_scale_loss_past_the_first_loss():
@@ -80,10 +97,14 @@ def test_falls_steadily_is_the_rise_of_the_floor_scale_loss_past_the_first_loss(
 
 def test_a_curve_that_falls_to_the_floor_and_stays_flat_there_falls_steadily():
     at_floor = -0.5833  # 0.6 * (1 - 0.5833) = 0.25: always the majority grade
-    rows = [(0.0, 0, 0, 0, 0, 0), (0.2, -0.1, -0.15, -0.05, -0.14, -0.06), (0.4, -0.4, -0.45, -0.35, -0.44, -0.36),
-            (0.6, at_floor, at_floor - 0.02, at_floor + 0.02, at_floor - 0.015, at_floor + 0.015),
-            (0.8, at_floor + 0.002, at_floor - 0.018, at_floor + 0.022, at_floor - 0.013, at_floor + 0.017),
-            (1.0, at_floor, at_floor - 0.02, at_floor + 0.02, at_floor - 0.015, at_floor + 0.015)]
+    rows = [
+        (0.0, 0, 0, 0, 0, 0),
+        (0.2, -0.1, -0.15, -0.05, -0.14, -0.06),
+        (0.4, -0.4, -0.45, -0.35, -0.44, -0.36),
+        (0.6, at_floor, at_floor - 0.02, at_floor + 0.02, at_floor - 0.015, at_floor + 0.015),
+        (0.8, at_floor + 0.002, at_floor - 0.018, at_floor + 0.022, at_floor - 0.013, at_floor + 0.017),
+        (1.0, at_floor, at_floor - 0.02, at_floor + 0.02, at_floor - 0.015, at_floor + 0.015),
+    ]
     row = _by_slug(claims(_curve(rows), FLOOR))["falls_steadily"]
     assert row.verdict == "holds"  # the old rule (lower at every next share) said "does not hold"
     assert "at the model's floor" in row.reason and "60%, 80%, 100%" in row.reason

@@ -1,4 +1,5 @@
 """headlab.report.render: charts and widgets in the static book (the browser test draws them)."""
+
 import re
 
 import altair as alt
@@ -42,9 +43,11 @@ def _widget_notebook():
         return nbformat.v4.new_output("display_data", data={WIDGET_VIEW: {"model_id": model_id}, "text/plain": "w"})
 
     done = nbformat.v4.new_output("stream", text="done")
-    nb.cells = [nbformat.v4.new_code_cell("run()", outputs=[view("bar"), done]),
-                nbformat.v4.new_code_cell("interact()", outputs=[view("slider")]),
-                nbformat.v4.new_markdown_cell("text")]
+    nb.cells = [
+        nbformat.v4.new_code_cell("run()", outputs=[view("bar"), done]),
+        nbformat.v4.new_code_cell("interact()", outputs=[view("slider")]),
+        nbformat.v4.new_markdown_cell("text"),
+    ]
     return nb
 
 
@@ -77,8 +80,10 @@ def test_a_live_panel_redraws_its_text_and_charts_in_place_when_a_control_change
     from IPython.display import Markdown
 
     slider = widgets.IntSlider(value=1, min=1, max=3)
-    panel = live_panel([slider], lambda: (Markdown(f"n = {slider.value}"), _chart(f"first {slider.value}"),
-                                          _chart(f"second {slider.value}")))
+    panel = live_panel(
+        [slider],
+        lambda: (Markdown(f"n = {slider.value}"), _chart(f"first {slider.value}"), _chart(f"second {slider.value}")),
+    )
     controls, out, *views = panel.children
     assert controls.children == (slider,) and len(views) == 2
     assert out.outputs[0]["data"]["text/markdown"] == "n = 1" and views[1].spec["title"] == "second 1"

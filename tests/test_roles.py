@@ -58,22 +58,62 @@ def test_shared_terms_compare_whole_pieces_and_never_unknown_tokens(tokenizer):
 
 def test_shared_terms_are_whole_words_not_pieces_of_other_words(tokenizer):
     tokens = pair(tokenizer, "xylophonist", "harpist cellist")
-    assert tokens.tokens == ["[CLS]", "x", "##yl", "##op", "##hon", "##ist", "[SEP]", "harp", "##ist", "cell", "##ist",
-                             "[SEP]"]
+    assert tokens.tokens == [
+        "[CLS]",
+        "x",
+        "##yl",
+        "##op",
+        "##hon",
+        "##ist",
+        "[SEP]",
+        "harp",
+        "##ist",
+        "cell",
+        "##ist",
+        "[SEP]",
+    ]
     assert shared_terms(tokens, tokenizer) == []  # the same ##ist piece, in other words
 
 
 @pytest.mark.slow
 def test_e5_shared_terms_join_pieces_into_words_whatever_their_marks(e5_tokenizer):
     tokens = pair(e5_tokenizer, "The plane is taking off.", "An air-plane: the plane is off.")
-    assert tokens.tokens == ["<s>", "▁The", "▁plane", "▁is", "▁taking", "▁off", ".", "</s>", "</s>", "▁An", "▁air", "-",
-                             "plan", "e", ":", "▁the", "▁plane", "▁is", "▁off", ".", "</s>"]
+    assert tokens.tokens == [
+        "<s>",
+        "▁The",
+        "▁plane",
+        "▁is",
+        "▁taking",
+        "▁off",
+        ".",
+        "</s>",
+        "</s>",
+        "▁An",
+        "▁air",
+        "-",
+        "plan",
+        "e",
+        ":",
+        "▁the",
+        "▁plane",
+        "▁is",
+        "▁off",
+        ".",
+        "</s>",
+    ]
     by_text = {(tokens.tokens[q], tokens.tokens[t]) for q, t in shared_terms(tokens, e5_tokenizer)}
     # ▁plane is the same word as "plan e" after the hyphen; "The" and "the" are one word, e5 keeps case
-    assert by_text == {("▁The", "▁the"), ("▁plane", "▁plane"), ("▁plane", "plan"), ("▁plane", "e"), ("▁is", "▁is"),
-                       ("▁off", "▁off")}
-    assert not {"▁The", "▁is", "▁off"} & {tokens.tokens[q] for q, _ in shared_terms(tokens, e5_tokenizer,
-                                                                                     ENGLISH_STOPWORDS)}
+    assert by_text == {
+        ("▁The", "▁the"),
+        ("▁plane", "▁plane"),
+        ("▁plane", "plan"),
+        ("▁plane", "e"),
+        ("▁is", "▁is"),
+        ("▁off", "▁off"),
+    }
+    assert not {"▁The", "▁is", "▁off"} & {
+        tokens.tokens[q] for q, _ in shared_terms(tokens, e5_tokenizer, ENGLISH_STOPWORDS)
+    }
 
 
 @pytest.mark.slow
@@ -81,7 +121,11 @@ def test_e5_shared_terms_in_chinese_are_identical_pieces_and_never_the_bare_mark
     tokens = pair(e5_tokenizer, "一个人在弹吉他。", "一个男人在弹吉他。")
     assert tokens.tokens[:3] == ["<s>", "▁", "一个人"] and tokens.tokens[10:13] == ["▁", "一个", "男人"]
     assert {(tokens.tokens[q], tokens.tokens[t]) for q, t in shared_terms(tokens, e5_tokenizer)} == {
-        ("在", "在"), ("弹", "弹"), ("吉", "吉"), ("他", "他")}
+        ("在", "在"),
+        ("弹", "弹"),
+        ("吉", "吉"),
+        ("他", "他"),
+    }
 
 
 def test_match_of_a_head_that_looks_only_at_identical_terms(tokenizer, toy):
@@ -147,15 +191,19 @@ def test_stopwords_shrink_the_shared_terms_and_the_chance(tokenizer, toy):
 def test_longest_shared_phrase(tokenizer):
     tokens = pair(tokenizer, "i grew up in iran", "the film i grew up in iran is good")
     start, title_start, length = longest_shared_phrase(tokens)
-    assert tokens.tokens[start:start + length] == ["i", "grew", "up", "in", "iran"]
-    assert tokens.tokens[title_start:title_start + length] == tokens.tokens[start:start + length]
+    assert tokens.tokens[start : start + length] == ["i", "grew", "up", "in", "iran"]
+    assert tokens.tokens[title_start : title_start + length] == tokens.tokens[start : start + length]
     assert longest_shared_phrase(pair(tokenizer, "red cat", "a dog"))[2] == 0
 
 
 def test_showcase_examples_prefer_long_shared_phrases(tokenizer):
-    frame = pd.DataFrame({"query": ["a dog runs", "red cat, red", "a dog runs fast", "the sun"],
-                          "title": ["a dog walks", "the red cat!", "a dog runs fast today", "cold moon"],
-                          "label": [3, 5, 4, 1]})
+    frame = pd.DataFrame(
+        {
+            "query": ["a dog runs", "red cat, red", "a dog runs fast", "the sun"],
+            "title": ["a dog walks", "the red cat!", "a dog runs fast today", "cold moon"],
+            "label": [3, 5, 4, 1],
+        }
+    )
     table = showcase_examples(encode(tokenizer, frame), tokenizer, stopwords=ENGLISH_STOPWORDS)
     assert table["example"].tolist() == [2, 1, 0]  # no shared term in the last pair
     assert table.loc[0, "phrase"] == "a dog runs fast" and table.loc[0, "phrase_terms"] == 3
@@ -167,8 +215,16 @@ def test_showcase_examples_prefer_long_shared_phrases(tokenizer):
 def tiny_models(tokenizer):
     """A random classifier and its bare encoder (the same weights), over the real vocabulary."""
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=32, max_position_embeddings=64, num_labels=5, initializer_range=0.3)
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=32,
+        max_position_embeddings=64,
+        num_labels=5,
+        initializer_range=0.3,
+    )
     config._attn_implementation = "sdpa"
     classifier = BertForSequenceClassification(config).eval()
     return classifier, classifier.bert
@@ -176,8 +232,13 @@ def tiny_models(tokenizer):
 
 @pytest.fixture(scope="module")
 def encoded(tokenizer):
-    frame = pd.DataFrame({"query": ["red cat, red", "a dog runs", "the sun is hot"],
-                          "title": ["the cat, red!", "a dog walks", "cold moon"], "label": [5, 3, 1]})
+    frame = pd.DataFrame(
+        {
+            "query": ["red cat, red", "a dog runs", "the sun is hot"],
+            "title": ["the cat, red!", "a dog walks", "cold moon"],
+            "label": [5, 3, 1],
+        }
+    )
     return encode(tokenizer, frame)
 
 
@@ -218,8 +279,14 @@ def test_cls_profile_per_example_and_head(tokenizer, encoded):
 def long_table(values):
     """A per-example role table with ``values`` (examples, heads) for a 1-layer model."""
     examples, heads = values.shape
-    return pd.DataFrame({"example": np.repeat(np.arange(examples), heads), "layer": 0,
-                         "head": np.tile(np.arange(heads), examples), "match": values.ravel()})
+    return pd.DataFrame(
+        {
+            "example": np.repeat(np.arange(examples), heads),
+            "layer": 0,
+            "head": np.tile(np.arange(heads), examples),
+            "match": values.ravel(),
+        }
+    )
 
 
 def test_paired_delta_zero_for_identical_tables():
@@ -247,6 +314,7 @@ def test_pair_role_scores_are_computed_once_per_model_and_read_back(tmp_path, mo
     from tiny_setup import tiny_setup
 
     from headlab.findings import roles
+
     setup = tiny_setup(tmp_path, n_right=3)
     passes = []
     real = roles.role_scores
@@ -255,8 +323,9 @@ def test_pair_role_scores_are_computed_once_per_model_and_read_back(tmp_path, mo
     again = roles.pair_role_scores(setup, [0, 2], stopwords=roles.ENGLISH_STOPWORDS)
     assert len(passes) == 1
     pd.testing.assert_frame_equal(first, again)
-    direct = real(setup.attention([0, 2]), setup.encoded, setup.tokenizer, stopwords=roles.ENGLISH_STOPWORDS,
-                  per_example=True)
+    direct = real(
+        setup.attention([0, 2]), setup.encoded, setup.tokenizer, stopwords=roles.ENGLISH_STOPWORDS, per_example=True
+    )
     pd.testing.assert_frame_equal(first, direct, check_dtype=False)
     other = BertForSequenceClassification(BertConfig(**{**setup.model.config.to_dict(), "num_labels": 5}))
     roles.pair_role_scores(setup, [0, 2], model=other, stopwords=roles.ENGLISH_STOPWORDS)

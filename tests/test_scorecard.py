@@ -10,9 +10,18 @@ from headlab.findings.claims import Claim, claims_file, claims_table
 
 
 def _claim(claim_id="redundancy.no_loss_below_20", ours=0.012, half=0.004):
-    return Claim.measured(claim_id, ours=ours, lo=ours - half, hi=ours + half, unit="relative change of accuracy",
-                          method="two-stage bootstrap over draws and test pairs", n_examples=1379, n_draws=10,
-                          reason="why", study=0.01)
+    return Claim.measured(
+        claim_id,
+        ours=ours,
+        lo=ours - half,
+        hi=ours + half,
+        unit="relative change of accuracy",
+        method="two-stage bootstrap over draws and test pairs",
+        n_examples=1379,
+        n_draws=10,
+        reason="why",
+        study=0.01,
+    )
 
 
 def _save(tmp_path, settings, claims):
@@ -27,12 +36,36 @@ def test_claims_of_each_preset_are_stacked_with_their_page_and_model(tmp_path, m
     second = {**first, "MODEL": "minilm", "EPOCHS": 1}  # another checkpoint, so another results folder
     _save(tmp_path, first, [_claim(), Claim.not_measured("redundancy.falls_steadily", reason="no share")])
     _save(tmp_path, second, [_claim(ours=-0.10, half=0.02)])
-    two_tower = Claim.measured("two_tower.worse", ours=-0.2, lo=-0.25, hi=-0.15, unit="relative change of accuracy",
-                               method="paired bootstrap over test pairs", n_examples=1379, reason="why")
-    _save(tmp_path, second, [two_tower, Claim.measured(
-        "two_tower.worse/at_floor", claim="with the floor", ours=-0.5, lo=-0.55, hi=-0.45,
-        unit="relative change of accuracy", method="paired bootstrap over test pairs", n_examples=1379, reason="why",
-        floor=Floor(0.5, 0.25, 1379), accuracies=(0.25,))])
+    two_tower = Claim.measured(
+        "two_tower.worse",
+        ours=-0.2,
+        lo=-0.25,
+        hi=-0.15,
+        unit="relative change of accuracy",
+        method="paired bootstrap over test pairs",
+        n_examples=1379,
+        reason="why",
+    )
+    _save(
+        tmp_path,
+        second,
+        [
+            two_tower,
+            Claim.measured(
+                "two_tower.worse/at_floor",
+                claim="with the floor",
+                ours=-0.5,
+                lo=-0.55,
+                hi=-0.45,
+                unit="relative change of accuracy",
+                method="paired bootstrap over test pairs",
+                n_examples=1379,
+                reason="why",
+                floor=Floor(0.5, 0.25, 1379),
+                accuracies=(0.25,),
+            ),
+        ],
+    )
     table = scorecard_table({"a": first, "b": second})
     assert list(table["preset"]) == ["a", "a", "b", "b", "b"]
     assert list(table["page"]) == ["01_redundancy", "01_redundancy", "01_redundancy", "08_two_tower", "08_two_tower"]
@@ -41,9 +74,11 @@ def test_claims_of_each_preset_are_stacked_with_their_page_and_model(tmp_path, m
     page = scorecard_markdown(table, {"a": "executed", "b": "executed/b"}, {"e5-zh": 'make book PRESETS="a b e5-zh"'})
     assert page.startswith("# Scorecard") and "Bonferroni" in page
     row = next(line for line in page.splitlines() if line.startswith("| Masking fewer than 20%"))
-    assert row.endswith("| +1.0% | {doc}`holds <executed/01_redundancy>` +1.2% [+0.8%, +1.6%], adjusted [+0.6%, +1.8%] | "
-                        "{doc}`does not hold <executed/b/01_redundancy>` -10.0% [-12.0%, -8.0%], adjusted [-13.0%, "
-                        "-7.0%] |")
+    assert row.endswith(
+        "| +1.0% | {doc}`holds <executed/01_redundancy>` +1.2% [+0.8%, +1.6%], adjusted [+0.6%, +1.8%] | "
+        "{doc}`does not hold <executed/b/01_redundancy>` -10.0% [-12.0%, -8.0%], adjusted [-13.0%, "
+        "-7.0%] |"
+    )
     assert "<abbr title=" in row and "(two-stage bootstrap over draws and test pairs)" in row
     unmeasured = next(line for line in page.splitlines() if "cannot tell" in line and line.startswith("| Past"))
     assert "{doc}`cannot tell <executed/01_redundancy>` | not run |" in unmeasured  # no number, b has no such row
@@ -56,22 +91,50 @@ def test_claims_of_each_preset_are_stacked_with_their_page_and_model(tmp_path, m
 
 
 def test_the_study_number_is_shown_only_in_our_unit():
-    row = Claim.measured("word_order.shuffle_lowers_grade", ours=-0.025, lo=-0.036, hi=-0.014, study=-2,
-                         study_unit="grades lost by the study's one pair (argmax)",
-                         unit="grades, change of the expected grade", method="paired bootstrap over test pairs",
-                         n_examples=1379, reason="why")
+    row = Claim.measured(
+        "word_order.shuffle_lowers_grade",
+        ours=-0.025,
+        lo=-0.036,
+        hi=-0.014,
+        study=-2,
+        study_unit="grades lost by the study's one pair (argmax)",
+        unit="grades, change of the expected grade",
+        method="paired bootstrap over test pairs",
+        n_examples=1379,
+        reason="why",
+    )
     table = claims_table([row]).assign(preset="a", model="minilm", data="stsb-en")
     line = next(x for x in scorecard_markdown(table, {"a": "executed"}, {}).splitlines() if x.startswith("| Shuffling"))
     assert "-2 (grades lost by the study's one pair (argmax); not our unit)" in line
 
 
 def test_each_model_shows_its_accuracy_floor_and_lexical_grader_with_a_warning_near_the_floor():
-    models = pd.DataFrame([{"preset": "a", "model": "minilm", "accuracy": 0.546, "accuracy_lo": 0.52,
-                            "accuracy_hi": 0.57, "majority": 0.245},
-                           {"preset": "b", "model": "zh-char", "accuracy": 0.394, "accuracy_lo": 0.369,
-                            "accuracy_hi": 0.42, "majority": 0.319}])
-    two_tower = pd.DataFrame([{"preset": "a", "label": "lexical overlap grader", "accuracy": 0.453},
-                              {"preset": "b", "label": "lexical overlap grader", "accuracy": 0.496}])
+    models = pd.DataFrame(
+        [
+            {
+                "preset": "a",
+                "model": "minilm",
+                "accuracy": 0.546,
+                "accuracy_lo": 0.52,
+                "accuracy_hi": 0.57,
+                "majority": 0.245,
+            },
+            {
+                "preset": "b",
+                "model": "zh-char",
+                "accuracy": 0.394,
+                "accuracy_lo": 0.369,
+                "accuracy_hi": 0.42,
+                "majority": 0.319,
+            },
+        ]
+    )
+    two_tower = pd.DataFrame(
+        [
+            {"preset": "a", "label": "lexical overlap grader", "accuracy": 0.453},
+            {"preset": "b", "label": "lexical overlap grader", "accuracy": 0.496},
+        ]
+    )
     table = claims_table([_claim()]).assign(preset="a", model="minilm", data="stsb-en")
     page = scorecard_markdown(table, {"a": "executed", "b": "executed/b"}, {}, models, two_tower)
     first = next(line for line in page.splitlines() if line.startswith("| a (`minilm`)"))

@@ -1,3 +1,5 @@
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from conftest import minilm_tokenizer, tiny_bert
@@ -40,8 +42,21 @@ def tokenizer():
 def test_piece_word_ends_on_real_tokens(tokenizer):
     ids = tokenizer("unbelievable xylophonist", "tokenization, playing")["input_ids"]
     tokens = tokenizer.convert_ids_to_tokens(ids)
-    assert tokens == ["[CLS]", "unbelievable", "x", "##yl", "##op", "##hon", "##ist", "[SEP]",
-                      "token", "##ization", ",", "playing", "[SEP]"]
+    assert tokens == [
+        "[CLS]",
+        "unbelievable",
+        "x",
+        "##yl",
+        "##op",
+        "##hon",
+        "##ist",
+        "[SEP]",
+        "token",
+        "##ization",
+        ",",
+        "playing",
+        "[SEP]",
+    ]
     ends, scored = piece_word_ends(tokens)
     assert scored.tolist() == [t not in ("[CLS]", "[SEP]") for t in tokens]
     assert np.flatnonzero(ends).tolist() == [1, 6, 9, 10, 11]
@@ -141,8 +156,9 @@ def test_no_free_hit_before_sep_for_the_heads_or_the_probe(tokenizer):
     assert wordpiece.gold.tolist() == [True, False]  # playing, token; cat and ##ization left out
     assert wordpiece.excluded_multi.tolist() == [False, True]  # ##ization belongs to a word of two tokens
     chinese = encode_segmented_examples(ToyTokenizer(), [[["ab", "c"], ["中", "国人"]], [["abcd"]]])
-    characters = boundary_data(next_token_heads(chinese.encoded), chinese.encoded, ToyTokenizer(),
-                               segments=chinese.segments)
+    characters = boundary_data(
+        next_token_heads(chinese.encoded), chinese.encoded, ToyTokenizer(), segments=chinese.segments
+    )
     assert characters.gold.tolist() == [False, True, True, False, False, False, False]  # a b 中 国 | a b c
     assert characters.groups.tolist() == [0, 0, 0, 0, 1, 1, 1]
     assert characters.excluded_multi.tolist() == [False, True, True]  # c, 人, d
@@ -245,8 +261,9 @@ def test_boundary_data_and_example_agree_on_a_tiny_model():
     tok = ToyTokenizer()
     sentences = [["中国", "人"], ["ab", "c", "d"], ["abcd"]]
     data_set = encode_segmented(tok, sentences)
-    data = boundary_data(attention_maps(tiny_bert(), data_set.encoded, batch_size=2), data_set.encoded, tok,
-                         segments=data_set.segments)
+    data = boundary_data(
+        attention_maps(tiny_bert(), data_set.encoded, batch_size=2), data_set.encoded, tok, segments=data_set.segments
+    )
     # the last token of each sentence (人, d, d) is left out
     assert data.pred.shape == (3, 4, 2 + 3 + 3) and data.features.shape == (8, 12)
     assert data.gold.tolist() == [False, True, False, True, True, False, False, False]
@@ -256,14 +273,15 @@ def test_boundary_data_and_example_agree_on_a_tiny_model():
     sub = data.subset(data.multi, data.excluded_multi)
     assert sub.pred.shape[-1] == sub.gold.size == sub.groups.size == 7 and sub.multi.all()
     assert sub.excluded_multi.tolist() == [True]
-    example = boundary_example(tiny_bert(), data_set.encoded, tok, 1, segments=data_set.segments)
+    lab = SimpleNamespace(model=tiny_bert(), tokenizer=tok, device="cpu", batch_size=32, pad_id=0)
+    example = boundary_example(lab, data_set.encoded, 1, segments=data_set.segments)
     assert example.maps.shape == (3, 4, 6, 6) and example.tokens == ["[CLS]", "a", "b", "c", "d", "[SEP]"]
     head = example.table[(example.table["layer"] == 2) & (example.table["head"] == 1)]
     assert head["token"].tolist() == ["a", "b", "c"]
     assert head["predicted_end"].tolist() == data.pred[2, 1, data.groups == 1].tolist()
     assert head["gold_end"].tolist() == [False, True, True]
     assert (head["predicted_end"] == (head["to_sep"] > head["to_next"])).all()
-    several = boundary_examples(tiny_bert(), data_set.encoded, tok, [2, 0], data_set.segments, first_head=(1, 3))
+    several = boundary_examples(lab, data_set.encoded, [2, 0], data_set.segments, first_head=(1, 3))
     assert several["example"].tolist() == [2] * 36 + [0] * 24
     assert several.iloc[0][["layer", "head", "position"]].tolist() == [1, 3, 1]
     assert several.iloc[36][["layer", "head"]].tolist() == [1, 3]
@@ -338,7 +356,14 @@ def test_sentencepiece_pieces_align_to_gold_words_by_their_text():
     tokens = ["▁", "迈", "向", "充满", "希望", "的新", "世纪"]  # e5's pieces of 迈向充满希望的新世纪
     words = ["迈向", "充满", "希望", "的", "新", "世纪"]
     assert gold_word_ends_from_segmentation(words, tokens, SENTENCEPIECE).tolist() == [
-        False, False, True, True, True, True, True]
+        False,
+        False,
+        True,
+        True,
+        True,
+        True,
+        True,
+    ]
     assert gold_word_ends_from_segmentation(["１９９８年"], ["▁1998", "年"], SENTENCEPIECE).tolist() == [False, True]
 
 
@@ -361,12 +386,30 @@ def test_a_bare_mark_inside_a_segment_does_not_end_it():
 
 @pytest.mark.slow
 def test_real_e5_pairs_align_and_score_neither_specials_nor_bare_marks(e5_tokenizer):
-    examples = [[["一个", "人", "在", "弹", "吉他", "。"], ["一个", "男人", "在", "弹", "吉他", "。"]],
-                [["迈向", "充满", "希望", "的", "新", "世纪"], ["１９９８年", "新年", "讲话"]]]
+    examples = [
+        [["一个", "人", "在", "弹", "吉他", "。"], ["一个", "男人", "在", "弹", "吉他", "。"]],
+        [["迈向", "充满", "希望", "的", "新", "世纪"], ["１９９８年", "新年", "讲话"]],
+    ]
     data = encode_segmented_examples(e5_tokenizer, examples)
     assert (len(data), data.n_unaligned) == (2, 0)
     tokens = e5_tokenizer.convert_ids_to_tokens(data.encoded.input_ids[1])
-    assert tokens == ["<s>", "▁", "迈", "向", "充满", "希望", "的新", "世纪", "</s>", "</s>", "▁1998", "年", "新年", "讲话", "</s>"]
+    assert tokens == [
+        "<s>",
+        "▁",
+        "迈",
+        "向",
+        "充满",
+        "希望",
+        "的新",
+        "世纪",
+        "</s>",
+        "</s>",
+        "▁1998",
+        "年",
+        "新年",
+        "讲话",
+        "</s>",
+    ]
     n = len(tokens)
     scored = boundary_data(iter([(1, np.full((1, 1, n, n), 1.0 / n))]), data.encoded, e5_tokenizer, data.segments)
     ends, content = segment_word_ends(tokens, examples[1], special_tokens(e5_tokenizer), SENTENCEPIECE)

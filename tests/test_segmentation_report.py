@@ -27,7 +27,8 @@ from headlab.findings.segmentation_report import (
 
 
 def _data(seed: int = 0, n_examples: int = 80, per_example: int = 12) -> BoundaryData:
-    """Mostly word ends, as in English WordPiece; head (0, 1) reads the multi-token words well, (0, 0) says "end" always."""
+    """Mostly word ends, as in English WordPiece; head (0, 1) reads the multi-token words well, (0, 0) says "end"
+    always."""
     rng = np.random.default_rng(seed)
     n = n_examples * per_example
     multi = rng.random(n) < 0.3
@@ -48,8 +49,9 @@ def test_score_segmentation_tables(results):
     assert set(results.heads["subset"]) == {ALL, MULTI} and len(results.heads) == 12
     comparison = results.comparison.set_index(["subset", "measure"])
     multi = comparison.loc[MULTI]
-    assert multi.loc["majority class", "value"] == pytest.approx(max(multi.loc["majority class", "end_share"],
-                                                                     1 - multi.loc["majority class", "end_share"]))
+    assert multi.loc["majority class", "value"] == pytest.approx(
+        max(multi.loc["majority class", "end_share"], 1 - multi.loc["majority class", "end_share"])
+    )
     assert multi.loc["best head, chosen on the same tokens", "heads"] == "L0H1"
     assert multi.loc["best head, chosen on other examples", "gain_lo"] > 0
     union = multi.loc["oracle union of heads"]
@@ -66,7 +68,7 @@ def test_score_segmentation_tables(results):
 def test_subsets_need_enough_examples():
     data = _data(n_examples=80)
     data.multi[:] = False
-    data.multi[:3 * 12] = True  # three examples only
+    data.multi[: 3 * 12] = True  # three examples only
     assert list(token_subsets(data)) == [ALL]
 
 
@@ -90,12 +92,27 @@ def _comparison(head_gain, probe_gain, subset=MULTI):
     """The comparison rows the claims read, by hand: the held-out head's and the probe's gain over the majority
     class (value, lo, hi), the oracle union and its shuffled control."""
     common = {"subset": subset, "majority": 0.55, "majority_held_out": 0.6, "n_test_tokens": 90, "n_test_examples": 12}
-    held = [{**common, "measure": measure, "value": 0.6 + gain, "lo": 0.6 + lo, "hi": 0.6 + hi, "gain": gain,
-             "gain_lo": lo, "gain_hi": hi, "heads": heads}
-            for measure, (gain, lo, hi), heads in (("best head, chosen on other examples", head_gain, "L0H1"),
-                                                   ("probe on all heads, held-out examples", probe_gain, "all"))]
-    oracle = [{**common, "measure": "oracle union of heads", "value": 0.97, "k": 3, "heads": "L0H1+L1H0+L1H1"},
-              {**common, "measure": "oracle union of shuffled heads (control)", "value": 0.95, "k": 3, "heads": ""}]
+    held = [
+        {
+            **common,
+            "measure": measure,
+            "value": 0.6 + gain,
+            "lo": 0.6 + lo,
+            "hi": 0.6 + hi,
+            "gain": gain,
+            "gain_lo": lo,
+            "gain_hi": hi,
+            "heads": heads,
+        }
+        for measure, (gain, lo, hi), heads in (
+            ("best head, chosen on other examples", head_gain, "L0H1"),
+            ("probe on all heads, held-out examples", probe_gain, "all"),
+        )
+    ]
+    oracle = [
+        {**common, "measure": "oracle union of heads", "value": 0.97, "k": 3, "heads": "L0H1+L1H0+L1H1"},
+        {**common, "measure": "oracle union of shuffled heads (control)", "value": 0.95, "k": 3, "heads": ""},
+    ]
     return pd.DataFrame(held + oracle)
 
 
@@ -127,8 +144,10 @@ def test_a_gain_over_the_majority_class_is_in_points():
 
 def test_a_second_corpus_gives_sub_rows_of_the_claims():
     rows = claims(_comparison((0.1, 0.04, 0.16), (0.1, 0.04, 0.16)), corpus="eval-jieba")
-    assert [c.claim_id for c in rows] == ["word_segmentation.single_head/eval_jieba",
-                                          "word_segmentation.head_union/eval_jieba"]
+    assert [c.claim_id for c in rows] == [
+        "word_segmentation.single_head/eval_jieba",
+        "word_segmentation.head_union/eval_jieba",
+    ]
     assert [c.study_claim for c in rows] == ["word_segmentation.single_head", "word_segmentation.head_union"]
     assert rows[0].claim.startswith("One head's attention segments words") and "eval-jieba" in rows[0].claim
     assert "jieba" in rows[0].claim.split("eval-jieba")[1]  # which corpus, in words
@@ -193,6 +212,7 @@ def test_left_out_tokens_are_counted_in_the_tables_and_the_verdict():
     base = results.baselines.set_index(["subset", "baseline"])
     assert base.loc[(ALL, "majority class"), "n_tokens"] == len(data.gold)
     assert base.loc[(ALL, "always word end"), "accuracy"] == pytest.approx(data.gold.mean())  # not raised by the 160
+
     def verdict(comparison):
         return verdict_single_head(comparison, claims(comparison)[0])
 
@@ -211,8 +231,9 @@ def test_best_head_prefers_multi_token_words(results):
 def _corpus_setup():
     tokenizer = minilm_tokenizer()
     frame = pd.DataFrame({"query": ["a playing cat", "dogs"], "title": ["tokenization", "a dog"], "label": [3, 4]})
-    return SimpleNamespace(tokenizer=tokenizer, frame=frame, encoded=encode(tokenizer, frame),
-                           study=SimpleNamespace(eval_split="test"))
+    return SimpleNamespace(
+        tokenizer=tokenizer, frame=frame, encoded=encode(tokenizer, frame), params=SimpleNamespace(eval_split="test")
+    )
 
 
 def test_segmentation_corpus_eval():
@@ -235,9 +256,11 @@ def test_segmentation_corpus_pku():
 def test_segmentation_corpus_of_chinese_pairs_cut_by_jieba():
     from headlab.models.pretrain import build_vocab, char_tokenizer
 
-    frame = pd.DataFrame({"query": ["一架飞机正在起飞", "我们喜欢北京"], "title": ["飞机起飞了", "他们在北京"], "label": [5, 2]})
+    frame = pd.DataFrame(
+        {"query": ["一架飞机正在起飞", "我们喜欢北京"], "title": ["飞机起飞了", "他们在北京"], "label": [5, 2]}
+    )
     tokenizer = char_tokenizer(build_vocab(frame["query"].tolist() + frame["title"].tolist(), min_count=1))
-    setup = SimpleNamespace(tokenizer=tokenizer, frame=frame, study=SimpleNamespace(eval_split="test"))
+    setup = SimpleNamespace(tokenizer=tokenizer, frame=frame, params=SimpleNamespace(eval_split="test"))
     corpus = segmentation_corpus(setup, "eval-jieba")
     assert len(corpus.encoded) == 2 and "jieba" in corpus.note and "0 because" in corpus.note
     assert corpus.segments[0] == [["一架", "飞机", "正在", "起飞"], ["飞机", "起飞", "了"]]
@@ -256,8 +279,16 @@ def test_score_corpus_saves_one_set_of_tables_per_corpus():
     frame = pd.DataFrame({"query": queries, "title": titles, "label": [5, 2, 3, 3, 1, 3]})
     tokenizer = char_tokenizer(build_vocab(queries + titles, min_count=1), max_length=32)
     saved = {}
-    setup = SimpleNamespace(model=tiny_bert(), tokenizer=tokenizer, frame=frame, study=SimpleNamespace(eval_split="test"),
-                            save_table=lambda table, name: saved.__setitem__(name, table))
+    setup = SimpleNamespace(
+        model=tiny_bert(),
+        tokenizer=tokenizer,
+        frame=frame,
+        params=SimpleNamespace(eval_split="test"),
+        save_table=lambda table, name: saved.__setitem__(name, table),
+        device="cpu",
+        batch_size=64,
+        pad_id=tokenizer.pad_token_id or 0,
+    )
     corpus = segmentation_corpus(setup, "eval-jieba")
     data, results = score_corpus(setup, corpus, max_heads=2, control_draws=2, test_share=0.5, n_boot=50)
     assert set(saved) == {f"segmentation_{t}_eval-jieba" for t in ("heads", "baselines", "union", "comparison")}

@@ -17,15 +17,23 @@ from headlab.findings.sharpening import (
     verdict,
 )
 
-IDS = ["sharpening.match_rises", "sharpening.match_rises/all_heads", "sharpening.match_rises/excess",
-       "sharpening.match_rises/excess_all_heads", "sharpening.self_falls", "sharpening.self_falls/all_heads",
-       "sharpening.sep_falls", "sharpening.sep_falls/all_heads"]
+IDS = [
+    "sharpening.match_rises",
+    "sharpening.match_rises/all_heads",
+    "sharpening.match_rises/excess",
+    "sharpening.match_rises/excess_all_heads",
+    "sharpening.self_falls",
+    "sharpening.self_falls/all_heads",
+    "sharpening.sep_falls",
+    "sharpening.sep_falls/all_heads",
+]
 
 
 def role_table(rng, examples=30, heads=3, shift=None):
     """A per-example role table of a 1-layer model with every change's metric; ``shift`` adds to metrics."""
-    table = pd.DataFrame({"example": np.repeat(np.arange(examples), heads), "layer": 0,
-                          "head": np.tile(np.arange(heads), examples)})
+    table = pd.DataFrame(
+        {"example": np.repeat(np.arange(examples), heads), "layer": 0, "head": np.tile(np.arange(heads), examples)}
+    )
     for change in CHANGES:
         table[change.metric] = rng.uniform(0.2, 0.3, len(table))
     for metric, value in (shift or {}).items():
@@ -60,8 +68,10 @@ def test_claims_hold_when_the_shares_move_as_the_study_says():
     assert (claim.ours, claim.lo, claim.hi, claim.n_examples) == (row["delta"], row["lo"], row["hi"], len(measure))
     assert claim.study is None and claim.page == "06_finetune_delta"
     assert claims_file(rows) == "claims_06_finetune_delta"
-    assert f"chosen by their score on the fine-tuned model over the other {len(choose)} pairs" in \
-        found["sharpening.match_rises"].reason
+    assert (
+        f"chosen by their score on the fine-tuned model over the other {len(choose)} pairs"
+        in found["sharpening.match_rises"].reason
+    )
     assert "no choice of heads" in found["sharpening.match_rises/all_heads"].reason
     assert "points" in number_text(0.1, UNIT) and "-5.0 points" in number_text(claim.ours, claim.unit)
 
@@ -72,8 +82,11 @@ def test_all_heads_and_excess_are_sub_rows_of_the_registered_claims():
     after = before.copy()
     after["match"] += 0.1
     found = _by_id(scope_changes(deltas(before, after, heads=[(0, 0)], n_boot=100)), chosen_on=15)
-    assert {c.study_claim for c in found.values()} == {"sharpening.match_rises", "sharpening.self_falls",
-                                                         "sharpening.sep_falls"}
+    assert {c.study_claim for c in found.values()} == {
+        "sharpening.match_rises",
+        "sharpening.self_falls",
+        "sharpening.sep_falls",
+    }
     main, everyone = found["sharpening.match_rises"], found["sharpening.match_rises/all_heads"]
     assert main.claim == "Attention between identical query/title terms rises with fine-tuning"
     assert everyone.claim.endswith("(all heads)") and everyone.quote == main.quote and everyone.kind == "effect"
@@ -97,7 +110,8 @@ def test_heads_are_chosen_on_one_half_and_measured_on_the_other():
     after.loc[on_measure & (after["head"] == 3), "match_excess"] += 0.5  # head 3 only where nothing is chosen
     heads, ranking = choose_heads(after, choose, k=1, among_layers=[0])
     assert heads == [(0, 1)] and ranking.loc[0, "match_excess"] == pytest.approx(
-        after[on_choose & (after["head"] == 1)]["match_excess"].mean())
+        after[on_choose & (after["head"] == 1)]["match_excess"].mean()
+    )
     delta = deltas(before, after, heads, measure=measure, n_boot=100)
     assert set(delta["n_examples"]) == {len(measure)}
     # the change is that of the measuring pairs alone: head 1's rise on the choosing pairs is not in it
@@ -126,9 +140,21 @@ def test_claims_opposite_and_unclear():
 def test_the_verdict_is_the_adjusted_interval_s():
     """A hand-made table: the verdict follows the adjusted interval (Bonferroni over the model's claims), whatever
     the point estimate or the raw interval says."""
-    changes = pd.DataFrame({"claim": "x", "metric": "sep", "scope": ["term-matching heads", "all heads"],
-                            "expected": "falls", "before": [0.5, 0.5], "after": [0.4, 0.52], "delta": [-0.1, 0.02],
-                            "lo": [-0.2, 0.001], "hi": [0.01, 0.04], "relative": [-0.2, 0.04], "n_examples": [40, 40]})
+    changes = pd.DataFrame(
+        {
+            "claim": "x",
+            "metric": "sep",
+            "scope": ["term-matching heads", "all heads"],
+            "expected": "falls",
+            "before": [0.5, 0.5],
+            "after": [0.4, 0.52],
+            "delta": [-0.1, 0.02],
+            "lo": [-0.2, 0.001],
+            "hi": [0.01, 0.04],
+            "relative": [-0.2, 0.04],
+            "n_examples": [40, 40],
+        }
+    )
     found = _by_id(changes)
     assert found["sharpening.sep_falls"].verdict == "cannot tell"  # a large fall, but the interval reaches 0
     raw_only = found["sharpening.sep_falls/all_heads"]  # the raw interval above 0, the adjusted one not
@@ -139,8 +165,9 @@ def test_the_verdict_is_the_adjusted_interval_s():
 
 
 def test_a_change_not_measured_cannot_be_told():
-    found = _by_id(scope_changes(pd.DataFrame(columns=["metric", "scope", "before", "after", "delta", "lo", "hi",
-                                                       "n_examples"])))
+    found = _by_id(
+        scope_changes(pd.DataFrame(columns=["metric", "scope", "before", "after", "delta", "lo", "hi", "n_examples"]))
+    )
     assert list(found) == IDS
     claim = found["sharpening.match_rises"]
     assert claim.verdict == "cannot tell" and math.isnan(claim.ours) and claim.reason.startswith("Not measured")

@@ -1,4 +1,5 @@
 """The statistics every reported effect stands on: paired bootstrap, McNemar, Holm, draw intervals, verdicts."""
+
 import numpy as np
 import pytest
 
@@ -20,7 +21,9 @@ from headlab.core.stats import (
 def test_bootstrap_weights_resample_n_examples_each_and_repeat_with_the_seed():
     w = bootstrap_weights(50, 200, seed=3)
     assert w.shape == (200, 50) and (w.sum(axis=1) == 50).all()
-    assert np.array_equal(w, bootstrap_weights(50, 200, seed=3)) and not np.array_equal(w, bootstrap_weights(50, 200, 4))
+    assert np.array_equal(w, bootstrap_weights(50, 200, seed=3)) and not np.array_equal(
+        w, bootstrap_weights(50, 200, 4)
+    )
 
 
 def test_bootstrap_weights_are_drawn_once_and_cannot_be_changed_by_a_caller(monkeypatch):

@@ -1,5 +1,6 @@
 """The public surface: ``headlab.load`` gives a Lab; evaluate, ablate, importance and attention work in memory, an
 empty mask changes nothing, and a cached attention pass gives the same scores as a live one."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,7 +11,7 @@ from headlab.core.attention import AttentionCache, attention_maps
 from headlab.core.sweep import MaskSpec, random_share_specs
 from headlab.findings.order import order_heads
 from headlab.findings.roles import cls_profile, role_scores
-from headlab.lab.study import Study
+from headlab.lab.params import Params
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +20,7 @@ def lab(tmp_path_factory):
 
 
 def test_the_package_exports_a_small_public_surface():
-    assert {"load", "Lab", "Study", "MaskSpec", "AttentionCache", "mask_heads"} <= set(headlab.__all__)
+    assert {"load", "Lab", "Params", "MaskSpec", "AttentionCache", "mask_heads"} <= set(headlab.__all__)
     assert all(hasattr(headlab, name) for name in headlab.__all__)
 
 
@@ -43,7 +44,7 @@ def test_ablate_in_memory_equals_the_resumable_sweep_on_disk(lab):
     disk = lab.ablate(specs, name="api-test", progress=False)
     pd.testing.assert_frame_equal(memory, disk)
     assert "none" in set(memory["mask_id"]) and len(memory) == len(specs) + 1
-    assert list(lab.study.table_dir.glob("sweeps/api-test-*/masks/*.csv"))  # saved mask by mask
+    assert list(lab.params.table_dir.glob("sweeps/api-test-*/masks/*.csv"))  # saved mask by mask
     heads = lab.ablate_each_head()
     assert len(heads) == 16 + 1 and heads.loc[heads["mask_id"] == "none", "rel_change"].item() == 0
 
@@ -54,11 +55,26 @@ def test_importance_is_one_row_per_head(lab):
 
 
 def test_attention_of_removed_heads_and_of_another_model(lab):
-    (example, maps), = lab.attention([2])
+    ((example, maps),) = lab.attention([2])
     assert example == 2 and maps.shape[:2] == (4, 4)
-    (_, masked), = lab.attention([2], drop=[(0, 0)])
+    ((_, masked),) = lab.attention([2], drop=[(0, 0)])
     np.testing.assert_allclose(masked[0], maps[0], rtol=1e-5)  # a head's own map does not change in its layer
     assert not np.allclose(masked[1:], maps[1:])  # the layers above see the removal
+
+
+def test_attention_of_another_encoding_and_the_pretrained_encoder(lab, monkeypatch):
+    import headlab.lab.lab as lab_module
+
+    other = lab.encoded.subset([3, 2])  # another encoding of pairs: example 0 is the lab's pair 3
+    ((example, maps),) = lab.attention([0], encoded=other)
+    ((_, same),) = lab.attention([3])
+    assert example == 0 and np.array_equal(maps, same)
+    loaded = []
+    monkeypatch.setattr(lab_module, "load_encoder", lambda spec: loaded.append(spec) or lab.model.bert)
+    encoder = lab.pretrained_encoder()
+    assert loaded == [lab.params.model] and encoder is lab.model.bert
+    ((_, bare),) = lab.attention([3], model=encoder)  # the bare encoder's maps, on the same pairs
+    assert np.array_equal(bare, same)  # (here the same weights as the classifier's encoder)
 
 
 def test_a_cache_gives_the_same_scores_as_a_live_pass_and_survives_disk(lab, tmp_path):
@@ -106,7 +122,7 @@ def test_a_mask_spec_names_heads_that_exist(lab):
 
 def test_out_of_range_parameters_name_the_parameter():
     with pytest.raises(ValueError, match="EVAL_LIMIT"):
-        Study(eval_limit=0, device="cpu")
+        Params(eval_limit=0, device="cpu")
 
 
 def test_mean_ablation_sweeps_apart_from_zeroing_against_the_same_unmasked_model(tmp_path, monkeypatch):
@@ -114,17 +130,19 @@ def test_mean_ablation_sweeps_apart_from_zeroing_against_the_same_unmasked_model
     differs from zeroing, the sweep is saved apart, and a bad name for the method is refused by name."""
     from tiny_setup import PAIRS
 
-    monkeypatch.setattr(Study, "train_frame", lambda self: PAIRS)  # the tiny lab's "training pairs"
+    monkeypatch.setattr(Params, "train_frame", lambda self: PAIRS)  # the tiny lab's "training pairs"
     lab = tiny_setup(tmp_path, n_right=3)
     specs = [MaskSpec("layer0", tuple((0, h) for h in range(4)), "layer"), MaskSpec("one", ((1, 2),), "head")]
-    zero, mean = lab.sweep(specs, "method-test", progress=False), lab.sweep(specs, "method-test", ablation="mean",
-                                                                           progress=False)
+    zero, mean = (
+        lab.sweep(specs, "method-test", progress=False),
+        lab.sweep(specs, "method-test", ablation="mean", progress=False),
+    )
     probs = [f"p{g}" for g in range(1, 6)]
     for table in (zero, mean):
         assert list(dict.fromkeys(table["mask_id"])) == ["none", "layer0", "one"]
     np.testing.assert_allclose(zero[zero.mask_id == "none"][probs], mean[mean.mask_id == "none"][probs], atol=1e-6)
     assert not np.allclose(zero[zero.mask_id == "layer0"][probs], mean[mean.mask_id == "layer0"][probs], atol=1e-4)
-    assert {p.name.split("-")[:-1][-1] for p in lab.study.table_dir.glob("sweeps/method-test*")} == {"test", "mean"}
+    assert {p.name.split("-")[:-1][-1] for p in lab.params.table_dir.glob("sweeps/method-test*")} == {"test", "mean"}
     assert lab.means().shape == (4, 16) and lab.means() is lab.means()
     one = lab.evaluate([(1, 2)], ablation="mean")
     np.testing.assert_allclose(one.probs, mean[mean.mask_id == "one"][probs].to_numpy(), atol=1e-5)
@@ -139,6 +157,7 @@ def test_a_stored_table_is_computed_once_per_key_and_read_back(tmp_path):
     def compute():
         calls.append(1)
         return pd.DataFrame({"x": [0.1 + 0.2, 1 / 3], "name": ["a", "b"]})
+
     first = lab.stored("thing", {"k": 1}, compute)
     again = lab.stored("thing", {"k": 1}, compute)
     assert len(calls) == 1
@@ -146,15 +165,16 @@ def test_a_stored_table_is_computed_once_per_key_and_read_back(tmp_path):
     assert first["x"].tolist() == [0.1 + 0.2, 1 / 3]  # floats come back exactly
     lab.stored("thing", {"k": 2}, compute)
     assert len(calls) == 2  # another key: computed again
-    assert len(list((lab.study.table_dir / "stored").glob("thing-*.csv"))) == 2
+    assert len(list((lab.params.table_dir / "stored").glob("thing-*.csv"))) == 2
 
 
 def test_importance_is_computed_once_per_lab_folder(tmp_path, monkeypatch):
-    from headlab.lab import study as study_module
+    from headlab.lab import lab as lab_module
+
     lab = tiny_setup(tmp_path, n_right=3)
     calls = []
-    real = study_module.gradient_importance
-    monkeypatch.setattr(study_module, "gradient_importance", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = lab_module.gradient_importance
+    monkeypatch.setattr(lab_module, "gradient_importance", lambda *a, **k: calls.append(1) or real(*a, **k))
     first, again = lab.importance(), lab.importance()
     assert len(calls) == 1
     pd.testing.assert_frame_equal(first, again)
@@ -168,6 +188,7 @@ def test_a_stored_table_keeps_empty_strings_and_missing_numbers_apart(tmp_path):
 
 def test_a_stored_table_computed_is_noted_in_the_work_log_and_a_read_one_is_not(tmp_path):
     from headlab.core.worklog import logging_work, work_noted
+
     lab = tiny_setup(tmp_path, n_right=3)
     with logging_work(tmp_path / "first.log") as log:
         lab.stored("noted", {}, lambda: pd.DataFrame({"x": [1]}))

@@ -1,5 +1,6 @@
 """Sweeps: every effect is measured against the sweep's own unmasked row, in the same precision; a mask is run once;
 bad parameters are named; the same sweep gives the same bytes, sharded or not; an interrupted sweep resumes."""
+
 import signal
 
 import numpy as np
@@ -59,8 +60,12 @@ def test_masks_removing_the_same_heads_are_evaluated_once(tmp_path, monkeypatch)
     evaluated = []
     real = MaskEngine.probabilities
     monkeypatch.setattr(MaskEngine, "probabilities", lambda self, masks: evaluated.extend(masks) or real(self, masks))
-    specs = [MaskSpec("a", ((0, 1), (2, 3)), "x"), MaskSpec("b", ((2, 3), (0, 1)), "x"), MaskSpec("c", (), "x"),
-             MaskSpec("d", ((1, 1),), "x")]
+    specs = [
+        MaskSpec("a", ((0, 1), (2, 3)), "x"),
+        MaskSpec("b", ((2, 3), (0, 1)), "x"),
+        MaskSpec("c", (), "x"),
+        MaskSpec("d", ((1, 1),), "x"),
+    ]
     per_example = run_sweep(model, encoded, specs, tmp_path, batch_size=4, progress=False)
     assert len(evaluated) == 3  # {a, b} once, {c, none} once, d once
     by_mask = per_example.pivot(index="mask_id", columns="example", values="p1")
@@ -106,7 +111,9 @@ def test_sweeps_twice_and_sharded_give_byte_identical_tables(tmp_path):
     assert len(files) == len(specs) + 1  # the sweep adds the unmasked model
     for name in files:
         a = (tmp_path / "a" / "masks" / name).read_bytes()
-        assert a == (tmp_path / "b" / "masks" / name).read_bytes() == (tmp_path / "sharded" / "masks" / name).read_bytes()
+        assert (
+            a == (tmp_path / "b" / "masks" / name).read_bytes() == (tmp_path / "sharded" / "masks" / name).read_bytes()
+        )
     pd.testing.assert_frame_equal(load_sweep(tmp_path / "a"), load_sweep(tmp_path / "sharded"))
 
 
@@ -126,8 +133,9 @@ def test_a_killed_sweep_resumes_to_the_same_table(tmp_path, sig):
     enc = Encoded(ids, [[0] * len(x) for x in ids], rng.integers(1, 6, size=24), 0)
 
     def run(out):
-        run_sweep(tiny_bert(), enc, random_share_specs(3, 4, [0.25, 0.5, 0.75], 4, seed=0), out, batch_size=8,
-                  progress=False)
+        run_sweep(
+            tiny_bert(), enc, random_share_specs(3, 4, [0.25, 0.5, 0.75], 4, seed=0), out, batch_size=8, progress=False
+        )
 
     def frozen_run():  # frozen right after the third mask's file is in place
         freeze_after(sweep_module, "write_atomically", 3, marker, counts=lambda path, text: path.parent.name == "masks")
@@ -154,8 +162,15 @@ def test_one_precision_check_per_model_and_split_however_many_sweeps(tmp_path, m
     assert len(checks) == 1
     first = pd.read_csv(tmp_path / "one" / "precision.csv")
     pd.testing.assert_frame_equal(first, pd.read_csv(tmp_path / "two" / "precision.csv"))
-    run_sweep(model, random_encoded(n=12, seed=5), specs, tmp_path / "other split", batch_size=4, progress=False,
-              autocast=True)
+    run_sweep(
+        model,
+        random_encoded(n=12, seed=5),
+        specs,
+        tmp_path / "other split",
+        batch_size=4,
+        progress=False,
+        autocast=True,
+    )
     assert len(checks) == 2  # other inputs: a check of their own
     with torch.no_grad():
         model.classifier.bias.add_(1.0)

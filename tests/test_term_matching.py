@@ -24,8 +24,15 @@ MATCHING = [(2, 9), (1, 1), (2, 4), (0, 8), (1, 0)]
 def test_specs_hold_every_condition_and_pair_kept_with_removed_random_sets():
     specs = term_matching_specs(6, 12, MATCHING, draws=4, keep_draws=3, seed=0)
     kinds = pd.Series([s.kind for s in specs]).value_counts().to_dict()
-    assert kinds == {"none": 1, "random": 4, "random_lower": 4, "matching": 1, "lower": 1, "lower_but_matching": 1,
-                     "lower_but_random": 3}
+    assert kinds == {
+        "none": 1,
+        "random": 4,
+        "random_lower": 4,
+        "matching": 1,
+        "lower": 1,
+        "lower_but_matching": 1,
+        "lower_but_random": 3,
+    }
     lower = set(half_pool(6, 12, "lower"))
     by_id = {s.mask_id: s for s in specs}
     assert set(by_id["matching"].dropped) == set(MATCHING) and set(by_id["lower"].dropped) == lower
@@ -49,15 +56,25 @@ def test_specs_need_heads_and_draws():
 
 def toy_sweep(matching, randoms, lower, keep_matching, keeps):
     """A per-example table and plan from lists of correct flags per mask (baseline: 4 of 6 right)."""
-    masks = {"none": ("none", [1, 1, 1, 1, 0, 0]), "matching": ("matching", matching), "lower": ("lower", lower),
-             "lower_but_matching": ("lower_but_matching", keep_matching)}
+    masks = {
+        "none": ("none", [1, 1, 1, 1, 0, 0]),
+        "matching": ("matching", matching),
+        "lower": ("lower", lower),
+        "lower_but_matching": ("lower_but_matching", keep_matching),
+    }
     masks |= {f"random-d{i}": ("random", c) for i, c in enumerate(randoms)}
     masks |= {f"random_lower-d{i}": ("random_lower", c) for i, c in enumerate(randoms)}
     masks |= {f"lower_but_random-d{i}": ("lower_but_random", c) for i, c in enumerate(keeps)}
-    per_example = pd.DataFrame([{"mask_id": m, "example": i, "correct": c}
-                                for m, (_, cs) in masks.items() for i, c in enumerate(cs)])
-    plan = pd.DataFrame({"mask_id": list(masks), "kind": [k for k, _ in masks.values()],
-                         "n_dropped": [0 if k == "none" else 5 for k, _ in masks.values()]})
+    per_example = pd.DataFrame(
+        [{"mask_id": m, "example": i, "correct": c} for m, (_, cs) in masks.items() for i, c in enumerate(cs)]
+    )
+    plan = pd.DataFrame(
+        {
+            "mask_id": list(masks),
+            "kind": [k for k, _ in masks.values()],
+            "n_dropped": [0 if k == "none" else 5 for k, _ in masks.values()],
+        }
+    )
     return per_example, plan, np.array(masks["none"][1])
 
 
@@ -68,10 +85,24 @@ def _verdicts(table, comparison, **settings) -> dict[str, str]:
 def _row(condition, change, accuracy, n_draws=1, p_mcnemar=1e-9, half=0.05, n=1000):
     """One row of a condition table: a change with a 95% interval of +-``half``."""
     label, study = term_matching.CONDITIONS[condition]
-    return {"condition": condition, "label": label.format(k=5), "n_heads": 5, "accuracy": accuracy,
-            "rel_change": change, "lo": change - half, "hi": change + half, "lo90": change - 0.8 * half,
-            "hi90": change + 0.8 * half, "n_examples": n, "n_draws": n_draws, "draw_lo": change, "draw_hi": change,
-            "p_mcnemar": p_mcnemar, "kept": 1 + change, "study": study}
+    return {
+        "condition": condition,
+        "label": label.format(k=5),
+        "n_heads": 5,
+        "accuracy": accuracy,
+        "rel_change": change,
+        "lo": change - half,
+        "hi": change + half,
+        "lo90": change - 0.8 * half,
+        "hi90": change + 0.8 * half,
+        "n_examples": n,
+        "n_draws": n_draws,
+        "draw_lo": change,
+        "draw_hi": change,
+        "p_mcnemar": p_mcnemar,
+        "kept": 1 + change,
+        "study": study,
+    }
 
 
 def _control(tested, reference, n_draws, extreme, reverse=None, mean=-0.05):
@@ -79,10 +110,19 @@ def _control(tested, reference, n_draws, extreme, reverse=None, mean=-0.05):
     other way."""
     reverse = n_draws - extreme if reverse is None else reverse
     label = term_matching.labels(5)[reference]
-    return {"tested": tested, "reference": reference, "reference_label": label, "reference_mean": mean,
-            "reference_min": mean - 0.05, "reference_max": mean + 0.05, "n_draws": n_draws, "n_as_extreme": extreme,
-            "p_empirical": (1 + extreme) / (1 + n_draws), "n_reverse": reverse,
-            "p_reverse": (1 + reverse) / (1 + n_draws)}
+    return {
+        "tested": tested,
+        "reference": reference,
+        "reference_label": label,
+        "reference_mean": mean,
+        "reference_min": mean - 0.05,
+        "reference_max": mean + 0.05,
+        "n_draws": n_draws,
+        "n_as_extreme": extreme,
+        "p_empirical": (1 + extreme) / (1 + n_draws),
+        "n_reverse": reverse,
+        "p_reverse": (1 + reverse) / (1 + n_draws),
+    }
 
 
 FLOOR = Floor(base=0.546, majority=0.243, n=1379)  # the default model: 54.6% right, 24.3% always the majority grade
@@ -90,8 +130,13 @@ FLOOR = Floor(base=0.546, majority=0.243, n=1379)  # the default model: 54.6% ri
 
 def test_tables_of_a_strong_matching_effect():
     randoms = [[1, 1, 1, 1, 0, 0], [1, 1, 1, 0, 0, 1], [1, 1, 0, 1, 1, 0]]  # all at 4/6: no change
-    per_example, plan, _ = toy_sweep(matching=[1, 0, 0, 0, 0, 0], randoms=randoms, lower=[0] * 6,
-                                     keep_matching=[1, 1, 1, 0, 0, 0], keeps=[[1, 0, 0, 0, 0, 0]] * 2)
+    per_example, plan, _ = toy_sweep(
+        matching=[1, 0, 0, 0, 0, 0],
+        randoms=randoms,
+        lower=[0] * 6,
+        keep_matching=[1, 1, 1, 0, 0, 0],
+        keeps=[[1, 0, 0, 0, 0, 0]] * 2,
+    )
     table = condition_table(per_example, plan, k=5, n_boot=300).set_index("condition")
     assert table.loc["matching", "rel_change"] == pytest.approx(1 / 4 - 1)
     assert table.loc["random", "rel_change"] == pytest.approx(0) and table.loc["random", "n_draws"] == 3
@@ -109,16 +154,22 @@ def test_tables_of_a_strong_matching_effect():
     assert keep["n_reverse"] == 2 and keep["p_reverse"] == pytest.approx(1)
     table, comparison = condition_table(per_example, plan, k=5, n_boot=300), random_comparison(per_example, plan, k=5)
     rows = claims(table, comparison)
-    assert [c.claim_id for c in rows] == ["term_matching.random_no_change", "term_matching.matching_costs",
-                                          "term_matching.lower_half_costs", "term_matching.matching_keep_lower_half"]
+    assert [c.claim_id for c in rows] == [
+        "term_matching.random_no_change",
+        "term_matching.matching_costs",
+        "term_matching.lower_half_costs",
+        "term_matching.matching_keep_lower_half",
+    ]
     assert all(c.finding == "05 term matching" and c.n_examples == 6 and c.page == "05_term_matching" for c in rows)
     assert [c.study for c in rows] == [0.0, -0.524, -0.865, -0.181]
     assert [c.method for c in rows] == [
         "two-stage bootstrap over draws and test pairs",
         "paired bootstrap over test pairs; the verdict: one-sided empirical p over 3 draws of 5 random heads of the "
-        "lower half", "paired bootstrap over test pairs",
+        "lower half",
+        "paired bootstrap over test pairs",
         "paired bootstrap over test pairs; the verdict: one-sided empirical p over 2 draws of the lower half but 5 "
-        "random heads of it"]
+        "random heads of it",
+    ]
     costs = rows[1]  # judged against the 3 draws of random lower heads: p can never go below 1/4
     assert (costs.ours, costs.p, costs.n_draws) == (pytest.approx(-0.75), pytest.approx(1 / 4), 3)
     assert costs.verdict == "cannot tell" and "Cannot be decided at 3 draws" in costs.reason
@@ -137,7 +188,14 @@ def test_matching_costs_is_one_row_judged_against_the_stricter_control():
     costs = costs[0]
     assert costs.kind == "beats_control" and costs.verdict == "holds"
     assert (costs.ours, costs.lo, costs.hi, costs.p, costs.n_draws, costs.n_examples, costs.study) == (
-        -0.5, pytest.approx(-0.55), pytest.approx(-0.45), pytest.approx(1 / 1001), 1000, 1000, -0.524)
+        -0.5,
+        pytest.approx(-0.55),
+        pytest.approx(-0.45),
+        pytest.approx(1 / 1001),
+        1000,
+        1000,
+        -0.524,
+    )
     assert "The control judged is *5 random heads of the lower half*, the stricter one" in costs.reason
     assert "0 of 1000 draws of *5 random heads* cost as much or more" in costs.reason
     assert "McNemar p = 1e-09" in costs.reason
@@ -164,20 +222,28 @@ def test_twenty_draws_cannot_decide_whatever_the_matching_heads_cost():
 
 def test_a_mask_that_leaves_the_model_at_its_majority_grade_is_shown_at_the_floor():
     # the default model: the 5 heads masked leave 24.1% right, below its majority grade's 24.3%
-    table = pd.DataFrame([_row("matching", -0.559, 0.241, half=0.043), _row("random", 0.0, 0.546, n_draws=20,
-                                                                             p_mcnemar=np.nan, half=0.01)])
+    table = pd.DataFrame(
+        [
+            _row("matching", -0.559, 0.241, half=0.043),
+            _row("random", 0.0, 0.546, n_draws=20, p_mcnemar=np.nan, half=0.01),
+        ]
+    )
     comparison = pd.DataFrame([_control("matching", "random_lower", 1000, 0)])
     rows = {c.claim_id: c for c in claims(table, comparison, floor=FLOOR)}
     costs = rows["term_matching.matching_costs"]
     assert costs.at_floor and costs.lost == pytest.approx(1.0, abs=0.02)
     assert "at the model's floor" in render([costs])
-    assert "collapse to the floor" in costs.reason and "not an effect size to set beside the study's -52.4%" in \
-        costs.reason
+    assert (
+        "collapse to the floor" in costs.reason
+        and "not an effect size to set beside the study's -52.4%" in costs.reason
+    )
     random = rows["term_matching.random_no_change"]
     assert not random.at_floor and random.lost == pytest.approx(0) and "floor" not in random.reason
     above = {c.claim_id: c for c in claims(table.assign(accuracy=0.40), comparison, floor=FLOOR)}
-    assert not above["term_matching.matching_costs"].at_floor and "floor" not in above[
-        "term_matching.matching_costs"].reason
+    assert (
+        not above["term_matching.matching_costs"].at_floor
+        and "floor" not in above["term_matching.matching_costs"].reason
+    )
 
 
 def test_the_studys_zero_for_random_heads_is_tested_as_equivalence():
@@ -185,7 +251,11 @@ def test_the_studys_zero_for_random_heads_is_tested_as_equivalence():
     narrow = pd.DataFrame([_row("random", 0.0, 0.5, n_draws=20, p_mcnemar=np.nan, half=0.011)])
     first = claims(narrow, empty)[0]
     assert (first.claim_id, first.verdict, first.kind, first.claim) == (
-        "term_matching.random_no_change", "holds", "no_effect", "Masking 5 random heads changes no accuracy")
+        "term_matching.random_no_change",
+        "holds",
+        "no_effect",
+        "Masking 5 random heads changes no accuracy",
+    )
     assert (first.ours, first.n_draws, first.p, first.margin) == (0.0, 20, None, 0.02)
     assert first.lo_adj < first.lo and "averaged over 20 draws" in first.reason
     wide = pd.DataFrame([_row("random", 0.0, 0.5, n_draws=20, p_mcnemar=np.nan, half=0.05)])
@@ -196,20 +266,30 @@ def test_the_studys_zero_for_random_heads_is_tested_as_equivalence():
     absent = {c.claim_id: c for c in claims(narrow, empty)}["term_matching.lower_half_costs"]
     assert absent.verdict == "cannot tell" and np.isnan(absent.ours) and "Not measured" in absent.reason
     assert "*Masking all heads of the lower half costs accuracy* **cannot be told** here: not measured" in render(
-        claims(narrow, empty))
+        claims(narrow, empty)
+    )
 
 
 def test_keeping_only_the_matching_heads_is_judged_against_keeping_random_heads_of_their_half():
     table = pd.DataFrame([_row("lower", -0.8, 0.11), _row("lower_but_matching", -0.2, 0.44)])
     comparison = pd.DataFrame([_control("lower_but_matching", "lower_but_random", 1000, 0, reverse=1000, mean=-0.6)])
     keep = claims(table, comparison)[3]
-    assert (keep.claim_id, keep.verdict, keep.kind) == ("term_matching.matching_keep_lower_half", "holds",
-                                                        "beats_control")
+    assert (keep.claim_id, keep.verdict, keep.kind) == (
+        "term_matching.matching_keep_lower_half",
+        "holds",
+        "beats_control",
+    )
     assert (keep.ours, keep.study, keep.p, keep.n_draws, keep.unit) == (
-        -0.2, -0.181, pytest.approx(1 / 1001), 1000, "relative change of accuracy")  # the study's unit: no study_unit
+        -0.2,
+        -0.181,
+        pytest.approx(1 / 1001),
+        1000,
+        "relative change of accuracy",
+    )  # the study's unit: no study_unit
     assert keep.study_unit == ""
-    assert "they keep 80% [75%, 85%] of the accuracy" in keep.reason and "against 20% with the whole lower" in \
-        keep.reason
+    assert (
+        "they keep 80% [75%, 85%] of the accuracy" in keep.reason and "against 20% with the whole lower" in keep.reason
+    )
     assert "instead keeps 40% on average (35% to 45%), 0 of them at least as much" in keep.reason
     often = pd.DataFrame([_control("lower_but_matching", "lower_but_random", 1000, 300, reverse=600)])
     assert claims(table, often)[3].verdict == "cannot tell"
@@ -224,8 +304,9 @@ def test_heads_are_chosen_on_one_half_of_the_pairs_and_masks_measured_on_the_oth
     measured = term_matching.measured_examples(100, None, 0)
     chosen = term_matching.role_indices(100, term_matching.choice_limit(100, None), 0)
     assert len(measured) == 50 and not set(measured) & set(chosen) and set(measured) | set(chosen) == set(range(100))
-    assert list(term_matching.measured_examples(100, 30, 0)) == sorted(set(range(100)) - set(
-        term_matching.role_indices(100, 30, 0)))
+    assert list(term_matching.measured_examples(100, 30, 0)) == sorted(
+        set(range(100)) - set(term_matching.role_indices(100, 30, 0))
+    )
     assert len(term_matching.measured_examples(100, 100, 0)) == 100  # chosen on all: measured on all
     assert "chosen by attention on 50 of the 100 test pairs" in term_matching.selection_note(100, None, 0)
     assert "the other 50" in term_matching.selection_note(100, None, 0)
@@ -248,15 +329,14 @@ def test_head_roles_are_computed_once_then_loaded(tmp_path, monkeypatch):
     setup = tiny_setup(tmp_path)
     first = head_roles(setup, stopwords=ENGLISH_STOPWORDS)
     assert len(first) == 4 * 4 and (first["n_examples"] == 5).all()
-    saved = list(setup.study.table_dir.glob("head_roles-*.csv"))
+    saved = list(setup.params.table_dir.glob("head_roles-*.csv"))
     assert len(saved) == 1
 
     def no_compute(*args, **kwargs):
         raise AssertionError("should have been loaded")
 
     monkeypatch.setattr(term_matching, "role_scores", no_compute)
-    pd.testing.assert_frame_equal(head_roles(setup, stopwords=ENGLISH_STOPWORDS), first, check_dtype=False,
-                                  atol=1e-5)
+    pd.testing.assert_frame_equal(head_roles(setup, stopwords=ENGLISH_STOPWORDS), first, check_dtype=False, atol=1e-5)
     with pytest.raises(AssertionError, match="loaded"):
         head_roles(setup, limit=3, stopwords=ENGLISH_STOPWORDS)  # other settings: another file
 
@@ -266,7 +346,7 @@ def test_head_roles_saved_under_another_shared_term_definition_are_computed_agai
     head_roles(setup)
     monkeypatch.setattr(term_matching, "SHARED_TERMS", "token ids")
     head_roles(setup)
-    assert len(list(setup.study.table_dir.glob("head_roles-*.csv"))) == 2
+    assert len(list(setup.params.table_dir.glob("head_roles-*.csv"))) == 2
 
 
 def test_role_indices_are_a_seeded_sorted_subset():
@@ -280,7 +360,7 @@ def test_term_matching_sweep_on_a_tiny_model(tmp_path):
     setup = tiny_setup(tmp_path, n_right=3)
     assert setup.base_correct.tolist() == [1, 1, 1, 0, 0]
     specs = term_matching_specs(4, 4, [(0, 1), (1, 2)], draws=2, keep_draws=2, seed=0)
-    per_example = run_sweep(setup.model, setup.encoded, specs, setup.study.sweep_dir("tm", specs), progress=False)
+    per_example = run_sweep(setup.model, setup.encoded, specs, setup.params.sweep_dir("tm", specs), progress=False)
     plan = plan_table(specs)
     table = condition_table(per_example, plan, k=2, n_boot=50)
     assert table["condition"].tolist() == list(term_matching.CONDITIONS)
@@ -289,8 +369,13 @@ def test_term_matching_sweep_on_a_tiny_model(tmp_path):
 
 
 def test_placement_against_the_study_layers():
-    roles = pd.DataFrame({"layer": np.repeat(np.arange(6), 2), "head": np.tile([0, 1], 6),
-                          "match_excess": [0.0, 0.1, 0.5, 0.0, 0.0, 0.3, 0.0, 0.0, 0.9, 0.0, 0.0, 0.0]})
+    roles = pd.DataFrame(
+        {
+            "layer": np.repeat(np.arange(6), 2),
+            "head": np.tile([0, 1], 6),
+            "match_excess": [0.0, 0.1, 0.5, 0.0, 0.0, 0.3, 0.0, 0.0, 0.9, 0.0, 0.0, 0.0],
+        }
+    )
     text = term_matching.placement(roles, [(1, 0), (2, 1), (0, 1)], layers=6)
     assert "1.0 (0.50), 2.1 (0.30), 0.1 (0.10)" in text
     assert "our layers 1, 2: 2 of ours are there" in text
@@ -301,7 +386,7 @@ def test_later_notebooks_read_the_heads_notebook_05_chose_and_refuse_other_setti
     setup = tiny_setup(tmp_path)
     chosen, rows = term_matching.matching_heads(setup, k=2, stopwords=ENGLISH_STOPWORDS, choose=True)
     assert len(chosen) == 2 and all(layer < 2 for layer, _ in chosen)  # the lower half of 4 layers
-    assert (setup.study.table_dir / "term_matching_heads.csv").exists()
+    assert (setup.params.table_dir / "term_matching_heads.csv").exists()
     read, saved = term_matching.matching_heads(setup, k=2, stopwords=ENGLISH_STOPWORDS)
     assert read == chosen and saved["by"].iloc[0] == "match_excess"
     with pytest.raises(ValueError, match=r"other settings.*'k': \(2, 3\)"):

@@ -1,4 +1,5 @@
 """Fine-tuning settings are chosen by dev accuracy over full runs, and the test split never counts."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -20,7 +21,8 @@ def model_folder(tmp_path):
 
 
 def _write_pairs(path, test_labels=None):
-    """Grade 5 when the title says "cat", else 1; 60% train, 20% dev, 20% test. ``test_labels`` replace the test grades."""
+    """Grade 5 when the title says "cat", else 1; 60% train, 20% dev, 20% test. ``test_labels`` replace the test
+    grades."""
     rng = np.random.default_rng(0)
     words = WORDS
     rows = []
@@ -36,8 +38,13 @@ def _write_pairs(path, test_labels=None):
 
 
 def test_ties_go_to_fewer_epochs_then_the_smaller_learning_rate():
-    table = pd.DataFrame({"lr": [1e-4, 1e-4, 2e-4, 2e-4, 5e-5], "epochs": [2, 4, 2, 4, 4],
-                          "dev_accuracy": [0.40, 0.45, 0.45, 0.45, 0.45]})
+    table = pd.DataFrame(
+        {
+            "lr": [1e-4, 1e-4, 2e-4, 2e-4, 5e-5],
+            "epochs": [2, 4, 2, 4, 4],
+            "dev_accuracy": [0.40, 0.45, 0.45, 0.45, 0.45],
+        }
+    )
     assert table.loc[tuning.pick(table)].to_dict() == {"lr": 2e-4, "epochs": 2, "dev_accuracy": 0.45}
     table.loc[2, "epochs"] = 4
     assert table.loc[tuning.pick(table)].to_dict() == {"lr": 5e-5, "epochs": 4, "dev_accuracy": 0.45}
@@ -53,8 +60,9 @@ def test_the_chosen_setting_is_the_full_run_with_the_best_dev_accuracy(fresh_cac
     assert table["dev_accuracy"].nunique() > 1  # else any choice would pass
     for row in table.itertuples():
         # each row is its own run of that many epochs, the one the book loads for these settings, scored after its end
-        folder = checkpoint_dir(FinetuneConfig(model=str(model_folder), data=str(data), epochs=row.epochs, lr=row.lr,
-                                               seed=1))
+        folder = checkpoint_dir(
+            FinetuneConfig(model=str(model_folder), data=str(data), epochs=row.epochs, lr=row.lr, seed=1)
+        )
         assert folder.name == row.checkpoint
         history = training_history(folder)
         assert len(history) == row.epochs and history["dev_accuracy"].iloc[-1] == row.dev_accuracy
@@ -88,8 +96,11 @@ def test_the_test_split_never_counts(fresh_cache, model_folder, tmp_path):
 
 def test_the_command_prints_the_table_and_the_choice(fresh_cache, model_folder, tmp_path, monkeypatch, capsys):
     data = _write_pairs(tmp_path / "pairs.tsv")
-    monkeypatch.setitem(tuning.PRESETS, "tiny-tuning", {"MODEL": str(model_folder), "DATA": str(data), "DEVICE": "cpu",
-                                                        "LR": 1e-3, "EPOCHS": 3})
+    monkeypatch.setitem(
+        tuning.PRESETS,
+        "tiny-tuning",
+        {"MODEL": str(model_folder), "DATA": str(data), "DEVICE": "cpu", "LR": 1e-3, "EPOCHS": 3},
+    )
     monkeypatch.setitem(tuning.GRIDS, "tiny-tuning", {"lrs": (1e-3, 1e-2), "epochs": (1,)})
     out = tmp_path / "runs" / "tuning.csv"
     assert tuning.main(["tiny-tuning", "--out", str(out)]) == 0

@@ -1,5 +1,6 @@
 """headlab.models.two_tower: the sentences never meet inside the encoder; training is cached, seeded and apart
 from the cross-encoder's; a saved model predicts what it predicted before saving."""
+
 import shutil
 
 import numpy as np
@@ -27,8 +28,9 @@ def tower(tiny_model_folder):
 
 
 def _batch(tokenizer, texts):
-    return padded(encode_sentences(tokenizer, texts, np.ones(len(texts))), list(range(len(texts))),
-                  tokenizer.pad_token_id)
+    return padded(
+        encode_sentences(tokenizer, texts, np.ones(len(texts))), list(range(len(texts))), tokenizer.pad_token_id
+    )
 
 
 def test_a_query_is_embedded_without_its_title_and_its_padding(tower):

@@ -1,5 +1,6 @@
 """headlab.findings.two_tower: conditions against the cross-encoder, the two claims of the study (worse; worse where
 terms are shared) and the comparisons shown without a verdict."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -88,9 +89,13 @@ def test_the_shared_term_gap_on_a_small_example_by_hand():
 
 
 def test_pairs_share_terms_as_whole_words_without_stopwords():
-    frame = pd.DataFrame({"query": ["a dog runs", "the cat", "red cat, red", "playing"],
-                          "title": ["dogs run a lot", "the moon", "the cat, red!", "running"],
-                          "label": [1, 1, 1, 1]})
+    frame = pd.DataFrame(
+        {
+            "query": ["a dog runs", "the cat", "red cat, red", "playing"],
+            "title": ["dogs run a lot", "the moon", "the cat, red!", "running"],
+            "label": [1, 1, 1, 1],
+        }
+    )
     tokenizer = minilm_tokenizer()
     encoded = encode(tokenizer, frame)
     assert shares_terms(encoded, tokenizer, ENGLISH_STOPWORDS).tolist() == [False, False, True, False]
@@ -130,12 +135,14 @@ def test_the_cross_encoder_conditions_come_from_05s_sweep_in_its_precision(tmp_p
     from headlab.core.masking import head_grid
     from headlab.findings.term_matching import term_matching_specs
     from headlab.findings.two_tower import cross_encoder_grades
+
     monkeypatch.setenv(device_module.PRECISION, "bf16")
     setup = tiny_setup(tmp_path, n_right=3)
     layers, heads = head_grid(setup.model)
     matching = [(0, 1), (1, 2)]
-    swept = setup.sweep(term_matching_specs(layers, heads, matching, 2, 2, setup.study.seed), "term_matching",
-                        progress=False)
+    swept = setup.sweep(
+        term_matching_specs(layers, heads, matching, 2, 2, setup.params.seed), "term_matching", progress=False
+    )
     evaluated = []
     real = MaskEngine.probabilities
     monkeypatch.setattr(MaskEngine, "probabilities", lambda self, masks: evaluated.extend(masks) or real(self, masks))
@@ -150,3 +157,31 @@ def test_the_cross_encoder_conditions_come_from_05s_sweep_in_its_precision(tmp_p
     fp32 = predict(setup.model, setup.encoded, **run)
     assert np.abs(bf16 - fp32).max() > 1e-4  # the precisions differ, and the condition takes the sweeps' one
     np.testing.assert_array_equal(grades["within sentence"], predicted_grades(bf16))
+
+
+def test_two_tower_probs_fine_tune_on_the_labs_settings_and_grade_its_pairs(tmp_path, monkeypatch):
+    import torch
+    from safetensors.torch import save_file
+    from tiny_setup import tiny_setup
+
+    from headlab.findings import two_tower
+    from headlab.models.two_tower import HEAD_FILE, TwoTower, load_two_tower, pair_encodings, predict_two_tower
+
+    lab = tiny_setup(tmp_path / "run")
+    folder = tmp_path / "two-tower"  # what fine-tuning would leave: the encoder, its grading head, the tokenizer
+    torch.manual_seed(0)
+    trained = TwoTower(lab.model.bert)
+    trained.encoder.save_pretrained(folder, safe_serialization=True)
+    save_file({k: v.contiguous() for k, v in trained.head.state_dict().items()}, folder / HEAD_FILE)
+    lab.tokenizer.save_pretrained(folder)
+    asked = []
+    monkeypatch.setattr(
+        two_tower, "finetune_two_tower", lambda config, device: asked.append((config, device)) or folder
+    )
+
+    found, probs = two_tower.two_tower_probs(lab)
+    assert found == folder and asked == [(lab.params.finetune_config, lab.device)]
+    queries, titles = pair_encodings(lab.tokenizer, lab.frame)
+    assert probs.shape == (len(lab.frame), 5) and np.allclose(probs.sum(axis=1), 1, atol=1e-5)
+    expected = predict_two_tower(load_two_tower(folder), queries, titles, batch_size=len(lab.frame))
+    np.testing.assert_allclose(probs, expected, atol=1e-5)  # the lab's (ragged) batches grade as one batch does

@@ -1,4 +1,5 @@
 """bertviz views for the static book: local scripts only, and ids that several views on one page cannot share."""
+
 import re
 
 import numpy as np
@@ -47,10 +48,15 @@ def test_every_id_of_a_view_starts_with_its_own_root_id(book, view):
 
 def test_maps_may_be_an_array_or_per_layer_tensors(book):
     maps = _maps()
-    forms = [maps, torch.tensor(maps, requires_grad=True), [torch.tensor(m).float() for m in maps],
-             tuple(torch.tensor(m[None]) for m in maps)]
-    pages = {re.sub(r"bertviz-[0-9a-f]+", "ID", head_view(f, TOKENS, layer=1, heads=[0, 2])._repr_html_())
-             for f in forms}
+    forms = [
+        maps,
+        torch.tensor(maps, requires_grad=True),
+        [torch.tensor(m).float() for m in maps],
+        tuple(torch.tensor(m[None]) for m in maps),
+    ]
+    pages = {
+        re.sub(r"bertviz-[0-9a-f]+", "ID", head_view(f, TOKENS, layer=1, heads=[0, 2])._repr_html_()) for f in forms
+    }
     assert len(pages) == 1
     assert '"layer": 1' in pages.pop()
 
@@ -60,7 +66,7 @@ def test_live_a_view_carries_jquery_and_d3_inside_and_loads_nothing(monkeypatch)
     """JupyterLab serves no book files: the pinned jQuery and d3 go into the output, before the view's code."""
     monkeypatch.delenv("HEADLAB_BOOK", raising=False)
     html = model_view(_maps(), TOKENS)._repr_html_()
-    markup, view_code = html[:html.index("<script>")], html[html.rindex("<script>"):]
+    markup, view_code = html[: html.index("<script>")], html[html.rindex("<script>") :]
     assert markup.startswith('<div class="headlab-view">') and "<script" not in markup
     assert html.index("jQuery v3.") < html.index("// https://d3js.org v5.") < html.rindex("<script>")
     assert view_code.startswith("<script>\n(function () {\nvar $ = window.jQuery, d3 = window.d3;")

@@ -1,5 +1,6 @@
 """headlab.inputs.words: words of Chinese text (jieba) and of spaced languages (test_order.py and
 test_segmentation.py check what the word-order and segmentation studies do with them)."""
+
 from headlab.inputs.words import chinese_words, has_cjk, join_words, word_segmenter
 
 

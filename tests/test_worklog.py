@@ -1,5 +1,6 @@
 """headlab.core.worklog: sweeps and trainings note what they compute where a build asks, and nothing when all of it
 was cached; where training is not allowed (a book build's notebooks), a model missing from the cache is an error."""
+
 import pytest
 from conftest import random_encoded, tiny_bert
 

@@ -1,4 +1,5 @@
 """``python -m headlab.book``: build the book (see :mod:`headlab.book.build`)."""
+
 import sys
 
 from headlab.book.build import main

@@ -2,14 +2,14 @@
 
 The table of contents (``book/_toc.yml``) is the one list of pages: every ``executed/NAME`` entry is the
 notebook ``notebooks/NAME.ipynb`` run with the chosen parameters. The site's own toc is generated from it
-(:func:`site_toc`): the scorecard first, then the pages once per preset built. A notebook that fails stops the build with
-its name and cell; Sphinx warnings (a missing page, an output it cannot show) are errors.
+(:func:`site_toc`): the scorecard first, then the pages once per preset built. A notebook that fails stops the build
+with its name and cell; Sphinx warnings (a missing page, an output it cannot show) are errors.
 
 A model headlab pretrains is pretrained first, in this process with all of torch's threads. Then the fine-tunes and
 the notebooks, which only load the models, run side by side (:func:`in_lanes`, by default two at a time with the
 cores shared out between them): the cross-encoder and page 08's two towers train at once (a fine-tune runs on one
 thread wherever it runs, so its weights are those a notebook run alone trains), each notebook after the models and
-pages it reads (:func:`step_needs`: :data:`NEEDS` and the fine-tunes), the longest chain of work first
+pages it reads (:func:`step_needs`: the artifact registry and the fine-tunes), the longest chain of work first
 (:func:`critical_path_first`, from the last build's timings), so no lane idles at the end while the other runs a long
 page; their single-threaded parts (a kernel's start, tables, charts) overlap.
 Inference with fewer threads gives the same grades (probabilities can differ in their last float digits), so the
@@ -22,10 +22,12 @@ claims are those of a build that runs one notebook at a time.
     python -m headlab.book --set DEVICE=cuda --set DRAWS=50
     python -m headlab.book --presets default zh-char   # one site, each preset's pages, the scorecard across them
 """
+
 from __future__ import annotations
 
 import argparse
 import ast
+import logging
 import multiprocessing
 import os
 import re
@@ -39,12 +41,21 @@ from pathlib import Path
 
 import numpy as np
 
-from headlab.book.records import (BuildClock, cache_state, models_table, overall_state, pruning_table, recorded_seconds,
-                                   stacked)
+from headlab.book.records import (
+    BuildClock,
+    cache_state,
+    models_table,
+    overall_state,
+    pruning_table,
+    recorded_seconds,
+    stacked,
+)
 from headlab.book.scorecard import scorecard_markdown, scorecard_table
 from headlab.core.device import resolve_device
 from headlab.core.worklog import WORK_LOG, logging_work, work_noted
-from headlab.lab.study import REPO, Study
+from headlab.lab.artifacts import page_needs
+from headlab.lab.defaults import declared_parameters
+from headlab.lab.params import REPO, Params
 from headlab.models.names import is_pretrained_name
 from headlab.models.pretrain import ensure_named
 from headlab.models.training import NO_TRAINING
@@ -55,16 +66,37 @@ from headlab.report.render import static_widgets
 # Parameter sets passed to every notebook that declares the parameter (papermill ignores the rest).
 PRESETS = {
     "default": {},
-    "tiny": {"EPOCHS": 1, "TRAIN_LIMIT": 64, "EVAL_LIMIT": 40, "DRAWS": 2, "SHARES": [0.0, 0.5, 1.0], "N_BOOT": 200,
-             "DEVICE": "cpu", "CONTROL_DRAWS": 2, "N_EXPLORE": 2, "RANDOM_DRAWS": 3, "K_MAX": 3,
-             "EXPLORE_EXAMPLES": 3, "EXPLORE_DRAWS": 2, "KEEP_DRAWS": 2, "PATCH_DRAWS": 2, "HALF_SHARES": [0.2, 0.5]},
+    "tiny": {
+        "EPOCHS": 1,
+        "TRAIN_LIMIT": 64,
+        "EVAL_LIMIT": 40,
+        "DRAWS": 2,
+        "SHARES": [0.0, 0.5, 1.0],
+        "N_BOOT": 200,
+        "DEVICE": "cpu",
+        "CONTROL_DRAWS": 2,
+        "N_EXPLORE": 2,
+        "RANDOM_DRAWS": 3,
+        "K_MAX": 3,
+        "EXPLORE_EXAMPLES": 3,
+        "EXPLORE_DRAWS": 2,
+        "KEEP_DRAWS": 2,
+        "PATCH_DRAWS": 2,
+        "HALF_SHARES": [0.2, 0.5],
+    },
     # all-mpnet-base-v2 (12 x 12 heads) on one GPU: 30 random draws per share (the CPU defaults use 5-20)
     "mpnet": {"MODEL": "mpnet", "DEVICE": "cuda", "DRAWS": 30, "N_BOOT": 2000, "BATCH_SIZE": 256},
     # the character-level Chinese BERT headlab pretrains (12 x 12 heads; headlab.models.pretrain), on Chinese STS-B;
     # LR and EPOCHS: chosen on the dev split, never on test, by `python -m headlab.book.tuning zh-char` (its grid is
     # headlab.book.tuning.GRIDS; the table and the choice: see README)
-    "zh-char": {"MODEL": "zh-char", "DATA": "stsb-zh", "SEG_CORPUS": "pku-1998", "SEG_ALSO": "eval-jieba", "LR": 2e-4,
-                "EPOCHS": 4},
+    "zh-char": {
+        "MODEL": "zh-char",
+        "DATA": "stsb-zh",
+        "SEG_CORPUS": "pku-1998",
+        "SEG_ALSO": "eval-jieba",
+        "LR": 2e-4,
+        "EPOCHS": 4,
+    },
 }
 # the same pretrained without next-sentence prediction: the study credits NSP for the term-matching heads;
 # it keeps zh-char's LR and EPOCHS, so the two models differ only in their pretraining
@@ -73,8 +105,14 @@ PRESETS["zh-char-mlm"] = {**PRESETS["zh-char"], "MODEL": "zh-char-mlm"}
 # its 96M-weight word-embedding matrix frozen (headlab.models.finetune.FinetuneConfig); LR and EPOCHS chosen on the
 # dev split by `python -m headlab.book.tuning e5-zh` (e5-en) over headlab.book.tuning.GRIDS (the runs: README)
 E5_SETTINGS = {"MODEL": "e5-small", "FREEZE_WORD_EMBEDDINGS": True}
-PRESETS["e5-zh"] = {**E5_SETTINGS, "DATA": "stsb-zh", "SEG_CORPUS": "pku-1998", "SEG_ALSO": "eval-jieba", "LR": 5e-5,
-                    "EPOCHS": 2}
+PRESETS["e5-zh"] = {
+    **E5_SETTINGS,
+    "DATA": "stsb-zh",
+    "SEG_CORPUS": "pku-1998",
+    "SEG_ALSO": "eval-jieba",
+    "LR": 5e-5,
+    "EPOCHS": 2,
+}
 PRESETS["e5-en"] = {**E5_SETTINGS, "LR": 5e-5, "EPOCHS": 3}
 
 
@@ -84,14 +122,6 @@ PRESETS["e5-en"] = {**E5_SETTINGS, "LR": 5e-5, "EPOCHS": 3}
 # build stopped here resumes where it stopped.
 CELL_TIMEOUT = 6 * 3600
 CELL_TIMEOUT_VARIABLE = "HEADLAB_CELL_TIMEOUT"
-# What a page reads that another page writes, so it runs after that page: 05 chooses the term-matching heads that 06,
-# 07 and 08 read (headlab.findings.term_matching.matching_heads), and 07 reads 02's single-head sweep
-# (headlab.findings.cls_head.single_head_correct), as 09 reads both (headlab.findings.patching); 10 reads 01's random
-# draws and 02's whole halves from their sweeps (headlab.findings.pruning). Every page reads the models, which are
-# trained before any runs.
-NEEDS = {"06_finetune_delta": ("05_term_matching",), "07_cls_head": ("02_layer_dependence", "05_term_matching"),
-         "08_two_tower": ("05_term_matching",), "09_patching": ("02_layer_dependence", "05_term_matching"),
-         "10_pruning": ("01_redundancy", "02_layer_dependence")}
 TWO_TOWER_PAGE = "08_two_tower"  # the page that loads the two-tower model as well as the cross-encoder
 REPOSITORY_VARIABLE = "HEADLAB_REPOSITORY_URL"  # the repository the site links to, over _config.yml's repository.url
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")  # torch's and numpy's thread pools
@@ -132,33 +162,59 @@ def cell_timeout() -> int:
     return seconds
 
 
+class DeclaredByImport(logging.Filter):
+    """papermill finds a notebook's parameters in its cell's assignments only, so it warns of every shared one the
+    cell imports (:mod:`headlab.lab.defaults`); the build passes a notebook only what it declares
+    (:func:`notebook_parameters`), so each such warning is a false alarm and is dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False for papermill's "Passed unknown parameter" records."""
+        return not record.getMessage().startswith("Passed unknown parameter")
+
+
 def execute_notebook(source: Path, target: Path, settings: dict, cwd: Path) -> float:
     """Run one notebook with the settings it declares as parameters; raise BookError naming the failing cell (or the
     cell that ran past :func:`cell_timeout`)."""
     import papermill as pm
     from nbclient.exceptions import CellTimeoutError
 
-    declared = pm.inspect_notebook(str(source))
+    declared = notebook_parameters(source)
     params = {k: v for k, v in settings.items() if k in declared}
+    papermill_log = logging.getLogger("papermill")
+    if not any(isinstance(f, DeclaredByImport) for f in papermill_log.filters):
+        papermill_log.addFilter(DeclaredByImport())
     limit = cell_timeout()
     started = time.time()
     try:
-        pm.execute_notebook(str(source), str(target), parameters=params, kernel_name="python3", cwd=str(cwd),
-                            execution_timeout=limit, progress_bar=False, request_save_on_cell_execute=True)
+        pm.execute_notebook(
+            str(source),
+            str(target),
+            parameters=params,
+            kernel_name="python3",
+            cwd=str(cwd),
+            execution_timeout=limit,
+            progress_bar=False,
+            request_save_on_cell_execute=True,
+        )
     except pm.PapermillExecutionError as err:
-        raise BookError(f"notebook {source.name} failed in {_cell(target, _raised)}: {err.ename}: {err.evalue}\n"
-                        f"(the executed copy with the traceback is {target})") from None
+        raise BookError(
+            f"notebook {source.name} failed in {_cell(target, _raised)}: {err.ename}: {err.evalue}\n"
+            f"(the executed copy with the traceback is {target})"
+        ) from None
     except CellTimeoutError:
-        raise BookError(f"notebook {source.name}: {_cell(target, _running)} ran longer than {limit} s, the limit a "
-                        f"cell has ({CELL_TIMEOUT_VARIABLE}). What its sweeps computed is saved: set a higher "
-                        f"{CELL_TIMEOUT_VARIABLE} and build again to resume.") from None
+        raise BookError(
+            f"notebook {source.name}: {_cell(target, _running)} ran longer than {limit} s, the limit a "
+            f"cell has ({CELL_TIMEOUT_VARIABLE}). What its sweeps computed is saved: set a higher "
+            f"{CELL_TIMEOUT_VARIABLE} and build again to resume."
+        ) from None
     return time.time() - started
 
 
 def _raised(cells: list) -> int | None:
     """The first cell with an error in its outputs."""
-    return next((i for i, c in enumerate(cells) if any(o.get("output_type") == "error" for o in c.get("outputs", []))),
-                None)
+    return next(
+        (i for i, c in enumerate(cells) if any(o.get("output_type") == "error" for o in c.get("outputs", []))), None
+    )
 
 
 def _running(cells: list) -> int | None:
@@ -172,8 +228,11 @@ def _cell(executed: Path, pick) -> str:
     its first line."""
     import nbformat
 
-    code = [c for c in nbformat.read(str(executed), as_version=4).cells
-            if c.cell_type == "code" and "injected-parameters" not in c.metadata.get("tags", [])]
+    code = [
+        c
+        for c in nbformat.read(str(executed), as_version=4).cells
+        if c.cell_type == "code" and "injected-parameters" not in c.metadata.get("tags", [])
+    ]
     index = pick(code)
     if index is None:
         return "an unknown cell"
@@ -190,8 +249,12 @@ def _only_renders(source: str) -> bool:
         body = ast.parse(source).body
     except SyntaxError:
         return False
-    return (len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Call)
-            and getattr(body[0].value.func, "id", None) in ONLY_OUTPUT)
+    return (
+        len(body) == 1
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Call)
+        and getattr(body[0].value.func, "id", None) in ONLY_OUTPUT
+    )
 
 
 def reading_tags(nb, repo: Path = REPO) -> None:
@@ -210,14 +273,27 @@ def reading_tags(nb, repo: Path = REPO) -> None:
             tags.append("remove-input")
 
 
+def notebook_parameters(notebook: Path) -> set[str]:
+    """The parameters a notebook declares: what its ``parameters`` cell assigns or imports from
+    :mod:`headlab.lab.defaults` (:func:`~headlab.lab.defaults.declared_parameters`)."""
+    import nbformat
+
+    cells = [
+        c
+        for c in nbformat.read(str(notebook), as_version=4).cells
+        if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])
+    ]
+    if len(cells) > 1:
+        raise BookError(f"{notebook} has {len(cells)} cells tagged 'parameters'; papermill reads one")
+    return declared_parameters(cells[0].source) if cells else set()
+
+
 def _check_settings(settings: dict, notebooks: list[Path]) -> None:
     """A setting no notebook declares is a typo (or a parameter papermill cannot parse): say so, run nothing."""
-    import papermill as pm
-
     missing = [nb for nb in notebooks if not nb.exists()]
     if missing:
         raise BookError(f"the table of contents lists {missing[0].stem}, but {missing[0]} does not exist")
-    declared = set().union(*(pm.inspect_notebook(str(nb)) for nb in notebooks))
+    declared = set().union(*(notebook_parameters(nb) for nb in notebooks))
     unknown = sorted(set(settings) - declared - {"RUN_DIR"})
     if unknown:
         raise BookError(f"no notebook declares the parameter(s) {unknown}; declared: {sorted(declared)}")
@@ -248,13 +324,13 @@ def fine_tune_step(label: str, settings: dict, which: str, log: Path) -> float:
     the weights a notebook run alone gives. The seconds."""
     os.environ[WORK_LOG] = str(log)
     os.environ.pop(NO_TRAINING, None)
-    study = Study.from_globals(settings)
-    print(f"[book] {label}: {which} of {study.model} on {study.data} (cached after the first run) ...", flush=True)
+    params = Params.from_globals(settings)
+    print(f"[book] {label}: {which} of {params.model} on {params.data} (cached after the first run) ...", flush=True)
     started = time.time()
     if which == CROSS_ENCODER:
-        study.fine_tune()
+        params.fine_tune()
     else:
-        finetune_two_tower(study.finetune_config, device=study.torch_device)
+        finetune_two_tower(params.finetune_config, device=params.torch_device)
     return time.time() - started
 
 
@@ -268,8 +344,10 @@ def training_steps(names: list[str]) -> dict[str, tuple]:
 
 
 def step_needs(names: list[str]) -> dict[str, tuple]:
-    """:data:`NEEDS` with the training steps added: what each notebook of ``names`` waits for."""
-    needs = {name: tuple(NEEDS.get(name, ())) for name in names}
+    """The pages whose tables each notebook of ``names`` reads (:func:`headlab.lab.artifacts.page_needs`, from the
+    registry the labs find them through), and the training steps: what each waits for."""
+    reads = page_needs()
+    needs = {name: tuple(reads.get(name, ())) for name in names}
     for step, pages in training_steps(names).items():
         for page in pages:
             needs[page] = (*needs[page], step)
@@ -291,7 +369,9 @@ def lanes_and_threads(lanes: int | None = None) -> tuple[int, int]:
     return lanes, max(1, cores // lanes)
 
 
-def critical_path_first(names: list[str], needs: dict[str, tuple], seconds: dict[str, float] | None = None) -> list[str]:
+def critical_path_first(
+    names: list[str], needs: dict[str, tuple], seconds: dict[str, float] | None = None
+) -> list[str]:
     """``names`` ordered by the longest chain of work each one starts, longest first: its own expected ``seconds``
     plus the longest chain among the steps that wait on it (directly or through another). The lanes take the first
     step whose pages are done, so a long page others wait on starts at once and a long page nobody waits on does
@@ -306,6 +386,7 @@ def critical_path_first(names: list[str], needs: dict[str, tuple], seconds: dict
             waiting = [n for n in names if name in needs.get(n, ())]
             chains[name] = seconds.get(name, default) + max((chain(n) for n in waiting), default=0.0)
         return chains[name]
+
     return sorted(names, key=chain, reverse=True)  # stable: ties keep the order given
 
 
@@ -328,7 +409,8 @@ def run_step(label: str, source: Path, target: Path, settings: dict, threads: in
 def in_lanes(steps: dict[str, tuple], needs: dict[str, tuple], lanes: int, run=call):
     """Run ``run(*steps[name])`` (by default a step is its function and arguments: :func:`call`) for every step,
     ``lanes`` at a time in worker processes, each step once every step it ``needs`` (of those in ``steps``) has
-    finished, else in the order given; yield ``(name, result)`` as each finishes. After a failure nothing new starts: the steps still running finish, then the first error is raised."""
+    finished, else in the order given; yield ``(name, result)`` as each finishes. After a failure nothing new starts:
+    the steps still running finish, then the first error is raised."""
     pending, running, done, failure = list(steps), {}, set(), None
     with ProcessPoolExecutor(lanes, mp_context=multiprocessing.get_context("spawn")) as pool:
         while running or (pending and failure is None):
@@ -360,9 +442,15 @@ def site_toc(template: Path, folders: dict[str, str]) -> str:
     once per preset, each pointing at that preset's executed pages (``executed/NAME`` becomes ``<folder>/NAME``)
     and captioned with the preset when there are several."""
     text = template.read_text(encoding="utf-8")
-    parts = text[text.index("parts:"):].splitlines()[1:]
-    lines = ["format: jb-book", "root: scorecard", "parts:", "  - caption: Introduction", "    chapters:",
-             "      - file: intro"]
+    parts = text[text.index("parts:") :].splitlines()[1:]
+    lines = [
+        "format: jb-book",
+        "root: scorecard",
+        "parts:",
+        "  - caption: Introduction",
+        "    chapters:",
+        "      - file: intro",
+    ]
     for preset, folder in folders.items():
         for line in parts:
             line = re.sub(r"file:\s*executed/", f"file: {folder}/", line)
@@ -372,13 +460,22 @@ def site_toc(template: Path, folders: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def execute_preset(preset: str, settings: dict, executed: Path, names: list[str], only: list[str] | None, logs: Path,
-                   clock: BuildClock | None = None, lanes: int = 1, threads: int = 1) -> tuple[str, bool]:
+def execute_preset(
+    preset: str,
+    settings: dict,
+    executed: Path,
+    names: list[str],
+    only: list[str] | None,
+    logs: Path,
+    clock: BuildClock | None = None,
+    lanes: int = 1,
+    threads: int = 1,
+) -> tuple[str, bool]:
     """Pretrain the preset's model if headlab pretrains it, then fine-tune its models and run the toc's notebooks for
     it into ``executed``, ``lanes`` at a time with ``threads`` threads each (a notebook once the models and pages it
-    reads are done: :func:`step_needs`), tagged for reading, widgets made static. Each step's seconds go to ``clock`` with the
-    cache state the preset started from and whether the step computed anything (its work log in ``logs``), and the
-    preset's whole time as the step ``preset total``. Returns that state and whether any step computed anything."""
+    reads are done: :func:`step_needs`), tagged for reading, widgets made static. Each step's seconds go to ``clock``
+    with the cache state the preset started from and whether the step computed anything (its work log in ``logs``), and
+    the preset's whole time as the step ``preset total``. Returns that state and whether any step computed anything."""
     executed.mkdir(parents=True, exist_ok=True)
     for name in names:
         if only and name not in only and not (executed / f"{name}.ipynb").exists():
@@ -390,8 +487,10 @@ def execute_preset(preset: str, settings: dict, executed: Path, names: list[str]
         nonlocal computed_any
         work = work_noted(log)
         computed_any = computed_any or bool(work)
-        print(f"[book] {preset}: {step}: {seconds:.0f} s, " + ("; ".join(work) if work else "all of it cached"),
-              flush=True)
+        print(
+            f"[book] {preset}: {step}: {seconds:.0f} s, " + ("; ".join(work) if work else "all of it cached"),
+            flush=True,
+        )
         if clock:
             clock.record(preset, state, step, seconds, bool(work))
 
@@ -402,12 +501,27 @@ def execute_preset(preset: str, settings: dict, executed: Path, names: list[str]
     timings = [Path(settings.get("RUN_DIR", "runs")) / "timings.csv", REPO / "results" / "timings.csv"]
     expected = recorded_seconds(preset, state, timings)
     needs = step_needs(run)
-    steps = {name: (fine_tune_step, f"{preset}: {name}", settings, name, logs / f"{preset}-{name}.log")
-             for name in training_steps(run)}
-    steps.update({name: (run_step, f"{preset}: {name}", REPO / "notebooks" / f"{name}.ipynb",
-                         executed / f"{name}.ipynb", settings, threads, logs / f"{preset}-{name}.log") for name in run})
-    for name, seconds in in_lanes({n: steps[n] for n in critical_path_first(list(steps), needs, expected)}, needs,
-                                  lanes):
+    steps = {
+        name: (fine_tune_step, f"{preset}: {name}", settings, name, logs / f"{preset}-{name}.log")
+        for name in training_steps(run)
+    }
+    steps.update(
+        {
+            name: (
+                run_step,
+                f"{preset}: {name}",
+                REPO / "notebooks" / f"{name}.ipynb",
+                executed / f"{name}.ipynb",
+                settings,
+                threads,
+                logs / f"{preset}-{name}.log",
+            )
+            for name in run
+        }
+    )
+    for name, seconds in in_lanes(
+        {n: steps[n] for n in critical_path_first(list(steps), needs, expected)}, needs, lanes
+    ):
         record(name, seconds, steps[name][-1])
     if clock:
         clock.record(preset, state, "preset total", time.time() - started, computed_any)
@@ -434,15 +548,23 @@ def site_config(template: Path, target: Path) -> Path:
 def not_built_commands(built: list[str]) -> dict[str, str]:
     """For every preset of :data:`PRESETS` left out of this build (the tiny test preset aside), the command that
     builds the site with it added."""
+
     def command(preset: str) -> str:
         gpu = str(PRESETS[preset].get("DEVICE", "")).startswith("cuda")
-        return (f'make book PRESETS="{" ".join([*built, preset])}"'
-                + (' TORCH="torch==2.14.1"  (needs a GPU)' if gpu else ""))
+        return f'make book PRESETS="{" ".join([*built, preset])}"' + (
+            ' TORCH="torch==2.14.1"  (needs a GPU)' if gpu else ""
+        )
+
     return {p: command(p) for p in PRESETS if p not in built and p != "tiny"}
 
 
-def build(presets: dict[str, dict], work: Path | None = None, run_dir: Path | None = None,
-          only: list[str] | None = None, lanes: int | None = None) -> Path:
+def build(
+    presets: dict[str, dict],
+    work: Path | None = None,
+    run_dir: Path | None = None,
+    only: list[str] | None = None,
+    lanes: int | None = None,
+) -> Path:
     """Execute the toc's notebooks for every preset (``{name: settings}``, in order), ``lanes`` at a time
     (:func:`lanes_and_threads`), and build one site whose first page is the scorecard across them; return the path
     of index.html.
@@ -457,18 +579,22 @@ def build(presets: dict[str, dict], work: Path | None = None, run_dir: Path | No
         shutil.copytree(source, work, dirs_exist_ok=True, ignore=shutil.ignore_patterns("_build", "executed", "_extra"))
     run_dir = str((run_dir or REPO / "runs").resolve())
     presets = {name: {"RUN_DIR": run_dir, **settings} for name, settings in presets.items()}
-    os.environ.update({"HEADLAB_BOOK": "1", "HEADLAB_NO_NETWORK": "1", "HF_HUB_OFFLINE": "1",
-                       "TOKENIZERS_PARALLELISM": "false"})
+    os.environ.update(
+        {"HEADLAB_BOOK": "1", "HEADLAB_NO_NETWORK": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    )
     names = toc_notebooks(source / "_toc.yml")
     for settings in presets.values():
         _check_settings(settings, [REPO / "notebooks" / f"{name}.ipynb" for name in names])
     folders = {name: "executed" if i == 0 else f"executed/{name}" for i, name in enumerate(presets)}
     first = next(iter(presets.values()))
-    clock = BuildClock(Path(run_dir) / "timings.csv", str(resolve_device(str(first.get("DEVICE", "auto")))),
-                       lanes, threads)
+    clock = BuildClock(
+        Path(run_dir) / "timings.csv", str(resolve_device(str(first.get("DEVICE", "auto")))), lanes, threads
+    )
     with tempfile.TemporaryDirectory(prefix="headlab-work-") as logs:
-        runs = [execute_preset(name, settings, work / folders[name], names, only, Path(logs), clock, lanes, threads)
-                for name, settings in presets.items()]
+        runs = [
+            execute_preset(name, settings, work / folders[name], names, only, Path(logs), clock, lanes, threads)
+            for name, settings in presets.items()
+        ]
     state = overall_state([s for s, _ in runs], any(computed for _, computed in runs))
     table, models, two_tower = scorecard_table(presets), models_table(presets), stacked(presets, "two_tower_conditions")
     table.to_csv(Path(run_dir) / "scorecard.csv", index=False)
@@ -476,16 +602,29 @@ def build(presets: dict[str, dict], work: Path | None = None, run_dir: Path | No
     two_tower.to_csv(Path(run_dir) / "two_tower.csv", index=False, float_format="%.6g")
     pruning_table(presets).to_csv(Path(run_dir) / "pruning.csv", index=False, float_format="%.6g")
     site_started = time.time()
-    (work / "scorecard.md").write_text(scorecard_markdown(table, folders, not_built_commands(list(presets)), models,
-                                                          two_tower), encoding="utf-8")
+    (work / "scorecard.md").write_text(
+        scorecard_markdown(table, folders, not_built_commands(list(presets)), models, two_tower), encoding="utf-8"
+    )
     toc = work / "_site_toc.yml"
     toc.write_text(site_toc(source / "_toc.yml", folders), encoding="utf-8")
     write_scripts(work / "_extra")
     jb = Path(sys.executable).with_name("jupyter-book")
     config = site_config(REPO / "_config.yml", work / "_site_config.yml")
-    command = [str(jb if jb.exists() else "jupyter-book"), "build", str(work), "--config", str(config),
-               "--toc", str(toc), "--path-output", str(work),  # else _build goes beside _config.yml
-               "-W", "-n", "--keep-going", "--all"]
+    command = [
+        str(jb if jb.exists() else "jupyter-book"),
+        "build",
+        str(work),
+        "--config",
+        str(config),
+        "--toc",
+        str(toc),
+        "--path-output",
+        str(work),  # else _build goes beside _config.yml
+        "-W",
+        "-n",
+        "--keep-going",
+        "--all",
+    ]
     result = subprocess.run(command, cwd=REPO)
     if result.returncode != 0:
         raise BookError(f"jupyter-book build failed (exit {result.returncode}); warnings count as errors, see above")
@@ -498,12 +637,24 @@ def build(presets: dict[str, dict], work: Path | None = None, run_dir: Path | No
 
 
 def main(argv=None) -> int:
+    """``python -m headlab.book``: build the presets' pages and the site; a :class:`BookError` is one line, exit 1."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", choices=sorted(PRESETS), default="default")
-    parser.add_argument("--presets", nargs="+", choices=sorted(PRESETS), metavar="PRESET",
-                        help="several presets in one site, the scorecard across them (overrides --preset)")
-    parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
-                        help="a notebook parameter, e.g. --set DEVICE=cuda (repeatable)")
+    parser.add_argument(
+        "--presets",
+        nargs="+",
+        choices=sorted(PRESETS),
+        metavar="PRESET",
+        help="several presets in one site, the scorecard across them (overrides --preset)",
+    )
+    parser.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a notebook parameter, e.g. --set DEVICE=cuda (repeatable)",
+    )
     parser.add_argument("--work", type=Path, help="build folder (default: book/)")
     parser.add_argument("--run-dir", type=Path, help="where result tables go (default: runs/)")
     parser.add_argument("--only", nargs="*", help="execute only these notebooks (others must have run before)")
@@ -512,8 +663,9 @@ def main(argv=None) -> int:
     try:
         overrides = dict(parse_setting(s) for s in args.settings)
         names = list(dict.fromkeys(args.presets or [args.preset]))
-        index = build({name: {**PRESETS[name], **overrides} for name in names}, args.work, args.run_dir, args.only,
-                      args.lanes)
+        index = build(
+            {name: {**PRESETS[name], **overrides} for name in names}, args.work, args.run_dir, args.only, args.lanes
+        )
     except BookError as err:
         print(f"[book] ERROR: {err}", file=sys.stderr)
         return 1

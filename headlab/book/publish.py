@@ -9,6 +9,7 @@ Both read what ``make book`` wrote (``book/_build/html``, ``book/executed``, ``r
 another build's folders) and stop with the command to
 run when it is not there; nothing is pushed unless asked.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from headlab.book.records import commit
-from headlab.lab.study import REPO
+from headlab.lab.params import REPO
 
 BOOK = REPO / "book"  # a build folder (python -m headlab.book --work): the site in _build/html, notebooks in executed/
 RUNS = REPO / "runs"
@@ -51,15 +52,26 @@ def site_of(book: Path) -> Path:
     return Path(book) / "_build" / "html"
 
 
-def publish_pages(site: Path = site_of(BOOK), repo: Path = REPO, branch: str = BRANCH, push: bool = False,
-                  remote: str = "origin") -> str:
+def publish_pages(
+    site: Path = site_of(BOOK), repo: Path = REPO, branch: str = BRANCH, push: bool = False, remote: str = "origin"
+) -> str:
     """Commit the site as the whole tree of ``branch`` in the git repository ``repo`` (ghp-import, with
     ``.nojekyll`` so that GitHub Pages serves folders starting with ``_``), and push it to ``remote`` when asked.
     The branch's files, sorted."""
     site = check_site(site)
     message = f"book built from {commit()} at {datetime.now(timezone.utc):%Y-%m-%dT%H:%M:%SZ}"
-    command = [str(Path(sys.executable).with_name("ghp-import")), "--no-jekyll", "--branch", branch,
-               "--message", message, "--remote", remote, *(["--push", "--force"] if push else []), str(site.resolve())]
+    command = [
+        str(Path(sys.executable).with_name("ghp-import")),
+        "--no-jekyll",
+        "--branch",
+        branch,
+        "--message",
+        message,
+        "--remote",
+        remote,
+        *(["--push", "--force"] if push else []),
+        str(site.resolve()),
+    ]
     result = subprocess.run(command, cwd=repo, capture_output=True, text=True)
     if result.returncode != 0:
         raise PublishError(f"ghp-import failed in {repo} (exit {result.returncode}): {result.stderr.strip()}")
@@ -68,8 +80,9 @@ def publish_pages(site: Path = site_of(BOOK), repo: Path = REPO, branch: str = B
 
 def branch_files(repo: Path, branch: str = BRANCH) -> list[str]:
     """Every file on ``branch`` of the repository ``repo``."""
-    listing = subprocess.run(["git", "ls-tree", "-r", "--name-only", branch], cwd=repo, capture_output=True,
-                             text=True, check=True).stdout
+    listing = subprocess.run(
+        ["git", "ls-tree", "-r", "--name-only", branch], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout
     return sorted(listing.split())
 
 
@@ -79,14 +92,18 @@ def manifest(runs: Path) -> dict:
     timings = pd.read_csv(runs / "timings.csv") if (runs / "timings.csv").exists() else pd.DataFrame()
     models = pd.read_csv(runs / "models.csv") if (runs / "models.csv").exists() else pd.DataFrame()
     last = timings[timings["build"] == timings["build"].iloc[-1]] if len(timings) else timings
-    return {"commit": commit(), "packed": f"{datetime.now(timezone.utc):%Y-%m-%dT%H:%M:%SZ}",
-            "presets": sorted(models["preset"].unique().tolist()) if len(models) else [],
-            "build": str(last["build"].iloc[0]) if len(last) else None,
-            "machine": str(last["machine"].iloc[0]) if len(last) else None,
-            "device": str(last["device"].iloc[0]) if len(last) else None,
-            "timings": last[["preset", "state", "step", "seconds"]].to_dict(orient="records") if len(last) else [],
-            "models": models[["preset", "model", "data", "accuracy", "majority"]].to_dict(orient="records")
-            if len(models) else []}
+    return {
+        "commit": commit(),
+        "packed": f"{datetime.now(timezone.utc):%Y-%m-%dT%H:%M:%SZ}",
+        "presets": sorted(models["preset"].unique().tolist()) if len(models) else [],
+        "build": str(last["build"].iloc[0]) if len(last) else None,
+        "machine": str(last["machine"].iloc[0]) if len(last) else None,
+        "device": str(last["device"].iloc[0]) if len(last) else None,
+        "timings": last[["preset", "state", "step", "seconds"]].to_dict(orient="records") if len(last) else [],
+        "models": models[["preset", "model", "data", "accuracy", "majority"]].to_dict(orient="records")
+        if len(models)
+        else [],
+    }
 
 
 def dist_archive(book: Path = BOOK, runs: Path = RUNS, out: Path = DIST) -> Path:
@@ -100,7 +117,11 @@ def dist_archive(book: Path = BOOK, runs: Path = RUNS, out: Path = DIST) -> Path
     out.mkdir(parents=True, exist_ok=True)
     archive = out / f"headlab-book-{commit()}.zip"
     with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as packed:
-        for prefix, folder, pattern in (("site", site, "*"), ("runs", runs, "*.csv"), ("notebooks", executed, "*.ipynb")):
+        for prefix, folder, pattern in (
+            ("site", site, "*"),
+            ("runs", runs, "*.csv"),
+            ("notebooks", executed, "*.ipynb"),
+        ):
             for path in sorted(Path(folder).rglob(pattern)):
                 if path.is_file():
                     packed.write(path, f"{prefix}/{path.relative_to(folder).as_posix()}")
@@ -109,9 +130,12 @@ def dist_archive(book: Path = BOOK, runs: Path = RUNS, out: Path = DIST) -> Path
 
 
 def main(argv=None) -> int:
+    """``python -m headlab.book.publish pages|dist``: the exit status (0 when done)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("what", choices=["pages", "dist"])
-    parser.add_argument("--book", type=Path, default=BOOK, help="the build folder (default: book/, the site in _build/html)")
+    parser.add_argument(
+        "--book", type=Path, default=BOOK, help="the build folder (default: book/, the site in _build/html)"
+    )
     parser.add_argument("--push", action="store_true", help="pages: push the branch to the remote")
     parser.add_argument("--remote", default="origin")
     parser.add_argument("--branch", default=BRANCH)

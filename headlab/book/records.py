@@ -4,6 +4,7 @@ machine (``timings.csv``), and what each preset's model is and how well it grade
 These tables are what the README's figures are generated from (:mod:`headlab.book.readme`), so a timing or an
 accuracy in the README is one a build measured, never one typed by hand.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,21 +19,43 @@ import pandas as pd
 import torch
 
 from headlab.core.device import precision
-from headlab.lab.study import REPO, Study
+from headlab.lab.params import REPO, Params
 from headlab.models.names import is_pretrained_name, named_model_dir
 from headlab.models.training import is_complete
 
 TIMING_COLUMNS = ["build", "commit", "preset", "state", "step", "seconds", "computed", "load", "machine", "device"]
-MODEL_COLUMNS = ["preset", "model", "data", "layers", "heads", "epochs", "lr", "frozen_word_embeddings",
-                 "n_train", "n_dev", "n_test", "accuracy", "accuracy_lo", "accuracy_hi", "macro_f1", "macro_f1_lo",
-                 "macro_f1_hi", "majority", "finetune_seconds", "pretrain_seconds", "masked_token_accuracy",
-                 "masked_token_accuracy_lo", "masked_token_accuracy_hi"]
+MODEL_COLUMNS = [
+    "preset",
+    "model",
+    "data",
+    "layers",
+    "heads",
+    "epochs",
+    "lr",
+    "frozen_word_embeddings",
+    "n_train",
+    "n_dev",
+    "n_test",
+    "accuracy",
+    "accuracy_lo",
+    "accuracy_hi",
+    "macro_f1",
+    "macro_f1_lo",
+    "macro_f1_hi",
+    "majority",
+    "finetune_seconds",
+    "pretrain_seconds",
+    "masked_token_accuracy",
+    "masked_token_accuracy_lo",
+    "masked_token_accuracy_hi",
+]
 MAKE_STARTED = "HEADLAB_MAKE_STARTED"  # the Makefile's start (epoch seconds): `make book` timed from venv to site
 
 
 def processor(cpuinfo: str) -> str | None:
-    """The first processor of a ``/proc/cpuinfo`` text: its name with its family and model, and AVX-512, AVX512-BF16
-    and AMX where it has them (bf16 products in hardware: :func:`headlab.core.device.precision`); a name such as "AMD EPYC" covers generations whose speeds differ severalfold. None without a name."""
+    """The first processor of a ``/proc/cpuinfo`` text: its name with its family and model, and AVX-512, AVX512-BF16 and
+    AMX where it has them (bf16 products in hardware: :func:`headlab.core.device.precision`); a name such as "AMD EPYC"
+    covers generations whose speeds differ severalfold. None without a name."""
     fields = {}
     for line in cpuinfo.splitlines():
         key, _, value = line.partition(":")
@@ -41,23 +64,29 @@ def processor(cpuinfo: str) -> str | None:
         fields.setdefault(key.strip(), value.strip())
     if "model name" not in fields:
         return None
-    details = [f"{label} {fields[key]}" for key, label in (("cpu family", "family"), ("model", "model"))
-               if key in fields]
+    details = [
+        f"{label} {fields[key]}" for key, label in (("cpu family", "family"), ("model", "model")) if key in fields
+    ]
     flags = fields.get("flags", "").split()
-    details += [label for flag, label in (("avx512f", "AVX-512"), ("avx512_bf16", "AVX512-BF16"), ("amx_bf16", "AMX"))
-                if flag in flags]
+    details += [
+        label
+        for flag, label in (("avx512f", "AVX-512"), ("avx512_bf16", "AVX512-BF16"), ("amx_bf16", "AMX"))
+        if flag in flags
+    ]
     return fields["model name"] + (f" ({', '.join(details)})" if details else "")
 
 
 def machine(lanes: int = 1, threads: int | None = None) -> str:
-    """The processor, its cores, the precision of its products and torch's threads, and how many notebooks ran at once with how many threads each:
-    what a timing is only true for."""
+    """The processor, its cores, the precision of its products and torch's threads, and how many notebooks ran at once
+    with how many threads each: what a timing is only true for."""
     try:
         model = processor(Path("/proc/cpuinfo").read_text())
     except OSError:
         model = None
-    text = f"{model or platform.processor() or platform.machine()}, {os.cpu_count()} cores, " \
-           f"{precision('cpu')} products, {torch.get_num_threads()} torch threads"
+    text = (
+        f"{model or platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"{precision('cpu')} products, {torch.get_num_threads()} torch threads"
+    )
     return text + (f"; notebooks {lanes} at a time, {threads} torch threads each" if lanes > 1 else "")
 
 
@@ -73,10 +102,16 @@ def load() -> float:
 def commit() -> str:
     """The checkout's commit, marked ``+changes`` when the tree differs from it ("unknown" outside git)."""
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
-                               capture_output=True, text=True, check=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head + ("+changes" if dirty else "")
@@ -86,10 +121,10 @@ def cache_state(settings: dict) -> str:
     """What a preset finds before its notebooks run: ``cold`` (no pretrained or fine-tuned model and no results) or
     ``cached`` (some of them). Whether the build was then warm, nothing left to compute, the steps say (each step's
     work log: :mod:`headlab.core.worklog`)."""
-    study = Study.from_globals(settings)
-    if is_pretrained_name(study.model) and not is_complete(named_model_dir(study.model)):
+    params = Params.from_globals(settings)
+    if is_pretrained_name(params.model) and not is_complete(named_model_dir(params.model)):
         return "cold"  # nothing can have been fine-tuned on, or measured with, a model that does not exist yet
-    cached = is_complete(study.checkpoint) or any(study.results_folder.glob("sweeps/*/masks/*.csv"))
+    cached = is_complete(params.checkpoint) or any(params.results_folder.glob("sweeps/*/masks/*.csv"))
     return "cached" if cached else "cold"
 
 
@@ -105,10 +140,23 @@ class BuildClock:
 
     def record(self, preset: str, state: str, step: str, seconds: float, computed: bool | None = None) -> None:
         """One step's seconds; ``computed``: whether it trained or swept anything (False: all of it was cached)."""
-        row = pd.DataFrame([{"build": self.build, "commit": self.commit, "preset": preset, "state": state,
-                             "step": step, "seconds": round(float(seconds), 1), "computed": computed,
-                             "load": round(load(), 2), "machine": self.machine, "device": self.device}],
-                           columns=TIMING_COLUMNS)
+        row = pd.DataFrame(
+            [
+                {
+                    "build": self.build,
+                    "commit": self.commit,
+                    "preset": preset,
+                    "state": state,
+                    "step": step,
+                    "seconds": round(float(seconds), 1),
+                    "computed": computed,
+                    "load": round(load(), 2),
+                    "machine": self.machine,
+                    "device": self.device,
+                }
+            ],
+            columns=TIMING_COLUMNS,
+        )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         row.to_csv(self.path, mode="a", header=not self.path.exists(), index=False)
 
@@ -151,26 +199,41 @@ def overall_state(states: list[str], computed: bool = False) -> str:
 def model_row(preset: str, settings: dict) -> dict:
     """One preset's model: its shape, fine-tuning settings and time, the test metrics notebook 00 saved, and for a
     model headlab pretrained its pretraining time and held-out masked-token accuracy."""
-    study = Study.from_globals(settings)
-    folder = study.checkpoint
+    params = Params.from_globals(settings)
+    folder = params.checkpoint
     config = json.loads((folder / "config.json").read_text())
     training = json.loads((folder / "training.json").read_text())
-    metrics = pd.read_csv(study.table_dir / "baseline_metrics.csv").set_index("metric")
+    metrics = pd.read_csv(params.table_dir / "baseline_metrics.csv").set_index("metric")
     majority = metrics[metrics.index.str.startswith("majority")]["value"]
-    row = {"preset": preset, "model": study.model, "data": study.data, "layers": config["num_hidden_layers"],
-           "heads": config["num_attention_heads"], "epochs": study.epochs, "lr": study.lr,
-           "frozen_word_embeddings": study.freeze_word_embeddings, "n_train": training["train_examples"],
-           "n_dev": training["dev_examples"], "n_test": int(metrics.loc["accuracy", "n_examples"]),
-           "accuracy": metrics.loc["accuracy", "value"], "accuracy_lo": metrics.loc["accuracy", "lo"],
-           "accuracy_hi": metrics.loc["accuracy", "hi"], "macro_f1": metrics.loc["macro_f1", "value"],
-           "macro_f1_lo": metrics.loc["macro_f1", "lo"], "macro_f1_hi": metrics.loc["macro_f1", "hi"],
-           "majority": float(majority.iloc[0]) if len(majority) else float("nan"),
-           "finetune_seconds": training.get("seconds_this_run")}
-    if is_pretrained_name(study.model):
-        report = json.loads((named_model_dir(study.model) / "pretraining.json").read_text(encoding="utf-8"))
-        row.update(pretrain_seconds=report["seconds"], masked_token_accuracy=report["masked_token_accuracy"],
-                   masked_token_accuracy_lo=report["masked_token_accuracy_lo"],
-                   masked_token_accuracy_hi=report["masked_token_accuracy_hi"])
+    row = {
+        "preset": preset,
+        "model": params.model,
+        "data": params.data,
+        "layers": config["num_hidden_layers"],
+        "heads": config["num_attention_heads"],
+        "epochs": params.epochs,
+        "lr": params.lr,
+        "frozen_word_embeddings": params.freeze_word_embeddings,
+        "n_train": training["train_examples"],
+        "n_dev": training["dev_examples"],
+        "n_test": int(metrics.loc["accuracy", "n_examples"]),
+        "accuracy": metrics.loc["accuracy", "value"],
+        "accuracy_lo": metrics.loc["accuracy", "lo"],
+        "accuracy_hi": metrics.loc["accuracy", "hi"],
+        "macro_f1": metrics.loc["macro_f1", "value"],
+        "macro_f1_lo": metrics.loc["macro_f1", "lo"],
+        "macro_f1_hi": metrics.loc["macro_f1", "hi"],
+        "majority": float(majority.iloc[0]) if len(majority) else float("nan"),
+        "finetune_seconds": training.get("seconds_this_run"),
+    }
+    if is_pretrained_name(params.model):
+        report = json.loads((named_model_dir(params.model) / "pretraining.json").read_text(encoding="utf-8"))
+        row.update(
+            pretrain_seconds=report["seconds"],
+            masked_token_accuracy=report["masked_token_accuracy"],
+            masked_token_accuracy_lo=report["masked_token_accuracy_lo"],
+            masked_token_accuracy_hi=report["masked_token_accuracy_hi"],
+        )
     return row
 
 
@@ -181,8 +244,11 @@ def models_table(built: dict[str, dict]) -> pd.DataFrame:
 
 def stacked(built: dict[str, dict], name: str) -> pd.DataFrame:
     """One result table (``<name>.csv``) of every built preset that saved it, stacked, with a ``preset`` column."""
-    frames = [pd.read_csv(path).assign(preset=preset) for preset, settings in built.items()
-              if (path := Study.from_globals(settings).results_folder / f"{name}.csv").exists()]
+    frames = [
+        pd.read_csv(path).assign(preset=preset)
+        for preset, settings in built.items()
+        if (path := Params.from_globals(settings).results_folder / f"{name}.csv").exists()
+    ]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["preset"])
 
 
@@ -199,7 +265,7 @@ def pruning_table(built: dict[str, dict]) -> pd.DataFrame:
     wide = wide.reset_index().merge(safe.groupby("preset")[["margin"]].first().reset_index(), on="preset")
     model = stacked(built, "pruning_model")
     table = wide.merge(model, on="preset", how="left") if not model.empty else wide
-    studies = {preset: Study.from_globals(settings) for preset, settings in built.items()}
+    studies = {preset: Params.from_globals(settings) for preset, settings in built.items()}
     names = pd.DataFrame([{"preset": p, "model": s.model, "data": s.data} for p, s in studies.items()])
     table = names.merge(table, on="preset")
     return table.set_index("preset").loc[[p for p in built if p in set(table["preset"])]].reset_index()

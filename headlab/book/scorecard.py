@@ -8,6 +8,7 @@ finding a table whose rows are the study's claims (sub-rows indented under their
 verdict, our number with its 95% interval, a mark where the condition sits at the model's floor, and a link to the
 page with the evidence. The README carries a copy, generated from the last build's table by :mod:`headlab.book.readme`.
 """
+
 from __future__ import annotations
 
 import html
@@ -16,33 +17,38 @@ from pathlib import Path
 
 import pandas as pd
 
-from headlab.findings.claims import ALPHA, COLUMNS as CLAIM_COLUMNS, FAMILY, RULES, VERDICTS, number_text, study_claim_id
-from headlab.lab.study import Study
+from headlab.findings.claims import ALPHA, FAMILY, RULES, VERDICTS, number_text, study_claim_id
+from headlab.findings.claims import COLUMNS as CLAIM_COLUMNS
+from headlab.lab.params import Params
 
 CLAIM_FILES = "claims_*.csv"
 COLUMNS = ["preset", "model", "data", *CLAIM_COLUMNS]
 NEAR_FLOOR = 0.10  # a model less than 10 points of accuracy above its majority grade is near its floor
 FLOOR_MARK = "⌊floor⌋"
 MEAN_MARK = "≠"  # a verdict that changes when removed heads are mean-ablated instead of zeroed
-CORRECTION = (f"Every verdict is taken at {ALPHA:.0%} / {FAMILY} = {ALPHA / FAMILY:.2g}: the family is one model's "
-              f"{FAMILY} claims of the study (Bonferroni), so each 95% interval is widened to the "
-              f"{1 - ALPHA / FAMILY:.2%} level (each side by the ratio of normal quantiles; the pages show both) and each "
-              f"empirical p over random draws is multiplied by {FAMILY}.")
+CORRECTION = (
+    f"Every verdict is taken at {ALPHA:.0%} / {FAMILY} = {ALPHA / FAMILY:.2g}: the family is one model's "
+    f"{FAMILY} claims of the study (Bonferroni), so each 95% interval is widened to the "
+    f"{1 - ALPHA / FAMILY:.2%} level (each side by the ratio of normal quantiles; the pages show both) and each "
+    f"empirical p over random draws is multiplied by {FAMILY}."
+)
 
 
 def results_folder(settings: dict) -> Path:
     """The results folder a preset's notebooks write to (found from its settings; nothing is trained)."""
-    return Study.from_globals(settings).table_dir
+    return Params.from_globals(settings).table_dir
 
 
 def preset_claims(preset: str, settings: dict) -> pd.DataFrame:
     """Every claim row the preset's notebooks saved, with the preset, model and data added."""
-    study = Study.from_globals(settings)
-    frames = [pd.read_csv(path).assign(page=path.stem.removeprefix("claims_"))
-              for path in sorted(results_folder(settings).glob(CLAIM_FILES))]
+    params = Params.from_globals(settings)
+    frames = [
+        pd.read_csv(path).assign(page=path.stem.removeprefix("claims_"))
+        for path in sorted(results_folder(settings).glob(CLAIM_FILES))
+    ]
     if not frames:
         return pd.DataFrame(columns=COLUMNS)
-    table = pd.concat(frames, ignore_index=True).assign(preset=preset, model=study.model, data=study.data)
+    table = pd.concat(frames, ignore_index=True).assign(preset=preset, model=params.model, data=params.data)
     return table.reindex(columns=COLUMNS)
 
 
@@ -115,7 +121,10 @@ def model_lines(models: pd.DataFrame | None, two_tower: pd.DataFrame | None, pre
     floor (less than NEAR_FLOOR above its majority grade) or the lexical grader is as good or better."""
     if models is None or models.empty:
         return []
-    lines = ["| model | test accuracy | always the majority grade | lexical grader | warning |", "|---|---|---|---|---|"]
+    lines = [
+        "| model | test accuracy | always the majority grade | lexical grader | warning |",
+        "|---|---|---|---|---|",
+    ]
     for preset in presets:
         rows = models[models["preset"] == preset]
         if rows.empty:
@@ -127,19 +136,31 @@ def model_lines(models: pd.DataFrame | None, two_tower: pd.DataFrame | None, pre
             lexical = float(lex["accuracy"].iloc[0]) if len(lex) else math.nan
         warnings = []
         if m.accuracy - m.majority < NEAR_FLOOR:
-            warnings.append(f"near its floor: {100 * (m.accuracy - m.majority):.1f} points above the majority grade, so "
-                            "a mask has little accuracy to take and \"no change\" verdicts say little")
+            warnings.append(
+                f"near its floor: {100 * (m.accuracy - m.majority):.1f} points above the majority grade, so "
+                'a mask has little accuracy to take and "no change" verdicts say little'
+            )
         if not math.isnan(lexical) and m.accuracy_lo <= lexical:
-            warnings.append(f"the lexical grader ({lexical:.1%}) is as good or better: the model may grade by little "
-                            "more than word overlap")
+            warnings.append(
+                f"the lexical grader ({lexical:.1%}) is as good or better: the model may grade by little "
+                "more than word overlap"
+            )
         lexical_text = "" if math.isnan(lexical) else f"{lexical:.1%}"
-        lines.append(f"| {preset} (`{m.model}`) | {m.accuracy:.1%} [{m.accuracy_lo:.1%}, {m.accuracy_hi:.1%}] | "
-                     f"{m.majority:.1%} | {lexical_text} | {'; '.join(warnings) or 'none'} |")
+        lines.append(
+            f"| {preset} (`{m.model}`) | {m.accuracy:.1%} [{m.accuracy_lo:.1%}, {m.accuracy_hi:.1%}] | "
+            f"{m.majority:.1%} | {lexical_text} | {'; '.join(warnings) or 'none'} |"
+        )
     return lines + [""]
 
 
-def claim_tables(table: pd.DataFrame, presets: list[str], verdict_text, heading: str = "##",
-                 models: pd.DataFrame | None = None, two_tower: pd.DataFrame | None = None) -> list[str]:
+def claim_tables(
+    table: pd.DataFrame,
+    presets: list[str],
+    verdict_text,
+    heading: str = "##",
+    models: pd.DataFrame | None = None,
+    two_tower: pd.DataFrame | None = None,
+) -> list[str]:
     """Markdown lines: the models, the study's claims counted per verdict and model, then per finding one table of
     claims (rows, sub-rows indented) x ``presets``.
 
@@ -149,50 +170,74 @@ def claim_tables(table: pd.DataFrame, presets: list[str], verdict_text, heading:
     lines += ["| model | the study's claims | " + " | ".join(VERDICTS) + " |", "|---|---|" + "---|" * len(VERDICTS)]
     for preset in presets:
         counts = tally(table, preset)
-        lines.append(f"| {_column(preset, table)} | {int(counts.sum())} | "
-                     + " | ".join(str(int(counts.get(v, 0))) for v in VERDICTS) + " |")
+        lines.append(
+            f"| {_column(preset, table)} | {int(counts.sum())} | "
+            + " | ".join(str(int(counts.get(v, 0))) for v in VERDICTS)
+            + " |"
+        )
     lines.append("")
     for finding, rows in table.groupby("finding", sort=True):
-        lines += [f"{heading} {finding}", "",
-                  "| claim | rule | unit (interval) | the study | " + " | ".join(_column(p, table) for p in presets) + " |",
-                  "|---|---|---|---|" + "---|" * len(presets)]
+        lines += [
+            f"{heading} {finding}",
+            "",
+            "| claim | rule | unit (interval) | the study | " + " | ".join(_column(p, table) for p in presets) + " |",
+            "|---|---|---|---|" + "---|" * len(presets),
+        ]
         for claim_id, claim_rows in rows.groupby("claim_id", sort=False):
             first = claim_rows.iloc[0]
             by_preset = {r.preset: r for r in claim_rows.itertuples()}
-            cells = [verdict_text(by_preset[p], p) + _numbers(by_preset[p]) if p in by_preset else "not run"
-                     for p in presets]
+            cells = [
+                verdict_text(by_preset[p], p) + _numbers(by_preset[p]) if p in by_preset else "not run" for p in presets
+            ]
             name = first.claim if is_main(claim_id) else f"↳ {first.claim}"
             method = first.get("method")
             method = method if isinstance(method, str) and method else "no interval"
-            lines.append(f"| {name} | {_rule_cell(first)} | {first.unit} ({method}) | {_study_cell(first)} | "
-                         + " | ".join(cells) + " |")
+            lines.append(
+                f"| {name} | {_rule_cell(first)} | {first.unit} ({method}) | {_study_cell(first)} | "
+                + " | ".join(cells)
+                + " |"
+            )
         lines.append("")
     return lines
 
 
-def scorecard_markdown(table: pd.DataFrame, pages: dict[str, str], not_built: dict[str, str],
-                       models: pd.DataFrame | None = None, two_tower: pd.DataFrame | None = None) -> str:
+def scorecard_markdown(
+    table: pd.DataFrame,
+    pages: dict[str, str],
+    not_built: dict[str, str],
+    models: pd.DataFrame | None = None,
+    two_tower: pd.DataFrame | None = None,
+) -> str:
     """The scorecard page (MyST markdown).
 
     ``pages`` maps each built preset to the folder its pages live in (``executed`` or ``executed/<preset>``);
     ``not_built`` maps each preset left out of this build to the command that adds it; ``models`` and ``two_tower``
     (the build's ``models.csv`` and ``two_tower.csv``) give each model's accuracy, majority grade and lexical grader.
     """
-    lines = ["# Scorecard: the study's claims on each model", "",
-             "Each row is one claim of the study (indented rows are evidence under it, not counted); each column one "
-             "model this site was built on. A cell gives the verdict, our number with its 95% interval and the "
-             "interval (or p) adjusted for the number of claims that the verdict rests on, and links to the page "
-             f"with the evidence, which quotes the study's sentence and states the rule. {FLOOR_MARK} marks a "
-             "condition at the model's floor (its accuracy within two standard errors of always answering the "
-             "majority grade): such a model can fall no further, so it is evidence neither for nor against a claim "
-             f"about how far it falls. {MEAN_MARK} marks a verdict that changes when each removed head's output is "
-             "replaced by "
-             f"its mean over training pairs instead of zero (mean-ablation). Verdicts: {', '.join(VERDICTS)}. "
-             f"{CORRECTION} Hover a rule for its wording. "
-             "The study's number is shown only where it is in our unit. The study's own numbers, and what it left "
-             "unmeasured, are in {doc}`intro`.", ""]
-    lines += claim_tables(table, list(pages), lambda row, p: f"{{doc}}`{row.verdict} <{pages[p]}/{row.page}>`",
-                          models=models, two_tower=two_tower)
+    lines = [
+        "# Scorecard: the study's claims on each model",
+        "",
+        "Each row is one claim of the study (indented rows are evidence under it, not counted); each column one "
+        "model this site was built on. A cell gives the verdict, our number with its 95% interval and the "
+        "interval (or p) adjusted for the number of claims that the verdict rests on, and links to the page "
+        f"with the evidence, which quotes the study's sentence and states the rule. {FLOOR_MARK} marks a "
+        "condition at the model's floor (its accuracy within two standard errors of always answering the "
+        "majority grade): such a model can fall no further, so it is evidence neither for nor against a claim "
+        f"about how far it falls. {MEAN_MARK} marks a verdict that changes when each removed head's output is "
+        "replaced by "
+        f"its mean over training pairs instead of zero (mean-ablation). Verdicts: {', '.join(VERDICTS)}. "
+        f"{CORRECTION} Hover a rule for its wording. "
+        "The study's number is shown only where it is in our unit. The study's own numbers, and what it left "
+        "unmeasured, are in {doc}`intro`.",
+        "",
+    ]
+    lines += claim_tables(
+        table,
+        list(pages),
+        lambda row, p: f"{{doc}}`{row.verdict} <{pages[p]}/{row.page}>`",
+        models=models,
+        two_tower=two_tower,
+    )
     if table.empty:
         lines += ["No notebook of this build saved any claim.", ""]
     if not_built:

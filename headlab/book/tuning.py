@@ -9,6 +9,7 @@ to the smaller learning rate. Nothing here loads the test split.
     python -m headlab.book.tuning zh-char                             # the preset's grid (GRIDS)
     python -m headlab.book.tuning zh-char --lrs 1e-4 2e-4 --epochs 3 4
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,7 +22,7 @@ from tqdm.auto import tqdm
 
 from headlab.book.build import PRESETS
 from headlab.core.device import resolve_device
-from headlab.lab.study import Study, results_root
+from headlab.lab.params import Params, results_root
 from headlab.models.finetune import FinetuneConfig, finetune, training_history
 from headlab.models.names import is_pretrained_name
 from headlab.models.pretrain import ensure_named
@@ -40,8 +41,18 @@ def pick(table: pd.DataFrame):
     return table.sort_values(["dev_accuracy", "epochs", "lr"], ascending=[False, True, True]).index[0]
 
 
-def choose_settings(model: str, data: str, lrs, epochs, seed: int = 0, device="cpu", train_limit: int | None = None,
-                    out=None, progress: bool = True, freeze_word_embeddings: bool = False) -> pd.DataFrame:
+def choose_settings(
+    model: str,
+    data: str,
+    lrs,
+    epochs,
+    seed: int = 0,
+    device="cpu",
+    train_limit: int | None = None,
+    out=None,
+    progress: bool = True,
+    freeze_word_embeddings: bool = False,
+) -> pd.DataFrame:
     """Fine-tune every (lr, epochs) of the grid and mark the one :func:`pick` chooses by dev accuracy.
 
     One row per run: ``lr, epochs, dev_accuracy, dev_macro_f1`` (after its last epoch), ``chosen`` and the
@@ -52,12 +63,26 @@ def choose_settings(model: str, data: str, lrs, epochs, seed: int = 0, device="c
         raise ValueError("the grid needs at least one learning rate and one number of epochs")
     rows = []
     for lr, n in tqdm(list(itertools.product(lrs, epochs)), desc="fine-tuning settings", disable=not progress):
-        config = FinetuneConfig(model=model, data=data, epochs=n, lr=lr, train_limit=train_limit, seed=seed,
-                                freeze_word_embeddings=freeze_word_embeddings)
+        config = FinetuneConfig(
+            model=model,
+            data=data,
+            epochs=n,
+            lr=lr,
+            train_limit=train_limit,
+            seed=seed,
+            freeze_word_embeddings=freeze_word_embeddings,
+        )
         folder = finetune(config, device=device, progress=progress)
         last = training_history(folder).iloc[-1]
-        rows.append({"lr": lr, "epochs": n, "dev_accuracy": last["dev_accuracy"],
-                     "dev_macro_f1": last["dev_macro_f1"], "checkpoint": folder.name})
+        rows.append(
+            {
+                "lr": lr,
+                "epochs": n,
+                "dev_accuracy": last["dev_accuracy"],
+                "dev_macro_f1": last["dev_macro_f1"],
+                "checkpoint": folder.name,
+            }
+        )
     table = pd.DataFrame(rows)
     table.insert(4, "chosen", table.index == pick(table))
     if out is not None:
@@ -75,6 +100,7 @@ def _edges(value, grid) -> str:
 
 
 def main(argv=None) -> int:
+    """``python -m headlab.book.tuning PRESET``: fine-tune the grid, print and write the choice; the exit status."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("preset", choices=sorted(PRESETS))
     parser.add_argument("--lrs", type=float, nargs="+", help="learning rates (default: the preset's grid)")
@@ -88,22 +114,30 @@ def main(argv=None) -> int:
     lrs, epochs = args.lrs or grid.get("lrs"), args.epochs or grid.get("epochs")
     if not lrs or not epochs:
         parser.error(f"preset {args.preset} has no grid in headlab.book.tuning.GRIDS: give --lrs and --epochs")
-    # the same fine-tuning settings as the book's Study, but for the learning rate and the epochs
-    base = {name: settings.get(name.upper(), getattr(Study, name))
-            for name in ("model", "data", "seed", "train_limit", "freeze_word_embeddings")}
+    # the same fine-tuning settings as the book's Params, but for the learning rate and the epochs
+    base = {
+        name: settings.get(name.upper(), getattr(Params, name))
+        for name in ("model", "data", "seed", "train_limit", "freeze_word_embeddings")
+    }
     device = resolve_device(args.device or str(settings.get("DEVICE", "auto")))
-    out = args.out or results_root(Study.run_dir) / f"tuning-{args.preset}.csv"
-    print(f"[tuning] {args.preset}: {base}; learning rates {list(lrs)} x epochs {list(epochs)}, "
-          f"scored on the dev split", flush=True)
+    out = args.out or results_root(Params.run_dir) / f"tuning-{args.preset}.csv"
+    print(
+        f"[tuning] {args.preset}: {base}; learning rates {list(lrs)} x epochs {list(epochs)}, scored on the dev split",
+        flush=True,
+    )
     if is_pretrained_name(base["model"]):
         ensure_named(base["model"], device)
     table = choose_settings(**base, lrs=lrs, epochs=epochs, device=device, out=out)
     print(table.to_string(index=False))
     best = table[table["chosen"]].iloc[0]
-    print(f"[tuning] chosen on dev: LR={best['lr']:g}, EPOCHS={int(best['epochs'])} "
-          f"(dev accuracy {best['dev_accuracy']:.4f}){_edges(best['lr'], lrs)}{_edges(best['epochs'], epochs)}")
-    print(f"[tuning] the preset has LR={settings.get('LR', Study.lr):g}, EPOCHS={settings.get('EPOCHS', Study.epochs)}; "
-          f"table: {out}")
+    print(
+        f"[tuning] chosen on dev: LR={best['lr']:g}, EPOCHS={int(best['epochs'])} "
+        f"(dev accuracy {best['dev_accuracy']:.4f}){_edges(best['lr'], lrs)}{_edges(best['epochs'], epochs)}"
+    )
+    print(
+        f"[tuning] the preset has LR={settings.get('LR', Params.lr):g}, "
+        f"EPOCHS={settings.get('EPOCHS', Params.epochs)}; table: {out}"
+    )
     return 0
 
 

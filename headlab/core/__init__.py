@@ -1,7 +1,8 @@
 """Masking, batching, prediction, the sweep engine, attention maps and statistics: no model files, no data files.
 
-    from headlab.core import head_grid, run_sweep, single_head_specs
+from headlab.core import head_grid, run_sweep, single_head_specs
 """
+
 from headlab.core.exports import exports as _exports
 
 _PUBLIC = {

@@ -4,6 +4,7 @@ sdpa (the default, and fastest) returns no attention weights, so maps are taken 
 inside :func:`eager_attention`, which switches back on exit. Maps are yielded one example at a time,
 trimmed to the real tokens, so a whole test split never has to sit in memory at once.
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager, nullcontext
@@ -59,15 +60,16 @@ def _chosen(encoded: Encoded, indices) -> tuple[Encoded, np.ndarray]:
     return encoded.subset(list(indices)), np.asarray(list(indices))
 
 
-def attention_maps(model, encoded: Encoded, indices=None, mask=None, batch_size: int = 32, device="cpu",
-                   pad_id: int = 0):
+def attention_maps(
+    model, encoded: Encoded, indices=None, mask=None, batch_size: int = 32, device="cpu", pad_id: int = 0
+):
     """Yield ``(example, maps)`` with maps of shape (layers, heads, tokens, tokens), rows attending to columns.
 
     ``mask`` removes heads first (so later layers' maps show the effect of the removal).
     """
     subset, positions = _chosen(encoded, indices)
     model.eval()
-    with torch.inference_mode(), eager_attention(model), (mask_heads(model, mask) if mask is not None else nullcontext()):
+    with torch.inference_mode(), eager_attention(model), mask_heads(model, mask) if mask is not None else nullcontext():
         for idx, batch in length_batches(subset, batch_size, pad_id):
             out = model(**model_inputs(model, batch, device), output_attentions=True)
             stacked = torch.stack(out.attentions, dim=1).float().cpu().numpy()  # batch, layers, heads, T, T
@@ -84,8 +86,17 @@ class _Reached(Exception):
         self.hidden_states = hidden_states
 
 
-def cls_attention_rows(model, encoded: Encoded, layer: int, head: int, indices=None, mask=None, batch_size: int = 32,
-                       device="cpu", pad_id: int = 0):
+def cls_attention_rows(
+    model,
+    encoded: Encoded,
+    layer: int,
+    head: int,
+    indices=None,
+    mask=None,
+    batch_size: int = 32,
+    device="cpu",
+    pad_id: int = 0,
+):
     """Yield ``(example, row)``: the ``[CLS]`` row of one head's attention (over the example's tokens), heads in
     ``mask`` removed; what :func:`attention_maps` gives as ``maps[layer, head, 0]`` up to float rounding.
 
@@ -109,7 +120,7 @@ def cls_attention_rows(model, encoded: Encoded, layer: int, head: int, indices=N
     model.eval()
     hook = target.register_forward_pre_hook(stop, with_kwargs=True)
     try:
-        with torch.inference_mode(), (mask_heads(model, mask) if mask is not None else nullcontext()):
+        with torch.inference_mode(), mask_heads(model, mask) if mask is not None else nullcontext():
             for idx, batch in length_batches(subset, batch_size, pad_id):
                 inputs = model_inputs(model, batch, device)
                 try:
@@ -117,7 +128,9 @@ def cls_attention_rows(model, encoded: Encoded, layer: int, head: int, indices=N
                     raise RuntimeError(f"the pass never reached layer {layer}")
                 except _Reached as reached:
                     hidden = reached.hidden_states
-                query = torch.nn.functional.linear(hidden[:, :1], attention.query.weight[cols], attention.query.bias[cols])
+                query = torch.nn.functional.linear(
+                    hidden[:, :1], attention.query.weight[cols], attention.query.bias[cols]
+                )
                 key = torch.nn.functional.linear(hidden, attention.key.weight[cols], attention.key.bias[cols])
                 scores = (query @ key.transpose(1, 2))[:, 0] * attention.scaling
                 scores = scores.masked_fill(inputs["attention_mask"] == 0, float("-inf"))
@@ -159,7 +172,7 @@ class AttentionCache:
             raise KeyError(f"example {example} is not in this attention cache ({len(self)} examples)")
         return self.maps[self._position[int(example)]].astype(np.float32)
 
-    def subset(self, examples) -> "AttentionCache":
+    def subset(self, examples) -> AttentionCache:
         """The cache of some of its examples, in the order given."""
         return AttentionCache(examples, [self.maps[self._position[int(e)]] for e in examples], self.dropped)
 
@@ -169,22 +182,30 @@ class AttentionCache:
         grid = np.array(self.maps[0].shape[:2] if self.maps else (0, 0), dtype=np.int64)
         flat = np.concatenate([m.ravel() for m in self.maps]) if self.maps else np.zeros(0, np.float16)
         with open(path, "wb") as handle:  # np.savez adds ".npz" to a name without it; a handle keeps the name
-            np.savez(handle, flat=flat, lengths=lengths, grid=grid, examples=self.examples,
-                     dropped=np.array(self.dropped, dtype=np.int64).reshape(-1, 2))
+            np.savez(
+                handle,
+                flat=flat,
+                lengths=lengths,
+                grid=grid,
+                examples=self.examples,
+                dropped=np.array(self.dropped, dtype=np.int64).reshape(-1, 2),
+            )
 
     @classmethod
-    def from_pass(cls, attention, dtype=np.float16, dropped=()) -> "AttentionCache":
+    def from_pass(cls, attention, dtype=np.float16, dropped=()) -> AttentionCache:
         """Keep what ``attention`` yields (e.g. one pass of :func:`attention_maps`, which goes in order of length) in
         ``dtype``, in order of example."""
         kept = sorted((int(example), np.asarray(m).astype(dtype)) for example, m in attention)
         return cls([e for e, _ in kept], [m for _, m in kept], dropped)
 
     @classmethod
-    def load(cls, path) -> "AttentionCache":
+    def load(cls, path) -> AttentionCache:
+        """The cache :meth:`save` wrote to ``path``."""
         with np.load(path) as data:
             layers, heads = (int(x) for x in data["grid"])
             sizes = layers * heads * data["lengths"] ** 2
             starts = np.concatenate([[0], np.cumsum(sizes)])
-            maps = [data["flat"][a:b].reshape(layers, heads, n, n) for a, b, n in zip(starts, starts[1:], data["lengths"])]
+            maps = [
+                data["flat"][a:b].reshape(layers, heads, n, n) for a, b, n in zip(starts, starts[1:], data["lengths"])
+            ]
             return cls(data["examples"], maps, [tuple(h) for h in data["dropped"]])
-

@@ -10,11 +10,13 @@ is missing, and a worker lost mid-chunk costs only its chunk (Dask runs the chun
 
 Dask is an optional extra: ``pip install 'headlab[cluster]'``.
 """
+
 from __future__ import annotations
 
 import copy
 import hashlib
 import pickle
+from typing import Any
 
 import numpy as np
 import torch
@@ -22,7 +24,7 @@ import torch
 from headlab.core.engine import MaskEngine
 
 EXTRA = "headlab[cluster]"
-_CLIENTS: dict[str, object] = {}  # one client per spec in this process: a notebook's sweeps share one local cluster
+_CLIENTS: dict[str, Any] = {}  # one client per spec in this process: a notebook's sweeps share one local cluster
 _ENGINE: dict = {}  # per worker process, the current sweep's key, split, engine and precision check (one at a time)
 
 
@@ -60,8 +62,9 @@ def _new_client(distributed, spec, text: str):
             workers = 0
         if workers < 1:
             raise ClusterError(f"CLUSTER={spec!r}: 'local:N' needs a positive number of workers, e.g. 'local:2'")
-        cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                           dashboard_address=None)
+        cluster = distributed.LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+        )
         return distributed.Client(cluster)
     if "://" in text:
         try:
@@ -71,8 +74,9 @@ def _new_client(distributed, spec, text: str):
     raise ClusterError(f"CLUSTER={spec!r}: expected None, 'local:N' or a scheduler address such as 'tcp://host:8786'")
 
 
-def _engine(shipped: tuple[str, bytes], encoded, batch_size: int, pad_id: int, masks_per_pass: int,
-            autocast) -> tuple[MaskEngine, dict | None]:
+def _engine(
+    shipped: tuple[str, bytes], encoded, batch_size: int, pad_id: int, masks_per_pass: int, autocast
+) -> tuple[MaskEngine, dict | None]:
     """This worker's engine for the shipped model and split, with its precision check against fp32 where it
     runs in reduced precision: built on the first chunk, reused after. Only the current sweep's engine is kept (it
     holds a model and recorded layer outputs), so a long-lived worker does not pile up one per sweep.
@@ -86,30 +90,52 @@ def _engine(shipped: tuple[str, bytes], encoded, batch_size: int, pad_id: int, m
         worker = _dask().get_worker()
         torch.set_num_threads(max(1, worker.state.nthreads))
         device = "cuda" if torch.cuda.is_available() else "cpu"
-        engine = MaskEngine(model.to(device), encoded, batch_size, device, pad_id, masks_per_pass=masks_per_pass,
-                            autocast=autocast)
-        _ENGINE.update(key=key, encoded=encoded, engine=engine, check=engine.precision_check() if engine.autocast else None)
+        engine = MaskEngine(
+            model.to(device), encoded, batch_size, device, pad_id, masks_per_pass=masks_per_pass, autocast=autocast
+        )
+        _ENGINE.update(
+            key=key, encoded=encoded, engine=engine, check=engine.precision_check() if engine.autocast else None
+        )
     return _ENGINE["engine"], _ENGINE["check"]
 
 
-def evaluate_chunk(shipped: tuple[str, bytes], encoded, keeps: list[torch.Tensor], batch_size: int, pad_id: int,
-                   masks_per_pass: int, autocast) -> tuple[list[np.ndarray], dict | None]:
+def evaluate_chunk(
+    shipped: tuple[str, bytes],
+    encoded,
+    keeps: list[torch.Tensor],
+    batch_size: int,
+    pad_id: int,
+    masks_per_pass: int,
+    autocast,
+) -> tuple[list[np.ndarray], dict | None]:
     """On a worker: the grade probabilities of each mask in ``keeps``, and the engine's precision check against
     fp32 where it runs in reduced precision (so the driver can refuse a precision that moves too many grades)."""
     engine, check = _engine(shipped, encoded, batch_size, pad_id, masks_per_pass, autocast)
     return engine.probabilities(keeps), check
 
 
-def cluster_results(client, model, encoded, chunks: list[list[torch.Tensor]], batch_size: int, pad_id: int,
-                    masks_per_pass: int, autocast):
+def cluster_results(
+    client,
+    model,
+    encoded,
+    chunks: list[list[torch.Tensor]],
+    batch_size: int,
+    pad_id: int,
+    masks_per_pass: int,
+    autocast,
+):
     """Submit every chunk of masks; yield ``(chunk index, probabilities, precision check)`` as each finishes."""
     distributed = _dask()
     on_cpu = next(model.parameters()).device.type == "cpu"
     payload = pickle.dumps(model if on_cpu else copy.deepcopy(model).cpu())  # workers may have no GPU
     shipped = (hashlib.sha256(payload).hexdigest(), payload)
     model_ref, encoded_ref = client.scatter([shipped, encoded], broadcast=True)
-    futures = {client.submit(evaluate_chunk, model_ref, encoded_ref, keeps, batch_size, pad_id, masks_per_pass,
-                             autocast, pure=False): i for i, keeps in enumerate(chunks)}
+    futures = {
+        client.submit(
+            evaluate_chunk, model_ref, encoded_ref, keeps, batch_size, pad_id, masks_per_pass, autocast, pure=False
+        ): i
+        for i, keeps in enumerate(chunks)
+    }
     for future in distributed.as_completed(futures):
         probs, check = future.result()
         yield futures[future], probs, check

@@ -1,5 +1,6 @@
 """Which torch device a run uses (asking for a GPU that is not there is an error, not a silent fallback), and in
 which precision its products are computed."""
+
 from __future__ import annotations
 
 import os
@@ -15,7 +16,9 @@ def resolve_device(device: str) -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"DEVICE={device!r} but torch sees no CUDA GPU (torch {torch.__version__}); use 'cpu' or 'auto'")
+        raise ValueError(
+            f"DEVICE={device!r} but torch sees no CUDA GPU (torch {torch.__version__}); use 'cpu' or 'auto'"
+        )
     if not (device == "cpu" or device.startswith("cuda")):
         raise ValueError(f"DEVICE must be 'cpu', 'cuda', 'cuda:N' or 'auto', got {device!r}")
     return torch.device(device)

@@ -13,10 +13,11 @@ What makes a sweep fast, and what this module does about each:
   AVX512-BF16 or AMX: :func:`headlab.core.device.precision`), checked against fp32 by :meth:`precision_check`; its
   layers' weights are cast to bf16 once (autocast keeps its cast of a parameter, but casts the kept heads' sliced
   weights again at every call), the unmasked recording included;
-- on a CPU in fp32, every layer's products go through oneDNN (:mod:`headlab.core.onednn`: twice MKL's speed on an AMD EPYC),
-  the unmasked recording included, so a mask and its baseline are computed by the same function;
+- on a CPU in fp32, every layer's products go through oneDNN (:mod:`headlab.core.onednn`: twice MKL's speed on an
+  AMD EPYC), the unmasked recording included, so a mask and its baseline are computed by the same function;
 - several masks per forward pass (``masks_per_pass``): the batch is repeated, one mask per copy.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -37,8 +38,9 @@ def first_masked_layer(mask: torch.Tensor) -> int:
     return int(rows[0]) if len(rows) else mask.shape[0]
 
 
-def _bert_layer_forward(layer, kept=None, cls_only: bool = False, onednn: bool = False, mean=None,
-                        dtype: torch.dtype | None = None):
+def _bert_layer_forward(
+    layer, kept=None, cls_only: bool = False, onednn: bool = False, mean=None, dtype: torch.dtype | None = None
+):
     """A ``BertLayer`` forward that computes only the heads in ``kept`` (all when None), and with ``cls_only`` only
     the output at ``[CLS]`` (shape batch x 1 x hidden); with ``onednn`` its products go through oneDNN
     (:func:`headlab.core.onednn.dense`), with ``dtype`` (bf16 under bf16 autocast) its weights are cast once.
@@ -62,7 +64,7 @@ def _bert_layer_forward(layer, kept=None, cls_only: bool = False, onednn: bool =
     if mean is not None and kept is not None:  # the removed heads' means, through their columns, into the bias
         removed = torch.ones(mixing.dense.in_features, dtype=torch.bool, device=bias.device)
         for head in kept:
-            removed[head * size:(head + 1) * size] = False
+            removed[head * size : (head + 1) * size] = False
         bias = bias + mixing.dense.weight[:, removed] @ mean.to(bias)[removed]
     packed = onednn or dtype is not None
     if kept is None and not packed:  # the modules themselves, so masking hooks on the output projection still apply
@@ -71,8 +73,10 @@ def _bert_layer_forward(layer, kept=None, cls_only: bool = False, onednn: bool =
         kept_heads = range(attention.num_attention_heads) if kept is None else kept
         rows = (torch.as_tensor(list(kept_heads), dtype=torch.long)[:, None] * size + torch.arange(size)).reshape(-1)
         rows = rows.to(mixing.dense.weight.device)
-        query, key, value = (dense(p.weight[rows], p.bias[rows], onednn, dtype)
-                             for p in (attention.query, attention.key, attention.value))
+        query, key, value = (
+            dense(p.weight[rows], p.bias[rows], onednn, dtype)
+            for p in (attention.query, attention.key, attention.value)
+        )
         mix = dense(mixing.dense.weight[:, rows], bias, onednn, dtype)
     if packed:
         into, out_of = dense(into.weight, into.bias, onednn, dtype), dense(out_of.weight, out_of.bias, onednn, dtype)
@@ -83,12 +87,26 @@ def _bert_layer_forward(layer, kept=None, cls_only: bool = False, onednn: bool =
         if kept is not None and not kept:  # every head removed: the projection adds its bias alone
             mixed = bias.expand_as(rows_in)
         else:
+
             def heads(x):
                 return x.view(batch, x.shape[1], -1, size).transpose(1, 2)
-            if cls_only and attention_mask is not None and attention_mask.dim() == 4 and attention_mask.shape[-2] == length:
+
+            if (
+                cls_only
+                and attention_mask is not None
+                and attention_mask.dim() == 4
+                and attention_mask.shape[-2] == length
+            ):
                 attention_mask = attention_mask[:, :, :1]  # the [CLS] query's row
-            out, _ = interface(attention, heads(query(rows_in)), heads(key(hidden_states)), heads(value(hidden_states)),
-                               attention_mask, dropout=0.0, scaling=attention.scaling)
+            out, _ = interface(
+                attention,
+                heads(query(rows_in)),
+                heads(key(hidden_states)),
+                heads(value(hidden_states)),
+                attention_mask,
+                dropout=0.0,
+                scaling=attention.scaling,
+            )
             mixed = mix(out.reshape(batch, rows_in.shape[1], -1).contiguous())
         attended = mixing.LayerNorm(mixing.dropout(mixed) + rows_in)
         inner = layer.intermediate.intermediate_act_fn(into(attended))
@@ -102,19 +120,31 @@ def prunes_heads(model) -> bool:
     chunking) with every head (not pruned): the engine can leave removed heads out of the computation instead of
     zeroing their outputs."""
     config = model.config
-    return (config.model_type == "bert" and not config.is_decoder and not config.add_cross_attention
-            and config.chunk_size_feed_forward == 0 and getattr(config, KEPT_HEADS, None) is None)
+    return (
+        config.model_type == "bert"
+        and not config.is_decoder
+        and not config.add_cross_attention
+        and config.chunk_size_feed_forward == 0
+        and getattr(config, KEPT_HEADS, None) is None
+    )
 
 
 def reads_cls_only(model) -> bool:
     """True for a BERT sequence classifier the engine computes itself (:func:`prunes_heads`): its grade reads the
     last layer at ``[CLS]``."""
-    return (type(model).__name__ == "BertForSequenceClassification" and prunes_heads(model))
+    return type(model).__name__ == "BertForSequenceClassification" and prunes_heads(model)
 
 
 @contextmanager
-def computed_heads(model, mask: torch.Tensor, from_layer: int = 0, cls_only: bool = False, onednn: bool = False,
-                   means: torch.Tensor | None = None, dtype: torch.dtype | None = None):
+def computed_heads(
+    model,
+    mask: torch.Tensor,
+    from_layer: int = 0,
+    cls_only: bool = False,
+    onednn: bool = False,
+    means: torch.Tensor | None = None,
+    dtype: torch.dtype | None = None,
+):
     """Inside the block, layers ``from_layer`` and up compute only the heads that the 0/1 ``mask`` keeps, and with
     ``cls_only`` the last layer computes its output at ``[CLS]`` alone (a BERT encoder, :func:`prunes_heads`); with
     ``onednn`` every one of those layers computes its products through oneDNN, and with ``dtype`` with weights cast
@@ -132,14 +162,20 @@ def computed_heads(model, mask: torch.Tensor, from_layer: int = 0, cls_only: boo
         if keeps_all and not last and not onednn and dtype is None:
             continue
         kept = None if keeps_all else torch.nonzero(row == 1).flatten().tolist()
-        layer.forward = _bert_layer_forward(layer, kept, cls_only=last, onednn=onednn,
-                                            mean=None if means is None else means[index], dtype=dtype)
+        layer.forward = _bert_layer_forward(
+            layer, kept, cls_only=last, onednn=onednn, mean=None if means is None else means[index], dtype=dtype
+        )
         changed.append(layer)
     try:
         yield
     finally:
         for layer in changed:
             del layer.forward
+
+
+def appending_hook(outputs: list):
+    """A forward hook that appends its module's output to ``outputs`` (to record every layer's output in one pass)."""
+    return lambda module, args, out: outputs.append(out)
 
 
 @contextmanager
@@ -165,10 +201,21 @@ def _repeat(output, times: int):
 class MaskEngine:
     """Grade probabilities of one model on one split under any head mask."""
 
-    def __init__(self, model, encoded: Encoded, batch_size: int = 64, device="cpu", pad_id: int = 0,
-                 masks_per_pass: int = 1, reuse_layers: bool = True, autocast: bool | None = None,
-                 cls_only: bool = True, leave_out_removed: bool = True, onednn: bool | None = None,
-                 means: torch.Tensor | None = None):
+    def __init__(
+        self,
+        model,
+        encoded: Encoded,
+        batch_size: int = 64,
+        device="cpu",
+        pad_id: int = 0,
+        masks_per_pass: int = 1,
+        reuse_layers: bool = True,
+        autocast: bool | None = None,
+        cls_only: bool = True,
+        leave_out_removed: bool = True,
+        onednn: bool | None = None,
+        means: torch.Tensor | None = None,
+    ):
         self.model = model.eval()
         self.means = means  # (layers, hidden) head means: removed heads are mean-ablated instead of zeroed
         self.device = torch.device(device)
@@ -185,8 +232,9 @@ class MaskEngine:
         self.onednn = bool(use_onednn and self.leave_out_removed and not self.autocast)
         if self.onednn:
             keep_freed_memory()
-        self.batches = [(idx, model_inputs(model, batch, self.device))
-                        for idx, batch in length_batches(encoded, batch_size, pad_id)]
+        self.batches = [
+            (idx, model_inputs(model, batch, self.device)) for idx, batch in length_batches(encoded, batch_size, pad_id)
+        ]
         self._layer_outputs: list[list] | None = None
 
     def _autocast(self):
@@ -201,12 +249,15 @@ class MaskEngine:
         """One unmasked pass that keeps every layer's output, per batch (its layers computed as the masked ones are)."""
         recorded = []
         packed = self.onednn or self._packed_dtype is not None
-        layers = (computed_heads(self.model, torch.ones(self.shape), onednn=self.onednn, dtype=self._packed_dtype)
-                  if packed else nullcontext())
+        layers = (
+            computed_heads(self.model, torch.ones(self.shape), onednn=self.onednn, dtype=self._packed_dtype)
+            if packed
+            else nullcontext()
+        )
         with layers:
             for _, inputs in self.batches:
-                outputs = []
-                hooks = [layer.register_forward_hook(lambda m, a, out: outputs.append(out)) for layer in self.layers]
+                outputs: list = []
+                hooks = [layer.register_forward_hook(appending_hook(outputs)) for layer in self.layers]
                 try:
                     self.model(**inputs)
                 finally:
@@ -219,7 +270,7 @@ class MaskEngine:
     def probabilities(self, masks: list[torch.Tensor]) -> list[np.ndarray]:
         """Probabilities (examples x 5) for each (layers x heads) keep-mask; masks go ``masks_per_pass`` at a time."""
         masks = [torch.as_tensor(m, dtype=torch.float32) for m in masks]
-        results = [None] * len(masks)
+        results: dict[int, np.ndarray] = {}
         order = sorted(range(len(masks)), key=lambda i: first_masked_layer(masks[i]))
         with self._autocast():
             if self.reuse_layers and self._layer_outputs is None:
@@ -228,7 +279,7 @@ class MaskEngine:
                 chunk = order[start : start + self.masks_per_pass]
                 for i, probs in zip(chunk, self._run([masks[i] for i in chunk])):
                     results[i] = probs
-        return results
+        return [results[i] for i in range(len(masks))]
 
     def _run(self, masks: list[torch.Tensor]) -> list[np.ndarray]:
         m = len(masks)
@@ -237,12 +288,17 @@ class MaskEngine:
         out = np.zeros((m, self.n, NUM_GRADES), dtype=np.float32)
         # one mask: its layers are set up once for every batch; several: each copy of a batch gets its own mask
         together = torch.stack(masks).to(self.device) if m > 1 else None
+        recorded = self._layer_outputs or []  # recorded by probabilities() whenever layers are reused
         with self._heads(masks[0], skip) if m == 1 else nullcontext():
             for b, (idx, inputs) in enumerate(self.batches):
                 rows = len(idx)
                 stacked = {k: v.repeat(m, *([1] * (v.dim() - 1))) for k, v in inputs.items()}
-                replay = [_repeat(o, m) for o in self._layer_outputs[b][:skip]] if skip else []
-                per_copy = self._heads(together.repeat_interleave(rows, dim=0), skip) if m > 1 else nullcontext()
+                replay = [_repeat(o, m) for o in recorded[b][:skip]] if skip else []
+                per_copy = (
+                    self._heads(together.repeat_interleave(rows, dim=0), skip)
+                    if together is not None
+                    else nullcontext()
+                )
                 with replayed_layers(self.layers, replay), per_copy:
                     logits = self.model(**stacked).logits.float()
                 probs = torch.softmax(logits, dim=-1).cpu().numpy().reshape(m, rows, NUM_GRADES)
@@ -253,8 +309,9 @@ class MaskEngine:
         """How the layers from ``skip`` up apply ``mask``: left-out heads (one 0/1 mask, a BERT encoder) or hooks."""
         cls_only = self.cls_only and skip < len(self.layers) and reads_cls_only(self.model)
         if self.leave_out_removed and mask.dim() == 2 and bool(((mask == 0) | (mask == 1)).all()):
-            return computed_heads(self.model, mask, skip, cls_only, onednn=self.onednn, means=self.means,
-                                  dtype=self._packed_dtype)
+            return computed_heads(
+                self.model, mask, skip, cls_only, onednn=self.onednn, means=self.means, dtype=self._packed_dtype
+            )
         stack = ExitStack()
         if cls_only:
             stack.enter_context(computed_heads(self.model, torch.ones(self.shape), len(self.layers) - 1, cls_only=True))
@@ -276,8 +333,11 @@ class MaskEngine:
             self.autocast, self._layer_outputs = saved
         if self.autocast and self._layer_outputs is None:
             self._layer_outputs = recorded
-        return {"grade_agreement": float(np.mean(exact.argmax(1) == fast.argmax(1))),
-                "max_prob_diff": float(np.abs(exact - fast).max()), "n_examples": self.n}
+        return {
+            "grade_agreement": float(np.mean(exact.argmax(1) == fast.argmax(1))),
+            "max_prob_diff": float(np.abs(exact - fast).max()),
+            "n_examples": self.n,
+        }
 
     def results_key(self) -> str:
         """What a mask's probabilities depend on besides the mask: :meth:`precision_key`, how removed heads are
@@ -293,8 +353,11 @@ class MaskEngine:
         """What :meth:`precision_check` depends on, hashed: the model's weights, the split's batches, the precision,
         device type and the layers the engine computes itself (not the ablation: an unmasked pass removes no head).
         Engines with one key have one precision check, so a build checks each model and split once."""
-        digest = hashlib.sha256(repr((self.autocast, self.device.type, self.leave_out_removed, self.cls_only,
-                                      weights_digest(self.model))).encode())
+        digest = hashlib.sha256(
+            repr(
+                (self.autocast, self.device.type, self.leave_out_removed, self.cls_only, weights_digest(self.model))
+            ).encode()
+        )
         for idx, inputs in self.batches:
             digest.update(np.asarray(idx).tobytes())
             for name, tensor in sorted(inputs.items()):

@@ -2,6 +2,7 @@
 
 Grades 1..5 are classes 0..4 inside the model; every table headlab writes uses grades.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -32,7 +33,7 @@ class Encoded:
     def __len__(self) -> int:
         return len(self.input_ids)
 
-    def subset(self, idx) -> "Encoded":
+    def subset(self, idx) -> Encoded:
         """The examples at positions ``idx``, in that order."""
         return Encoded([self.input_ids[i] for i in idx], [self.token_type_ids[i] for i in idx], self.grades[idx], 0)
 
@@ -85,8 +86,9 @@ def encode_sentences(tokenizer, texts, grades, max_length: int = 128) -> Encoded
     texts = list(texts)
     n_truncated = sum(len(ids) > max_length for ids in tokenizer(texts, truncation=False)["input_ids"])
     enc = tokenizer(texts, truncation=True, max_length=max_length)
-    return Encoded(enc["input_ids"], [[0] * len(ids) for ids in enc["input_ids"]],
-                   np.asarray(grades, dtype=np.int64), n_truncated)
+    return Encoded(
+        enc["input_ids"], [[0] * len(ids) for ids in enc["input_ids"]], np.asarray(grades, dtype=np.int64), n_truncated
+    )
 
 
 def sentence_ids(input_ids: torch.Tensor, sep_id: int) -> torch.Tensor:
@@ -138,8 +140,16 @@ def weights_digest(model) -> str:
 
 
 @torch.inference_mode()
-def predict(model, encoded: Encoded, mask=None, batch_size: int = 64, device="cpu", pad_id: int = 0,
-            block_across: int | None = None, precision: str = "fp32") -> np.ndarray:
+def predict(
+    model,
+    encoded: Encoded,
+    mask=None,
+    batch_size: int = 64,
+    device="cpu",
+    pad_id: int = 0,
+    block_across: int | None = None,
+    precision: str = "fp32",
+) -> np.ndarray:
     """Grade probabilities (examples x 5) of the model, with the heads of ``mask`` removed if given.
 
     ``block_across=sep_id`` keeps attention inside each sentence (:func:`within_sentence_mask`); ``precision="bf16"``
@@ -157,6 +167,7 @@ def predict(model, encoded: Encoded, mask=None, batch_size: int = 64, device="cp
 
 
 def predicted_grades(probs: np.ndarray) -> np.ndarray:
+    """The most probable grade (1 to 5) of each row of ``probs`` (examples x 5)."""
     return probs.argmax(axis=1) + 1
 
 

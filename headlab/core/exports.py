@@ -5,6 +5,7 @@ time the name is read: ``from headlab.core import run_sweep`` then imports the s
 on one of the package's modules runs that module once, not after its package has already imported it. Each
 package maps names to its own modules (``tests/test_layers.py``), so this never hides an import cycle.
 """
+
 import importlib
 
 

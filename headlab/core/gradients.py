@@ -4,6 +4,7 @@ Ablation (mask a head, measure accuracy) asks the question exactly but costs one
 Neubig (2019, "Are Sixteen Heads Really Better than One?") ask it to first order: the gradient of the loss with
 respect to each head's mask variable. Where the two rankings agree, the cheap proxy can stand in for the sweep.
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -36,8 +37,9 @@ def _only_mask_needs_grad(model):
         model.train(was_training)
 
 
-def gradient_importance(model, encoded: Encoded, batch_size: int = 32, device="cpu", pad_id: int = 0,
-                        normalize: bool = True) -> pd.DataFrame:
+def gradient_importance(
+    model, encoded: Encoded, batch_size: int = 32, device="cpu", pad_id: int = 0, normalize: bool = True
+) -> pd.DataFrame:
     """Michel et al.'s head importance I_h = E_x |dL(x)/d xi_h|, with xi the head mask at 1 (all kept).
 
     L(x) is the cross-entropy of the gold grade. Every example gets its own row of a (batch, layers, heads)
@@ -63,5 +65,11 @@ def gradient_importance(model, encoded: Encoded, batch_size: int = 32, device="c
     raw = total / len(encoded)
     score = raw / (raw.norm(dim=1, keepdim=True) + 1e-20) if normalize else raw
     layer_idx, head_idx = np.divmod(np.arange(layers * heads), heads)
-    return pd.DataFrame({"layer": layer_idx, "head": head_idx, "importance": score.flatten().numpy(),
-                         "importance_raw": raw.flatten().numpy()})
+    return pd.DataFrame(
+        {
+            "layer": layer_idx,
+            "head": head_idx,
+            "importance": score.flatten().numpy(),
+            "importance_raw": raw.flatten().numpy(),
+        }
+    )

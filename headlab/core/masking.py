@@ -6,12 +6,17 @@ the concatenated head outputs before they are mixed back into the residual strea
 is therefore exactly zero, whatever the input -- the study's HEAD-MASK. The hooks live only inside the
 ``mask_heads`` context, so every intervention undoes itself.
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 # Where each architecture mixes its heads back into the residual stream: model_type -> path from a layer.
 # Add an encoder here (and a tiny-config test) to support it everywhere.
@@ -21,8 +26,9 @@ OUTPUT_PROJECTION = {
 }
 
 
-def encoder_layers(model: nn.Module) -> list[nn.Module]:
-    """The transformer layers of an encoder or of a model with an encoder inside (``model.base_model``)."""
+def encoder_layers(model: PreTrainedModel) -> list[Any]:
+    """The transformer layers of an encoder or of a model with an encoder inside (``model.base_model``), each the
+    architecture's own module (``BertLayer``, ``MPNetLayer``: their submodules differ, hence ``Any``)."""
     model_type = model.config.model_type
     if model_type not in OUTPUT_PROJECTION:
         raise ValueError(
@@ -31,19 +37,13 @@ def encoder_layers(model: nn.Module) -> list[nn.Module]:
     return list(model.base_model.encoder.layer)
 
 
-def output_projections(model: nn.Module) -> list[nn.Linear]:
+def output_projections(model: PreTrainedModel) -> list[nn.Linear]:
     """The Linear per layer whose input is the concatenation of that layer's head outputs."""
     path = OUTPUT_PROJECTION[model.config.model_type]
-    projections = []
-    for layer in encoder_layers(model):
-        module = layer
-        for name in path.split("."):
-            module = getattr(module, name)
-        projections.append(module)
-    return projections
+    return [cast(nn.Linear, layer.get_submodule(path)) for layer in encoder_layers(model)]
 
 
-def head_grid(model: nn.Module) -> tuple[int, int]:
+def head_grid(model: PreTrainedModel) -> tuple[int, int]:
     """(layers, heads per layer) of the model."""
     return len(encoder_layers(model)), model.config.num_attention_heads
 
@@ -51,12 +51,14 @@ def head_grid(model: nn.Module) -> tuple[int, int]:
 KEPT_HEADS = "headlab_kept_heads"  # a pruned model's config field (headlab.core.pruning): its kept heads per layer
 
 
-def _check_mask(model: nn.Module, mask: torch.Tensor) -> torch.Tensor:
+def _check_mask(model: PreTrainedModel, mask: torch.Tensor) -> torch.Tensor:
     layers, heads = head_grid(model)
     mask = torch.as_tensor(mask)
     if getattr(model.config, KEPT_HEADS, None) is not None and bool((mask != 1).any()):
-        raise ValueError("this model is pruned (its layers keep only some heads, headlab.core.pruning): mask the "
-                         "original model, whose head indices these are")
+        raise ValueError(
+            "this model is pruned (its layers keep only some heads, headlab.core.pruning): mask the "
+            "original model, whose head indices these are"
+        )
     if mask.dim() not in (2, 3) or tuple(mask.shape[-2:]) != (layers, heads):
         raise ValueError(
             f"head mask must have shape ({layers}, {heads}) or (batch, {layers}, {heads}) for this model, "
@@ -66,7 +68,7 @@ def _check_mask(model: nn.Module, mask: torch.Tensor) -> torch.Tensor:
 
 
 @contextmanager
-def mask_heads(model: nn.Module, mask, means: torch.Tensor | None = None):
+def mask_heads(model: PreTrainedModel, mask, means: torch.Tensor | None = None):
     """Scale every head's output by ``mask[layer, head]`` (1 keeps, 0 removes) inside the ``with`` block.
 
     ``mask`` is (layers, heads) for the whole batch, or (batch, layers, heads) to give every example of a
@@ -105,25 +107,26 @@ def mask_heads(model: nn.Module, mask, means: torch.Tensor | None = None):
             handle.remove()
 
 
-def keep_all(model: nn.Module) -> torch.Tensor:
+def keep_all(model: PreTrainedModel) -> torch.Tensor:
     """A (layers, heads) mask of ones: the unmasked model."""
     return torch.ones(head_grid(model))
 
 
 @torch.inference_mode()
-def head_means(model: nn.Module, batches) -> torch.Tensor:
+def head_means(model: PreTrainedModel, batches) -> torch.Tensor:
     """(layers, hidden): every head's output (the input of the output projection) averaged over the real tokens of
     ``batches`` (model inputs with an ``attention_mask``): what mean-ablation puts in place of a removed head."""
     projections = output_projections(model)
     sums = torch.zeros(len(projections), projections[0].in_features, dtype=torch.float64)
     count = 0
-    current = {}
+    current: dict[str, torch.Tensor] = {}
 
     def record(layer):
         def hook(module, args):
             hidden = args[0].double()
             real = current["real"].to(hidden.device)
             sums[layer] += (hidden * real[..., None]).sum(dim=(0, 1)).cpu()
+
         return hook
 
     handles = [p.register_forward_pre_hook(record(i)) for i, p in enumerate(projections)]

@@ -10,6 +10,7 @@ oneDNN allocates every output afresh. glibc hands a freed block of that size bac
 product would fault its output's pages in anew, which cost half of the gain: :func:`keep_freed_memory` keeps freed
 memory in the process for reuse.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -42,6 +43,7 @@ def dense(weight: torch.Tensor, bias: torch.Tensor | None, onednn: bool = True, 
 
     def apply(x: torch.Tensor) -> torch.Tensor:
         return torch._C._nn.mkldnn_linear(x.contiguous().to_mkldnn(), packed_weight, packed_bias).to_dense()
+
     return apply
 
 
@@ -53,8 +55,11 @@ def keep_freed_memory() -> bool:
         return True
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        settings = ((M_MMAP_THRESHOLD, LARGEST_MMAP_THRESHOLD), (M_TRIM_THRESHOLD, 2**31 - 1),
-                    (M_TOP_PAD, 64 * 1024 * 1024))
+        settings = (
+            (M_MMAP_THRESHOLD, LARGEST_MMAP_THRESHOLD),
+            (M_TRIM_THRESHOLD, 2**31 - 1),
+            (M_TOP_PAD, 64 * 1024 * 1024),
+        )
         _memory_kept = all(libc.mallopt(option, value) == 1 for option, value in settings)
     except (OSError, AttributeError):
         _memory_kept = False

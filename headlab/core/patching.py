@@ -14,6 +14,7 @@ layer outputs recorded once, and a patch whose lowest head is in layer ``l`` sta
 output of layer ``l - 1``, as the sweep engine does. The unpatched target goes through the same function and
 precision, so a patch's effect is never a difference of computation.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,7 +27,7 @@ import torch
 from tqdm.auto import tqdm
 
 from headlab.core.device import autocast, precision
-from headlab.core.engine import replayed_layers
+from headlab.core.engine import appending_hook, replayed_layers
 from headlab.core.evaluate import GRADE_LABELS, Encoded, length_batches, model_inputs
 from headlab.core.masking import encoder_layers, head_grid, output_projections
 from headlab.core.worklog import note_work
@@ -45,6 +46,7 @@ def recording_head_outputs(model):
             current[layer] = args[0].detach().clone()
             if layer == len(projections) - 1:
                 passes.append([current.pop(i) for i in range(len(projections))])
+
         return hook
 
     handles = [p.register_forward_pre_hook(record(i)) for i, p in enumerate(projections)]
@@ -93,6 +95,7 @@ def expected_grade(logits: torch.Tensor) -> np.ndarray:
 
 
 def first_layer(heads) -> int:
+    """The lowest layer among ``heads`` ((layer, head) pairs): the first layer a patch changes."""
     return min(int(layer) for layer, _ in heads)
 
 
@@ -100,14 +103,23 @@ class PatchEngine:
     """Expected grades of the ``target`` pairs with chosen heads patched from the ``source`` pairs (the same pairs,
     token for token the same lengths), many patches over one set of batches."""
 
-    def __init__(self, model, source: Encoded, target: Encoded, batch_size: int = 64, device="cpu", pad_id: int = 0,
-                 autocast: bool | None = None):
+    def __init__(
+        self,
+        model,
+        source: Encoded,
+        target: Encoded,
+        batch_size: int = 64,
+        device="cpu",
+        pad_id: int = 0,
+        autocast: bool | None = None,
+    ):
         if len(source) != len(target):
             raise ValueError(f"source has {len(source)} pairs, target {len(target)}: patching pairs them one to one")
         for i, (a, b) in enumerate(zip(source.input_ids, target.input_ids)):
             if len(a) != len(b):
-                raise ValueError(f"pair {i}: source has {len(a)} tokens, target {len(b)}; a patch needs the same "
-                                 "positions in both")
+                raise ValueError(
+                    f"pair {i}: source has {len(a)} tokens, target {len(b)}; a patch needs the same positions in both"
+                )
         self.model = model.eval()
         self.device = torch.device(device)
         self.n = len(source)
@@ -115,10 +127,13 @@ class PatchEngine:
         self.shape = head_grid(model)
         self.autocast = precision(self.device) == "bf16" if autocast is None else autocast
         # the same lengths, so one order of the pairs (sorted by length, stable) makes both sides' batches
-        self.batches = [(idx, model_inputs(model, s, self.device), model_inputs(model, t, self.device))
-                        for (idx, s), (_, t) in zip(length_batches(source, batch_size, pad_id),
-                                                    length_batches(target, batch_size, pad_id))]
-        self._recorded = None
+        self.batches = [
+            (idx, model_inputs(model, s, self.device), model_inputs(model, t, self.device))
+            for (idx, s), (_, t) in zip(
+                length_batches(source, batch_size, pad_id), length_batches(target, batch_size, pad_id)
+            )
+        ]
+        self._recorded: list[tuple] | None = None
 
     def _autocast(self):
         return autocast(self.device, "bf16" if self.autocast else "fp32")
@@ -132,8 +147,8 @@ class PatchEngine:
                 for _, source, target in self.batches:
                     with recording_head_outputs(self.model) as passes:
                         source_grades = expected_grade(self.model(**source).logits)
-                    outputs = []
-                    hooks = [layer.register_forward_hook(lambda m, a, out: outputs.append(out)) for layer in self.layers]
+                    outputs: list = []
+                    hooks = [layer.register_forward_hook(appending_hook(outputs)) for layer in self.layers]
                     try:
                         with recording_head_outputs(self.model) as target_passes:
                             target_grades = expected_grade(self.model(**target).logits)
@@ -168,7 +183,6 @@ class PatchEngine:
                         out[p, idx] = expected_grade(self.model(**target).logits)
         return out
 
-
     @torch.inference_mode()
     def path_patched(self, senders, receiver: tuple[int, int], positions) -> pd.DataFrame:
         """Path patching, one step (Wang et al. 2023): how much of the source-target difference reaches the
@@ -191,17 +205,27 @@ class PatchEngine:
         out = {f"{what}_{run}": np.zeros(self.n) for what in ("share", "grade") for run in ("source", "target", "path")}
         with self._autocast():
             for (idx, source, target), (source_heads, source_grades, outputs, target_grades, target_heads) in zip(
-                    self.batches, self._record()):
+                self.batches, self._record()
+            ):
                 where = _position_mask(positions, idx, target["attention_mask"])
                 for run, inputs in (("source", source), ("target", target)):
                     with _receiver_row(attention, columns, inputs["attention_mask"]) as row:
                         self.model(**inputs)
                     out[f"share_{run}"][idx] = (row[0] * where).sum(-1).float().cpu().numpy()
                 out["grade_source"][idx], out["grade_target"][idx] = source_grades, target_grades
-                residual = _layer_input(self.model, self.layers, layer, outputs[:low], target,
-                                        [(senders, source_heads), (frozen, target_heads)])
-                with replayed_layers(self.layers, outputs[:layer]), _reading(attention, columns, residual), \
-                        _receiver_row(attention, columns, target["attention_mask"]) as row:
+                residual = _layer_input(
+                    self.model,
+                    self.layers,
+                    layer,
+                    outputs[:low],
+                    target,
+                    [(senders, source_heads), (frozen, target_heads)],
+                )
+                with (
+                    replayed_layers(self.layers, outputs[:layer]),
+                    _reading(attention, columns, residual),
+                    _receiver_row(attention, columns, target["attention_mask"]) as row,
+                ):
                     out["grade_path"][idx] = expected_grade(self.model(**target).logits)
                 out["share_path"][idx] = (row[0] * where).sum(-1).float().cpu().numpy()
         return pd.DataFrame({"example": np.arange(self.n), **out})
@@ -234,10 +258,12 @@ def _layer_input(model, layers, layer: int, replay, inputs, patched) -> torch.Te
 @contextmanager
 def _reading(attention, columns: slice, residual: torch.Tensor):
     """The receiver head's query, key and value computed from ``residual`` (its columns of each projection only)."""
+
     def from_residual(module, args, output):
         changed = output.clone()
-        changed[..., columns] = torch.nn.functional.linear(residual.to(output.dtype), module.weight[columns].to(
-            output.dtype), module.bias[columns].to(output.dtype))
+        changed[..., columns] = torch.nn.functional.linear(
+            residual.to(output.dtype), module.weight[columns].to(output.dtype), module.bias[columns].to(output.dtype)
+        )
         return changed
 
     handles = [p.register_forward_hook(from_residual) for p in (attention.query, attention.key, attention.value)]
@@ -260,6 +286,7 @@ def _receiver_row(attention, columns: slice, attention_mask: torch.Tensor):
             if len(got) == 2:
                 scores = (got["query"][:, :1] @ got["key"].transpose(1, 2))[:, 0] * attention.scaling
                 rows.append(torch.softmax(scores.masked_fill(attention_mask == 0, float("-inf")), dim=-1))
+
         return hook
 
     handles = [attention.query.register_forward_hook(keep("query")), attention.key.register_forward_hook(keep("key"))]
@@ -284,12 +311,22 @@ def single_head_patches(layers: int, heads: int) -> dict[str, list[tuple[int, in
 
 
 def _plan(patches: dict) -> pd.DataFrame:
-    return pd.DataFrame([{"patch": name, "heads": " ".join(f"{l}.{h}" for l, h in sorted(heads))}
-                         for name, heads in patches.items()])
+    return pd.DataFrame(
+        [{"patch": name, "heads": " ".join(f"{l}.{h}" for l, h in sorted(heads))} for name, heads in patches.items()]
+    )
 
 
-def run_patching(model, source: Encoded, target: Encoded, patches: dict[str, list], out_dir, batch_size: int = 64,
-                 device="cpu", pad_id: int = 0, progress: bool = True) -> pd.DataFrame:
+def run_patching(
+    model,
+    source: Encoded,
+    target: Encoded,
+    patches: dict[str, list],
+    out_dir,
+    batch_size: int = 64,
+    device="cpu",
+    pad_id: int = 0,
+    progress: bool = True,
+) -> pd.DataFrame:
     """Every patch of ``patches`` (name -> heads) on the ``target`` pairs from the ``source`` pairs, saved patch by
     patch in ``out_dir`` (``<patch>.npy``) and resumed there; the unpatched source and target are the rows
     ``"source"`` and ``"target"``. Returns the tidy table: patch, example (the pair's position in ``source``),
@@ -315,5 +352,10 @@ def run_patching(model, source: Encoded, target: Encoded, patches: dict[str, lis
             np.save(out_dir / f"{name}.part.npy", grades)
             os.replace(out_dir / f"{name}.part.npy", out_dir / f"{name}.npy")  # a patch counts once it is whole
     names = ["source", "target", *patches]
-    return pd.DataFrame({"patch": np.repeat(names, len(source)), "example": np.tile(np.arange(len(source)), len(names)),
-                         "expected": np.concatenate([np.load(out_dir / f"{name}.npy") for name in names])})
+    return pd.DataFrame(
+        {
+            "patch": np.repeat(names, len(source)),
+            "example": np.tile(np.arange(len(source)), len(names)),
+            "expected": np.concatenate([np.load(out_dir / f"{name}.npy") for name in names]),
+        }
+    )

@@ -8,14 +8,19 @@ no head keeps only the projection's bias (:class:`NoHeads`). The kept heads are 
 (:data:`KEPT_HEADS`), so :func:`shape_for_kept_heads` can rebuild the smaller layers from it before the weights are
 loaded from safetensors (:func:`headlab.models.loading.load_classifier`); no remote code.
 """
+
 from __future__ import annotations
 
 import copy
 import warnings
+from typing import TYPE_CHECKING
 
 import torch
 
 from headlab.core.masking import KEPT_HEADS, encoder_layers
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 
 class NoHeads(torch.nn.Module):
@@ -23,6 +28,7 @@ class NoHeads(torch.nn.Module):
     its bias alone."""
 
     def forward(self, hidden_states, *args, **kwargs):
+        """A (batch, tokens, 0) output and no attention weights, whatever the input."""
         return hidden_states.new_zeros(*hidden_states.shape[:-1], 0), None
 
 
@@ -54,8 +60,7 @@ def _shrink(layer, heads: list[int], size: int, copy_weights: bool) -> None:
         layer.attention.self = NoHeads()
         with warnings.catch_warnings():  # a weight with no columns has nothing to initialise, and torch says so
             warnings.filterwarnings("ignore", "Initializing zero-element tensors is a no-op")
-            projection = torch.nn.Linear(0, mixing.out_features, device=mixing.weight.device,
-                                         dtype=mixing.weight.dtype)
+            projection = torch.nn.Linear(0, mixing.out_features, device=mixing.weight.device, dtype=mixing.weight.dtype)
         if copy_weights:
             projection.bias.data.copy_(mixing.bias.data)
         layer.attention.output.dense = projection
@@ -94,7 +99,7 @@ def _kept_from_drop(model, drop) -> list[list[int]]:
     return [[h for h in range(heads) if (l, h) not in dropped] for l in range(layers)]
 
 
-def prune_heads(model, drop) -> torch.nn.Module:
+def prune_heads(model: PreTrainedModel, drop) -> PreTrainedModel:
     """A copy of the BERT ``model`` without the heads in ``drop`` ((layer, head) pairs): smaller matrices, no masks,
     the same grades as masking them (up to float rounding). The kept heads are recorded in its config."""
     _check_bert(model)
@@ -106,7 +111,7 @@ def prune_heads(model, drop) -> torch.nn.Module:
     return pruned.eval()
 
 
-def shape_for_kept_heads(model) -> torch.nn.Module:
+def shape_for_kept_heads(model: PreTrainedModel) -> PreTrainedModel:
     """Give a freshly built BERT the smaller layers its config's :data:`KEPT_HEADS` name (weights to be loaded)."""
     _check_bert(model)
     return _shrink_layers(model, kept_heads(model) or [], copy_weights=False)

@@ -3,6 +3,7 @@
 All effects are *relative* changes of accuracy against the unmasked baseline, as in the study, measured on
 the same examples; the bootstrap resamples examples, so both accuracies move together (paired).
 """
+
 from __future__ import annotations
 
 import math
@@ -59,8 +60,14 @@ def boot_means(values: np.ndarray, weights: np.ndarray, draw_seed) -> np.ndarray
     return (counts * per_draw).sum(axis=1) / values.shape[0]
 
 
-def relative_change(masked_correct: np.ndarray, base_correct: np.ndarray, n_boot: int = 2000, seed: int = 0,
-                    level: float = 0.95, draw_seed=None) -> dict:
+def relative_change(
+    masked_correct: np.ndarray,
+    base_correct: np.ndarray,
+    n_boot: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+    draw_seed=None,
+) -> dict:
     """Relative accuracy change of masked vs base with a paired percentile-bootstrap interval.
 
     ``masked_correct`` is (examples,) or (draws, examples): with draws, the effect is that of the mean
@@ -95,7 +102,7 @@ def relative_change(masked_correct: np.ndarray, base_correct: np.ndarray, n_boot
 
 
 def equivalent(lo90: float, hi90: float, margin: float) -> bool:
-    """"No effect" as a claim of equivalence: the 90% interval lies inside (-margin, +margin) (TOST at 5%)."""
+    """ "No effect" as a claim of equivalence: the 90% interval lies inside (-margin, +margin) (TOST at 5%)."""
     return -margin < lo90 and hi90 < margin
 
 
@@ -155,7 +162,7 @@ class Floor:
     n: int
 
     @classmethod
-    def of(cls, correct, grades, split_grades=None) -> "Floor":
+    def of(cls, correct, grades, split_grades=None) -> Floor:
         """The floor scale of some pairs: the unmasked model's accuracy there (``correct``: right/wrong per pair) and
         that of always answering the majority grade of ``split_grades`` (default ``grades``: the pairs' own)."""
         grades = np.asarray(grades)

@@ -6,6 +6,7 @@ shards run in separate processes or machines fill the same folder. Masks that re
 evaluated once. Every sweep contains the unmasked model (mask ``none``), and every effect is measured against
 that row: the baseline goes through the same engine, batches and precision as the masked runs.
 """
+
 from __future__ import annotations
 
 import os
@@ -52,20 +53,26 @@ class MaskSpec:
         mask = torch.ones(layers, heads)
         for layer, head in self.dropped:
             if not (0 <= layer < layers and 0 <= head < heads):
-                raise ValueError(f"mask {self.mask_id}: head ({layer}, {head}) does not exist in a {layers}x{heads} model")
+                raise ValueError(
+                    f"mask {self.mask_id}: head ({layer}, {head}) does not exist in a {layers}x{heads} model"
+                )
             mask[layer, head] = 0.0
         return mask
 
 
 def baseline_spec() -> MaskSpec:
+    """The unmasked model (mask ``none``), which every sweep contains and every effect is measured against."""
     return MaskSpec(BASELINE, (), "none")
 
 
 def all_heads(layers: int, heads: int) -> list[tuple[int, int]]:
+    """Every (layer, head) of a layers x heads model, layer by layer."""
     return [(l, h) for l in range(layers) for h in range(heads)]
 
 
-def random_share_specs(layers: int, heads: int, shares, draws: int, seed: int, pool=None, kind: str = "random") -> list[MaskSpec]:
+def random_share_specs(
+    layers: int, heads: int, shares, draws: int, seed: int, pool=None, kind: str = "random"
+) -> list[MaskSpec]:
     """``draws`` random masks per share; a share counts heads of the *whole* model, drawn from ``pool``.
 
     Each (share, draw) has its own seeded generator, so a mask does not depend on which other shares or
@@ -105,11 +112,22 @@ def heads_key(dropped) -> str:
 
 
 def plan_table(specs: list[MaskSpec]) -> pd.DataFrame:
-    """One row per mask: ``mask_id``, ``kind``, ``n_dropped``, ``dropped`` (:func:`heads_key`) and its meta."""
+    """One row per mask of ``specs``, in order: the sweep's plan (its ``plan.csv``).
+
+    Columns: mask_id, kind, n_dropped, dropped (:func:`heads_key`), then the masks' meta keys (e.g. layer, head,
+    share, draw; empty for the masks without them).
+    """
     rows = []
     for s in specs:
-        rows.append({"mask_id": s.mask_id, "kind": s.kind, "n_dropped": len(s.dropped), "dropped": heads_key(s.dropped),
-                     **s.meta})
+        rows.append(
+            {
+                "mask_id": s.mask_id,
+                "kind": s.kind,
+                "n_dropped": len(s.dropped),
+                "dropped": heads_key(s.dropped),
+                **s.meta,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -136,9 +154,21 @@ def _mask_file(out_dir: Path, mask_id: str) -> Path:
 
 
 def per_example_table(mask_id: str, probs: np.ndarray, grades: np.ndarray) -> pd.DataFrame:
+    """One mask's run, one row per example: what a sweep folder keeps in ``masks/<mask_id>.csv``.
+
+    Columns: mask_id, example (position in the split), grade (the label, 1 to 5), predicted (the most probable
+    grade), correct (1 or 0), p1 ... p5 (the probability of each grade).
+    """
     predicted = predicted_grades(probs)
-    frame = pd.DataFrame({"mask_id": mask_id, "example": np.arange(len(grades)), "grade": grades,
-                          "predicted": predicted, "correct": (predicted == grades).astype(int)})
+    frame = pd.DataFrame(
+        {
+            "mask_id": mask_id,
+            "example": np.arange(len(grades)),
+            "grade": grades,
+            "predicted": predicted,
+            "correct": (predicted == grades).astype(int),
+        }
+    )
     for g in range(probs.shape[1]):
         frame[f"p{g + 1}"] = probs[:, g]
     return frame
@@ -180,8 +210,10 @@ def record_precision(out_dir: Path, check: dict | None, tolerance: float = PRECI
     check = pd.read_csv(path).iloc[0].to_dict()
     changed = 1.0 - check["grade_agreement"]
     if changed > tolerance:
-        raise PrecisionError(f"{path}: bf16 autocast changes {changed:.2%} of the {int(check['n_examples'])} unmasked "
-                             f"grades against fp32 (tolerance {tolerance:.2%}); run the sweep with autocast=False")
+        raise PrecisionError(
+            f"{path}: bf16 autocast changes {changed:.2%} of the {int(check['n_examples'])} unmasked "
+            f"grades against fp32 (tolerance {tolerance:.2%}); run the sweep with autocast=False"
+        )
     return check
 
 
@@ -213,16 +245,31 @@ def reuse_evaluated(out_dir: Path, key: str, groups: list) -> list:
             continue
         table = pd.read_csv(source)
         for spec in group:
-            write_atomically(_mask_file(out_dir, spec.mask_id), table.assign(mask_id=spec.mask_id).to_csv(
-                index=False, float_format="%.6f"))
+            write_atomically(
+                _mask_file(out_dir, spec.mask_id),
+                table.assign(mask_id=spec.mask_id).to_csv(index=False, float_format="%.6f"),
+            )
     return left
 
 
-def run_sweep(model, encoded: Encoded, specs: list[MaskSpec], out_dir, batch_size: int = 64, device="cpu",
-              shard: int = 0, n_shards: int = 1, pad_id: int = 0, progress: bool = True,
-              masks_per_pass: int = 1, autocast: bool | None = None, cluster=None,
-              chunk_size: int = 8, means: torch.Tensor | None = None,
-              engine: MaskEngine | None = None) -> pd.DataFrame | None:
+def run_sweep(
+    model,
+    encoded: Encoded,
+    specs: list[MaskSpec],
+    out_dir,
+    batch_size: int = 64,
+    device="cpu",
+    shard: int = 0,
+    n_shards: int = 1,
+    pad_id: int = 0,
+    progress: bool = True,
+    masks_per_pass: int = 1,
+    autocast: bool | None = None,
+    cluster=None,
+    chunk_size: int = 8,
+    means: torch.Tensor | None = None,
+    engine: MaskEngine | None = None,
+) -> pd.DataFrame | None:
     """Evaluate every mask of ``specs`` (this shard's share of them), saving each as soon as it is done.
 
     Masks run through :class:`headlab.core.engine.MaskEngine` (layer reuse, several masks per pass, bf16 autocast
@@ -235,6 +282,9 @@ def run_sweep(model, encoded: Encoded, specs: list[MaskSpec], out_dir, batch_siz
     (:func:`headlab.core.masking.head_means`) removed heads are mean-ablated instead of zeroed, in this process.
     ``engine``, one already built on ``model`` and ``encoded`` (e.g. a :class:`headlab.lab.Lab`'s), is used in this
     process instead of a new one, so its recorded unmasked layers serve every sweep of the split.
+
+    Columns: those of :func:`per_example_table` (mask_id, example, grade, predicted, correct, p1 ... p5), one row
+    per mask and example, the masks in plan order (:func:`load_sweep`).
     """
     if means is not None and cluster is not None:
         raise ValueError("a mean-ablation sweep runs in this process: leave cluster=None")
@@ -253,19 +303,36 @@ def run_sweep(model, encoded: Encoded, specs: list[MaskSpec], out_dir, batch_siz
         groups = [(group, group[0].keep(layers, heads)) for group in same_heads.values()]
         groups.sort(key=lambda g: first_masked_layer(g[1]))  # so a chunk shares its reusable layers
         if cluster is None:
-            engine = engine or MaskEngine(model, encoded, batch_size, device, pad_id, masks_per_pass=masks_per_pass,
-                                          autocast=autocast, means=means)
+            engine = engine or MaskEngine(
+                model,
+                encoded,
+                batch_size,
+                device,
+                pad_id,
+                masks_per_pass=masks_per_pass,
+                autocast=autocast,
+                means=means,
+            )
             check_precision(out_dir, engine)
             groups = reuse_evaluated(out_dir, engine.results_key(), groups)
         if groups:
             note_work(f"sweep {out_dir.name}: {len(groups)} masks")
         if cluster is None:
+            assert engine is not None  # made above, on this process
             chunks = [groups[i : i + engine.masks_per_pass] for i in range(0, len(groups), engine.masks_per_pass)]
             results = ((i, engine.probabilities([keep for _, keep in chunk]), None) for i, chunk in enumerate(chunks))
         else:
             chunks = [groups[i : i + chunk_size] for i in range(0, len(groups), chunk_size)]
-            results = cluster_results(connect(cluster), model, encoded, [[keep for _, keep in c] for c in chunks],
-                                      batch_size, pad_id, masks_per_pass, autocast)
+            results = cluster_results(
+                connect(cluster),
+                model,
+                encoded,
+                [[keep for _, keep in c] for c in chunks],
+                batch_size,
+                pad_id,
+                masks_per_pass,
+                autocast,
+            )
         with tqdm(total=len(groups), desc=f"masks ({out_dir.name})", disable=not progress) as bar:
             for i, probabilities, check in results:
                 if check is not None:
@@ -273,27 +340,38 @@ def run_sweep(model, encoded: Encoded, specs: list[MaskSpec], out_dir, batch_siz
                 for (group, _), probs in zip(chunks[i], probabilities):
                     for spec in group:
                         table = per_example_table(spec.mask_id, probs, encoded.grades)
-                        write_atomically(_mask_file(out_dir, spec.mask_id), table.to_csv(index=False, float_format="%.6f"))
+                        write_atomically(
+                            _mask_file(out_dir, spec.mask_id), table.to_csv(index=False, float_format="%.6f")
+                        )
                 bar.update(len(chunks[i]))
     elif cluster is None and not (out_dir / ENGINE_KEY).exists():  # a folder finished before folders kept their key
-        engine = engine or MaskEngine(model, encoded, batch_size, device, pad_id, masks_per_pass=masks_per_pass,
-                                      autocast=autocast, means=means)
+        engine = engine or MaskEngine(
+            model, encoded, batch_size, device, pad_id, masks_per_pass=masks_per_pass, autocast=autocast, means=means
+        )
         write_atomically(out_dir / ENGINE_KEY, engine.results_key())
     return load_sweep(out_dir) if all(_mask_file(out_dir, s.mask_id).exists() for s in specs) else None
 
 
 def load_sweep(out_dir) -> pd.DataFrame:
-    """Merge the per-mask files of a finished sweep, in plan order (identical however it was sharded)."""
+    """Merge the per-mask files of a finished sweep, in plan order (identical however it was sharded).
+
+    Columns: those of :func:`per_example_table` (mask_id, example, grade, predicted, correct, p1 ... p5).
+    """
     out_dir = Path(out_dir)
     plan = pd.read_csv(out_dir / "plan.csv", keep_default_na=False)
     missing = [m for m in plan["mask_id"] if not _mask_file(out_dir, m).exists()]
     if missing:
-        raise SweepError(f"sweep {out_dir} is incomplete: {len(missing)} of {len(plan)} masks missing (e.g. {missing[0]})")
+        raise SweepError(
+            f"sweep {out_dir} is incomplete: {len(missing)} of {len(plan)} masks missing (e.g. {missing[0]})"
+        )
     return pd.concat([pd.read_csv(_mask_file(out_dir, m)) for m in plan["mask_id"]], ignore_index=True)
 
 
 def correct_matrix(per_example: pd.DataFrame) -> pd.DataFrame:
-    """Right (1) or wrong (0) per mask (rows) and example (columns, in order)."""
+    """Right (1) or wrong (0) per mask (rows) and example (columns, in order).
+
+    Columns: the examples (0 ... n-1); index: mask_id.
+    """
     return per_example.pivot(index="mask_id", columns="example", values="correct").sort_index(axis=1)
 
 
@@ -306,7 +384,13 @@ def baseline_correct(per_example: pd.DataFrame) -> np.ndarray:
 
 
 def summarize(per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """One row per mask: accuracy, relative change vs the sweep's unmasked row with its paired bootstrap interval, McNemar p."""
+    """One row per mask: accuracy, relative change vs the sweep's unmasked row with its paired bootstrap interval,
+    McNemar p.
+
+    Columns: the plan's (mask_id, kind, n_dropped, dropped, meta), accuracy, rel_change, lo, hi (the 95% interval),
+    lo90, hi90, n_examples, n_draws, n_boot, interval (:func:`headlab.core.stats.relative_change`), p_mcnemar
+    (exact McNemar test against the unmasked row).
+    """
     base = baseline_correct(per_example)
     rows = []
     for mask_id, group in per_example.groupby("mask_id", sort=False):
@@ -321,6 +405,8 @@ def masks_of_kind(table: pd.DataFrame, kind: str, int_columns: list[str]) -> pd.
 
     A plan read back from ``plan.csv`` holds several kinds, so a meta column such as ``layer`` is empty for
     the other kinds and comes back as strings; within one kind it is always filled.
+
+    Columns: those of ``table``, the ``int_columns`` as integers.
     """
     rows = table[table["kind"] == kind].copy()
     if rows.empty:
@@ -335,11 +421,16 @@ def draw_seed(seed: int, kind: str, share: float) -> list[int]:
     return [seed, zlib.crc32(kind.encode()), round(share * 10_000)]
 
 
-def share_masks(per_example: pd.DataFrame, plan: pd.DataFrame, kind: str, meta: list[str]) -> tuple[pd.DataFrame,
-                                                                                                        pd.DataFrame]:
+def share_masks(
+    per_example: pd.DataFrame, plan: pd.DataFrame, kind: str, meta: list[str]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The masks of ``kind`` that remove a share of the heads, and the sweep's right/wrong matrix: ``(specs,
     correct)``, specs with ``mask_id``, a float ``share`` and the ``meta`` columns, correct indexed by ``mask_id``
-    (masks x examples). A mask of the plan with no result in the sweep is an error naming it."""
+    (masks x examples). A mask of the plan with no result in the sweep is an error naming it.
+
+    Columns of specs: the plan's (mask_id, kind, n_dropped, dropped, meta), share as a float.
+    Columns of correct: the examples (0 ... n-1), 1 right and 0 wrong; index: mask_id.
+    """
     specs = masks_of_kind(plan, kind, meta)
     specs["share"] = pd.to_numeric(specs["share"]).astype(float)
     correct = correct_matrix(per_example)
@@ -349,8 +440,9 @@ def share_masks(per_example: pd.DataFrame, plan: pd.DataFrame, kind: str, meta: 
     return specs, correct
 
 
-def share_curve(per_example: pd.DataFrame, plan: pd.DataFrame, kind: str, n_boot: int = 2000,
-                seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+def share_curve(
+    per_example: pd.DataFrame, plan: pd.DataFrame, kind: str, n_boot: int = 2000, seed: int = 0
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Random masks of one ``kind`` (meta: share, draw) summarized per share: ``(curve, draws)``.
 
     curve: ``rel_change`` is that of the accuracy averaged over draws, with ``lo``/``hi`` its two-stage
@@ -358,6 +450,10 @@ def share_curve(per_example: pd.DataFrame, plan: pd.DataFrame, kind: str, n_boot
     the 90% one for equivalence checks; ``draw_lo``/``draw_hi`` (t-interval of the draws' mean) and
     ``draw_min``/``draw_max`` show how much the choice of heads alone matters. draws: one row per mask with
     its own relative change, so every draw can be shown.
+
+    Columns of curve: kind, share, n_heads, rel_change, lo, hi, lo90, hi90, n_examples, n_draws, n_boot, interval,
+    draw_lo, draw_hi, draw_min, draw_max.
+    Columns of draws: mask_id, kind, share, draw, n_dropped, accuracy, rel_change.
     """
     specs, correct = share_masks(per_example, plan, kind, ["draw", "n_dropped"])
     base = baseline_correct(per_example).astype(np.float64)
@@ -369,11 +465,25 @@ def share_curve(per_example: pd.DataFrame, plan: pd.DataFrame, kind: str, n_boot
         n_heads = group["n_dropped"].unique()
         if len(n_heads) != 1:
             raise ValueError(f"share {share} of kind {kind!r} masks different numbers of heads: {sorted(n_heads)}")
-        effect = relative_change(correct.loc[group["mask_id"]].to_numpy(dtype=np.float64), base,
-                                 n_boot=n_boot, seed=seed, draw_seed=draw_seed(seed, kind, share))
+        effect = relative_change(
+            correct.loc[group["mask_id"]].to_numpy(dtype=np.float64),
+            base,
+            n_boot=n_boot,
+            seed=seed,
+            draw_seed=draw_seed(seed, kind, share),
+        )
         _, draw_lo, draw_hi = mean_interval(group["rel_change"])
-        rows.append({"kind": kind, "share": share, "n_heads": int(n_heads[0]), **effect,
-                     "draw_lo": draw_lo, "draw_hi": draw_hi,
-                     "draw_min": float(group["rel_change"].min()), "draw_max": float(group["rel_change"].max())})
+        rows.append(
+            {
+                "kind": kind,
+                "share": share,
+                "n_heads": int(n_heads[0]),
+                **effect,
+                "draw_lo": draw_lo,
+                "draw_hi": draw_hi,
+                "draw_min": float(group["rel_change"].min()),
+                "draw_max": float(group["rel_change"].max()),
+            }
+        )
     draws = specs[["mask_id", "kind", "share", "draw", "n_dropped", "accuracy", "rel_change"]].reset_index(drop=True)
     return pd.DataFrame(rows), draws

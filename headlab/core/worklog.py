@@ -5,6 +5,7 @@ A sweep that evaluates masks and a training that fills a cache entry say so here
 the variable, so a build that runs notebooks side by side still knows which of them computed anything and which
 found everything cached (:mod:`headlab.book.build`).
 """
+
 from __future__ import annotations
 
 import os

@@ -5,6 +5,7 @@ tools that several findings share are exported here:
 
     from headlab.findings import compare_maps, matching_heads, role_scores
 """
+
 from headlab.core.exports import exports as _exports
 
 _PUBLIC = {

@@ -6,6 +6,7 @@ several *runs* (a model and an optional mask each) and returns one tidy table wh
 their difference, which the static book draws with :func:`headlab.report.charts.map_panels` (choices from menus, no
 kernel); :func:`headlab.report.compare_explorer.live_explorer` does the same live for any example and head.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,27 +25,31 @@ def token_labels(tokens: list[str]) -> list[str]:
 
 
 def head_label(layer: int, head: int) -> str:
+    """``layer.head``, e.g. ``3.9``: how the charts and tables name a head."""
     return f"{int(layer)}.{int(head)}"
 
 
-def compare_maps(runs: dict, encoded, tokenizer, examples, heads, batch_size: int = 32, device="cpu",
-                 stopwords=None, min_weight: float = 0.01) -> pd.DataFrame:
+def compare_maps(
+    lab, runs: dict, examples, heads, stopwords=None, min_weight: float = 0.01, encoded=None
+) -> pd.DataFrame:
     """Tidy attention cells of ``heads`` on ``examples``, one column per run, plus their difference.
 
-    ``runs`` maps a name to ``(model, mask)`` (mask None: no head removed); with two runs, ``difference`` is
-    the second minus the first. Columns: example, layer, head, head_label, query, key (positions; query
-    attends to key), query_token, key_token (:func:`token_labels`), identical (query and key are the same
-    term in the two sentences, :func:`headlab.findings.roles.shared_terms`), key_shared (the key is such a term),
-    the runs' weights, and ``difference``. Cells where every run's weight is below ``min_weight`` are left
-    out (drawn blank, i.e. about 0) so a page stays small; the diagonal and the identical-term cells are
-    always kept, so every token keeps its row and column.
+    ``lab`` (:class:`headlab.lab.Lab`) gives the tokenizer, the encoded pairs (``encoded``: another encoding of the same
+    split instead), the batch size, device and pad id. ``runs`` maps a name to ``(model, mask)`` (mask None: no head
+    removed); with two runs, ``difference`` is the second minus the first. Columns: example, layer, head, head_label,
+    query, key (positions; query attends to key), query_token, key_token (:func:`token_labels`), identical (query and
+    key are the same term in the two sentences, :func:`headlab.findings.roles.shared_terms`), key_shared (the key is
+    such a term), the runs' weights, and ``difference``. Cells where every run's weight is below ``min_weight`` are left
+    out (drawn blank, i.e. about 0) so a page stays small; the diagonal and the identical-term cells are always kept, so
+    every token keeps its row and column.
     """
     examples = [int(e) for e in examples]
     heads = [(int(l), int(h)) for l, h in heads]
-    pad_id = tokenizer.pad_token_id or 0
+    tokenizer = lab.tokenizer
+    encoded = lab.encoded if encoded is None else encoded
     picked = {}
     for name, (model, mask) in runs.items():
-        for example, maps in attention_maps(model, encoded, examples, mask, batch_size, device, pad_id):
+        for example, maps in attention_maps(model, encoded, examples, mask, lab.batch_size, lab.device, lab.pad_id):
             picked[name, example] = np.stack([maps[l, h] for l, h in heads]).astype(np.float64)  # (heads, T, T)
     frames = []
     for example in examples:
@@ -55,12 +60,20 @@ def compare_maps(runs: dict, encoded, tokenizer, examples, heads, batch_size: in
         shared = {i for pair in pairs for i in pair}
         n = len(tokens.ids)
         which, query, key = [a.ravel() for a in np.indices((len(heads), n, n))]
-        frame = pd.DataFrame({"example": example, "layer": [heads[i][0] for i in which],
-                              "head": [heads[i][1] for i in which],
-                              "head_label": [head_label(*heads[i]) for i in which], "query": query, "key": key,
-                              "query_token": [labels[i] for i in query], "key_token": [labels[i] for i in key],
-                              "identical": [(q, k) in identical for q, k in zip(query, key)],
-                              "key_shared": [i in shared for i in key]})
+        frame = pd.DataFrame(
+            {
+                "example": example,
+                "layer": [heads[i][0] for i in which],
+                "head": [heads[i][1] for i in which],
+                "head_label": [head_label(*heads[i]) for i in which],
+                "query": query,
+                "key": key,
+                "query_token": [labels[i] for i in query],
+                "key_token": [labels[i] for i in key],
+                "identical": [(q, k) in identical for q, k in zip(query, key)],
+                "key_shared": [i in shared for i in key],
+            }
+        )
         for name in runs:
             frame[name] = picked[name, example].ravel()
         if len(runs) == 2:

@@ -26,6 +26,7 @@ answering the majority grade, so a reader sees how much of the accuracy above ch
 accuracy is within two binomial standard errors of that floor (or below it) is *at the floor*: a model that can fall no
 further is evidence neither for nor against a claim that compares how far two conditions fall.
 """
+
 from __future__ import annotations
 
 import math
@@ -40,17 +41,23 @@ from headlab.core.stats import Floor, empirical_p_floor
 VERDICTS = ("holds", "does not hold", "opposite", "cannot tell", "not comparable")
 KINDS = ("effect", "no_effect", "beats_control", "compare")
 ALPHA = 0.05
-_WORDS = {"holds": "**holds** here", "does not hold": "does **not** hold here", "opposite": "the **opposite** holds here",
-          "cannot tell": "**cannot be told** here", "not comparable": "is **not comparable** here"}
+_WORDS = {
+    "holds": "**holds** here",
+    "does not hold": "does **not** hold here",
+    "opposite": "the **opposite** holds here",
+    "cannot tell": "**cannot be told** here",
+    "not comparable": "is **not comparable** here",
+}
 RULES = {
-    "effect": "holds when the adjusted interval lies beyond the claimed size in the claimed direction; opposite when it "
-              "lies beyond no effect in the other direction; does not hold when it lies short of the claimed size",
+    "effect": "holds when the adjusted interval lies beyond the claimed size in the claimed direction; "
+    "opposite when it lies beyond no effect in the other direction; "
+    "does not hold when it lies short of the claimed size",
     "no_effect": "holds when the adjusted interval lies within the margin (equivalence); does not hold when it lies "
-                 "outside it",
+    "outside it",
     "beats_control": "holds when the adjusted empirical p over the random draws is below 5%; opposite when the reverse "
-                     "p is; cannot be decided when the draws cannot give a p that small",
+    "p is; cannot be decided when the draws cannot give a p that small",
     "compare": "as an effect, on the difference of the two conditions; saturated (cannot tell) when both sit at the "
-               "model's floor",
+    "model's floor",
 }
 
 
@@ -79,133 +86,318 @@ class StudyClaim:
 
     @property
     def finding(self) -> str:
+        """The name of the finding (notebook) the claim belongs to, e.g. ``word_order``."""
         return FINDINGS[self.page]
 
 
-FINDINGS = {"01_redundancy": "01 redundancy", "02_layer_dependence": "02 layer dependence",
-            "03_word_segmentation": "03 word segmentation", "04_word_order": "04 word order",
-            "05_term_matching": "05 term matching", "06_finetune_delta": "06 fine-tuning sharpens term matching",
-            "07_cls_head": "07 the high [CLS] head", "08_two_tower": "08 two towers",
-            "09_patching": "09 activation patching", "10_pruning": "10 pruning by importance"}  # page -> the scorecard's heading
+FINDINGS = {
+    "01_redundancy": "01 redundancy",
+    "02_layer_dependence": "02 layer dependence",
+    "03_word_segmentation": "03 word segmentation",
+    "04_word_order": "04 word order",
+    "05_term_matching": "05 term matching",
+    "06_finetune_delta": "06 fine-tuning sharpens term matching",
+    "07_cls_head": "07 the high [CLS] head",
+    "08_two_tower": "08 two towers",
+    "09_patching": "09 activation patching",
+    "10_pruning": "10 pruning by importance",
+}  # page -> the scorecard's heading
 
 
 def _study(claim_id, page, claim, quote, kind, **rule) -> StudyClaim:
     return StudyClaim(claim_id, page, claim, quote, kind, **rule)
 
 
-MARGIN_WHY = ("±2% relative: the study reports changes to the nearest 0.1% and calls +0% no change; 2% is a fifth of "
-              "the smallest effect it calls a loss or gain (the +2.3% of layer 8), and about the precision a test "
-              "split of ~1400 pairs gives a single mask (its 95% interval is about ±3%)")
+MARGIN_WHY = (
+    "±2% relative: the study reports changes to the nearest 0.1% and calls +0% no change; 2% is a fifth of "
+    "the smallest effect it calls a loss or gain (the +2.3% of layer 8), and about the precision a test "
+    "split of ~1400 pairs gives a single mask (its 95% interval is about ±3%)"
+)
 
-STUDY_CLAIMS: dict[str, StudyClaim] = {c.claim_id: c for c in [
-    # 01 redundancy
-    _study("redundancy.no_loss_below_20", "01_redundancy",
-           "Masking fewer than 20% of the heads costs no accuracy (about +1% at 10% in the study)",
-           "below 20% there is no loss; at 10% accuracy is about +1% above baseline", "no_effect",
-           margin=0.02, size_why=MARGIN_WHY),
-    _study("redundancy.falls_steadily", "01_redundancy", "Past some share, accuracy falls steadily as more heads go",
-           "Past some share, accuracy falls steadily as more heads go", "effect", direction=1),
-    # 02 layer dependence
-    _study("layer_dependence.low_heads_collapse", "02_layer_dependence",
-           "Masking 80% and 100% of the low heads makes accuracy collapse",
-           "Masking 80% and 100% of the low heads (40% and 50% on the axis) makes accuracy collapse", "effect",
-           direction=1, min_size=0.5,
-           size_why="a collapse: more than half of the accuracy above the majority grade lost (floor scale)"),
-    _study("layer_dependence.high_heads_cost_less", "02_layer_dependence",
-           "Masking most of the high heads costs far less than masking the low heads",
-           "masking most of the high heads costs far less", "compare", direction=1, min_size=0.2,
-           size_why="far less: the low half takes at least 20 points more of the accuracy above the majority grade "
-                    "(floor scale) than the high half"),
-    _study("layer_dependence.layers_5_9_gain", "02_layer_dependence", "Masking any one of layers 5–9 (of 12) raises accuracy",
-           "masking any of layers 5-9 *improves* accuracy", "effect", direction=1),
-    _study("layer_dependence.layer_8_gain", "02_layer_dependence", "Masking all of layer 8 (of 12) raises accuracy by 2.3%",
-           "masking all of layer 8 gives +2.3%", "effect", direction=1),
-    _study("layer_dependence.most_heads_change_nothing", "02_layer_dependence", "Most single heads change nothing when masked",
-           "most single heads change nothing", "effect", direction=1, null=0.5,
-           size_why="most: more than half of the heads, each shown within the ±2% margin"),
-    _study("layer_dependence.matching_layers_hurt", "02_layer_dependence",
-           "The term-matching heads (layers 2–4 of 12) hurt when masked",
-           "the term-matching heads hurt when masked", "effect", direction=-1),
-    _study("layer_dependence.some_heads_improve", "02_layer_dependence",
-           "Masking some single heads improves the model (the study's open question)",
-           "heads whose removal *improves* the model", "effect", direction=1),
-    # 03 word segmentation
-    _study("word_segmentation.single_head", "03_word_segmentation",
-           "One head's attention segments words (70% right in the study)",
-           "Reading one head's attention this way segments words with 70% accuracy", "effect", direction=1),
-    _study("word_segmentation.head_union", "03_word_segmentation",
-           "Several heads together segment words (96% right in the study)",
-           "counting a character as right when at least one of them is right gives 96%", "effect", direction=1),
-    # 04 word order
-    _study("word_order.clean_diagonal", "04_word_order",
-           "Some heads show a clean shifted diagonal (attention on the previous or the next token)",
-           "Some heads show a clean shifted-diagonal (previous / next token) pattern", "effect", direction=1,
-           null=0.5, size_why="clean: more than half of a token's attention on one neighbour"),
-    _study("word_order.shuffle_lowers_grade", "04_word_order", "Shuffling a title's words lowers its grade",
-           "With the title's words shuffled: grade 2.", "effect", direction=-1),
-    _study("word_order.order_heads_carry_order", "04_word_order",
-           "Masking the order heads makes the model less sensitive to a shuffled title than masking as many random heads",
-           "without them BERT no longer notices the scrambled title", "beats_control", direction=-1),
-    # 05 term matching
-    _study("term_matching.random_no_change", "05_term_matching", "Masking 5 random heads changes no accuracy",
-           "| change | +0% | +0% | -52.4% | -86.5% | -18.1% |", "no_effect", margin=0.02, size_why=MARGIN_WHY),
-    _study("term_matching.matching_costs", "05_term_matching",
-           "Masking the 5 term-matching heads costs accuracy, far more than masking random heads",
-           "| change | +0% | +0% | -52.4% | -86.5% | -18.1% |", "beats_control", direction=-1),
-    _study("term_matching.lower_half_costs", "05_term_matching", "Masking all heads of the lower half costs accuracy",
-           "| change | +0% | +0% | -52.4% | -86.5% | -18.1% |", "effect", direction=-1),
-    _study("term_matching.matching_keep_lower_half", "05_term_matching",
-           "Keeping only the 5 term-matching heads of the lower half keeps much of its accuracy, more than as many "
-           "random heads of it would",
-           "Keeping only those 5 heads in layers 0-5 keeps about 82% of baseline performance", "beats_control",
-           direction=1),
-    # 06 fine-tuning sharpens term matching
-    _study("sharpening.match_rises", "06_finetune_delta",
-           "Attention between identical query/title terms rises with fine-tuning",
-           "attention between identical query/title terms rises", "effect", direction=1),
-    _study("sharpening.self_falls", "06_finetune_delta", "Attention of a term to itself falls with fine-tuning",
-           "attention of a term to itself falls", "effect", direction=-1),
-    _study("sharpening.sep_falls", "06_finetune_delta", "Attention to [SEP] falls with fine-tuning",
-           "attention to `[SEP]` (read as \"no-op\", nothing to attend to) falls", "effect", direction=-1),
-    # 07 the high [CLS] head
-    _study("cls_head.masking_hurts", "07_cls_head", "One high-layer head (layer 10 of 12) costs accuracy when masked",
-           "so does one high head in layer 10", "effect", direction=-1),
-    _study("cls_head.concentrates_on_shared", "07_cls_head",
-           "That head's [CLS] attention concentrates on the terms query and title share",
-           "That head's `[CLS]` attention concentrates on the terms that query and title share", "effect", direction=1),
-    _study("cls_head.spreads_without_matching", "07_cls_head",
-           "With the low-layer term-matching heads masked, its [CLS] attention spreads over many more terms",
-           "its `[CLS]` attention spreads out over many more terms", "effect", direction=1, min_size=math.log(1.5),
-           size_why="many more terms: the effectively attended tokens (exp of the entropy) grow by at least a factor "
-                    "1.5, an entropy rise of log 1.5 = 0.41 nats"),
-    _study("cls_head.reads_matching_heads", "07_cls_head",
-           "It reads the matching heads: masking them spreads its [CLS] attention more than masking random lower heads",
-           "the high head reads the low heads' matching features", "beats_control", direction=1),
-    # 08 two towers
-    _study("two_tower.worse", "08_two_tower", "A two-tower model grades worse than one cross-encoder",
-           "a two-tower (siamese) BERT, which encodes query and title apart, did badly here", "effect", direction=-1),
-    _study("two_tower.fails_on_shared_terms", "08_two_tower",
-           "Two towers did badly because they cannot match terms: their loss is larger on pairs that share terms",
-           "This is offered as the reason a two-tower (siamese) BERT", "compare", direction=-1),
-    # 09 activation patching: causal tests of what the term-matching heads carry
-    _study("patching.matching_heads_carry_matching", "09_patching",
-           "The term-matching heads carry the term-matching signal: patched back into pairs whose shared terms were "
-           "replaced, they restore more of the grade than as many random lower-half heads",
-           "Some heads put high attention between identical terms in the two sentences, most clearly 5 heads in "
-           "layers 2-4", "effect", direction=1),
-    _study("patching.cost_specific_to_shared_terms", "09_patching",
-           "Masking the term-matching heads costs more on pairs that share a term than on pairs that share none",
-           "Whether query and title share terms is a key feature", "effect", direction=-1),
-    _study("patching.cls_head_hands_on", "09_patching",
-           "The high [CLS] head hands the matching heads' signal to the classifier: their outputs, reaching that head "
-           "alone (path patching), bring back part of the grade",
-           "hands them to the classifier", "effect", direction=1),
-    # 10 pruning by importance: the study's advice for distillation, at equal cost
-    _study("pruning.keep_low_heads", "10_pruning",
-           "For distillation, keep more low-level heads: removing the least important heads of the high half costs "
-           "less accuracy than removing as many of the low half",
-           "For distillation: keep more low-level heads.", "compare", direction=1),
-]}
+STUDY_CLAIMS: dict[str, StudyClaim] = {
+    c.claim_id: c
+    for c in [
+        # 01 redundancy
+        _study(
+            "redundancy.no_loss_below_20",
+            "01_redundancy",
+            "Masking fewer than 20% of the heads costs no accuracy (about +1% at 10% in the study)",
+            "below 20% there is no loss; at 10% accuracy is about +1% above baseline",
+            "no_effect",
+            margin=0.02,
+            size_why=MARGIN_WHY,
+        ),
+        _study(
+            "redundancy.falls_steadily",
+            "01_redundancy",
+            "Past some share, accuracy falls steadily as more heads go",
+            "Past some share, accuracy falls steadily as more heads go",
+            "effect",
+            direction=1,
+        ),
+        # 02 layer dependence
+        _study(
+            "layer_dependence.low_heads_collapse",
+            "02_layer_dependence",
+            "Masking 80% and 100% of the low heads makes accuracy collapse",
+            "Masking 80% and 100% of the low heads (40% and 50% on the axis) makes accuracy collapse",
+            "effect",
+            direction=1,
+            min_size=0.5,
+            size_why="a collapse: more than half of the accuracy above the majority grade lost (floor scale)",
+        ),
+        _study(
+            "layer_dependence.high_heads_cost_less",
+            "02_layer_dependence",
+            "Masking most of the high heads costs far less than masking the low heads",
+            "masking most of the high heads costs far less",
+            "compare",
+            direction=1,
+            min_size=0.2,
+            size_why="far less: the low half takes at least 20 points more of the accuracy above the majority grade "
+            "(floor scale) than the high half",
+        ),
+        _study(
+            "layer_dependence.layers_5_9_gain",
+            "02_layer_dependence",
+            "Masking any one of layers 5–9 (of 12) raises accuracy",
+            "masking any of layers 5-9 *improves* accuracy",
+            "effect",
+            direction=1,
+        ),
+        _study(
+            "layer_dependence.layer_8_gain",
+            "02_layer_dependence",
+            "Masking all of layer 8 (of 12) raises accuracy by 2.3%",
+            "masking all of layer 8 gives +2.3%",
+            "effect",
+            direction=1,
+        ),
+        _study(
+            "layer_dependence.most_heads_change_nothing",
+            "02_layer_dependence",
+            "Most single heads change nothing when masked",
+            "most single heads change nothing",
+            "effect",
+            direction=1,
+            null=0.5,
+            size_why="most: more than half of the heads, each shown within the ±2% margin",
+        ),
+        _study(
+            "layer_dependence.matching_layers_hurt",
+            "02_layer_dependence",
+            "The term-matching heads (layers 2–4 of 12) hurt when masked",
+            "the term-matching heads hurt when masked",
+            "effect",
+            direction=-1,
+        ),
+        _study(
+            "layer_dependence.some_heads_improve",
+            "02_layer_dependence",
+            "Masking some single heads improves the model (the study's open question)",
+            "heads whose removal *improves* the model",
+            "effect",
+            direction=1,
+        ),
+        # 03 word segmentation
+        _study(
+            "word_segmentation.single_head",
+            "03_word_segmentation",
+            "One head's attention segments words (70% right in the study)",
+            "Reading one head's attention this way segments words with 70% accuracy",
+            "effect",
+            direction=1,
+        ),
+        _study(
+            "word_segmentation.head_union",
+            "03_word_segmentation",
+            "Several heads together segment words (96% right in the study)",
+            "counting a character as right when at least one of them is right gives 96%",
+            "effect",
+            direction=1,
+        ),
+        # 04 word order
+        _study(
+            "word_order.clean_diagonal",
+            "04_word_order",
+            "Some heads show a clean shifted diagonal (attention on the previous or the next token)",
+            "Some heads show a clean shifted-diagonal (previous / next token) pattern",
+            "effect",
+            direction=1,
+            null=0.5,
+            size_why="clean: more than half of a token's attention on one neighbour",
+        ),
+        _study(
+            "word_order.shuffle_lowers_grade",
+            "04_word_order",
+            "Shuffling a title's words lowers its grade",
+            "With the title's words shuffled: grade 2.",
+            "effect",
+            direction=-1,
+        ),
+        _study(
+            "word_order.order_heads_carry_order",
+            "04_word_order",
+            "Masking the order heads makes the model less sensitive to a shuffled title "
+            "than masking as many random heads",
+            "without them BERT no longer notices the scrambled title",
+            "beats_control",
+            direction=-1,
+        ),
+        # 05 term matching
+        _study(
+            "term_matching.random_no_change",
+            "05_term_matching",
+            "Masking 5 random heads changes no accuracy",
+            "| change | +0% | +0% | -52.4% | -86.5% | -18.1% |",
+            "no_effect",
+            margin=0.02,
+            size_why=MARGIN_WHY,
+        ),
+        _study(
+            "term_matching.matching_costs",
+            "05_term_matching",
+            "Masking the 5 term-matching heads costs accuracy, far more than masking random heads",
+            "| change | +0% | +0% | -52.4% | -86.5% | -18.1% |",
+            "beats_control",
+            direction=-1,
+        ),
+        _study(
+            "term_matching.lower_half_costs",
+            "05_term_matching",
+            "Masking all heads of the lower half costs accuracy",
+            "| change | +0% | +0% | -52.4% | -86.5% | -18.1% |",
+            "effect",
+            direction=-1,
+        ),
+        _study(
+            "term_matching.matching_keep_lower_half",
+            "05_term_matching",
+            "Keeping only the 5 term-matching heads of the lower half keeps much of its accuracy, more than as many "
+            "random heads of it would",
+            "Keeping only those 5 heads in layers 0-5 keeps about 82% of baseline performance",
+            "beats_control",
+            direction=1,
+        ),
+        # 06 fine-tuning sharpens term matching
+        _study(
+            "sharpening.match_rises",
+            "06_finetune_delta",
+            "Attention between identical query/title terms rises with fine-tuning",
+            "attention between identical query/title terms rises",
+            "effect",
+            direction=1,
+        ),
+        _study(
+            "sharpening.self_falls",
+            "06_finetune_delta",
+            "Attention of a term to itself falls with fine-tuning",
+            "attention of a term to itself falls",
+            "effect",
+            direction=-1,
+        ),
+        _study(
+            "sharpening.sep_falls",
+            "06_finetune_delta",
+            "Attention to [SEP] falls with fine-tuning",
+            'attention to `[SEP]` (read as "no-op", nothing to attend to) falls',
+            "effect",
+            direction=-1,
+        ),
+        # 07 the high [CLS] head
+        _study(
+            "cls_head.masking_hurts",
+            "07_cls_head",
+            "One high-layer head (layer 10 of 12) costs accuracy when masked",
+            "so does one high head in layer 10",
+            "effect",
+            direction=-1,
+        ),
+        _study(
+            "cls_head.concentrates_on_shared",
+            "07_cls_head",
+            "That head's [CLS] attention concentrates on the terms query and title share",
+            "That head's `[CLS]` attention concentrates on the terms that query and title share",
+            "effect",
+            direction=1,
+        ),
+        _study(
+            "cls_head.spreads_without_matching",
+            "07_cls_head",
+            "With the low-layer term-matching heads masked, its [CLS] attention spreads over many more terms",
+            "its `[CLS]` attention spreads out over many more terms",
+            "effect",
+            direction=1,
+            min_size=math.log(1.5),
+            size_why="many more terms: the effectively attended tokens (exp of the entropy) grow by at least a factor "
+            "1.5, an entropy rise of log 1.5 = 0.41 nats",
+        ),
+        _study(
+            "cls_head.reads_matching_heads",
+            "07_cls_head",
+            "It reads the matching heads: masking them spreads its [CLS] attention "
+            "more than masking random lower heads",
+            "the high head reads the low heads' matching features",
+            "beats_control",
+            direction=1,
+        ),
+        # 08 two towers
+        _study(
+            "two_tower.worse",
+            "08_two_tower",
+            "A two-tower model grades worse than one cross-encoder",
+            "a two-tower (siamese) BERT, which encodes query and title apart, did badly here",
+            "effect",
+            direction=-1,
+        ),
+        _study(
+            "two_tower.fails_on_shared_terms",
+            "08_two_tower",
+            "Two towers did badly because they cannot match terms: their loss is larger on pairs that share terms",
+            "This is offered as the reason a two-tower (siamese) BERT",
+            "compare",
+            direction=-1,
+        ),
+        # 09 activation patching: causal tests of what the term-matching heads carry
+        _study(
+            "patching.matching_heads_carry_matching",
+            "09_patching",
+            "The term-matching heads carry the term-matching signal: patched back into pairs whose shared terms were "
+            "replaced, they restore more of the grade than as many random lower-half heads",
+            "Some heads put high attention between identical terms in the two sentences, most clearly 5 heads in "
+            "layers 2-4",
+            "effect",
+            direction=1,
+        ),
+        _study(
+            "patching.cost_specific_to_shared_terms",
+            "09_patching",
+            "Masking the term-matching heads costs more on pairs that share a term than on pairs that share none",
+            "Whether query and title share terms is a key feature",
+            "effect",
+            direction=-1,
+        ),
+        _study(
+            "patching.cls_head_hands_on",
+            "09_patching",
+            "The high [CLS] head hands the matching heads' signal to the classifier: their outputs, reaching that head "
+            "alone (path patching), bring back part of the grade",
+            "hands them to the classifier",
+            "effect",
+            direction=1,
+        ),
+        # 10 pruning by importance: the study's advice for distillation, at equal cost
+        _study(
+            "pruning.keep_low_heads",
+            "10_pruning",
+            "For distillation, keep more low-level heads: removing the least important heads of the high half costs "
+            "less accuracy than removing as many of the low half",
+            "For distillation: keep more low-level heads.",
+            "compare",
+            direction=1,
+        ),
+    ]
+}
 FAMILY = len(STUDY_CLAIMS)  # the claims of one model's scorecard: the family the correction is over
 
 
@@ -258,11 +450,27 @@ class Claim:
         return study_claim_id(self.claim_id)
 
     @classmethod
-    def measured(cls, claim_id: str, *, ours: float, lo: float, hi: float, unit: str, method: str, n_examples: int,
-                 reason: str, n_draws: int = 1, p: float | None = None, p_reverse: float | None = None,
-                 study: float | None = None, study_unit: str = "", floor: Floor | None = None,
-                 accuracies: tuple[float, ...] = (), claim: str | None = None,
-                 not_comparable: str = "") -> Claim:
+    def measured(
+        cls,
+        claim_id: str,
+        *,
+        ours: float,
+        lo: float,
+        hi: float,
+        unit: str,
+        method: str,
+        n_examples: int,
+        reason: str,
+        n_draws: int = 1,
+        p: float | None = None,
+        p_reverse: float | None = None,
+        study: float | None = None,
+        study_unit: str = "",
+        floor: Floor | None = None,
+        accuracies: tuple[float, ...] = (),
+        claim: str | None = None,
+        not_comparable: str = "",
+    ) -> Claim:
         """A claim measured on this run, judged by :func:`judge`.
 
         ``ours``/``lo``/``hi``: our number and its 95% interval, by ``method`` (e.g. "paired bootstrap over test
@@ -274,28 +482,77 @@ class Claim:
         ``claim_id`` may name a sub-row, ``<registered id>/<part>``, with its own ``claim`` sentence.
         """
         spec = registered(claim_id)
-        lost = (floor.lost(ours), floor.lost(hi), floor.lost(lo)) if floor and unit.startswith("relative change of accuracy") \
+        lost = (
+            (floor.lost(ours), floor.lost(hi), floor.lost(lo))
+            if floor and unit.startswith("relative change of accuracy")
             else (math.nan,) * 3
+        )
         at_floor = bool(floor) and bool(accuracies) and all(floor.at_floor(a) for a in accuracies)
         judged = judge(spec, ours, lo, hi, p=p, p_reverse=p_reverse, n_draws=n_draws, at_floor=at_floor, unit=unit)
         verdict, why = ("not comparable", not_comparable) if not_comparable else (judged.verdict, judged.why)
         if is_proportion(unit):  # a proportion lies in [0, 1], so does its widened interval
             judged = replace(judged, lo_adj=max(0.0, judged.lo_adj), hi_adj=min(1.0, judged.hi_adj))
-        return cls(claim_id, spec.finding, claim or spec.claim, spec.quote, spec.kind, study, float(ours), float(lo),
-                   float(hi), unit, method, int(n_examples), int(n_draws), None if p is None else float(p), verdict,
-                   _sentence(reason) + (f" {why}" if why else ""), RULES[spec.kind], spec.min_size, spec.margin,
-                   spec.size_why, judged.level, judged.lo_adj, judged.hi_adj, judged.p_adj, *lost, at_floor,
-                   study_unit, spec.page)
+        return cls(
+            claim_id,
+            spec.finding,
+            claim or spec.claim,
+            spec.quote,
+            spec.kind,
+            study,
+            float(ours),
+            float(lo),
+            float(hi),
+            unit,
+            method,
+            int(n_examples),
+            int(n_draws),
+            None if p is None else float(p),
+            verdict,
+            _sentence(reason) + (f" {why}" if why else ""),
+            RULES[spec.kind],
+            spec.min_size,
+            spec.margin,
+            spec.size_why,
+            judged.level,
+            judged.lo_adj,
+            judged.hi_adj,
+            judged.p_adj,
+            *lost,
+            at_floor,
+            study_unit,
+            spec.page,
+        )
 
     @classmethod
-    def not_measured(cls, claim_id: str, *, reason: str, unit: str = "", study: float | None = None,
-                     claim: str | None = None) -> Claim:
+    def not_measured(
+        cls, claim_id: str, *, reason: str, unit: str = "", study: float | None = None, claim: str | None = None
+    ) -> Claim:
         """A claim this run could not measure (``reason`` says why): "cannot tell", with no number."""
         spec = registered(claim_id)
         nan = math.nan
-        return cls(claim_id, spec.finding, claim or spec.claim, spec.quote, spec.kind, study, nan, nan, nan, unit, "",
-                   0, 0, None, "cannot tell", _sentence(reason), RULES[spec.kind], spec.min_size, spec.margin,
-                   spec.size_why, page=spec.page)
+        return cls(
+            claim_id,
+            spec.finding,
+            claim or spec.claim,
+            spec.quote,
+            spec.kind,
+            study,
+            nan,
+            nan,
+            nan,
+            unit,
+            "",
+            0,
+            0,
+            None,
+            "cannot tell",
+            _sentence(reason),
+            RULES[spec.kind],
+            spec.min_size,
+            spec.margin,
+            spec.size_why,
+            page=spec.page,
+        )
 
 
 def with_mean_ablation(zeroed: list[Claim], mean_ablated: list[Claim]) -> list[Claim]:
@@ -310,15 +567,25 @@ def with_mean_ablation(zeroed: list[Claim], mean_ablated: list[Claim]) -> list[C
             continue
         number = f"{number_text(other.ours, other.unit)}{_interval(other)}"
         if other.kind == "beats_control" and (other.p is None or other.n_draws == 0):  # its control was not rerun
-            rows.append(replace(c, reason=f"{c.reason} With each removed head's output replaced by its mean over "
-                                          f"training pairs instead of zero (mean-ablation): {number}; not judged, as "
-                                          "its random controls were not mean-ablated."))
+            rows.append(
+                replace(
+                    c,
+                    reason=f"{c.reason} With each removed head's output replaced by its mean over "
+                    f"training pairs instead of zero (mean-ablation): {number}; not judged, as "
+                    "its random controls were not mean-ablated.",
+                )
+            )
             continue
         same = "the same verdict" if other.verdict == c.verdict else f"**{other.verdict}** (the verdict changes)"
         number = f", {number}"
-        rows.append(replace(c, mean_ablation=other.verdict,
-                            reason=f"{c.reason} With each removed head's output replaced by its mean over training "
-                                   f"pairs instead of zero (mean-ablation): {same}{number}."))
+        rows.append(
+            replace(
+                c,
+                mean_ablation=other.verdict,
+                reason=f"{c.reason} With each removed head's output replaced by its mean over training "
+                f"pairs instead of zero (mean-ablation): {same}{number}.",
+            )
+        )
     return rows
 
 
@@ -331,8 +598,10 @@ def registered(claim_id: str) -> StudyClaim:
     """The registered claim of a row's id (``<id>`` or ``<id>/<part>``); an unknown id is refused by name."""
     key = study_claim_id(claim_id)
     if key not in STUDY_CLAIMS:
-        raise KeyError(f"claim {claim_id!r} is not in headlab.findings.claims.STUDY_CLAIMS; register the study's "
-                       "sentence it tests there")
+        raise KeyError(
+            f"claim {claim_id!r} is not in headlab.findings.claims.STUDY_CLAIMS; register the study's "
+            "sentence it tests there"
+        )
     return STUDY_CLAIMS[key]
 
 
@@ -362,9 +631,20 @@ def adjusted(ours: float, lo: float, hi: float, level: float) -> tuple[float, fl
     return ours - (ours - lo) * scale, ours + (hi - ours) * scale
 
 
-def judge(spec: StudyClaim, ours: float, lo: float, hi: float, *, p: float | None = None,
-          p_reverse: float | None = None, n_draws: int = 1, at_floor: bool = False, alpha: float = ALPHA,
-          family: int = FAMILY, unit: str = "") -> Judgement:
+def judge(
+    spec: StudyClaim,
+    ours: float,
+    lo: float,
+    hi: float,
+    *,
+    p: float | None = None,
+    p_reverse: float | None = None,
+    n_draws: int = 1,
+    at_floor: bool = False,
+    alpha: float = ALPHA,
+    family: int = FAMILY,
+    unit: str = "",
+) -> Judgement:
     """The one verdict rule (see the module's docstring), at ``alpha / family`` for every claim; ``unit`` (the
     number's) writes the margin and size in it."""
     each = alpha / family
@@ -372,17 +652,25 @@ def judge(spec: StudyClaim, ours: float, lo: float, hi: float, *, p: float | Non
     if spec.kind == "beats_control":
         return _judge_control(p, p_reverse, n_draws, alpha, family)
     if any(math.isnan(x) for x in (ours, lo, hi)):
-        return Judgement("cannot tell", "No interval was measured, so nothing can be decided.", level, math.nan,
-                         math.nan)
+        return Judgement(
+            "cannot tell", "No interval was measured, so nothing can be decided.", level, math.nan, math.nan
+        )
     if spec.kind == "no_effect":  # equivalence (TOST) at `each`: the two-sided 1 - 2*each interval
         a, b = adjusted(ours, lo, hi, 1 - 2 * each)
         m = spec.margin
-        verdict = "holds" if -m < a - spec.null and b - spec.null < m else \
-            "does not hold" if a - spec.null > m or b - spec.null < -m else "cannot tell"
+        verdict = (
+            "holds"
+            if -m < a - spec.null and b - spec.null < m
+            else "does not hold"
+            if a - spec.null > m or b - spec.null < -m
+            else "cannot tell"
+        )
         size = _size(m, unit)
-        why = {"holds": f"The adjusted interval lies within ±{size}",
-               "does not hold": f"The adjusted interval lies outside ±{size}",
-               "cannot tell": f"The adjusted interval reaches past ±{size}, so it shows neither"}[verdict]
+        why = {
+            "holds": f"The adjusted interval lies within ±{size}",
+            "does not hold": f"The adjusted interval lies outside ±{size}",
+            "cannot tell": f"The adjusted interval reaches past ±{size}, so it shows neither",
+        }[verdict]
         return Judgement(verdict, f"{why} (margin: {spec.size_why}).", 1 - 2 * each, a, b)
     a, b = adjusted(ours, lo, hi, level)
     d, m = spec.direction, spec.min_size
@@ -395,13 +683,23 @@ def judge(spec: StudyClaim, ours: float, lo: float, hi: float, *, p: float | Non
     elif x_hi < m:
         verdict, why = "does not hold", f"The adjusted interval lies short of the claimed size{sized}."
     elif at_floor:
-        verdict, why = "cannot tell", ("Saturated: the masked conditions sit at the model's floor (always about one "
-                                       "grade), so how far they fall says nothing more.")
+        verdict, why = (
+            "cannot tell",
+            (
+                "Saturated: the masked conditions sit at the model's floor (always about one "
+                "grade), so how far they fall says nothing more."
+            ),
+        )
     else:
         verdict, why = "cannot tell", "The adjusted interval reaches both sides, so the data decide neither way."
     if at_floor and verdict in ("does not hold", "opposite") and spec.kind == "compare":
-        verdict, why = "cannot tell", ("Saturated: both conditions sit at the model's floor (always about one grade), "
-                                       "so their difference says nothing about the claim.")
+        verdict, why = (
+            "cannot tell",
+            (
+                "Saturated: both conditions sit at the model's floor (always about one grade), "
+                "so their difference says nothing about the claim."
+            ),
+        )
     return Judgement(verdict, why, level, a, b)
 
 
@@ -413,16 +711,36 @@ def _judge_control(p: float | None, p_reverse: float | None, n_draws: int, alpha
     p_adj = min(1.0, p * family)
     smallest = empirical_p_floor(n_draws)
     if p_adj < alpha:
-        return Judgement("holds", f"Adjusted empirical p = {p_adj:.2g} over {n_draws} draws.", level, math.nan,
-                         math.nan, p_adj)
+        return Judgement(
+            "holds", f"Adjusted empirical p = {p_adj:.2g} over {n_draws} draws.", level, math.nan, math.nan, p_adj
+        )
     if p_reverse is not None and min(1.0, p_reverse * family) < alpha:
-        return Judgement("opposite", f"Adjusted reverse p = {min(1.0, p_reverse * family):.2g} over {n_draws} draws.",
-                         level, math.nan, math.nan, p_adj)
+        return Judgement(
+            "opposite",
+            f"Adjusted reverse p = {min(1.0, p_reverse * family):.2g} over {n_draws} draws.",
+            level,
+            math.nan,
+            math.nan,
+            p_adj,
+        )
     if smallest >= each:
-        return Judgement("cannot tell", f"Cannot be decided at {n_draws} draws: the smallest empirical p they can give, "
-                         f"{smallest:.2g}, is above the adjusted level {each:.2g}.", level, math.nan, math.nan, p_adj)
-    return Judgement("cannot tell", f"Adjusted empirical p = {p_adj:.2g} over {n_draws} draws: not below 5%.", level,
-                     math.nan, math.nan, p_adj)
+        return Judgement(
+            "cannot tell",
+            f"Cannot be decided at {n_draws} draws: the smallest empirical p they can give, "
+            f"{smallest:.2g}, is above the adjusted level {each:.2g}.",
+            level,
+            math.nan,
+            math.nan,
+            p_adj,
+        )
+    return Judgement(
+        "cannot tell",
+        f"Adjusted empirical p = {p_adj:.2g} over {n_draws} draws: not below 5%.",
+        level,
+        math.nan,
+        math.nan,
+        p_adj,
+    )
 
 
 def _size(x: float, unit: str = "") -> str:
@@ -476,7 +794,9 @@ def number_text(value: float, unit: str) -> str:
 
 def _interval(c: Claim) -> str:
     """Our number's interval as the page writes it; empty for a number measured without one."""
-    return "" if math.isnan(c.lo) or math.isnan(c.hi) else f" [{number_text(c.lo, c.unit)}, {number_text(c.hi, c.unit)}]"
+    return (
+        "" if math.isnan(c.lo) or math.isnan(c.hi) else f" [{number_text(c.lo, c.unit)}, {number_text(c.hi, c.unit)}]"
+    )
 
 
 def _adjusted_text(c: Claim) -> str:
@@ -491,8 +811,10 @@ def floor_text(c: Claim) -> str:
         return ""
     mark = "; at the model's floor" if c.at_floor else ""
     share = lambda x: f"{0.0 if abs(x) < 0.005 else x:.0%}"  # noqa: E731  (no "-0%")
-    return (f" ({share(c.lost)} [{share(c.lost_lo)}, {share(c.lost_hi)}] of the accuracy above the majority grade "
-            f"lost{mark})")
+    return (
+        f" ({share(c.lost)} [{share(c.lost_lo)}, {share(c.lost_hi)}] of the accuracy above the majority grade "
+        f"lost{mark})"
+    )
 
 
 def render(claims: list[Claim]) -> str:
@@ -500,13 +822,21 @@ def render(claims: list[Claim]) -> str:
     study's number, why, and the rule."""
     lines = []
     for c in claims:
-        ours = ("not measured" if math.isnan(c.ours) else
-                f"{number_text(c.ours, c.unit)}{_interval(c)}{_adjusted_text(c)} ({c.unit}; {c.method})"
-                f"{floor_text(c)}")
-        study = "" if c.study is None or (isinstance(c.study, float) and math.isnan(c.study)) else \
-            f"; the study: {number_text(c.study, c.study_unit or c.unit)}" + (f" ({c.study_unit})" if c.study_unit else "")
-        lines.append(f"- *{c.claim}* {_WORDS[c.verdict]}: {ours}{study}. {c.reason}\n"
-                     f"  The study: “{c.quote}”. The rule ({c.kind}): {c.rule}.")
+        ours = (
+            "not measured"
+            if math.isnan(c.ours)
+            else f"{number_text(c.ours, c.unit)}{_interval(c)}{_adjusted_text(c)} ({c.unit}; {c.method}){floor_text(c)}"
+        )
+        study = (
+            ""
+            if c.study is None or (isinstance(c.study, float) and math.isnan(c.study))
+            else f"; the study: {number_text(c.study, c.study_unit or c.unit)}"
+            + (f" ({c.study_unit})" if c.study_unit else "")
+        )
+        lines.append(
+            f"- *{c.claim}* {_WORDS[c.verdict]}: {ours}{study}. {c.reason}\n"
+            f"  The study: “{c.quote}”. The rule ({c.kind}): {c.rule}."
+        )
     return "\n".join(lines)
 
 
@@ -516,5 +846,21 @@ def quote_in(text: str, quote: str) -> bool:
     return squash(quote) in squash(text)
 
 
-__all__ = ["ALPHA", "COLUMNS", "FAMILY", "KINDS", "STUDY_CLAIMS", "VERDICTS", "Claim", "Floor", "StudyClaim",
-           "claims_file", "claims_table", "judge", "number_text", "quote_in", "registered", "render"]
+__all__ = [
+    "ALPHA",
+    "COLUMNS",
+    "FAMILY",
+    "KINDS",
+    "STUDY_CLAIMS",
+    "VERDICTS",
+    "Claim",
+    "Floor",
+    "StudyClaim",
+    "claims_file",
+    "claims_table",
+    "judge",
+    "number_text",
+    "quote_in",
+    "registered",
+    "render",
+]

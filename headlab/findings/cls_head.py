@@ -13,6 +13,7 @@ same change with random lower heads masked instead. Each of the study's claims i
 renders as its verdict and saves. This page's ``cls_head.masking_hurts`` is the book's one verdict on the study's
 "so does one high head in layer 10", by one selection rule (:func:`focus_head` on one half, measured on the other).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -26,11 +27,9 @@ from headlab.core.masking import head_grid
 from headlab.core.stats import Floor, bootstrap_weights, empirical_p, mcnemar, relative_change
 from headlab.core.sweep import (
     MaskSpec,
-    SweepError,
     baseline_correct,
     baseline_spec,
     correct_matrix,
-    load_sweep,
     single_head_specs,
 )
 from headlab.findings.attention_compare import token_labels
@@ -40,7 +39,6 @@ from headlab.findings.layer_dependence import STUDY_HIGH_HEAD_LAYER, STUDY_LAYER
 from headlab.findings.roles import cls_attention_on_shared, content_positions, paired_delta, shared_terms
 from headlab.findings.segmentation import group_split
 
-GRID_SWEEP = "layer_dependence"  # the name of notebook 02's sweep, which holds every single-head mask
 SPREAD_METRICS = ["entropy", "shared_share", "content_mass"]
 MASK_METHOD = "paired bootstrap over the held-out test pairs (the half the head was not chosen on)"
 CONCENTRATION_UNIT = "share of the [CLS] row on shared terms, minus a uniform row's"
@@ -61,27 +59,20 @@ def split_halves(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return np.flatnonzero(~estimate), np.flatnonzero(estimate)
 
 
-def single_head_correct(setup, progress: bool = True) -> tuple[pd.DataFrame, np.ndarray, str]:
+def single_head_correct(lab, progress: bool = True) -> tuple[pd.DataFrame, np.ndarray, str]:
     """``(correct, base_correct, source)``: per-example correctness of each head masked alone, and unmasked.
 
-    ``correct`` has one row per head (index layer, head) and one column per evaluation pair; the baseline
-    comes from the same sweep, so both sides ran at the same precision. Read from notebook 02's sweep when a
-    finished one in the study's sweep folder holds the unmasked and every single-head mask (its plan holds
-    other masks too, so it is found by name rather than resumed); else the same masks run here with the same
-    sweep code (resumable, folder ``single_head``), one pass over the evaluation set per mask.
+    ``correct`` has one row per head (index layer, head) and one column per evaluation pair; the baseline comes from the
+    same sweep, so both sides ran at the same precision. Read from notebook 02's sweep when a finished one in the lab's
+    results (the shared sweep ``layer_dependence``) holds the unmasked and every single-head mask (its plan holds other
+    masks too, so it is found by name rather than resumed); else the same masks run here with the same sweep code
+    (resumable, folder ``single_head``), one pass over the evaluation set per mask.
     """
-    study = setup.study
-    layers, heads = head_grid(setup.model)
+    layers, heads = head_grid(lab.model)
     specs = [baseline_spec(), *single_head_specs(layers, heads)]
-    wanted = {s.mask_id for s in specs}
-    for folder in sorted((study.table_dir / "sweeps").glob(f"{GRID_SWEEP}-*")):
-        plan = folder / "plan.csv"
-        if plan.exists() and wanted <= set(pd.read_csv(plan, keep_default_na=False)["mask_id"]):
-            try:
-                return (*_correct_matrix(load_sweep(folder), specs), f"notebook 02's sweep ({folder.name})")
-            except SweepError:  # notebook 02 has not finished it
-                continue
-    per_example = setup.sweep(specs, "single_head", progress=progress)
+    for folder, per_example in lab.finished_sweeps("layer_dependence", {s.mask_id for s in specs}):
+        return (*_correct_matrix(per_example, specs), f"notebook 02's sweep ({folder.name})")
+    per_example = lab.sweep(specs, "single_head", progress=progress)
     source = f"computed ({len(specs) - 1} single-head masks and the unmasked model)"
     return (*_correct_matrix(per_example, specs), source)
 
@@ -98,9 +89,15 @@ def selection_grid(correct: pd.DataFrame, base_correct: np.ndarray, select) -> p
     """Per head, accuracy and relative change when masked alone, on the pairs ``select`` only (what the choice sees)."""
     base = np.asarray(base_correct, dtype=np.float64)[select]
     accuracy = correct.iloc[:, select].to_numpy(dtype=np.float64).mean(axis=1)
-    return pd.DataFrame({"layer": correct.index.get_level_values("layer"),
-                         "head": correct.index.get_level_values("head"), "accuracy": accuracy,
-                         "rel_change": accuracy / base.mean() - 1.0, "n_examples": len(base)})
+    return pd.DataFrame(
+        {
+            "layer": correct.index.get_level_values("layer"),
+            "head": correct.index.get_level_values("head"),
+            "accuracy": accuracy,
+            "rel_change": accuracy / base.mean() - 1.0,
+            "n_examples": len(base),
+        }
+    )
 
 
 def focus_head(grid: pd.DataFrame, layers: int) -> pd.Series:
@@ -111,14 +108,19 @@ def focus_head(grid: pd.DataFrame, layers: int) -> pd.Series:
     return upper.loc[upper["rel_change"].idxmin()]
 
 
-def held_out_effect(correct: pd.DataFrame, base_correct: np.ndarray, layer: int, head: int, estimate,
-                    n_boot: int = 2000, seed: int = 0) -> dict:
+def held_out_effect(
+    correct: pd.DataFrame, base_correct: np.ndarray, layer: int, head: int, estimate, n_boot: int = 2000, seed: int = 0
+) -> dict:
     """One head's effect on the pairs ``estimate`` only: :func:`headlab.core.stats.relative_change` (a paired bootstrap
     over those pairs), McNemar p, and the masked and unmasked accuracies there."""
     masked = correct.loc[(layer, head)].to_numpy()[estimate]
     base = np.asarray(base_correct)[estimate]
-    return {**relative_change(masked, base, n_boot=n_boot, seed=seed), "p_mcnemar": mcnemar(masked, base),
-            "accuracy": float(np.mean(masked)), "base_accuracy": float(np.mean(base))}
+    return {
+        **relative_change(masked, base, n_boot=n_boot, seed=seed),
+        "p_mcnemar": mcnemar(masked, base),
+        "accuracy": float(np.mean(masked)),
+        "base_accuracy": float(np.mean(base)),
+    }
 
 
 def held_out_floor(base_correct: np.ndarray, grades: np.ndarray, estimate) -> Floor:
@@ -141,18 +143,34 @@ def focus_claims(row: pd.Series, effect: dict, layers: int, floor: Floor | None 
     layer, head = int(row["layer"]), int(row["head"])
     ours = study_layer_to_ours(STUDY_HIGH_HEAD_LAYER, layers)
     place = f"the relative depth of our layer {ours}" + (", this head's layer" if layer == ours else "")
-    accuracy = (f": accuracy {effect['base_accuracy']:.1%} → {effect['accuracy']:.1%}"
-                if "accuracy" in effect and "base_accuracy" in effect else "")
-    reason = (f"Head {layer}.{head}, the upper-half head whose masking alone costs most on {int(row['n_examples'])} "
-              f"selection pairs ({row['rel_change']:+.1%} there, where it was chosen as the worst of many, so partly "
-              f"by chance), measured masked alone on the other {int(effect['n_examples'])} pairs only{accuracy} (exact "
-              f"McNemar p = {effect['p_mcnemar']:.2g}). The study's head sat in layer {STUDY_HIGH_HEAD_LAYER} of "
-              f"{STUDY_LAYERS}: {place}")
+    accuracy = (
+        f": accuracy {effect['base_accuracy']:.1%} → {effect['accuracy']:.1%}"
+        if "accuracy" in effect and "base_accuracy" in effect
+        else ""
+    )
+    reason = (
+        f"Head {layer}.{head}, the upper-half head whose masking alone costs most on {int(row['n_examples'])} "
+        f"selection pairs ({row['rel_change']:+.1%} there, where it was chosen as the worst of many, so partly "
+        f"by chance), measured masked alone on the other {int(effect['n_examples'])} pairs only{accuracy} (exact "
+        f"McNemar p = {effect['p_mcnemar']:.2g}). The study's head sat in layer {STUDY_HIGH_HEAD_LAYER} of "
+        f"{STUDY_LAYERS}: {place}"
+    )
     accuracies = (float(effect["accuracy"]),) if "accuracy" in effect else ()
-    return [Claim.measured("cls_head.masking_hurts", ours=float(effect["rel_change"]), lo=float(effect["lo"]),
-                           hi=float(effect["hi"]), unit="relative change of accuracy", method=MASK_METHOD,
-                           n_examples=int(effect["n_examples"]), p=float(effect["p_mcnemar"]), reason=reason,
-                           floor=floor, accuracies=accuracies)]
+    return [
+        Claim.measured(
+            "cls_head.masking_hurts",
+            ours=float(effect["rel_change"]),
+            lo=float(effect["lo"]),
+            hi=float(effect["hi"]),
+            unit="relative change of accuracy",
+            method=MASK_METHOD,
+            n_examples=int(effect["n_examples"]),
+            p=float(effect["p_mcnemar"]),
+            reason=reason,
+            floor=floor,
+            accuracies=accuracies,
+        )
+    ]
 
 
 def concentration(profile: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
@@ -168,12 +186,20 @@ def concentration(profile: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> p
     excess = (share - chance).to_numpy()
     boots = bootstrap_weights(len(excess), n_boot, seed) @ excess / len(excess)
     wins, losses = (excess > 0).sum(axis=0), (excess < 0).sum(axis=0)
-    table = pd.DataFrame({"layer": share.columns.get_level_values(0), "head": share.columns.get_level_values(1),
-                          "shared_share": share.mean().to_numpy(), "chance": chance.mean().to_numpy(),
-                          "excess": excess.mean(axis=0), "lo": np.quantile(boots, 0.025, axis=0),
-                          "hi": np.quantile(boots, 0.975, axis=0), "above_chance": (excess > 0).mean(axis=0),
-                          "p_sign": [sps.binomtest(int(w), int(w + l)).pvalue if w + l else 1.0
-                                     for w, l in zip(wins, losses)], "n_examples": len(excess)})
+    table = pd.DataFrame(
+        {
+            "layer": share.columns.get_level_values(0),
+            "head": share.columns.get_level_values(1),
+            "shared_share": share.mean().to_numpy(),
+            "chance": chance.mean().to_numpy(),
+            "excess": excess.mean(axis=0),
+            "lo": np.quantile(boots, 0.025, axis=0),
+            "hi": np.quantile(boots, 0.975, axis=0),
+            "above_chance": (excess > 0).mean(axis=0),
+            "p_sign": [sps.binomtest(int(w), int(w + l)).pvalue if w + l else 1.0 for w, l in zip(wins, losses)],
+            "n_examples": len(excess),
+        }
+    )
     table["ratio"] = table["shared_share"] / table["chance"]
     return table
 
@@ -182,8 +208,9 @@ def _one_head(profile: pd.DataFrame, layer: int, head: int) -> pd.DataFrame:
     return profile[(profile["layer"] == layer) & (profile["head"] == head)]
 
 
-def spread(before: pd.DataFrame, after: pd.DataFrame, layer: int, head: int, n_boot: int = 2000,
-           seed: int = 0) -> pd.DataFrame:
+def spread(
+    before: pd.DataFrame, after: pd.DataFrame, layer: int, head: int, n_boot: int = 2000, seed: int = 0
+) -> pd.DataFrame:
     """Paired before/after change of one head's [CLS] row: entropy, share on shared terms, content mass.
 
     ``before`` and ``after`` are :func:`headlab.findings.roles.cls_profile` tables of the same examples without and with
@@ -191,27 +218,36 @@ def spread(before: pd.DataFrame, after: pd.DataFrame, layer: int, head: int, n_b
     interval.
     """
     before, after = _one_head(before, layer, head), _one_head(after, layer, head)
-    rows = [paired_delta(before, after, metric, n_boot=n_boot, seed=seed).query("scope == 'head'")
-            for metric in SPREAD_METRICS]
+    rows = [
+        paired_delta(before, after, metric, n_boot=n_boot, seed=seed).query("scope == 'head'")
+        for metric in SPREAD_METRICS
+    ]
     return pd.concat(rows, ignore_index=True).drop(columns="scope")
 
 
-def head_cls_profile(setup, examples, layer: int, head: int, drop=(), stopwords=None) -> pd.DataFrame:
+def head_cls_profile(lab, examples, layer: int, head: int, drop=(), stopwords=None) -> pd.DataFrame:
     """:func:`headlab.findings.roles.cls_profile` of one head on ``examples``, heads in ``drop`` removed, from one pass
     that stops at the head's layer (:func:`headlab.core.attention.cls_attention_rows`): the same table, for a
     fraction of the work, where one head is read under many masks."""
-    mask = MaskSpec("attention", tuple(drop), "attention").keep(*head_grid(setup.model)) if len(drop) else None
+    mask = MaskSpec("attention", tuple(drop), "attention").keep(*head_grid(lab.model)) if len(drop) else None
     rows = []
-    for example, row in cls_attention_rows(setup.model, setup.encoded, layer, head, examples, mask, setup.batch_size,
-                                           setup.device, setup.pad_id):
-        tokens = token_roles(setup.tokenizer, setup.encoded.input_ids[example])
-        scores = cls_attention_on_shared(row[None, None, None, :], tokens, setup.tokenizer, stopwords)
-        rows.append({"example": example, "layer": layer, "head": head,
-                     **{k: float(np.asarray(v).ravel()[0]) for k, v in scores.items()}})
+    for example, row in cls_attention_rows(
+        lab.model, lab.encoded, layer, head, examples, mask, lab.batch_size, lab.device, lab.pad_id
+    ):
+        tokens = token_roles(lab.tokenizer, lab.encoded.input_ids[example])
+        scores = cls_attention_on_shared(row[None, None, None, :], tokens, lab.tokenizer, stopwords)
+        rows.append(
+            {
+                "example": example,
+                "layer": layer,
+                "head": head,
+                **{k: float(np.asarray(v).ravel()[0]) for k, v in scores.items()},
+            }
+        )
     return pd.DataFrame(rows).sort_values(["example", "layer", "head"], ignore_index=True)
 
 
-def spread_under_masks(setup, layer: int, head: int, head_sets, before: pd.DataFrame, stopwords=None) -> pd.DataFrame:
+def spread_under_masks(lab, layer: int, head: int, head_sets, before: pd.DataFrame, stopwords=None) -> pd.DataFrame:
     """Mean change of the head's [CLS] entropy and shared-term share with each set of heads masked.
 
     ``before`` is the unmasked :func:`headlab.findings.roles.cls_profile` of the same examples (at least this head).
@@ -226,31 +262,42 @@ def spread_under_masks(setup, layer: int, head: int, head_sets, before: pd.DataF
     def compute() -> pd.DataFrame:
         rows = []
         for draw, chosen in enumerate(head_sets):
-            after = head_cls_profile(setup, examples, layer, head, chosen, stopwords).set_index(keys)
+            after = head_cls_profile(lab, examples, layer, head, chosen, stopwords).set_index(keys)
             change = after[["entropy", "shared_share"]] - base[["entropy", "shared_share"]]
-            rows.append({"draw": draw, "heads": ";".join(f"{l}.{h}" for l, h in chosen),
-                         "entropy_delta": float(change["entropy"].mean()),
-                         "shared_share_delta": float(change["shared_share"].mean())})
+            rows.append(
+                {
+                    "draw": draw,
+                    "heads": ";".join(f"{l}.{h}" for l, h in chosen),
+                    "entropy_delta": float(change["entropy"].mean()),
+                    "shared_share_delta": float(change["shared_share"].mean()),
+                }
+            )
         return pd.DataFrame(rows)
-    key = {"layer": int(layer), "head": int(head), "head_sets": head_sets, "stopwords": sorted(stopwords or []),
-           "before": hashlib.sha256(base.to_csv().encode()).hexdigest()}
-    return setup.stored("cls_spread_under_masks", key, compute)
+
+    key = {
+        "layer": int(layer),
+        "head": int(head),
+        "head_sets": head_sets,
+        "stopwords": sorted(stopwords or []),
+        "before": hashlib.sha256(base.to_csv().encode()).hexdigest(),
+    }
+    return lab.stored("cls_spread_under_masks", key, compute)
 
 
-def cls_rows(runs: dict, encoded, tokenizer, examples, layer: int, head: int, batch_size: int = 32, device="cpu",
-             stopwords=None) -> pd.DataFrame:
+def cls_rows(lab, runs: dict, examples, layer: int, head: int, stopwords=None) -> pd.DataFrame:
     """One head's [CLS] row on each of ``examples``, renormalised over the non-special tokens, per run.
 
-    ``runs`` maps a name to ``(model, mask)`` as in :func:`headlab.findings.attention_compare.compare_maps`. One row
-    per example and non-special token: example, position, token (position-prefixed label), shared (a term
-    the other sentence shares), and one column per run: the share of that run's [CLS] row on the token,
-    as :func:`headlab.findings.roles.cls_attention_on_shared` measures it.
+    ``lab`` gives the tokenizer, the encoded pairs, the batch size, device and pad id. ``runs`` maps a name to
+    ``(model, mask)`` as in :func:`headlab.findings.attention_compare.compare_maps`. One row per example and
+    non-special token: example, position, token (position-prefixed label), shared (a term the other sentence
+    shares), and one column per run: the share of that run's [CLS] row on the token, as
+    :func:`headlab.findings.roles.cls_attention_on_shared` measures it.
     """
     examples = [int(e) for e in examples]
-    pad_id = tokenizer.pad_token_id or 0
+    tokenizer, encoded = lab.tokenizer, lab.encoded
     weights = {}
     for name, (model, mask) in runs.items():
-        for example, maps in attention_maps(model, encoded, examples, mask, batch_size, device, pad_id):
+        for example, maps in attention_maps(model, encoded, examples, mask, lab.batch_size, lab.device, lab.pad_id):
             weights[name, example] = maps[layer, head, 0].astype(np.float64)
     frames = []
     for example in examples:
@@ -258,8 +305,14 @@ def cls_rows(runs: dict, encoded, tokenizer, examples, layer: int, head: int, ba
         content = content_positions(tokens, tokenizer)
         shared = {i for pair in shared_terms(tokens, tokenizer, stopwords) for i in pair}
         labels = token_labels(tokens.tokens)
-        frame = pd.DataFrame({"example": example, "position": content, "token": [labels[i] for i in content],
-                              "shared": [i in shared for i in content]})
+        frame = pd.DataFrame(
+            {
+                "example": example,
+                "position": content,
+                "token": [labels[i] for i in content],
+                "shared": [i in shared for i in content],
+            }
+        )
         for name in runs:
             row = weights[name, example][content]
             frame[name] = np.round(row / row.sum(), 4)
@@ -277,15 +330,26 @@ def concentration_claims(table: pd.DataFrame, layer: int, head: int) -> list[Cla
     """
     row = table[(table["layer"] == layer) & (table["head"] == head)].iloc[0]
     rank = int((table["excess"] > row["excess"]).sum()) + 1
-    reason = (f"Head {layer}.{head}, over {int(row['n_examples'])} held-out pairs that share a term (pairs it was not "
-              f"chosen on): {row['shared_share']:.1%} of its [CLS] attention on non-special tokens lands on shared "
-              f"terms, against {row['chance']:.1%} for a uniform row ({row['ratio']:.2f}× chance); above chance on "
-              f"{row['above_chance']:.0%} of pairs (two-sided sign test p = {row['p_sign']:.2g}). It ranks {rank} of "
-              f"{len(table)} heads by that excess")
-    return [Claim.measured("cls_head.concentrates_on_shared", ours=float(row["excess"]), lo=float(row["lo"]),
-                           hi=float(row["hi"]), unit=CONCENTRATION_UNIT, method="bootstrap over the held-out pairs "
-                           "that share a term", n_examples=int(row["n_examples"]), p=float(row["p_sign"]),
-                           reason=reason)]
+    reason = (
+        f"Head {layer}.{head}, over {int(row['n_examples'])} held-out pairs that share a term (pairs it was not "
+        f"chosen on): {row['shared_share']:.1%} of its [CLS] attention on non-special tokens lands on shared "
+        f"terms, against {row['chance']:.1%} for a uniform row ({row['ratio']:.2f}× chance); above chance on "
+        f"{row['above_chance']:.0%} of pairs (two-sided sign test p = {row['p_sign']:.2g}). It ranks {rank} of "
+        f"{len(table)} heads by that excess"
+    )
+    return [
+        Claim.measured(
+            "cls_head.concentrates_on_shared",
+            ours=float(row["excess"]),
+            lo=float(row["lo"]),
+            hi=float(row["hi"]),
+            unit=CONCENTRATION_UNIT,
+            method="bootstrap over the held-out pairs that share a term",
+            n_examples=int(row["n_examples"]),
+            p=float(row["p_sign"]),
+            reason=reason,
+        )
+    ]
 
 
 def _spread_claim(change: pd.DataFrame, layer: int, head: int, k: int) -> Claim:
@@ -294,17 +358,30 @@ def _spread_claim(change: pd.DataFrame, layer: int, head: int, k: int) -> Claim:
     rows = change.set_index("metric")
     e, s = rows.loc["entropy"], rows.loc["shared_share"]
     factor, factor_lo, factor_hi = np.exp([e["delta"], e["lo"], e["hi"]])
-    shared = ("its interval lies below 0, as the study's reading implies" if s["hi"] < 0 else
-              "its interval lies above 0: the row moves towards the shared terms" if s["lo"] > 0 else
-              "its interval reaches 0")
-    reason = (f"Head {layer}.{head} with the {k} matching heads masked, paired over {int(e['n_examples'])} held-out "
-              f"pairs: entropy {e['before']:.2f} → {e['after']:.2f} nats, so the effectively attended tokens (exp of "
-              f"the entropy) change by a factor {factor:.2f} [{factor_lo:.2f}, {factor_hi:.2f}]. Its share on shared "
-              f"terms {s['before']:.1%} → {s['after']:.1%} ({s['delta'] * 100:+.1f} points [{s['lo'] * 100:+.1f}, "
-              f"{s['hi'] * 100:+.1f}]): {shared}")
-    return Claim.measured("cls_head.spreads_without_matching", ours=float(e["delta"]), lo=float(e["lo"]),
-                          hi=float(e["hi"]), unit=SPREAD_UNIT, method=SPREAD_METHOD, n_examples=int(e["n_examples"]),
-                          reason=reason)
+    shared = (
+        "its interval lies below 0, as the study's reading implies"
+        if s["hi"] < 0
+        else "its interval lies above 0: the row moves towards the shared terms"
+        if s["lo"] > 0
+        else "its interval reaches 0"
+    )
+    reason = (
+        f"Head {layer}.{head} with the {k} matching heads masked, paired over {int(e['n_examples'])} held-out "
+        f"pairs: entropy {e['before']:.2f} → {e['after']:.2f} nats, so the effectively attended tokens (exp of "
+        f"the entropy) change by a factor {factor:.2f} [{factor_lo:.2f}, {factor_hi:.2f}]. Its share on shared "
+        f"terms {s['before']:.1%} → {s['after']:.1%} ({s['delta'] * 100:+.1f} points [{s['lo'] * 100:+.1f}, "
+        f"{s['hi'] * 100:+.1f}]): {shared}"
+    )
+    return Claim.measured(
+        "cls_head.spreads_without_matching",
+        ours=float(e["delta"]),
+        lo=float(e["lo"]),
+        hi=float(e["hi"]),
+        unit=SPREAD_UNIT,
+        method=SPREAD_METHOD,
+        n_examples=int(e["n_examples"]),
+        reason=reason,
+    )
 
 
 def _control_claim(change: pd.DataFrame, control: pd.DataFrame | None, k: int) -> Claim:
@@ -312,21 +389,36 @@ def _control_claim(change: pd.DataFrame, control: pd.DataFrame | None, k: int) -
     change over the random draws (and the reverse p), judged by :func:`headlab.findings.claims.judge`."""
     e = change.set_index("metric").loc["entropy"]
     if control is None or not len(control):
-        return Claim.not_measured("cls_head.reads_matching_heads", unit=CONTROL_UNIT,
-                                  reason="Not measured: no random lower-head sets were masked (CONTROL_DRAWS)")
+        return Claim.not_measured(
+            "cls_head.reads_matching_heads",
+            unit=CONTROL_UNIT,
+            reason="Not measured: no random lower-head sets were masked (CONTROL_DRAWS)",
+        )
     values = control["entropy_delta"].to_numpy()
     n = len(values)
     extreme, reverse = int(np.sum(values >= e["delta"])), int(np.sum(values <= e["delta"]))
     p, p_reverse = empirical_p(extreme, n), empirical_p(reverse, n)
-    reason = (f"Shown: the share of the {n} draws of {k} random lower-half heads, masked instead, that change its "
-              f"entropy by {e['delta']:+.3f} (the matching heads' change) or more: {extreme} of {n}, with its exact "
-              f"95% binomial interval. They change it by {values.mean():+.3f} on average ({values.min():+.3f} to "
-              f"{values.max():+.3f}); one-sided empirical p = {p:.2g} in the study's direction, {p_reverse:.2g} the "
-              f"other way (the matching heads counted as one more draw).")
+    reason = (
+        f"Shown: the share of the {n} draws of {k} random lower-half heads, masked instead, that change its "
+        f"entropy by {e['delta']:+.3f} (the matching heads' change) or more: {extreme} of {n}, with its exact "
+        f"95% binomial interval. They change it by {values.mean():+.3f} on average ({values.min():+.3f} to "
+        f"{values.max():+.3f}); one-sided empirical p = {p:.2g} in the study's direction, {p_reverse:.2g} the "
+        f"other way (the matching heads counted as one more draw)."
+    )
     interval = sps.binomtest(extreme, n).proportion_ci(confidence_level=0.95, method="exact")
-    return Claim.measured("cls_head.reads_matching_heads", ours=extreme / n, lo=float(interval.low),
-                          hi=float(interval.high), unit=CONTROL_UNIT, method=CONTROL_METHOD,
-                          n_examples=int(e["n_examples"]), n_draws=n, p=p, p_reverse=p_reverse, reason=reason)
+    return Claim.measured(
+        "cls_head.reads_matching_heads",
+        ours=extreme / n,
+        lo=float(interval.low),
+        hi=float(interval.high),
+        unit=CONTROL_UNIT,
+        method=CONTROL_METHOD,
+        n_examples=int(e["n_examples"]),
+        n_draws=n,
+        p=p,
+        p_reverse=p_reverse,
+        reason=reason,
+    )
 
 
 def spread_claims(change: pd.DataFrame, control: pd.DataFrame | None, layer: int, head: int, k: int) -> list[Claim]:
@@ -344,11 +436,11 @@ def spread_claims(change: pd.DataFrame, control: pd.DataFrame | None, layer: int
     return [_spread_claim(change, layer, head, k), _control_claim(change, control, k)]
 
 
-def mean_ablated_effect(setup, layer: int, head: int, estimate, n_boot: int = 2000, seed: int = 0) -> dict:
+def mean_ablated_effect(lab, layer: int, head: int, estimate, n_boot: int = 2000, seed: int = 0) -> dict:
     """:func:`held_out_effect` with the head's output replaced by its mean over training pairs instead of zero
     (mean-ablation, one mask, saved as the sweep ``cls_focus-mean``), against that sweep's own unmasked row."""
     spec = MaskSpec(f"head-{layer}-{head}", ((layer, head),), "head")
-    per_example = setup.sweep([spec], "cls_focus", ablation="mean", progress=False)
+    per_example = lab.sweep([spec], "cls_focus", ablation="mean", progress=False)
     masked = correct_matrix(per_example).loc[[spec.mask_id]]
     masked.index = pd.MultiIndex.from_tuples([(layer, head)], names=["layer", "head"])
     return held_out_effect(masked, baseline_correct(per_example), layer, head, estimate, n_boot=n_boot, seed=seed)

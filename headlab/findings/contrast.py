@@ -14,6 +14,7 @@ A pair qualifies only when every replacement has a candidate and the result chec
 a corrupted pair; an injected pair shares the new term). Replacements are drawn with a generator seeded by the
 run's seed and the pair's position, so a pair's contrast does not depend on which other pairs are evaluated.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -106,9 +107,13 @@ def _inject(tokens, tokenizer, pieces, stopwords, rng):
     for text, _, positions in query:
         if text not in title_texts:
             missing.setdefault(_shape(pieces, [tokens.tokens[i] for i in positions]), []).append(
-                (text, tuple(tokens.ids[i] for i in positions)))
-    slots = [(text, positions) for text, _, positions in title if text not in query_texts
-             and _shape(pieces, [tokens.tokens[i] for i in positions]) in missing]
+                (text, tuple(tokens.ids[i] for i in positions))
+            )
+    slots = [
+        (text, positions)
+        for text, _, positions in title
+        if text not in query_texts and _shape(pieces, [tokens.tokens[i] for i in positions]) in missing
+    ]
     if not slots:
         return None
     text, positions = slots[int(rng.integers(len(slots)))]
@@ -120,8 +125,9 @@ def _inject(tokens, tokenizer, pieces, stopwords, rng):
     return ids, [(positions[0], len(positions), text, new[0])]
 
 
-def contrast_pairs(encoded: Encoded, tokenizer, kind: str = "corrupted", stopwords=None, seed: int = 0,
-                   pool=None) -> Contrast:
+def contrast_pairs(
+    encoded: Encoded, tokenizer, kind: str = "corrupted", stopwords=None, seed: int = 0, pool=None
+) -> Contrast:
     """The ``kind`` contrast (see the module's docstring) of every pair that qualifies for it."""
     if kind not in KINDS:
         raise ValueError(f"contrast kind must be one of {KINDS}, got {kind!r}")
@@ -132,8 +138,11 @@ def contrast_pairs(encoded: Encoded, tokenizer, kind: str = "corrupted", stopwor
     for example, ids in enumerate(encoded.input_ids):
         tokens = token_roles(tokenizer, ids)
         rng = np.random.default_rng([seed, example])
-        made = (_corrupt(tokens, tokenizer, pool, pieces, stopwords, rng) if kind == "corrupted"
-                else _inject(tokens, tokenizer, pieces, stopwords, rng))
+        made = (
+            _corrupt(tokens, tokenizer, pool, pieces, stopwords, rng)
+            if kind == "corrupted"
+            else _inject(tokens, tokenizer, pieces, stopwords, rng)
+        )
         if made is None:
             continue
         new_ids, changes = made
@@ -143,7 +152,9 @@ def contrast_pairs(encoded: Encoded, tokenizer, kind: str = "corrupted", stopwor
             continue  # the pieces joined into another word than planned: no clean contrast for this pair
         kept.append(example)
         changed_ids.append(new_ids)
-        rows += [{"example": example, "position": p, "n_pieces": n, "was": was, "now": now} for p, n, was, now in changes]
+        rows += [
+            {"example": example, "position": p, "n_pieces": n, "was": was, "now": now} for p, n, was, now in changes
+        ]
     original = encoded.subset(kept)
     changed = Encoded(changed_ids, [list(t) for t in original.token_type_ids], original.grades, 0)
     table = pd.DataFrame(rows, columns=["example", "position", "n_pieces", "was", "now"])

@@ -1,4 +1,4 @@
-"""Which heads and layers matter: single-head and whole-layer ablations, gradient importance, the halves for low-vs-high masking.
+"""Which heads and layers matter: single-head and whole-layer ablations, gradient importance, low-vs-high halves.
 
 Ablation (mask a head, measure accuracy) is the study's tool. Gradient importance (Michel, Levy & Neubig,
 2019, "Are Sixteen Heads Really Better than One?") asks the same question to first order, in one backward
@@ -6,6 +6,7 @@ pass over the data; where the two rankings agree, the cheap proxy can stand in f
 Effects are relative accuracy changes with paired bootstrap intervals (see :mod:`headlab.core.stats`), and the
 many single-head tests are Holm-corrected, since with 144 heads some would look significant by chance.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,6 +26,9 @@ def head_grid_table(summary: pd.DataFrame, layers: int, heads: int, alpha: float
     (accuracy falls), "helps" (accuracy rises), else "none". Heads of the ``layers x heads`` grid missing
     from the summary stay in the grid with empty numbers and direction "untested", so a partial sweep never
     looks like a sweep of heads that changed nothing.
+
+    Columns: layer, head, accuracy, rel_change, lo, hi, lo90, hi90, p_mcnemar, p_holm, significant (p_holm below
+    ``alpha``), direction.
     """
     rows = masks_of_kind(summary, "head", ["layer", "head"])
     outside = rows[(rows["layer"] >= layers) | (rows["head"] >= heads) | (rows["layer"] < 0) | (rows["head"] < 0)]
@@ -38,8 +42,9 @@ def head_grid_table(summary: pd.DataFrame, layers: int, heads: int, alpha: float
     grid = grid.merge(rows, on=["layer", "head"], how="left")
     tested = grid["p_holm"].notna()
     grid["significant"] = tested & (grid["p_holm"] < alpha)
-    grid["direction"] = np.where(~tested, "untested", np.where(~grid["significant"], "none",
-                                 np.where(grid["rel_change"] < 0, "hurts", "helps")))
+    grid["direction"] = np.where(
+        ~tested, "untested", np.where(~grid["significant"], "none", np.where(grid["rel_change"] < 0, "hurts", "helps"))
+    )
     return grid
 
 
@@ -64,9 +69,16 @@ def rank_agreement(grid: pd.DataFrame, importance: pd.DataFrame, column: str = "
     top_ablation = [heads[i] for i in np.argsort(-effect, kind="stable")[:k]]
     top_gradient = [heads[i] for i in np.argsort(-score, kind="stable")[:k]]
     overlap = len(set(top_ablation) & set(top_gradient))
-    return {"spearman_rho": float(rho), "p_value": float(p_value), "n_heads": n, "k": k,
-            "top_overlap": overlap, "top_overlap_expected": k * k / n,
-            "top_ablation": top_ablation, "top_gradient": top_gradient}
+    return {
+        "spearman_rho": float(rho),
+        "p_value": float(p_value),
+        "n_heads": n,
+        "k": k,
+        "top_overlap": overlap,
+        "top_overlap_expected": k * k / n,
+        "top_ablation": top_ablation,
+        "top_gradient": top_gradient,
+    }
 
 
 def layer_effects(summary: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
@@ -74,6 +86,8 @@ def layer_effects(summary: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
 
     Every layer is a test, so with 12 layers one would pass at 5% by chance about half the time; the
     McNemar p-values are Holm-corrected across layers (``p_holm``) before a layer's gain or loss is called.
+
+    Columns: layer, accuracy, rel_change, lo, hi, p_mcnemar, p_holm, distinguishable (p_holm below ``alpha``).
     """
     rows = masks_of_kind(summary, "layer", ["layer"]).sort_values("layer")
     table = rows[["layer", "accuracy", "rel_change", "lo", "hi", "p_mcnemar"]].reset_index(drop=True)
@@ -116,8 +130,19 @@ def half_specs(layers: int, heads: int, steps: int, draws: int, seed: int) -> li
     Shares are :func:`half_shares`. Masking no head, or every head of the half, is the same mask on every
     draw, so those two points get one draw each and the shares between get ``draws``.
     """
-    return [spec for which in HALVES for spec in random_share_specs(
-        layers, heads, half_shares(layers, heads, steps), draws, seed, pool=half_pool(layers, heads, which), kind=which)]
+    return [
+        spec
+        for which in HALVES
+        for spec in random_share_specs(
+            layers,
+            heads,
+            half_shares(layers, heads, steps),
+            draws,
+            seed,
+            pool=half_pool(layers, heads, which),
+            kind=which,
+        )
+    ]
 
 
 def half_gap(per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
@@ -128,6 +153,10 @@ def half_gap(per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = 2000, 
     masking lower heads costs more, in points of relative change; its 95% interval resamples test examples
     once for both halves and the baseline (paired), so what the halves share cancels, and each half's draws
     on their own (the two halves' heads are drawn independently).
+
+    Columns: share, n_heads, base_accuracy, then per half (``lower_``, ``upper_``) accuracy, change, lo, hi, draws
+    (e.g. lower_accuracy, lower_change, lower_lo, lower_hi, lower_draws), then gap, gap_lo, gap_hi, n_examples,
+    n_boot.
     """
     base = baseline_correct(per_example).astype(np.float64)
     correct = correct_matrix(per_example)
@@ -137,26 +166,45 @@ def half_gap(per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = 2000, 
         rows["share"] = pd.to_numeric(rows["share"]).astype(float)
         by_half[which] = dict(list(rows.groupby("share", sort=True)))
     if sorted(by_half["lower"]) != sorted(by_half["upper"]):
-        raise ValueError(f"the halves were masked at different shares: {sorted(by_half['lower'])} vs {sorted(by_half['upper'])}")
+        raise ValueError(
+            f"the halves were masked at different shares: {sorted(by_half['lower'])} vs {sorted(by_half['upper'])}"
+        )
     weights = bootstrap_weights(len(base), n_boot, seed)
     base_boot = weights @ base
     out = []
     for share in sorted(by_half["lower"]):
-        row = {"share": share, "n_heads": int(by_half["lower"][share]["n_dropped"].iloc[0]),
-               "base_accuracy": float(base.mean())}
+        row = {
+            "share": share,
+            "n_heads": int(by_half["lower"][share]["n_dropped"].iloc[0]),
+            "base_accuracy": float(base.mean()),
+        }
         boots = {}
         for which in HALVES:
             masks = by_half[which][share]
             draws = correct.loc[masks["mask_id"]].to_numpy(dtype=np.float64)
             seeds = draw_seed(seed, which, share)
             effect = relative_change(draws, base, n_boot=n_boot, seed=seed, draw_seed=seeds)
-            row.update({f"{which}_accuracy": float(draws.mean()), f"{which}_change": effect["rel_change"],
-                        f"{which}_lo": effect["lo"], f"{which}_hi": effect["hi"], f"{which}_draws": len(masks)})
+            row.update(
+                {
+                    f"{which}_accuracy": float(draws.mean()),
+                    f"{which}_change": effect["rel_change"],
+                    f"{which}_lo": effect["lo"],
+                    f"{which}_hi": effect["hi"],
+                    f"{which}_draws": len(masks),
+                }
+            )
             with np.errstate(divide="ignore", invalid="ignore"):
                 boots[which] = boot_means(draws, weights, seeds) * len(base) / base_boot - 1.0
         gap_boot = boots["upper"] - boots["lower"]
         gap_boot = gap_boot[np.isfinite(gap_boot)]
-        row.update({"gap": row["upper_change"] - row["lower_change"], "gap_lo": float(np.quantile(gap_boot, 0.025)),
-                    "gap_hi": float(np.quantile(gap_boot, 0.975)), "n_examples": len(base), "n_boot": n_boot})
+        row.update(
+            {
+                "gap": row["upper_change"] - row["lower_change"],
+                "gap_lo": float(np.quantile(gap_boot, 0.025)),
+                "gap_hi": float(np.quantile(gap_boot, 0.975)),
+                "n_examples": len(base),
+                "n_boot": n_boot,
+            }
+        )
         out.append(row)
     return pd.DataFrame(out)

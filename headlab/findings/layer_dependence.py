@@ -8,6 +8,7 @@ computed, the evidence in words, and the verdict of :func:`headlab.findings.clai
 Accuracy effects carry the floor scale (``Lab.floor``): "collapse" and "costs far less" are judged on it. The page
 shows those rows rendered, then the numbers behind them (``halves_details``, ``layers_details``, ``heads_details``).
 """
+
 from __future__ import annotations
 
 import math
@@ -35,7 +36,7 @@ def _interval(value: float, lo: float, hi: float) -> str:
 
 
 def _span(values) -> str:
-    """"2–4" for a run of numbers, "2, 5" otherwise."""
+    """ "2–4" for a run of numbers, "2, 5" otherwise."""
     values = list(values)
     if len(values) > 1 and values == list(range(values[0], values[-1] + 1)):
         return f"{values[0]}–{values[-1]}"
@@ -67,8 +68,10 @@ def depth_note(layers: int) -> str:
         theirs = [k for k in range(STUDY_LAYERS) if study_layer_to_ours(k, layers) == ours]
         if theirs:
             pairs.append(f"{_span(theirs)} → {ours}")
-    return (f"The study's BERT has {STUDY_LAYERS} layers and ours {layers}, so layers are compared by relative depth "
-            f"(study layers → our layer: {'; '.join(pairs)}).")
+    return (
+        f"The study's BERT has {STUDY_LAYERS} layers and ours {layers}, so layers are compared by relative depth "
+        f"(study layers → our layer: {'; '.join(pairs)})."
+    )
 
 
 # --- the rows -----------------------------------------------------------------------------------------
@@ -125,8 +128,13 @@ GAP_UNIT = "share of the above-chance accuracy lost, lower half minus upper half
 
 
 def _which_half(row) -> str:
-    return by_interval(row.gap_lo, row.gap_hi, "the lower half costs more", "the upper half costs more",
-                       "no difference distinguishable from zero")
+    return by_interval(
+        row.gap_lo,
+        row.gap_hi,
+        "the lower half costs more",
+        "the upper half costs more",
+        "no difference distinguishable from zero",
+    )
 
 
 def _collapse_points(gap: pd.DataFrame) -> pd.DataFrame:
@@ -152,21 +160,30 @@ def _lost_text(floor: Floor, change: float) -> str:
 
 def _collapse(points: pd.DataFrame, floor: Floor, at: str) -> Claim:
     """The collapse on the floor scale, judged at the weaker of the two points (the claim names both)."""
+
     def numbers(r):
         return floor.lost(r.lower_change), floor.lost(r.lower_hi), floor.lost(r.lower_lo)
 
     shown = _weakest(COLLAPSE, list(points.itertuples()), numbers, n_draws=lambda r: int(r.lower_draws))
     ours, lo, hi = numbers(shown)
     return Claim.measured(
-        COLLAPSE, ours=ours, lo=lo, hi=hi, unit=LOST,
-        method=_method(shown.lower_draws, ", mapped to the floor scale"), n_examples=shown.n_examples,
-        n_draws=shown.lower_draws, floor=floor, accuracies=_accuracies(floor, shown.lower_accuracy),
+        COLLAPSE,
+        ours=ours,
+        lo=lo,
+        hi=hi,
+        unit=LOST,
+        method=_method(shown.lower_draws, ", mapped to the floor scale"),
+        n_examples=shown.n_examples,
+        n_draws=shown.lower_draws,
+        floor=floor,
+        accuracies=_accuracies(floor, shown.lower_accuracy),
         reason=f"With the low heads masked at {at} of all heads, accuracy is "
-               f"{' and '.join(f'{a:.1%}' for a in points['lower_accuracy'])} (unmasked {floor.base:.1%}, always "
-               f"answering the majority grade {floor.majority:.1%}): "
-               f"{' and '.join(_lost_text(floor, c) for c in points['lower_change'])} of the accuracy above the "
-               f"majority grade lost. The claim names both points, so the row shows the weaker, {shown.share:.0%} of "
-               f"all heads ({_interval(shown.lower_change, shown.lower_lo, shown.lower_hi)} relative change).")
+        f"{' and '.join(f'{a:.1%}' for a in points['lower_accuracy'])} (unmasked {floor.base:.1%}, always "
+        f"answering the majority grade {floor.majority:.1%}): "
+        f"{' and '.join(_lost_text(floor, c) for c in points['lower_change'])} of the accuracy above the "
+        f"majority grade lost. The claim names both points, so the row shows the weaker, {shown.share:.0%} of "
+        f"all heads ({_interval(shown.lower_change, shown.lower_lo, shown.lower_hi)} relative change).",
+    )
 
 
 def _saturated(r, floor: Floor) -> bool:
@@ -183,24 +200,42 @@ def _costs_less(points: pd.DataFrame, floor: Floor, at: str) -> Claim:
 
     rows = list(points.itertuples())
     informative = [r for r in rows if not _saturated(r, floor)]
-    shown = _weakest(COSTS_LESS, informative or rows, numbers, n_draws=lambda r: int(r.lower_draws),
-                     at_floor=lambda r: _saturated(r, floor))
+    shown = _weakest(
+        COSTS_LESS,
+        informative or rows,
+        numbers,
+        n_draws=lambda r: int(r.lower_draws),
+        at_floor=lambda r: _saturated(r, floor),
+    )
     ours, lo, hi = numbers(shown)
     aside = [f"{r.share:.0%}" for r in rows if _saturated(r, floor)]
-    note = (f" At {' and '.join(aside)} of all heads both halves sit at the model's floor, where neither can fall "
-            f"further" + (", so the row shows another point." if informative else ".")) if aside else ""
+    note = (
+        (
+            f" At {' and '.join(aside)} of all heads both halves sit at the model's floor, where neither can fall "
+            f"further" + (", so the row shows another point." if informative else ".")
+        )
+        if aside
+        else ""
+    )
     return Claim.measured(
-        COSTS_LESS, ours=ours, lo=lo, hi=hi, unit=GAP_UNIT,
+        COSTS_LESS,
+        ours=ours,
+        lo=lo,
+        hi=hi,
+        unit=GAP_UNIT,
         method=f"{PAIRED} (the same resampled pairs for both halves, each half's draws resampled), mapped to the "
-               "floor scale",
-        n_examples=shown.n_examples, n_draws=shown.lower_draws, floor=floor,
+        "floor scale",
+        n_examples=shown.n_examples,
+        n_draws=shown.lower_draws,
+        floor=floor,
         accuracies=_accuracies(floor, shown.lower_accuracy, shown.upper_accuracy),
         reason=f"At {at} of all heads, masking the lower half loses "
-               f"{' and '.join(_lost_text(floor, c) for c in points['lower_change'])} of the accuracy above the "
-               f"majority grade, the upper half {' and '.join(_lost_text(floor, c) for c in points['upper_change'])} "
-               f"(relative changes: lower {' and '.join(_pct(c) for c in points['lower_change'])}, upper "
-               f"{' and '.join(_pct(c) for c in points['upper_change'])}). The claim names both points, so the row "
-               f"shows the weaker, {shown.share:.0%} of all heads.{note}")
+        f"{' and '.join(_lost_text(floor, c) for c in points['lower_change'])} of the accuracy above the "
+        f"majority grade, the upper half {' and '.join(_lost_text(floor, c) for c in points['upper_change'])} "
+        f"(relative changes: lower {' and '.join(_pct(c) for c in points['lower_change'])}, upper "
+        f"{' and '.join(_pct(c) for c in points['upper_change'])}). The claim names both points, so the row "
+        f"shows the weaker, {shown.share:.0%} of all heads.{note}",
+    )
 
 
 def halves_claims(gap: pd.DataFrame, floor: Floor | None = None) -> list[Claim]:
@@ -218,14 +253,23 @@ def halves_claims(gap: pd.DataFrame, floor: Floor | None = None) -> list[Claim]:
     points = _collapse_points(gap)
     if points.empty:
         reason = "Not tested: no share near 40% or 50% of all heads (raise HALF_STEPS)"
-        return [Claim.not_measured(COLLAPSE, reason=reason, unit=LOST),
-                Claim.not_measured(COSTS_LESS, reason=reason, unit=GAP_UNIT)]
+        return [
+            Claim.not_measured(COLLAPSE, reason=reason, unit=LOST),
+            Claim.not_measured(COSTS_LESS, reason=reason, unit=GAP_UNIT),
+        ]
     if not _usable(floor):
-        reason = ("Not measured: no floor scale. The claim's size is a share of the accuracy above the majority grade, "
-                  + ("and no floor (the accuracy of always answering the majority grade) was given" if floor is None
-                     else f"and the model ({floor.base:.1%}) is not above its majority grade ({floor.majority:.1%})"))
-        return [Claim.not_measured(COLLAPSE, reason=reason, unit=LOST),
-                Claim.not_measured(COSTS_LESS, reason=reason, unit=GAP_UNIT)]
+        reason = (
+            "Not measured: no floor scale. The claim's size is a share of the accuracy above the majority grade, "
+            + (
+                "and no floor (the accuracy of always answering the majority grade) was given"
+                if floor is None
+                else f"and the model ({floor.base:.1%}) is not above its majority grade ({floor.majority:.1%})"
+            )
+        )
+        return [
+            Claim.not_measured(COLLAPSE, reason=reason, unit=LOST),
+            Claim.not_measured(COSTS_LESS, reason=reason, unit=GAP_UNIT),
+        ]
     at = " and ".join(f"{s:.0%}" for s in points["share"])
     return [_collapse(points, floor, at), _costs_less(points, floor, at)]
 
@@ -237,15 +281,19 @@ def halves_details(gap: pd.DataFrame) -> str:
         return "- No share above 0 was masked: nothing to compare."
     widest = masked.loc[masked["gap"].abs().idxmax()]
     lower, upper = int((masked["gap_lo"] > 0).sum()), int((masked["gap_hi"] < 0).sum())
-    lines = [f"- Over all {len(masked)} shares masked, the lower half costs more at {lower} and the upper half at "
-             f"{upper} (a difference whose 95% paired interval excludes zero); the largest difference (upper minus "
-             f"lower change) is {widest.gap * 100:+.1f} points [{widest.gap_lo * 100:+.1f}, "
-             f"{widest.gap_hi * 100:+.1f}] at {widest.share:.0%} of all heads."]
+    lines = [
+        f"- Over all {len(masked)} shares masked, the lower half costs more at {lower} and the upper half at "
+        f"{upper} (a difference whose 95% paired interval excludes zero); the largest difference (upper minus "
+        f"lower change) is {widest.gap * 100:+.1f} points [{widest.gap_lo * 100:+.1f}, "
+        f"{widest.gap_hi * 100:+.1f}] at {widest.share:.0%} of all heads."
+    ]
     for r in masked.itertuples():
-        lines.append(f"  - {r.share:.1%} of all heads ({r.n_heads} heads, {2 * r.share:.0%} of a half): "
-                     f"lower {_interval(r.lower_change, r.lower_lo, r.lower_hi)}, upper "
-                     f"{_interval(r.upper_change, r.upper_lo, r.upper_hi)}; difference {r.gap * 100:+.1f} points "
-                     f"[{r.gap_lo * 100:+.1f}, {r.gap_hi * 100:+.1f}]: {_which_half(r)}.")
+        lines.append(
+            f"  - {r.share:.1%} of all heads ({r.n_heads} heads, {2 * r.share:.0%} of a half): "
+            f"lower {_interval(r.lower_change, r.lower_lo, r.lower_hi)}, upper "
+            f"{_interval(r.upper_change, r.upper_lo, r.upper_hi)}; difference {r.gap * 100:+.1f} points "
+            f"[{r.gap_lo * 100:+.1f}, {r.gap_hi * 100:+.1f}]: {_which_half(r)}."
+        )
     return "\n".join(lines)
 
 
@@ -263,8 +311,15 @@ LAYER_8 = "layer_dependence.layer_8_gain"
 def layer_reference(layers: int) -> pd.DataFrame:
     """The study's one number for whole layers (+2.3% at layer 8), placed at our layer of the same depth."""
     ours = study_layer_to_ours(STUDY_BEST_LAYER, layers)
-    return pd.DataFrame([{"layer": ours, "rel_change": STUDY_BEST_GAIN,
-                          "label": f"study: layer {STUDY_BEST_LAYER} of {STUDY_LAYERS}, +2.3%"}])
+    return pd.DataFrame(
+        [
+            {
+                "layer": ours,
+                "rel_change": STUDY_BEST_GAIN,
+                "label": f"study: layer {STUDY_BEST_LAYER} of {STUDY_LAYERS}, +2.3%",
+            }
+        ]
+    )
 
 
 def _layer_state(row) -> str:
@@ -274,8 +329,10 @@ def _layer_state(row) -> str:
 
 
 def _layers(table: pd.DataFrame) -> str:
-    return ", ".join(f"layer {int(r.layer)} ({_pct(r.rel_change)}, Holm p = {r.p_holm:.2g})"
-                     for r in table.itertuples()) or "no layer"
+    return (
+        ", ".join(f"layer {int(r.layer)} ({_pct(r.rel_change)}, Holm p = {r.p_holm:.2g})" for r in table.itertuples())
+        or "no layer"
+    )
 
 
 def _gains(rows: pd.DataFrame, layers: int, n_examples: int, floor: Floor | None) -> Claim:
@@ -283,36 +340,62 @@ def _gains(rows: pd.DataFrame, layers: int, n_examples: int, floor: Floor | None
     whose interval reaches lowest."""
     ours = [l for l in study_layers_to_ours(STUDY_GAIN_LAYERS, layers) if l in rows.index]
     if not ours:
-        return Claim.not_measured(GAINS, reason="Not tested: none of our layers at the depth of layers 5–9 of 12 was "
-                                                "masked", unit=CHANGE)
+        return Claim.not_measured(
+            GAINS, reason="Not tested: none of our layers at the depth of layers 5–9 of 12 was masked", unit=CHANGE
+        )
     effects = rows.loc[ours]
     shown = effects.loc[effects["lo"].idxmin()]
-    parts = "; ".join(f"layer {l}: {_interval(r['rel_change'], r['lo'], r['hi'])}{_layer_state(r)}"
-                      for l, r in effects.iterrows())
+    parts = "; ".join(
+        f"layer {l}: {_interval(r['rel_change'], r['lo'], r['hi'])}{_layer_state(r)}" for l, r in effects.iterrows()
+    )
     return Claim.measured(
-        GAINS, ours=shown.rel_change, lo=shown.lo, hi=shown.hi, unit=CHANGE, method=PAIRED, n_examples=n_examples,
-        p=shown.p_holm, floor=floor, accuracies=_accuracies(floor, _accuracy(shown, floor)),
+        GAINS,
+        ours=shown.rel_change,
+        lo=shown.lo,
+        hi=shown.hi,
+        unit=CHANGE,
+        method=PAIRED,
+        n_examples=n_examples,
+        p=shown.p_holm,
+        floor=floor,
+        accuracies=_accuracies(floor, _accuracy(shown, floor)),
         reason=f"At the same depth, our layers {_span(ours)}: {parts}. The claim says every one of them, so the row "
-               f"shows layer {int(shown.name)}, whose interval reaches lowest, with its Holm p")
+        f"shows layer {int(shown.name)}, whose interval reaches lowest, with its Holm p",
+    )
 
 
 def _layer_8(rows: pd.DataFrame, layers: int, n_examples: int, floor: Floor | None) -> Claim:
     """The study's one number for whole layers, at our layer of the same depth."""
     best = study_layer_to_ours(STUDY_BEST_LAYER, layers)
     if best not in rows.index:
-        return Claim.not_measured(LAYER_8, reason=f"Not tested: our layer {best}, at the depth of layer 8 of 12, was "
-                                                  "not masked", unit=CHANGE, study=STUDY_BEST_GAIN)
+        return Claim.not_measured(
+            LAYER_8,
+            reason=f"Not tested: our layer {best}, at the depth of layer 8 of 12, was not masked",
+            unit=CHANGE,
+            study=STUDY_BEST_GAIN,
+        )
     r = rows.loc[best]
     contains = "contains" if r["lo"] <= STUDY_BEST_GAIN <= r["hi"] else "excludes"
     return Claim.measured(
-        LAYER_8, ours=r["rel_change"], lo=r["lo"], hi=r["hi"], unit=CHANGE, method=PAIRED, n_examples=n_examples,
-        p=r["p_holm"], study=STUDY_BEST_GAIN, floor=floor, accuracies=_accuracies(floor, _accuracy(r, floor)),
+        LAYER_8,
+        ours=r["rel_change"],
+        lo=r["lo"],
+        hi=r["hi"],
+        unit=CHANGE,
+        method=PAIRED,
+        n_examples=n_examples,
+        p=r["p_holm"],
+        study=STUDY_BEST_GAIN,
+        floor=floor,
+        accuracies=_accuracies(floor, _accuracy(r, floor)),
         reason=f"Our layer {best} at the same depth: exact McNemar test, Holm p = {r['p_holm']:.2g} over the "
-               f"{len(rows)} layers; the 95% interval {contains} the study's +2.3%")
+        f"{len(rows)} layers; the 95% interval {contains} the study's +2.3%",
+    )
 
 
-def layers_claims(table: pd.DataFrame, layers: int, n_examples: int, alpha: float = 0.05,
-                  floor: Floor | None = None) -> list[Claim]:
+def layers_claims(
+    table: pd.DataFrame, layers: int, n_examples: int, alpha: float = 0.05, floor: Floor | None = None
+) -> list[Claim]:
     """The study's two claims about whole layers, at our layers of the same relative depth.
 
     ``table`` comes from :func:`headlab.findings.importance.layer_effects`, over ``n_examples`` test pairs: each
@@ -330,20 +413,25 @@ def layers_details(table: pd.DataFrame, layers: int, alpha: float = 0.05) -> str
     """Every layer's gain or loss after Holm (markdown), for under the claims."""
     called = table[table["distinguishable"]]
     worst = table.loc[table["rel_change"].idxmin()]
-    return "\n".join([
-        f"- {depth_note(layers)} A layer's gain or loss is marked \"after Holm\" when its exact McNemar test survives "
-        f"the Holm correction over all {len(table)} layers ({alpha:.0%}).",
-        f"- Across all {len(table)} layers, masking a whole layer gives a gain after Holm at "
-        f"{_layers(called[called['rel_change'] > 0])} and a loss after Holm at "
-        f"{_layers(called[called['rel_change'] < 0])}; the largest loss is layer {int(worst.layer)}: "
-        f"{_interval(worst.rel_change, worst.lo, worst.hi)}."])
+    return "\n".join(
+        [
+            f'- {depth_note(layers)} A layer\'s gain or loss is marked "after Holm" when its exact McNemar test '
+            f"survives the Holm correction over all {len(table)} layers ({alpha:.0%}).",
+            f"- Across all {len(table)} layers, masking a whole layer gives a gain after Holm at "
+            f"{_layers(called[called['rel_change'] > 0])} and a loss after Holm at "
+            f"{_layers(called[called['rel_change'] < 0])}; the largest loss is layer {int(worst.layer)}: "
+            f"{_interval(worst.rel_change, worst.lo, worst.hi)}.",
+        ]
+    )
 
 
-def layers_verdict(table: pd.DataFrame, layers: int, n_examples: int, alpha: float = 0.05,
-                   floor: Floor | None = None) -> str:
+def layers_verdict(
+    table: pd.DataFrame, layers: int, n_examples: int, alpha: float = 0.05, floor: Floor | None = None
+) -> str:
     """The study's claims about whole layers (:func:`layers_claims`), then every layer's gain or loss (markdown)."""
-    return "\n".join([render(layers_claims(table, layers, n_examples, alpha, floor)),
-                      layers_details(table, layers, alpha)])
+    return "\n".join(
+        [render(layers_claims(table, layers, n_examples, alpha, floor)), layers_details(table, layers, alpha)]
+    )
 
 
 # --- single heads --------------------------------------------------------------------------------------
@@ -356,41 +444,53 @@ HEAD_MARGIN = 0.02  # a head "changes nothing" when its 90% interval lies within
 
 
 def _heads(table: pd.DataFrame, with_p: bool = False) -> str:
-    return ", ".join(f"{_head(r.layer, r.head)} {_interval(r.rel_change, r.lo, r.hi)}"
-                     + (f" (p = {r.p_mcnemar:.2g}, Holm {r.p_holm:.2g})" if with_p else "")
-                     for r in table.itertuples())
+    return ", ".join(
+        f"{_head(r.layer, r.head)} {_interval(r.rel_change, r.lo, r.hi)}"
+        + (f" (p = {r.p_mcnemar:.2g}, Holm {r.p_holm:.2g})" if with_p else "")
+        for r in table.itertuples()
+    )
 
 
 def _change_nothing(tested: pd.DataFrame, n_examples: int, margin: float) -> Claim:
-    """"Most heads change nothing": the share of heads shown equivalent to no change, against one half."""
+    """ "Most heads change nothing": the share of heads shown equivalent to no change, against one half."""
     same = int(sum(equivalent(r.lo90, r.hi90, margin) for r in tested.itertuples()))
     n = len(tested)
     ci = sps.binomtest(same, n).proportion_ci(0.95, method="exact")
     changed = int(tested["significant"].sum())
     return Claim.measured(
-        NOTHING, ours=same / n, lo=ci.low, hi=ci.high, unit=NOTHING_UNIT,
+        NOTHING,
+        ours=same / n,
+        lo=ci.low,
+        hi=ci.high,
+        unit=NOTHING_UNIT,
         method=f"Clopper–Pearson interval over the {n} heads masked, each head one trial (shown to change nothing or "
-               "not)",
+        "not)",
         n_examples=n_examples,
         reason=f"A head is shown to change nothing when its 90% paired bootstrap interval lies within ±{margin:.0%} "
-               f"(an equivalence test at 5%; margin: {MARGIN_WHY}): {same} of {n} heads pass. {n - changed} show no "
-               f"change that survives the Holm correction, which alone would not show that they change nothing; a "
-               f"head that passes neither test is counted as not shown to change nothing")
+        f"(an equivalence test at 5%; margin: {MARGIN_WHY}): {same} of {n} heads pass. {n - changed} show no "
+        f"change that survives the Holm correction, which alone would not show that they change nothing; a "
+        f"head that passes neither test is counted as not shown to change nothing",
+    )
 
 
 def _chosen(candidates: pd.DataFrame, pick: str):
     """The head chosen among ``candidates`` (the lowest widened upper end for a loss, the highest widened lower end for
     a gain), with its interval widened to hold for all of them at once."""
     m = len(candidates)
-    widened = pd.DataFrame([_simultaneous(r.rel_change, r.lo, r.hi, m) for r in candidates.itertuples()],
-                           columns=["w_lo", "w_hi"], index=candidates.index)
+    widened = pd.DataFrame(
+        [_simultaneous(r.rel_change, r.lo, r.hi, m) for r in candidates.itertuples()],
+        columns=["w_lo", "w_hi"],
+        index=candidates.index,
+    )
     at = widened["w_hi"].idxmin() if pick == "loss" else widened["w_lo"].idxmax()
     return candidates.loc[at], widened.loc[at], m
 
 
 def _selected_method(m: int, which: str) -> str:
-    return (f"{PAIRED}; the 95% interval widened to hold for all {m} heads {which} at once (Bonferroni), since the "
-            "head is chosen among them")
+    return (
+        f"{PAIRED}; the 95% interval widened to hold for all {m} heads {which} at once (Bonferroni), since the "
+        "head is chosen among them"
+    )
 
 
 def _hurting(tested: pd.DataFrame, ours: list[int], n_examples: int, floor: Floor | None) -> Claim:
@@ -398,21 +498,30 @@ def _hurting(tested: pd.DataFrame, ours: list[int], n_examples: int, floor: Floo
     the choice among the heads there."""
     there = tested[tested["layer"].isin(ours)]
     if there.empty:
-        return Claim.not_measured(MATCHING, reason=f"Not tested: no head of our layer(s) {_span(ours)} was masked",
-                                  unit=CHANGE)
+        return Claim.not_measured(
+            MATCHING, reason=f"Not tested: no head of our layer(s) {_span(ours)} was masked", unit=CHANGE
+        )
     hurts = there[there["direction"] == "hurts"].sort_values("rel_change")
     shown, widened, m = _chosen(there, "loss")
     named = f": {_heads(hurts)}" if len(hurts) else ""
     return Claim.measured(
-        MATCHING, ours=shown.rel_change, lo=widened.w_lo, hi=widened.w_hi, unit=CHANGE,
-        method=_selected_method(m, f"of our layer(s) {_span(ours)}"), n_examples=n_examples, p=shown.p_holm,
-        floor=floor, accuracies=_accuracies(floor, _accuracy(shown, floor)),
+        MATCHING,
+        ours=shown.rel_change,
+        lo=widened.w_lo,
+        hi=widened.w_hi,
+        unit=CHANGE,
+        method=_selected_method(m, f"of our layer(s) {_span(ours)}"),
+        n_examples=n_examples,
+        p=shown.p_holm,
+        floor=floor,
+        accuracies=_accuracies(floor, _accuracy(shown, floor)),
         reason=f"At the same depth, our layer(s) {_span(ours)} (this page does not pick the term-matching heads, "
-               f"notebook 05 does: any head there counts): {len(hurts)} of {m} heads there hurt when masked after the "
-               f"Holm correction over all {len(tested)} heads{named}. The row shows head "
-               f"{_head(shown['layer'], shown['head'])} ({_interval(shown.rel_change, shown.lo, shown.hi)}), whose "
-               f"widened interval lies lowest, with its Holm p; picked for its size on the same pairs, so its size "
-               f"leans away from zero")
+        f"notebook 05 does: any head there counts): {len(hurts)} of {m} heads there hurt when masked after the "
+        f"Holm correction over all {len(tested)} heads{named}. The row shows head "
+        f"{_head(shown['layer'], shown['head'])} ({_interval(shown.rel_change, shown.lo, shown.hi)}), whose "
+        f"widened interval lies lowest, with its Holm p; picked for its size on the same pairs, so its size "
+        f"leans away from zero",
+    )
 
 
 def _improving(tested: pd.DataFrame, n_examples: int, alpha: float, floor: Floor | None) -> Claim:
@@ -423,18 +532,32 @@ def _improving(tested: pd.DataFrame, n_examples: int, alpha: float, floor: Floor
     shown, widened, m = _chosen(tested, "gain")
     named = f": {_heads(helps)}" if len(helps) else ""
     return Claim.measured(
-        IMPROVE, ours=shown.rel_change, lo=widened.w_lo, hi=widened.w_hi, unit=CHANGE,
-        method=_selected_method(m, "masked"), n_examples=n_examples, p=shown.p_holm, floor=floor,
+        IMPROVE,
+        ours=shown.rel_change,
+        lo=widened.w_lo,
+        hi=widened.w_hi,
+        unit=CHANGE,
+        method=_selected_method(m, "masked"),
+        n_examples=n_examples,
+        p=shown.p_holm,
+        floor=floor,
         accuracies=_accuracies(floor, _accuracy(shown, floor)),
         reason=f"{len(better)} head(s) improve accuracy at an uncorrected McNemar p < {alpha}; {len(helps)} survive "
-               f"the Holm correction over all {len(tested)} heads{named}. The row shows head "
-               f"{_head(shown['layer'], shown['head'])} ({_interval(shown.rel_change, shown.lo, shown.hi)}), whose "
-               f"widened interval lies highest, with its Holm p; picked for its size on the same pairs, so its size "
-               f"leans away from zero")
+        f"the Holm correction over all {len(tested)} heads{named}. The row shows head "
+        f"{_head(shown['layer'], shown['head'])} ({_interval(shown.rel_change, shown.lo, shown.hi)}), whose "
+        f"widened interval lies highest, with its Holm p; picked for its size on the same pairs, so its size "
+        f"leans away from zero",
+    )
 
 
-def heads_claims(grid: pd.DataFrame, layers: int, n_examples: int, alpha: float = 0.05,
-                 margin: float = HEAD_MARGIN, floor: Floor | None = None) -> list[Claim]:
+def heads_claims(
+    grid: pd.DataFrame,
+    layers: int,
+    n_examples: int,
+    alpha: float = 0.05,
+    margin: float = HEAD_MARGIN,
+    floor: Floor | None = None,
+) -> list[Claim]:
     """The study's claims about single heads (its finding 7), and the gain it left open.
 
     ``grid`` comes from :func:`headlab.findings.importance.head_grid_table` (with the same ``alpha``), over
@@ -449,12 +572,16 @@ def heads_claims(grid: pd.DataFrame, layers: int, n_examples: int, alpha: float 
     tested = grid[grid["direction"] != "untested"]
     if tested.empty:
         reason = "Not tested: no single head was masked"
-        return [Claim.not_measured(NOTHING, reason=reason, unit=NOTHING_UNIT),
-                Claim.not_measured(MATCHING, reason=reason, unit=CHANGE),
-                Claim.not_measured(IMPROVE, reason=reason, unit=CHANGE)]
-    return [_change_nothing(tested, n_examples, margin),
-            _hurting(tested, study_layers_to_ours(STUDY_MATCHING_LAYERS, layers), n_examples, floor),
-            _improving(tested, n_examples, alpha, floor)]
+        return [
+            Claim.not_measured(NOTHING, reason=reason, unit=NOTHING_UNIT),
+            Claim.not_measured(MATCHING, reason=reason, unit=CHANGE),
+            Claim.not_measured(IMPROVE, reason=reason, unit=CHANGE),
+        ]
+    return [
+        _change_nothing(tested, n_examples, margin),
+        _hurting(tested, study_layers_to_ours(STUDY_MATCHING_LAYERS, layers), n_examples, floor),
+        _improving(tested, n_examples, alpha, floor),
+    ]
 
 
 def heads_details(grid: pd.DataFrame, layers: int, alpha: float = 0.05) -> str:
@@ -465,33 +592,46 @@ def heads_details(grid: pd.DataFrame, layers: int, alpha: float = 0.05) -> str:
     sig = tested[tested["significant"]]
     hurts = sig[sig["direction"] == "hurts"].sort_values("rel_change")
     helps = sig[sig["direction"] == "helps"].sort_values("rel_change", ascending=False)
-    lines = [f"- Heads are named layer.head, from 0. Each of {len(tested)} heads was masked alone and compared "
-             f"with the unmasked model on the same examples (exact McNemar test, Holm-corrected over the "
-             f"{len(tested)} tests): **{len(sig)} significant** at {alpha:.0%}; {len(hurts)} hurt when masked"
-             f"{': ' + _heads(hurts) if len(hurts) else ''}; {len(helps)} help"
-             f"{': ' + _heads(helps) if len(helps) else ''}. Half of all single-head changes lie within "
-             f"±{tested['rel_change'].abs().median():.1%}."]
+    lines = [
+        f"- Heads are named layer.head, from 0. Each of {len(tested)} heads was masked alone and compared "
+        f"with the unmasked model on the same examples (exact McNemar test, Holm-corrected over the "
+        f"{len(tested)} tests): **{len(sig)} significant** at {alpha:.0%}; {len(hurts)} hurt when masked"
+        f"{': ' + _heads(hurts) if len(hurts) else ''}; {len(helps)} help"
+        f"{': ' + _heads(helps) if len(helps) else ''}. Half of all single-head changes lie within "
+        f"±{tested['rel_change'].abs().median():.1%}."
+    ]
     high = study_layer_to_ours(STUDY_HIGH_HEAD_LAYER, layers)
     there = hurts[hurts["layer"] == high]
-    lines.append(f"- At the depth of the study's layer {STUDY_HIGH_HEAD_LAYER} (our layer {high}), {len(there)} "
-                 f"head(s) hurt after Holm{': ' + _heads(there) if len(there) else ''}; the study's sentence about "
-                 f"that head is tested on page 07, which picks it on one part of the pairs and measures it on the "
-                 f"other.")
+    lines.append(
+        f"- At the depth of the study's layer {STUDY_HIGH_HEAD_LAYER} (our layer {high}), {len(there)} "
+        f"head(s) hurt after Holm{': ' + _heads(there) if len(there) else ''}; the study's sentence about "
+        f"that head is tested on page 07, which picks it on one part of the pairs and measures it on the "
+        f"other."
+    )
     better = tested[(tested["p_mcnemar"] < alpha) & (tested["rel_change"] > 0)].sort_values("p_mcnemar")
     if len(better):
         lines.append(f"- Heads that improve accuracy at an uncorrected p < {alpha}: {_heads(better, with_p=True)}.")
     worst = tested.nsmallest(min(5, len(tested)), "rel_change")
-    lines.append(f"- The largest losses, significant or not: {_heads(worst)}. These heads were picked for their size "
-                 f"on the same pairs, so their sizes lean away from zero (the winner's curse); notebook 07 picks its "
-                 f"head on one part of the pairs and measures it on the other.")
+    lines.append(
+        f"- The largest losses, significant or not: {_heads(worst)}. These heads were picked for their size "
+        f"on the same pairs, so their sizes lean away from zero (the winner's curse); notebook 07 picks its "
+        f"head on one part of the pairs and measures it on the other."
+    )
     return "\n".join(lines)
 
 
-def heads_verdict(grid: pd.DataFrame, layers: int, n_examples: int, alpha: float = 0.05, margin: float = HEAD_MARGIN,
-                  floor: Floor | None = None) -> str:
+def heads_verdict(
+    grid: pd.DataFrame,
+    layers: int,
+    n_examples: int,
+    alpha: float = 0.05,
+    margin: float = HEAD_MARGIN,
+    floor: Floor | None = None,
+) -> str:
     """The study's claims about single heads (:func:`heads_claims`), then which heads hurt and help (markdown)."""
-    return "\n".join([render(heads_claims(grid, layers, n_examples, alpha, margin, floor)),
-                      heads_details(grid, layers, alpha)])
+    return "\n".join(
+        [render(heads_claims(grid, layers, n_examples, alpha, margin, floor)), heads_details(grid, layers, alpha)]
+    )
 
 
 # --- gradient importance as a proxy --------------------------------------------------------------------
@@ -507,9 +647,11 @@ def proxy_verdict(agreements: dict[str, dict], n_significant: int | None = None)
     """
     lines = []
     for label, a in agreements.items():
-        lines.append(f"- {label}: Spearman ρ = {a['spearman_rho']:+.2f} (p = {a['p_value']:.2g}) over "
-                     f"{a['n_heads']} heads; the top {a['k']} heads of each ranking share {a['top_overlap']} "
-                     f"(two random sets of {a['k']} would share {a['top_overlap_expected']:.1f} on average).")
+        lines.append(
+            f"- {label}: Spearman ρ = {a['spearman_rho']:+.2f} (p = {a['p_value']:.2g}) over "
+            f"{a['n_heads']} heads; the top {a['k']} heads of each ranking share {a['top_overlap']} "
+            f"(two random sets of {a['k']} would share {a['top_overlap_expected']:.1f} on average)."
+        )
     label, best = max(agreements.items(), key=lambda item: item[1]["spearman_rho"])
     rho, p = best["spearman_rho"], best["p_value"]
     if rho >= PROXY_GOOD and p < 0.05:
@@ -518,12 +660,16 @@ def proxy_verdict(agreements: dict[str, dict], n_significant: int | None = None)
         answer = "**it agrees only loosely**: good for shortlisting heads to ablate, not for replacing the ablations"
     else:
         answer = "**it cannot stand in** for the ablations here"
-    lines.append(f"- Best agreement: {label}, ρ = {rho:+.2f}: {answer} (thresholds: ρ ≥ {PROXY_GOOD} stands in, "
-                 f"ρ ≥ {PROXY_LOOSE} loose, both with p < 0.05).")
+    lines.append(
+        f"- Best agreement: {label}, ρ = {rho:+.2f}: {answer} (thresholds: ρ ≥ {PROXY_GOOD} stands in, "
+        f"ρ ≥ {PROXY_LOOSE} loose, both with p < 0.05)."
+    )
     if n_significant is not None:
-        lines.append(f"- Only {n_significant} of {best['n_heads']} single-head ablations are distinguishable from "
-                     f"zero after Holm, so most of the ablation ranking is noise, which caps any rank correlation; "
-                     f"the overlap of the top heads is the more telling number.")
+        lines.append(
+            f"- Only {n_significant} of {best['n_heads']} single-head ablations are distinguishable from "
+            f"zero after Holm, so most of the ablation ranking is noise, which caps any rank correlation; "
+            f"the overlap of the top heads is the more telling number."
+        )
     return "\n".join(lines)
 
 
@@ -532,5 +678,8 @@ def mean_ablation_specs(specs) -> list:
     the shares nearest the study's collapse points (40% and 50% of all heads), each with its draws."""
     shares = sorted({float(s.meta["share"]) for s in specs if s.kind in ("lower", "upper")})
     near = {min(shares, key=lambda x: abs(x - target)) for target in STUDY_COLLAPSE_SHARES} if shares else set()
-    return [s for s in specs if s.kind in ("none", "layer")
-            or (s.kind in ("lower", "upper") and float(s.meta["share"]) in near)]
+    return [
+        s
+        for s in specs
+        if s.kind in ("none", "layer") or (s.kind in ("lower", "upper") and float(s.meta["share"]) in near)
+    ]

@@ -6,6 +6,7 @@ them to the five grades. Its accuracy says how much of the task is term matching
 the cross-encoder show where attention adds something. Terms are lower-cased words where the language uses spaces
 and single characters of Chinese (the unit the Chinese models read), so the baseline needs no segmenter.
 """
+
 from __future__ import annotations
 
 import re
@@ -20,8 +21,16 @@ from headlab.core.evaluate import NUM_GRADES
 
 _TERM = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[^\W_\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 
-FEATURES = ["query_terms", "title_terms", "shared", "shared_of_query", "shared_of_title", "jaccard", "bm25",
-            "length_ratio"]
+FEATURES = [
+    "query_terms",
+    "title_terms",
+    "shared",
+    "shared_of_query",
+    "shared_of_title",
+    "jaccard",
+    "bm25",
+    "length_ratio",
+]
 
 
 def terms(text: str) -> list[str]:
@@ -40,8 +49,9 @@ def document_frequencies(texts) -> tuple[Counter, int, float]:
     return counts, len(texts), total / max(1, len(texts))
 
 
-def bm25(query: list[str], title: list[str], frequencies: tuple[Counter, int, float], k1: float = 1.2,
-         b: float = 0.75) -> float:
+def bm25(
+    query: list[str], title: list[str], frequencies: tuple[Counter, int, float], k1: float = 1.2, b: float = 0.75
+) -> float:
     """Okapi BM25 of ``title`` as a document for ``query`` (each distinct query term once; Lucene's IDF, never < 0)."""
     df, n_docs, mean_length = frequencies
     tf = Counter(title)
@@ -61,12 +71,18 @@ def pair_features(frame: pd.DataFrame, frequencies) -> pd.DataFrame:
         q, t = terms(query), terms(title)
         shared = set(q) & set(t)
         union = set(q) | set(t)
-        rows.append({
-            "query_terms": len(q), "title_terms": len(t), "shared": len(shared),
-            "shared_of_query": len(shared) / max(1, len(set(q))), "shared_of_title": len(shared) / max(1, len(set(t))),
-            "jaccard": len(shared) / max(1, len(union)), "bm25": bm25(q, t, frequencies),
-            "length_ratio": min(len(q), len(t)) / max(1, len(q), len(t)),
-        })
+        rows.append(
+            {
+                "query_terms": len(q),
+                "title_terms": len(t),
+                "shared": len(shared),
+                "shared_of_query": len(shared) / max(1, len(set(q))),
+                "shared_of_title": len(shared) / max(1, len(set(t))),
+                "jaccard": len(shared) / max(1, len(union)),
+                "bm25": bm25(q, t, frequencies),
+                "length_ratio": min(len(q), len(t)) / max(1, len(q), len(t)),
+            }
+        )
     return pd.DataFrame(rows, columns=FEATURES)
 
 

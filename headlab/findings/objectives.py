@@ -11,6 +11,7 @@ MLM-only model (whose "term-matching heads", found by the same score, should be 
 heads), while the segmentation heads are as good without NSP. Each model is one pretraining run (one seed), so a
 difference between them mixes the objective with the luck of that run; the verdict says so.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,10 @@ def pretrained_name(run_folder: Path) -> str:
     """``zh-char-mlm`` for ``runs/zh-char-mlm-stsb-zh-<key>-test-all``: the longest pretrained name it starts with."""
     names = [n for n in MODELS if Path(run_folder).name.startswith(n + "-")]
     if not names:
-        raise ValueError(f"{run_folder} is not the result folder of a model headlab pretrains "
-                         f"(its name starts with none of {sorted(MODELS)})")
+        raise ValueError(
+            f"{run_folder} is not the result folder of a model headlab pretrains "
+            f"(its name starts with none of {sorted(MODELS)})"
+        )
     return max(names, key=len)
 
 
@@ -66,8 +69,16 @@ def objective_results(run_folder) -> pd.DataFrame:
     rows = []
     report = pretraining_report(named_model_dir(name))  # None until that model is pretrained in this cache
     if report is not None:
-        rows.append(("pretraining", "masked-token accuracy (held-out sentences)", report["masked_token_accuracy"],
-                     report["masked_token_accuracy_lo"], report["masked_token_accuracy_hi"], report["masked_tokens"]))
+        rows.append(
+            (
+                "pretraining",
+                "masked-token accuracy (held-out sentences)",
+                report["masked_token_accuracy"],
+                report["masked_token_accuracy_lo"],
+                report["masked_token_accuracy_hi"],
+                report["masked_tokens"],
+            )
+        )
         if "nsp_accuracy" in report["final_train"]:  # the mean over the last 50 steps' pairs (half true, half random)
             n = 50 * report["config"]["batch_size"]
             ci = binomtest(round(report["final_train"]["nsp_accuracy"] * n), n).proportion_ci(method="wilson")
@@ -77,20 +88,31 @@ def objective_results(run_folder) -> pd.DataFrame:
 
     seg = _read(folder, f"segmentation_comparison_{SEG_CORPUS}.csv")
     for subset in (ALL, MULTI):
-        for measure, label in (("best head, chosen on other examples", best_head_gain(subset)),
-                               ("probe on all heads, held-out examples",
-                                f"probe on all heads: gain over the majority class ({subset})")):
+        for measure, label in (
+            ("best head, chosen on other examples", best_head_gain(subset)),
+            ("probe on all heads, held-out examples", f"probe on all heads: gain over the majority class ({subset})"),
+        ):
             r = _row(seg, subset=subset, measure=measure)
             rows.append(("segmentation", label, r["gain"], r["gain_lo"], r["gain_hi"], r["n_test_tokens"]))
 
     terms = _read(folder, "term_matching_table.csv")
-    for condition, label in (("matching", TERM_HEADS_MASKED),
-                             ("random", "5 random heads masked: relative change (mean of draws)")):
+    for condition, label in (
+        ("matching", TERM_HEADS_MASKED),
+        ("random", "5 random heads masked: relative change (mean of draws)"),
+    ):
         r = _row(terms, condition=condition)
         rows.append(("term matching", label, r["rel_change"], r["lo"], r["hi"], r["n_examples"]))
     vs = _row(_read(folder, "term_matching_vs_random.csv"), tested="matching", reference="random")
-    rows.append(("term matching", "share of random draws costing at least as much (p)", vs["p_empirical"],
-                 math.nan, math.nan, vs["n_draws"]))
+    rows.append(
+        (
+            "term matching",
+            "share of random draws costing at least as much (p)",
+            vs["p_empirical"],
+            math.nan,
+            math.nan,
+            vs["n_draws"],
+        )
+    )
     table = pd.DataFrame(rows, columns=["finding", "measure", "value", "lo", "hi", "n"])
     return table.assign(model=name, objective=MODELS[name].objective)[["model", "objective", *table.columns]]
 
@@ -101,11 +123,14 @@ def compare_objectives(with_nsp, without_nsp) -> pd.DataFrame:
     which this ignores; with positively correlated errors the true interval is narrower)."""
     a, b = objective_results(with_nsp), objective_results(without_nsp)
     if a["objective"].iat[0] != "mlm+nsp" or b["objective"].iat[0] != "mlm":
-        raise ValueError(f"pass the MLM+NSP model's results first and the MLM-only model's second; got "
-                         f"{a['model'].iat[0]} ({a['objective'].iat[0]}) and {b['model'].iat[0]} ({b['objective'].iat[0]})")
+        raise ValueError(
+            f"pass the MLM+NSP model's results first and the MLM-only model's second; got "
+            f"{a['model'].iat[0]} ({a['objective'].iat[0]}) and {b['model'].iat[0]} ({b['objective'].iat[0]})"
+        )
     keys = ["finding", "measure"]
-    table = a.drop(columns="objective").merge(b.drop(columns="objective"), on=keys, how="outer",
-                                              suffixes=("_nsp", "_mlm"), sort=False)
+    table = a.drop(columns="objective").merge(
+        b.drop(columns="objective"), on=keys, how="outer", suffixes=("_nsp", "_mlm"), sort=False
+    )
     half = (((table["hi_nsp"] - table["lo_nsp"]) / 2) ** 2 + ((table["hi_mlm"] - table["lo_mlm"]) / 2) ** 2) ** 0.5
     # only estimates with an interval on both sides are differenced (not p-values, not a one-sided NSP accuracy)
     table["difference"] = (table["value_nsp"] - table["value_mlm"]).where(half.notna())
@@ -126,6 +151,7 @@ def _excludes_zero(lo, hi) -> bool:
 
 def verdict(table: pd.DataFrame) -> str:
     """What the two models say about the study's credit of NSP (term-matching heads) and MLM (segmentation)."""
+
     def get(measure):
         return _row(table, measure=measure)
 
@@ -136,43 +162,68 @@ def verdict(table: pd.DataFrame) -> str:
         f"{_interval(tm.difference, tm.difference_lo, tm.difference_hi)}.",
     ]
     if _excludes_zero(tm.difference_lo, tm.difference_hi) and tm.difference < 0:
-        lines.append("The term-matching heads matter more in the model trained with NSP, as the study's credit of NSP "
-                     "predicts.")
+        lines.append(
+            "The term-matching heads matter more in the model trained with NSP, as the study's credit of NSP predicts."
+        )
     elif not _excludes_zero(tm.lo_nsp, tm.hi_nsp):
-        lines.append("**Not supported here**: even in the model trained with NSP, losing its term-matching heads has no "
-                     "effect distinguishable from zero, so there is nothing for NSP to be credited with.")
+        lines.append(
+            "**Not supported here**: even in the model trained with NSP, losing its term-matching heads has no "
+            "effect distinguishable from zero, so there is nothing for NSP to be credited with."
+        )
     else:
         lines.append("**Not supported here**: the term-matching heads matter no more with NSP than without.")
 
     seg = {subset: get(best_head_gain(subset)) for subset in (ALL, MULTI)}
-    lines.append("The best single segmentation head (chosen and scored on different sentences) beats the majority class "
-                 + " and ".join(f"on {subset} by {_interval(r.value_nsp, r.lo_nsp, r.hi_nsp, ' points')} with NSP and "
-                                f"{_interval(r.value_mlm, r.lo_mlm, r.hi_mlm, ' points')} with MLM alone"
-                                for subset, r in seg.items()) + ".")
-    better = {side: [subset for subset, r in seg.items() if _excludes_zero(r.difference_lo, r.difference_hi)
-                     and (r.difference > 0) == (side == "nsp")] for side in ("nsp", "mlm")}
+    lines.append(
+        "The best single segmentation head (chosen and scored on different sentences) beats the majority class "
+        + " and ".join(
+            f"on {subset} by {_interval(r.value_nsp, r.lo_nsp, r.hi_nsp, ' points')} with NSP and "
+            f"{_interval(r.value_mlm, r.lo_mlm, r.hi_mlm, ' points')} with MLM alone"
+            for subset, r in seg.items()
+        )
+        + "."
+    )
+    better = {
+        side: [
+            subset
+            for subset, r in seg.items()
+            if _excludes_zero(r.difference_lo, r.difference_hi) and (r.difference > 0) == (side == "nsp")
+        ]
+        for side in ("nsp", "mlm")
+    }
     if better["nsp"] and not better["mlm"]:
-        lines.append(f"The model with NSP segments better ({', '.join(better['nsp'])}), which the study's credit of "
-                     "MLM alone does not predict.")
+        lines.append(
+            f"The model with NSP segments better ({', '.join(better['nsp'])}), which the study's credit of "
+            "MLM alone does not predict."
+        )
     elif better["mlm"] and not better["nsp"]:
-        lines.append(f"Without NSP the heads segment better on {', '.join(better['mlm'])} and distinguishably worse on "
-                     "none: they need no NSP, as the study's credit of MLM predicts.")
+        lines.append(
+            f"Without NSP the heads segment better on {', '.join(better['mlm'])} and distinguishably worse on "
+            "none: they need no NSP, as the study's credit of MLM predicts."
+        )
     elif not better["nsp"]:
-        lines.append("No difference between the two is distinguishable from zero: the heads need no NSP, as the "
-                     "study's credit of MLM predicts.")
+        lines.append(
+            "No difference between the two is distinguishable from zero: the heads need no NSP, as the "
+            "study's credit of MLM predicts."
+        )
     else:
         lines.append(f"Mixed: NSP helps on {', '.join(better['nsp'])} and hurts on {', '.join(better['mlm'])}.")
     if NSP_ACCURACY in set(table["measure"]):
         nsp = get(NSP_ACCURACY)
-        lines.append(f"How much NSP was learned bounds what it can be credited with: the MLM+NSP model told true from "
-                     f"random next sentences on {nsp.value_nsp:.1%} [{nsp.lo_nsp:.1%}, {nsp.hi_nsp:.1%}] of its last "
-                     f"{nsp.n_nsp:.0f} training pairs (chance: 50%).")
-    lines.append("Each objective is one pretraining run with one seed: a difference between the two models mixes the "
-                 "objective with the luck of the run.")
+        lines.append(
+            f"How much NSP was learned bounds what it can be credited with: the MLM+NSP model told true from "
+            f"random next sentences on {nsp.value_nsp:.1%} [{nsp.lo_nsp:.1%}, {nsp.hi_nsp:.1%}] of its last "
+            f"{nsp.n_nsp:.0f} training pairs (chance: 50%)."
+        )
+    lines.append(
+        "Each objective is one pretraining run with one seed: a difference between the two models mixes the "
+        "objective with the luck of the run."
+    )
     return " ".join(lines)
 
 
 def main(argv=None) -> int:
+    """``python -m headlab.findings.objectives WITH_NSP WITHOUT_NSP``: write the comparison; the exit status."""
     parser = argparse.ArgumentParser(description="Compare the MLM+NSP and MLM-only Chinese models' result folders.")
     parser.add_argument("with_nsp", type=Path, help="result folder of zh-char (runs/zh-char-stsb-zh-...)")
     parser.add_argument("without_nsp", type=Path, help="result folder of zh-char-mlm (runs/zh-char-mlm-stsb-zh-...)")
@@ -182,8 +233,11 @@ def main(argv=None) -> int:
     out = args.out or args.with_nsp.parent / "objectives.csv"
     table.to_csv(out, index=False)
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 70):
-        print(table[["finding", "measure", "value_nsp", "value_mlm", "difference", "difference_lo",
-                     "difference_hi"]].to_string(index=False, float_format=lambda x: f"{x:.4f}"))
+        print(
+            table[
+                ["finding", "measure", "value_nsp", "value_mlm", "difference", "difference_lo", "difference_hi"]
+            ].to_string(index=False, float_format=lambda x: f"{x:.4f}")
+        )
     print()
     print(verdict(table))
     print(f"\nwritten: {out}")

@@ -8,6 +8,7 @@ random other heads of the same layers) on the original titles and one on the shu
 p-value against random heads (:func:`masking_comparison`), and single striking cases are counted, not
 picked (:func:`case_table`).
 """
+
 from __future__ import annotations
 
 import zlib
@@ -51,7 +52,8 @@ def shuffle_words_list(words: list[str], seed: int) -> list[str]:
 
 
 def shuffle_words(text: str, seed: int) -> str:
-    """``text`` with its whitespace-separated words shuffled (see :func:`shuffle_words_list`), joined by single spaces."""
+    """``text`` with its whitespace-separated words shuffled (see :func:`shuffle_words_list`), joined by single
+    spaces."""
     return " ".join(shuffle_words_list(text.split(), seed))
 
 
@@ -60,6 +62,8 @@ def shuffled_frame(frame: pd.DataFrame, seed: int, column: str = "title", segmen
 
     ``segment`` splits a text into words for languages without spaces (e.g. a Chinese word segmenter);
     its shuffled words are joined without spaces but between Latin words (:func:`headlab.inputs.words.join_words`).
+
+    Columns: those of ``frame`` (``column`` shuffled), changed.
     """
     out = frame.copy()
     if segment is None:
@@ -96,7 +100,7 @@ def shifted_diagonal_scores(maps: np.ndarray, special) -> np.ndarray:
 
 
 def order_heads(attention, encoded: Encoded, tokenizer, k: int = 7, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
-    """Heads ranked by shifted-diagonal attention: one row per head with ``prev``, ``next``, ``score``, ``rank``, ``selected``.
+    """Heads ranked by shifted-diagonal attention: one row per head, the best first.
 
     ``attention`` yields ``(example, maps)`` (:func:`headlab.core.attention.attention_maps` or a cache).
     ``prev`` and ``next`` are averaged over the non-special tokens of each example (neighbours that are special
@@ -105,14 +109,24 @@ def order_heads(attention, encoded: Encoded, tokenizer, k: int = 7, n_boot: int 
     tokenizer's ``all_special_ids`` say which tokens are special, so [CLS]/[SEP] and <s>/</s> alike are left out.
     ``score_lo``/``score_hi``: the 95% bootstrap interval over pairs of the score's side (``direction``), from each
     pair's own share (``n_boot`` resamples of the pairs, seeded with ``seed``).
+
+    Columns: layer, head, prev, next, score, direction ("prev" or "next": the side of the score), score_lo, score_hi,
+    rank (1 the best), selected (rank at most ``k``), n_examples.
     """
     special_ids = list(tokenizer.all_special_ids)
-    scores = np.stack([shifted_diagonal_scores(maps, np.isin(encoded.input_ids[example], special_ids))
-                       for example, maps in attention])
+    scores = np.stack(
+        [shifted_diagonal_scores(maps, np.isin(encoded.input_ids[example], special_ids)) for example, maps in attention]
+    )
     count, mean = len(scores), np.nanmean(scores, axis=0)
     layers, heads = mean.shape[:2]
-    table = pd.DataFrame({"layer": np.repeat(np.arange(layers), heads), "head": np.tile(np.arange(heads), layers),
-                          "prev": mean[..., 0].reshape(-1), "next": mean[..., 1].reshape(-1)})
+    table = pd.DataFrame(
+        {
+            "layer": np.repeat(np.arange(layers), heads),
+            "head": np.tile(np.arange(heads), layers),
+            "prev": mean[..., 0].reshape(-1),
+            "next": mean[..., 1].reshape(-1),
+        }
+    )
     table["score"] = table[["prev", "next"]].max(axis=1)
     table["direction"] = np.where(table["prev"] >= table["next"], "prev", "next")
     side = np.where(table["direction"] == "prev", 0, 1)
@@ -151,7 +165,8 @@ def _quantiles(value: float, boots: np.ndarray) -> tuple[float, float, float]:
 
 
 def random_head_sets(layers: int, heads: int, like, draws: int, seed: int) -> list[list[tuple[int, int]]]:
-    """``draws`` seeded sets of random heads with the layers of ``like``: for each head of ``like``, one other head of its layer.
+    """``draws`` seeded sets of random heads with the layers of ``like``: for each head of ``like``, one other head of
+    its layer.
 
     Depth-matched, as notebook 05's same-half control: masking heads costs more in some layers than in others,
     so heads drawn from the whole model would differ from ``like`` in depth as well as in role. The heads of
@@ -165,13 +180,18 @@ def random_head_sets(layers: int, heads: int, like, draws: int, seed: int) -> li
         if not 0 <= l < layers:
             raise ValueError(f"layer {l} is outside the model's {layers} layers")
         if n > len(pools[l]):
-            raise ValueError(f"cannot draw a depth-matched set: layer {l} holds {n} of the heads to match but only "
-                             f"{len(pools[l])} others")
+            raise ValueError(
+                f"cannot draw a depth-matched set: layer {l} holds {n} of the heads to match but only "
+                f"{len(pools[l])} others"
+            )
     sets = []
     for draw in range(draws):
         rng = np.random.default_rng([seed, draw])
-        sets.append(sorted(pools[l][i] for l in sorted(needed)
-                           for i in rng.choice(len(pools[l]), size=needed[l], replace=False)))
+        sets.append(
+            sorted(
+                pools[l][i] for l in sorted(needed) for i in rng.choice(len(pools[l]), size=needed[l], replace=False)
+            )
+        )
     return sets
 
 
@@ -188,12 +208,17 @@ def depth_matched_k(order_table: pd.DataFrame, heads: int) -> int:
 
 
 def grade_shares(effects: pd.DataFrame, examples=None) -> pd.DataFrame:
-    """Predicted-grade distribution over the set, unmasked, with original and shuffled titles: condition, grade, count, share."""
+    """Predicted-grade distribution over the set, unmasked, with original and shuffled titles.
+
+    Columns: condition ("original" or "shuffled"), grade (1 to 5), count, share.
+    """
     rows = _unmasked(effects, examples)
     out = []
     for condition, column in (("original", "predicted"), ("shuffled", "predicted_shuffled")):
         counts = rows[column].value_counts().reindex(range(1, len(GRADES) + 1), fill_value=0)
-        out += [{"condition": condition, "grade": g, "count": int(c), "share": c / len(rows)} for g, c in counts.items()]
+        out += [
+            {"condition": condition, "grade": g, "count": int(c), "share": c / len(rows)} for g, c in counts.items()
+        ]
     return pd.DataFrame(out)
 
 
@@ -201,14 +226,25 @@ def shift_by_grade(effects: pd.DataFrame, examples=None, n_boot: int = 2000, see
     """Per gold grade (and all together), unmasked: mean expected grade before and after shuffling, and the shift.
 
     The shift comes with its 95% bootstrap interval over examples; ``tv`` is the mean total variation distance.
+
+    Columns: grade (a gold grade, or "all"), n_examples, expected, expected_shuffled, shift, lo, hi, tv.
     """
     rows = _unmasked(effects, examples)
     out = []
     for grade, group in [*rows.groupby("grade"), ("all", rows)]:
         shift, lo, hi = _interval(group["shift"].to_numpy(), bootstrap_weights(len(group), n_boot, seed))
-        out.append({"grade": str(grade), "n_examples": len(group), "expected": group["expected"].mean(),
-                    "expected_shuffled": group["expected_shuffled"].mean(), "shift": shift, "lo": lo, "hi": hi,
-                    "tv": group["tv"].mean()})
+        out.append(
+            {
+                "grade": str(grade),
+                "n_examples": len(group),
+                "expected": group["expected"].mean(),
+                "expected_shuffled": group["expected_shuffled"].mean(),
+                "shift": shift,
+                "lo": lo,
+                "hi": hi,
+                "tv": group["tv"].mean(),
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -249,8 +285,11 @@ def sensitivity_reduction(order_value: float, random_values, unmasked_value: flo
     return out
 
 
-def order_mask_specs(order_table: pd.DataFrame, k: int, draws: int, seed: int, layers: int, heads: int) -> list[MaskSpec]:
-    """The sweep that tests the order heads: no mask, the ``k`` top-ranked order heads, and ``draws`` sets of k random others.
+def order_mask_specs(
+    order_table: pd.DataFrame, k: int, draws: int, seed: int, layers: int, heads: int
+) -> list[MaskSpec]:
+    """The sweep that tests the order heads: no mask, the ``k`` top-ranked order heads, and ``draws`` sets of k random
+    others.
 
     Each random set has the order heads' layers (:func:`random_head_sets`) but none of them, so the control
     removes as many heads, at the same depths, but none of the ones under test.
@@ -264,14 +303,21 @@ def order_mask_specs(order_table: pd.DataFrame, k: int, draws: int, seed: int, l
 
 
 def shuffle_effects(original: pd.DataFrame, shuffled: pd.DataFrame, plan: pd.DataFrame) -> pd.DataFrame:
-    """Per mask and example: grades and grade distributions with the original and the shuffled title, and how they moved.
+    """Per mask and example: grades and grade distributions with the original and the shuffled title, and their move.
 
     ``original`` and ``shuffled`` are the per-example sweep tables (:func:`headlab.core.sweep.run_sweep`) of the same
     masks on the original and on the shuffled titles. ``shift`` is E[grade | shuffled] - E[grade | original];
     ``tv`` the total variation distance between the two grade distributions (0 unchanged, 1 disjoint).
+
+    Columns: mask_id, kind, example, grade, predicted, predicted_shuffled, expected, expected_shuffled, shift, tv,
+    p1 ... p5, p1_shuffled ... p5_shuffled.
     """
-    merged = original.merge(shuffled[["mask_id", "example", "predicted", *PROBS]], on=["mask_id", "example"],
-                            suffixes=("", "_shuffled"), validate="one_to_one")
+    merged = original.merge(
+        shuffled[["mask_id", "example", "predicted", *PROBS]],
+        on=["mask_id", "example"],
+        suffixes=("", "_shuffled"),
+        validate="one_to_one",
+    )
     if len(merged) != len(original) or len(merged) != len(shuffled):
         raise ValueError("the original and shuffled sweeps cover different masks or examples")
     p, q = merged[PROBS].to_numpy(np.float64), merged[SHUFFLED_PROBS].to_numpy(np.float64)
@@ -279,8 +325,22 @@ def shuffle_effects(original: pd.DataFrame, shuffled: pd.DataFrame, plan: pd.Dat
     merged["shift"] = merged["expected_shuffled"] - merged["expected"]
     merged["tv"] = 0.5 * np.abs(q - p).sum(axis=1)
     merged = merged.merge(plan[["mask_id", "kind"]], on="mask_id", how="left")
-    return merged[["mask_id", "kind", "example", "grade", "predicted", "predicted_shuffled", "expected",
-                   "expected_shuffled", "shift", "tv", *PROBS, *SHUFFLED_PROBS]]
+    return merged[
+        [
+            "mask_id",
+            "kind",
+            "example",
+            "grade",
+            "predicted",
+            "predicted_shuffled",
+            "expected",
+            "expected_shuffled",
+            "shift",
+            "tv",
+            *PROBS,
+            *SHUFFLED_PROBS,
+        ]
+    ]
 
 
 def _per_kind(effects: pd.DataFrame, measure: str, examples) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -295,8 +355,9 @@ def _per_kind(effects: pd.DataFrame, measure: str, examples) -> tuple[np.ndarray
     return of_kind("none")[0], of_kind("order")[0], of_kind("random")
 
 
-def masking_comparison(effects: pd.DataFrame, examples=None, n_boot: int = 2000,
-                       seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+def masking_comparison(
+    effects: pd.DataFrame, examples=None, n_boot: int = 2000, seed: int = 0
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Is the model less sensitive to the shuffle with the order heads masked than with k random heads masked?
 
     Returns ``(conditions, tests)``. conditions: one row per measure (tv, shift) and condition (no mask, order
@@ -307,6 +368,11 @@ def masking_comparison(effects: pd.DataFrame, examples=None, n_boot: int = 2000,
     says what was resampled. tests: per measure, the order heads' value against the random draws (the
     empirical one-sided p-value of :func:`sensitivity_reduction`, over the draws), and the paired difference
     order - random with its interval from the same two-stage replicates.
+
+    Columns of conditions: measure, condition, value, lo, hi, n_examples, interval; for random heads also draw_lo,
+    draw_hi, n_draws.
+    Columns of tests: measure, control, order_heads, random_mean, random_lo, random_hi, n_draws, p_value,
+    p_value_reverse, unmasked, difference, difference_lo, difference_hi, n_examples, interval.
     """
     rows, tests = [], []
     for measure in ("tv", "shift"):
@@ -317,14 +383,41 @@ def masking_comparison(effects: pd.DataFrame, examples=None, n_boot: int = 2000,
         draw_means = random.mean(axis=1)
         for condition, values in by_condition.items():
             value, lo, hi = _quantiles(values.mean(), boots[condition])
-            extra = {"draw_lo": float(np.quantile(draw_means, 0.025)), "draw_hi": float(np.quantile(draw_means, 0.975)),
-                     "n_draws": len(draw_means)} if condition == "random heads" else {}
-            rows.append({"measure": measure, "condition": condition, "value": value, "lo": lo, "hi": hi,
-                         "n_examples": len(none), "interval": _resampled(values), **extra})
+            extra = (
+                {
+                    "draw_lo": float(np.quantile(draw_means, 0.025)),
+                    "draw_hi": float(np.quantile(draw_means, 0.975)),
+                    "n_draws": len(draw_means),
+                }
+                if condition == "random heads"
+                else {}
+            )
+            rows.append(
+                {
+                    "measure": measure,
+                    "condition": condition,
+                    "value": value,
+                    "lo": lo,
+                    "hi": hi,
+                    "n_examples": len(none),
+                    "interval": _resampled(values),
+                    **extra,
+                }
+            )
         diff, diff_lo, diff_hi = _quantiles(order.mean() - random.mean(), boots["order heads"] - boots["random heads"])
         reduction = sensitivity_reduction(order.mean(), draw_means, unmasked_value=none.mean())
-        tests.append({"measure": measure, "control": CONTROL, **reduction, "difference": diff, "difference_lo": diff_lo,
-                      "difference_hi": diff_hi, "n_examples": len(none), "interval": _resampled(random)})
+        tests.append(
+            {
+                "measure": measure,
+                "control": CONTROL,
+                **reduction,
+                "difference": diff,
+                "difference_lo": diff_lo,
+                "difference_hi": diff_hi,
+                "n_examples": len(none),
+                "interval": _resampled(random),
+            }
+        )
     return pd.DataFrame(rows), pd.DataFrame(tests)
 
 
@@ -333,7 +426,10 @@ def _resampled(values: np.ndarray) -> str:
 
 
 def draw_table(effects: pd.DataFrame, examples=None) -> pd.DataFrame:
-    """One row per mask: its kind and mean tv and shift over ``examples`` (the random draws' spread, for a chart)."""
+    """One row per mask: its kind and mean tv and shift over ``examples`` (the random draws' spread, for a chart).
+
+    Columns: mask_id, kind, tv, shift.
+    """
     rows = effects if examples is None else effects[effects["example"].isin(list(examples))]
     return rows.groupby(["mask_id", "kind"], sort=False)[["tv", "shift"]].mean().reset_index()
 
@@ -351,15 +447,22 @@ def case_table(effects: pd.DataFrame, min_grade: int = 4, min_drop: int = 2) -> 
     ``drops`` (and shuffling costs at least ``min_drop`` predicted grades), ``order_restores`` (and masking
     the order heads gives the shuffled title a higher grade than unmasked), ``study_like`` (and random heads
     masked do not).
+
+    Columns: example, grade, then predicted_ and expected_ grade under each condition (original, shuffled, order,
+    random: predicted_original, expected_original, ...), then the patterns relevant, drops, order_restores,
+    study_like (booleans).
     """
+
     def by_kind(kind):
         return effects[effects["kind"] == kind].groupby("example")
+
     unmasked = by_kind("none").first()
     order = by_kind("order").first()
     random = by_kind("random")[SHUFFLED_PROBS].mean()
     table = pd.DataFrame({"example": unmasked.index, "grade": unmasked["grade"].to_numpy()})
     distributions = {
-        CONDITIONS[0]: unmasked[PROBS].to_numpy(np.float64), CONDITIONS[1]: unmasked[SHUFFLED_PROBS].to_numpy(np.float64),
+        CONDITIONS[0]: unmasked[PROBS].to_numpy(np.float64),
+        CONDITIONS[1]: unmasked[SHUFFLED_PROBS].to_numpy(np.float64),
         CONDITIONS[2]: order.loc[unmasked.index, SHUFFLED_PROBS].to_numpy(np.float64),
         CONDITIONS[3]: random.loc[unmasked.index].to_numpy(np.float64),
     }
@@ -385,39 +488,55 @@ def case_shares(cases: pd.DataFrame, examples=None) -> pd.DataFrame:
     """How many examples show each nested pattern of the study's case, and what share of the set they are.
 
     ``lo``/``hi``: the exact (Clopper-Pearson) 95% interval of the share.
+
+    Columns: pattern, description, count, share, lo, hi, n_examples.
     """
     rows = cases if examples is None else cases[cases["example"].isin(list(examples))]
     out = []
     for name, text in PATTERNS.items():
         count = int(rows[name].sum())
         interval = sps.binomtest(count, len(rows)).proportion_ci(0.95)
-        out.append({"pattern": name, "description": text, "count": count, "share": count / len(rows),
-                    "lo": interval.low, "hi": interval.high, "n_examples": len(rows)})
+        out.append(
+            {
+                "pattern": name,
+                "description": text,
+                "count": count,
+                "share": count / len(rows),
+                "lo": interval.low,
+                "hi": interval.high,
+                "n_examples": len(rows),
+            }
+        )
     return pd.DataFrame(out)
 
 
 def rank_cases(cases: pd.DataFrame, examples=None) -> pd.DataFrame:
-    """The examples ordered by how far they follow the study's case: deepest pattern first, then largest fall of expected grade.
+    """The examples ordered by how far they follow the study's case: deepest pattern first, then largest fall.
 
-    Adds ``pattern`` (the deepest of :data:`PATTERNS` it shows, or "none") and ``fall`` (expected grade, original
-    minus shuffled).
+    Columns: those of ``cases`` (:func:`case_table`), pattern (the deepest of :data:`PATTERNS` it shows, or "none"),
+    fall (expected grade, original minus shuffled).
     """
     rows = cases if examples is None else cases[cases["example"].isin(list(examples))]
     depth = sum(rows[p].astype(int) for p in PATTERNS)
     names = np.array(["none", *PATTERNS])
-    ranked = rows.assign(pattern=names[depth.to_numpy()], depth=depth,
-                         fall=rows["expected_original"] - rows["expected_shuffled"])
+    ranked = rows.assign(
+        pattern=names[depth.to_numpy()], depth=depth, fall=rows["expected_original"] - rows["expected_shuffled"]
+    )
     return ranked.sort_values(["depth", "fall"], ascending=False, kind="stable").drop(columns="depth")
 
 
 def pick_case(cases: pd.DataFrame, examples=None) -> tuple[int, str]:
-    """``(example, pattern)``: the example most like the study's case (:func:`rank_cases`), the deepest pattern it shows."""
+    """``(example, pattern)``: the example most like the study's case (:func:`rank_cases`), the deepest pattern it
+    shows."""
     top = rank_cases(cases, examples).iloc[0]
     return int(top["example"]), str(top["pattern"])
 
 
 def case_distributions(effects: pd.DataFrame, example: int) -> pd.DataFrame:
-    """Tidy grade distributions of one example under the four :data:`CONDITIONS`: condition, grade, probability."""
+    """Tidy grade distributions of one example under the four :data:`CONDITIONS`.
+
+    Columns: condition, grade (1 to 5), probability.
+    """
     rows = effects[effects["example"] == example]
     unmasked, order = rows[rows["kind"] == "none"].iloc[0], rows[rows["kind"] == "order"].iloc[0]
     random = rows[rows["kind"] == "random"][SHUFFLED_PROBS].mean()
@@ -426,25 +545,35 @@ def case_distributions(effects: pd.DataFrame, example: int) -> pd.DataFrame:
 
 
 def _tidy_distributions(by_condition: dict) -> pd.DataFrame:
-    return pd.DataFrame([{"condition": c, "grade": g + 1, "probability": float(p[g])}
-                         for c, p in by_condition.items() for g in range(len(GRADES))])
+    return pd.DataFrame(
+        [
+            {"condition": c, "grade": g + 1, "probability": float(p[g])}
+            for c, p in by_condition.items()
+            for g in range(len(GRADES))
+        ]
+    )
 
 
-def case_k_table(model, original: Encoded, shuffled: Encoded, examples, order_table: pd.DataFrame, k_values,
-                 draws: int, seed: int, batch_size: int = 64, device="cpu", pad_id: int = 0) -> pd.DataFrame:
+def case_k_table(
+    lab, shuffled: Encoded, examples, order_table: pd.DataFrame, k_values, draws: int, seed: int
+) -> pd.DataFrame:
     """The four conditions' grade distributions of a few examples for each k (top-k order heads, or k random others).
 
-    For the static explorer of the case study: rows example, k, condition, grade, probability. Random heads are
-    ``draws`` seeded sets per k with the layers of the top k but none of them (:func:`random_head_sets`), averaged;
-    a k past :func:`depth_matched_k` has no such sets and is left out.
+    For the static explorer of the case study. ``lab`` gives the model, the original pairs (its encoded split;
+    ``shuffled``: the same pairs with shuffled titles), the batch size, device and pad id. Random heads are ``draws``
+    seeded sets per k with the layers of the top k but none of them (:func:`random_head_sets`), averaged; a k past
+    :func:`depth_matched_k` has no such sets and is left out.
+
+    Columns: example, k, condition (:data:`CONDITIONS`), grade (1 to 5), probability.
     """
     examples = list(examples)
+    model = lab.model
     k_values = [k for k in k_values if k <= depth_matched_k(order_table, head_grid(model)[1])]
-    orig, shuf = original.subset(examples), shuffled.subset(examples)
+    orig, shuf = lab.encoded.subset(examples), shuffled.subset(examples)
 
     def run(enc, heads=()):
         mask = removal_mask(model, heads) if heads else None
-        return predict(model, enc, mask=mask, batch_size=batch_size, device=device, pad_id=pad_id)
+        return predict(model, enc, mask=mask, batch_size=lab.batch_size, device=lab.device, pad_id=lab.pad_id)
 
     base_o, base_s = run(orig), run(shuf)
     ranked = order_table.sort_values("rank")
@@ -453,8 +582,10 @@ def case_k_table(model, original: Encoded, shuffled: Encoded, examples, order_ta
     for k in k_values:
         top = list(zip(ranked["layer"].astype(int)[:k], ranked["head"].astype(int)[:k]))
         order_s = run(shuf, top)
-        random_s = np.mean([run(shuf, picked) for picked in random_head_sets(layers, heads, top, draws, seed)]
-                           if k else [base_s], axis=0)
+        random_s = np.mean(
+            [run(shuf, picked) for picked in random_head_sets(layers, heads, top, draws, seed)] if k else [base_s],
+            axis=0,
+        )
         for row, example in enumerate(examples):
             values = (base_o[row], base_s[row], order_s[row], random_s[row])
             tables.append(_tidy_distributions(dict(zip(CONDITIONS, values))).assign(example=example, k=k))

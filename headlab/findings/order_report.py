@@ -8,11 +8,13 @@ test set, as a :class:`~headlab.findings.claims.Claim` row (``*_claims``), judge
 there are depth-matched (drawn from the order heads' layers). The study's one pair is counted and shown
 (:func:`verdict_case`), but it is no claim row: the study does not claim it is typical.
 """
+
 from __future__ import annotations
 
 import pandas as pd
 
 from headlab.core.stats import empirical_p_floor
+
 # notebook 04 takes claims_file and claims_table from here
 from headlab.findings.claims import ALPHA, FAMILY, Claim, claims_file, claims_table, render  # noqa: F401
 from headlab.findings.order import CONDITIONS, PATTERNS
@@ -40,33 +42,52 @@ def order_heads_claims(order_table: pd.DataFrame) -> list[Claim]:
     clean = int((ranked["score"] > 0.5).sum())
     label = f"L{int(top['layer'])}H{int(top['head'])}"
     side = "previous" if top.direction == "prev" else "next"
-    reason = (f"The clearest head, {label}, puts {top.score:.1%} of each token's attention on the {side} token, "
-              f"averaged over {int(top.n_examples)} pairs; {clean} of {len(ranked)} heads put more than half on one "
-              "neighbour on average. The head is picked on the same pairs its share is measured on. Whether such "
-              "heads carry word order is the masking test")
+    reason = (
+        f"The clearest head, {label}, puts {top.score:.1%} of each token's attention on the {side} token, "
+        f"averaged over {int(top.n_examples)} pairs; {clean} of {len(ranked)} heads put more than half on one "
+        "neighbour on average. The head is picked on the same pairs its share is measured on. Whether such "
+        "heads carry word order is the masking test"
+    )
     if "score_lo" not in ranked:
-        return [Claim.not_measured("word_order.clean_diagonal", unit=DIAGONAL_UNIT,
-                                   reason=f"{reason}; its per-pair shares were not kept, so it has no interval")]
-    return [Claim.measured("word_order.clean_diagonal", ours=float(top.score), lo=float(top.score_lo),
-                           hi=float(top.score_hi), unit=DIAGONAL_UNIT,
-                           method="bootstrap over pairs of that head's per-pair share",
-                           n_examples=int(top.n_examples), reason=reason)]
+        return [
+            Claim.not_measured(
+                "word_order.clean_diagonal",
+                unit=DIAGONAL_UNIT,
+                reason=f"{reason}; its per-pair shares were not kept, so it has no interval",
+            )
+        ]
+    return [
+        Claim.measured(
+            "word_order.clean_diagonal",
+            ours=float(top.score),
+            lo=float(top.score_lo),
+            hi=float(top.score_hi),
+            unit=DIAGONAL_UNIT,
+            method="bootstrap over pairs of that head's per-pair share",
+            n_examples=int(top.n_examples),
+            reason=reason,
+        )
+    ]
 
 
-def verdict_order_heads(order_table: pd.DataFrame, k: int, mean_tokens: float | None = None,
-                        rows: list[Claim] | None = None) -> str:
+def verdict_order_heads(
+    order_table: pd.DataFrame, k: int, mean_tokens: float | None = None, rows: list[Claim] | None = None
+) -> str:
     """Markdown: are there heads with a clean previous/next-token pattern (``rows``, default
     :func:`order_heads_claims`), and how clean are the k selected ones?"""
     ranked = order_table.sort_values("rank")
     top, selected = ranked.iloc[0], ranked.head(k)
     uniform = f" (spread evenly, a token would give each neighbour about {1 / mean_tokens:.0%})" if mean_tokens else ""
-    return "\n".join([
-        render(order_heads_claims(order_table) if rows is None else rows),
-        f"- The clearest order head, L{int(top['layer'])}H{int(top['head'])}, puts {top.score:.0%} of each token's "
-        f"attention on the {'previous' if top.direction == 'prev' else 'next'} token{uniform}.",
-        f"- The {k} selected heads (the study masked {STUDY_K}) put between {selected['score'].min():.0%} and "
-        f"{selected['score'].max():.0%} on a neighbour ({(selected['direction'] == 'prev').sum()} look back, "
-        f"{(selected['direction'] == 'next').sum()} ahead), averaged over {int(top.n_examples)} pairs."])
+    return "\n".join(
+        [
+            render(order_heads_claims(order_table) if rows is None else rows),
+            f"- The clearest order head, L{int(top['layer'])}H{int(top['head'])}, puts {top.score:.0%} of each token's "
+            f"attention on the {'previous' if top.direction == 'prev' else 'next'} token{uniform}.",
+            f"- The {k} selected heads (the study masked {STUDY_K}) put between {selected['score'].min():.0%} and "
+            f"{selected['score'].max():.0%} on a neighbour ({(selected['direction'] == 'prev').sum()} look back, "
+            f"{(selected['direction'] == 'next').sum()} ahead), averaged over {int(top.n_examples)} pairs.",
+        ]
+    )
 
 
 def shuffle_claims(by_grade: pd.DataFrame) -> list[Claim]:
@@ -77,14 +98,25 @@ def shuffle_claims(by_grade: pd.DataFrame) -> list[Claim]:
     own (``study_unit``) and never put beside ours as the same number.
     """
     total = _record(by_grade, "grade", "all")
-    return [Claim.measured(
-        "word_order.shuffle_lowers_grade", ours=float(total.shift), lo=float(total.lo), hi=float(total.hi),
-        unit=SHIFT_UNIT, method="bootstrap over pairs", n_examples=int(total.n_examples),
-        study=float(STUDY_SHIFT), study_unit=STUDY_SHIFT_UNIT,
-        reason=(f"Ours: the mean change of the expected grade (grades run 1 to 5) over the {int(total.n_examples)} "
+    return [
+        Claim.measured(
+            "word_order.shuffle_lowers_grade",
+            ours=float(total.shift),
+            lo=float(total.lo),
+            hi=float(total.hi),
+            unit=SHIFT_UNIT,
+            method="bootstrap over pairs",
+            n_examples=int(total.n_examples),
+            study=float(STUDY_SHIFT),
+            study_unit=STUDY_SHIFT_UNIT,
+            reason=(
+                f"Ours: the mean change of the expected grade (grades run 1 to 5) over the {int(total.n_examples)} "
                 f"pairs whose title changed order, from {total.expected:.3f} to {total.expected_shuffled:.3f}. The "
                 f"study's {STUDY_SHIFT:+d} is the argmax grade its one example pair lost, not a mean over pairs, so "
-                "the two are not the same number"))]
+                "the two are not the same number"
+            ),
+        )
+    ]
 
 
 def verdict_shuffle(by_grade: pd.DataFrame, shares: pd.DataFrame, rows: list[Claim] | None = None) -> str:
@@ -93,19 +125,26 @@ def verdict_shuffle(by_grade: pd.DataFrame, shares: pd.DataFrame, rows: list[Cla
     total = _record(by_grade, "grade", "all")
     high = by_grade[by_grade["grade"].isin(["4", "5"])]
     moved = _grade_change(shares)
-    lines = [render(shuffle_claims(by_grade) if rows is None else rows),
-             f"- The grade distributions with the original and the shuffled title differ by a total variation of "
-             f"{total.tv:.3g} per pair on average."]
+    lines = [
+        render(shuffle_claims(by_grade) if rows is None else rows),
+        f"- The grade distributions with the original and the shuffled title differ by a total variation of "
+        f"{total.tv:.3g} per pair on average.",
+    ]
     for r in high.itertuples():
-        lines.append(f"- Pairs of gold grade {r.grade} ({r.n_examples}): expected grade {r.expected:.2f} -> "
-                     f"{r.expected_shuffled:.2f}, a shift of {r.shift:+.3g} [{r.lo:+.3g}, {r.hi:+.3g}].")
-    lines.append(f"- The histogram of predicted grades over the set: {moved:.1%} of the pairs change bins on balance "
-                 "between the original and the shuffled titles.")
+        lines.append(
+            f"- Pairs of gold grade {r.grade} ({r.n_examples}): expected grade {r.expected:.2f} -> "
+            f"{r.expected_shuffled:.2f}, a shift of {r.shift:+.3g} [{r.lo:+.3g}, {r.hi:+.3g}]."
+        )
+    lines.append(
+        f"- The histogram of predicted grades over the set: {moved:.1%} of the pairs change bins on balance "
+        "between the original and the shuffled titles."
+    )
     return "\n".join(lines)
 
 
 def _record(table: pd.DataFrame, column: str, value):
-    """The row where ``column == value``, as a named tuple (a Series would hide fields like ``shift`` behind methods)."""
+    """The row where ``column == value``, as a named tuple (a Series would hide fields like ``shift`` behind
+    methods)."""
     return next(table[table[column] == value].itertuples(index=False))
 
 
@@ -137,17 +176,29 @@ def masking_claims(conditions: pd.DataFrame, tests: pd.DataFrame) -> list[Claim]
     reverse = getattr(test, "p_value_reverse", None)
     reverse = None if reverse is None or pd.isna(reverse) else float(reverse)
     as_insensitive = round(test.p_value * (draws + 1)) - 1
-    return [Claim.measured(
-        "word_order.order_heads_carry_order", ours=float(test.difference), lo=float(test.difference_lo),
-        hi=float(test.difference_hi), unit=TV_UNIT,
-        method="empirical p over random draws; the difference's interval a two-stage bootstrap over draws and pairs",
-        n_examples=int(order.n_examples), n_draws=draws, p=float(test.p_value), p_reverse=reverse,
-        reason=(f"Sensitivity to the shuffle (total variation between a pair's grade distributions with the original "
+    return [
+        Claim.measured(
+            "word_order.order_heads_carry_order",
+            ours=float(test.difference),
+            lo=float(test.difference_lo),
+            hi=float(test.difference_hi),
+            unit=TV_UNIT,
+            method="empirical p over random draws; "
+            "the difference's interval a two-stage bootstrap over draws and pairs",
+            n_examples=int(order.n_examples),
+            n_draws=draws,
+            p=float(test.p_value),
+            p_reverse=reverse,
+            reason=(
+                f"Sensitivity to the shuffle (total variation between a pair's grade distributions with the original "
                 f"and the shuffled title): {order.value:.3g} with the order heads masked, {rand.value:.3g} with random "
                 f"heads of the same layers masked, averaged over {draws} draws (the study drew {STUDY_DRAWS}); "
                 f"{as_insensitive} of the {draws} draws leave the model at least as insensitive, a one-sided "
                 f"empirical p = {test.p_value:.3f}. The study's shuffled pair went from grade {shuffled} to "
-                f"{order_masked} with the order heads masked and stayed at {random_masked} with random heads"))]
+                f"{order_masked} with the order heads masked and stayed at {random_masked} with random heads"
+            ),
+        )
+    ]
 
 
 def verdict_masking(conditions: pd.DataFrame, tests: pd.DataFrame, k: int, rows: list[Claim] | None = None) -> str:
@@ -163,18 +214,22 @@ def verdict_masking(conditions: pd.DataFrame, tests: pd.DataFrame, k: int, rows:
     def cut(value):
         return f"{1 - value / none.value:.0%}" if none.value > 0 else "n/a"
 
-    return "\n".join([
-        render(masking_claims(conditions, tests) if rows is None else rows),
-        f"- Sensitivity to the shuffle, measured as the total variation distance between a pair's grade distributions "
-        f"with the original and the shuffled title, averaged over {int(none.n_examples)} pairs: {none.value:.4f} "
-        f"[{none.lo:.3g}, {none.hi:.3g}] with no mask; {order.value:.3g} [{order.lo:.3g}, {order.hi:.3g}] with the "
-        f"{k} order heads masked (a cut of {cut(order.value)}); {rand.value:.3g} [{rand.lo:.3g}, {rand.hi:.3g}] with {k} "
-        f"random other heads of the same layers masked (depth-matched: one from each order head's layer), averaged "
-        f"over {draws} draws (a cut of {cut(rand.value)}; 95% of draws between {rand.draw_lo:.3g} and "
-        f"{rand.draw_hi:.3g}; its interval resamples the draws as well as the pairs).",
-        f"- The smallest p possible with {draws} draws is {empirical_p_floor(draws):.3f}; the claim is judged at "
-        f"{ALPHA:.0%} over the scorecard's {FAMILY} claims, so a raw p below {ALPHA / FAMILY:.2g}, which takes at "
-        f"least {draws_needed()} draws (the study drew {STUDY_DRAWS})."])
+    return "\n".join(
+        [
+            render(masking_claims(conditions, tests) if rows is None else rows),
+            f"- Sensitivity to the shuffle, measured as the total variation distance between a pair's grade "
+            f"distributions with the original and the shuffled title, averaged over {int(none.n_examples)} pairs: "
+            f"{none.value:.4f} [{none.lo:.3g}, {none.hi:.3g}] with no mask; {order.value:.3g} "
+            f"[{order.lo:.3g}, {order.hi:.3g}] with the {k} order heads masked (a cut of {cut(order.value)}); "
+            f"{rand.value:.3g} [{rand.lo:.3g}, {rand.hi:.3g}] with {k} random other heads of the same layers masked "
+            f"(depth-matched: one from each order head's layer), averaged over {draws} draws "
+            f"(a cut of {cut(rand.value)}; 95% of draws between {rand.draw_lo:.3g} and {rand.draw_hi:.3g}; "
+            f"its interval resamples the draws as well as the pairs).",
+            f"- The smallest p possible with {draws} draws is {empirical_p_floor(draws):.3f}; the claim is judged at "
+            f"{ALPHA:.0%} over the scorecard's {FAMILY} claims, so a raw p below {ALPHA / FAMILY:.2g}, which takes at "
+            f"least {draws_needed()} draws (the study drew {STUDY_DRAWS}).",
+        ]
+    )
 
 
 def draws_needed(alpha: float = ALPHA, family: int = FAMILY) -> int:
@@ -189,16 +244,28 @@ def case_grades(cases: pd.DataFrame, example: int) -> pd.DataFrame:
     """The study's four grades beside one example's predicted and expected grades."""
     row = cases.set_index("example").loc[example]
     shorts = ("original", "shuffled", "order", "random")
-    return pd.DataFrame([{"condition": c, "study_grade": STUDY_CASE_GRADES[c], "predicted_grade": int(row[f"predicted_{s}"]),
-                          "expected_grade": float(row[f"expected_{s}"])} for c, s in zip(CONDITIONS, shorts)])
+    return pd.DataFrame(
+        [
+            {
+                "condition": c,
+                "study_grade": STUDY_CASE_GRADES[c],
+                "predicted_grade": int(row[f"predicted_{s}"]),
+                "expected_grade": float(row[f"expected_{s}"]),
+            }
+            for c, s in zip(CONDITIONS, shorts)
+        ]
+    )
 
 
 def verdict_case(shares: pd.DataFrame, grades: pd.DataFrame, pattern: str) -> str:
     """Markdown: how many pairs follow the study's case, and how the example shown behaves. No claim row: the study
-    shows its pair as an illustration and does not claim it is typical (and pairs graded below 4 could not follow it)."""
+    shows its pair as an illustration and does not claim it is typical (and pairs graded below 4 could not follow
+    it)."""
     counts = shares.set_index("pattern")
-    funnel = "; ".join(f"{PATTERNS[p]}: {int(r['count'])} ({r['share']:.1%}, [{r['lo']:.1%}, {r['hi']:.1%}])"
-                       for p, r in counts.iterrows())
+    funnel = "; ".join(
+        f"{PATTERNS[p]}: {int(r['count'])} ({r['share']:.1%}, [{r['lo']:.1%}, {r['hi']:.1%}])"
+        for p, r in counts.iterrows()
+    )
     ours = " -> ".join(str(g) for g in grades["predicted_grade"])
     study = " -> ".join(str(g) for g in grades["study_grade"])
     if pattern == "study_like":
@@ -206,8 +273,11 @@ def verdict_case(shares: pd.DataFrame, grades: pd.DataFrame, pattern: str) -> st
     elif pattern == "none":
         shown = "is the pair whose expected grade falls most (no pair has a high gold and predicted grade)"
     else:
-        shown = f"goes as far as \"{PATTERNS[pattern].removeprefix('... ')}\" (no pair goes further)"
-    return "\n".join([
-        f"- Of {int(counts['n_examples'].iloc[0])} pairs: {funnel}.",
-        f"- The pair shown {shown}: original -> shuffled -> shuffled with order heads masked -> shuffled with random "
-        f"heads masked is {ours} here, {study} in the study."])
+        shown = f'goes as far as "{PATTERNS[pattern].removeprefix("... ")}" (no pair goes further)'
+    return "\n".join(
+        [
+            f"- Of {int(counts['n_examples'].iloc[0])} pairs: {funnel}.",
+            f"- The pair shown {shown}: original -> shuffled -> shuffled with order heads masked -> "
+            f"shuffled with random heads masked is {ours} here, {study} in the study.",
+        ]
+    )

@@ -16,6 +16,7 @@ Page 09 runs them through :func:`held_out_contrast` (notebook 05's held-out pair
 :func:`head_views` and :func:`agreement`, :func:`restored_against_draws`, :func:`specificity` (05's own masks, read per
 pair) and :func:`cls_path` (path patching into notebook 07's head), and judges them with :func:`claims`.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -32,8 +33,14 @@ from headlab.core.sweep import BASELINE, correct_matrix
 from headlab.findings.claims import Claim
 from headlab.findings.cls_head import focus_head, selection_grid, split_halves
 from headlab.findings.contrast import Contrast, contrast_pairs
-from headlab.findings.term_matching import (choice_limit, head_roles, measured_examples, on_examples,
-                                            random_lower_sets, term_matching_specs)
+from headlab.findings.term_matching import (
+    choice_limit,
+    head_roles,
+    measured_examples,
+    on_examples,
+    random_lower_sets,
+    term_matching_specs,
+)
 from headlab.findings.two_tower import shares_terms
 
 
@@ -56,9 +63,18 @@ def restored_shares(table: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> p
         lo, hi = np.quantile(boot, [0.025, 0.975])
         layer, _, head = str(patch).partition(".")
         single = layer.isdigit() and head.isdigit()
-        rows.append({"patch": patch, "layer": int(layer) if single else -1, "head": int(head) if single else -1,
-                     "restored": float(moved.mean() / gap.mean()), "lo": float(lo), "hi": float(hi),
-                     "gap": float(gap.mean()), "n_examples": len(gap)})
+        rows.append(
+            {
+                "patch": patch,
+                "layer": int(layer) if single else -1,
+                "head": int(head) if single else -1,
+                "restored": float(moved.mean() / gap.mean()),
+                "lo": float(lo),
+                "hi": float(hi),
+                "gap": float(gap.mean()),
+                "n_examples": len(gap),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -111,17 +127,30 @@ def masking_specificity(masked_correct, base_correct, shares, n_boot: int = 2000
     for group, where, group_seed in (("sharing", shares, seed), ("none", ~shares, seed + 1)):
         moved = masked[where] - base[where]
         if not len(moved):
-            return {"difference": np.nan, "lo": np.nan, "hi": np.nan, "n_sharing": int(shares.sum()),
-                    "n_none": int((~shares).sum())}
+            return {
+                "difference": np.nan,
+                "lo": np.nan,
+                "hi": np.nan,
+                "n_sharing": int(shares.sum()),
+                "n_none": int((~shares).sum()),
+            }
         cost[group] = float(moved.mean())
         boots[group] = bootstrap_weights(len(moved), n_boot, group_seed) @ moved / len(moved)
     lo, hi = np.quantile(boots["sharing"] - boots["none"], [0.025, 0.975])
-    return {"cost_sharing": cost["sharing"], "cost_none": cost["none"], "difference": cost["sharing"] - cost["none"],
-            "lo": float(lo), "hi": float(hi), "n_sharing": int(shares.sum()), "n_none": int((~shares).sum())}
+    return {
+        "cost_sharing": cost["sharing"],
+        "cost_none": cost["none"],
+        "difference": cost["sharing"] - cost["none"],
+        "lo": float(lo),
+        "hi": float(hi),
+        "n_sharing": int(shares.sum()),
+        "n_none": int((~shares).sum()),
+    }
 
 
-def restored_against_draws(table: pd.DataFrame, tested: str, draws: list[str], n_boot: int = 2000,
-                           seed: int = 0) -> dict:
+def restored_against_draws(
+    table: pd.DataFrame, tested: str, draws: list[str], n_boot: int = 2000, seed: int = 0
+) -> dict:
     """The share of the difference that patch ``tested`` restores minus the mean share the patches ``draws``
     (random head sets of its size) restore, with a 95% two-stage bootstrap interval: each replicate resamples the
     draws and the pairs (the same pairs for both sides, so the comparison stays paired)."""
@@ -137,10 +166,17 @@ def restored_against_draws(table: pd.DataFrame, tested: str, draws: list[str], n
     boot = (weights @ moved_tested) / boot_gap - (counts * per_draw).sum(axis=1) / len(draws)
     restored_draws = moved_draws.mean(axis=1) / gap.mean()
     lo, hi = np.quantile(boot, [0.025, 0.975])
-    return {"tested": float(moved_tested.mean() / gap.mean()), "draws_mean": float(restored_draws.mean()),
-            "draws_lo": float(np.quantile(restored_draws, 0.025)), "draws_hi": float(np.quantile(restored_draws, 0.975)),
-            "difference": float(moved_tested.mean() / gap.mean() - restored_draws.mean()), "lo": float(lo),
-            "hi": float(hi), "n_draws": len(draws), "n_examples": len(gap)}
+    return {
+        "tested": float(moved_tested.mean() / gap.mean()),
+        "draws_mean": float(restored_draws.mean()),
+        "draws_lo": float(np.quantile(restored_draws, 0.025)),
+        "draws_hi": float(np.quantile(restored_draws, 0.975)),
+        "difference": float(moved_tested.mean() / gap.mean() - restored_draws.mean()),
+        "lo": float(lo),
+        "hi": float(hi),
+        "n_draws": len(draws),
+        "n_examples": len(gap),
+    }
 
 
 def patch_plan(layers: int, heads: int, matching, draws: int, seed: int) -> dict[str, list[tuple[int, int]]]:
@@ -155,6 +191,7 @@ def patch_plan(layers: int, heads: int, matching, draws: int, seed: int) -> dict
 
 
 def random_patches(plan: dict) -> list[str]:
+    """The names of :func:`patch_plan`'s random head sets (the control draws), in plan order."""
     return [name for name in plan if name.startswith("random-d")]
 
 
@@ -168,17 +205,26 @@ def path_restored(frame: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.
         gap = frame[f"{what}_source"].to_numpy() - frame[f"{what}_target"].to_numpy()
         moved = frame[f"{what}_path"].to_numpy() - frame[f"{what}_target"].to_numpy()
         lo, hi = np.quantile((weights @ moved) / (weights @ gap), [0.025, 0.975])
-        rows.append({"measure": what, "source": float(frame[f"{what}_source"].mean()),
-                     "target": float(frame[f"{what}_target"].mean()), "path": float(frame[f"{what}_path"].mean()),
-                     "restored": float(moved.mean() / gap.mean()), "lo": float(lo), "hi": float(hi),
-                     "n_examples": len(frame)})
+        rows.append(
+            {
+                "measure": what,
+                "source": float(frame[f"{what}_source"].mean()),
+                "target": float(frame[f"{what}_target"].mean()),
+                "path": float(frame[f"{what}_path"].mean()),
+                "restored": float(moved.mean() / gap.mean()),
+                "lo": float(lo),
+                "hi": float(hi),
+                "n_examples": len(frame),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 CARRY_UNIT = "share of the grade difference restored, matching heads minus random lower-half heads (points)"
 CARRY_METHOD = "two-stage bootstrap over draws and contrast pairs"
-SPECIFIC_UNIT = ("share of pairs graded right, change with the mask on pairs that share a term minus on pairs that "
-                 "share none")
+SPECIFIC_UNIT = (
+    "share of pairs graded right, change with the mask on pairs that share a term minus on pairs that share none"
+)
 SPECIFIC_METHOD = "bootstrap over held-out pairs, resampled within each group"
 PATH_UNIT = "share of the source-target difference that comes back through the [CLS] head alone"
 PATH_METHOD = "paired bootstrap over contrast pairs"
@@ -188,105 +234,177 @@ def _heads(heads) -> str:
     return ", ".join(f"{l}.{h}" for l, h in heads)
 
 
-def claims(against: dict, specificity: dict, specificity_random: dict, path: pd.DataFrame | None, matching,
-           receiver, n_contrast: int) -> list[Claim]:
+def claims(
+    against: dict,
+    specificity: dict,
+    specificity_random: dict,
+    path: pd.DataFrame | None,
+    matching,
+    receiver,
+    n_contrast: int,
+) -> list[Claim]:
     """Page 09's claims, one row each, judged by :func:`headlab.findings.claims.judge`: the matching heads carry the
     term-matching signal (patching them restores more than random heads: :func:`restored_against_draws`); their
     masking cost is specific to pairs that share a term (:func:`masking_specificity`, random heads as a sub-row);
     the ``[CLS]`` head hands what they carry to the classifier (:func:`path_restored`: the grade, and as a sub-row
     its attention)."""
     names = _heads(matching)
-    rows = [Claim.measured(
-        "patching.matching_heads_carry_matching", ours=against["difference"], lo=against["lo"], hi=against["hi"],
-        unit=CARRY_UNIT, method=CARRY_METHOD, n_examples=against["n_examples"], n_draws=against["n_draws"],
-        reason=(f"On {n_contrast} held-out pairs whose shared terms were replaced, patching the term-matching heads "
+    rows = [
+        Claim.measured(
+            "patching.matching_heads_carry_matching",
+            ours=against["difference"],
+            lo=against["lo"],
+            hi=against["hi"],
+            unit=CARRY_UNIT,
+            method=CARRY_METHOD,
+            n_examples=against["n_examples"],
+            n_draws=against["n_draws"],
+            reason=(
+                f"On {n_contrast} held-out pairs whose shared terms were replaced, patching the term-matching heads "
                 f"({names}) back from the original pairs restores {against['tested']:.1%} of the grade difference; "
                 f"{against['n_draws']} random sets of as many lower-half heads restore {against['draws_mean']:.1%} on "
-                f"average (single draws {against['draws_lo']:.1%} to {against['draws_hi']:.1%})"))]
-    for claim_id, result, what in (("patching.cost_specific_to_shared_terms", specificity, f"the matching heads ({names})"),
-                                   ("patching.cost_specific_to_shared_terms/random", specificity_random,
-                                    "random sets of as many lower-half heads")):
+                f"average (single draws {against['draws_lo']:.1%} to {against['draws_hi']:.1%})"
+            ),
+        )
+    ]
+    for claim_id, result, what in (
+        ("patching.cost_specific_to_shared_terms", specificity, f"the matching heads ({names})"),
+        (
+            "patching.cost_specific_to_shared_terms/random",
+            specificity_random,
+            "random sets of as many lower-half heads",
+        ),
+    ):
         if np.isnan(result["difference"]):
-            rows.append(Claim.not_measured(claim_id, reason="Not measured: one group of pairs is empty",
-                                           unit=SPECIFIC_UNIT))
+            rows.append(
+                Claim.not_measured(claim_id, reason="Not measured: one group of pairs is empty", unit=SPECIFIC_UNIT)
+            )
             continue
-        rows.append(Claim.measured(
-            claim_id, ours=result["difference"], lo=result["lo"], hi=result["hi"], unit=SPECIFIC_UNIT,
-            method=SPECIFIC_METHOD, n_examples=result["n_sharing"] + result["n_none"],
-            claim=None if "/" not in claim_id else "Masking 5 random lower-half heads instead (the same comparison)",
-            reason=(f"Masking {what} changes the share graded right by {100 * result['cost_sharing']:+.1f} points on "
+        rows.append(
+            Claim.measured(
+                claim_id,
+                ours=result["difference"],
+                lo=result["lo"],
+                hi=result["hi"],
+                unit=SPECIFIC_UNIT,
+                method=SPECIFIC_METHOD,
+                n_examples=result["n_sharing"] + result["n_none"],
+                claim=None
+                if "/" not in claim_id
+                else "Masking 5 random lower-half heads instead (the same comparison)",
+                reason=(
+                    f"Masking {what} changes the share graded right by {100 * result['cost_sharing']:+.1f} points on "
                     f"the {result['n_sharing']} pairs that share a term and by {100 * result['cost_none']:+.1f} "
-                    f"points on the {result['n_none']} that share none")))
+                    f"points on the {result['n_none']} that share none"
+                ),
+            )
+        )
     if path is None:
-        rows.append(Claim.not_measured("patching.cls_head_hands_on", reason="Not measured: no receiver head",
-                                       unit=PATH_UNIT))
+        rows.append(
+            Claim.not_measured("patching.cls_head_hands_on", reason="Not measured: no receiver head", unit=PATH_UNIT)
+        )
         return rows
     layer, head = receiver
-    for claim_id, measure, what in (("patching.cls_head_hands_on", "grade", "the expected grade"),
-                                    ("patching.cls_head_hands_on/attention", "share",
-                                     "its [CLS] attention on the replaced words")):
+    for claim_id, measure, what in (
+        ("patching.cls_head_hands_on", "grade", "the expected grade"),
+        ("patching.cls_head_hands_on/attention", "share", "its [CLS] attention on the replaced words"),
+    ):
         r = path.set_index("measure").loc[measure]
-        rows.append(Claim.measured(
-            claim_id, ours=r["restored"], lo=r["lo"], hi=r["hi"], unit=PATH_UNIT, method=PATH_METHOD,
-            n_examples=int(r["n_examples"]),
-            claim=None if "/" not in claim_id else f"Its [CLS] attention on the replaced words comes back as well",
-            reason=(f"Head {layer}.{head} (notebook 07's) reads the matching heads' outputs from the original pairs "
+        rows.append(
+            Claim.measured(
+                claim_id,
+                ours=r["restored"],
+                lo=r["lo"],
+                hi=r["hi"],
+                unit=PATH_UNIT,
+                method=PATH_METHOD,
+                n_examples=int(r["n_examples"]),
+                claim=None if "/" not in claim_id else "Its [CLS] attention on the replaced words comes back as well",
+                reason=(
+                    f"Head {layer}.{head} (notebook 07's) reads the matching heads' outputs from the original pairs "
                     f"and everything else from the contrast pairs: {what} moves from {r['target']:.3g} to "
-                    f"{r['path']:.3g}, where the original pairs give {r['source']:.3g}")))
+                    f"{r['path']:.3g}, where the original pairs give {r['source']:.3g}"
+                ),
+            )
+        )
     return rows
 
 
-def held_out_contrast(setup, limit: int | None, stopwords=None, kind: str = "corrupted") -> Contrast:
+def held_out_contrast(lab, limit: int | None, stopwords=None, kind: str = "corrupted") -> Contrast:
     """The ``kind`` contrast of notebook 05's held-out pairs (those its term-matching heads were not chosen on), with
     ``examples`` and ``changes`` naming positions in the evaluated split."""
-    held = measured_examples(len(setup.encoded), limit, setup.study.seed)
-    made = contrast_pairs(setup.encoded.subset(held), setup.tokenizer, kind, stopwords, setup.study.seed)
-    return replace(made, examples=held[made.examples], changes=made.changes.assign(example=held[made.changes["example"]]))
+    held = measured_examples(len(lab.encoded), limit, lab.params.seed)
+    made = contrast_pairs(lab.encoded.subset(held), lab.tokenizer, kind, stopwords, lab.params.seed)
+    return replace(
+        made, examples=held[made.examples], changes=made.changes.assign(example=held[made.changes["example"]])
+    )
 
 
-def contrast_examples(contrast: Contrast, setup, n: int = 6) -> pd.DataFrame:
+def contrast_examples(contrast: Contrast, lab, n: int = 6) -> pd.DataFrame:
     """The first ``n`` contrast pairs as a reader checks them: query, title, the changed title, the words replaced."""
     rows = []
     for i, example in enumerate(contrast.examples[:n]):
-        tokens = token_roles(setup.tokenizer, contrast.changed.input_ids[i])
-        changed = setup.tokenizer.decode([tokens.ids[j] for j in tokens.title])
+        tokens = token_roles(lab.tokenizer, contrast.changed.input_ids[i])
+        changed = lab.tokenizer.decode([tokens.ids[j] for j in tokens.title])
         words = contrast.changes[contrast.changes["example"] == example]
-        rows.append({"example": int(example), "query": setup.frame.iloc[example]["query"],
-                     "title": setup.frame.iloc[example]["title"], "changed title": changed,
-                     "replaced": ", ".join(f"{r.was} → {r.now}" for r in words.itertuples())})
+        rows.append(
+            {
+                "example": int(example),
+                "query": lab.frame.iloc[example]["query"],
+                "title": lab.frame.iloc[example]["title"],
+                "changed title": changed,
+                "replaced": ", ".join(f"{r.was} → {r.now}" for r in words.itertuples()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def patch_both_ways(setup, contrast: Contrast, plan: dict, progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+def patch_both_ways(lab, contrast: Contrast, plan: dict, progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(restoring, breaking)``: the contrast pairs with each patch of ``plan`` taken from the original pairs (does
     the head restore the grade?), and the original pairs with each single head and the matching heads taken from the
     contrast pairs (does it break it?). Both :func:`headlab.core.patching.run_patching` tables."""
-    restoring = setup.patch(contrast.original, contrast.changed, plan, f"restore-{contrast.kind}", progress)
+    restoring = lab.patch(contrast.original, contrast.changed, plan, f"restore-{contrast.kind}", progress)
     singles = {name: heads for name, heads in plan.items() if not name.startswith("random-d")}
-    breaking = setup.patch(contrast.changed, contrast.original, singles, f"break-{contrast.kind}", progress)
+    breaking = lab.patch(contrast.changed, contrast.original, singles, f"break-{contrast.kind}", progress)
     return restoring, breaking
 
 
-def head_views(setup, restoring: pd.DataFrame, breaking: pd.DataFrame, single_heads, limit: int | None, stopwords,
-               by: str, n_boot: int = 2000) -> pd.DataFrame:
+def head_views(
+    lab,
+    restoring: pd.DataFrame,
+    breaking: pd.DataFrame,
+    single_heads,
+    limit: int | None,
+    stopwords,
+    by: str,
+    n_boot: int = 2000,
+) -> pd.DataFrame:
     """Per head, the three views of it: the share of the grade it restores and breaks (patching, with intervals), its
     masking cost on the held-out pairs (``single_heads``: notebook 02's single-head masks,
     :func:`headlab.findings.cls_head.single_head_correct`) and its role score ``by`` on the pairs the matching heads
     were chosen on (notebook 05)."""
-    seed = setup.study.seed
+    seed = lab.params.seed
     views = restored_shares(restoring, n_boot, seed)
     views = views[views["layer"] >= 0].drop(columns="patch")
     broken = restored_shares(breaking, n_boot, seed)
     broken = broken[broken["layer"] >= 0][["layer", "head", "restored", "lo", "hi"]]
-    views = views.merge(broken.rename(columns={"restored": "breaks", "lo": "breaks_lo", "hi": "breaks_hi"}),
-                        on=["layer", "head"])
+    views = views.merge(
+        broken.rename(columns={"restored": "breaks", "lo": "breaks_lo", "hi": "breaks_hi"}), on=["layer", "head"]
+    )
     correct, base, _ = single_heads
-    held = measured_examples(len(setup.encoded), limit, seed)
+    held = measured_examples(len(lab.encoded), limit, seed)
     cost = base[held].mean() - correct.iloc[:, held].to_numpy(dtype=np.float64).mean(axis=1)
-    views = views.merge(pd.DataFrame({"layer": correct.index.get_level_values("layer"),
-                                      "head": correct.index.get_level_values("head"), "masking_cost": cost}),
-                        on=["layer", "head"])
-    roles = head_roles(setup, choice_limit(len(setup.encoded), limit), stopwords)
+    views = views.merge(
+        pd.DataFrame(
+            {
+                "layer": correct.index.get_level_values("layer"),
+                "head": correct.index.get_level_values("head"),
+                "masking_cost": cost,
+            }
+        ),
+        on=["layer", "head"],
+    )
+    roles = head_roles(lab, choice_limit(len(lab.encoded), limit), stopwords)
     return views.merge(roles[["layer", "head", by]].rename(columns={by: "role_score"}), on=["layer", "head"])
 
 
@@ -300,39 +418,62 @@ def agreement(views: pd.DataFrame, matching, k: int, n_boot: int = 2000, seed: i
     rows = []
     for against, chosen in (("term-matching heads (05)", matching), (f"top {k} by masking cost (02)", costly)):
         o = top_overlap(top, chosen, n)
-        rows.append({"comparison": f"top {k} by patching vs {against}", "value": o["shared"], "lo": np.nan,
-                     "hi": np.nan, "chance": o["chance"], "p": o["p"], "heads": _heads(o["heads"])})
+        rows.append(
+            {
+                "comparison": f"top {k} by patching vs {against}",
+                "value": o["shared"],
+                "lo": np.nan,
+                "hi": np.nan,
+                "chance": o["chance"],
+                "p": o["p"],
+                "heads": _heads(o["heads"]),
+            }
+        )
     for column, name in (("masking_cost", "masking cost (02)"), ("role_score", "role score (05)")):
         r = rank_agreement(views["restored"], views[column], n_boot, seed)
-        rows.append({"comparison": f"rank correlation of the restored share with the {name}", "value": r["rho"],
-                     "lo": r["lo"], "hi": r["hi"], "chance": 0.0, "p": np.nan, "heads": ""})
+        rows.append(
+            {
+                "comparison": f"rank correlation of the restored share with the {name}",
+                "value": r["rho"],
+                "lo": r["lo"],
+                "hi": r["hi"],
+                "chance": 0.0,
+                "p": np.nan,
+                "heads": "",
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def specificity(setup, matching, limit: int | None, draws: int, keep_draws: int, stopwords,
-                n_boot: int = 2000) -> tuple[dict, dict]:
+def specificity(
+    lab, matching, limit: int | None, draws: int, keep_draws: int, stopwords, n_boot: int = 2000
+) -> tuple[dict, dict]:
     """The matching heads' and random lower-half heads' masking cost on held-out pairs that share a term against
     those that share none (:func:`masking_specificity`), read from notebook 05's sweep (the same masks)."""
-    layers, heads = head_grid(setup.model)
-    seed = setup.study.seed
-    per_example = setup.sweep(term_matching_specs(layers, heads, matching, draws, keep_draws, seed), "term_matching",
-                              progress=False)
-    held = measured_examples(len(setup.encoded), limit, seed)
+    layers, heads = head_grid(lab.model)
+    seed = lab.params.seed
+    per_example = lab.sweep(
+        term_matching_specs(layers, heads, matching, draws, keep_draws, seed), "term_matching", progress=False
+    )
+    held = measured_examples(len(lab.encoded), limit, seed)
     correct = correct_matrix(on_examples(per_example, held))
-    shares = shares_terms(setup.encoded.subset(held), setup.tokenizer, stopwords)
+    shares = shares_terms(lab.encoded.subset(held), lab.tokenizer, stopwords)
     base = correct.loc[BASELINE].to_numpy()
     drawn = [m for m in correct.index if str(m).startswith("random_lower-")]
-    return (masking_specificity(correct.loc["matching"].to_numpy(), base, shares, n_boot, seed),
-            masking_specificity(correct.loc[drawn].to_numpy(), base, shares, n_boot, seed))
+    return (
+        masking_specificity(correct.loc["matching"].to_numpy(), base, shares, n_boot, seed),
+        masking_specificity(correct.loc[drawn].to_numpy(), base, shares, n_boot, seed),
+    )
 
 
-def cls_path(setup, contrast: Contrast, matching, single_heads,
-             n_boot: int = 2000) -> tuple[pd.DataFrame | None, tuple[int, int]]:
+def cls_path(
+    lab, contrast: Contrast, matching, single_heads, n_boot: int = 2000
+) -> tuple[pd.DataFrame | None, tuple[int, int]]:
     """Path patching from the matching heads to notebook 07's ``[CLS]`` head (chosen, as there, on its selection
     half of ``single_heads``), measured on the contrast pairs of 07's held-out half: :func:`path_restored` and the
     head."""
-    layers, _ = head_grid(setup.model)
-    select, estimate = split_halves(len(setup.encoded), setup.study.seed)
+    layers, _ = head_grid(lab.model)
+    select, estimate = split_halves(len(lab.encoded), lab.params.seed)
     correct, base, _ = single_heads
     focus = focus_head(selection_grid(correct, base, select), layers)
     receiver = (int(focus["layer"]), int(focus["head"]))
@@ -341,7 +482,8 @@ def cls_path(setup, contrast: Contrast, matching, single_heads,
     keep = np.flatnonzero(np.isin(contrast.examples, estimate))
     if not len(keep):
         return None, receiver
-    engine = PatchEngine(setup.model, contrast.original.subset(keep), contrast.changed.subset(keep),
-                         setup.batch_size, setup.device, setup.pad_id)
+    engine = PatchEngine(
+        lab.model, contrast.original.subset(keep), contrast.changed.subset(keep), lab.batch_size, lab.device, lab.pad_id
+    )
     positions = [contrast.changed_positions()[i] for i in keep]
-    return path_restored(engine.path_patched(matching, receiver, positions), n_boot, setup.study.seed), receiver
+    return path_restored(engine.path_patched(matching, receiver, positions), n_boot, lab.params.seed), receiver

@@ -5,6 +5,7 @@ falls; the study's redundancy finding reads the same way, and its advice for dis
 low-level heads". The order is computed on pairs the curve is not measured on (the dev split, by
 :meth:`headlab.lab.Lab.importance` on a dev-split lab), so no test pair chooses the heads it then measures.
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -19,7 +20,8 @@ from headlab.core.stats import Floor, boot_means, bootstrap_weights
 from headlab.core.sweep import MaskSpec, baseline_correct, draw_seed, heads_key, share_masks
 from headlab.findings.claims import STUDY_CLAIMS, Claim
 from headlab.findings.importance import half_pool
-from headlab.lab.study import REPO, load
+from headlab.lab.lab import load
+from headlab.lab.params import REPO
 
 
 def importance_order(importance: pd.DataFrame, column: str = "importance") -> list[tuple[int, int]]:
@@ -37,8 +39,9 @@ def least_important(importance: pd.DataFrame, share: float, column: str = "impor
     return order[: int(round(share * len(order)))]
 
 
-def importance_specs(importance: pd.DataFrame, layers: int, heads: int, shares, where: str = "all",
-                     column: str = "importance") -> list[MaskSpec]:
+def importance_specs(
+    importance: pd.DataFrame, layers: int, heads: int, shares, where: str = "all", column: str = "importance"
+) -> list[MaskSpec]:
     """One mask per share of *all* heads, removing the least important heads among those ``where`` allows
     (``"all"`` layers, or the ``"lower"`` or ``"upper"`` half: the study's distillation advice compares them at the
     same share). Kind ``importance-<where>``; a share larger than the allowed pool is refused."""
@@ -49,17 +52,23 @@ def importance_specs(importance: pd.DataFrame, layers: int, heads: int, shares, 
         n = int(round(share * layers * heads))
         if not 0.0 <= share <= 1.0 or n > len(order):
             raise ValueError(f"share {share} means {n} heads, but {where!r} allows {len(order)} of {layers * heads}")
-        specs.append(MaskSpec(f"importance-{where}-s{share:.3f}", tuple(sorted(order[:n])), f"importance-{where}",
-                              {"share": share, "draw": 0, "where": where}))
+        specs.append(
+            MaskSpec(
+                f"importance-{where}-s{share:.3f}",
+                tuple(sorted(order[:n])),
+                f"importance-{where}",
+                {"share": share, "draw": 0, "where": where},
+            )
+        )
     return specs
-
 
 
 CURVE_KIND = "importance-all"
 DISTILL = "pruning.keep_low_heads"
 DISTILL_SHARES = (0.1, 0.2, 0.3, 0.4)  # shares of all heads, each within one half; 0.5 is the whole half (02)
-DISTILL_GAP_UNIT = ("share of the above-chance accuracy lost, low-half pruning minus high-half pruning, mean over the "
-                    "shares, in points")
+DISTILL_GAP_UNIT = (
+    "share of the above-chance accuracy lost, low-half pruning minus high-half pruning, mean over the shares, in points"
+)
 DISTILL_UNIT = "relative change of accuracy, high-half pruning minus low-half pruning, mean over the shares"
 PAIRED = "paired bootstrap over test pairs (one resample for every share, both halves and the baseline)"
 
@@ -71,9 +80,14 @@ def _by_share(per_example: pd.DataFrame, plan: pd.DataFrame, kind: str) -> pd.Da
     specs = specs[specs["n_dropped"] > 0]
     if specs.empty:
         raise ValueError(f"no masks of kind {kind!r} remove any head")
-    rows = [{"share": share, "n_heads": int(group["n_dropped"].iloc[0]),
-             "correct": matrix.loc[group["mask_id"]].to_numpy(dtype=np.float64)}
-            for share, group in specs.groupby("share", sort=True)]
+    rows = [
+        {
+            "share": share,
+            "n_heads": int(group["n_dropped"].iloc[0]),
+            "correct": matrix.loc[group["mask_id"]].to_numpy(dtype=np.float64),
+        }
+        for share, group in specs.groupby("share", sort=True)
+    ]
     return pd.DataFrame(rows)
 
 
@@ -83,8 +97,9 @@ def _largest_safe(changes: np.ndarray, margin: float) -> np.ndarray:
     return np.cumprod(changes >= -margin, axis=1).sum(axis=1)
 
 
-def safe_share(per_example: pd.DataFrame, plan: pd.DataFrame, kind: str, margin: float, n_boot: int = 2000,
-               seed: int = 0) -> dict:
+def safe_share(
+    per_example: pd.DataFrame, plan: pd.DataFrame, kind: str, margin: float, n_boot: int = 2000, seed: int = 0
+) -> dict:
     """The largest share of heads that ``kind``'s masks remove while accuracy stays within ``margin`` of the
     unmasked model (a relative change of at least ``-margin`` at that share and at every smaller one), with a 95%
     bootstrap interval: the test pairs resampled (one resample for every share and the baseline) and, for random
@@ -98,19 +113,36 @@ def safe_share(per_example: pd.DataFrame, plan: pd.DataFrame, kind: str, margin:
     base = baseline_correct(per_example).astype(np.float64)
     weights = bootstrap_weights(len(base), n_boot, seed)
     base_boot = weights @ base / len(base)
-    boots = np.column_stack([boot_means(c, weights, draw_seed(seed, kind, s)) / base_boot - 1.0
-                             for s, c in zip(rows["share"], rows["correct"])])
+    boots = np.column_stack(
+        [
+            boot_means(c, weights, draw_seed(seed, kind, s)) / base_boot - 1.0
+            for s, c in zip(rows["share"], rows["correct"])
+        ]
+    )
     point = np.array([[c.mean() / base.mean() - 1.0 for c in rows["correct"]]])
     found = int(_largest_safe(point, margin)[0])
     replicates = shares[_largest_safe(boots, margin)]
-    return {"kind": kind, "share": float(shares[found]), "n_heads": int(heads[found]),
-            "lo": float(np.quantile(replicates, 0.025)), "hi": float(np.quantile(replicates, 0.975)),
-            "n_examples": len(base), "n_draws": int(max(c.shape[0] for c in rows["correct"])), "n_boot": int(n_boot),
-            "margin": margin}
+    return {
+        "kind": kind,
+        "share": float(shares[found]),
+        "n_heads": int(heads[found]),
+        "lo": float(np.quantile(replicates, 0.025)),
+        "hi": float(np.quantile(replicates, 0.975)),
+        "n_examples": len(base),
+        "n_draws": int(max(c.shape[0] for c in rows["correct"])),
+        "n_boot": int(n_boot),
+        "margin": margin,
+    }
 
 
-def distillation_claim(per_example: pd.DataFrame, plan: pd.DataFrame, floor: Floor | None = None,
-                       shares=DISTILL_SHARES, n_boot: int = 2000, seed: int = 0) -> Claim:
+def distillation_claim(
+    per_example: pd.DataFrame,
+    plan: pd.DataFrame,
+    floor: Floor | None = None,
+    shares=DISTILL_SHARES,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> Claim:
     """The study's "for distillation: keep more low-level heads", as a comparison at equal cost: at each share of
     all heads in ``shares``, the least important heads are removed within the low half only and within the high half
     only (keeping every low head); the number is how much more of the accuracy above the majority grade (the floor
@@ -122,8 +154,10 @@ def distillation_claim(per_example: pd.DataFrame, plan: pd.DataFrame, floor: Flo
     upper = _by_share(per_example, plan, "importance-upper").set_index("share")
     wanted = [s for s in shares if s in lower.index and s in upper.index]
     if not wanted or len(wanted) != len(shares):
-        raise ValueError(f"distillation_claim needs both halves' masks at shares {list(shares)}; "
-                         f"have lower {list(lower.index)}, upper {list(upper.index)}")
+        raise ValueError(
+            f"distillation_claim needs both halves' masks at shares {list(shares)}; "
+            f"have lower {list(lower.index)}, upper {list(upper.index)}"
+        )
     base = baseline_correct(per_example).astype(np.float64)
     weights = bootstrap_weights(len(base), n_boot, seed)
     gap = np.mean([upper.at[s, "correct"].mean(axis=0) - lower.at[s, "correct"].mean(axis=0) for s in wanted], axis=0)
@@ -131,16 +165,27 @@ def distillation_claim(per_example: pd.DataFrame, plan: pd.DataFrame, floor: Flo
     factor = floor.base / (floor.base - floor.majority) if usable else 1.0  # lost(low) - lost(high) = factor * gap
     boots = factor * (weights @ gap) / (weights @ base)
     change = lambda frame, s: frame.at[s, "correct"].mean() / base.mean() - 1.0  # noqa: E731
-    per_share = "; ".join(f"{s:.0%} ({int(lower.at[s, 'n_heads'])} heads): low half {change(lower, s):+.1%}, high "
-                          f"half {change(upper, s):+.1%}" for s in wanted)
+    per_share = "; ".join(
+        f"{s:.0%} ({int(lower.at[s, 'n_heads'])} heads): low half {change(lower, s):+.1%}, high "
+        f"half {change(upper, s):+.1%}"
+        for s in wanted
+    )
     return Claim.measured(
-        DISTILL, ours=float(factor * gap.mean() / base.mean()), lo=float(np.quantile(boots, 0.025)),
-        hi=float(np.quantile(boots, 0.975)), unit=DISTILL_GAP_UNIT if usable else DISTILL_UNIT,
-        method=PAIRED + (", mapped to the floor scale" if usable else ""), n_examples=len(base),
+        DISTILL,
+        ours=float(factor * gap.mean() / base.mean()),
+        lo=float(np.quantile(boots, 0.025)),
+        hi=float(np.quantile(boots, 0.975)),
+        unit=DISTILL_GAP_UNIT if usable else DISTILL_UNIT,
+        method=PAIRED + (", mapped to the floor scale" if usable else ""),
+        n_examples=len(base),
         floor=floor if usable else None,
         accuracies=tuple(float(frame.at[s, "correct"].mean()) for frame in (lower, upper) for s in wanted),
-        reason=("The least important heads by gradient importance on the dev pairs removed within one half, measured on "
-                f"the test pairs; relative change of accuracy at each share of all heads: {per_share}"))
+        reason=(
+            "The least important heads by gradient importance on the dev pairs removed within one half, measured on "
+            f"the test pairs; relative change of accuracy at each share of all heads: {per_share}"
+        ),
+    )
+
 
 SAFE_MARGIN = STUDY_CLAIMS["redundancy.no_loss_below_20"].margin  # the scorecard's margin for "no loss" (MARGIN_WHY)
 MICHEL = {"MNLI": 0.4, "SST-2": 0.6, "MRPC": 0.5}  # BERT-base, heads removable without a noticeable loss, as issue #34
@@ -156,9 +201,11 @@ def safe_share_text(safe: pd.DataFrame, n_heads: int) -> str:
         parts.append(f"{how}, {r.share:.0%} of the heads ({r.n_heads} of {n_heads}) [{r.lo:.0%}, {r.hi:.0%}]")
     michel = ", ".join(f"{v:.0%} on {k}" for k, v in MICHEL.items())
     margin = float(safe["margin"].iloc[0])
-    return (f"Largest share removed with every share up to it within {margin:.0%} of the unmasked accuracy: "
-            f"{'; '.join(parts)} (95% bootstrap intervals over {int(safe['n_examples'].iloc[0])} test pairs, and "
-            f"over the draws at random). Michel et al. on BERT-base, as summarized in issue #34: {michel}.")
+    return (
+        f"Largest share removed with every share up to it within {margin:.0%} of the unmasked accuracy: "
+        f"{'; '.join(parts)} (95% bootstrap intervals over {int(safe['n_examples'].iloc[0])} test pairs, and "
+        f"over the draws at random). Michel et al. on BERT-base, as summarized in issue #34: {michel}."
+    )
 
 
 def pruned_model(lab, drop, per_example: pd.DataFrame, plan: pd.DataFrame) -> pd.DataFrame:
@@ -168,11 +215,19 @@ def pruned_model(lab, drop, per_example: pd.DataFrame, plan: pd.DataFrame) -> pd
     why = cannot_prune(lab.model)
     if why:
         return pd.DataFrame([{"note": f"No pruned model is built for this model: {why}."}])
-    study = lab.study
+    params = lab.params
     with tempfile.TemporaryDirectory() as folder:
         lab.prune(drop, folder)
-        reloaded = load(model=folder, data=study.data, split=study.eval_split, limit=study.eval_limit, seed=study.seed,
-                        device=study.device, batch_size=study.batch_size, run_dir=study.run_dir)
+        reloaded = load(
+            model=folder,
+            data=params.data,
+            split=params.eval_split,
+            limit=params.eval_limit,
+            seed=params.seed,
+            device=params.device,
+            batch_size=params.batch_size,
+            run_dir=params.run_dir,
+        )
         return pruned_summary(lab, reloaded, drop, folder, per_example, plan)
 
 
@@ -192,15 +247,23 @@ def pruned_summary(lab, pruned_lab, drop, folder, per_example: pd.DataFrame, pla
         unpruned_mb = mb(unpruned)
     parameters = lambda model: sum(p.numel() for p in model.parameters())  # noqa: E731
     layers, heads = lab.shape
-    return pd.DataFrame([{
-        "heads_removed": len(drop), "heads_kept": layers * heads - len(drop),
-        "parameters": parameters(pruned_lab.model), "parameters_unpruned": parameters(lab.model),
-        "file_mb": mb(folder), "file_mb_unpruned": unpruned_mb,
-        "accuracy": float(np.mean(predicted == pruned_lab.encoded.grades)),
-        "accuracy_masked": float(masked["correct"].mean()),
-        "accuracy_unpruned": float(np.mean(lab.base_correct)),
-        "grades_as_masking": float(np.mean(predicted == masked["predicted"].to_numpy())),
-        "n_examples": len(predicted)}])
+    return pd.DataFrame(
+        [
+            {
+                "heads_removed": len(drop),
+                "heads_kept": layers * heads - len(drop),
+                "parameters": parameters(pruned_lab.model),
+                "parameters_unpruned": parameters(lab.model),
+                "file_mb": mb(folder),
+                "file_mb_unpruned": unpruned_mb,
+                "accuracy": float(np.mean(predicted == pruned_lab.encoded.grades)),
+                "accuracy_masked": float(masked["correct"].mean()),
+                "accuracy_unpruned": float(np.mean(lab.base_correct)),
+                "grades_as_masking": float(np.mean(predicted == masked["predicted"].to_numpy())),
+                "n_examples": len(predicted),
+            }
+        ]
+    )
 
 
 def speed_rows(model: str, data: str, path=SPEED_TABLE) -> pd.DataFrame:
@@ -217,6 +280,21 @@ def speed_rows(model: str, data: str, path=SPEED_TABLE) -> pd.DataFrame:
     unpruned = table[table["variant"] == "unpruned"].groupby(key)["pairs_per_s"].last().rename("unpruned_pairs_per_s")
     table = table.join(unpruned, on=key)
     table["speedup"] = table["pairs_per_s"] / table["unpruned_pairs_per_s"]
-    return table[["machine", "device", "precision", "variant", "share_removed", "heads_removed", "batch_size",
-                  "repeats", "pairs_per_s", "pairs_per_s_min", "pairs_per_s_max", "speedup", "parameters",
-                  "file_mb"]].reset_index(drop=True)
+    return table[
+        [
+            "machine",
+            "device",
+            "precision",
+            "variant",
+            "share_removed",
+            "heads_removed",
+            "batch_size",
+            "repeats",
+            "pairs_per_s",
+            "pairs_per_s_min",
+            "pairs_per_s_max",
+            "speedup",
+            "parameters",
+            "file_mb",
+        ]
+    ].reset_index(drop=True)

@@ -21,6 +21,7 @@ over the draws with its 95% two-stage bootstrap interval (draws, then test pairs
   err together. Without a floor (a model not above its majority grade) the same rise is measured as the drop of the
   relative change, in points.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,9 +31,11 @@ import pandas as pd
 from headlab.core.stats import Floor
 from headlab.findings.claims import Claim, judge, registered, render
 
-STUDY_REFERENCE = pd.DataFrame([
-    {"share": 0.1, "rel_change": 0.01, "label": "study: about +1% at 10%"},
-])
+STUDY_REFERENCE = pd.DataFrame(
+    [
+        {"share": 0.1, "rel_change": 0.01, "label": "study: about +1% at 10%"},
+    ]
+)
 
 NO_LOSS = "redundancy.no_loss_below_20"
 FALLS = "redundancy.falls_steadily"
@@ -72,8 +75,9 @@ def _usable(floor: Floor | None) -> bool:
 def _no_loss(masked: pd.DataFrame, floor: Floor | None) -> Claim:
     below = masked[masked["share"] < 0.2]
     if below.empty:
-        return Claim.not_measured(NO_LOSS, reason="Not tested: no share between 0 and 20% in SHARES", unit=CHANGE,
-                                  study=STUDY_GAIN_AT_10)
+        return Claim.not_measured(
+            NO_LOSS, reason="Not tested: no share between 0 and 20% in SHARES", unit=CHANGE, study=STUDY_GAIN_AT_10
+        )
     spec = registered(NO_LOSS)
 
     def weakness(r):
@@ -89,19 +93,31 @@ def _no_loss(masked: pd.DataFrame, floor: Floor | None) -> Claim:
         inside = "contains" if t.lo <= STUDY_GAIN_AT_10 <= t.hi else "excludes"
         study_ten = f" The study saw about +1% at 10%; our 95% interval there {inside} +1%."
     return Claim.measured(
-        NO_LOSS, ours=shown.rel_change, lo=shown.lo, hi=shown.hi, unit=CHANGE, method=_method(shown),
-        n_examples=shown.n_examples, n_draws=shown.n_draws, floor=floor, accuracies=(_accuracy(floor, shown),)
-        if floor else (), study=STUDY_GAIN_AT_10 if abs(shown.share - 0.1) < 1e-9 else None,
+        NO_LOSS,
+        ours=shown.rel_change,
+        lo=shown.lo,
+        hi=shown.hi,
+        unit=CHANGE,
+        method=_method(shown),
+        n_examples=shown.n_examples,
+        n_draws=shown.n_draws,
+        floor=floor,
+        accuracies=(_accuracy(floor, shown),) if floor else (),
+        study=STUDY_GAIN_AT_10 if abs(shown.share - 0.1) < 1e-9 else None,
         reason=f"Every share masked below 20% is judged on its own and the row shows the weakest, {shown.share:.0%} of "
-               f"the heads; the shares: {parts}.{study_ten}")
+        f"the heads; the shares: {parts}.{study_ten}",
+    )
 
 
 def _start(masked: pd.DataFrame, floor: Floor | None):
     """The share the fall is measured from (see the module's docstring) and why."""
     falling = masked[masked["hi"] < 0]
     if falling.empty:
-        return masked.iloc[0], "no share shows a loss (a 95% interval below 0), so the rise is measured from the " \
-                               f"smallest share masked, {masked.iloc[0].share:.0%}"
+        return (
+            masked.iloc[0],
+            "no share shows a loss (a 95% interval below 0), so the rise is measured from the "
+            f"smallest share masked, {masked.iloc[0].share:.0%}",
+        )
     first = falling.iloc[0]
     last = masked.iloc[-1]
     if not (_at_floor(floor, first) or first.share == last.share):
@@ -109,19 +125,30 @@ def _start(masked: pd.DataFrame, floor: Floor | None):
     before = masked[masked["share"] < first.share]
     why = "already at the model's floor" if _at_floor(floor, first) else "the largest share"
     start = before.iloc[-1] if len(before) else pd.Series({"share": 0.0, "rel_change": 0.0, "lo": 0.0, "hi": 0.0})
-    return start, (f"the first share with a loss, {first.share:.0%} ({_interval(first)}), is {why}, so the rise is "
-                   f"measured from the share before it, {start.share:.0%}")
+    return start, (
+        f"the first share with a loss, {first.share:.0%} ({_interval(first)}), is {why}, so the rise is "
+        f"measured from the share before it, {start.share:.0%}"
+    )
 
 
 def _steps(after: pd.DataFrame, floor: Floor | None) -> str:
     """Where the mean does not fall from one share to the next, a share at the floor counting as fallen."""
-    flat = [f"{b.share:.0%}" for a, b in zip(after.iloc[:-1].itertuples(), after.iloc[1:].itertuples())
-            if b.rel_change >= a.rel_change and not _at_floor(floor, b)]
+    flat = [
+        f"{b.share:.0%}"
+        for a, b in zip(after.iloc[:-1].itertuples(), after.iloc[1:].itertuples())
+        if b.rel_change >= a.rel_change and not _at_floor(floor, b)
+    ]
     at = [f"{r.share:.0%}" for r in after.itertuples() if _at_floor(floor, r)]
-    floor_part = (f"; at the model's floor (always about one grade; counted as fallen, it can fall no further): "
-                  f"{', '.join(at)}") if at else ""
-    return (f"From there the mean change is not lower than at the share before at {', '.join(flat)} (point estimates)"
-            if flat else "From there the mean change is lower at every next share (point estimates)") + floor_part
+    floor_part = (
+        (f"; at the model's floor (always about one grade; counted as fallen, it can fall no further): {', '.join(at)}")
+        if at
+        else ""
+    )
+    return (
+        f"From there the mean change is not lower than at the share before at {', '.join(flat)} (point estimates)"
+        if flat
+        else "From there the mean change is lower at every next share (point estimates)"
+    ) + floor_part
 
 
 def _falls(masked: pd.DataFrame, floor: Floor | None) -> Claim:
@@ -137,20 +164,30 @@ def _falls(masked: pd.DataFrame, floor: Floor | None) -> Claim:
     else:
         e, e_lo, e_hi = -end.rel_change, -end.hi, -end.lo
         s, s_lo, s_hi = -start.rel_change, -start.hi, -start.lo
-        unit, scale = DROP_UNIT, "in points of relative change (no floor scale: the model is not above its majority " \
-                                 "grade, or none was given)"
+        unit, scale = (
+            DROP_UNIT,
+            "in points of relative change (no floor scale: the model is not above its majority "
+            "grade, or none was given)",
+        )
     ours = e - s
     lo = ours - math.hypot(e - e_lo, s_hi - s)
     hi = ours + math.hypot(e_hi - e, s - s_lo)
     draws = int(end.get("n_draws", 1)), int(start.get("n_draws", 1))
     return Claim.measured(
-        FALLS, ours=ours, lo=lo, hi=hi, unit=unit,
+        FALLS,
+        ours=ours,
+        lo=lo,
+        hi=hi,
+        unit=unit,
         method=f"difference of two shares' 95% intervals ({TWO_STAGE}) combined as independent (MOVER; conservative, "
-               "the shares share test pairs)",
-        n_examples=int(end.n_examples), n_draws=max(draws), floor=floor,
+        "the shares share test pairs)",
+        n_examples=int(end.n_examples),
+        n_draws=max(draws),
+        floor=floor,
         accuracies=(_accuracy(floor, start), _accuracy(floor, end)) if floor else (),
         reason=f"The rise of the loss from where it starts to the largest share, {end.share:.0%} ({_interval(end)}), "
-               f"{scale}: {why}. {_steps(after, floor)}.")
+        f"{scale}: {why}. {_steps(after, floor)}.",
+    )
 
 
 def claims(curve: pd.DataFrame, floor: Floor | None = None) -> list[Claim]:

@@ -9,6 +9,7 @@ of the other sentence they make up. So ``match`` is always reported next to ``ma
 that same head would put on the identical terms if it spread its attention on the other sentence evenly
 over that sentence's tokens; ``match_excess`` and ``match_ratio`` compare the two.
 """
+
 from __future__ import annotations
 
 import unicodedata
@@ -25,7 +26,8 @@ from headlab.inputs.pieces import piece_convention, word_spans
 # WordPiece cuts from contractions), lower case as an uncased tokenizer writes them. About half of the tokens
 # of an STS-B pair also occur in its other sentence, mostly such words; leaving them out makes "shared
 # terms" mean shared content words. It has no effect on Chinese text.
-ENGLISH_STOPWORDS = frozenset("""
+ENGLISH_STOPWORDS = frozenset(
+    """
 a an the this that these those there here
 i me my mine we us our ours you your yours he him his she her hers it its they them their theirs
 what which who whom whose when where why how
@@ -36,7 +38,8 @@ of at by for with about against between into through during before after above b
 on off over under again further once
 all any both each few more most other some such no not only own same too very just also
 s t d ll m re ve
-""".split())
+""".split()
+)
 
 # What :func:`shared_terms` compares, named in the keys of saved role tables, so that a table scored under an
 # earlier definition (token ids, before SentencePiece models) is computed again rather than read.
@@ -134,13 +137,23 @@ def showcase_examples(encoded, tokenizer, max_tokens: int = 32, stopwords=None) 
             continue
         start, _, length = longest_shared_phrase(tokens)
         terms = {q for q, _ in pairs}
-        rows.append({"example": example, "n_tokens": len(ids), "n_shared": len(pairs),
-                     "phrase_terms": sum(i in terms for i in range(start, start + length)), "phrase_length": length,
-                     "phrase": tokenizer.convert_tokens_to_string(tokens.tokens[start:start + length])})
+        rows.append(
+            {
+                "example": example,
+                "n_tokens": len(ids),
+                "n_shared": len(pairs),
+                "phrase_terms": sum(i in terms for i in range(start, start + length)),
+                "phrase_length": length,
+                "phrase": tokenizer.convert_tokens_to_string(tokens.tokens[start : start + length]),
+            }
+        )
     columns = ["example", "n_tokens", "n_shared", "phrase_terms", "phrase_length", "phrase"]
     table = pd.DataFrame(rows, columns=columns)
-    return table.sort_values(["phrase_terms", "phrase_length", "n_tokens", "example"],
-                             ascending=[False, False, True, True], ignore_index=True)
+    return table.sort_values(
+        ["phrase_terms", "phrase_length", "n_tokens", "example"],
+        ascending=[False, False, True, True],
+        ignore_index=True,
+    )
 
 
 def _match_scores(maps: np.ndarray, tokens: Tokens, pairs) -> dict[str, np.ndarray]:
@@ -202,8 +215,16 @@ def per_head_rows(attention, encoded, tokenizer, score) -> pd.DataFrame:
     for example, maps in attention:
         scores = score(maps, token_roles(tokenizer, encoded.input_ids[example]))
         layers, heads = np.indices(maps.shape[:2])
-        frames.append(pd.DataFrame({"example": example, "layer": layers.ravel(), "head": heads.ravel(),
-                                    **{k: np.broadcast_to(v, maps.shape[:2]).ravel() for k, v in scores.items()}}))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "example": example,
+                    "layer": layers.ravel(),
+                    "head": heads.ravel(),
+                    **{k: np.broadcast_to(v, maps.shape[:2]).ravel() for k, v in scores.items()},
+                }
+            )
+        )
     return pd.concat(frames, ignore_index=True)
 
 
@@ -214,20 +235,29 @@ def role_scores(attention, encoded, tokenizer, stopwords=None, per_example: bool
     the per-example table, or with ``per_example=True`` that table itself (example, layer, head, one
     column per role): the paired values that before/after comparisons (:func:`paired_delta`) need.
     """
-    long = per_head_rows(attention, encoded, tokenizer,
-                         lambda maps, tokens: example_role_scores(maps, tokens, tokenizer, stopwords))
+    long = per_head_rows(
+        attention, encoded, tokenizer, lambda maps, tokens: example_role_scores(maps, tokens, tokenizer, stopwords)
+    )
     long = long.sort_values(["example", "layer", "head"], ignore_index=True)
     return long if per_example else summarize_roles(long)
 
 
-def pair_role_scores(setup, examples=None, model=None, stopwords=None) -> pd.DataFrame:
+def pair_role_scores(lab, examples=None, model=None, stopwords=None) -> pd.DataFrame:
     """Every head's role scores on each of ``examples`` (all by default) of the lab's split, from the lab's model or
     ``model`` (e.g. the pretrained encoder): :func:`role_scores` with ``per_example=True``, computed once per model,
     examples and stopwords and kept (:meth:`headlab.lab.Lab.stored`), as each is an attention pass over the pairs."""
-    key = {"examples": None if examples is None else [int(e) for e in examples], "stopwords": sorted(stopwords or []),
-           "weights": weights_digest(setup.model if model is None else model)}
-    return setup.stored("pair_role_scores", key, lambda: role_scores(
-        setup.attention(examples, model=model), setup.encoded, setup.tokenizer, stopwords=stopwords, per_example=True))
+    key = {
+        "examples": None if examples is None else [int(e) for e in examples],
+        "stopwords": sorted(stopwords or []),
+        "weights": weights_digest(lab.model if model is None else model),
+    }
+    return lab.stored(
+        "pair_role_scores",
+        key,
+        lambda: role_scores(
+            lab.attention(examples, model=model), lab.encoded, lab.tokenizer, stopwords=stopwords, per_example=True
+        ),
+    )
 
 
 def summarize_roles(per_example: pd.DataFrame) -> pd.DataFrame:
@@ -285,16 +315,24 @@ def cls_profile(attention, encoded, tokenizer, heads=None, stopwords=None) -> pd
     Maps taken with heads masked show how the remaining heads' [CLS] attention changes when the removed
     heads' features are missing. One row per example and head, sorted by example, layer, head.
     """
-    out = per_head_rows(attention, encoded, tokenizer,
-                        lambda maps, tokens: cls_attention_on_shared(maps, tokens, tokenizer, stopwords))
+    out = per_head_rows(
+        attention, encoded, tokenizer, lambda maps, tokens: cls_attention_on_shared(maps, tokens, tokenizer, stopwords)
+    )
     if heads is not None:
         chosen = pd.DataFrame([(int(l), int(h)) for l, h in heads], columns=["layer", "head"])
         out = out.merge(chosen, on=["layer", "head"])
     return out.sort_values(["example", "layer", "head"], ignore_index=True)
 
 
-def paired_delta(before: pd.DataFrame, after: pd.DataFrame, metric: str, n_boot: int = 2000, seed: int = 0,
-                 heads=None, level: float = 0.95) -> pd.DataFrame:
+def paired_delta(
+    before: pd.DataFrame,
+    after: pd.DataFrame,
+    metric: str,
+    n_boot: int = 2000,
+    seed: int = 0,
+    heads=None,
+    level: float = 0.95,
+) -> pd.DataFrame:
     """Per head, the mean change (after - before) of ``metric`` with a paired bootstrap interval.
 
     ``before`` and ``after`` are per-example tables (example, layer, head, metric) on the same examples:
@@ -305,12 +343,15 @@ def paired_delta(before: pd.DataFrame, after: pd.DataFrame, metric: str, n_boot:
     values are finite (``match`` and ``shared_share`` are NaN for pairs that share no term).
     """
     keys = ["example", "layer", "head"]
-    paired = before[keys + [metric]].merge(after[keys + [metric]], on=keys, suffixes=("_before", "_after"),
-                                           validate="one_to_one")
+    paired = before[keys + [metric]].merge(
+        after[keys + [metric]], on=keys, suffixes=("_before", "_after"), validate="one_to_one"
+    )
     if len(paired) != len(before) or len(paired) != len(after):
         raise ValueError("before and after must cover the same examples and heads")
-    wide = {side: paired.pivot(index="example", columns=["layer", "head"], values=f"{metric}_{side}")
-            for side in ("before", "after")}
+    wide = {
+        side: paired.pivot(index="example", columns=["layer", "head"], values=f"{metric}_{side}")
+        for side in ("before", "after")
+    }
     head_index = wide["before"].columns
     b, a = wide["before"].to_numpy(), wide["after"][head_index].to_numpy()
     valid = np.isfinite(a) & np.isfinite(b)
@@ -325,10 +366,18 @@ def paired_delta(before: pd.DataFrame, after: pd.DataFrame, metric: str, n_boot:
     def row(scope, layer, head, columns):
         delta_boots = np.nanmean(boots[:, columns], axis=1) if len(columns) > 1 else boots[:, columns[0]]
         before_mean, after_mean = np.nanmean(means["before"][columns]), np.nanmean(means["after"][columns])
-        return {"scope": scope, "layer": layer, "head": head, "metric": metric, "before": before_mean,
-                "after": after_mean, "delta": after_mean - before_mean,
-                "lo": np.nanquantile(delta_boots, alpha), "hi": np.nanquantile(delta_boots, 1 - alpha),
-                "n_examples": int(valid[:, columns].any(axis=1).sum())}
+        return {
+            "scope": scope,
+            "layer": layer,
+            "head": head,
+            "metric": metric,
+            "before": before_mean,
+            "after": after_mean,
+            "delta": after_mean - before_mean,
+            "lo": np.nanquantile(delta_boots, alpha),
+            "hi": np.nanquantile(delta_boots, 1 - alpha),
+            "n_examples": int(valid[:, columns].any(axis=1).sum()),
+        }
 
     rows = [row("head", layer, head, [j]) for j, (layer, head) in enumerate(head_index)]
     rows.append(row("all", pd.NA, pd.NA, list(range(len(head_index)))))

@@ -22,6 +22,7 @@ Two ways to score the heads, both here:
 * honest alternatives, chosen on some sentences and scored on others: the best single head
   (:func:`held_out_best_head`) and a logistic-regression probe on all heads' features (:func:`probe`).
 """
+
 from __future__ import annotations
 
 import unicodedata
@@ -43,8 +44,9 @@ UNK_TOKENS = frozenset({"[UNK]", "<unk>"})
 # --- gold word ends -------------------------------------------------------------------------------
 
 
-def piece_word_ends(tokens: list[str], specials=SPECIAL_TOKENS,
-                    pieces: Pieces = WORDPIECE) -> tuple[np.ndarray, np.ndarray]:
+def piece_word_ends(
+    tokens: list[str], specials=SPECIAL_TOKENS, pieces: Pieces = WORDPIECE
+) -> tuple[np.ndarray, np.ndarray]:
     """``(ends, content)``: which tokens end a word in the tokenizer's own view, and which are text.
 
     A text token ends a word when the next token starts one (:meth:`headlab.inputs.pieces.Pieces.starts_word`:
@@ -63,20 +65,22 @@ def piece_word_ends(tokens: list[str], specials=SPECIAL_TOKENS,
 def _fold(text: str) -> str:
     """What a BERT tokenizer keeps of ``text``: casefolded, compatibility-decomposed, accents and spaces dropped."""
     decomposed = unicodedata.normalize("NFKD", text.casefold())
-    return "".join(c for c in decomposed if not unicodedata.combining(c) and not c.isspace()
-                   and unicodedata.category(c) not in ("Cc", "Cf"))
+    return "".join(
+        c
+        for c in decomposed
+        if not unicodedata.combining(c) and not c.isspace() and unicodedata.category(c) not in ("Cc", "Cf")
+    )
 
 
 def gold_word_ends_from_segmentation(words: list[str], tokens: list[str], pieces: Pieces = WORDPIECE) -> np.ndarray:
     """Align the tokens of one segment (no special tokens) to a gold segmentation; True where a token ends a word.
 
-    Alignment is character by character, after the normalisation a BERT tokenizer applies (case, full-width
-    forms, accents, whitespace), so ``"Ａ"`` in the corpus matches ``"a"`` in the vocabulary. A token covers
-    its text without the piece marks (``##x`` and ``▁x`` cover ``x``); a bare ``▁`` covers nothing and ends no
-    word; an unknown token (``[UNK]``) covers one character, extended up to where the next token's
-    text begins (WordPiece turns a whole unknown word into one ``[UNK]``), or the rest if it is last. A token that spans a
-    gold boundary counts as a word end exactly when its last character ends a word. Texts that do not
-    align raise ValueError naming the first mismatch.
+    Alignment is character by character, after the normalisation a BERT tokenizer applies (case, full-width forms,
+    accents, whitespace), so ``"Ａ"`` in the corpus matches ``"a"`` in the vocabulary. A token covers its text without
+    the piece marks (``##x`` and ``▁x`` cover ``x``); a bare ``▁`` covers nothing and ends no word; an unknown token
+    (``[UNK]``) covers one character, extended up to where the next token's text begins (WordPiece turns a whole unknown
+    word into one ``[UNK]``), or the rest if it is last. A token that spans a gold boundary counts as a word end exactly
+    when its last character ends a word. Texts that do not align raise ValueError naming the first mismatch.
     """
     folded, char_word, char_stop = [], [], []  # per folded character: its gold word, where its source character ends
     for w, word in enumerate(words):
@@ -94,7 +98,9 @@ def gold_word_ends_from_segmentation(words: list[str], tokens: list[str], pieces
         if not piece:
             continue  # a bare word-start mark: no text, no word end
         if pos >= len(text):
-            raise ValueError(f"token {i} {token!r}: the gold text {text!r} is used up; tokens {tokens[i:]} are left over")
+            raise ValueError(
+                f"token {i} {token!r}: the gold text {text!r} is used up; tokens {tokens[i:]} are left over"
+            )
         if token in UNK_TOKENS:
             if i + 1 == len(tokens):
                 pos = len(text)  # the last token: an unknown word takes the rest
@@ -104,8 +110,10 @@ def gold_word_ends_from_segmentation(words: list[str], tokens: list[str], pieces
                 pos = found if found != -1 else stop  # not found: the next token fails with its own message
         else:
             if text[pos : pos + len(piece)] != piece:
-                raise ValueError(f"token {i} {token!r} does not match the gold text at character {pos}: "
-                                 f"{text[pos : pos + len(piece) + 5]!r} (gold {text!r})")
+                raise ValueError(
+                    f"token {i} {token!r} does not match the gold text at character {pos}: "
+                    f"{text[pos : pos + len(piece) + 5]!r} (gold {text!r})"
+                )
             pos += len(piece)
         ends[i] = last_of_word[pos - 1]
     if pos != len(text):
@@ -113,8 +121,9 @@ def gold_word_ends_from_segmentation(words: list[str], tokens: list[str], pieces
     return ends
 
 
-def segment_word_ends(tokens: list[str], segments: list[list[str]], specials=SPECIAL_TOKENS,
-                      pieces: Pieces = WORDPIECE) -> tuple[np.ndarray, np.ndarray]:
+def segment_word_ends(
+    tokens: list[str], segments: list[list[str]], specials=SPECIAL_TOKENS, pieces: Pieces = WORDPIECE
+) -> tuple[np.ndarray, np.ndarray]:
     """``(ends, content)`` for a whole encoded sequence: each run of non-special tokens aligned to its gold words.
 
     ``content`` is False for special tokens and for bare ``▁`` pieces, which hold no text.
@@ -196,7 +205,9 @@ def encode_segmented_examples(tokenizer, examples: list[list[list[str]]], max_le
     for example in examples:
         if len(example) not in (1, 2):
             raise ValueError(f"an example has one or two segments, got {len(example)}")
-        enc = tokenizer(*["".join(words) for words in example], verbose=False)  # long ones are counted, not warned about
+        enc = tokenizer(
+            *["".join(words) for words in example], verbose=False
+        )  # long ones are counted, not warned about
         if len(enc["input_ids"]) > max_length:
             too_long += 1
             continue
@@ -262,11 +273,17 @@ class BoundaryData:
     # (m,) bool, one per token left out: it belongs to a word of several tokens (none left out by default)
     excluded_multi: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
-    def subset(self, keep, keep_excluded) -> "BoundaryData":
+    def subset(self, keep, keep_excluded) -> BoundaryData:
         """The scored tokens where ``keep`` is True, and the left-out ones where ``keep_excluded`` is."""
         keep = np.asarray(keep, dtype=bool)
-        return BoundaryData(self.pred[..., keep], self.features[keep], self.gold[keep], self.groups[keep],
-                            self.multi[keep], self.excluded_multi[np.asarray(keep_excluded, dtype=bool)])
+        return BoundaryData(
+            self.pred[..., keep],
+            self.features[keep],
+            self.gold[keep],
+            self.groups[keep],
+            self.multi[keep],
+            self.excluded_multi[np.asarray(keep_excluded, dtype=bool)],
+        )
 
 
 def special_tokens(tokenizer) -> set[str]:
@@ -285,6 +302,7 @@ class Gold:
     seps: list[int]
 
     def rule_positions(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(scored, before_sep)`` of this example: the tokens the rule is scored on (:func:`rule_positions`)."""
         return rule_positions(self.content, self.special)
 
 
@@ -301,7 +319,8 @@ def _gold(tokenizer, ids: list[int], segments) -> Gold:
 
 
 def boundary_data(attention, encoded: Encoded, tokenizer, segments=None) -> BoundaryData:
-    """:class:`BoundaryData` of the examples ``attention`` yields, with WordPiece gold or, given ``segments``, gold words.
+    """:class:`BoundaryData` of the examples ``attention`` yields, with WordPiece gold or, given ``segments``, gold
+    words.
 
     ``segments[i]`` lists the gold words of each text segment of example i (e.g. ``[query_words, title_words]``).
     """
@@ -316,8 +335,14 @@ def boundary_data(attention, encoded: Encoded, tokenizer, segments=None) -> Boun
         groups.append(np.full(len(positions), example))
         multis.append(multi[positions])
         excluded.append(multi[before_sep])
-    return BoundaryData(np.concatenate(preds, axis=-1), np.concatenate(feats), np.concatenate(golds),
-                        np.concatenate(groups), np.concatenate(multis), np.concatenate(excluded))
+    return BoundaryData(
+        np.concatenate(preds, axis=-1),
+        np.concatenate(feats),
+        np.concatenate(golds),
+        np.concatenate(groups),
+        np.concatenate(multis),
+        np.concatenate(excluded),
+    )
 
 
 @dataclass
@@ -330,34 +355,45 @@ class BoundaryExample:
     table: pd.DataFrame  # layer, head, position, token, to_sep, to_next, predicted_end, gold_end, multi
 
 
-def boundary_example(model, encoded: Encoded, tokenizer, example: int, segments=None, device="cpu") -> BoundaryExample:
-    """Attention and the rule's reading of every head on one example (``segments``: all examples' gold words)."""
-    _, maps = next(attention_maps(model, encoded, indices=[example], device=device, pad_id=tokenizer.pad_token_id or 0))
-    gold = _gold(tokenizer, encoded.input_ids[example], None if segments is None else segments[example])
+def boundary_example(lab, encoded: Encoded, example: int, segments=None) -> BoundaryExample:
+    """Attention and the rule's reading of every head on one example (``segments``: all examples' gold words).
+
+    ``lab`` gives the model, tokenizer, device and pad id; ``encoded`` is the corpus's encoding (not always the lab's
+    split)."""
+    _, maps = next(
+        attention_maps(
+            lab.model, encoded, indices=[example], batch_size=lab.batch_size, device=lab.device, pad_id=lab.pad_id
+        )
+    )
+    gold = _gold(lab.tokenizer, encoded.input_ids[example], None if segments is None else segments[example])
     tokens, ends, content = gold.tokens, gold.ends, gold.content
     positions, _ = gold.rule_positions()
     to_sep, to_next = _sep_and_next(maps, gold.seps, positions)
     layers, heads, n = to_sep.shape
-    table = pd.DataFrame({
-        "example": example,
-        "layer": np.repeat(np.arange(layers), heads * n), "head": np.tile(np.repeat(np.arange(heads), n), layers),
-        "position": np.tile(positions, layers * heads),
-        "token": np.tile(np.asarray(tokens, dtype=object)[positions], layers * heads),
-        "to_sep": to_sep.reshape(-1), "to_next": to_next.reshape(-1), "predicted_end": (to_sep > to_next).reshape(-1),
-        "gold_end": np.tile(ends[positions], layers * heads),
-        "multi": np.tile(multi_token_words(ends, content)[positions], layers * heads),
-    })
+    table = pd.DataFrame(
+        {
+            "example": example,
+            "layer": np.repeat(np.arange(layers), heads * n),
+            "head": np.tile(np.repeat(np.arange(heads), n), layers),
+            "position": np.tile(positions, layers * heads),
+            "token": np.tile(np.asarray(tokens, dtype=object)[positions], layers * heads),
+            "to_sep": to_sep.reshape(-1),
+            "to_next": to_next.reshape(-1),
+            "predicted_end": (to_sep > to_next).reshape(-1),
+            "gold_end": np.tile(ends[positions], layers * heads),
+            "multi": np.tile(multi_token_words(ends, content)[positions], layers * heads),
+        }
+    )
     return BoundaryExample(example, maps, tokens, table)
 
 
-def boundary_examples(model, encoded: Encoded, tokenizer, examples, segments=None, first_head=None,
-                      device="cpu") -> pd.DataFrame:
+def boundary_examples(lab, encoded: Encoded, examples, segments=None, first_head=None) -> pd.DataFrame:
     """The rule tables (:func:`boundary_example`) of several examples in one, for a static explorer.
 
     Rows come in the order of ``examples``, with ``first_head`` (layer, head) first within each, so a chart
     that starts on its first row shows that head on the first example.
     """
-    tables = [boundary_example(model, encoded, tokenizer, e, segments, device=device).table for e in examples]
+    tables = [boundary_example(lab, encoded, e, segments).table for e in examples]
     table = pd.concat(tables, ignore_index=True)
     if first_head is not None:
         other = (table["layer"] != first_head[0]) | (table["head"] != first_head[1])
@@ -367,7 +403,8 @@ def boundary_examples(model, encoded: Encoded, tokenizer, examples, segments=Non
 
 
 def readable_examples(data: BoundaryData, n: int = 1, max_tokens: int = 24) -> list[int]:
-    """Examples worth a look: of those with at most ``max_tokens`` scored tokens, the ``n`` with most multi-token-word tokens.
+    """Examples worth a look: of those with at most ``max_tokens`` scored tokens, the ``n`` with most multi-token-word
+    tokens.
 
     If no example is that short, the shortest ones.
     """
@@ -396,7 +433,9 @@ def _binary_scores(pred: np.ndarray, gold: np.ndarray) -> dict:
     return {"accuracy": np.mean(pred == gold, axis=-1), "precision": precision, "recall": recall, "f1": f1}
 
 
-def head_boundary_scores(pred: np.ndarray, gold: np.ndarray, groups=None, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+def head_boundary_scores(
+    pred: np.ndarray, gold: np.ndarray, groups=None, n_boot: int = 1000, seed: int = 0
+) -> pd.DataFrame:
     """One row per head: accuracy, precision, recall, F1 of the rule (word end = positive) and n_tokens.
 
     With ``groups`` (the example of each token), accuracy gets a 95% bootstrap interval that resamples whole
@@ -409,8 +448,7 @@ def head_boundary_scores(pred: np.ndarray, gold: np.ndarray, groups=None, n_boot
         table[name] = np.asarray(values, dtype=np.float64).reshape(-1)
     table["n_tokens"] = n
     if groups is not None:
-        lo, hi = _grouped_mean_interval(pred.reshape(layers * heads, n) == np.asarray(gold, bool), groups,
-                                        n_boot, seed)
+        lo, hi = _grouped_mean_interval(pred.reshape(layers * heads, n) == np.asarray(gold, bool), groups, n_boot, seed)
         table["accuracy_lo"], table["accuracy_hi"] = lo, hi
     return table
 
@@ -457,7 +495,8 @@ def oracle_union(pred: np.ndarray, gold: np.ndarray, heads) -> float:
 
 
 def greedy_oracle_heads(pred: np.ndarray, gold: np.ndarray, max_heads: int) -> pd.DataFrame:
-    """Add heads one at a time, each time the one that most raises the oracle union: rows k, layer, head, union_accuracy.
+    """Add heads one at a time, each time the one that most raises the oracle union: rows k, layer, head,
+    union_accuracy.
 
     An **oracle upper bound** curve (see :func:`oracle_union`): it rises with k even for heads that do not
     segment at all, because any head right on the tokens the others miss counts.
@@ -476,7 +515,9 @@ def greedy_oracle_heads(pred: np.ndarray, gold: np.ndarray, max_heads: int) -> p
     return pd.DataFrame(rows)
 
 
-def shuffled_union_control(pred: np.ndarray, gold: np.ndarray, max_heads: int, draws: int = 5, seed: int = 0) -> pd.DataFrame:
+def shuffled_union_control(
+    pred: np.ndarray, gold: np.ndarray, max_heads: int, draws: int = 5, seed: int = 0
+) -> pd.DataFrame:
     """The greedy oracle union curve after shuffling each head's calls over the tokens: rows draw, k, union_accuracy.
 
     Shuffling keeps how often each head says "word end" but cuts every link to the text, so what such a
@@ -493,7 +534,8 @@ def shuffled_union_control(pred: np.ndarray, gold: np.ndarray, max_heads: int, d
 
 
 def group_split(groups, test_share: float = 0.3, seed: int = 0) -> np.ndarray:
-    """Bool test mask over tokens: a seeded share of the *groups* (examples) is test, so no sentence is on both sides."""
+    """Bool test mask over tokens: a seeded share of the *groups* (examples) is test, so no sentence is on both
+    sides."""
     unique = np.unique(np.asarray(groups))
     rng = np.random.default_rng(seed)
     n_test = min(max(1, int(round(test_share * len(unique)))), len(unique) - 1)
@@ -507,16 +549,24 @@ def _held_out_comparison(right: np.ndarray, gold: np.ndarray, groups, test: np.n
     majority_right = gold[test] == majority
     values = np.stack([right[test], right[test].astype(np.float64) - majority_right])
     lo, hi = _grouped_mean_interval(values, np.asarray(groups)[test], n_boot, seed)
-    return {"test_accuracy": float(right[test].mean()), "test_accuracy_lo": float(lo[0]), "test_accuracy_hi": float(hi[0]),
-            "test_majority_accuracy": float(majority_right.mean()),
-            "gain": float(values[1].mean()), "gain_lo": float(lo[1]), "gain_hi": float(hi[1]),
-            "n_train": int((~test).sum()), "n_test": int(test.sum()),
-            "n_train_groups": len(np.unique(np.asarray(groups)[~test])),
-            "n_test_groups": len(np.unique(np.asarray(groups)[test]))}
+    return {
+        "test_accuracy": float(right[test].mean()),
+        "test_accuracy_lo": float(lo[0]),
+        "test_accuracy_hi": float(hi[0]),
+        "test_majority_accuracy": float(majority_right.mean()),
+        "gain": float(values[1].mean()),
+        "gain_lo": float(lo[1]),
+        "gain_hi": float(hi[1]),
+        "n_train": int((~test).sum()),
+        "n_test": int(test.sum()),
+        "n_train_groups": len(np.unique(np.asarray(groups)[~test])),
+        "n_test_groups": len(np.unique(np.asarray(groups)[test])),
+    }
 
 
-def held_out_best_head(pred: np.ndarray, gold: np.ndarray, groups, test_share: float = 0.3, seed: int = 0,
-                       n_boot: int = 1000) -> dict:
+def held_out_best_head(
+    pred: np.ndarray, gold: np.ndarray, groups, test_share: float = 0.3, seed: int = 0, n_boot: int = 1000
+) -> dict:
     """The single head whose rule is most accurate on some examples, scored on the other examples.
 
     Picking the best of many heads on the data it is scored on flatters it; here the choice and the score
@@ -528,12 +578,24 @@ def held_out_best_head(pred: np.ndarray, gold: np.ndarray, groups, test_share: f
     test = group_split(groups, test_share, seed)
     right = (np.asarray(pred, dtype=bool) == gold).reshape(layers * heads, n)
     best = int(np.argmax(right[:, ~test].mean(axis=1)))
-    return {"layer": best // heads, "head": best % heads, "train_accuracy": float(right[best, ~test].mean()),
-            **_held_out_comparison(right[best], gold, groups, test, n_boot, seed)}
+    return {
+        "layer": best // heads,
+        "head": best % heads,
+        "train_accuracy": float(right[best, ~test].mean()),
+        **_held_out_comparison(right[best], gold, groups, test, n_boot, seed),
+    }
 
 
-def probe(features: np.ndarray, gold: np.ndarray, groups, seed: int = 0, test_share: float = 0.3,
-          l2: float = 1e-3, max_iter: int = 200, n_boot: int = 1000) -> dict:
+def probe(
+    features: np.ndarray,
+    gold: np.ndarray,
+    groups,
+    seed: int = 0,
+    test_share: float = 0.3,
+    l2: float = 1e-3,
+    max_iter: int = 200,
+    n_boot: int = 1000,
+) -> dict:
     """Logistic regression from all heads' features to "word end", trained on some examples, scored on others.
 
     Features are standardised with the training part's statistics; the loss is the mean log-loss plus
@@ -557,7 +619,10 @@ def probe(features: np.ndarray, gold: np.ndarray, groups, seed: int = 0, test_sh
     def loss_fn():
         optimizer.zero_grad()
         logits = z[train_idx] @ weights + bias
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, target[train_idx]) + l2 * weights.square().sum()
+        loss = (
+            torch.nn.functional.binary_cross_entropy_with_logits(logits, target[train_idx])
+            + l2 * weights.square().sum()
+        )
         loss.backward()
         return loss
 
@@ -567,7 +632,10 @@ def probe(features: np.ndarray, gold: np.ndarray, groups, seed: int = 0, test_sh
     train_scores = _binary_scores(predicted[~test], y[~test])
     test_scores = _binary_scores(predicted[test], y[test])
     return {
-        "train_accuracy": float(train_scores["accuracy"]), "train_f1": float(train_scores["f1"]),
-        **_held_out_comparison(predicted == y, y, groups, test, n_boot, seed), "test_f1": float(test_scores["f1"]),
-        "weights": weights.detach().numpy().copy(), "bias": float(bias.detach()),
+        "train_accuracy": float(train_scores["accuracy"]),
+        "train_f1": float(train_scores["f1"]),
+        **_held_out_comparison(predicted == y, y, groups, test, n_boot, seed),
+        "test_f1": float(test_scores["f1"]),
+        "weights": weights.detach().numpy().copy(),
+        "bias": float(bias.detach()),
     }

@@ -9,6 +9,7 @@ then put every number next to the baseline that needs no attention.
 No score counts the last token of a segment, whose "word end" is free
 (:func:`headlab.findings.segmentation.rule_positions`); every table counts those tokens in ``n_excluded``.
 """
+
 from __future__ import annotations
 
 import re
@@ -56,7 +57,7 @@ class SegmentationCorpus:
     note: str  # markdown
 
 
-def segmentation_corpus(setup, corpus: str = "eval", limit: int | None = None, seed: int = 0) -> SegmentationCorpus:
+def segmentation_corpus(lab, corpus: str = "eval", limit: int | None = None, seed: int = 0) -> SegmentationCorpus:
     """``"eval"``: the first ``limit`` pairs of the evaluation split, gold = the tokenizer's own word ends;
     ``"eval-jieba"``: the same pairs, gold = jieba's segmentation (for Chinese pairs and a character model);
     ``"pku-1998"``: ``limit`` (default 500) held-out People's Daily sentences with gold segmentation.
@@ -64,25 +65,29 @@ def segmentation_corpus(setup, corpus: str = "eval", limit: int | None = None, s
     People's Daily only means something for a model that reads Chinese characters; for any other the note
     says how many tokens are unknown to it.
     """
-    tokenizer = setup.tokenizer
+    tokenizer = lab.tokenizer
     if corpus == "eval":
-        n = len(setup.encoded) if limit is None else min(int(limit), len(setup.encoded))
-        encoded = setup.encoded.subset(list(range(n)))
-        texts = [f"{q} [SEP] {t}" for q, t in zip(setup.frame["query"][:n], setup.frame["title"][:n])]
+        n = len(lab.encoded) if limit is None else min(int(limit), len(lab.encoded))
+        encoded = lab.encoded.subset(list(range(n)))
+        texts = [f"{q} [SEP] {t}" for q, t in zip(lab.frame["query"][:n], lab.frame["title"][:n])]
         tokens = sum(map(len, encoded.input_ids))
-        note = (f"**Corpus**: the first {n} {setup.study.eval_split} pairs (query and title), {tokens} tokens; gold word "
-                "ends are the tokenizer's own: a piece ends a word unless the next piece continues it "
-                "(WordPiece: `##`; SentencePiece: no `▁`, with punctuation and Chinese characters standing alone, "
-                "as to BERT).")
+        note = (
+            f"**Corpus**: the first {n} {lab.params.eval_split} pairs (query and title), {tokens} tokens; gold "
+            "word ends are the tokenizer's own: a piece ends a word unless the next piece continues it "
+            "(WordPiece: `##`; SentencePiece: no `▁`, with punctuation and Chinese characters standing alone, "
+            "as to BERT)."
+        )
         return SegmentationCorpus(corpus, encoded, None, texts, note)
     if corpus == "eval-jieba":
-        n = len(setup.frame) if limit is None else min(int(limit), len(setup.frame))
-        pairs = [[chinese_words(q), chinese_words(t)] for q, t in zip(setup.frame["query"][:n], setup.frame["title"][:n])]
+        n = len(lab.frame) if limit is None else min(int(limit), len(lab.frame))
+        pairs = [[chinese_words(q), chinese_words(t)] for q, t in zip(lab.frame["query"][:n], lab.frame["title"][:n])]
         segmented = encode_segmented_examples(tokenizer, pairs)
-        note = (f"**Corpus**: the first {n} {setup.study.eval_split} pairs (query and title); gold word ends from "
-                f"{SEGMENTER}, a dictionary segmenter (not a human gold standard), aligned character by character; "
-                f"{segmented.n_too_long} left out as too long and {segmented.n_unaligned} because their tokens do not "
-                "align to the text.")
+        note = (
+            f"**Corpus**: the first {n} {lab.params.eval_split} pairs (query and title); gold word ends from "
+            f"{SEGMENTER}, a dictionary segmenter (not a human gold standard), aligned character by character; "
+            f"{segmented.n_too_long} left out as too long and {segmented.n_unaligned} because their tokens do not "
+            "align to the text."
+        )
         texts = [" / ".join(query) + " [SEP] " + " / ".join(title) for query, title in segmented.segments]
         return SegmentationCorpus(corpus, segmented.encoded, segmented.segments, texts, note)
     if corpus != "pku-1998":
@@ -91,13 +96,17 @@ def segmentation_corpus(setup, corpus: str = "eval", limit: int | None = None, s
     segmented = encode_segmented(tokenizer, sentences)
     ids = [i for row in segmented.encoded.input_ids for i in row]
     unknown = sum(i == tokenizer.unk_token_id for i in ids) / max(len(ids), 1)
-    note = (f"**Corpus**: {len(segmented)} held-out sentences of People's Daily (January 1998), gold segmentation by "
-            f"Peking University, aligned character by character; {segmented.n_too_long} left out as too long and "
-            f"{segmented.n_unaligned} because their tokens do not align to the text. {unknown:.0%} of the tokens are "
-            f"unknown to this tokenizer (`{tokenizer.unk_token}`).")
+    note = (
+        f"**Corpus**: {len(segmented)} held-out sentences of People's Daily (January 1998), gold segmentation by "
+        f"Peking University, aligned character by character; {segmented.n_too_long} left out as too long and "
+        f"{segmented.n_unaligned} because their tokens do not align to the text. {unknown:.0%} of the tokens are "
+        f"unknown to this tokenizer (`{tokenizer.unk_token}`)."
+    )
     if unknown > 0.05:
-        note += (" **This model does not read Chinese**: its attention on these sentences says nothing about Chinese "
-                 "word segmentation; the page runs to show the pipeline, a Chinese character model gives the numbers.")
+        note += (
+            " **This model does not read Chinese**: its attention on these sentences says nothing about Chinese "
+            "word segmentation; the page runs to show the pipeline, a Chinese character model gives the numbers."
+        )
     texts = [" / ".join(words) for sentence in segmented.segments for words in sentence]
     return SegmentationCorpus(corpus, segmented.encoded, segmented.segments, texts, note)
 
@@ -119,6 +128,7 @@ class SegmentationResults:
 
 
 def head_label(layer: int, head: int) -> str:
+    """``L<layer>H<head>``: how the segmentation page names a head (layer and head counted from 0)."""
     return f"L{int(layer)}H{int(head)}"
 
 
@@ -129,8 +139,15 @@ def best_head(heads: pd.DataFrame) -> tuple[int, int]:
     return int(row["layer"]), int(row["head"])
 
 
-def score_segmentation(data: BoundaryData, union_heads: int | None = None, max_heads: int = 8, control_draws: int = 5,
-                       test_share: float = 0.3, seed: int = 0, n_boot: int = 1000) -> SegmentationResults:
+def score_segmentation(
+    data: BoundaryData,
+    union_heads: int | None = None,
+    max_heads: int = 8,
+    control_draws: int = 5,
+    test_share: float = 0.3,
+    seed: int = 0,
+    n_boot: int = 1000,
+) -> SegmentationResults:
     """Score every head's rule, the oracle union (with its shuffled control) and the held-out alternatives.
 
     ``union_heads`` is the size of the union headlined beside the study's 96%; the study did not say how
@@ -147,33 +164,72 @@ def score_segmentation(data: BoundaryData, union_heads: int | None = None, max_h
         real = greedy_oracle_heads(d.pred, d.gold, max(max_heads, union_heads or 1))
         control = shuffled_union_control(d.pred, d.gold, len(real), control_draws, seed)
         spread = control.groupby("k")["union_accuracy"].agg(["mean", "min", "max"]).reset_index()
-        union += [real.assign(subset=subset, kind="heads", lo=np.nan, hi=np.nan),
-                  spread.rename(columns={"mean": "union_accuracy", "min": "lo", "max": "hi"}).assign(
-                      subset=subset, kind="shuffled control")]
+        union += [
+            real.assign(subset=subset, kind="heads", lo=np.nan, hi=np.nan),
+            spread.rename(columns={"mean": "union_accuracy", "min": "lo", "max": "hi"}).assign(
+                subset=subset, kind="shuffled control"
+            ),
+        ]
         best = table.loc[table["accuracy"].idxmax()]
         held = held_out_best_head(d.pred, d.gold, d.groups, test_share, seed, n_boot)
         probed = probe(d.features, d.gold, d.groups, seed=seed, test_share=test_share, n_boot=n_boot)
         k = min(union_heads, len(real)) if union_heads else _fewest_heads(real, STUDY_UNION)
         at_k = spread[spread["k"] == k].iloc[0]
-        common = {"subset": subset, "majority": majority, "n_tokens": len(d.gold), "n_excluded": n_excluded,
-                  "n_examples": len(np.unique(d.groups)), "end_share": float(np.mean(d.gold))}
+        common = {
+            "subset": subset,
+            "majority": majority,
+            "n_tokens": len(d.gold),
+            "n_excluded": n_excluded,
+            "n_examples": len(np.unique(d.groups)),
+            "end_share": float(np.mean(d.gold)),
+        }
         comparison += [
             {**common, "measure": "majority class", "value": majority, "heads": ""},
-            {**common, "measure": "best head, chosen on the same tokens", "value": best["accuracy"],
-             "lo": best["accuracy_lo"], "hi": best["accuracy_hi"], "gain": best["gain"],
-             "heads": head_label(best["layer"], best["head"]), "study": STUDY_SINGLE_HEAD},
-            {**common, **_held_out(held), "measure": "best head, chosen on other examples",
-             "heads": head_label(held["layer"], held["head"]), "study": STUDY_SINGLE_HEAD},
-            {**common, "measure": "oracle union of heads", "value": real["union_accuracy"].iloc[k - 1], "k": k,
-             "heads": "+".join(head_label(r.layer, r.head) for r in real.iloc[:k].itertuples()), "study": STUDY_UNION},
-            {**common, "measure": "oracle union of shuffled heads (control)", "value": at_k["mean"], "lo": at_k["min"],
-             "hi": at_k["max"], "k": k, "n_draws": control_draws, "heads": ""},
+            {
+                **common,
+                "measure": "best head, chosen on the same tokens",
+                "value": best["accuracy"],
+                "lo": best["accuracy_lo"],
+                "hi": best["accuracy_hi"],
+                "gain": best["gain"],
+                "heads": head_label(best["layer"], best["head"]),
+                "study": STUDY_SINGLE_HEAD,
+            },
+            {
+                **common,
+                **_held_out(held),
+                "measure": "best head, chosen on other examples",
+                "heads": head_label(held["layer"], held["head"]),
+                "study": STUDY_SINGLE_HEAD,
+            },
+            {
+                **common,
+                "measure": "oracle union of heads",
+                "value": real["union_accuracy"].iloc[k - 1],
+                "k": k,
+                "heads": "+".join(head_label(r.layer, r.head) for r in real.iloc[:k].itertuples()),
+                "study": STUDY_UNION,
+            },
+            {
+                **common,
+                "measure": "oracle union of shuffled heads (control)",
+                "value": at_k["mean"],
+                "lo": at_k["min"],
+                "hi": at_k["max"],
+                "k": k,
+                "n_draws": control_draws,
+                "heads": "",
+            },
             {**common, **_held_out(probed), "measure": "probe on all heads, held-out examples", "heads": "all"},
         ]
         heads.append(table)
         base.append(b)
-    return SegmentationResults(_front(pd.concat(heads, ignore_index=True)), _front(pd.concat(base, ignore_index=True)),
-                               _front(pd.concat(union, ignore_index=True)), _front(pd.DataFrame(comparison), "measure"))
+    return SegmentationResults(
+        _front(pd.concat(heads, ignore_index=True)),
+        _front(pd.concat(base, ignore_index=True)),
+        _front(pd.concat(union, ignore_index=True)),
+        _front(pd.DataFrame(comparison), "measure"),
+    )
 
 
 def _fewest_heads(curve: pd.DataFrame, target: float) -> int:
@@ -182,10 +238,17 @@ def _fewest_heads(curve: pd.DataFrame, target: float) -> int:
 
 
 def _held_out(result: dict) -> dict:
-    return {"value": result["test_accuracy"], "lo": result["test_accuracy_lo"], "hi": result["test_accuracy_hi"],
-            "gain": result["gain"], "gain_lo": result["gain_lo"], "gain_hi": result["gain_hi"],
-            "n_test_tokens": result["n_test"], "n_test_examples": result["n_test_groups"],
-            "majority_held_out": result["test_majority_accuracy"]}
+    return {
+        "value": result["test_accuracy"],
+        "lo": result["test_accuracy_lo"],
+        "hi": result["test_accuracy_hi"],
+        "gain": result["gain"],
+        "gain_lo": result["gain_lo"],
+        "gain_hi": result["gain_hi"],
+        "n_test_tokens": result["n_test"],
+        "n_test_examples": result["n_test_groups"],
+        "majority_held_out": result["test_majority_accuracy"],
+    }
 
 
 def _front(table: pd.DataFrame, *columns: str) -> pd.DataFrame:
@@ -207,22 +270,38 @@ def _points(x: float) -> str:
 
 def _against_majority(r) -> str:
     """Where the unadjusted 95% interval of the gain lies (the claim's verdict rests on the adjusted one)."""
-    return by_interval(r.gain_lo, r.gain_hi, "its 95% interval lies above the majority class",
-                       "its 95% interval lies **below** the majority class",
-                       "its 95% interval contains the majority class") + " (unadjusted)"
+    return (
+        by_interval(
+            r.gain_lo,
+            r.gain_hi,
+            "its 95% interval lies above the majority class",
+            "its 95% interval lies **below** the majority class",
+            "its 95% interval contains the majority class",
+        )
+        + " (unadjusted)"
+    )
 
 
-def score_corpus(setup, corpus: SegmentationCorpus, union_heads: int | None = None, max_heads: int = 8,
-                 control_draws: int = 5, test_share: float = 0.3, seed: int = 0, n_boot: int = 1000,
-                 batch_size: int = 64, device="cpu") -> tuple[BoundaryData, SegmentationResults]:
-    """One corpus end to end: an attention pass, every score, and the tables saved as
-    ``segmentation_<table>_<corpus name>`` (one set per corpus, so a second corpus never overwrites the first)."""
-    attention = attention_maps(setup.model, corpus.encoded, batch_size=batch_size, device=device,
-                               pad_id=setup.tokenizer.pad_token_id or 0)
-    data = boundary_data(attention, corpus.encoded, setup.tokenizer, segments=corpus.segments)
+def score_corpus(
+    lab,
+    corpus: SegmentationCorpus,
+    union_heads: int | None = None,
+    max_heads: int = 8,
+    control_draws: int = 5,
+    test_share: float = 0.3,
+    seed: int = 0,
+    n_boot: int = 1000,
+) -> tuple[BoundaryData, SegmentationResults]:
+    """One corpus end to end: an attention pass (the lab's model, batch size, device and pad id), every score, and the
+    tables saved as ``segmentation_<table>_<corpus name>`` (one set per corpus, so a second corpus never overwrites
+    the first)."""
+    attention = attention_maps(
+        lab.model, corpus.encoded, batch_size=lab.batch_size, device=lab.device, pad_id=lab.pad_id
+    )
+    data = boundary_data(attention, corpus.encoded, lab.tokenizer, segments=corpus.segments)
     results = score_segmentation(data, union_heads, max_heads, control_draws, test_share, seed, n_boot)
     for name in ("heads", "baselines", "union", "comparison"):
-        setup.save_table(getattr(results, name), f"segmentation_{name}_{corpus.name}")
+        lab.save_table(getattr(results, name), f"segmentation_{name}_{corpus.name}")
     return data, results
 
 
@@ -232,22 +311,29 @@ def _left_out(comparison: pd.DataFrame) -> list[str]:
     if everything is None:
         return []
     of_multi = "" if multi is None else f", {int(multi.n_excluded)} of them in multi-token words"
-    return [f"- **Not scored:** the token right before each `[SEP]`, the last of its segment "
-            f"({int(everything.n_excluded)} tokens{of_multi}). The rule would weigh its attention to `[SEP]` against "
-            "a next token it does not have, so every head would call it a word end, which it always is: a hit for "
-            "free. Every number below, the majority class's included, counts only the tokens that remain."]
+    return [
+        f"- **Not scored:** the token right before each `[SEP]`, the last of its segment "
+        f"({int(everything.n_excluded)} tokens{of_multi}). The rule would weigh its attention to `[SEP]` against "
+        "a next token it does not have, so every head would call it a word end, which it always is: a hit for "
+        "free. Every number below, the majority class's included, counts only the tokens that remain."
+    ]
 
 
 GAIN_UNIT = "share of tokens right, above the majority class"  # a difference of shares: printed in points
-STUDY_UNITS = {"single_head": "share of tokens right, an accuracy with no baseline",
-               "head_union": "share of tokens right when any of several heads is right (an oracle union), with no "
-                             "baseline"}
+STUDY_UNITS = {
+    "single_head": "share of tokens right, an accuracy with no baseline",
+    "head_union": "share of tokens right when any of several heads is right (an oracle union), with no baseline",
+}
 METHOD = "bootstrap over held-out examples, whole pairs or sentences"
-CORPUS_TEXT = {"eval": "the evaluation pairs, word ends from the tokenizer's own pieces",
-               "eval-jieba": "the relevance pairs, words cut by jieba",
-               "pku-1998": "People's Daily sentences, words by Peking University's gold segmentation"}
-NOT_SCORED = ("Too few examples: the tokens of multi-token words, where \"word end\" is not the answer almost "
-              f"everywhere, come from fewer than {MIN_EXAMPLES} examples.")
+CORPUS_TEXT = {
+    "eval": "the evaluation pairs, word ends from the tokenizer's own pieces",
+    "eval-jieba": "the relevance pairs, words cut by jieba",
+    "pku-1998": "People's Daily sentences, words by Peking University's gold segmentation",
+}
+NOT_SCORED = (
+    'Too few examples: the tokens of multi-token words, where "word end" is not the answer almost '
+    f"everywhere, come from fewer than {MIN_EXAMPLES} examples."
+)
 
 
 def given_away(tokenizer, corpus) -> str:
@@ -265,19 +351,32 @@ def given_away(tokenizer, corpus) -> str:
     """
     name = getattr(corpus, "name", corpus)
     pieces, characters = piece_convention(tokenizer), character_level(tokenizer)
-    marks = ("SentencePiece pieces, which mark each word's first piece with `▁`" if pieces.word_start else
-             f"WordPiece pieces, which mark each later piece of a word with `{pieces.continuation}`")
+    marks = (
+        "SentencePiece pieces, which mark each word's first piece with `▁`"
+        if pieces.word_start
+        else f"WordPiece pieces, which mark each later piece of a word with `{pieces.continuation}`"
+    )
     if name == "eval":
-        own = (f"character pieces, to which each Chinese character is a word and `{pieces.continuation}` marks the "
-               "later characters of any other word") if characters else marks
-        return (f"Not comparable: the gold word ends of this corpus are read off the tokenizer's own {own}, so the "
-                "token after each one already says whether it ends a word; a head can follow the marks without any "
-                "notion of a word (the study's model read single Chinese characters, which mark nothing).")
+        own = (
+            (
+                f"character pieces, to which each Chinese character is a word and `{pieces.continuation}` marks the "
+                "later characters of any other word"
+            )
+            if characters
+            else marks
+        )
+        return (
+            f"Not comparable: the gold word ends of this corpus are read off the tokenizer's own {own}, so the "
+            "token after each one already says whether it ends a word; a head can follow the marks without any "
+            "notion of a word (the study's model read single Chinese characters, which mark nothing)."
+        )
     if characters:
         return ""
-    return (f"Not comparable: this model reads {marks}, and its pieces hold whole words or runs of characters, so "
-            "where a piece ends a word mostly ends: the tokenizer has marked most of the word ends the heads are "
-            "scored on before any attention (the study's model read single Chinese characters, which mark nothing).")
+    return (
+        f"Not comparable: this model reads {marks}, and its pieces hold whole words or runs of characters, so "
+        "where a piece ends a word mostly ends: the tokenizer has marked most of the word ends the heads are "
+        "scored on before any attention (the study's model read single Chinese characters, which mark nothing)."
+    )
 
 
 def character_level(tokenizer) -> bool:
@@ -301,11 +400,23 @@ def _held_out_claim(slug: str, row, reason: str, not_comparable: str, corpus: st
         claim = f"{registered(claim_id).claim}, on a second corpus: {corpus} ({CORPUS_TEXT.get(corpus, corpus)})"
     study = {"single_head": STUDY_SINGLE_HEAD, "head_union": STUDY_UNION}[slug]
     if row is None:
-        return Claim.not_measured(claim_id, reason=f"{reason} {not_comparable}".strip(), unit=GAIN_UNIT, study=study,
-                                  claim=claim)
-    return Claim.measured(claim_id, ours=float(row.gain), lo=float(row.gain_lo), hi=float(row.gain_hi), unit=GAIN_UNIT,
-                          method=METHOD, n_examples=int(row.n_test_examples), reason=reason, study=study,
-                          study_unit=STUDY_UNITS[slug], claim=claim, not_comparable=not_comparable)
+        return Claim.not_measured(
+            claim_id, reason=f"{reason} {not_comparable}".strip(), unit=GAIN_UNIT, study=study, claim=claim
+        )
+    return Claim.measured(
+        claim_id,
+        ours=float(row.gain),
+        lo=float(row.gain_lo),
+        hi=float(row.gain_hi),
+        unit=GAIN_UNIT,
+        method=METHOD,
+        n_examples=int(row.n_test_examples),
+        reason=reason,
+        study=study,
+        study_unit=STUDY_UNITS[slug],
+        claim=claim,
+        not_comparable=not_comparable,
+    )
 
 
 def _single_head_claim(comparison: pd.DataFrame, not_comparable: str = "", corpus: str | None = None) -> Claim:
@@ -313,11 +424,15 @@ def _single_head_claim(comparison: pd.DataFrame, not_comparable: str = "", corpu
     if held is None:
         return _held_out_claim("single_head", None, NOT_SCORED, not_comparable, corpus)
     return _held_out_claim(
-        "single_head", held,
-        f"On the tokens of multi-token words, where \"word end\" is not the answer almost everywhere, the head chosen "
+        "single_head",
+        held,
+        f'On the tokens of multi-token words, where "word end" is not the answer almost everywhere, the head chosen '
         f"on other examples ({held.heads}) reads {held.value:.1%} [{held.lo:.1%}, {held.hi:.1%}] of "
         f"{int(held.n_test_tokens)} held-out tokens right, the majority class {held.majority_held_out:.1%}; ours is "
-        "the difference, as the study's 70% came with no baseline", not_comparable, corpus)
+        "the difference, as the study's 70% came with no baseline",
+        not_comparable,
+        corpus,
+    )
 
 
 def _union_claim(comparison: pd.DataFrame, not_comparable: str = "", corpus: str | None = None) -> Claim:
@@ -327,13 +442,16 @@ def _union_claim(comparison: pd.DataFrame, not_comparable: str = "", corpus: str
     union = _row(comparison, MULTI, "oracle union of heads")
     control = _row(comparison, MULTI, "oracle union of shuffled heads (control)")
     return _held_out_claim(
-        "head_union", probed,
+        "head_union",
+        probed,
         f"Measured by what a segmenter built from these heads reaches: a probe on all heads' attention, trained on "
         f"other examples, reads {probed.value:.1%} [{probed.lo:.1%}, {probed.hi:.1%}] of {int(probed.n_test_tokens)} "
         f"held-out tokens of multi-token words right, the majority class {probed.majority_held_out:.1%}; ours is the "
         f"difference. The study's 96% is an oracle union, right when any of its heads is right: here {int(union.k)} "
         f"heads reach {union.value:.1%}, and the same union of heads whose calls were shuffled {control.value:.1%}",
-        not_comparable, corpus)
+        not_comparable,
+        corpus,
+    )
 
 
 def claims(comparison: pd.DataFrame, not_comparable: str = "", corpus: str | None = None) -> list[Claim]:
@@ -360,8 +478,10 @@ def verdict_single_head(comparison: pd.DataFrame, claim: Claim) -> str:
     """Markdown: does one head's rule segment words (the study: 70%)? Its claim's row (``claim``, one of
     :func:`claims`' rows, rendered as built), then the numbers on both subsets against the trivial baselines."""
     lines = [render([_one(claim, "single_head")]), *_left_out(comparison)]
-    for subset, what in ((ALL, "all {n} scored tokens"),
-                         (MULTI, "the {n} scored tokens of multi-token words, the harder sub-task")):
+    for subset, what in (
+        (ALL, "all {n} scored tokens"),
+        (MULTI, "the {n} scored tokens of multi-token words, the harder sub-task"),
+    ):
         best = _row(comparison, subset, "best head, chosen on the same tokens")
         if best is None:
             lines.append(f"- *{subset}*: too few examples to score.")
@@ -373,12 +493,15 @@ def verdict_single_head(comparison: pd.DataFrame, claim: Claim) -> str:
             f"alone reads {best.majority:.1%} right. Chosen on other examples and scored on "
             f"{int(held.n_test_examples)} held-out ones, the best head ({held.heads}) scores {held.value:.1%} "
             f"[{held.lo:.1%}, {held.hi:.1%}], {_points(held.gain)} against the majority class "
-            f"[{_points(held.gain_lo)}, {_points(held.gain_hi)}]: {_against_majority(held)}.")
+            f"[{_points(held.gain_lo)}, {_points(held.gain_hi)}]: {_against_majority(held)}."
+        )
     all_held = _row(comparison, ALL, "best head, chosen on other examples")
     if all_held is not None and all_held.end_share > 0.8:
-        lines.append(f"- **Plainly:** with {all_held.end_share:.0%} of tokens ending a word, a rule that always "
-                     "says \"word end\" is right almost everywhere on all tokens, so an accuracy, the study's 70% or "
-                     "ours, says nothing by itself: a head's rule is worth only what it scores above that baseline.")
+        lines.append(
+            f"- **Plainly:** with {all_held.end_share:.0%} of tokens ending a word, a rule that always "
+            'says "word end" is right almost everywhere on all tokens, so an accuracy, the study\'s 70% or '
+            "ours, says nothing by itself: a head's rule is worth only what it scores above that baseline."
+        )
     return "\n".join(lines)
 
 
@@ -407,9 +530,12 @@ def verdict_union(comparison: pd.DataFrame, claim: Claim) -> str:
             f"A probe on all heads' attention, trained on other examples and scored on {int(probed.n_test_examples)} "
             f"held-out ones, is right on {probed.value:.1%} [{probed.lo:.1%}, {probed.hi:.1%}], {_points(probed.gain)} "
             f"against the majority class [{_points(probed.gain_lo)}, {_points(probed.gain_hi)}]: "
-            f"{_against_majority(probed)}.")
+            f"{_against_majority(probed)}."
+        )
     if len(lines) > 1:
-        lines.append("- A union that counts a token right when *any* of its heads is right is an oracle upper bound, "
-                     "not a segmenter: it knows the answer when it picks the head. The held-out probe is the number a "
-                     "segmenter built from these heads could reach.")
+        lines.append(
+            "- A union that counts a token right when *any* of its heads is right is an oracle upper bound, "
+            "not a segmenter: it knows the answer when it picks the head. The held-out probe is the number a "
+            "segmenter built from these heads could reach."
+        )
     return "\n".join(lines)

@@ -16,6 +16,7 @@ Each claimed change becomes a :class:`headlab.findings.claims.Claim` row (:func:
 :func:`headlab.findings.claims.judge`: the term-matching heads' row carries the registered id, the all-heads row
 and the ``match_excess`` rows are sub-rows of it (``<id>/all_heads``, ``<id>/excess``, ``<id>/excess_all_heads``).
 """
+
 from __future__ import annotations
 
 import math
@@ -41,10 +42,17 @@ class Change:
 
 
 CHANGES = [
-    Change("sharpening.match_rises", "Attention between identical query/title terms rises with fine-tuning", "match",
-           +1),
-    Change("sharpening.match_rises/excess", "Attention between identical query/title terms rises with fine-tuning "
-           "beyond what identity-blind attention on the other sentence gives", "match_excess", +1, main=False),
+    Change(
+        "sharpening.match_rises", "Attention between identical query/title terms rises with fine-tuning", "match", +1
+    ),
+    Change(
+        "sharpening.match_rises/excess",
+        "Attention between identical query/title terms rises with fine-tuning "
+        "beyond what identity-blind attention on the other sentence gives",
+        "match_excess",
+        +1,
+        main=False,
+    ),
     Change("sharpening.self_falls", "Attention of a term to itself falls with fine-tuning", "self", -1),
     Change("sharpening.sep_falls", "Attention to [SEP] (the study's no-op) falls with fine-tuning", "sep", -1),
     Change("", "Attention to [CLS] (not in the study)", "cls", 0),
@@ -76,8 +84,9 @@ def choose_heads(after: pd.DataFrame, choose, k: int, among_layers=None, by: str
     return rank_heads(scores, by, among_layers=among_layers, k=k)
 
 
-def deltas(before: pd.DataFrame, after: pd.DataFrame, heads, measure=None, n_boot: int = 2000,
-           seed: int = 0) -> pd.DataFrame:
+def deltas(
+    before: pd.DataFrame, after: pd.DataFrame, heads, measure=None, n_boot: int = 2000, seed: int = 0
+) -> pd.DataFrame:
     """:func:`headlab.findings.roles.paired_delta` for every change's metric, stacked: per head, and over ``heads`` and
     all heads, on the pairs ``measure`` only (all pairs of the tables when None).
 
@@ -88,11 +97,15 @@ def deltas(before: pd.DataFrame, after: pd.DataFrame, heads, measure=None, n_boo
     if measure is not None:
         keep = np.asarray(measure)
         before, after = before[before["example"].isin(keep)], after[after["example"].isin(keep)]
-    table = pd.concat([paired_delta(before, after, c.metric, n_boot=n_boot, seed=seed, heads=heads) for c in CHANGES],
-                      ignore_index=True)
+    table = pd.concat(
+        [paired_delta(before, after, c.metric, n_boot=n_boot, seed=seed, heads=heads) for c in CHANGES],
+        ignore_index=True,
+    )
     chosen = {(int(l), int(h)) for l, h in heads}
-    table["matching"] = [scope == "head" and (int(l), int(h)) in chosen
-                         for scope, l, h in zip(table["scope"], table["layer"], table["head"])]
+    table["matching"] = [
+        scope == "head" and (int(l), int(h)) in chosen
+        for scope, l, h in zip(table["scope"], table["layer"], table["head"])
+    ]
     return table
 
 
@@ -110,10 +123,37 @@ def scope_changes(delta_table: pd.DataFrame) -> pd.DataFrame:
                 continue
             r = found.iloc[0]
             relative = r["delta"] / r["before"] if r["before"] else float("nan")
-            rows.append([change.text, change.metric, scope_label, {1: "rises", -1: "falls", 0: "-"}[change.expected],
-                         r["before"], r["after"], r["delta"], r["lo"], r["hi"], relative, r["n_examples"]])
-    return pd.DataFrame(rows, columns=["claim", "metric", "scope", "expected", "before", "after", "delta", "lo", "hi",
-                                       "relative", "n_examples"])
+            rows.append(
+                [
+                    change.text,
+                    change.metric,
+                    scope_label,
+                    {1: "rises", -1: "falls", 0: "-"}[change.expected],
+                    r["before"],
+                    r["after"],
+                    r["delta"],
+                    r["lo"],
+                    r["hi"],
+                    relative,
+                    r["n_examples"],
+                ]
+            )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "claim",
+            "metric",
+            "scope",
+            "expected",
+            "before",
+            "after",
+            "delta",
+            "lo",
+            "hi",
+            "relative",
+            "n_examples",
+        ],
+    )
 
 
 def row_id(change: Change, scope: str) -> str:
@@ -135,25 +175,44 @@ def _reason(r, chosen_on: int | None) -> str:
     """The evidence of a row, in words: the levels, the change as a share of its level, the pairs, how heads were
     chosen (no verdict: :func:`headlab.findings.claims.judge` gives it)."""
     if r["scope"] == SCOPES["subset"]:
-        chosen = (f" The heads were chosen by their score on the fine-tuned model over the other {chosen_on} pairs, "
-                  "none of which is measured here." if chosen_on else
-                  " The heads were chosen on the same pairs (no held-out choice).")
+        chosen = (
+            f" The heads were chosen by their score on the fine-tuned model over the other {chosen_on} pairs, "
+            "none of which is measured here."
+            if chosen_on
+            else " The heads were chosen on the same pairs (no held-out choice)."
+        )
     else:
         chosen = " Every head, so no choice of heads is involved."
-    return (f"Mean over {int(r['n_examples'])} measuring pairs, {r['scope']}: {r['before']:.3f} → {r['after']:.3f}, "
-            f"a change of {r['delta']:+.4f} ({r['relative']:+.1%} of its level before fine-tuning); 95% paired "
-            f"bootstrap interval, pairs resampled.{chosen}")
+    return (
+        f"Mean over {int(r['n_examples'])} measuring pairs, {r['scope']}: {r['before']:.3f} → {r['after']:.3f}, "
+        f"a change of {r['delta']:+.4f} ({r['relative']:+.1%} of its level before fine-tuning); 95% paired "
+        f"bootstrap interval, pairs resampled.{chosen}"
+    )
 
 
 def _claim(change: Change, scope: str, changes: pd.DataFrame, chosen_on: int | None) -> Claim:
     claim_id, claim = row_id(change, scope), _claim_text(change, scope)
     found = changes[(changes["metric"] == change.metric) & (changes["scope"] == scope)]
     if found.empty or not math.isfinite(found.iloc[0]["delta"]):
-        return Claim.not_measured(claim_id, reason=f"Not measured: no change of {change.metric} for the {scope} (no "
-                                  "such heads, or no pair to measure it on)", unit=UNIT, claim=claim)
+        return Claim.not_measured(
+            claim_id,
+            reason=f"Not measured: no change of {change.metric} for the {scope} (no "
+            "such heads, or no pair to measure it on)",
+            unit=UNIT,
+            claim=claim,
+        )
     r = found.iloc[0]
-    return Claim.measured(claim_id, ours=float(r["delta"]), lo=float(r["lo"]), hi=float(r["hi"]), unit=UNIT,
-                          method=METHOD, n_examples=int(r["n_examples"]), reason=_reason(r, chosen_on), claim=claim)
+    return Claim.measured(
+        claim_id,
+        ours=float(r["delta"]),
+        lo=float(r["lo"]),
+        hi=float(r["hi"]),
+        unit=UNIT,
+        method=METHOD,
+        n_examples=int(r["n_examples"]),
+        reason=_reason(r, chosen_on),
+        claim=claim,
+    )
 
 
 def claims(changes: pd.DataFrame, chosen_on: int | None = None) -> list[Claim]:
@@ -163,8 +222,9 @@ def claims(changes: pd.DataFrame, chosen_on: int | None = None) -> list[Claim]:
     the heads were chosen on. The study gave no numbers, so ``study`` is empty; the verdict is
     :func:`headlab.findings.claims.judge`'s, an effect in the study's direction.
     """
-    return [_claim(change, scope, changes, chosen_on) for change in CHANGES if change.expected
-            for scope in SCOPES.values()]
+    return [
+        _claim(change, scope, changes, chosen_on) for change in CHANGES if change.expected for scope in SCOPES.values()
+    ]
 
 
 def no_op_table(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
@@ -176,15 +236,24 @@ def no_op_table(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for model, table in (("pretrained", before), ("fine-tuned", after)):
         per_head = table.groupby(["layer", "head"])[["cls", "sep", "self"]].mean()
-        rows.append({"model": model, "cls": per_head["cls"].mean(), "sep": per_head["sep"].mean(),
-                     "self": per_head["self"].mean(),
-                     "heads_cls_over_sep": int((per_head["cls"] > per_head["sep"]).sum()), "n_heads": len(per_head)})
+        rows.append(
+            {
+                "model": model,
+                "cls": per_head["cls"].mean(),
+                "sep": per_head["sep"].mean(),
+                "self": per_head["self"].mean(),
+                "heads_cls_over_sep": int((per_head["cls"] > per_head["sep"]).sum()),
+                "n_heads": len(per_head),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def _change(r) -> str:
-    return (f"{r['before']:.3f} → {r['after']:.3f} ({r['delta']:+.4f} [{r['lo']:+.4f}, {r['hi']:+.4f}], "
-            f"{r['relative']:+.1%} of its level)")
+    return (
+        f"{r['before']:.3f} → {r['after']:.3f} ({r['delta']:+.4f} [{r['lo']:+.4f}, {r['hi']:+.4f}], "
+        f"{r['relative']:+.1%} of its level)"
+    )
 
 
 def _context(changes: pd.DataFrame) -> list[str]:
@@ -193,21 +262,26 @@ def _context(changes: pd.DataFrame) -> list[str]:
     for change in CHANGES:
         found = changes[changes["metric"] == change.metric]
         if change.expected == 0 and not found.empty:
-            lines.append(f"- {change.text}: " + "; ".join(f"{r['scope']}: {_change(r)}" for _, r in found.iterrows())
-                         + ".")
+            lines.append(
+                f"- {change.text}: " + "; ".join(f"{r['scope']}: {_change(r)}" for _, r in found.iterrows()) + "."
+            )
     return lines
 
 
 def verdict(rows: list[Claim], changes: pd.DataFrame, no_op: pd.DataFrame) -> str:
     """The page's claim rows (:func:`claims`, rendered as given), then [CLS] and the no-op token as context
     (markdown)."""
-    parts = [f"{r.model}: [CLS] {r.cls:.3f}, [SEP] {r.sep:.3f}, itself {r.self:.3f}, "
-             f"{r.heads_cls_over_sep} of {r.n_heads} heads put more on [CLS] than on [SEP]"
-             for r in no_op.itertuples()]
+    parts = [
+        f"{r.model}: [CLS] {r.cls:.3f}, [SEP] {r.sep:.3f}, itself {r.self:.3f}, "
+        f"{r.heads_cls_over_sep} of {r.n_heads} heads put more on [CLS] than on [SEP]"
+        for r in no_op.itertuples()
+    ]
     tuned = no_op.iloc[-1]
     token = "[CLS]" if tuned["cls"] > tuned["sep"] else "[SEP]"
     caveat = "; a fall of [SEP] attention says less here than in the study" if token == "[CLS]" else ""
-    no_op_line = (f"- *Which token is the no-op here?* Mean attention of a term ({'; '.join(parts)}). "
-                  f"In the fine-tuned model {token} takes more of it, so {token} plays the no-op role the study gave "
-                  f"to [SEP]{caveat}.")
+    no_op_line = (
+        f"- *Which token is the no-op here?* Mean attention of a term ({'; '.join(parts)}). "
+        f"In the fine-tuned model {token} takes more of it, so {token} plays the no-op role the study gave "
+        f"to [SEP]{caveat}."
+    )
     return "\n".join([render(rows), *_context(changes), no_op_line])

@@ -9,6 +9,7 @@ costs more), and the lower half masked except 5 random heads of it. The matching
 within the spread of those random draws (an empirical p-value of the head choice). The page's verdict is the
 study's claims as rows (:func:`claims`), each judged by :func:`headlab.findings.claims.judge`.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,8 +37,11 @@ CONDITIONS = {
     "lower_but_random": ("the lower half but {k} random heads of it", None),
 }
 # tested condition -> (random condition it is compared with, the side on which it is more extreme)
-COMPARISONS = [("matching", "random", "lower"), ("matching", "random_lower", "lower"),
-               ("lower_but_matching", "lower_but_random", "higher")]
+COMPARISONS = [
+    ("matching", "random", "lower"),
+    ("matching", "random_lower", "lower"),
+    ("lower_but_matching", "lower_but_random", "higher"),
+]
 
 
 def _role_key(limit, seed: int, stopwords) -> str:
@@ -68,10 +72,14 @@ def selection_note(n_examples: int, limit: int | None, seed: int, split: str = "
     """Which pairs chose the heads and which measure the masks, in one sentence."""
     measured = len(measured_examples(n_examples, limit, seed))
     if measured == n_examples:
-        return (f"The heads were chosen on the same {n_examples} {split} pairs the masks are measured on (by "
-                "attention alone: no grade or prediction was used to choose them).")
-    return (f"The heads were chosen by attention on {n_examples - measured} of the {n_examples} {split} pairs (no "
-            f"grade or prediction used) and every mask is measured on the other {measured}.")
+        return (
+            f"The heads were chosen on the same {n_examples} {split} pairs the masks are measured on (by "
+            "attention alone: no grade or prediction was used to choose them)."
+        )
+    return (
+        f"The heads were chosen by attention on {n_examples - measured} of the {n_examples} {split} pairs (no "
+        f"grade or prediction used) and every mask is measured on the other {measured}."
+    )
 
 
 def on_examples(per_example: pd.DataFrame, examples) -> pd.DataFrame:
@@ -87,26 +95,22 @@ def sweep_floor(per_example: pd.DataFrame, grades) -> Floor:
     return Floor.of(baseline_correct(per_example), grades[examples], grades)
 
 
-def head_roles(setup, limit: int | None = None, stopwords=None) -> pd.DataFrame:
-    """Every head's role scores (:func:`headlab.findings.roles.role_scores`) on the evaluation split: loaded or computed.
+def head_roles(lab, limit: int | None = None, stopwords=None) -> pd.DataFrame:
+    """Every head's role scores (:func:`headlab.findings.roles.role_scores`) on the evaluation split, loaded or
+    computed.
 
-    Notebooks 05-07 all rank heads by these scores, so the first to run saves them in the study's table
-    folder as ``head_roles-<key>.csv``, the key naming ``limit`` (examples used, a seeded subset), the seed,
-    the stopword list and what a shared term is (:data:`headlab.findings.roles.SHARED_TERMS`); the others load
-    that file.
+    Notebooks 05-09 all rank heads by these scores, so the first to run saves them (the shared table
+    ``head_roles``, one per key: ``limit``, the examples used, a seeded subset; the seed; the stopword list; what a
+    shared term is, :data:`headlab.findings.roles.SHARED_TERMS`) and the others load them.
     """
-    study = setup.study
-    name = f"head_roles-{_role_key(limit, study.seed, stopwords)}"
-    path = study.table_dir / f"{name}.csv"
-    if path.exists():
-        return pd.read_csv(path)
-    table = role_scores(setup.attention(role_indices(len(setup.encoded), limit, study.seed)), setup.encoded,
-                        setup.tokenizer, stopwords=stopwords)
-    setup.save_table(table, name)
-    return table
-
-
-HEADS_TABLE = "term_matching_heads"
+    seed = lab.params.seed
+    return lab.shared_table(
+        "head_roles",
+        lambda: role_scores(
+            lab.attention(role_indices(len(lab.encoded), limit, seed)), lab.encoded, lab.tokenizer, stopwords=stopwords
+        ),
+        key=_role_key(limit, seed, stopwords),
+    )
 
 
 def _stopword_key(stopwords) -> str:
@@ -114,34 +118,42 @@ def _stopword_key(stopwords) -> str:
     return hashlib.sha256(json.dumps(sorted(stopwords)).encode()).hexdigest()[:10] if stopwords else "none"
 
 
-def matching_heads(setup, k: int = 5, by: str = "match_excess", limit: int | None = None, stopwords=None,
-                   choose: bool = False) -> tuple[list[tuple[int, int]], pd.DataFrame]:
+def matching_heads(
+    lab, k: int = 5, by: str = "match_excess", limit: int | None = None, stopwords=None, choose: bool = False
+) -> tuple[list[tuple[int, int]], pd.DataFrame]:
     """The ``k`` lower-half heads with the highest ``by`` role score: ``(heads, rows)``.
 
     They are chosen on ``limit`` pairs of the evaluation split, a seeded subset (:func:`role_indices`); None: on a
     seeded half of them (:func:`choice_limit`), so that notebook 05 measures its masks on the other half
     (:func:`measured_examples`). Notebook 05 chooses them (``choose=True``) and saves them with the settings that
-    chose them (table ``term_matching_heads``); notebooks 06 to 08 read that table and stop if it was made with other
-    settings, so every page speaks of the same heads. Where no table exists yet (a notebook run alone), they are chosen here
-    the same way and saved.
+    chose them (the shared table ``term_matching_heads``); notebooks 06 to 09 read that table and stop if it was made
+    with other settings, so every page speaks of the same heads. Where no table exists yet (a notebook run alone), they
+    are chosen here the same way and saved.
     """
-    settings = {"k": int(k), "by": by, "limit": "half" if limit is None else str(int(limit)),
-                "seed": int(setup.study.seed), "stopwords": _stopword_key(stopwords)}
-    path = setup.study.table_dir / f"{HEADS_TABLE}.csv"
+    settings = {
+        "k": int(k),
+        "by": by,
+        "limit": "half" if limit is None else str(int(limit)),
+        "seed": int(lab.params.seed),
+        "stopwords": _stopword_key(stopwords),
+    }
+    path = lab.shared_path("term_matching_heads")
     if not choose and path.exists():
         saved = pd.read_csv(path, dtype={"limit": str, "stopwords": str})
         theirs = {name: saved[name].iloc[0] for name in settings}
         theirs = {**theirs, "k": int(theirs["k"]), "seed": int(theirs["seed"])}
         if theirs != settings:
             differ = {n: (theirs[n], settings[n]) for n in settings if theirs[n] != settings[n]}
-            raise ValueError(f"{path} holds heads chosen with other settings (saved, asked): {differ}; run notebook 05 "
-                             "with these settings first, or set them as notebook 05 had them")
+            raise ValueError(
+                f"{path} holds heads chosen with other settings (saved, asked): {differ}; run notebook 05 "
+                "with these settings first, or set them as notebook 05 had them"
+            )
         return [(int(l), int(h)) for l, h in zip(saved["layer"], saved["head"])], saved
-    layers, _ = head_grid(setup.model)
-    roles = head_roles(setup, choice_limit(len(setup.encoded), limit), stopwords)
+    layers, _ = head_grid(lab.model)
+    roles = head_roles(lab, choice_limit(len(lab.encoded), limit), stopwords)
     heads, rows = rank_heads(roles, by, among_layers=half_split(layers)[0], k=k)
     rows = rows.assign(**settings)
-    setup.save_table(rows, HEADS_TABLE)
+    lab.save_table(rows, path.stem)
     return heads, rows
 
 
@@ -153,11 +165,13 @@ def placement(roles: pd.DataFrame, matching, layers: int, by: str = "match_exces
     best = scores.sort_values(ascending=False).head(len(matching))
     in_lower = sum(layer < layers // 2 for layer, _ in best.index)
     heads = ", ".join(f"{l}.{h} ({scores[(l, h)]:.2f})" for l, h in matching)
-    return (f"- The {len(matching)} lower-half heads with the highest `{by}` (layer.head, score): {heads}. "
-            f"The study's {len(matching)} sat in layers 2–4 of 12, at the relative depth of our layers "
-            f"{', '.join(map(str, ours))}: {there} of ours are there.\n"
-            f"- Over all layers the top {len(matching)} by the same score are "
-            f"{', '.join(f'{l}.{h} ({v:.2f})' for (l, h), v in best.items())}; {in_lower} of them in the lower half.")
+    return (
+        f"- The {len(matching)} lower-half heads with the highest `{by}` (layer.head, score): {heads}. "
+        f"The study's {len(matching)} sat in layers 2–4 of 12, at the relative depth of our layers "
+        f"{', '.join(map(str, ours))}: {there} of ours are there.\n"
+        f"- Over all layers the top {len(matching)} by the same score are "
+        f"{', '.join(f'{l}.{h} ({v:.2f})' for (l, h), v in best.items())}; {in_lower} of them in the lower half."
+    )
 
 
 def labels(k: int) -> dict[str, str]:
@@ -190,13 +204,18 @@ def term_matching_specs(layers: int, heads: int, matching, draws: int, keep_draw
         raise ValueError(f"draws and keep_draws must be positive, got {draws} and {keep_draws}")
     k, lower = len(matching), half_pool(layers, heads, "lower")
     lower_sets = random_lower_sets(layers, heads, k, max(draws, keep_draws), seed)
-    return [baseline_spec(), *random_share_specs(layers, heads, [k / (layers * heads)], draws, seed, kind="random"),
-            *[MaskSpec(f"random_lower-d{d}", s, "random_lower", {"draw": d}) for d, s in enumerate(lower_sets[:draws])],
-            MaskSpec("matching", tuple(matching), "matching"),
-            MaskSpec("lower", tuple(lower), "lower"),
-            MaskSpec("lower_but_matching", tuple(h for h in lower if h not in matching), "lower_but_matching"),
-            *[MaskSpec(f"lower_but_random-d{d}", tuple(h for h in lower if h not in s), "lower_but_random",
-                       {"draw": d}) for d, s in enumerate(lower_sets[:keep_draws])]]
+    return [
+        baseline_spec(),
+        *random_share_specs(layers, heads, [k / (layers * heads)], draws, seed, kind="random"),
+        *[MaskSpec(f"random_lower-d{d}", s, "random_lower", {"draw": d}) for d, s in enumerate(lower_sets[:draws])],
+        MaskSpec("matching", tuple(matching), "matching"),
+        MaskSpec("lower", tuple(lower), "lower"),
+        MaskSpec("lower_but_matching", tuple(h for h in lower if h not in matching), "lower_but_matching"),
+        *[
+            MaskSpec(f"lower_but_random-d{d}", tuple(h for h in lower if h not in s), "lower_but_random", {"draw": d})
+            for d, s in enumerate(lower_sets[:keep_draws])
+        ],
+    ]
 
 
 def draw_table(per_example: pd.DataFrame, plan: pd.DataFrame, k: int) -> pd.DataFrame:
@@ -206,13 +225,21 @@ def draw_table(per_example: pd.DataFrame, plan: pd.DataFrame, k: int) -> pd.Data
     names = labels(k)
     rows = plan[plan["kind"].isin(list(CONDITIONS))][["mask_id", "kind", "n_dropped"]]
     accuracy = correct.loc[rows["mask_id"]].to_numpy(dtype=np.float64).mean(axis=1)
-    return pd.DataFrame({"mask_id": rows["mask_id"].to_numpy(), "condition": rows["kind"].to_numpy(),
-                         "label": [names[c] for c in rows["kind"]], "n_dropped": rows["n_dropped"].to_numpy(),
-                         "accuracy": accuracy, "rel_change": accuracy / base.mean() - 1.0})
+    return pd.DataFrame(
+        {
+            "mask_id": rows["mask_id"].to_numpy(),
+            "condition": rows["kind"].to_numpy(),
+            "label": [names[c] for c in rows["kind"]],
+            "n_dropped": rows["n_dropped"].to_numpy(),
+            "accuracy": accuracy,
+            "rel_change": accuracy / base.mean() - 1.0,
+        }
+    )
 
 
-def condition_table(per_example: pd.DataFrame, plan: pd.DataFrame, k: int, n_boot: int = 2000,
-                    seed: int = 0) -> pd.DataFrame:
+def condition_table(
+    per_example: pd.DataFrame, plan: pd.DataFrame, k: int, n_boot: int = 2000, seed: int = 0
+) -> pd.DataFrame:
     """The study's table, ours beside it: one row per condition, against the sweep's unmasked row.
 
     ``rel_change`` of a random condition is that of the accuracy averaged over its draws; ``lo``/``hi`` is
@@ -232,10 +259,20 @@ def condition_table(per_example: pd.DataFrame, plan: pd.DataFrame, k: int, n_boo
         values = correct.loc[masks["mask_id"]].to_numpy(dtype=np.float64)
         per_draw = values.mean(axis=1) / base.mean() - 1.0
         effect = relative_change(values, base, n_boot=n_boot, seed=seed, draw_seed=draw_seed(seed, condition, 0.0))
-        rows.append({"condition": condition, "label": names[condition], "n_heads": int(masks["n_dropped"].iloc[0]),
-                     "accuracy": float(values.mean()), **effect, "kept": 1.0 + effect["rel_change"],
-                     "draw_lo": float(np.quantile(per_draw, 0.025)), "draw_hi": float(np.quantile(per_draw, 0.975)),
-                     "p_mcnemar": mcnemar(values[0], base) if len(values) == 1 else np.nan, "study": study})
+        rows.append(
+            {
+                "condition": condition,
+                "label": names[condition],
+                "n_heads": int(masks["n_dropped"].iloc[0]),
+                "accuracy": float(values.mean()),
+                **effect,
+                "kept": 1.0 + effect["rel_change"],
+                "draw_lo": float(np.quantile(per_draw, 0.025)),
+                "draw_hi": float(np.quantile(per_draw, 0.975)),
+                "p_mcnemar": mcnemar(values[0], base) if len(values) == 1 else np.nan,
+                "study": study,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -259,12 +296,24 @@ def random_comparison(per_example: pd.DataFrame, plan: pd.DataFrame, k: int) -> 
         value = float(value.iloc[0])
         extreme = int(np.sum(pool <= value) if side == "lower" else np.sum(pool >= value))
         reverse = int(np.sum(pool >= value) if side == "lower" else np.sum(pool <= value))
-        rows.append({"tested": tested, "tested_label": names[tested], "reference": reference,
-                     "reference_label": names[reference], "side": side, "tested_change": value,
-                     "reference_mean": float(pool.mean()), "reference_min": float(pool.min()),
-                     "reference_max": float(pool.max()), "n_draws": len(pool), "n_as_extreme": extreme,
-                     "p_empirical": empirical_p(extreme, len(pool)), "n_reverse": reverse,
-                     "p_reverse": empirical_p(reverse, len(pool))})
+        rows.append(
+            {
+                "tested": tested,
+                "tested_label": names[tested],
+                "reference": reference,
+                "reference_label": names[reference],
+                "side": side,
+                "tested_change": value,
+                "reference_mean": float(pool.mean()),
+                "reference_min": float(pool.min()),
+                "reference_max": float(pool.max()),
+                "n_draws": len(pool),
+                "n_as_extreme": extreme,
+                "p_empirical": empirical_p(extreme, len(pool)),
+                "n_reverse": reverse,
+                "p_reverse": empirical_p(reverse, len(pool)),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -287,8 +336,11 @@ def _names(table: pd.DataFrame) -> dict[str, str]:
 def _method(row, control=None) -> str:
     """The interval's method, and the draws the verdict's empirical p is over (``control``: a comparison row)."""
     method = DRAWS_AND_PAIRS if int(row["n_draws"]) > 1 else PAIRS
-    return method if control is None else (f"{method}; the verdict: one-sided empirical p over {control.n_draws} "
-                                           f"draws of {control.reference_label}")
+    return (
+        method
+        if control is None
+        else (f"{method}; the verdict: one-sided empirical p over {control.n_draws} draws of {control.reference_label}")
+    )
 
 
 def _floor_note(row, floor: Floor | None, what: str) -> str:
@@ -297,9 +349,11 @@ def _floor_note(row, floor: Floor | None, what: str) -> str:
         return ""
     study = CONDITIONS[row.name][1]
     beside = f", not an effect size to set beside the study's {_pct(study)}" if study else ""
-    return (f" With {what} masked the model is at its floor: {row['accuracy']:.1%} right, where always answering the "
-            f"majority grade gets {floor.majority:.1%}; so {_pct(row['rel_change'])} is a collapse to the floor (no "
-            f"better than always answering one grade){beside}.")
+    return (
+        f" With {what} masked the model is at its floor: {row['accuracy']:.1%} right, where always answering the "
+        f"majority grade gets {floor.majority:.1%}; so {_pct(row['rel_change'])} is a collapse to the floor (no "
+        f"better than always answering one grade){beside}."
+    )
 
 
 def _mcnemar(row) -> str:
@@ -309,9 +363,11 @@ def _mcnemar(row) -> str:
 
 def _draws(r, what: str) -> str:
     """What the random draws of one comparison did (``what``: "cost as much or more", "keep at least as much")."""
-    return (f"{r.n_as_extreme} of {r.n_draws} draws of *{r.reference_label}* {what} (their mean "
-            f"{_pct(r.reference_mean)}, {_pct(r.reference_min)} to {_pct(r.reference_max)}; one-sided empirical "
-            f"p = {r.p_empirical:.2g})")
+    return (
+        f"{r.n_as_extreme} of {r.n_draws} draws of *{r.reference_label}* {what} (their mean "
+        f"{_pct(r.reference_mean)}, {_pct(r.reference_min)} to {_pct(r.reference_max)}; one-sided empirical "
+        f"p = {r.p_empirical:.2g})"
+    )
 
 
 def _reverse(r) -> float | None:
@@ -321,8 +377,9 @@ def _reverse(r) -> float | None:
 
 
 def _not_measured(claim_id: str, condition: str, what: str) -> Claim:
-    return Claim.not_measured(claim_id, reason=f"Not measured: no mask of {what} in the sweep", unit=UNIT,
-                              study=CONDITIONS[condition][1])
+    return Claim.not_measured(
+        claim_id, reason=f"Not measured: no mask of {what} in the sweep", unit=UNIT, study=CONDITIONS[condition][1]
+    )
 
 
 def _random_claim(rows: pd.DataFrame, names: dict, floor: Floor | None, selection: str) -> Claim:
@@ -331,13 +388,25 @@ def _random_claim(rows: pd.DataFrame, names: dict, floor: Floor | None, selectio
     if "random" not in rows.index:
         return _not_measured(claim_id, "random", "random heads")
     r = rows.loc["random"]
-    spread = (f"; single draws {_pct(r['draw_lo'])} to {_pct(r['draw_hi'])} (2.5-97.5%)" if int(r["n_draws"]) > 1
-              else _mcnemar(r))
+    spread = (
+        f"; single draws {_pct(r['draw_lo'])} to {_pct(r['draw_hi'])} (2.5-97.5%)"
+        if int(r["n_draws"]) > 1
+        else _mcnemar(r)
+    )
     return Claim.measured(
-        claim_id, ours=r["rel_change"], lo=r["lo"], hi=r["hi"], unit=UNIT, method=_method(r),
-        n_examples=r["n_examples"], n_draws=r["n_draws"], study=CONDITIONS["random"][1], floor=floor,
+        claim_id,
+        ours=r["rel_change"],
+        lo=r["lo"],
+        hi=r["hi"],
+        unit=UNIT,
+        method=_method(r),
+        n_examples=r["n_examples"],
+        n_draws=r["n_draws"],
+        study=CONDITIONS["random"][1],
+        floor=floor,
         accuracies=(r["accuracy"],),
-        reason=f"Masking {names['random']}, averaged over {int(r['n_draws'])} draws{spread}. {selection}")
+        reason=f"Masking {names['random']}, averaged over {int(r['n_draws'])} draws{spread}. {selection}",
+    )
 
 
 def _matching_claim(rows: pd.DataFrame, by_test: dict, names: dict, floor: Floor | None, selection: str) -> Claim:
@@ -353,17 +422,35 @@ def _matching_claim(rows: pd.DataFrame, by_test: dict, names: dict, floor: Floor
     if strict is None:
         control = "No random draws were masked to compare them with."
     else:
-        control = (f"Against random heads: " + "; ".join(_draws(r, "cost as much or more") for r in tests)
-                   + f". The control judged is *{strict.reference_label}*"
-                   + (", the stricter one: random heads of the matching heads' own half, where masking costs more "
-                      "than in the upper half" if strict.reference == "random_lower" else "") + ".")
+        control = (
+            "Against random heads: "
+            + "; ".join(_draws(r, "cost as much or more") for r in tests)
+            + f". The control judged is *{strict.reference_label}*"
+            + (
+                ", the stricter one: random heads of the matching heads' own half, where masking costs more "
+                "than in the upper half"
+                if strict.reference == "random_lower"
+                else ""
+            )
+            + "."
+        )
     return Claim.measured(
-        claim_id, ours=m["rel_change"], lo=m["lo"], hi=m["hi"], unit=UNIT, method=_method(m, strict),
-        n_examples=m["n_examples"], n_draws=0 if strict is None else strict.n_draws,
-        p=None if strict is None else strict.p_empirical, p_reverse=_reverse(strict),
-        study=CONDITIONS["matching"][1], floor=floor, accuracies=(m["accuracy"],),
+        claim_id,
+        ours=m["rel_change"],
+        lo=m["lo"],
+        hi=m["hi"],
+        unit=UNIT,
+        method=_method(m, strict),
+        n_examples=m["n_examples"],
+        n_draws=0 if strict is None else strict.n_draws,
+        p=None if strict is None else strict.p_empirical,
+        p_reverse=_reverse(strict),
+        study=CONDITIONS["matching"][1],
+        floor=floor,
+        accuracies=(m["accuracy"],),
         reason=f"Masking {names['matching']}: {_pct(m['rel_change'])}{_mcnemar(m)}. {control}"
-               f"{_floor_note(m, floor, 'them')} {selection}")
+        f"{_floor_note(m, floor, 'them')} {selection}",
+    )
 
 
 def _lower_claim(rows: pd.DataFrame, names: dict, floor: Floor | None, selection: str) -> Claim:
@@ -372,11 +459,20 @@ def _lower_claim(rows: pd.DataFrame, names: dict, floor: Floor | None, selection
         return _not_measured(claim_id, "lower", "the lower half")
     r = rows.loc["lower"]
     return Claim.measured(
-        claim_id, ours=r["rel_change"], lo=r["lo"], hi=r["hi"], unit=UNIT, method=_method(r),
-        n_examples=r["n_examples"], p=None if pd.isna(r["p_mcnemar"]) else r["p_mcnemar"],
-        study=CONDITIONS["lower"][1], floor=floor, accuracies=(r["accuracy"],),
+        claim_id,
+        ours=r["rel_change"],
+        lo=r["lo"],
+        hi=r["hi"],
+        unit=UNIT,
+        method=_method(r),
+        n_examples=r["n_examples"],
+        p=None if pd.isna(r["p_mcnemar"]) else r["p_mcnemar"],
+        study=CONDITIONS["lower"][1],
+        floor=floor,
+        accuracies=(r["accuracy"],),
         reason=f"Masking {names['lower']} ({int(r['n_heads'])} heads) keeps {r['kept']:.0%} of the accuracy"
-               f"{_mcnemar(r)}.{_floor_note(r, floor, 'them')} {selection}")
+        f"{_mcnemar(r)}.{_floor_note(r, floor, 'them')} {selection}",
+    )
 
 
 def _keep_claim(rows: pd.DataFrame, by_test: dict, names: dict, floor: Floor | None, selection: str) -> Claim:
@@ -387,26 +483,41 @@ def _keep_claim(rows: pd.DataFrame, by_test: dict, names: dict, floor: Floor | N
         return _not_measured(claim_id, "lower_but_matching", "the lower half but the term-matching heads")
     keep = rows.loc["lower_but_matching"]
     r = by_test.get(("lower_but_matching", "lower_but_random"))
-    text = (f"Masking {names['lower_but_matching']}, they keep {keep['kept']:.0%} [{1 + keep['lo']:.0%}, "
-            f"{1 + keep['hi']:.0%}] of the accuracy{_mcnemar(keep)}")
+    text = (
+        f"Masking {names['lower_but_matching']}, they keep {keep['kept']:.0%} [{1 + keep['lo']:.0%}, "
+        f"{1 + keep['hi']:.0%}] of the accuracy{_mcnemar(keep)}"
+    )
     if "lower" in rows.index:
         text += f", against {rows.loc['lower', 'kept']:.0%} with the whole lower half masked"
     if r is None:
         text += "; no random sets of as many lower heads were kept to compare with"
     else:
-        text += (f"; keeping {r.n_draws} random sets of as many lower heads instead keeps {1 + r.reference_mean:.0%} "
-                 f"on average ({1 + r.reference_min:.0%} to {1 + r.reference_max:.0%}), {r.n_as_extreme} of them at "
-                 f"least as much (one-sided empirical p = {r.p_empirical:.2g})")
+        text += (
+            f"; keeping {r.n_draws} random sets of as many lower heads instead keeps {1 + r.reference_mean:.0%} "
+            f"on average ({1 + r.reference_min:.0%} to {1 + r.reference_max:.0%}), {r.n_as_extreme} of them at "
+            f"least as much (one-sided empirical p = {r.p_empirical:.2g})"
+        )
     return Claim.measured(
-        claim_id, ours=keep["rel_change"], lo=keep["lo"], hi=keep["hi"], unit=UNIT, method=_method(keep, r),
-        n_examples=keep["n_examples"], n_draws=0 if r is None else r.n_draws,
-        p=None if r is None else r.p_empirical, p_reverse=_reverse(r),
-        study=CONDITIONS["lower_but_matching"][1], floor=floor, accuracies=(keep["accuracy"],),
-        reason=f"{text}.{_floor_note(keep, floor, 'the rest of the lower half')} {selection}")
+        claim_id,
+        ours=keep["rel_change"],
+        lo=keep["lo"],
+        hi=keep["hi"],
+        unit=UNIT,
+        method=_method(keep, r),
+        n_examples=keep["n_examples"],
+        n_draws=0 if r is None else r.n_draws,
+        p=None if r is None else r.p_empirical,
+        p_reverse=_reverse(r),
+        study=CONDITIONS["lower_but_matching"][1],
+        floor=floor,
+        accuracies=(keep["accuracy"],),
+        reason=f"{text}.{_floor_note(keep, floor, 'the rest of the lower half')} {selection}",
+    )
 
 
-def claims(table: pd.DataFrame, comparison: pd.DataFrame, floor: Floor | None = None,
-           selection: str = "") -> list[Claim]:
+def claims(
+    table: pd.DataFrame, comparison: pd.DataFrame, floor: Floor | None = None, selection: str = ""
+) -> list[Claim]:
     """The study's claims about the term-matching heads as rows (:func:`condition_table`, :func:`random_comparison`),
     one per registered claim, each judged by :func:`headlab.findings.claims.judge`.
 
@@ -416,8 +527,12 @@ def claims(table: pd.DataFrame, comparison: pd.DataFrame, floor: Floor | None = 
     rows = table.set_index("condition")
     names = _names(table)
     by_test = {(r.tested, r.reference): r for r in comparison.itertuples()}
-    return [_random_claim(rows, names, floor, selection), _matching_claim(rows, by_test, names, floor, selection),
-            _lower_claim(rows, names, floor, selection), _keep_claim(rows, by_test, names, floor, selection)]
+    return [
+        _random_claim(rows, names, floor, selection),
+        _matching_claim(rows, by_test, names, floor, selection),
+        _lower_claim(rows, names, floor, selection),
+        _keep_claim(rows, by_test, names, floor, selection),
+    ]
 
 
 def mean_ablation_specs(specs: list[MaskSpec]) -> list[MaskSpec]:

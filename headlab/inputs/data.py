@@ -4,6 +4,7 @@ Every loader returns the same frame: ``split, query, title, label, line`` in fil
 the 1-based line in the source file (header = line 1), so any row can be traced back to its origin. Bad
 input raises :class:`DataError` naming the file, the line and what was expected, never a parser traceback.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -24,10 +25,13 @@ SPLITS = ("train", "dev", "test")
 COLUMNS = ["split", "query", "title", "label", "line"]
 REQUIRED = ("query", "title", "label")
 
-STSB_EN_MAPPING = ("English STS-B similarity score (0-5, real) -> grade: "
-                   "[0,1) -> 1, [1,2) -> 2, [2,3) -> 3, [3,4) -> 4, [4,5] -> 5.")
-STSB_ZH_MAPPING = ("Chinese STS-B label (0-5, integer) -> grade: 0 and 1 -> 1 (both mean unrelated, "
-                   "different topic), 2 -> 2, 3 -> 3, 4 -> 4, 5 -> 5.")
+STSB_EN_MAPPING = (
+    "English STS-B similarity score (0-5, real) -> grade: [0,1) -> 1, [1,2) -> 2, [2,3) -> 3, [3,4) -> 4, [4,5] -> 5."
+)
+STSB_ZH_MAPPING = (
+    "Chinese STS-B label (0-5, integer) -> grade: 0 and 1 -> 1 (both mean unrelated, "
+    "different topic), 2 -> 2, 3 -> 3, 4 -> 4, 5 -> 5."
+)
 
 
 class DataError(ValueError):
@@ -79,8 +83,9 @@ def _read_text(path: Path) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        _fail(path, f"byte 0x{raw[err.start]:02x} is not UTF-8; expected a UTF-8 file",
-              raw.count(b"\n", 0, err.start) + 1)
+        _fail(
+            path, f"byte 0x{raw[err.start]:02x} is not UTF-8; expected a UTF-8 file", raw.count(b"\n", 0, err.start) + 1
+        )
 
 
 def _rows(path: Path, text: str, delimiter: str) -> list[tuple[int, list[str]]]:
@@ -131,8 +136,15 @@ def load_stsb_en(folder) -> pd.DataFrame:
             grade = stsb_grade(float(f[at["score"]]))
         except ValueError:  # not a number, or outside 0-5
             _fail(path, f"score {f[at['score']]!r}: expected a number 0-5", line)
-        out.append((_split(path, line, f[at["split"]]), _text(path, line, "sentence1", f[at["sentence1"]]),
-                    _text(path, line, "sentence2", f[at["sentence2"]]), grade, line))
+        out.append(
+            (
+                _split(path, line, f[at["split"]]),
+                _text(path, line, "sentence1", f[at["sentence1"]]),
+                _text(path, line, "sentence2", f[at["sentence2"]]),
+                grade,
+                line,
+            )
+        )
     return _frame(out)
 
 
@@ -148,8 +160,7 @@ def load_stsb_zh(folder) -> pd.DataFrame:
                 grade = stsb_zh_grade(f[2])
             except DataError as err:
                 _fail(path, str(err), line)
-            out.append((split, _text(path, line, "sentence1", f[0]), _text(path, line, "sentence2", f[1]),
-                        grade, line))
+            out.append((split, _text(path, line, "sentence1", f[0]), _text(path, line, "sentence2", f[1]), grade, line))
     return _frame(out)
 
 
@@ -163,10 +174,18 @@ def _table_records(path: Path, text: str) -> list[tuple[int, dict]]:
     missing = [c for c in REQUIRED if c not in header]
     if missing:
         if set(REQUIRED) <= {h.strip().lower() for h in text.split("\n", 1)[0].split(other)}:
-            _fail(path, f"header looks {names[1]}-separated; a {path.suffix} file must use {names[0]} "
-                        f"(or rename it to {names[2]})", 1)
-        _fail(path, f"missing column(s) {', '.join(missing)}; found {header}; "
-                    "expected query, title, label and optionally split", 1)
+            _fail(
+                path,
+                f"header looks {names[1]}-separated; a {path.suffix} file must use {names[0]} "
+                f"(or rename it to {names[2]})",
+                1,
+            )
+        _fail(
+            path,
+            f"missing column(s) {', '.join(missing)}; found {header}; "
+            "expected query, title, label and optionally split",
+            1,
+        )
     for line, fields in rows[1:]:
         if len(fields) != len(header):
             _fail(path, f"expected {len(header)} fields like the header, found {len(fields)}", line)
@@ -210,20 +229,23 @@ def load_pairs(path, seed: int = 0) -> pd.DataFrame:
         if label not in GRADES:
             _fail(path, f"label {rec['label']!r} is not an integer grade 1-5", line)
         split = _split(path, line, str(rec.get("split")).strip().lower()) if has_split else None
-        out.append((split, _text(path, line, "query", rec["query"]), _text(path, line, "title", rec["title"]),
-                    label, line))
+        out.append(
+            (split, _text(path, line, "query", rec["query"]), _text(path, line, "title", rec["title"]), label, line)
+        )
     df = _frame(out)
     # Before assigning splits, so the same pair landing in train and test is counted too.
     duplicates = int(df.duplicated(["split", "query", "title", "label"]).sum())
     if duplicates:
-        warnings.warn(f"{path}: {duplicates} duplicate row(s) (same query, title, label, split); kept",
-                      DataWarning, stacklevel=2)
+        warnings.warn(
+            f"{path}: {duplicates} duplicate row(s) (same query, title, label, split); kept", DataWarning, stacklevel=2
+        )
     if not has_split:
         n = len(df)
         n_train, n_dev = round(0.8 * n), round(0.1 * n)
         split = np.empty(n, dtype=object)
         split[np.random.default_rng(seed).permutation(n)] = (
-            ["train"] * n_train + ["dev"] * n_dev + ["test"] * (n - n_train - n_dev))
+            ["train"] * n_train + ["dev"] * n_dev + ["test"] * (n - n_train - n_dev)
+        )
         df["split"] = split.astype(str)
     return df
 
@@ -232,7 +254,6 @@ def load_data(spec: str, seed: int = 0) -> pd.DataFrame:
     """``"stsb-en"`` or ``"stsb-zh"`` (from the downloaded assets), else the path of a user's file."""
     loaders = {"stsb-en": load_stsb_en, "stsb-zh": load_stsb_zh}
     if spec in loaders:
-
         return loaders[spec](asset_path(spec))
     return load_pairs(spec, seed=seed)
 
@@ -262,4 +283,5 @@ def class_balance(df: pd.DataFrame) -> pd.DataFrame:
 def grade_mapping(spec: str) -> str:
     """How the labels of a data spec became grades, in words for the book."""
     return {"stsb-en": STSB_EN_MAPPING, "stsb-zh": STSB_ZH_MAPPING}.get(
-        spec, f"{spec}: labels are the grades 1-5 as given in the file")
+        spec, f"{spec}: labels are the grades 1-5 as given in the file"
+    )

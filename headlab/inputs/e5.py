@@ -21,6 +21,7 @@ normalizer, runs of spaces collapsed, ``▁`` for spaces and in front. Pairs enc
 XLM-R, all with token type 0 (as e5 was trained). The file has no pooler weights: transformers initialises the
 pooler like any new head.
 """
+
 from __future__ import annotations
 
 import struct
@@ -39,14 +40,21 @@ HEADER = struct.Struct("<4sI7ifi")
 SPECIAL = {"bos": "<s>", "eos": "</s>", "pad": "<pad>", "unk": "<unk>"}
 
 EMBEDDINGS = {  # engine tensor -> BertModel parameter
-    "emb.word": "embeddings.word_embeddings.weight", "emb.pos": "embeddings.position_embeddings.weight",
+    "emb.word": "embeddings.word_embeddings.weight",
+    "emb.pos": "embeddings.position_embeddings.weight",
     "emb.type": "embeddings.token_type_embeddings.weight",
-    "emb.ln.w": "embeddings.LayerNorm.weight", "emb.ln.b": "embeddings.LayerNorm.bias",
+    "emb.ln.w": "embeddings.LayerNorm.weight",
+    "emb.ln.b": "embeddings.LayerNorm.bias",
 }
 LAYER = {  # engine module of layer i (weight .w, bias .b) -> BertModel module of encoder.layer.i
-    "q": "attention.self.query", "k": "attention.self.key", "v": "attention.self.value",
-    "ao": "attention.output.dense", "aln": "attention.output.LayerNorm",
-    "fi": "intermediate.dense", "fo": "output.dense", "oln": "output.LayerNorm",
+    "q": "attention.self.query",
+    "k": "attention.self.key",
+    "v": "attention.self.value",
+    "ao": "attention.output.dense",
+    "aln": "attention.output.LayerNorm",
+    "fi": "intermediate.dense",
+    "fo": "output.dense",
+    "oln": "output.LayerNorm",
 }
 
 
@@ -93,8 +101,14 @@ def read_file(path) -> dict:
     pieces, scores, special = _read_pieces(reader)
     if len(pieces) > config["vocab"]:
         reader.fail(f"{len(pieces)} tokenizer pieces but only {config['vocab']} embedding rows")
-    return dict(config=config, pieces=pieces, scores=scores, special=special,
-                mapping=_read_mapping(reader), tensors=_read_tensors(reader, config))
+    return dict(
+        config=config,
+        pieces=pieces,
+        scores=scores,
+        special=special,
+        mapping=_read_mapping(reader),
+        tensors=_read_tensors(reader, config),
+    )
 
 
 def _read_pieces(reader: _Reader):
@@ -137,8 +151,13 @@ def _read_mapping(reader: _Reader) -> dict[str, str]:
 def expected_tensors(config: dict) -> dict[str, tuple[tuple, bool]]:
     """Every tensor the engine reads: name -> (shape, stored as Q4_0). Weights are [out, in], like torch's."""
     h, ff = config["hidden"], config["ffn"]
-    shapes = {"emb.word": ((config["vocab"], h), True), "emb.pos": ((config["positions"], h), False),
-              "emb.type": ((config["types"], h), False), "emb.ln.w": ((h,), False), "emb.ln.b": ((h,), False)}
+    shapes = {
+        "emb.word": ((config["vocab"], h), True),
+        "emb.pos": ((config["positions"], h), False),
+        "emb.type": ((config["types"], h), False),
+        "emb.ln.w": ((h,), False),
+        "emb.ln.b": ((h,), False),
+    }
     outputs = {"q": h, "k": h, "v": h, "ao": h, "aln": h, "fi": ff, "fo": h, "oln": h}
     inputs = {"q": h, "k": h, "v": h, "ao": h, "fi": h, "fo": ff}  # the layer norms have no weight matrix
     for i in range(config["layers"]):
@@ -160,8 +179,9 @@ def _read_tensors(reader: _Reader, config: dict) -> dict[str, np.ndarray]:
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         reader.fail(f"tensor {missing[0]!r} is missing{more}")
-    return {name: _tensor(reader, name, directory[name], shape, quantized)
-            for name, (shape, quantized) in expected.items()}
+    return {
+        name: _tensor(reader, name, directory[name], shape, quantized) for name, (shape, quantized) in expected.items()
+    }
 
 
 def _tensor(reader: _Reader, name: str, entry: tuple, shape: tuple, quantized: bool) -> np.ndarray:
@@ -169,8 +189,10 @@ def _tensor(reader: _Reader, name: str, entry: tuple, shape: tuple, quantized: b
     want_dtype = Q4_0 if quantized else FP32
     want_size = values // BLOCK * Q4_BLOCK.itemsize if quantized else values * 4
     if dtype != want_dtype or values != int(np.prod(shape)) or size != want_size:
-        reader.fail(f"tensor {name!r} is dtype {dtype} with {values} values in {size} bytes; expected dtype "
-                    f"{want_dtype} with {int(np.prod(shape))} values ({shape}) in {want_size} bytes")
+        reader.fail(
+            f"tensor {name!r} is dtype {dtype} with {values} values in {size} bytes; expected dtype "
+            f"{want_dtype} with {int(np.prod(shape))} values ({shape}) in {want_size} bytes"
+        )
     if offset + size > len(reader.data):
         reader.fail(f"truncated: tensor {name!r} needs bytes {offset}-{offset + size}, the file has {len(reader.data)}")
     raw = memoryview(reader.data)[offset : offset + size]
@@ -203,11 +225,19 @@ def bert_config(config: dict, special: dict):
     """A plain BertModel config of the header's sizes (GELU is the exact erf form, as in the engine)."""
     from transformers import BertConfig
 
-    return BertConfig(vocab_size=config["vocab"], hidden_size=config["hidden"], num_hidden_layers=config["layers"],
-                      num_attention_heads=config["heads"], intermediate_size=config["ffn"], hidden_act="gelu",
-                      max_position_embeddings=config["positions"], type_vocab_size=config["types"],
-                      layer_norm_eps=float(str(np.float32(config["eps"]))),  # 1e-12, not 9.99999996e-13
-                      pad_token_id=special["pad"], architectures=["BertModel"])
+    return BertConfig(
+        vocab_size=config["vocab"],
+        hidden_size=config["hidden"],
+        num_hidden_layers=config["layers"],
+        num_attention_heads=config["heads"],
+        intermediate_size=config["ffn"],
+        hidden_act="gelu",
+        max_position_embeddings=config["positions"],
+        type_vocab_size=config["types"],
+        layer_norm_eps=float(str(np.float32(config["eps"]))),  # 1e-12, not 9.99999996e-13
+        pad_token_id=special["pad"],
+        architectures=["BertModel"],
+    )
 
 
 def precompiled_charsmap(mapping: dict[str, str]) -> bytes:
@@ -252,11 +282,20 @@ def build_tokenizer(pieces: list[str], scores: list[float], special: dict, mappi
     tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always", split=False)
     bos, eos = (SPECIAL["bos"], special["bos"]), (SPECIAL["eos"], special["eos"])
     tokenizer.post_processor = processors.TemplateProcessing(
-        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[bos, eos])
+        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[bos, eos]
+    )
     return PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", cls_token="<s>", sep_token="</s>",
-        unk_token="<unk>", pad_token="<pad>", mask_token="<mask>" if "<mask>" in pieces else None,
-        model_max_length=max_length, model_input_names=["input_ids", "attention_mask"])
+        tokenizer_object=tokenizer,
+        bos_token="<s>",
+        eos_token="</s>",
+        cls_token="<s>",
+        sep_token="</s>",
+        unk_token="<unk>",
+        pad_token="<pad>",
+        mask_token="<mask>" if "<mask>" in pieces else None,
+        model_max_length=max_length,
+        model_input_names=["input_ids", "attention_mask"],
+    )
 
 
 def convert(source, folder) -> None:
@@ -268,8 +307,11 @@ def convert(source, folder) -> None:
     config, folder = model["config"], Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     bert_config(config, model["special"]).save_pretrained(folder)
-    weights = {name: torch.from_numpy(np.array(array, dtype=np.float32))
-               for name, array in state_dict(model["tensors"], config["layers"]).items()}
+    weights = {
+        name: torch.from_numpy(np.array(array, dtype=np.float32))
+        for name, array in state_dict(model["tensors"], config["layers"]).items()
+    }
     save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
-    build_tokenizer(model["pieces"], model["scores"], model["special"], model["mapping"],
-                    config["positions"]).save_pretrained(folder)
+    build_tokenizer(
+        model["pieces"], model["scores"], model["special"], model["mapping"], config["positions"]
+    ).save_pretrained(folder)

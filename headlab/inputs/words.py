@@ -4,6 +4,7 @@ Word order (shuffling a title's words) and word segmentation (gold word ends on 
 Chinese text has no spaces, so it is cut by jieba's dictionary in precise mode, a segmentation the book names
 (:data:`SEGMENTER`) rather than a gold one.
 """
+
 from __future__ import annotations
 
 import functools
@@ -16,6 +17,7 @@ SEGMENTER = "jieba 0.42.1 (default dictionary, precise mode, HMM for unknown wor
 
 
 def has_cjk(text: str) -> bool:
+    """Whether ``text`` holds a CJK ideograph (a Chinese character: one that no space separates from the next)."""
     return bool(_CJK.search(text))
 
 
@@ -56,4 +58,3 @@ def _runs_together(left: str, right: str) -> bool:
 def word_segmenter(texts):
     """``None`` (split on whitespace) for texts with no Chinese characters, else :func:`chinese_words`."""
     return chinese_words if any(has_cjk(str(t)) for t in texts) else None
-

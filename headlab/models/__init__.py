@@ -1,7 +1,8 @@
 """Models: names, loading from safetensors, fine-tuning (one tower or two) and pretraining.
 
-    from headlab.models import load_encoder, training_history
+from headlab.models import load_encoder, training_history
 """
+
 from headlab.core.exports import exports as _exports
 
 _PUBLIC = {

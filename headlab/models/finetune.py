@@ -5,6 +5,7 @@ same key and gets the same model. Training saves its state after every epoch, so
 resumes and ends with the same weights as an uninterrupted one; a cache entry counts only once its marker
 (written last, holding the weights' sha256) matches the weights.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -24,8 +25,7 @@ from headlab.inputs.assets import cache_dir, is_asset, sha256_of
 from headlab.inputs.data import get_split, load_data
 from headlab.models.loading import load_classifier, load_tokenizer, resolve_model
 from headlab.models.names import REPORT, is_pretrained_name
-from headlab.models.training import (cached, load_state, one_thread, optimizer_and_schedule, save_state,
-                                     train_step)
+from headlab.models.training import cached, load_state, one_thread, optimizer_and_schedule, save_state, train_step
 
 TRAINING_PROCEDURE = 3  # bump when the loop changes what a config trains to, so old checkpoints are not reused
 # (3: fused AdamW, headlab.models.training.optimizer_and_schedule, and one torch thread)
@@ -138,7 +138,7 @@ def _train(config: FinetuneConfig, work: Path, device: torch.device, progress: b
 
     def batch_loss(idx):
         sub = train_enc.subset(idx)
-        (rows, batch), = length_batches(sub, len(idx), pad_id)
+        ((rows, batch),) = length_batches(sub, len(idx), pad_id)
         labels = torch.as_tensor(sub.grades[rows] - 1, device=device)
         return model(**model_inputs(model, batch, device), labels=labels).loss
 
@@ -152,8 +152,9 @@ def _train(config: FinetuneConfig, work: Path, device: torch.device, progress: b
     write_training_report(work, config, train_enc, dev_enc, device, started)
 
 
-def fit(model, config: FinetuneConfig, work: Path, device, progress: bool, train_enc, batch_loss, dev_probs,
-        dev_grades) -> pd.DataFrame:
+def fit(
+    model, config: FinetuneConfig, work: Path, device, progress: bool, train_enc, batch_loss, dev_probs, dev_grades
+) -> pd.DataFrame:
     """The epochs every classifier shares: seeded length-bucketed batches, AdamW with warm-up and decay, the state
     saved after each epoch (an interrupted run resumes to the same weights), dev scores per epoch; one torch thread
     (:func:`headlab.models.training.one_thread`: the same weights wherever it runs).
@@ -164,11 +165,13 @@ def fit(model, config: FinetuneConfig, work: Path, device, progress: bool, train
         return _fit(model, config, work, device, progress, train_enc, batch_loss, dev_probs, dev_grades)
 
 
-def _fit(model, config: FinetuneConfig, work: Path, device, progress: bool, train_enc, batch_loss, dev_probs,
-         dev_grades) -> pd.DataFrame:
+def _fit(
+    model, config: FinetuneConfig, work: Path, device, progress: bool, train_enc, batch_loss, dev_probs, dev_grades
+) -> pd.DataFrame:
     steps_per_epoch = -(-len(train_enc) // config.batch_size)
-    optimizer, scheduler = optimizer_and_schedule(model, config.lr, config.weight_decay, config.warmup,
-                                                  steps_per_epoch * config.epochs, fused=True)
+    optimizer, scheduler = optimizer_and_schedule(
+        model, config.lr, config.weight_decay, config.warmup, steps_per_epoch * config.epochs, fused=True
+    )
     history, start_epoch = [], 0
     state = load_state(work, model, optimizer, scheduler, device)
     if state is not None:  # resume after the last finished epoch
@@ -190,11 +193,24 @@ def _fit(model, config: FinetuneConfig, work: Path, device, progress: bool, trai
         model.eval()
         with autocast(device, config.precision):
             dev_scores = metrics(dev_grades, predicted_grades(dev_probs()))
-        history.append({"epoch": epoch + 1, "train_loss": total_loss / steps_per_epoch,
-                        "dev_accuracy": dev_scores["accuracy"], "dev_macro_f1": dev_scores["macro_f1"]})
+        history.append(
+            {
+                "epoch": epoch + 1,
+                "train_loss": total_loss / steps_per_epoch,
+                "dev_accuracy": dev_scores["accuracy"],
+                "dev_macro_f1": dev_scores["macro_f1"],
+            }
+        )
         table = pd.DataFrame(history)
-        save_state(work, model, optimizer, scheduler, epoch=epoch,
-                   history=torch.tensor(table.to_numpy(dtype="float64")), history_columns=list(table.columns))
+        save_state(
+            work,
+            model,
+            optimizer,
+            scheduler,
+            epoch=epoch,
+            history=torch.tensor(table.to_numpy(dtype="float64")),
+            history_columns=list(table.columns),
+        )
 
     table = pd.DataFrame(history)
     table["epoch"] = table["epoch"].astype(int)
@@ -204,10 +220,20 @@ def _fit(model, config: FinetuneConfig, work: Path, device, progress: bool, trai
 
 def write_training_report(work: Path, config: FinetuneConfig, train_enc, dev_enc, device, started: float) -> None:
     """``training.json``: the config, example counts, truncation, device, torch and this run's seconds."""
-    (work / "training.json").write_text(json.dumps({
-        "config": asdict(config), "train_examples": len(train_enc), "dev_examples": len(dev_enc),
-        "train_truncated": train_enc.n_truncated, "device": str(device), "torch": torch.__version__,
-        "seconds_this_run": round(time.time() - started, 1)}, indent=2))
+    (work / "training.json").write_text(
+        json.dumps(
+            {
+                "config": asdict(config),
+                "train_examples": len(train_enc),
+                "dev_examples": len(dev_enc),
+                "train_truncated": train_enc.n_truncated,
+                "device": str(device),
+                "torch": torch.__version__,
+                "seconds_this_run": round(time.time() - started, 1),
+            },
+            indent=2,
+        )
+    )
 
 
 def training_history(folder: Path) -> pd.DataFrame:

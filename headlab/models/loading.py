@@ -3,6 +3,7 @@
 Weights come from safetensors only (pickled ``.bin`` weights can run code when loaded, so they are refused
 unless the caller opts in with ``allow_pickle=True``), and ``trust_remote_code`` is never set.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,10 @@ def resolve_model(spec: str, allow_pickle: bool = False) -> str:
     if is_pretrained_name(spec):
         folder = named_model_dir(spec)
         if not is_complete(folder):
-            raise ModelError(f"model {spec!r} is pretrained by headlab and is not in the cache yet: "
-                             f"`python -m headlab.models.pretrain {spec}` trains it (`make book PRESET={spec}` does so first)")
+            raise ModelError(
+                f"model {spec!r} is pretrained by headlab and is not in the cache yet: "
+                f"`python -m headlab.models.pretrain {spec}` trains it (`make book PRESET={spec}` does so first)"
+            )
         return str(folder)
     folder = Path(spec).expanduser()
     if folder.exists():
@@ -100,8 +103,13 @@ def _load(loader, spec: str, allow_pickle: bool, attn: str, **kwargs):
     def load(implementation: str):
         if getattr(config, KEPT_HEADS, None) is not None:
             return _load_pruned(loader, Path(path), config, implementation)
-        return loader.from_pretrained(path, trust_remote_code=False, use_safetensors=None if allow_pickle else True,
-                                      attn_implementation=implementation, **kwargs)
+        return loader.from_pretrained(
+            path,
+            trust_remote_code=False,
+            use_safetensors=None if allow_pickle else True,
+            attn_implementation=implementation,
+            **kwargs,
+        )
 
     try:
         try:

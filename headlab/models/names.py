@@ -1,9 +1,10 @@
-"""The models headlab pretrains, by name (``zh-char``, ``zh-char-mlm``, ``zh-char-gpu``), and where each lives in the cache.
+"""The models headlab pretrains, by name (``zh-char``, ``zh-char-mlm``, ``zh-char-gpu``), and where each is cached.
 
 A name stands for a :class:`PretrainConfig`: everything that decides the weights, and so the cache key. Loading a
 model (:mod:`headlab.models.loading`) and fine-tuning one (:mod:`headlab.models.finetune`) need only this registry,
 not the pretraining code (:mod:`headlab.models.pretrain`).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -61,6 +62,7 @@ MODELS = {
 
 
 def is_pretrained_name(spec: str) -> bool:
+    """Whether ``spec`` names a model headlab pretrains (:data:`MODELS`), not an asset or a folder."""
     return spec in MODELS
 
 
@@ -71,6 +73,7 @@ def model_dir(config: PretrainConfig, name: str = "char-bert") -> Path:
 
 
 def named_model_dir(name: str) -> Path:
+    """Where the pretrained model ``name`` lives in the cache; ValueError for an unknown name."""
     if name not in MODELS:
         raise ValueError(f"unknown pretrained model {name!r}; known: {', '.join(sorted(MODELS))}")
     return model_dir(MODELS[name], name)

@@ -13,6 +13,7 @@ heads; the two presets differ only in that switch (the MLM-only model reads the 
 Every batch is drawn from a generator seeded with (seed, step), and the state is saved every ``save_every``
 steps, so an interrupted run resumes and ends with the same weights.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,12 @@ def char_tokenizer(vocab: list[str], max_length: int = 512):
     ``max_length`` is the model's number of positions, which :func:`headlab.core.evaluate.encode` respects."""
     from transformers import BertTokenizer
 
-    return BertTokenizer(vocab={token: i for i, token in enumerate(vocab)}, do_lower_case=True,
-                         tokenize_chinese_chars=True, model_max_length=max_length)
+    return BertTokenizer(
+        vocab={token: i for i, token in enumerate(vocab)},
+        do_lower_case=True,
+        tokenize_chinese_chars=True,
+        model_max_length=max_length,
+    )
 
 
 def build_vocab(texts, min_count: int = 2) -> list[str]:
@@ -80,7 +85,9 @@ class PretrainCorpus:
     unigram: np.ndarray  # token counts over the training sentences
 
     @classmethod
-    def from_runs(cls, runs: list[list[str]], tokenizer, max_length: int) -> "PretrainCorpus":
+    def from_runs(cls, runs: list[list[str]], tokenizer, max_length: int) -> PretrainCorpus:
+        """The corpus of ``runs`` (lists of consecutive sentences), each cut to fit ``max_length`` with its special
+        tokens."""
         flat = [s for run in runs for s in run]
         ids = tokenizer(flat, add_special_tokens=False, verbose=False)["input_ids"]  # cut below
         sentences = [np.asarray(x[: max_length - 3], dtype=np.int64) for x in ids]
@@ -93,6 +100,7 @@ class PretrainCorpus:
 
     @property
     def n_tokens(self) -> int:
+        """Tokens over all training sentences."""
         return int(sum(map(len, self.sentences)))
 
 
@@ -155,19 +163,28 @@ def _masked(rows, types, vocab_size: int, share: float, rng: np.random.Generator
 
 
 def new_model(config: PretrainConfig, vocab_size: int):
+    """A freshly initialised BERT for pretraining (MLM and NSP heads), seeded by ``config.seed``."""
     from transformers import BertConfig, BertForPreTraining
 
     torch.manual_seed(config.seed)
-    bert = BertConfig(vocab_size=vocab_size, hidden_size=config.hidden, num_hidden_layers=config.layers,
-                      num_attention_heads=config.heads, intermediate_size=4 * config.hidden,
-                      max_position_embeddings=config.max_length, type_vocab_size=2, pad_token_id=0)
+    bert = BertConfig(
+        vocab_size=vocab_size,
+        hidden_size=config.hidden,
+        num_hidden_layers=config.layers,
+        num_attention_heads=config.heads,
+        intermediate_size=4 * config.hidden,
+        max_position_embeddings=config.max_length,
+        type_vocab_size=2,
+        pad_token_id=0,
+    )
     return BertForPreTraining(bert)
 
 
 def pretraining_losses(model, batch: dict, objective: str) -> tuple[torch.Tensor, dict]:
     """MLM loss on the masked positions only (the vocabulary projection is not spent on the rest), plus NSP."""
-    out = model.bert(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"],
-                     attention_mask=batch["attention_mask"])
+    out = model.bert(
+        input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"]
+    )
     targets = batch["labels"] != -100
     logits = model.cls.predictions(out.last_hidden_state[targets])
     gold = batch["labels"][targets]
@@ -177,25 +194,35 @@ def pretraining_losses(model, batch: dict, objective: str) -> tuple[torch.Tensor
         nsp_logits = model.cls.seq_relationship(out.pooler_output)
         nsp_loss = F.cross_entropy(nsp_logits, batch["next_sentence_label"])
         loss = loss + nsp_loss
-        scores |= {"nsp_loss": nsp_loss.item(),
-                   "nsp_accuracy": (nsp_logits.argmax(-1) == batch["next_sentence_label"]).float().mean().item()}
+        scores |= {
+            "nsp_loss": nsp_loss.item(),
+            "nsp_accuracy": (nsp_logits.argmax(-1) == batch["next_sentence_label"]).float().mean().item(),
+        }
     return loss, scores
 
 
 @torch.inference_mode()
-def masked_token_accuracy(model, tokenizer, sentences: list[str], unigram: np.ndarray, config: PretrainConfig,
-                          device="cpu", n_boot: int = 2000) -> dict:
+def masked_token_accuracy(
+    model,
+    tokenizer,
+    sentences: list[str],
+    unigram: np.ndarray,
+    config: PretrainConfig,
+    device="cpu",
+    n_boot: int = 2000,
+) -> dict:
     """Masked-token accuracy on single sentences never trained on, beside the unigram baseline (always guess
     the most frequent training token), each with a 95% bootstrap interval over sentences; same masks for both."""
     model.eval()
     rng = np.random.default_rng([config.seed, 2**31 - 1])
-    guess = int(np.argmax(unigram[len(SPECIALS):]) + len(SPECIALS))
+    guess = int(np.argmax(unigram[len(SPECIALS) :]) + len(SPECIALS))
     ids = tokenizer(sentences, add_special_tokens=True, truncation=True, max_length=config.max_length)["input_ids"]
     right, baseline_right, targets = [], [], []
     for start in range(0, len(ids), 64):
         rows = [np.asarray(x, dtype=np.int64) for x in ids[start : start + 64]]
-        batch = _masked(rows, [np.zeros(len(r), dtype=np.int64) for r in rows], len(tokenizer.get_vocab()),
-                        config.mask_share, rng)
+        batch = _masked(
+            rows, [np.zeros(len(r), dtype=np.int64) for r in rows], len(tokenizer.get_vocab()), config.mask_share, rng
+        )
         out = model.bert(**{k: batch[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")})
         predicted = model.cls.predictions(out.last_hidden_state).argmax(-1).cpu()
         on = batch["labels"] != -100
@@ -204,20 +231,31 @@ def masked_token_accuracy(model, tokenizer, sentences: list[str], unigram: np.nd
         targets.append(on.sum(1).numpy())
     right, baseline_right, targets = map(np.concatenate, (right, baseline_right, targets))
     w = bootstrap_weights(len(targets), n_boot, config.seed)
-    result = {"eval_sentences": len(sentences), "masked_tokens": int(targets.sum()),
-              "unigram_guess": tokenizer.convert_ids_to_tokens(guess)}
+    result = {
+        "eval_sentences": len(sentences),
+        "masked_tokens": int(targets.sum()),
+        "unigram_guess": tokenizer.convert_ids_to_tokens(guess),
+    }
     for name, hits in (("masked_token_accuracy", right), ("unigram_baseline", baseline_right)):
         boot = (w @ hits) / (w @ targets)
-        result |= {name: float(hits.sum() / targets.sum()), f"{name}_lo": float(np.quantile(boot, 0.025)),
-                   f"{name}_hi": float(np.quantile(boot, 0.975))}
+        result |= {
+            name: float(hits.sum() / targets.sum()),
+            f"{name}_lo": float(np.quantile(boot, 0.025)),
+            f"{name}_hi": float(np.quantile(boot, 0.975)),
+        }
     return result
 
 
 # --- the training run -------------------------------------------------------------------------------------
 
 
-def pretrain(config: PretrainConfig = PretrainConfig(), name: str = "char-bert", device="cpu",
-             progress: bool = True, save_every: int = 100) -> Path:
+def pretrain(
+    config: PretrainConfig = PretrainConfig(),
+    name: str = "char-bert",
+    device="cpu",
+    progress: bool = True,
+    save_every: int = 100,
+) -> Path:
     """Return the folder of the pretrained model, training it first if it is not cached."""
     out = model_dir(config, name)
     return cached(out, lambda work: _train(config, work, out.name, torch.device(device), progress, save_every))
@@ -229,8 +267,9 @@ def ensure_named(name: str, device="cpu", progress: bool = True) -> Path:
     return pretrain(MODELS[name], name, device, progress)
 
 
-def _train(config: PretrainConfig, work: Path, folder_name: str, device: torch.device, progress: bool,
-           save_every: int) -> None:
+def _train(
+    config: PretrainConfig, work: Path, folder_name: str, device: torch.device, progress: bool, save_every: int
+) -> None:
     runs = training_runs(config.held_out_share, config.seed)
     vocab = build_vocab((s for run in runs for s in run), config.min_char_count)
     tokenizer = char_tokenizer(vocab, config.max_length)
@@ -245,8 +284,13 @@ def _train(config: PretrainConfig, work: Path, folder_name: str, device: torch.d
 
     model.train()
     began, window = time.time(), []
-    bar = tqdm(range(start, config.steps), desc=f"pretrain {config.objective}", initial=start, total=config.steps,
-               disable=not progress)
+    bar = tqdm(
+        range(start, config.steps),
+        desc=f"pretrain {config.objective}",
+        initial=start,
+        total=config.steps,
+        disable=not progress,
+    )
     for step in bar:
         torch.manual_seed(config.seed * 100_003 + step)  # dropout stream, reproducible after a resume
         batch = {k: v.to(device) for k, v in make_batch(corpus, config, step).items()}
@@ -255,23 +299,46 @@ def _train(config: PretrainConfig, work: Path, folder_name: str, device: torch.d
         tokens_seen += int(batch["attention_mask"].sum())
         window.append(scores)
         if (step + 1) % 50 == 0 or step + 1 == config.steps:
-            history.append({"step": step + 1, "tokens_seen": tokens_seen,
-                            **{k: float(np.mean([w[k] for w in window])) for k in window[0]}})
+            history.append(
+                {
+                    "step": step + 1,
+                    "tokens_seen": tokens_seen,
+                    **{k: float(np.mean([w[k] for w in window])) for k in window[0]},
+                }
+            )
             bar.set_postfix(mlm_acc=f"{history[-1]['mlm_accuracy']:.3f}")
             window = []
         if (step + 1) % save_every == 0 and step + 1 < config.steps:
-            save_state(work, model, optimizer, scheduler, step=step + 1, tokens_seen=tokens_seen,
-                       seconds=seconds + time.time() - began, history=history)
+            save_state(
+                work,
+                model,
+                optimizer,
+                scheduler,
+                step=step + 1,
+                tokens_seen=tokens_seen,
+                seconds=seconds + time.time() - began,
+                history=history,
+            )
     seconds += time.time() - began
 
-    held_out = ["".join(words) for words in held_out_sentences(config.eval_sentences, config.held_out_share, config.seed)]
+    held_out = [
+        "".join(words) for words in held_out_sentences(config.eval_sentences, config.held_out_share, config.seed)
+    ]
     report = {
-        "name": folder_name.rsplit("-", 1)[0], "config": asdict(config), "steps": config.steps,
-        "tokens_seen": tokens_seen, "corpus_sentences": len(corpus.sentences), "corpus_tokens": corpus.n_tokens,
-        "corpus_pairs": len(corpus.pairs), "vocab_size": len(vocab),
+        "name": folder_name.rsplit("-", 1)[0],
+        "config": asdict(config),
+        "steps": config.steps,
+        "tokens_seen": tokens_seen,
+        "corpus_sentences": len(corpus.sentences),
+        "corpus_tokens": corpus.n_tokens,
+        "corpus_pairs": len(corpus.pairs),
+        "vocab_size": len(vocab),
         **masked_token_accuracy(model, tokenizer, held_out, corpus.unigram, config, device),
         "final_train": {k: v for k, v in history[-1].items() if k not in ("step", "tokens_seen")},
-        "history": history, "seconds": round(seconds, 1), "hardware": hardware(device), "torch": torch.__version__,
+        "history": history,
+        "seconds": round(seconds, 1),
+        "hardware": hardware(device),
+        "torch": torch.__version__,
     }
     model.save_pretrained(work, safe_serialization=True)
     tokenizer.save_pretrained(work)
@@ -279,6 +346,7 @@ def _train(config: PretrainConfig, work: Path, folder_name: str, device: torch.d
 
 
 def hardware(device: torch.device) -> str:
+    """What ran a pretraining, for its report: the GPU's name, or the CPU's cores and torch threads."""
     if device.type == "cuda":
         return f"GPU {torch.cuda.get_device_name(device)}"
     return f"CPU ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads, {platform.machine()})"
@@ -293,16 +361,18 @@ def pretraining_report(model_folder) -> dict | None:
 def describe(report: dict) -> str:
     """One paragraph for the book: which model, how it was trained, how much it learned."""
     c = report["config"]
-    return (f"**Model**: a character-level BERT pretrained by headlab on People's Daily (January 1998), "
-            f"{c['layers']} layers x {c['heads']} heads, hidden size {c['hidden']}, objective {c['objective'].upper()}, "
-            f"{report['steps']} steps of {c['batch_size']} sequences of at most {c['max_length']} characters: "
-            f"{report['tokens_seen']:,} tokens seen (the training text has {report['corpus_tokens']:,}), "
-            f"{report['seconds'] / 60:.1f} minutes on {report['hardware']}. On {report['eval_sentences']} held-out "
-            f"sentences ({report['masked_tokens']} masked characters) it recovers "
-            f"{report['masked_token_accuracy']:.1%} [{report['masked_token_accuracy_lo']:.1%}, "
-            f"{report['masked_token_accuracy_hi']:.1%}] of the masked characters; always guessing the most frequent "
-            f"one (`{report['unigram_guess']}`) gets {report['unigram_baseline']:.1%} "
-            f"[{report['unigram_baseline_lo']:.1%}, {report['unigram_baseline_hi']:.1%}].")
+    return (
+        f"**Model**: a character-level BERT pretrained by headlab on People's Daily (January 1998), "
+        f"{c['layers']} layers x {c['heads']} heads, hidden size {c['hidden']}, objective {c['objective'].upper()}, "
+        f"{report['steps']} steps of {c['batch_size']} sequences of at most {c['max_length']} characters: "
+        f"{report['tokens_seen']:,} tokens seen (the training text has {report['corpus_tokens']:,}), "
+        f"{report['seconds'] / 60:.1f} minutes on {report['hardware']}. On {report['eval_sentences']} held-out "
+        f"sentences ({report['masked_tokens']} masked characters) it recovers "
+        f"{report['masked_token_accuracy']:.1%} [{report['masked_token_accuracy_lo']:.1%}, "
+        f"{report['masked_token_accuracy_hi']:.1%}] of the masked characters; always guessing the most frequent "
+        f"one (`{report['unigram_guess']}`) gets {report['unigram_baseline']:.1%} "
+        f"[{report['unigram_baseline_lo']:.1%}, {report['unigram_baseline_hi']:.1%}]."
+    )
 
 
 def model_note(spec: str) -> str:
@@ -315,6 +385,7 @@ def model_note(spec: str) -> str:
 
 
 def main(argv=None) -> int:
+    """``python -m headlab.models.pretrain NAME``: pretrain the named model or find it cached; the exit status."""
     parser = argparse.ArgumentParser(description="Pretrain (or find in the cache) a character-level Chinese BERT.")
     parser.add_argument("name", choices=sorted(MODELS))
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")

@@ -5,6 +5,7 @@ matches the weights. :func:`cached` trains into ``<folder>.partial`` under a loc
 the same entry, and moves the finished folder into place in one rename. The optimizer state is saved atomically
 (:func:`save_state`) so an interrupted run resumes (:func:`load_state`) and ends with the same weights.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -54,9 +55,11 @@ def cached(out: Path, train) -> Path:
     if is_complete(out):
         return out
     if os.environ.get(NO_TRAINING):
-        raise TrainingError(f"{out.name} is not in the cache, and this run may not train it ({NO_TRAINING} is set): "
-                            "the book trains every model before its notebooks run side by side, with all threads; "
-                            "train it first (a notebook run alone does) or unset the variable")
+        raise TrainingError(
+            f"{out.name} is not in the cache, and this run may not train it ({NO_TRAINING} is set): "
+            "the book trains every model before its notebooks run side by side, with all threads; "
+            "train it first (a notebook run alone does) or unset the variable"
+        )
     with exclusive_lock(out.with_name(out.name + ".lock")):
         if is_complete(out):
             return out
@@ -87,6 +90,7 @@ def one_thread():
 
 def linear_schedule(optimizer, warmup_steps: int, total_steps: int):
     """Linear warm-up to the full learning rate, then linear decay to zero at ``total_steps``."""
+
     def factor(step: int) -> float:
         if step < warmup_steps:
             return (step + 1) / warmup_steps
@@ -95,8 +99,7 @@ def linear_schedule(optimizer, warmup_steps: int, total_steps: int):
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-def optimizer_and_schedule(model, lr: float, weight_decay: float, warmup: float, total_steps: int,
-                           fused: bool = False):
+def optimizer_and_schedule(model, lr: float, weight_decay: float, warmup: float, total_steps: int, fused: bool = False):
     """AdamW and a linear schedule that warms up over the first ``warmup`` share of ``total_steps``.
 
     ``fused``: torch's fused AdamW, one kernel over all parameters (the same update; on a 2-core AMD EPYC its step
@@ -117,8 +120,15 @@ def train_step(model, loss: torch.Tensor, optimizer, scheduler) -> None:
 
 def save_state(work: Path, model, optimizer, scheduler, **progress) -> None:
     """Weights, optimizer, schedule and ``progress`` in one file, replaced atomically: they always agree on a resume."""
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(), **progress}, work / "state.tmp")
+    torch.save(
+        {
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            **progress,
+        },
+        work / "state.tmp",
+    )
     os.replace(work / "state.tmp", work / STATE)
 
 

@@ -7,6 +7,7 @@ Each sentence is mean-pooled over its tokens (the pooling all-MiniLM-L6-v2 and e
 and ``[SEP]`` included, padding not), and the pair features ``[u, v, |u - v|, u * v]`` go into a 5-grade linear
 head. Checkpoints are cached like the cross-encoder's, under a key that also names the architecture.
 """
+
 from __future__ import annotations
 
 import time
@@ -17,8 +18,14 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from headlab.core.evaluate import NUM_GRADES, Encoded, encode_sentences, model_inputs, padded
-from headlab.models.finetune import (TRAINING_PROCEDURE, FinetuneConfig, cache_entry, fit, training_pairs,
-                                     write_training_report)
+from headlab.models.finetune import (
+    TRAINING_PROCEDURE,
+    FinetuneConfig,
+    cache_entry,
+    fit,
+    training_pairs,
+    write_training_report,
+)
 from headlab.models.loading import load_encoder
 from headlab.models.training import cached
 
@@ -47,8 +54,9 @@ class TwoTower(torch.nn.Module):
 
 def two_tower_dir(config: FinetuneConfig) -> Path:
     """Where the two-tower model for ``config`` lives in the cache (a key apart from the cross-encoder's)."""
-    return cache_entry(config, prefix="two-tower-", architecture="two-tower mean-pool [u, v, |u-v|, u*v]",
-                       procedure=TRAINING_PROCEDURE)
+    return cache_entry(
+        config, prefix="two-tower-", architecture="two-tower mean-pool [u, v, |u-v|, u*v]", procedure=TRAINING_PROCEDURE
+    )
 
 
 def finetune_two_tower(config: FinetuneConfig = FinetuneConfig(), device="cpu", progress: bool = True) -> Path:
@@ -59,8 +67,10 @@ def finetune_two_tower(config: FinetuneConfig = FinetuneConfig(), device="cpu", 
 def pair_encodings(tokenizer, frame, max_length: int = 128) -> tuple[Encoded, Encoded]:
     """Queries and titles of ``frame`` tokenized apart, each with the pairs' grades."""
     grades = frame["label"].to_numpy()
-    return (encode_sentences(tokenizer, frame["query"], grades, max_length),
-            encode_sentences(tokenizer, frame["title"], grades, max_length))
+    return (
+        encode_sentences(tokenizer, frame["query"], grades, max_length),
+        encode_sentences(tokenizer, frame["title"], grades, max_length),
+    )
 
 
 def _train(config: FinetuneConfig, work: Path, device: torch.device, progress: bool) -> None:
@@ -102,8 +112,9 @@ def load_two_tower(folder) -> TwoTower:
 
 
 @torch.inference_mode()
-def predict_two_tower(model: TwoTower, queries: Encoded, titles: Encoded, batch_size: int = 64, device="cpu",
-                      pad_id: int = 0) -> np.ndarray:
+def predict_two_tower(
+    model: TwoTower, queries: Encoded, titles: Encoded, batch_size: int = 64, device="cpu", pad_id: int = 0
+) -> np.ndarray:
     """Grade probabilities (pairs x 5), in batches ordered by the pairs' lengths."""
     model.eval()
     lengths = np.array([len(q) + len(t) for q, t in zip(queries.input_ids, titles.input_ids)])

@@ -1,7 +1,8 @@
 """Charts, live explorers and attention views, drawn with no network.
 
-    from headlab.report import charts, head_view, show
+from headlab.report import charts, head_view, show
 """
+
 from headlab.core.exports import exports as _exports
 
 _PUBLIC = {

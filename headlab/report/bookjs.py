@@ -7,6 +7,7 @@ to the ``data-content_root`` attribute Sphinx puts on ``<html>``, so the site wo
 ``file://``. No page loads require.js: every file below sets a plain global (``vegaEmbed``, ``d3``, ``jQuery``).
 Live in JupyterLab, which serves no such files, :func:`inline_scripts` puts a file's text into the output itself.
 """
+
 from __future__ import annotations
 
 import functools
@@ -24,26 +25,53 @@ JS_DIR = "headlab-js"
 
 @dataclass(frozen=True)
 class Script:
+    """A JavaScript file the book ships: where the site serves it, its hash, and the PyPI file that carries it."""
+
     path: str  # where the site serves it, relative to the site root
     sha256: str  # of the file as written
     source: Asset  # the pinned PyPI file that carries it
 
 
-D3 = Script(f"{JS_DIR}/d3.v5.min.js", "bdad5585ef9a965ff25458738309b006058c55f2c78d794d25fbecae35014609",
-            Asset("js-d3", "mpld3==0.5.12", "mpld3-0.5.12-py3-none-any.whl",
-                  "bea31799a4041029a906f53f2662bbf1c49903e0c0bc712b412354158ec7cf54", "mpld3/js/d3.v5.min.js", True,
-                  "d3 v5.7.0 (ISC), the version bertviz asks for, via PyPI mpld3 (BSD)"))
-JQUERY = Script(f"{JS_DIR}/jquery.min.js", "ff1523fb7389539c84c65aba19260648793bb4f5e29329d2ee8804bc37a3fe6e",
-                Asset("js-jquery", "sphinxcontrib-jquery==4.1", "sphinxcontrib_jquery-4.1-py2.py3-none-any.whl",
-                      "f936030d7d0147dd026a4f2b5a57343d233f1fc7b363f68b3d4f1cb0993878ae",
-                      "sphinxcontrib/jquery/jquery.js", True, "jQuery v3.6.0 (MIT), via PyPI sphinxcontrib-jquery"))
-MATHJAX = Script(f"{JS_DIR}/mathjax/tex-svg-full.js",
-                 "a4354ff94fd868aea0cc6eaaa79a57fda0588646fc46ee3700a349ee0a11cbe6",
-                 Asset("js-mathjax", "sphinx-mathjax-offline==0.0.2", "sphinx_mathjax_offline-0.0.2-py3-none-any.whl",
-                       "206418155b2ff2f57496fb8501fdccae3da978e53031ff296c73729ba16062c4",
-                       "sphinx-mathjax-offline/static/mathjax/tex-svg-full.js", True,
-                       "MathJax 3.2.2 (Apache-2.0), one file with every TeX extension and its SVG fonts, "
-                       "via PyPI sphinx-mathjax-offline"))
+D3 = Script(
+    f"{JS_DIR}/d3.v5.min.js",
+    "bdad5585ef9a965ff25458738309b006058c55f2c78d794d25fbecae35014609",
+    Asset(
+        "js-d3",
+        "mpld3==0.5.12",
+        "mpld3-0.5.12-py3-none-any.whl",
+        "bea31799a4041029a906f53f2662bbf1c49903e0c0bc712b412354158ec7cf54",
+        "mpld3/js/d3.v5.min.js",
+        True,
+        "d3 v5.7.0 (ISC), the version bertviz asks for, via PyPI mpld3 (BSD)",
+    ),
+)
+JQUERY = Script(
+    f"{JS_DIR}/jquery.min.js",
+    "ff1523fb7389539c84c65aba19260648793bb4f5e29329d2ee8804bc37a3fe6e",
+    Asset(
+        "js-jquery",
+        "sphinxcontrib-jquery==4.1",
+        "sphinxcontrib_jquery-4.1-py2.py3-none-any.whl",
+        "f936030d7d0147dd026a4f2b5a57343d233f1fc7b363f68b3d4f1cb0993878ae",
+        "sphinxcontrib/jquery/jquery.js",
+        True,
+        "jQuery v3.6.0 (MIT), via PyPI sphinxcontrib-jquery",
+    ),
+)
+MATHJAX = Script(
+    f"{JS_DIR}/mathjax/tex-svg-full.js",
+    "a4354ff94fd868aea0cc6eaaa79a57fda0588646fc46ee3700a349ee0a11cbe6",
+    Asset(
+        "js-mathjax",
+        "sphinx-mathjax-offline==0.0.2",
+        "sphinx_mathjax_offline-0.0.2-py3-none-any.whl",
+        "206418155b2ff2f57496fb8501fdccae3da978e53031ff296c73729ba16062c4",
+        "sphinx-mathjax-offline/static/mathjax/tex-svg-full.js",
+        True,
+        "MathJax 3.2.2 (Apache-2.0), one file with every TeX extension and its SVG fonts, "
+        "via PyPI sphinx-mathjax-offline",
+    ),
+)
 
 # Vega, Vega-Lite and vega-embed are bundled by vl-convert-python (a dependency), not unpacked from a file.
 VEGA_PATH = f"{JS_DIR}/vega-embed.js"
@@ -68,9 +96,11 @@ def vega_bundle() -> str:
     bundle = vl_convert.javascript_bundle(vl_version=f"v{VEGA_LITE}")
     digest = hashlib.sha256(bundle.encode()).hexdigest()
     if digest != VEGA_SHA256:
-        raise ScriptError(f"vl-convert-python {vl_convert.__version__} made a Vega bundle with sha256 {digest}; "
-                          f"the book pins vl-convert-python {VEGA_CONVERT} (sha256 {VEGA_SHA256}): install that "
-                          f"version, or check the new bundle and update the pin in headlab/report/bookjs.py")
+        raise ScriptError(
+            f"vl-convert-python {vl_convert.__version__} made a Vega bundle with sha256 {digest}; "
+            f"the book pins vl-convert-python {VEGA_CONVERT} (sha256 {VEGA_SHA256}): install that "
+            f"version, or check the new bundle and update the pin in headlab/report/bookjs.py"
+        )
     return "(function () {\n" + bundle + "\n})();\n"
 
 
@@ -121,8 +151,10 @@ def after_loading(paths: list[str], code: str) -> str:
 
     ``code`` is the body of a function; a failure to load shows in the browser console.
     """
-    return (f"<script>\n{_LOADER}\nwindow.headlabLoad({json.dumps(paths)}).then(function () {{\n{code}\n}})"
-            f".catch(function (err) {{ console.error(err); }});\n</script>")
+    return (
+        f"<script>\n{_LOADER}\nwindow.headlabLoad({json.dumps(paths)}).then(function () {{\n{code}\n}})"
+        f".catch(function (err) {{ console.error(err); }});\n</script>"
+    )
 
 
 def inline_scripts(scripts: list[Script], code: str) -> str:

@@ -4,6 +4,7 @@ They need a running kernel (JupyterLab). The static book shows the same explorat
 controls over precomputed tables (``charts.boundary_rule(select=True)``, ``charts.grade_distributions(select=True)``);
 in the book build (``HEADLAB_BOOK=1``) these functions return a note instead of a widget.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -23,8 +24,14 @@ def case_texts(frame: pd.DataFrame, shuffled: pd.DataFrame, examples) -> pd.Data
     """(example, line): the query, the title and the shuffled title of each example, for chart captions."""
     rows = []
     for e in examples:
-        rows += [{"example": int(e), "line": f"{name}: {text}"} for name, text in (
-            ("query", frame["query"].iloc[e]), ("title", frame["title"].iloc[e]), ("shuffled", shuffled["title"].iloc[e]))]
+        rows += [
+            {"example": int(e), "line": f"{name}: {text}"}
+            for name, text in (
+                ("query", frame["query"].iloc[e]),
+                ("title", frame["title"].iloc[e]),
+                ("shuffled", shuffled["title"].iloc[e]),
+            )
+        ]
     return pd.DataFrame(rows)
 
 
@@ -32,16 +39,26 @@ def _head_line(heads: pd.DataFrame | None, layer: int, head: int) -> str:
     if heads is None:
         return ""
     rows = heads[(heads["layer"] == layer) & (heads["head"] == head)]
-    return "  \n".join(f"L{layer}H{head} on {r.subset}: accuracy {r.accuracy:.1%} (majority class {r.majority:.1%}), "
-                       f"F1 {r.f1:.2f}" for r in rows.itertuples())
+    return "  \n".join(
+        f"L{layer}H{head} on {r.subset}: accuracy {r.accuracy:.1%} (majority class {r.majority:.1%}), F1 {r.f1:.2f}"
+        for r in rows.itertuples()
+    )
 
 
-def segmentation_explorer(model, tokenizer, encoded: Encoded, segments=None, heads: pd.DataFrame | None = None,
-                          example: int = 0, layer: int = 0, head: int = 0, device="cpu"):
+def segmentation_explorer(
+    lab,
+    encoded: Encoded,
+    segments=None,
+    heads: pd.DataFrame | None = None,
+    example: int = 0,
+    layer: int = 0,
+    head: int = 0,
+):
     """Pick an example, a layer and a head: the rule's bars (attention to [SEP] vs the next token) and the head's map.
 
-    ``segments``: gold words per example (None: WordPiece's own boundaries); ``heads``: the per-head scores
-    (``score_segmentation(...).heads``), quoted for the chosen head.
+    ``lab`` gives the model, tokenizer and device; ``encoded`` is the corpus's encoding. ``segments``: gold words per
+    example (None: WordPiece's own boundaries); ``heads``: the per-head scores (``score_segmentation(...).heads``),
+    quoted for the chosen head.
     """
     from IPython.display import Markdown
 
@@ -49,7 +66,7 @@ def segmentation_explorer(model, tokenizer, encoded: Encoded, segments=None, hea
         return Markdown(LIVE_ONLY)
     import ipywidgets as widgets
 
-    layers, n_heads = head_grid(model)
+    layers, n_heads = head_grid(lab.model)
     example_box = widgets.BoundedIntText(value=example, min=0, max=len(encoded) - 1, description="example")
     layer_box = widgets.IntSlider(value=layer, min=0, max=layers - 1, description="layer")
     head_box = widgets.IntSlider(value=head, min=0, max=n_heads - 1, description="head")
@@ -58,22 +75,33 @@ def segmentation_explorer(model, tokenizer, encoded: Encoded, segments=None, hea
     def draw():
         e, l, h = example_box.value, layer_box.value, head_box.value
         if e not in cache:
-            cache[e] = boundary_example(model, encoded, tokenizer, e, segments, device=device)
+            cache[e] = boundary_example(lab, encoded, e, segments)
         seen = cache[e]
         table = seen.table[(seen.table["layer"] == l) & (seen.table["head"] == h)]
-        return (Markdown(_head_line(heads, l, h) or f"L{l}H{h}"),
-                charts.boundary_rule(table, select=False, title=f"example {e}, L{l}H{h}"),
-                charts.attention_heatmap(seen.maps[l, h], seen.tokens, title=f"L{l}H{h}: attention map"))
+        return (
+            Markdown(_head_line(heads, l, h) or f"L{l}H{h}"),
+            charts.boundary_rule(table, select=False, title=f"example {e}, L{l}H{h}"),
+            charts.attention_heatmap(seen.maps[l, h], seen.tokens, title=f"L{l}H{h}: attention map"),
+        )
 
     return live_panel([example_box, layer_box, head_box], draw)
 
 
-def order_explorer(model, tokenizer, original: Encoded, shuffled: Encoded, order_table: pd.DataFrame,
-                   texts: pd.DataFrame, example: int = 0, k: int = 7, draws: int = 10, seed: int = 0, device="cpu"):
+def order_explorer(
+    lab,
+    shuffled: Encoded,
+    order_table: pd.DataFrame,
+    texts: pd.DataFrame,
+    example: int = 0,
+    k: int = 7,
+    draws: int = 10,
+    seed: int = 0,
+):
     """Pick an example, k and an order head: the four grade distributions of the study's chart, and the head's map.
 
-    The grade bars are computed live: the top-k order heads masked, and ``draws`` sets of k random other heads.
-    ``texts`` (from :func:`case_texts` over all examples) captions the chosen example.
+    ``lab`` gives the model, tokenizer, the original pairs (its encoded split) and the device; ``shuffled`` is the same
+    pairs with shuffled titles. The grade bars are computed live: the top-k order heads masked, and ``draws`` sets of k
+    random other heads. ``texts`` (from :func:`case_texts` over all examples) captions the chosen example.
     """
     from IPython.display import Markdown
 
@@ -81,9 +109,9 @@ def order_explorer(model, tokenizer, original: Encoded, shuffled: Encoded, order
         return Markdown(LIVE_ONLY)
     import ipywidgets as widgets
 
+    model, tokenizer, original = lab.model, lab.tokenizer, lab.encoded
     layers, heads = head_grid(model)
     ranked = order_table.sort_values("rank").reset_index(drop=True)
-    pad_id = tokenizer.pad_token_id or 0
     example_box = widgets.BoundedIntText(value=example, min=0, max=len(original) - 1, description="example")
     most = depth_matched_k(order_table, heads)  # random heads of the same layers need as many others there
     k_box = widgets.IntSlider(value=min(k, most), min=0, max=most, description="k")
@@ -91,15 +119,19 @@ def order_explorer(model, tokenizer, original: Encoded, shuffled: Encoded, order
 
     def draw():
         e, top, rank = example_box.value, k_box.value, rank_box.value
-        bars = case_k_table(model, original, shuffled, [e], ranked, [top], draws, seed, device=device, pad_id=pad_id)
+        bars = case_k_table(lab, shuffled, [e], ranked, [top], draws, seed)
         row = ranked.iloc[rank - 1]
         l, h = int(row["layer"]), int(row["head"])
-        _, maps = next(attention_maps(model, original, [e], device=device, pad_id=pad_id))
+        _, maps = next(attention_maps(model, original, [e], device=lab.device, pad_id=lab.pad_id))
         tokens = tokenizer.convert_ids_to_tokens(original.input_ids[e])
-        return (Markdown("  \n".join(texts[texts["example"] == e]["line"])),
-                charts.grade_distributions(bars, title=f"example {e}: top-{top} order heads or {top} random heads "
-                                                      f"({draws} draws) masked"),
-                charts.attention_heatmap(maps[l, h], tokens, title=f"order head #{rank}: L{l}H{h} "
-                                                                  f"({row['direction']} {row['score']:.0%})"))
+        return (
+            Markdown("  \n".join(texts[texts["example"] == e]["line"])),
+            charts.grade_distributions(
+                bars, title=f"example {e}: top-{top} order heads or {top} random heads ({draws} draws) masked"
+            ),
+            charts.attention_heatmap(
+                maps[l, h], tokens, title=f"order head #{rank}: L{l}H{h} ({row['direction']} {row['score']:.0%})"
+            ),
+        )
 
     return live_panel([example_box, k_box, rank_box], draw)

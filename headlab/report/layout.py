@@ -7,6 +7,7 @@ chart that does not fit gets narrower (a discrete axis keeps every label, closer
 concatenated chart to its container, and scaling a drawn chart with CSS would put Vega's clicks and tooltips in
 the wrong place, so the layout is fixed before drawing.
 """
+
 from __future__ import annotations
 
 import functools
@@ -68,15 +69,20 @@ def _widest_row(chart) -> int:
     if isinstance(chart, alt.VConcatChart):
         return max(_widest_row(c) for c in chart.vconcat)
     if isinstance(chart, alt.ConcatChart):
-        return max(chart.columns if isinstance(chart.columns, int) else len(chart.concat),
-                   *(_widest_row(c) for c in chart.concat))
+        return max(
+            chart.columns if isinstance(chart.columns, int) else len(chart.concat),
+            *(_widest_row(c) for c in chart.concat),
+        )
     return 1
 
 
 def _top_level(chart) -> dict:
     """The chart's own settings (title, params, resolve, config, data ...), without its panels."""
-    return {k: v for k, v in chart._kwds.items()
-            if v is not alt.Undefined and k not in ("hconcat", "vconcat", "concat", "columns")}
+    return {
+        k: v
+        for k, v in chart._kwds.items()
+        if v is not alt.Undefined and k not in ("hconcat", "vconcat", "concat", "columns")
+    }
 
 
 def _wrapped(chart, columns: int):
@@ -95,8 +101,9 @@ def _wrapped(chart, columns: int):
 def _narrower(chart, excess: float):
     """Every chart of a set width inside ``chart`` made ``excess`` pixels narrower (60 at the least)."""
     if isinstance(chart, alt.ConcatChart):
-        return alt.ConcatChart(concat=[_narrower(c, excess) for c in chart.concat], columns=chart.columns,
-                               **_top_level(chart))
+        return alt.ConcatChart(
+            concat=[_narrower(c, excess) for c in chart.concat], columns=chart.columns, **_top_level(chart)
+        )
     if isinstance(chart, alt.HConcatChart):
         share = excess / len(chart.hconcat)
         return alt.HConcatChart(hconcat=[_narrower(c, share) for c in chart.hconcat], **_top_level(chart))

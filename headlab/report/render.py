@@ -1,16 +1,17 @@
 """Notebook outputs that show with no network, live in JupyterLab and in the built book: Altair charts and ipywidgets.
 
-Altair's default renderer loads Vega from a CDN, and JupyterLab 4's own Vega-Lite renderers stop at v5 (Altair 6
-writes v6). Live, :func:`show` makes a chart Altair's ``JupyterChart`` (an anywidget) in its offline mode: its
-JavaScript is the Vega bundle inside vl-convert-python, sent through the kernel, and selections stay interactive.
-When the book is built (``HEADLAB_BOOK=1``, set by ``python -m headlab.book``), :func:`show` turns a chart into HTML
-that draws it with the Vega bundle the book ships (:mod:`headlab.report.bookjs`), with a static SVG inside ``<noscript>``
-for readers without JavaScript.
+Altair's default renderer loads Vega from a CDN, and JupyterLab 4's own Vega-Lite renderers stop at v5 (Altair 6 writes
+v6). Live, :func:`show` makes a chart Altair's ``JupyterChart`` (an anywidget) in its offline mode: its JavaScript is
+the Vega bundle inside vl-convert-python, sent through the kernel, and selections stay interactive. When the book is
+built (``HEADLAB_BOOK=1``, set by ``python -m headlab.book``), :func:`show` turns a chart into HTML that draws it with
+the Vega bundle the book ships (:mod:`headlab.report.bookjs`), with a static SVG inside ``<noscript>`` for readers
+without JavaScript.
 
 Widgets need a kernel, so the book does not embed them (no widget JavaScript on any page): :func:`static_widgets`
 drops finished progress bars and replaces every other widget with a note that its live version needs JupyterLab.
 A notebook that keeps a widget shows the same exploration as a chart over its saved results.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,12 +23,15 @@ from headlab.report.layout import fit, svg
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
-LIVE_ONLY_NOTE = ('<p class="headlab-live-only"><em>An interactive control was here: it needs a running Python '
-                  'kernel. Open this notebook in JupyterLab to use it; the static book shows the same results in '
-                  'the charts.</em></p>')
+LIVE_ONLY_NOTE = (
+    '<p class="headlab-live-only"><em>An interactive control was here: it needs a running Python '
+    "kernel. Open this notebook in JupyterLab to use it; the static book shows the same results in "
+    "the charts.</em></p>"
+)
 
 
 def in_book() -> bool:
+    """Whether this runs in the book build (``HEADLAB_BOOK=1``): charts become static HTML, widgets a note."""
     return os.environ.get("HEADLAB_BOOK") == "1"
 
 
@@ -47,8 +51,10 @@ class BookChart:
         spec = self.chart.to_dict()
         chart_id = f"headlab-chart-{uuid.uuid4().hex[:12]}"
         code = _DRAW.format(id=chart_id, spec=json.dumps(spec, separators=(",", ":")).replace("</", "<\\/"))
-        return (f'<div id="{chart_id}" class="headlab-chart"></div>\n'
-                f"<noscript>{svg(self.chart)}</noscript>\n{after_loading([VEGA_PATH], code)}")
+        return (
+            f'<div id="{chart_id}" class="headlab-chart"></div>\n'
+            f"<noscript>{svg(self.chart)}</noscript>\n{after_loading([VEGA_PATH], code)}"
+        )
 
 
 LIVE_EMBED = {"renderer": "svg", "actions": {"export": True, "source": False, "compiled": False, "editor": False}}
@@ -104,7 +110,8 @@ def _is_progress_bar(model_id: str, state: dict) -> bool:
     model = state.get(model_id, {})
     children = [ref.removeprefix("IPY_MODEL_") for ref in model.get("state", {}).get("children", [])]
     return model.get("model_name") == "HBoxModel" and any(
-        state.get(child, {}).get("model_name") in ("FloatProgressModel", "IntProgressModel") for child in children)
+        state.get(child, {}).get("model_name") in ("FloatProgressModel", "IntProgressModel") for child in children
+    )
 
 
 def static_widgets(nb) -> int:

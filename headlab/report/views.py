@@ -5,10 +5,11 @@
     model_view(maps, tokens, sentence_b_start=9)  # a grid of every layer x head
 
 End a cell with the call. bertviz's HTML loads require.js, jQuery and d3 from a CDN; headlab rewrites it to need no
-network: no require.js, jQuery and d3 from the pinned files of :mod:`headlab.report.bookjs` (in the book, ``HEADLAB_BOOK=1``,
-the files the site ships; live in JupyterLab, their text inside the output), and every element id prefixed by the
-view's own id, so that one page can hold several views.
+network: no require.js, jQuery and d3 from the pinned files of :mod:`headlab.report.bookjs` (in the book,
+``HEADLAB_BOOK=1``, the files the site ships; live in JupyterLab, their text inside the output), and every element id
+prefixed by the view's own id, so that one page can hold several views.
 """
+
 from __future__ import annotations
 
 import re
@@ -22,8 +23,11 @@ _REQUIRE_TAG = re.compile(r'<script src="[^"]*require[^"]*"></script>')
 _SCRIPT = re.compile(r'<script type="text/javascript">(.*)</script>', re.S)
 _ROOT_ID = re.compile(r'<div id="(bertviz-[0-9a-f]+)"')
 _INNER_IDS = re.compile(r"""id=(["'])(layer|filter|vis)\1""")
-_REQUIRE_HEAD = re.compile(r"""^.*?require\.config\(\{.*?\}\);\s*"""
-                           r"""requirejs\(\['jquery', 'd3'\], function ?\(\$, d3\) \{""", re.S)
+_REQUIRE_HEAD = re.compile(
+    r"""^.*?require\.config\(\{.*?\}\);\s*"""
+    r"""requirejs\(\['jquery', 'd3'\], function ?\(\$, d3\) \{""",
+    re.S,
+)
 _REQUIRE_TAIL = re.compile(r"\}\);\s*$")
 _JS_IDS = [  # (pattern, replacement): bertviz's fixed ids in the JS, made relative to config.rootDivId
     (re.compile(r"#\$\{config\.rootDivId\} #(\w+)"), r"#${config.rootDivId}-\1"),
@@ -61,7 +65,7 @@ def offline_html(html: str, inline: bool = False) -> str:
     for pattern, replacement in _JS_IDS:
         code = pattern.sub(replacement, code)
     code = "var $ = window.jQuery, d3 = window.d3;\n" + code.replace("</", "<\\/")
-    markup = _INNER_IDS.sub(lambda m: f'id="{root.group(1)}-{m.group(2)}"', html[:script.start()])
+    markup = _INNER_IDS.sub(lambda m: f'id="{root.group(1)}-{m.group(2)}"', html[: script.start()])
     markup = _REQUIRE_TAG.sub("", markup).strip()
     scripts = inline_scripts([JQUERY, D3], code) if inline else after_loading([JQUERY.path, D3.path], code)
     return f'<div class="headlab-view">\n{markup}\n</div>\n{scripts}'
@@ -71,8 +75,13 @@ def _show(view):
     return OfflineView(offline_html(view.data, inline=not in_book()))
 
 
-def head_view(attention_maps, tokens: list[str], sentence_b_start: int | None = None, layer: int | None = None,
-              heads: list[int] | None = None):
+def head_view(
+    attention_maps,
+    tokens: list[str],
+    sentence_b_start: int | None = None,
+    layer: int | None = None,
+    heads: list[int] | None = None,
+):
     """bertviz's head view: one layer's heads as lines from each token to the tokens it attends to.
 
     ``attention_maps``: (L, H, T, T) array or tensor, or a list of L (H, T, T) / (1, H, T, T) tensors (what
@@ -82,12 +91,25 @@ def head_view(attention_maps, tokens: list[str], sentence_b_start: int | None = 
     """
     from bertviz import head_view as bertviz_head_view
 
-    return _show(bertviz_head_view(_layers(attention_maps), list(tokens), sentence_b_start=sentence_b_start,
-                                   layer=layer, heads=heads, html_action="return"))
+    return _show(
+        bertviz_head_view(
+            _layers(attention_maps),
+            list(tokens),
+            sentence_b_start=sentence_b_start,
+            layer=layer,
+            heads=heads,
+            html_action="return",
+        )
+    )
 
 
-def model_view(attention_maps, tokens: list[str], sentence_b_start: int | None = None,
-               layers: list[int] | None = None, heads: list[int] | None = None):
+def model_view(
+    attention_maps,
+    tokens: list[str],
+    sentence_b_start: int | None = None,
+    layers: list[int] | None = None,
+    heads: list[int] | None = None,
+):
     """bertviz's model view: a thumbnail of every layer x head; click one to enlarge it.
 
     Arguments as in :func:`head_view`; ``layers`` and ``heads`` restrict the grid (default all). Large inputs make
@@ -95,6 +117,14 @@ def model_view(attention_maps, tokens: list[str], sentence_b_start: int | None =
     """
     from bertviz import model_view as bertviz_model_view
 
-    return _show(bertviz_model_view(_layers(attention_maps), list(tokens), sentence_b_start=sentence_b_start,
-                                    include_layers=layers, include_heads=heads, display_mode="light",
-                                    html_action="return"))
+    return _show(
+        bertviz_model_view(
+            _layers(attention_maps),
+            list(tokens),
+            sentence_b_start=sentence_b_start,
+            include_layers=layers,
+            include_heads=heads,
+            display_mode="light",
+            html_action="return",
+        )
+    )

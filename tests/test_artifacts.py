@@ -1,0 +1,70 @@
+"""The registry of what pages share (headlab.lab.artifacts): every read is produced by an earlier page, the build waits
+for it, and a lab finds shared tables and sweeps only through it."""
+
+import json
+import re
+
+import pandas as pd
+import pytest
+from tiny_setup import tiny_setup
+
+from headlab.book.build import REPO, step_needs, toc_notebooks
+from headlab.core.sweep import baseline_spec, single_head_specs
+from headlab.lab.artifacts import ARTIFACTS, SWEEP, TABLE, artifact, page_needs
+
+PAGES = toc_notebooks(REPO / "book" / "_toc.yml")
+
+
+def _code(page: str) -> str:
+    cells = json.loads((REPO / "notebooks" / f"{page}.ipynb").read_text(encoding="utf-8"))["cells"]
+    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+
+
+@pytest.mark.parametrize("name", sorted(ARTIFACTS))
+def test_every_artifact_is_produced_by_a_page_before_its_readers(name):
+    a = ARTIFACTS[name]
+    assert a.kind in (TABLE, SWEEP) and a.page in PAGES and a.readers
+    assert all(PAGES.index(a.page) < PAGES.index(reader) for reader in a.readers), (a.page, a.readers)
+
+
+@pytest.mark.parametrize("name", sorted(n for n, a in ARTIFACTS.items() if a.kind == SWEEP))
+def test_a_shared_sweep_is_run_by_the_page_that_produces_it(name):
+    assert re.search(rf'\.sweep\([^)]*"{name}"', _code(ARTIFACTS[name].page))
+
+
+def test_the_build_waits_for_every_page_a_page_reads():
+    needs = step_needs(PAGES)
+    for reader, producers in page_needs().items():
+        assert set(producers) <= set(needs[reader])
+    assert page_needs()["10_pruning"] == ("01_redundancy", "02_layer_dependence")
+
+
+def test_an_unregistered_artifact_is_an_error_naming_the_registry(tmp_path):
+    with pytest.raises(KeyError, match="headlab.lab.artifacts.ARTIFACTS"):
+        artifact("no_such_table")
+    with pytest.raises(ValueError, match="is a sweep, not a table"):
+        ARTIFACTS["layer_dependence"].path(tmp_path)
+    with pytest.raises(ValueError, match="is a table, not a sweep"):
+        ARTIFACTS["term_matching_heads"].folders(tmp_path)
+
+
+def test_a_lab_computes_a_shared_table_once_then_reads_it(tmp_path):
+    lab = tiny_setup(tmp_path)
+    calls = []
+    first = lab.shared_table("head_roles", lambda: calls.append(1) or pd.DataFrame({"x": [1.5, 2.0]}), key="k1")
+    again = lab.shared_table("head_roles", lambda: calls.append(1) or pd.DataFrame({"x": [9.0]}), key="k1")
+    assert calls == [1] and again["x"].tolist() == first["x"].tolist() == [1.5, 2.0]
+    assert lab.shared_path("head_roles", "k1") == lab.params.table_dir / "head_roles-k1.csv"
+
+
+def test_a_lab_finds_only_finished_sweeps_that_hold_the_masks(tmp_path):
+    lab = tiny_setup(tmp_path)
+    layers, heads = lab.shape
+    specs = [baseline_spec(), *single_head_specs(layers, heads)]
+    wanted = {s.mask_id for s in specs}
+    assert lab.finished_sweeps("layer_dependence", wanted) == []
+    lab.sweep(specs[:3], "layer_dependence", progress=False)  # a sweep that lacks most heads
+    assert lab.finished_sweeps("layer_dependence", wanted) == []
+    lab.sweep(specs, "layer_dependence", progress=False)
+    [(folder, per_example)] = lab.finished_sweeps("layer_dependence", wanted)
+    assert folder.parent.name == "sweeps" and set(per_example["mask_id"]) == wanted
