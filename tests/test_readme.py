@@ -384,6 +384,26 @@ def test_a_build_over_its_budget_says_by_how_much_and_a_shared_build_is_judged_o
     assert not any(line.startswith("* e5-zh, cold") for line in lines)  # never built cold: no line
 
 
+def test_a_build_beside_other_work_is_no_budget_figure_and_the_latest_alone_keeps_the_verdict():
+    """A build whose load passed its cores (other work on the machine) is said to be that, and the budget is judged
+    on the latest build that ran alone."""
+    alone, beside = "2026-12-02T00:00:00Z", "2026-12-05T00:00:00Z"
+    rows = [_timing(alone, "e5-zh", "cold", "00_setup", 3000.0), _timing(alone, "all", "cold", "build", 3050.0)]
+    rows += [_timing(alone, "all", "cold", "make book", 3100.0)]
+    rows += [
+        {**_timing(beside, "e5-zh", "cold", "00_setup", 9000.0), "load": 5.2},
+        {**_timing(beside, "all", "cold", "build", 9050.0), "load": 3.1},
+        {**_timing(beside, "all", "cold", "make book", 9100.0), "load": 3.1},
+    ]
+    lines = readme.timings_block(pd.DataFrame(rows))
+    assert (
+        "* e5-zh, cold (2026-12-05T00:00:00Z): measured beside other work (highest load 5.2 on 2 cores), so not a "
+        "budget figure."
+    ) in lines
+    assert "* e5-zh, cold (2026-12-02T00:00:00Z): 51 min 40 s (`make book`); within its budget of 2 h 00 min." in lines
+    assert readme.shared(pd.DataFrame(rows[3:])) and not readme.shared(pd.DataFrame(rows[:3]))
+
+
 def test_a_shared_build_that_ran_notebooks_side_by_side_is_judged_on_each_presets_own_time():
     """Notebooks run two at a time overlap, so their seconds add up to more than the preset took: its total counts."""
     build = "2026-12-04T00:00:00Z"

@@ -51,6 +51,7 @@ BUDGETS = {
     "e5-zh": {"cold": 2 * 3600, "warm": 10 * 60},
     "e5-en": {"cold": 2 * 3600, "warm": 10 * 60},
 }
+SHARED_LOAD = 1.0  # load above the cores that marks a build as run beside other work (a lane's own start-up ~0.5)
 PRESET_TOTAL = "preset total"  # a preset's own wall time, which its overlapping notebook steps do not add up to
 # a preset's steps in the order they start: its models trained, then its notebooks (several at a time since the build
 # runs them side by side), then its total
@@ -385,7 +386,17 @@ def budget_lines(table: pd.DataFrame, builds: list) -> list[str]:
             ]
             if not found:
                 continue
-            build, presets = found[-1]
+            alone = [(build, presets) for build, presets in found if not shared(table[table["build"] == build])]
+            latest = found[-1]
+            if shared(table[table["build"] == latest[0]]):
+                rows = table[table["build"] == latest[0]]
+                lines.append(
+                    f"* {preset}, {kind} ({latest[0]}): measured beside other work (highest load {_load(rows)} on "
+                    f"{_cores(rows)} cores), so not a budget figure."
+                )
+            if not alone:
+                continue
+            build, presets = alone[-1]
             rows = table[table["build"] == build]
             if presets == (preset,):
                 seconds, what = (
@@ -423,6 +434,20 @@ def _step_cell(seconds, computed) -> str:
     """A step's duration; in parentheses when it computed nothing (every model and sweep it needed was cached)."""
     text = duration(seconds)
     return f"({text})" if text and computed is not None and str(computed) == "False" else text
+
+
+def _cores(rows: pd.DataFrame) -> int | None:
+    """The cores of the machine a build ran on, as its records name them (``..., 2 cores, ...``)."""
+    found = rows["machine"].astype(str).str.extract(r"(\d+) cores", expand=False).dropna() if "machine" in rows else []
+    return int(found.iloc[0]) if len(found) else None
+
+
+def shared(rows: pd.DataFrame) -> bool:
+    """Whether a build ran beside other work: its highest load passed its cores by more than :data:`SHARED_LOAD`
+    (a timing measured so is no budget figure)."""
+    loads = pd.to_numeric(rows["load"], errors="coerce") if "load" in rows else pd.Series(dtype=float)
+    cores = _cores(rows)
+    return cores is not None and not loads.isna().all() and loads.max() > cores + SHARED_LOAD
 
 
 def _load(rows: pd.DataFrame) -> str:
