@@ -26,7 +26,7 @@ import psutil
 import pytest
 from test_browser import browser, is_external  # noqa: F401  (browser: the Chromium fixture)
 
-from headlab.book.build import PRESETS, REPO
+from headlab.book.build import PRESETS, REPO, notebook_parameters
 from headlab.lab.params import results_root
 
 NOTEBOOK = REPO / "notebooks" / "02_layer_dependence.ipynb"
@@ -154,12 +154,12 @@ def lab(tmp_path):
 def _tiny_copy(folder: Path, run_dir: Path) -> tuple[Path, nbformat.NotebookNode]:
     """Notebook 02 with the tiny preset's parameters injected as papermill does, and a RUN_DIR relative to the
     repository (from the kernel's folder it would name another place)."""
-    import papermill as pm
     from papermill.iorw import load_notebook_node
     from papermill.parameterize import parameterize_notebook
 
-    declared = pm.inspect_notebook(str(NOTEBOOK))
+    declared = notebook_parameters(NOTEBOOK)  # the cell's own and those it imports from headlab.lab.defaults
     params = {k: v for k, v in PRESETS["tiny"].items() if k in declared}
+    assert {"EVAL_LIMIT", "TRAIN_LIMIT", "EPOCHS"} <= set(params), "the tiny sizes must reach the notebook"
     params["RUN_DIR"] = os.path.relpath(run_dir, REPO)
     nb = parameterize_notebook(load_notebook_node(str(NOTEBOOK)), params, kernel_name="python3", language="python")
     path = folder / "02_tiny.ipynb"
