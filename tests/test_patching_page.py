@@ -16,6 +16,7 @@ from headlab.findings.patching import (
     held_out_contrast,
     patch_both_ways,
     patch_plan,
+    path_not_measured,
     random_patches,
     restored_against_draws,
     specificity,
@@ -62,3 +63,33 @@ def test_page_09_runs_on_a_tiny_model_and_gives_one_row_per_claim(tmp_path):
     # a second run reads the patches it saved
     again, _ = patch_both_ways(setup, contrast, plan, progress=False)
     pd.testing.assert_frame_equal(again, restoring)
+
+
+def test_an_unmeasured_path_says_why():
+    """The [CLS] head below the matching heads, or no contrast pair on the half it was not chosen on: each says so,
+    in the claim's reason too, and the row is not judged."""
+    assert "sits no higher" in path_not_measured((2, 1), [(2, 0), (1, 3)])
+    assert "not chosen on" in path_not_measured((3, 1), [(2, 0), (1, 3)])
+    against = {
+        "tested": 0.5,
+        "draws_mean": 0.1,
+        "draws_lo": 0.0,
+        "draws_hi": 0.2,
+        "difference": 0.4,
+        "lo": 0.3,
+        "hi": 0.5,
+        "n_examples": 10,
+        "n_draws": 3,
+    }
+    specific = {
+        "difference": -0.1,
+        "lo": -0.2,
+        "hi": 0.0,
+        "cost_sharing": -0.1,
+        "cost_none": 0.0,
+        "n_sharing": 5,
+        "n_none": 5,
+    }
+    rows = claims(against, specific, specific, None, [(0, 0)], (3, 1), 10)
+    [path_row] = [r for r in rows if r.claim_id == "patching.cls_head_hands_on"]
+    assert "not chosen on" in path_row.reason and path_row.verdict == "cannot tell"

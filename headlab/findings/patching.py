@@ -301,7 +301,11 @@ def claims(
         )
     if path is None:
         rows.append(
-            Claim.not_measured("patching.cls_head_hands_on", reason="Not measured: no receiver head", unit=PATH_UNIT)
+            Claim.not_measured(
+                "patching.cls_head_hands_on",
+                reason=f"Not measured. {path_not_measured(receiver, matching)}",
+                unit=PATH_UNIT,
+            )
         )
         return rows
     layer, head = receiver
@@ -463,6 +467,18 @@ def specificity(
     return (
         masking_specificity(correct.loc["matching"].to_numpy(), base, shares, n_boot, seed),
         masking_specificity(correct.loc[drawn].to_numpy(), base, shares, n_boot, seed),
+    )
+
+
+def path_not_measured(receiver, matching) -> str:
+    """Why :func:`cls_path` measured nothing: the ``[CLS]`` head sits no higher than the matching heads, or no contrast
+    pair lies in notebook 07's held-out half (on some splits that half is exactly the pairs 05 chose its heads on)."""
+    layer, head = receiver
+    if max(l for l, _ in matching) >= layer:
+        return f"Head {layer}.{head} sits no higher than the matching heads: no path to patch."
+    return (
+        f"No contrast pair lies in the half of the pairs head {layer}.{head} was not chosen on (notebook 07's held-out "
+        "half): the path is not measured on pairs that chose the head."
     )
 
 
