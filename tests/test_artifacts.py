@@ -62,9 +62,9 @@ def test_a_lab_finds_only_finished_sweeps_that_hold_the_masks(tmp_path):
     layers, heads = lab.shape
     specs = [baseline_spec(), *single_head_specs(layers, heads)]
     wanted = {s.mask_id for s in specs}
-    assert lab.finished_sweeps("layer_dependence", wanted) == []
+    assert list(lab.finished_sweeps("layer_dependence", wanted)) == []
     lab.sweep(specs[:3], "layer_dependence", progress=False)  # a sweep that lacks most heads
-    assert lab.finished_sweeps("layer_dependence", wanted) == []
+    assert list(lab.finished_sweeps("layer_dependence", wanted)) == []
     lab.sweep(specs, "layer_dependence", progress=False)
     [(folder, per_example)] = lab.finished_sweeps("layer_dependence", wanted)
     assert folder.parent.name == "sweeps" and set(per_example["mask_id"]) == wanted

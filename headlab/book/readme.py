@@ -30,7 +30,7 @@ import pandas as pd
 
 from headlab.book.build import PRESETS
 from headlab.book.records import outcome
-from headlab.book.scorecard import CORRECTION, claim_tables, is_main
+from headlab.book.scorecard import CORRECTION, claim_tables, column_label, is_main
 from headlab.findings.claims import ALPHA, FAMILY, STUDY_CLAIMS, study_claim_id
 from headlab.findings.pruning import speed_rows
 from headlab.lab.params import REPO
@@ -572,7 +572,7 @@ def figure_chart(name: str, results: Path = RESULTS):
     if name == "scorecard":
         table = pd.read_csv(results / "scorecard.csv")
         table = table[table["claim_id"].map(is_main)]
-        table = table.assign(model=table["preset"] + " (" + table["model"] + ", " + table["data"] + ")")
+        table = table.assign(model=[column_label(preset, table) for preset in table["preset"]])
         return charts.verdict_grid(table, "The study's claims (rows) on each model (columns)").configure_view(
             stroke=None
         )

@@ -83,7 +83,8 @@ def _numbers(row) -> str:
     return number + interval + lost + floor + method
 
 
-def _column(preset: str, table: pd.DataFrame) -> str:
+def column_label(preset: str, table: pd.DataFrame) -> str:
+    """A preset's column heading: the preset, and its model and data from ``table`` (``default (minilm, stsb-en)``)."""
     first = table[table["preset"] == preset].iloc[0] if (table["preset"] == preset).any() else None
     return preset if first is None else f"{preset} ({first.model}, {first.data})"
 
@@ -171,7 +172,7 @@ def claim_tables(
     for preset in presets:
         counts = tally(table, preset)
         lines.append(
-            f"| {_column(preset, table)} | {int(counts.sum())} | "
+            f"| {column_label(preset, table)} | {int(counts.sum())} | "
             + " | ".join(str(int(counts.get(v, 0))) for v in VERDICTS)
             + " |"
         )
@@ -180,7 +181,9 @@ def claim_tables(
         lines += [
             f"{heading} {finding}",
             "",
-            "| claim | rule | unit (interval) | the study | " + " | ".join(_column(p, table) for p in presets) + " |",
+            "| claim | rule | unit (interval) | the study | "
+            + " | ".join(column_label(p, table) for p in presets)
+            + " |",
             "|---|---|---|---|" + "---|" * len(presets),
         ]
         for claim_id, claim_rows in rows.groupby("claim_id", sort=False):

@@ -470,11 +470,16 @@ def specificity(
     )
 
 
+def _above(receiver, matching) -> bool:
+    """Whether the ``[CLS]`` head sits in a layer above every matching head (else there is no path from them to it)."""
+    return receiver[0] > max(l for l, _ in matching)
+
+
 def path_not_measured(receiver, matching) -> str:
     """Why :func:`cls_path` measured nothing: the ``[CLS]`` head sits no higher than the matching heads, or no contrast
     pair lies in notebook 07's held-out half (on some splits that half is exactly the pairs 05 chose its heads on)."""
     layer, head = receiver
-    if max(l for l, _ in matching) >= layer:
+    if not _above(receiver, matching):
         return f"Head {layer}.{head} sits no higher than the matching heads: no path to patch."
     return (
         f"No contrast pair lies in the half of the pairs head {layer}.{head} was not chosen on (notebook 07's held-out "
@@ -493,7 +498,7 @@ def cls_path(
     correct, base, _ = single_heads
     focus = focus_head(selection_grid(correct, base, select), layers)
     receiver = (int(focus["layer"]), int(focus["head"]))
-    if max(l for l, _ in matching) >= receiver[0]:
+    if not _above(receiver, matching):
         return None, receiver
     keep = np.flatnonzero(np.isin(contrast.examples, estimate))
     if not len(keep):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -431,18 +432,18 @@ class Lab:
         self.save_table(table, path.stem)
         return table
 
-    def finished_sweeps(self, name: str, wanted) -> list[tuple[Path, pd.DataFrame]]:
+    def finished_sweeps(self, name: str, wanted) -> Iterator[tuple[Path, pd.DataFrame]]:
         """``(folder, per-example table)`` of each finished folder of the shared sweep ``name`` in this lab's results
-        whose plan holds every mask id in ``wanted`` (a sweep still running is skipped)."""
-        found = []
+        whose plan holds every mask id in ``wanted`` (a sweep still running is skipped), loaded one at a time as the
+        caller asks: a reader that needs one loads one."""
         for folder in artifact(name).folders(self.params.table_dir):
             plan = folder / "plan.csv"
             if plan.exists() and set(wanted) <= set(pd.read_csv(plan, keep_default_na=False)["mask_id"]):
                 try:
-                    found.append((folder, load_sweep(folder)))
+                    per_example = load_sweep(folder)
                 except SweepError:
                     continue
-        return found
+                yield folder, per_example
 
     def save_table(self, frame: pd.DataFrame, name: str) -> Path:
         """Write a tidy result table where the book and later notebooks read it."""
