@@ -3,7 +3,8 @@
 The study found one high head (layer 10 of 12) whose masking hurt, whose ``[CLS]`` attention concentrated on
 the terms query and title share, and whose attention spread over many more terms once the 5 low term-matching
 heads were masked: the high head reads the low heads' matching features and hands them to the classifier.
-Here: the test pairs are split in two halves (:func:`split_halves`). The head is chosen on one, from each
+Here: the test pairs are split in two halves (:func:`split_halves`, the halves notebook 05 chooses and measures its
+heads on). The head is chosen on one, from each
 head's per-example results masked alone (notebook 02's sweep, or computed the same way); everything quoted about
 it is measured on the other: its effect on accuracy, its concentration on shared terms against the share a
 uniform row would give, and the spread, a paired before/after change of the row's entropy placed among the
@@ -37,7 +38,7 @@ from headlab.findings.claims import Claim
 from headlab.findings.importance import half_split
 from headlab.findings.layer_dependence import STUDY_HIGH_HEAD_LAYER, STUDY_LAYERS, study_layer_to_ours
 from headlab.findings.roles import cls_attention_on_shared, content_positions, paired_delta, shared_terms
-from headlab.findings.segmentation import group_split
+from headlab.findings.term_matching import choice_limit, role_indices
 
 SPREAD_METRICS = ["entropy", "shared_share", "content_mass"]
 MASK_METHOD = "paired bootstrap over the held-out test pairs (the half the head was not chosen on)"
@@ -49,14 +50,18 @@ CONTROL_METHOD = "exact binomial interval over the random draws; empirical p ove
 
 
 def split_halves(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(select, estimate)``: a seeded split of the ``n`` evaluation pairs into two halves (sorted indices).
+    """``(select, estimate)``: the book's one seeded split of the ``n`` evaluation pairs into two halves (sorted).
 
     The head is chosen on ``select`` and everything quoted about it is measured on ``estimate``: the worst
     of many heads on some pairs looks worse there by chance too (winner's curse), so its size is measured on
-    pairs the choice never saw, as notebook 03 scores its best head (:func:`headlab.findings.segmentation.group_split`).
+    pairs the choice never saw. It is the split notebook 05 chooses its term-matching heads on
+    (:func:`headlab.findings.term_matching.measured_examples` is ``estimate``), so notebook 09 measures the path
+    between the two pages' heads on pairs neither choice saw.
     """
-    estimate = group_split(np.arange(n), 0.5, seed)
-    return np.flatnonzero(~estimate), np.flatnonzero(estimate)
+    select = role_indices(n, choice_limit(n, None), seed)
+    if select is None:
+        raise ValueError(f"split_halves needs at least 2 evaluation pairs to split in two halves, got {n}")
+    return select, np.setdiff1d(np.arange(n), select)
 
 
 def single_head_correct(lab, progress: bool = True) -> tuple[pd.DataFrame, np.ndarray, str]:

@@ -477,7 +477,8 @@ def _above(receiver, matching) -> bool:
 
 def path_not_measured(receiver, matching) -> str:
     """Why :func:`cls_path` measured nothing: the ``[CLS]`` head sits no higher than the matching heads, or no contrast
-    pair lies in notebook 07's held-out half (on some splits that half is exactly the pairs 05 chose its heads on)."""
+    pair lies in notebook 07's held-out half (which is 05's held-out half: with 05's heads chosen on fewer pairs,
+    ``ROLE_LIMIT``, or on all of them, its contrast pairs can miss that half)."""
     layer, head = receiver
     if not _above(receiver, matching):
         return f"Head {layer}.{head} sits no higher than the matching heads: no path to patch."
