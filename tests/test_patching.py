@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import random_encoded, tiny_bert
+from conftest import random_encoded, tiny_bert, tiny_mpnet
 
 from headlab.core.evaluate import Encoded, length_batches, model_inputs
 from headlab.core.patching import PatchEngine, expected_grade, patch_heads, recording_head_outputs
@@ -112,9 +112,10 @@ def test_patching_saves_patch_by_patch_and_resumes(tmp_path, monkeypatch):
         patching.run_patching(model, source, target, {"x": [(0, 0)]}, tmp_path, progress=False)
 
 
+@pytest.mark.parametrize("make", [tiny_bert, tiny_mpnet], ids=["bert", "mpnet"])
 @torch.inference_mode()
-def test_path_patching_reads_the_receivers_cls_row_and_is_the_target_when_nothing_differs():
-    model, source = tiny_bert(), random_encoded(10)
+def test_path_patching_reads_the_receivers_cls_row_and_is_the_target_when_nothing_differs(make):
+    model, source = make(), random_encoded(10)
     target = _changed(source)
     positions = [[1, 2] for _ in range(len(source))]
     result = PatchEngine(model, source, target, batch_size=4, autocast=False).path_patched(

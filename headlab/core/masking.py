@@ -24,6 +24,11 @@ OUTPUT_PROJECTION = {
     "bert": "attention.output.dense",
     "mpnet": "attention.attn.o",
 }
+# Each architecture's self-attention (path from a layer) and the names of its query, key and value projections.
+SELF_ATTENTION = {
+    "bert": ("attention.self", ("query", "key", "value")),
+    "mpnet": ("attention.attn", ("q", "k", "v")),
+}
 
 
 def encoder_layers(model: PreTrainedModel) -> list[Any]:
@@ -41,6 +46,14 @@ def output_projections(model: PreTrainedModel) -> list[nn.Linear]:
     """The Linear per layer whose input is the concatenation of that layer's head outputs."""
     path = OUTPUT_PROJECTION[model.config.model_type]
     return [cast(nn.Linear, layer.get_submodule(path)) for layer in encoder_layers(model)]
+
+
+def query_key_value(model: PreTrainedModel, layer: int) -> tuple[Any, list[nn.Linear]]:
+    """Layer ``layer``'s self-attention, the architecture's own module (hence ``Any``), and its query, key and value
+    projections (each head's rows are its slice of ``attention_head_size`` rows)."""
+    path, names = SELF_ATTENTION[model.config.model_type]
+    attention = encoder_layers(model)[layer].get_submodule(path)
+    return attention, [cast(nn.Linear, getattr(attention, name)) for name in names]
 
 
 def head_grid(model: PreTrainedModel) -> tuple[int, int]:

@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 from headlab.core.device import autocast, precision
 from headlab.core.engine import appending_hook, replayed_layers
 from headlab.core.evaluate import GRADE_LABELS, Encoded, length_batches, model_inputs
-from headlab.core.masking import encoder_layers, head_grid, output_projections
+from headlab.core.masking import encoder_layers, head_grid, output_projections, query_key_value
 from headlab.core.worklog import note_work
 
 
@@ -199,9 +199,7 @@ class PatchEngine:
             raise ValueError(f"senders {sorted(senders)} must all sit below the receiver's layer {layer}")
         low = first_layer(senders)
         frozen = [(l, h) for l in range(low, layer) for h in range(self.shape[1]) if (l, h) not in set(senders)]
-        attention = self.layers[layer].attention.self
-        size = attention.attention_head_size
-        columns = slice(head * size, (head + 1) * size)
+        receiver_head = _Head(self.model, layer, head)
         out = {f"{what}_{run}": np.zeros(self.n) for what in ("share", "grade") for run in ("source", "target", "path")}
         with self._autocast():
             for (idx, source, target), (source_heads, source_grades, outputs, target_grades, target_heads) in zip(
@@ -209,7 +207,7 @@ class PatchEngine:
             ):
                 where = _position_mask(positions, idx, target["attention_mask"])
                 for run, inputs in (("source", source), ("target", target)):
-                    with _receiver_row(attention, columns, inputs["attention_mask"]) as row:
+                    with _receiver_row(receiver_head, inputs["attention_mask"]) as row:
                         self.model(**inputs)
                     out[f"share_{run}"][idx] = (row[0] * where).sum(-1).float().cpu().numpy()
                 out["grade_source"][idx], out["grade_target"][idx] = source_grades, target_grades
@@ -223,8 +221,8 @@ class PatchEngine:
                 )
                 with (
                     replayed_layers(self.layers, outputs[:layer]),
-                    _reading(attention, columns, residual),
-                    _receiver_row(attention, columns, target["attention_mask"]) as row,
+                    _reading(receiver_head, residual),
+                    _receiver_row(receiver_head, target["attention_mask"]) as row,
                 ):
                     out["grade_path"][idx] = expected_grade(self.model(**target).logits)
                 out["share_path"][idx] = (row[0] * where).sum(-1).float().cpu().numpy()
@@ -255,9 +253,21 @@ def _layer_input(model, layers, layer: int, replay, inputs, patched) -> torch.Te
     return captured[0]
 
 
+class _Head:
+    """One head of one layer: its rows of the query, key and value projections, and, where the architecture adds
+    one (MPNet's relative position bias, passed to its self-attention as ``position_bias``), its score bias."""
+
+    def __init__(self, model, layer: int, head: int):
+        self.attention, self.projections = query_key_value(model, layer)
+        size = self.attention.attention_head_size
+        self.head, self.columns, self.scaling = head, slice(head * size, (head + 1) * size), size**-0.5
+        self.relative = model.config.model_type == "mpnet"
+
+
 @contextmanager
-def _reading(attention, columns: slice, residual: torch.Tensor):
+def _reading(receiver: _Head, residual: torch.Tensor):
     """The receiver head's query, key and value computed from ``residual`` (its columns of each projection only)."""
+    columns = receiver.columns
 
     def from_residual(module, args, output):
         changed = output.clone()
@@ -266,7 +276,7 @@ def _reading(attention, columns: slice, residual: torch.Tensor):
         )
         return changed
 
-    handles = [p.register_forward_hook(from_residual) for p in (attention.query, attention.key, attention.value)]
+    handles = [p.register_forward_hook(from_residual) for p in receiver.projections]
     try:
         yield
     finally:
@@ -275,21 +285,31 @@ def _reading(attention, columns: slice, residual: torch.Tensor):
 
 
 @contextmanager
-def _receiver_row(attention, columns: slice, attention_mask: torch.Tensor):
+def _receiver_row(receiver: _Head, attention_mask: torch.Tensor):
     """Yields a list that gets the receiver head's ``[CLS]`` attention row (batch x tokens) of the next pass, from
-    its query and key (after any :func:`_reading` hook, which registers first)."""
-    got, rows = {}, []
+    its query and key (after any :func:`_reading` hook, which registers first) and its score bias."""
+    got: dict = {}
+    rows: list = []
+    columns = receiver.columns
+
+    def keep_bias(module, args, kwargs):
+        bias = kwargs.get("position_bias", args[2] if len(args) > 2 else None)
+        got["bias"] = 0.0 if bias is None else bias[:, receiver.head, 0].float()
 
     def keep(name):
         def hook(module, args, output):
             got[name] = output[..., columns].float()
-            if len(got) == 2:
-                scores = (got["query"][:, :1] @ got["key"].transpose(1, 2))[:, 0] * attention.scaling
+            if "query" in got and "key" in got:
+                scores = (got.pop("query")[:, :1] @ got.pop("key").transpose(1, 2))[:, 0] * receiver.scaling
+                scores = scores + got.get("bias", 0.0)
                 rows.append(torch.softmax(scores.masked_fill(attention_mask == 0, float("-inf")), dim=-1))
 
         return hook
 
-    handles = [attention.query.register_forward_hook(keep("query")), attention.key.register_forward_hook(keep("key"))]
+    query, key, _ = receiver.projections
+    handles = [query.register_forward_hook(keep("query")), key.register_forward_hook(keep("key"))]
+    if receiver.relative:
+        handles.append(receiver.attention.register_forward_pre_hook(keep_bias, with_kwargs=True))
     try:
         yield rows
     finally:
