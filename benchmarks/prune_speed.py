@@ -3,7 +3,8 @@
 Masking a head costs as much as keeping it; a model rebuilt without it (``Lab.prune``) has smaller matrices. The
 heads removed are the least important by gradient importance (normalized per layer, Michel et al. 2019), computed
 on the dev pairs only; speed and grades are measured on the test pairs. Each batch size is timed ``--repeats`` times
-(median, min and max), on the device's precision (bf16 autocast where the hardware has it), with the processor named.
+(median, min and max; the two models in turn, round by round), on the device's precision (bf16 autocast where the
+hardware has it), with the processor (and GPU) named.
 
     python benchmarks/prune_speed.py                       # the default model, half the heads removed
     python benchmarks/prune_speed.py --share 0.4 --batch-sizes 1 64 --repeats 7
@@ -34,15 +35,19 @@ from headlab.core.evaluate import predict, predicted_grades
 from headlab.findings.pruning import least_important
 
 
-def pairs_per_second(model, encoded, batch_size: int, device, chosen: str, repeats: int, limit: int) -> list[float]:
-    """Throughput of ``repeats`` timed passes over the first ``limit`` pairs (one untimed pass first)."""
+def pairs_per_second(models: dict, encoded, batch_size: int, device, chosen: str, repeats: int, limit: int) -> dict:
+    """Each model's throughput over the first ``limit`` pairs: one untimed pass of each, then ``repeats`` rounds in
+    which every model is timed once, in turn, so a drift of the clock or the caches (a GPU warming up) falls on all
+    of them alike rather than on whichever ran first."""
     subset = encoded.subset(np.arange(min(limit, len(encoded))))
-    predict(model, subset, batch_size=batch_size, device=device, precision=chosen)
-    rates = []
-    for _ in range(repeats):
-        started = time.perf_counter()
+    for model in models.values():
         predict(model, subset, batch_size=batch_size, device=device, precision=chosen)
-        rates.append(len(subset) / (time.perf_counter() - started))
+    rates = {name: [] for name in models}
+    for _ in range(repeats):
+        for name, model in models.items():
+            started = time.perf_counter()
+            predict(model, subset, batch_size=batch_size, device=device, precision=chosen)
+            rates[name].append(len(subset) / (time.perf_counter() - started))
     return rates
 
 
@@ -93,11 +98,19 @@ def main(argv=None) -> int:
             == predicted_grades(masked.probs)
         )
     )
+    where = machine(1, torch.get_num_threads())  # the processor; on a GPU, the GPU first
+    if device.type == "cuda":
+        where = f"{torch.cuda.get_device_name(device)} (host: {where})"
+    models = {"unpruned": test.model, "pruned": pruned}
+    limits = {b: args.pairs if b == 1 else len(test.encoded) for b in args.batch_sizes}
+    rates = {
+        b: pairs_per_second(models, test.encoded, b, device, chosen, args.repeats, limits[b]) for b in args.batch_sizes
+    }
     rows = []
-    for variant, model, mb in (("unpruned", test.model, full_mb), ("pruned", pruned, pruned_mb)):
+    for variant, mb in (("unpruned", full_mb), ("pruned", pruned_mb)):
+        model = models[variant]
         for batch_size in args.batch_sizes:
-            limit = args.pairs if batch_size == 1 else len(test.encoded)
-            rates = pairs_per_second(model, test.encoded, batch_size, device, chosen, args.repeats, limit)
+            limit, timed = limits[batch_size], rates[batch_size][variant]
             rows.append(
                 {
                     "model": args.model,
@@ -108,21 +121,21 @@ def main(argv=None) -> int:
                     "batch_size": batch_size,
                     "pairs": limit,
                     "repeats": args.repeats,
-                    "pairs_per_s": statistics.median(rates),
-                    "pairs_per_s_min": min(rates),
-                    "pairs_per_s_max": max(rates),
+                    "pairs_per_s": statistics.median(timed),
+                    "pairs_per_s_min": min(timed),
+                    "pairs_per_s_max": max(timed),
                     "parameters": sum(p.numel() for p in model.parameters()),
                     "file_mb": round(mb, 2),
                     "accuracy": masked.accuracy if variant == "pruned" else masked.base_accuracy,
                     "grades_as_masking": agreement if variant == "pruned" else np.nan,
-                    "machine": machine(1, torch.get_num_threads()),
+                    "machine": where,
                     "device": str(device),
                     "precision": chosen,
                 }
             )
             print(
                 f"{variant:9s} batch {batch_size:3d}: {rows[-1]['pairs_per_s']:8.1f} pairs/s "
-                f"({min(rates):.1f}-{max(rates):.1f})",
+                f"({min(timed):.1f}-{max(timed):.1f})",
                 flush=True,
             )
     table = pd.DataFrame(rows)
