@@ -290,7 +290,8 @@ def pruning_block(table: pd.DataFrame, results: Path = RESULTS) -> list[str]:
             "",
             f"Within the margin: every share up to it loses less than {margin.iloc[0]:.0%} of the unmasked "
             "accuracy (relative); 95% bootstrap intervals over the test pairs (and the random draws). The "
-            "speed-ups are medians of repeated timed passes, on the machine named.",
+            "speed-ups are ratios of the medians of repeated timed passes, the two models timed in turn, on the "
+            "machine named.",
         ]
     return lines
 
