@@ -8,13 +8,12 @@ from headlab.core.stats import (
     bootstrap_weights,
     by_interval,
     draw_counts,
-    empirical_p,
-    empirical_p_floor,
     equivalent,
     holm,
     mcnemar,
     mean_interval,
     relative_change,
+    versus_random,
 )
 
 
@@ -90,6 +89,27 @@ def test_random_draws_widen_the_interval_two_stage_bootstrap():
     assert two_stage["interval"] == "draws and pairs" and pairs_only["interval"] == "pairs"
     assert (two_stage["hi"] - two_stage["lo"]) > 2 * (pairs_only["hi"] - pairs_only["lo"])
     assert two_stage["lo"] < two_stage["lo90"] < two_stage["rel_change"] < two_stage["hi90"] < two_stage["hi"]
+    # the draws' spread dominates, so the t interval takes the draws' few degrees of freedom, not a normal quantile
+    assert 9 <= two_stage["df"] < 20
+
+
+def test_named_heads_against_random_sets_is_a_paired_difference_with_the_draws_spread():
+    rng = np.random.default_rng(3)
+    base = (rng.random(800) < 0.6).astype(float)
+    named = base.copy()
+    named[np.flatnonzero(base)[:200]] = 0  # the named heads lose 200 right answers
+    draws = np.tile(base, (20, 1))
+    for d in range(20):
+        draws[d, np.flatnonzero(base)[d * 5 : d * 5 + 10 * (d % 3)]] = 0  # random sets lose 0, 10 or 20
+    versus = versus_random(named, draws, base, n_boot=500)
+    expected = (named.mean() - draws.mean()) / base.mean()
+    assert versus["difference"] == pytest.approx(expected)
+    assert versus["difference_lo"] < expected < versus["difference_hi"] < 0 and versus["rank"] == 0
+    assert versus["n_draws"] == 20 and 19 <= versus["df"] <= 799
+    # the draws' spread is in the interval: the same mean with identical draws is narrower
+    flat = versus_random(named, np.tile(draws.mean(axis=0), (20, 1)), base, n_boot=500)
+    assert flat["difference"] == pytest.approx(expected)
+    assert flat["difference_hi"] - flat["difference_lo"] < versus["difference_hi"] - versus["difference_lo"]
 
 
 def test_one_draw_is_the_paired_bootstrap_and_identical_draws_add_no_width():
@@ -99,7 +119,9 @@ def test_one_draw_is_the_paired_bootstrap_and_identical_draws_add_no_width():
     masked[:40] = 1
     one = relative_change(masked, base, n_boot=400)
     same = relative_change(np.tile(masked, (7, 1)), base, n_boot=400)
-    assert (one["lo"], one["hi"]) == (same["lo"], same["hi"])
+    # identical draws: no between-draw variance, so the pairs' degrees of freedom and the same width
+    assert same["df"] == 299 and one["df"] == float("inf")
+    assert same["hi"] - same["lo"] == pytest.approx(one["hi"] - one["lo"], rel=0.05)
     counts = draw_counts(7, 400, seed=0)
     assert counts.shape == (400, 7) and (counts.sum(axis=1) == 7).all() and draw_counts(1, 5, 0).tolist() == [[1]] * 5
 
@@ -116,7 +138,3 @@ def test_equivalence_needs_the_whole_90_percent_interval_inside_the_margin():
     assert equivalent(-0.01, 0.015, margin=0.02)
     assert not equivalent(-0.03, 0.01, margin=0.02)  # cannot exclude a 3% loss: no claim of "no effect"
     assert not equivalent(0.0, 0.02, margin=0.02)
-
-
-def test_an_empirical_p_counts_the_observation_and_cannot_reach_alpha_with_too_few_draws():
-    assert empirical_p(0, 19) == empirical_p_floor(19) == 0.05 and empirical_p(3, 9) == 0.4

@@ -30,8 +30,8 @@ import pandas as pd
 
 from headlab.book.build import PRESETS
 from headlab.book.records import outcome
-from headlab.book.scorecard import CORRECTION, claim_tables, column_label, is_main
-from headlab.findings.claims import ALPHA, FAMILY, STUDY_CLAIMS, study_claim_id
+from headlab.book.scorecard import CORRECTION, claim_tables, column_label, is_main, with_rule
+from headlab.findings.claims import STUDY_CLAIMS, study_claim_id
 from headlab.findings.pruning import speed_rows
 from headlab.lab.params import REPO
 from headlab.report import charts
@@ -134,14 +134,18 @@ def _merge_into(target: Path, new: pd.DataFrame, keep_old=None) -> None:
 
 
 def judged_by_this_rule(old: pd.DataFrame) -> pd.DataFrame:
-    """The rows of an older scorecard that the current verdict rule wrote (a ``kind`` column, a registered claim, and
-    the level of the current family of claims): rows of presets not rebuilt since the rule or the family changed are
-    dropped, never shown beside the new ones."""
-    if "kind" not in old.columns or "level" not in old.columns:
+    """The rows of an older scorecard to keep beside a new build's: every row of a registered claim (written by the
+    current verdict rule or an older one, whose rows the scorecard marks with their rule's version,
+    :func:`headlab.book.scorecard.with_rule`); rows of claims no longer registered are dropped, and the command says
+    so (:func:`collect`)."""
+    if "kind" not in old.columns:
+        print(f"results/scorecard.csv: {len(old)} rows written before verdicts were data, dropped", file=sys.stderr)
         return old.iloc[0:0]
-    levels = (1 - ALPHA / FAMILY, 1 - 2 * ALPHA / FAMILY)  # an effect's; an equivalence test's (TOST)
-    current = old["level"].map(lambda level: any(abs(level - x) < 1e-6 for x in levels))
-    return old[old["claim_id"].map(lambda c: study_claim_id(c) in STUDY_CLAIMS) & current]
+    known = old["claim_id"].map(lambda c: study_claim_id(c) in STUDY_CLAIMS)
+    if not known.all():
+        gone = sorted(set(old.loc[~known, "claim_id"]))
+        print(f"results/scorecard.csv: rows of claims no longer registered dropped: {', '.join(gone)}", file=sys.stderr)
+    return with_rule(old[known])
 
 
 # --- the blocks ----------------------------------------------------------------------------------------------------

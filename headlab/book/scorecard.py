@@ -17,7 +17,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from headlab.findings.claims import ALPHA, FAMILY, RULES, VERDICTS, number_text, study_claim_id
+from headlab.findings.claims import (
+    ALPHA,
+    FAMILIES,
+    RULE_VERSION,
+    RULES,
+    STUDY_CLAIMS,
+    TALLIES,
+    VERDICTS,
+    number_text,
+    study_claim_id,
+)
 from headlab.findings.claims import COLUMNS as CLAIM_COLUMNS
 from headlab.lab.params import Params
 
@@ -27,11 +37,19 @@ NEAR_FLOOR = 0.10  # a model less than 10 points of accuracy above its majority 
 FLOOR_MARK = "⌊floor⌋"
 MEAN_MARK = "≠"  # a verdict that changes when removed heads are mean-ablated instead of zeroed
 CORRECTION = (
-    f"Every verdict is taken at {ALPHA:.0%} / {FAMILY} = {ALPHA / FAMILY:.2g}: the family is one model's "
-    f"{FAMILY} claims of the study (Bonferroni), so each 95% interval is widened to the "
-    f"{1 - ALPHA / FAMILY:.2%} level (each side by the ratio of normal quantiles; the pages show both) and each "
-    f"empirical p over random draws is multiplied by {FAMILY}."
+    f"Every verdict is taken at {ALPHA:.0%} over a family of claims (Bonferroni): one model's "
+    f"{FAMILIES['study']} claims of the study are one family, its {FAMILIES['ours']} predictions of our own another, "
+    f"so each claim of the study is judged at {ALPHA:.0%} / {FAMILIES['study']} = {ALPHA / FAMILIES['study']:.2g}, "
+    f"and a row chosen among k candidates on its page (a head among the heads of some layers) at {ALPHA:.0%} / "
+    "(family × k). Each 95% interval is widened once to that level, each side by the ratio of t quantiles with the "
+    "interval's degrees of freedom (normal where only pairs are resampled, Welch–Satterthwaite where random draws "
+    "are too), so an adjusted interval is never narrower than the raw one; the pages show both. An equivalence "
+    "(no effect) is two one-sided tests at the same level. "
+    f"Rows judged by a verdict rule older than this one (v{RULE_VERSION}) are marked ⟨rule vN⟩."
 )
+OLD_RULE = "⟨rule v{}⟩"
+JUDGED = [v for v in VERDICTS if v != "not judged"]  # a claim's own row is always judged (sub-rows are not)
+DECIDED = ("holds", "does not hold", "opposite")
 
 
 def results_folder(settings: dict) -> Path:
@@ -49,7 +67,19 @@ def preset_claims(preset: str, settings: dict) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame(columns=COLUMNS)
     table = pd.concat(frames, ignore_index=True).assign(preset=preset, model=params.model, data=params.data)
-    return table.reindex(columns=COLUMNS)
+    return with_rule(table.reindex(columns=COLUMNS))
+
+
+def with_rule(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows with their rule version and tally filled in: a row written before either existed was judged by rule 2,
+    and belongs to the tally its registered claim has now (the study's, for a claim no longer registered)."""
+    table = table.copy()
+    version = table["rule_version"] if "rule_version" in table.columns else pd.Series(math.nan, index=table.index)
+    table["rule_version"] = version.fillna(2).astype(int)
+    registered = table["claim_id"].map(lambda c: getattr(STUDY_CLAIMS.get(study_claim_id(c)), "tally", "study"))
+    tally = table["tally"] if "tally" in table.columns else pd.Series(math.nan, index=table.index)
+    table["tally"] = tally.where(tally.isin(list(TALLIES)), registered)
+    return table
 
 
 def scorecard_table(built: dict[str, dict]) -> pd.DataFrame:
@@ -73,14 +103,13 @@ def _numbers(row) -> str:
     lo_adj, hi_adj = getattr(row, "lo_adj", None), getattr(row, "hi_adj", None)
     if not _missing(lo_adj) and not _missing(hi_adj):
         interval += f", adjusted [{number_text(lo_adj, row.unit)}, {number_text(hi_adj, row.unit)}]"
-    p_adj = getattr(row, "p_adj", None)
-    if not _missing(p_adj):
-        interval += f", adjusted p = {p_adj:.2g}"
     lost = "" if _missing(getattr(row, "lost", None)) else f"; {row.lost:.0%} of above-chance accuracy lost"
     floor = f" {FLOOR_MARK}" if bool(getattr(row, "at_floor", False)) is True else ""
     mean = getattr(row, "mean_ablation", "")
     method = f" ({MEAN_MARK} mean-ablation: {mean})" if isinstance(mean, str) and mean and mean != row.verdict else ""
-    return number + interval + lost + floor + method
+    version = getattr(row, "rule_version", RULE_VERSION)
+    old = f" {OLD_RULE.format(int(version))}" if not _missing(version) and int(version) < RULE_VERSION else ""
+    return number + interval + lost + floor + method + old
 
 
 def column_label(preset: str, table: pd.DataFrame) -> str:
@@ -109,12 +138,41 @@ def _rule_cell(row) -> str:
     return f'<abbr title="{html.escape(rule, quote=True)}">{kind}</abbr>'
 
 
-def tally(table: pd.DataFrame, preset: str) -> pd.Series:
-    """Verdicts of the study's claims on one preset (sub-rows not counted)."""
+def tally(table: pd.DataFrame, preset: str, family: str = "study") -> pd.Series:
+    """Verdicts of one tally's claims (:data:`headlab.findings.claims.TALLIES`) on one preset (sub-rows not
+    counted)."""
     if table.empty:
         return pd.Series(dtype=int)
-    mine = table[(table["preset"] == preset) & table["claim_id"].map(is_main)]
+    mine = table[(table["preset"] == preset) & table["claim_id"].map(is_main) & (table["tally"] == family)]
     return mine["verdict"].value_counts()
+
+
+def mean_flips(table: pd.DataFrame, preset: str, family: str = "study") -> int:
+    """How many of one tally's claims change verdict on one preset when removed heads are mean-ablated."""
+    mine = table[(table["preset"] == preset) & table["claim_id"].map(is_main) & (table["tally"] == family)]
+    other = mine["mean_ablation"].fillna("").astype(str)
+    return int(((other != "") & (other != mine["verdict"])).sum())
+
+
+def tally_lines(table: pd.DataFrame, presets: list[str], family: str) -> list[str]:
+    """One tally's verdicts counted per model, with the claims decided (holds, does not hold or opposite) and those
+    whose verdict mean-ablation changes."""
+    lines = [
+        f"| model | {TALLIES[family]} | " + " | ".join(JUDGED) + f" | decided ({', '.join(DECIDED)}) | "
+        f"{MEAN_MARK} with mean-ablation |",
+        "|---|---|" + "---|" * (len(JUDGED) + 2),
+    ]
+    for preset in presets:
+        counts = tally(table, preset, family)
+        versions = table.loc[table["preset"] == preset, "rule_version"]
+        old = sorted({int(v) for v in versions if int(v) < RULE_VERSION})
+        mark = "".join(f" {OLD_RULE.format(v)}" for v in old)
+        lines.append(
+            f"| {column_label(preset, table)}{mark} | {int(counts.sum())} | "
+            + " | ".join(str(int(counts.get(v, 0))) for v in JUDGED)
+            + f" | {sum(int(counts.get(v, 0)) for v in DECIDED)} | {mean_flips(table, preset, family)} |"
+        )
+    return [*lines, ""]
 
 
 def model_lines(models: pd.DataFrame | None, two_tower: pd.DataFrame | None, presets: list[str]) -> list[str]:
@@ -162,46 +220,47 @@ def claim_tables(
     models: pd.DataFrame | None = None,
     two_tower: pd.DataFrame | None = None,
 ) -> list[str]:
-    """Markdown lines: the models, the study's claims counted per verdict and model, then per finding one table of
-    claims (rows, sub-rows indented) x ``presets``.
+    """Markdown lines: the models; the study's claims, then our own predictions, counted per verdict and model
+    (:func:`tally_lines`); then per finding one table of the study's claims (rows, sub-rows indented) x ``presets``,
+    and under its own heading the same for our predictions.
 
     ``verdict_text(row, preset)`` writes a cell's verdict (a link on the site, plain text in the README).
     """
     lines = model_lines(models, two_tower, presets)
-    lines += ["| model | the study's claims | " + " | ".join(VERDICTS) + " |", "|---|---|" + "---|" * len(VERDICTS)]
-    for preset in presets:
-        counts = tally(table, preset)
+    table = with_rule(table) if not table.empty else table
+    for family in TALLIES:
+        lines += tally_lines(table, presets, family)
+    for family, heading_text in TALLIES.items():
+        mine = table[table["tally"] == family] if not table.empty else table
+        if family != "study" and not mine.empty:
+            lines += [f"{heading} {heading_text[0].upper()}{heading_text[1:]}", ""]
+        for finding, rows in mine.groupby("finding", sort=True):
+            lines += _finding_table(rows, finding, presets, verdict_text, heading, table)
+    return lines
+
+
+def _finding_table(rows: pd.DataFrame, finding: str, presets: list[str], verdict_text, heading: str, table):
+    lines = [
+        f"{heading} {finding}",
+        "",
+        "| claim | rule | unit (interval) | the study | " + " | ".join(column_label(p, table) for p in presets) + " |",
+        "|---|---|---|---|" + "---|" * len(presets),
+    ]
+    for claim_id, claim_rows in rows.groupby("claim_id", sort=False):
+        first = claim_rows.iloc[0]
+        by_preset = {r.preset: r for r in claim_rows.itertuples()}
+        cells = [
+            verdict_text(by_preset[p], p) + _numbers(by_preset[p]) if p in by_preset else "not run" for p in presets
+        ]
+        name = first.claim if is_main(claim_id) else f"↳ {first.claim}"
+        method = first.get("method")
+        method = method if isinstance(method, str) and method else "no interval"
         lines.append(
-            f"| {column_label(preset, table)} | {int(counts.sum())} | "
-            + " | ".join(str(int(counts.get(v, 0))) for v in VERDICTS)
+            f"| {name} | {_rule_cell(first)} | {first.unit} ({method}) | {_study_cell(first)} | "
+            + " | ".join(cells)
             + " |"
         )
-    lines.append("")
-    for finding, rows in table.groupby("finding", sort=True):
-        lines += [
-            f"{heading} {finding}",
-            "",
-            "| claim | rule | unit (interval) | the study | "
-            + " | ".join(column_label(p, table) for p in presets)
-            + " |",
-            "|---|---|---|---|" + "---|" * len(presets),
-        ]
-        for claim_id, claim_rows in rows.groupby("claim_id", sort=False):
-            first = claim_rows.iloc[0]
-            by_preset = {r.preset: r for r in claim_rows.itertuples()}
-            cells = [
-                verdict_text(by_preset[p], p) + _numbers(by_preset[p]) if p in by_preset else "not run" for p in presets
-            ]
-            name = first.claim if is_main(claim_id) else f"↳ {first.claim}"
-            method = first.get("method")
-            method = method if isinstance(method, str) and method else "no interval"
-            lines.append(
-                f"| {name} | {_rule_cell(first)} | {first.unit} ({method}) | {_study_cell(first)} | "
-                + " | ".join(cells)
-                + " |"
-            )
-        lines.append("")
-    return lines
+    return [*lines, ""]
 
 
 def scorecard_markdown(
@@ -222,7 +281,7 @@ def scorecard_markdown(
         "",
         "Each row is one claim of the study (indented rows are evidence under it, not counted); each column one "
         "model this site was built on. A cell gives the verdict, our number with its 95% interval and the "
-        "interval (or p) adjusted for the number of claims that the verdict rests on, and links to the page "
+        "interval adjusted for the number of claims that the verdict rests on, and links to the page "
         f"with the evidence, which quotes the study's sentence and states the rule. {FLOOR_MARK} marks a "
         "condition at the model's floor (its accuracy within two standard errors of always answering the "
         "majority grade): such a model can fall no further, so it is evidence neither for nor against a claim "

@@ -68,13 +68,15 @@ def relative_change(
     level: float = 0.95,
     draw_seed=None,
 ) -> dict:
-    """Relative accuracy change of masked vs base with a paired percentile-bootstrap interval.
+    """Relative accuracy change of masked vs base with a paired bootstrap interval.
 
-    ``masked_correct`` is (examples,) or (draws, examples): with draws, the effect is that of the mean
-    accuracy over draws, and the interval is a two-stage bootstrap (:func:`boot_means`) that covers both
-    the random choice of heads and the sampling of test pairs. ``lo90``/``hi90`` is the 90% interval, the
-    one a two one-sided tests (TOST) equivalence check at 5% uses (:func:`equivalent`). ``draw_seed``
-    (default ``seed``) seeds the resampling of draws.
+    ``masked_correct`` is (examples,) or (draws, examples). With one mask the interval is the paired percentile
+    bootstrap over test pairs (``df`` infinite). With draws, the effect is that of the mean accuracy over draws and
+    its uncertainty a two-stage bootstrap (:func:`boot_means`) over the random choice of heads and the test pairs;
+    since a few draws make a poor normal sample, the interval is then a t interval on the bootstrap's standard
+    error with Welch–Satterthwaite degrees of freedom (:func:`draws_df`), never a normal quantile over few draws.
+    ``lo90``/``hi90`` is the 90% interval a two one-sided tests (TOST) equivalence check at 5% uses
+    (:func:`equivalent`). ``draw_seed`` (default ``seed``) seeds the resampling of draws.
     """
     masked = np.atleast_2d(np.asarray(masked_correct, dtype=np.float64))
     base = np.asarray(base_correct, dtype=np.float64)
@@ -84,37 +86,119 @@ def relative_change(
     w = bootstrap_weights(n, n_boot, seed)
     base_acc = w @ base / n
     masked_acc = boot_means(masked, w, seed if draw_seed is None else draw_seed)
+    point = float(masked.mean() / base.mean() - 1.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         boots = masked_acc / base_acc - 1.0
-    boots = boots[np.isfinite(boots)]
+        pairs_only = (w @ masked.T / n).mean(axis=1) / base_acc - 1.0
+    keep = np.isfinite(boots) & np.isfinite(pairs_only)
+    boots, pairs_only = boots[keep], pairs_only[keep]
     alpha = (1.0 - level) / 2.0
+    if masked.shape[0] > 1:
+        df = draws_df(float(np.var(boots, ddof=1)), float(np.var(pairs_only, ddof=1)), masked.shape[0], n)
+        se = float(np.std(boots, ddof=1))
+        lo, hi = t_interval(point, se, df, level)
+        lo90, hi90 = t_interval(point, se, df, 0.90)
+    else:
+        df = math.inf
+        lo, hi = float(np.quantile(boots, alpha)), float(np.quantile(boots, 1.0 - alpha))
+        lo90, hi90 = float(np.quantile(boots, 0.05)), float(np.quantile(boots, 0.95))
     return {
-        "rel_change": float(masked.mean() / base.mean() - 1.0),
-        "lo": float(np.quantile(boots, alpha)),
-        "hi": float(np.quantile(boots, 1.0 - alpha)),
-        "lo90": float(np.quantile(boots, 0.05)),
-        "hi90": float(np.quantile(boots, 0.95)),
+        "rel_change": point,
+        "lo": lo,
+        "hi": hi,
+        "lo90": lo90,
+        "hi90": hi90,
         "n_examples": int(n),
         "n_draws": int(masked.shape[0]),
         "n_boot": int(n_boot),
+        "df": df,
         "interval": "draws and pairs" if masked.shape[0] > 1 else "pairs",
+    }
+
+
+def t_interval(point: float, se: float, df: float, level: float = 0.95) -> tuple[float, float]:
+    """``point`` ± the t quantile with ``df`` degrees of freedom (normal for infinite df) times ``se``."""
+    q = float(sps.t.ppf(0.5 + level / 2, df)) if math.isfinite(df) else float(sps.norm.ppf(0.5 + level / 2))
+    return point - q * se, point + q * se
+
+
+def draws_df(var_total: float, var_pairs: float, n_draws: int, n_examples: int) -> float:
+    """Welch–Satterthwaite degrees of freedom of an effect averaged over ``n_draws`` random draws on ``n_examples``
+    pairs: its bootstrap variance ``var_total`` splits into the pairs' part ``var_pairs`` (draws held fixed; ``n -
+    1`` degrees of freedom) and the draws' part (the rest; ``n_draws - 1``). Where the draws barely differ the pairs'
+    many degrees of freedom dominate; where they differ a lot, the draws' few do."""
+    if n_draws < 2:
+        return math.inf
+    var_draws = max(var_total - var_pairs, 0.0)
+    var_pairs = min(var_pairs, var_total)
+    denominator = var_pairs**2 / max(n_examples - 1, 1) + var_draws**2 / (n_draws - 1)
+    if denominator <= 0:
+        return math.inf
+    return float(max(n_draws - 1, min(var_total**2 / denominator, max(n_examples - 1, 1))))
+
+
+def versus_random(
+    named: np.ndarray,
+    random: np.ndarray,
+    base: np.ndarray | None = None,
+    n_boot: int = 2000,
+    seed: int = 0,
+    draw_seed=None,
+    level: float = 0.95,
+) -> dict:
+    """The named heads' effect minus the mean effect of random head sets, on the same pairs, with its uncertainty.
+
+    ``named`` is one value per pair (right/wrong, or a per-pair measure) with the named heads removed, ``random``
+    (draws x pairs) the same for each random set. With ``base`` (per-pair values of the unmasked model) both effects
+    are relative changes against it (``mean / mean(base) - 1``, the study's unit for accuracy), else plain means.
+    Uncertainty: a two-stage bootstrap, the pairs resampled once for every condition (paired) and the draws resampled
+    (:func:`boot_means`); the interval is a t interval on its standard error with Welch–Satterthwaite degrees of
+    freedom (:func:`draws_df`), so a handful of draws is never read with a normal quantile. ``rank``: how many draws
+    have an effect at least as far as the named heads' in its direction (description only, never the verdict).
+    """
+    named = np.asarray(named, dtype=np.float64)
+    random = np.atleast_2d(np.asarray(random, dtype=np.float64))
+    n = named.shape[0]
+    if random.shape[1] != n or (base is not None and len(base) != n):
+        raise ValueError(f"named heads cover {n} pairs, random draws {random.shape[1]}")
+    w = bootstrap_weights(n, n_boot, seed)
+    named_b = w @ named / n
+    random_b = boot_means(random, w, seed if draw_seed is None else draw_seed)
+    random_fixed = (w @ random.T / n).mean(axis=1)
+    per_draw = random.mean(axis=1)
+    if base is None:
+        scale_b, scale = np.ones(n_boot), 1.0
+    else:
+        base = np.asarray(base, dtype=np.float64)
+        scale_b, scale = w @ base / n, float(base.mean())
+    named_effect = float(named.mean() / scale - (0.0 if base is None else 1.0))
+    draw_effects = per_draw / scale - (0.0 if base is None else 1.0)
+    point = float(named.mean() - per_draw.mean()) / scale
+    boots = (named_b - random_b) / scale_b
+    pairs_only = (named_b - random_fixed) / scale_b
+    se = float(np.std(boots, ddof=1))
+    df = draws_df(float(np.var(boots, ddof=1)), float(np.var(pairs_only, ddof=1)), random.shape[0], n)
+    lo, hi = t_interval(point, se, df, level)
+    side = np.sign(named_effect - float(draw_effects.mean())) or 1.0
+    return {
+        "difference": point,
+        "difference_lo": lo,
+        "difference_hi": hi,
+        "difference_se": se,
+        "df": df,
+        "named": named_effect,
+        "random_mean": float(draw_effects.mean()),
+        "random_min": float(draw_effects.min()),
+        "random_max": float(draw_effects.max()),
+        "n_draws": int(random.shape[0]),
+        "n_examples": int(n),
+        "rank": int(np.sum(side * draw_effects >= side * named_effect)),
     }
 
 
 def equivalent(lo90: float, hi90: float, margin: float) -> bool:
     """ "No effect" as a claim of equivalence: the 90% interval lies inside (-margin, +margin) (TOST at 5%)."""
     return -margin < lo90 and hi90 < margin
-
-
-def empirical_p(n_as_extreme: int, n_draws: int) -> float:
-    """One-sided empirical p-value of an observed effect against ``n_draws`` random draws, ``n_as_extreme`` of which
-    did at least as much: (1 + k) / (1 + N), which counts the observation as one of the draws (never 0)."""
-    return (1 + n_as_extreme) / (1 + n_draws)
-
-
-def empirical_p_floor(n_draws: int) -> float:
-    """The smallest p :func:`empirical_p` can give with ``n_draws`` draws, whatever the model does: 1 / (1 + N)."""
-    return 1 / (1 + n_draws)
 
 
 def mcnemar(correct_a: np.ndarray, correct_b: np.ndarray) -> float:

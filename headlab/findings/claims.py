@@ -1,30 +1,34 @@
-"""The study's claims as data, judged by one rule: one row per claim, from which a page's verdict, the scorecard and
-the README are written.
+"""The study's claims as data, judged by one rule: one row per claim, from which a page's verdict, the scorecard
+and the README are written.
 
 Every claim the book tests is registered once in :data:`STUDY_CLAIMS`: the sentence of the study it tests (``quote``,
-word for word), the page that tests it, and its *kind*, which fixes how it is judged:
+word for word), the page that tests it, its *tally* (``study``: a claim of the study; ``ours``: a prediction of our
+own that the study's reading implies, such as the patching and two-tower rows) and its *kind*, which fixes how it is
+judged:
 
-- ``effect``: an effect in a stated direction, optionally of at least a stated size (``min_size``, for words such as
-  "far more", "much", "collapse").
-- ``no_effect``: no effect beyond a stated margin (``margin``), as an equivalence test.
-- ``beats_control``: more than a control of random draws, by an empirical p over the draws.
-- ``compare``: a difference of two effects, in a stated direction and optionally of a stated size.
+- ``effect``: an effect in a stated direction, of at least its smallest effect of interest (``min_size``, with why:
+  half the study's own number where it gives one, the study's words such as "collapse" or "far less", or the test
+  split's precision otherwise).
+- ``no_effect``: no effect beyond a stated margin (``margin``), as an equivalence test (two one-sided tests).
+- ``compare``: a difference of two effects (e.g. the named heads against the mean of random head sets), in a stated
+  direction and of at least its smallest effect of interest.
 
-:func:`judge` is the one verdict rule. "holds": the data support the claim; "does not hold": the data exclude it
-(the effect is shown smaller than the claimed size, or outside the margin); "opposite": the data support the reverse
-(an effect shown in the other direction); "cannot tell": the data decide neither, with the reason (too few pairs or
-draws, or both conditions at the model's floor, "saturated"); "not comparable": the measurement cannot speak to the
-claim on this model (e.g. a tokenizer that already marks the word ends a head is scored on).
+:func:`judge` is the one verdict rule. "holds": the adjusted interval lies beyond the smallest effect of interest in
+the claimed direction (or, for no effect, within the margin); "does not hold": it lies short of that size (or outside
+the margin); "opposite": it lies beyond no effect in the other direction; "cannot tell": the data decide neither, with
+the reason; "not comparable": the measurement cannot speak to the claim on this model (e.g. a tokenizer that already
+marks the word ends a head is scored on). A comparison whose two conditions both sit at the model's floor is
+*saturated* (cannot tell); a single effect that reaches the floor is judged as measured (a collapse to the floor is
+the collapse claimed). Sub-rows (``<claim>/<part>``) are evidence shown under their claim, outside the family:
+"not judged".
 
-A correction across claims: the family is one model's scorecard, :data:`FAMILY` claims, each judged at
-``ALPHA / FAMILY`` (Bonferroni, as adjusted intervals). A page's 95% interval is widened to that level on each side by
-the ratio of normal quantiles (``adjusted``), so the verdict a page shows is the verdict the scorecard shows. Raw and
-adjusted intervals and p-values are both kept in the row.
-
-Accuracy effects are also put on the floor scale (:class:`Floor`): 0 is the unmasked model, 100% the accuracy of always
-answering the majority grade, so a reader sees how much of the accuracy above chance a mask takes. A condition whose
-accuracy is within two binomial standard errors of that floor (or below it) is *at the floor*: a model that can fall no
-further is evidence neither for nor against a claim that compares how far two conditions fall.
+A correction across claims (Bonferroni): the family is one model's claims of one tally (:data:`FAMILIES`), each
+judged at ``ALPHA / family``; a claim whose row was chosen among ``search`` candidates on the page (a head among the
+heads of some layers) is judged at ``ALPHA / (family * search)``: the interval is widened once, for both. The page's
+95% interval is widened to that level on each side by the ratio of t quantiles with the interval's degrees of
+freedom (``df``: infinite for pairs alone; Welch–Satterthwaite over the draws where random draws are resampled), so
+an adjusted interval is never narrower than the raw one, and the verdict a page shows is the verdict the scorecard
+shows. Raw and adjusted intervals are both kept in the row, with :data:`RULE_VERSION`.
 """
 
 from __future__ import annotations
@@ -36,26 +40,28 @@ from dataclasses import asdict, dataclass, fields, replace
 import pandas as pd
 from scipy import stats as sps
 
-from headlab.core.stats import Floor, empirical_p_floor
+from headlab.core.stats import Floor
 
-VERDICTS = ("holds", "does not hold", "opposite", "cannot tell", "not comparable")
-KINDS = ("effect", "no_effect", "beats_control", "compare")
+VERDICTS = ("holds", "does not hold", "opposite", "cannot tell", "not comparable", "not judged")
+KINDS = ("effect", "no_effect", "compare")
+TALLIES = {"study": "the study's claims", "ours": "our own predictions"}  # tally -> its heading
+SIZE_SOURCES = ("study", "words", "precision")  # where a claim's smallest effect of interest comes from
 ALPHA = 0.05
+RULE_VERSION = 3  # the verdict rule's version, kept in every row (older rows are marked, never silently mixed)
 _WORDS = {
     "holds": "**holds** here",
     "does not hold": "does **not** hold here",
     "opposite": "the **opposite** holds here",
     "cannot tell": "**cannot be told** here",
     "not comparable": "is **not comparable** here",
+    "not judged": "is shown as evidence, **not judged** on its own",
 }
 RULES = {
-    "effect": "holds when the adjusted interval lies beyond the claimed size in the claimed direction; "
-    "opposite when it lies beyond no effect in the other direction; "
-    "does not hold when it lies short of the claimed size",
-    "no_effect": "holds when the adjusted interval lies within the margin (equivalence); does not hold when it lies "
-    "outside it",
-    "beats_control": "holds when the adjusted empirical p over the random draws is below 5%; opposite when the reverse "
-    "p is; cannot be decided when the draws cannot give a p that small",
+    "effect": "holds when the adjusted interval lies beyond the smallest effect of interest in the claimed "
+    "direction; does not hold when it lies short of that size; opposite when it lies beyond no effect in the other "
+    "direction",
+    "no_effect": "holds when the adjusted interval (two one-sided tests) lies within the margin; does not hold when it "
+    "lies outside it",
     "compare": "as an effect, on the difference of the two conditions; saturated (cannot tell) when both sit at the "
     "model's floor",
 }
@@ -75,6 +81,8 @@ class StudyClaim:
     size_why: str = ""  # why min_size (or the margin) has its value
     margin: float = 0.0  # no_effect: the equivalence margin, in the claim's unit
     null: float = 0.0  # the value that means "no effect" in the claim's unit
+    size_source: str = "precision"  # where min_size (or the margin) comes from: one of SIZE_SOURCES
+    tally: str = "study"  # the study's claim, or a prediction of ours (TALLIES): each tally is its own family
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -83,6 +91,18 @@ class StudyClaim:
             raise ValueError(f"claim {self.claim_id}: a no_effect claim needs a margin above 0")
         if self.kind != "no_effect" and self.direction not in (-1, 1):
             raise ValueError(f"claim {self.claim_id}: a {self.kind} claim needs a direction of +1 or -1")
+        if self.kind != "no_effect" and not self.min_size > 0:
+            raise ValueError(f"claim {self.claim_id}: a {self.kind} claim needs a smallest effect of interest above 0")
+        if not self.size_why or self.size_source not in SIZE_SOURCES or self.tally not in TALLIES:
+            raise ValueError(
+                f"claim {self.claim_id}: say why its size is what it is (size_why), from one of {SIZE_SOURCES}, in "
+                f"one of the tallies {sorted(TALLIES)}"
+            )
+
+    @property
+    def family(self) -> int:
+        """How many claims this claim's tally holds: the Bonferroni family it is judged in."""
+        return FAMILIES[self.tally]
 
     @property
     def finding(self) -> str:
@@ -114,6 +134,12 @@ MARGIN_WHY = (
     "split of ~1400 pairs gives a single mask (its 95% interval is about ±3%)"
 )
 
+SMALLEST_CHANGE = 0.023 / 2
+SMALLEST_CHANGE_WHY = (
+    "half the smallest change of accuracy the study reports as an effect (masking layer 8: +2.3%), since the study "
+    "gives no number for this claim, or gives that one"
+)
+
 STUDY_CLAIMS: dict[str, StudyClaim] = {
     c.claim_id: c
     for c in [
@@ -126,6 +152,7 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "no_effect",
             margin=0.02,
             size_why=MARGIN_WHY,
+            size_source="study",
         ),
         _study(
             "redundancy.falls_steadily",
@@ -134,6 +161,10 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "Past some share, accuracy falls steadily as more heads go",
             "effect",
             direction=1,
+            min_size=0.1,
+            size_why="steadily: at least 10 points more of the accuracy above the majority grade lost at the largest "
+            "share than at the first share with a loss, about three times what one share's draws resolve",
+            size_source="precision",
         ),
         # 02 layer dependence
         _study(
@@ -145,6 +176,7 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             direction=1,
             min_size=0.5,
             size_why="a collapse: more than half of the accuracy above the majority grade lost (floor scale)",
+            size_source="words",
         ),
         _study(
             "layer_dependence.high_heads_cost_less",
@@ -156,6 +188,7 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             min_size=0.2,
             size_why="far less: the low half takes at least 20 points more of the accuracy above the majority grade "
             "(floor scale) than the high half",
+            size_source="words",
         ),
         _study(
             "layer_dependence.layers_5_9_gain",
@@ -164,6 +197,9 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "masking any of layers 5-9 *improves* accuracy",
             "effect",
             direction=1,
+            min_size=SMALLEST_CHANGE,
+            size_why=SMALLEST_CHANGE_WHY,
+            size_source="study",
         ),
         _study(
             "layer_dependence.layer_8_gain",
@@ -172,6 +208,9 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "masking all of layer 8 gives +2.3%",
             "effect",
             direction=1,
+            min_size=SMALLEST_CHANGE,
+            size_why=SMALLEST_CHANGE_WHY,
+            size_source="study",
         ),
         _study(
             "layer_dependence.most_heads_change_nothing",
@@ -181,7 +220,10 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "effect",
             direction=1,
             null=0.5,
-            size_why="most: more than half of the heads, each shown within the ±2% margin",
+            min_size=0.1,
+            size_why="most: more than half of the heads, each shown within the ±2% margin, by at least 10 points "
+            "(three heads in five), so that a bare majority within the interval's noise does not count",
+            size_source="words",
         ),
         _study(
             "layer_dependence.matching_layers_hurt",
@@ -190,6 +232,9 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "the term-matching heads hurt when masked",
             "effect",
             direction=-1,
+            min_size=SMALLEST_CHANGE,
+            size_why=SMALLEST_CHANGE_WHY,
+            size_source="study",
         ),
         _study(
             "layer_dependence.some_heads_improve",
@@ -198,6 +243,9 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "heads whose removal *improves* the model",
             "effect",
             direction=1,
+            min_size=SMALLEST_CHANGE,
+            size_why=SMALLEST_CHANGE_WHY,
+            size_source="study",
         ),
         # 03 word segmentation
         _study(
@@ -207,6 +255,10 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "Reading one head's attention this way segments words with 70% accuracy",
             "effect",
             direction=1,
+            min_size=0.05,
+            size_why="segments words: at least 5 points of tokens right above always answering the commonest class; "
+            "the study's 70% is not on the same scale (its majority class is not given)",
+            size_source="precision",
         ),
         _study(
             "word_segmentation.head_union",
@@ -215,6 +267,9 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "counting a character as right when at least one of them is right gives 96%",
             "effect",
             direction=1,
+            min_size=0.05,
+            size_why="as for one head: at least 5 points above the commonest class",
+            size_source="precision",
         ),
         # 04 word order
         _study(
@@ -225,7 +280,9 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "effect",
             direction=1,
             null=0.5,
-            size_why="clean: more than half of a token's attention on one neighbour",
+            min_size=0.25,
+            size_why="clean: at least three quarters of a token's attention on one neighbour",
+            size_source="words",
         ),
         _study(
             "word_order.shuffle_lowers_grade",
@@ -234,6 +291,9 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "With the title's words shuffled: grade 2.",
             "effect",
             direction=-1,
+            min_size=1.0,
+            size_why="half the study's own number: its shuffled title fell from grade 4 to 2, two grades",
+            size_source="study",
         ),
         _study(
             "word_order.order_heads_carry_order",
@@ -241,8 +301,12 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "Masking the order heads makes the model less sensitive to a shuffled title "
             "than masking as many random heads",
             "without them BERT no longer notices the scrambled title",
-            "beats_control",
+            "compare",
             direction=-1,
+            min_size=0.02,
+            size_why="no longer notices: the order heads cut the grade distribution's move under shuffling (total "
+            "variation) by at least 2 points more than as many random heads; about the precision ~1400 pairs give",
+            size_source="precision",
         ),
         # 05 term matching
         _study(
@@ -253,14 +317,19 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "no_effect",
             margin=0.02,
             size_why=MARGIN_WHY,
+            size_source="study",
         ),
         _study(
             "term_matching.matching_costs",
             "05_term_matching",
             "Masking the 5 term-matching heads costs accuracy, far more than masking random heads",
             "| change | +0% | +0% | -52.4% | -86.5% | -18.1% |",
-            "beats_control",
+            "compare",
             direction=-1,
+            min_size=0.262,
+            size_why="half the study's own number: the 5 matching heads cost 52.4% against +0% for 5 random heads, a "
+            "difference of 52.4 points",
+            size_source="study",
         ),
         _study(
             "term_matching.lower_half_costs",
@@ -269,6 +338,9 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "| change | +0% | +0% | -52.4% | -86.5% | -18.1% |",
             "effect",
             direction=-1,
+            min_size=0.4325,
+            size_why="half the study's own number: all heads of the lower half cost 86.5%",
+            size_source="study",
         ),
         _study(
             "term_matching.matching_keep_lower_half",
@@ -276,8 +348,12 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "Keeping only the 5 term-matching heads of the lower half keeps much of its accuracy, more than as many "
             "random heads of it would",
             "Keeping only those 5 heads in layers 0-5 keeps about 82% of baseline performance",
-            "beats_control",
+            "compare",
             direction=1,
+            min_size=0.05,
+            size_why="much more than random heads: at least 5 points of relative accuracy more kept than by as many "
+            "random heads of the half (the study gives no random counterpart); about the precision ~690 pairs give",
+            size_source="precision",
         ),
         # 06 fine-tuning sharpens term matching
         _study(
@@ -287,6 +363,10 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "attention between identical query/title terms rises",
             "effect",
             direction=1,
+            min_size=0.005,
+            size_why="half a point of a token's attention: the smallest change a difference map shows (the study gives "
+            "no number)",
+            size_source="precision",
         ),
         _study(
             "sharpening.self_falls",
@@ -295,6 +375,9 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "attention of a term to itself falls",
             "effect",
             direction=-1,
+            min_size=0.005,
+            size_why="half a point of a token's attention, as for the rise",
+            size_source="precision",
         ),
         _study(
             "sharpening.sep_falls",
@@ -303,6 +386,9 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             'attention to `[SEP]` (read as "no-op", nothing to attend to) falls',
             "effect",
             direction=-1,
+            min_size=0.005,
+            size_why="half a point of a token's attention, as for the rise",
+            size_source="precision",
         ),
         # 07 the high [CLS] head
         _study(
@@ -312,6 +398,9 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "so does one high head in layer 10",
             "effect",
             direction=-1,
+            min_size=SMALLEST_CHANGE,
+            size_why=SMALLEST_CHANGE_WHY,
+            size_source="study",
         ),
         _study(
             "cls_head.concentrates_on_shared",
@@ -320,6 +409,9 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "That head's `[CLS]` attention concentrates on the terms that query and title share",
             "effect",
             direction=1,
+            min_size=0.01,
+            size_why="concentrates: at least 1 point of the row more on the shared terms than a uniform row puts there",
+            size_source="precision",
         ),
         _study(
             "cls_head.spreads_without_matching",
@@ -331,6 +423,7 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             min_size=math.log(1.5),
             size_why="many more terms: the effectively attended tokens (exp of the entropy) grow by at least a factor "
             "1.5, an entropy rise of log 1.5 = 0.41 nats",
+            size_source="words",
         ),
         _study(
             "cls_head.reads_matching_heads",
@@ -338,8 +431,12 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "It reads the matching heads: masking them spreads its [CLS] attention "
             "more than masking random lower heads",
             "the high head reads the low heads' matching features",
-            "beats_control",
+            "compare",
             direction=1,
+            min_size=math.log(1.5) / 2,
+            size_why="reads them: masking them raises its entropy by at least half the claimed spread (log 1.5 / 2 = "
+            "0.20 nats) more than masking as many random lower heads",
+            size_source="words",
         ),
         # 08 two towers
         _study(
@@ -349,6 +446,9 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "a two-tower (siamese) BERT, which encodes query and title apart, did badly here",
             "effect",
             direction=-1,
+            min_size=SMALLEST_CHANGE,
+            size_why=SMALLEST_CHANGE_WHY,
+            size_source="study",
         ),
         _study(
             "two_tower.fails_on_shared_terms",
@@ -357,6 +457,11 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "This is offered as the reason a two-tower (siamese) BERT",
             "compare",
             direction=-1,
+            min_size=0.02,
+            size_why="at least 2 points of pairs graded right more lost on pairs that share a term; about what ~1400 "
+            "pairs resolve",
+            size_source="precision",
+            tally="ours",
         ),
         # 09 activation patching: causal tests of what the term-matching heads carry
         _study(
@@ -368,6 +473,10 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "layers 2-4",
             "effect",
             direction=1,
+            min_size=0.1,
+            size_why="at least 10 points more of the grade difference restored than by random heads",
+            size_source="precision",
+            tally="ours",
         ),
         _study(
             "patching.cost_specific_to_shared_terms",
@@ -376,6 +485,10 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "Whether query and title share terms is a key feature",
             "effect",
             direction=-1,
+            min_size=0.02,
+            size_why="at least 2 points of pairs graded right more lost on pairs that share a term",
+            size_source="precision",
+            tally="ours",
         ),
         _study(
             "patching.cls_head_hands_on",
@@ -385,6 +498,10 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "hands them to the classifier",
             "effect",
             direction=1,
+            min_size=0.05,
+            size_why="at least 5% of the difference brought back through the one head",
+            size_source="precision",
+            tally="ours",
         ),
         # 10 pruning by importance: the study's advice for distillation, at equal cost
         _study(
@@ -395,10 +512,15 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "For distillation: keep more low-level heads.",
             "compare",
             direction=1,
+            min_size=0.05,
+            size_why="at least 5 points of the accuracy above the majority grade less lost by pruning the high half",
+            size_source="precision",
+            tally="ours",
         ),
     ]
 }
-FAMILY = len(STUDY_CLAIMS)  # the claims of one model's scorecard: the family the correction is over
+FAMILIES = {tally: sum(c.tally == tally for c in STUDY_CLAIMS.values()) for tally in TALLIES}
+FAMILY = FAMILIES["study"]  # the study's claims on one model's scorecard: the family its correction is over
 
 
 @dataclass(frozen=True)
@@ -431,7 +553,6 @@ class Claim:
     level: float = 1 - ALPHA / FAMILY
     lo_adj: float = math.nan
     hi_adj: float = math.nan
-    p_adj: float | None = None
     lost: float = math.nan
     lost_lo: float = math.nan
     lost_hi: float = math.nan
@@ -439,6 +560,11 @@ class Claim:
     study_unit: str = ""
     page: str = ""
     mean_ablation: str = ""  # the verdict with removed heads mean-ablated instead of zeroed ("" when not run)
+    df: float = math.inf  # the interval's degrees of freedom (infinite: pairs alone)
+    search: int = 1  # how many candidates the row was chosen among on its page (widens its interval once)
+    tally: str = "study"  # the family it is judged in (TALLIES)
+    size_source: str = ""  # where min_size (or the margin) comes from (SIZE_SOURCES)
+    rule_version: int = RULE_VERSION
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -463,7 +589,8 @@ class Claim:
         reason: str,
         n_draws: int = 1,
         p: float | None = None,
-        p_reverse: float | None = None,
+        df: float | None = None,
+        search: int = 1,
         study: float | None = None,
         study_unit: str = "",
         floor: Floor | None = None,
@@ -474,12 +601,15 @@ class Claim:
         """A claim measured on this run, judged by :func:`judge`.
 
         ``ours``/``lo``/``hi``: our number and its 95% interval, by ``method`` (e.g. "paired bootstrap over test
-        pairs"). ``p``: for a ``beats_control`` claim, the one-sided empirical p over ``n_draws`` draws in the claim's
-        direction (``p_reverse`` the other way); for other kinds an exact test's p, kept beside the interval.
+        pairs"). ``df``: the interval's degrees of freedom (default: infinite for one draw, else ``n_draws - 1``, the
+        most cautious reading of draws resampled; pass the Welch–Satterthwaite value where the page has it).
+        ``search``: how many candidates the page chose this row among (a head among a layer's heads), so the verdict's
+        interval is widened once for them and for the family. ``p``: an exact test's p, kept beside the interval.
         ``floor`` with ``accuracies`` (the masked conditions' accuracies) puts a relative change of accuracy on the
         floor scale and marks a condition at the floor. ``study``: the study's number, only in ``unit``, or in
         ``study_unit`` when the study gave it in another. ``not_comparable``: why this run cannot speak to the claim.
-        ``claim_id`` may name a sub-row, ``<registered id>/<part>``, with its own ``claim`` sentence.
+        ``claim_id`` may name a sub-row, ``<registered id>/<part>``, with its own ``claim`` sentence: it is shown with
+        its intervals but not judged (outside the family).
         """
         spec = registered(claim_id)
         lost = (
@@ -488,10 +618,17 @@ class Claim:
             else (math.nan,) * 3
         )
         at_floor = bool(floor) and bool(accuracies) and all(floor.at_floor(a) for a in accuracies)
-        judged = judge(spec, ours, lo, hi, p=p, p_reverse=p_reverse, n_draws=n_draws, at_floor=at_floor, unit=unit)
-        verdict, why = ("not comparable", not_comparable) if not_comparable else (judged.verdict, judged.why)
-        if is_proportion(unit):  # a proportion lies in [0, 1], so does its widened interval
-            judged = replace(judged, lo_adj=max(0.0, judged.lo_adj), hi_adj=min(1.0, judged.hi_adj))
+        df = (math.inf if n_draws <= 1 else float(n_draws - 1)) if df is None else float(df)
+        judged = judge(
+            spec, ours, lo, hi, df=df, search=search, at_floor=at_floor, unit=unit, n_examples=int(n_examples)
+        )
+        verdict, why = (
+            ("not comparable", not_comparable)
+            if not_comparable
+            else ("not judged", SUB_ROW)
+            if claim_id != spec.claim_id
+            else (judged.verdict, judged.why)
+        )
         return cls(
             claim_id,
             spec.finding,
@@ -516,11 +653,14 @@ class Claim:
             judged.level,
             judged.lo_adj,
             judged.hi_adj,
-            judged.p_adj,
             *lost,
             at_floor,
             study_unit,
             spec.page,
+            df=df,
+            search=int(search),
+            tally=spec.tally,
+            size_source=spec.size_source,
         )
 
     @classmethod
@@ -552,6 +692,8 @@ class Claim:
             spec.margin,
             spec.size_why,
             page=spec.page,
+            tally=spec.tally,
+            size_source=spec.size_source,
         )
 
 
@@ -566,16 +708,6 @@ def with_mean_ablation(zeroed: list[Claim], mean_ablated: list[Claim]) -> list[C
             rows.append(c)
             continue
         number = f"{number_text(other.ours, other.unit)}{_interval(other)}"
-        if other.kind == "beats_control" and (other.p is None or other.n_draws == 0):  # its control was not rerun
-            rows.append(
-                replace(
-                    c,
-                    reason=f"{c.reason} With each removed head's output replaced by its mean over "
-                    f"training pairs instead of zero (mean-ablation): {number}; not judged, as "
-                    "its random controls were not mean-ablated.",
-                )
-            )
-            continue
         same = "the same verdict" if other.verdict == c.verdict else f"**{other.verdict}** (the verdict changes)"
         number = f", {number}"
         rows.append(
@@ -612,22 +744,26 @@ def _sentence(text: str) -> str:
 
 @dataclass(frozen=True)
 class Judgement:
-    """:func:`judge`'s answer: the verdict, why in one sentence, and the adjusted interval and p it rests on."""
+    """:func:`judge`'s answer: the verdict, why in one sentence, and the adjusted interval it rests on."""
 
     verdict: str
     why: str
     level: float
     lo_adj: float
     hi_adj: float
-    p_adj: float | None = None
 
 
-Z95 = float(sps.norm.ppf(0.975))
+SUB_ROW = "A sub-row: evidence shown under its claim, outside the family, so not judged on its own."
 
 
-def adjusted(ours: float, lo: float, hi: float, level: float) -> tuple[float, float]:
-    """A 95% interval widened to ``level`` (two-sided) on each side by the ratio of normal quantiles."""
-    scale = float(sps.norm.ppf(0.5 + level / 2)) / Z95
+def _quantile(p: float, df: float) -> float:
+    return float(sps.t.ppf(p, df)) if math.isfinite(df) else float(sps.norm.ppf(p))
+
+
+def adjusted(ours: float, lo: float, hi: float, level: float, df: float = math.inf) -> tuple[float, float]:
+    """A 95% interval widened to ``level`` (two-sided) on each side by the ratio of t quantiles with ``df`` degrees
+    of freedom (normal for infinite df): never narrower than the 95% interval for a level above 95%."""
+    scale = _quantile(0.5 + level / 2, df) / _quantile(0.975, df)
     return ours - (ours - lo) * scale, ours + (hi - ours) * scale
 
 
@@ -637,26 +773,29 @@ def judge(
     lo: float,
     hi: float,
     *,
-    p: float | None = None,
-    p_reverse: float | None = None,
-    n_draws: int = 1,
+    df: float = math.inf,
+    search: int = 1,
     at_floor: bool = False,
     alpha: float = ALPHA,
-    family: int = FAMILY,
+    family: int | None = None,
     unit: str = "",
+    n_examples: int = 0,
 ) -> Judgement:
-    """The one verdict rule (see the module's docstring), at ``alpha / family`` for every claim; ``unit`` (the
-    number's) writes the margin and size in it."""
-    each = alpha / family
+    """The one verdict rule (see the module's docstring), at ``alpha / (family * search)`` for every claim; ``family``
+    defaults to the claim's tally's (:data:`FAMILIES`). ``unit`` (the number's) writes the margin and size in it;
+    ``n_examples`` lets an undecided equivalence say how many pairs it would need."""
+    family = spec.family if family is None else family
+    each = alpha / (family * max(1, search))
     level = 1 - each
-    if spec.kind == "beats_control":
-        return _judge_control(p, p_reverse, n_draws, alpha, family)
+    searched = (
+        f" (widened once for the {family} claims and the {search} candidates it was chosen among)" if search > 1 else ""
+    )
     if any(math.isnan(x) for x in (ours, lo, hi)):
         return Judgement(
             "cannot tell", "No interval was measured, so nothing can be decided.", level, math.nan, math.nan
         )
     if spec.kind == "no_effect":  # equivalence (TOST) at `each`: the two-sided 1 - 2*each interval
-        a, b = adjusted(ours, lo, hi, 1 - 2 * each)
+        a, b = adjusted(ours, lo, hi, 1 - 2 * each, df)
         m = spec.margin
         verdict = (
             "holds"
@@ -671,76 +810,38 @@ def judge(
             "does not hold": f"The adjusted interval lies outside ±{size}",
             "cannot tell": f"The adjusted interval reaches past ±{size}, so it shows neither",
         }[verdict]
-        return Judgement(verdict, f"{why} (margin: {spec.size_why}).", 1 - 2 * each, a, b)
-    a, b = adjusted(ours, lo, hi, level)
+        needed = _pairs_needed(ours - spec.null, a, b, m, n_examples) if verdict == "cannot tell" else ""
+        return Judgement(verdict, f"{why}{searched} (margin: {spec.size_why}).{needed}", 1 - 2 * each, a, b)
+    a, b = adjusted(ours, lo, hi, level, df)
     d, m = spec.direction, spec.min_size
     x_lo, x_hi = sorted((d * (a - spec.null), d * (b - spec.null)))
-    sized = f" by at least {_size(m, unit)} ({spec.size_why})" if m else ""
+    sized = f" by at least {_size(m, unit)} ({spec.size_why})"
     if x_lo > m:
         verdict, why = "holds", f"The adjusted interval lies beyond no effect in the claimed direction{sized}."
     elif x_hi < 0:
         verdict, why = "opposite", "The adjusted interval lies beyond no effect in the other direction."
     elif x_hi < m:
-        verdict, why = "does not hold", f"The adjusted interval lies short of the claimed size{sized}."
-    elif at_floor:
-        verdict, why = (
-            "cannot tell",
-            (
-                "Saturated: the masked conditions sit at the model's floor (always about one "
-                "grade), so how far they fall says nothing more."
-            ),
-        )
+        verdict, why = "does not hold", f"The adjusted interval lies short of the smallest effect of interest{sized}."
     else:
         verdict, why = "cannot tell", "The adjusted interval reaches both sides, so the data decide neither way."
-    if at_floor and verdict in ("does not hold", "opposite") and spec.kind == "compare":
+    if at_floor and spec.kind == "compare" and verdict != "holds":
         verdict, why = (
             "cannot tell",
-            (
-                "Saturated: both conditions sit at the model's floor (always about one grade), "
-                "so their difference says nothing about the claim."
-            ),
+            "Saturated: both conditions sit at the model's floor, so their difference says nothing about the claim.",
         )
-    return Judgement(verdict, why, level, a, b)
+    return Judgement(verdict, why[:-1] + searched + ".", level, a, b)
 
 
-def _judge_control(p: float | None, p_reverse: float | None, n_draws: int, alpha: float, family: int) -> Judgement:
-    """A ``beats_control`` claim: its empirical p over the draws, Bonferroni-adjusted over the ``family``."""
-    each, level = alpha / family, 1 - alpha / family
-    if p is None or n_draws < 1:
-        return Judgement("cannot tell", "No random draws were measured.", level, math.nan, math.nan)
-    p_adj = min(1.0, p * family)
-    smallest = empirical_p_floor(n_draws)
-    if p_adj < alpha:
-        return Judgement(
-            "holds", f"Adjusted empirical p = {p_adj:.2g} over {n_draws} draws.", level, math.nan, math.nan, p_adj
-        )
-    if p_reverse is not None and min(1.0, p_reverse * family) < alpha:
-        return Judgement(
-            "opposite",
-            f"Adjusted reverse p = {min(1.0, p_reverse * family):.2g} over {n_draws} draws.",
-            level,
-            math.nan,
-            math.nan,
-            p_adj,
-        )
-    if smallest >= each:
-        return Judgement(
-            "cannot tell",
-            f"Cannot be decided at {n_draws} draws: the smallest empirical p they can give, "
-            f"{smallest:.2g}, is above the adjusted level {each:.2g}.",
-            level,
-            math.nan,
-            math.nan,
-            p_adj,
-        )
-    return Judgement(
-        "cannot tell",
-        f"Adjusted empirical p = {p_adj:.2g} over {n_draws} draws: not below 5%.",
-        level,
-        math.nan,
-        math.nan,
-        p_adj,
-    )
+def _pairs_needed(effect: float, a: float, b: float, margin: float, n_examples: int) -> str:
+    """How many pairs an undecided equivalence would need for its adjusted interval to fit within the margin, at
+    the effect and spread measured (the half-width shrinks with the square root of the pairs)."""
+    room = margin - abs(effect)
+    if n_examples <= 0 or not (b - a) > 0:
+        return ""
+    if room <= 0:
+        return " The effect measured lies at or past the margin itself, so no number of pairs would show it within."
+    needed = math.ceil(n_examples * ((b - a) / 2 / room) ** 2)
+    return f" At the spread measured, about {needed} pairs (not {n_examples}) would decide it."
 
 
 def _size(x: float, unit: str = "") -> str:
@@ -767,12 +868,6 @@ def claims_file(claims: list[Claim]) -> str:
     if len(pages) != 1:
         raise ValueError(f"claims of one page expected, got pages {sorted(pages)}")
     return f"claims_{pages.pop()}"
-
-
-def is_proportion(unit: str) -> bool:
-    """A share of pairs, characters or attention, which lies in [0, 1]; not a share of a difference restored, which
-    can pass either end, nor a difference of shares."""
-    return unit.startswith("share") and not is_points(unit) and "difference" not in unit
 
 
 def is_points(unit: str) -> bool:

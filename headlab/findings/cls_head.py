@@ -25,7 +25,7 @@ from scipy import stats as sps
 
 from headlab.core.attention import attention_maps, cls_attention_rows, token_roles
 from headlab.core.masking import head_grid
-from headlab.core.stats import Floor, bootstrap_weights, empirical_p, mcnemar, relative_change
+from headlab.core.stats import Floor, bootstrap_weights, mcnemar, relative_change, versus_random
 from headlab.core.sweep import (
     MaskSpec,
     baseline_correct,
@@ -45,8 +45,13 @@ MASK_METHOD = "paired bootstrap over the held-out test pairs (the half the head 
 CONCENTRATION_UNIT = "share of the [CLS] row on shared terms, minus a uniform row's"
 SPREAD_UNIT = "change of the [CLS] row's entropy, in nats"
 SPREAD_METHOD = "paired bootstrap over the held-out test pairs"
-CONTROL_UNIT = "share of random lower-head sets that spread it as much"
-CONTROL_METHOD = "exact binomial interval over the random draws; empirical p over the draws"
+CONTROL_UNIT = (
+    "change of the [CLS] row's entropy in nats, matching heads masked minus the mean of random lower-head sets"
+)
+CONTROL_METHOD = (
+    "matching heads minus the mean of the random sets, t interval on a two-stage bootstrap over sets and held-out "
+    "pairs (Welch–Satterthwaite degrees of freedom)"
+)
 
 
 def split_halves(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -253,11 +258,13 @@ def head_cls_profile(lab, examples, layer: int, head: int, drop=(), stopwords=No
 
 
 def spread_under_masks(lab, layer: int, head: int, head_sets, before: pd.DataFrame, stopwords=None) -> pd.DataFrame:
-    """Mean change of the head's [CLS] entropy and shared-term share with each set of heads masked.
+    """Per pair, the change of the head's [CLS] entropy and shared-term share with each set of heads masked.
 
     ``before`` is the unmasked :func:`headlab.findings.roles.cls_profile` of the same examples (at least this head).
-    One row per head set: draw, heads ("l.h;l.h"), entropy_delta, shared_share_delta. Computed once and kept
-    (:meth:`headlab.lab.Lab.stored`): each set is an attention pass over the examples.
+    One row per head set and pair: draw, heads ("l.h;l.h"), example, entropy_delta, shared_share_delta (NaN where
+    the pair shares no term), so a comparison with these sets resamples the pairs and the draws alike
+    (:func:`draw_means` gives one row per set). Computed once and kept (:meth:`headlab.lab.Lab.stored`): each set is
+    an attention pass over the examples.
     """
     keys = ["example", "layer", "head"]
     base = _one_head(before, layer, head).set_index(keys)
@@ -268,16 +275,19 @@ def spread_under_masks(lab, layer: int, head: int, head_sets, before: pd.DataFra
         rows = []
         for draw, chosen in enumerate(head_sets):
             after = head_cls_profile(lab, examples, layer, head, chosen, stopwords).set_index(keys)
-            change = after[["entropy", "shared_share"]] - base[["entropy", "shared_share"]]
+            change = (after[["entropy", "shared_share"]] - base[["entropy", "shared_share"]]).reset_index()
             rows.append(
-                {
-                    "draw": draw,
-                    "heads": ";".join(f"{l}.{h}" for l, h in chosen),
-                    "entropy_delta": float(change["entropy"].mean()),
-                    "shared_share_delta": float(change["shared_share"].mean()),
-                }
+                pd.DataFrame(
+                    {
+                        "draw": draw,
+                        "heads": ";".join(f"{l}.{h}" for l, h in chosen),
+                        "example": change["example"].to_numpy(),
+                        "entropy_delta": change["entropy"].to_numpy(),
+                        "shared_share_delta": change["shared_share"].to_numpy(),
+                    }
+                )
             )
-        return pd.DataFrame(rows)
+        return pd.concat(rows, ignore_index=True)
 
     key = {
         "layer": int(layer),
@@ -285,8 +295,23 @@ def spread_under_masks(lab, layer: int, head: int, head_sets, before: pd.DataFra
         "head_sets": head_sets,
         "stopwords": sorted(stopwords or []),
         "before": hashlib.sha256(base.to_csv().encode()).hexdigest(),
+        "per_pair": True,
     }
     return lab.stored("cls_spread_under_masks", key, compute)
+
+
+def draw_means(control: pd.DataFrame) -> pd.DataFrame:
+    """One row per head set of :func:`spread_under_masks`: draw, heads, and the mean entropy_delta and
+    shared_share_delta over the pairs (NaN pairs left out)."""
+    return control.groupby(["draw", "heads"], as_index=False, sort=True)[["entropy_delta", "shared_share_delta"]].mean()
+
+
+def entropy_deltas(before: pd.DataFrame, after: pd.DataFrame, layer: int, head: int) -> pd.Series:
+    """Per pair, the change of one head's [CLS] entropy from ``before`` to ``after`` (:func:`cls_profile` tables of the
+    same pairs), indexed by example: the matching heads' side of the comparison with random sets."""
+    b = _one_head(before, layer, head).set_index("example")["entropy"]
+    a = _one_head(after, layer, head).set_index("example")["entropy"]
+    return (a - b.loc[a.index]).sort_index()
 
 
 def cls_rows(lab, runs: dict, examples, layer: int, head: int, stopwords=None) -> pd.DataFrame:
@@ -389,56 +414,61 @@ def _spread_claim(change: pd.DataFrame, layer: int, head: int, k: int) -> Claim:
     )
 
 
-def _control_claim(change: pd.DataFrame, control: pd.DataFrame | None, k: int) -> Claim:
-    """Do the matching heads spread the row more than random lower heads: the one-sided empirical p of the entropy
-    change over the random draws (and the reverse p), judged by :func:`headlab.findings.claims.judge`."""
+def _control_claim(
+    change: pd.DataFrame, control: pd.DataFrame | None, k: int, deltas: pd.Series | None, n_boot: int, seed: int
+) -> Claim:
+    """Do the matching heads spread the row more than random lower heads: their per-pair entropy change minus the mean
+    over the random sets, with a t interval on a two-stage bootstrap over the sets and the pairs."""
     e = change.set_index("metric").loc["entropy"]
-    if control is None or not len(control):
+    if control is None or not len(control) or deltas is None:
         return Claim.not_measured(
             "cls_head.reads_matching_heads",
             unit=CONTROL_UNIT,
             reason="Not measured: no random lower-head sets were masked (CONTROL_DRAWS)",
         )
-    values = control["entropy_delta"].to_numpy()
-    n = len(values)
-    extreme, reverse = int(np.sum(values >= e["delta"])), int(np.sum(values <= e["delta"]))
-    p, p_reverse = empirical_p(extreme, n), empirical_p(reverse, n)
+    wide = control.pivot(index="draw", columns="example", values="entropy_delta").loc[:, deltas.index]
+    versus = versus_random(deltas.to_numpy(), wide.to_numpy(), n_boot=n_boot, seed=seed)
+    n = versus["n_draws"]
     reason = (
-        f"Shown: the share of the {n} draws of {k} random lower-half heads, masked instead, that change its "
-        f"entropy by {e['delta']:+.3f} (the matching heads' change) or more: {extreme} of {n}, with its exact "
-        f"95% binomial interval. They change it by {values.mean():+.3f} on average ({values.min():+.3f} to "
-        f"{values.max():+.3f}); one-sided empirical p = {p:.2g} in the study's direction, {p_reverse:.2g} the "
-        f"other way (the matching heads counted as one more draw)."
+        f"Masking the {k} matching heads changes the head's entropy by {e['delta']:+.3f} nats; masking {n} sets of "
+        f"{k} random lower-half heads instead changes it by {versus['random_mean']:+.3f} on average "
+        f"({versus['random_min']:+.3f} to {versus['random_max']:+.3f}); {versus['rank']} of the {n} sets change it "
+        f"at least as much in the same direction (description, not the verdict)"
     )
-    interval = sps.binomtest(extreme, n).proportion_ci(confidence_level=0.95, method="exact")
     return Claim.measured(
         "cls_head.reads_matching_heads",
-        ours=extreme / n,
-        lo=float(interval.low),
-        hi=float(interval.high),
+        ours=versus["difference"],
+        lo=versus["difference_lo"],
+        hi=versus["difference_hi"],
         unit=CONTROL_UNIT,
         method=CONTROL_METHOD,
-        n_examples=int(e["n_examples"]),
+        n_examples=versus["n_examples"],
         n_draws=n,
-        p=p,
-        p_reverse=p_reverse,
+        df=versus["df"],
         reason=reason,
     )
 
 
-def spread_claims(change: pd.DataFrame, control: pd.DataFrame | None, layer: int, head: int, k: int) -> list[Claim]:
+def spread_claims(
+    change: pd.DataFrame,
+    control: pd.DataFrame | None,
+    layer: int,
+    head: int,
+    k: int,
+    deltas: pd.Series | None = None,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> list[Claim]:
     """The study's claim that the head's [CLS] attention spreads over many more terms with the matching heads masked,
     and its reading that the head reads those heads, as two rows.
 
-    ``change`` comes from :func:`spread`; ``control`` from :func:`spread_under_masks` with random lower
-    heads; both on the held-out pairs (those the head was not chosen on). The spread is the entropy change in nats,
-    so the registered size "many more terms" (a factor 1.5 on the effectively attended tokens, log 1.5 nats) applies
-    to it. The reading's row shows the share of random sets of k lower heads that raise the entropy as much, with its
-    exact binomial interval; its verdict comes from the empirical p over the draws, which can never fall below
-    1 / (1 + draws): where that is above the adjusted level, :func:`headlab.findings.claims.judge` says the draws
-    cannot decide it.
+    ``change`` comes from :func:`spread`; ``control`` from :func:`spread_under_masks` with random lower heads;
+    ``deltas`` from :func:`entropy_deltas` (the matching heads' per-pair entropy change); all on the held-out pairs
+    (those the head was not chosen on). The spread is the entropy change in nats, so the registered size "many more
+    terms" (a factor 1.5 on the effectively attended tokens, log 1.5 nats) applies to it. The reading's row is the
+    matching heads' entropy change minus the mean change of the random sets, on the same pairs.
     """
-    return [_spread_claim(change, layer, head, k), _control_claim(change, control, k)]
+    return [_spread_claim(change, layer, head, k), _control_claim(change, control, k, deltas, n_boot, seed)]
 
 
 def mean_ablated_effect(lab, layer: int, head: int, estimate, n_boot: int = 2000, seed: int = 0) -> dict:

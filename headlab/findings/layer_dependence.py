@@ -101,9 +101,16 @@ def _accuracies(floor: Floor | None, *values: float) -> tuple[float, ...]:
 
 def _simultaneous(ours: float, lo: float, hi: float, m: int) -> tuple[float, float]:
     """A 95% interval widened so that it holds for ``m`` intervals at once (Bonferroni), by the ratio of normal
-    quantiles: what a head chosen among ``m`` must pass."""
+    quantiles: used to *choose* a head among ``m``; its verdict widens the raw interval once, for the head and the
+    family together (``search`` in :meth:`Claim.measured`)."""
     scale = float(sps.norm.ppf(1 - 0.025 / m) / sps.norm.ppf(0.975))
     return ours - (ours - lo) * scale, ours + (hi - ours) * scale
+
+
+def draws_df_of(n_draws) -> float:
+    """The most cautious degrees of freedom of an interval over ``n_draws`` random draws: ``n_draws - 1`` (infinite
+    for one draw, whose interval is over pairs alone)."""
+    return math.inf if int(n_draws) <= 1 else float(int(n_draws) - 1)
 
 
 def _weakest(claim_id: str, candidates, numbers, **judged):
@@ -164,7 +171,7 @@ def _collapse(points: pd.DataFrame, floor: Floor, at: str) -> Claim:
     def numbers(r):
         return floor.lost(r.lower_change), floor.lost(r.lower_hi), floor.lost(r.lower_lo)
 
-    shown = _weakest(COLLAPSE, list(points.itertuples()), numbers, n_draws=lambda r: int(r.lower_draws))
+    shown = _weakest(COLLAPSE, list(points.itertuples()), numbers, df=lambda r: draws_df_of(r.lower_draws))
     ours, lo, hi = numbers(shown)
     return Claim.measured(
         COLLAPSE,
@@ -204,7 +211,7 @@ def _costs_less(points: pd.DataFrame, floor: Floor, at: str) -> Claim:
         COSTS_LESS,
         informative or rows,
         numbers,
-        n_draws=lambda r: int(r.lower_draws),
+        df=lambda r: draws_df_of(r.lower_draws),
         at_floor=lambda r: _saturated(r, floor),
     )
     ours, lo, hi = numbers(shown)
@@ -488,8 +495,8 @@ def _chosen(candidates: pd.DataFrame, pick: str):
 
 def _selected_method(m: int, which: str) -> str:
     return (
-        f"{PAIRED}; the 95% interval widened to hold for all {m} heads {which} at once (Bonferroni), since the "
-        "head is chosen among them"
+        f"{PAIRED}; the verdict's interval widened once for the scorecard's claims and the {m} heads {which} "
+        "(Bonferroni), since the head is chosen among them"
     )
 
 
@@ -507,10 +514,11 @@ def _hurting(tested: pd.DataFrame, ours: list[int], n_examples: int, floor: Floo
     return Claim.measured(
         MATCHING,
         ours=shown.rel_change,
-        lo=widened.w_lo,
-        hi=widened.w_hi,
+        lo=shown.lo,
+        hi=shown.hi,
         unit=CHANGE,
         method=_selected_method(m, f"of our layer(s) {_span(ours)}"),
+        search=m,
         n_examples=n_examples,
         p=shown.p_holm,
         floor=floor,
@@ -519,7 +527,8 @@ def _hurting(tested: pd.DataFrame, ours: list[int], n_examples: int, floor: Floo
         f"notebook 05 does: any head there counts): {len(hurts)} of {m} heads there hurt when masked after the "
         f"Holm correction over all {len(tested)} heads{named}. The row shows head "
         f"{_head(shown['layer'], shown['head'])} ({_interval(shown.rel_change, shown.lo, shown.hi)}), whose "
-        f"widened interval lies lowest, with its Holm p; picked for its size on the same pairs, so its size "
+        f"interval widened for the {m} heads lies lowest, with its Holm p; picked for its size on the same pairs, so "
+        f"its size "
         f"leans away from zero",
     )
 
@@ -534,10 +543,11 @@ def _improving(tested: pd.DataFrame, n_examples: int, alpha: float, floor: Floor
     return Claim.measured(
         IMPROVE,
         ours=shown.rel_change,
-        lo=widened.w_lo,
-        hi=widened.w_hi,
+        lo=shown.lo,
+        hi=shown.hi,
         unit=CHANGE,
         method=_selected_method(m, "masked"),
+        search=m,
         n_examples=n_examples,
         p=shown.p_holm,
         floor=floor,
@@ -545,7 +555,8 @@ def _improving(tested: pd.DataFrame, n_examples: int, alpha: float, floor: Floor
         reason=f"{len(better)} head(s) improve accuracy at an uncorrected McNemar p < {alpha}; {len(helps)} survive "
         f"the Holm correction over all {len(tested)} heads{named}. The row shows head "
         f"{_head(shown['layer'], shown['head'])} ({_interval(shown.rel_change, shown.lo, shown.hi)}), whose "
-        f"widened interval lies highest, with its Holm p; picked for its size on the same pairs, so its size "
+        f"interval widened for the {m} heads lies highest, with its Holm p; picked for its size on the same pairs, so "
+        f"its size "
         f"leans away from zero",
     )
 

@@ -21,7 +21,7 @@ from scipy import stats as sps
 
 from headlab.core.evaluate import Encoded, predict, predicted_grades
 from headlab.core.masking import head_grid
-from headlab.core.stats import boot_means, bootstrap_weights, empirical_p
+from headlab.core.stats import boot_means, bootstrap_weights, versus_random
 from headlab.core.sweep import MaskSpec, baseline_spec
 from headlab.inputs.words import join_words
 
@@ -260,25 +260,17 @@ CONTROL = "random other heads of the order heads' layers (depth-matched)"  # the
 
 
 def sensitivity_reduction(order_value: float, random_values, unmasked_value: float | None = None) -> dict:
-    """Is the model less sensitive to shuffling with the order heads removed than with random heads removed?
-
-    ``order_value`` is a sensitivity (e.g. the mean shift) with the order heads masked, ``random_values`` the
-    same with k random heads masked, one per draw. Insensitivity is a small absolute value. The one-sided
-    empirical p-value is (1 + #draws at least as insensitive) / (1 + #draws); ``p_value_reverse`` the same the other
-    way, (1 + #draws at least as sensitive) / (1 + #draws): small when the order heads leave the model *more*
-    sensitive than random heads do.
-    """
+    """Where the order heads' sensitivity (e.g. the mean shift with them masked) sits among the same with k random
+    heads masked, one value per draw: description only (``n_as_insensitive``: draws at least as insensitive, a small
+    absolute value), since the verdict reads the difference with its interval (:func:`masking_comparison`)."""
     random_values = np.asarray(random_values, dtype=np.float64)
-    as_insensitive = int(np.sum(np.abs(random_values) <= abs(order_value)))
-    as_sensitive = int(np.sum(np.abs(random_values) >= abs(order_value)))
     out = {
         "order_heads": float(order_value),
         "random_mean": float(random_values.mean()),
         "random_lo": float(np.quantile(random_values, 0.025)),
         "random_hi": float(np.quantile(random_values, 0.975)),
         "n_draws": len(random_values),
-        "p_value": empirical_p(as_insensitive, len(random_values)),
-        "p_value_reverse": empirical_p(as_sensitive, len(random_values)),
+        "n_as_insensitive": int(np.sum(np.abs(random_values) <= abs(order_value))),
     }
     if unmasked_value is not None:
         out["unmasked"] = float(unmasked_value)
@@ -365,14 +357,14 @@ def masking_comparison(
     a 95% bootstrap interval, and for random heads the 2.5-97.5% range of the draws' means. The examples are
     resampled alike for every condition (paired); for random heads the draws are resampled too (a two-stage
     bootstrap, :func:`headlab.core.stats.boot_means`), since which heads were drawn is chance as well. ``interval``
-    says what was resampled. tests: per measure, the order heads' value against the random draws (the
-    empirical one-sided p-value of :func:`sensitivity_reduction`, over the draws), and the paired difference
-    order - random with its interval from the same two-stage replicates.
+    says what was resampled. tests: per measure, where the order heads' value sits among the random draws
+    (:func:`sensitivity_reduction`, description), and the paired difference order - random with its t interval
+    over the same two-stage replicates (:func:`headlab.core.stats.versus_random`; ``df`` its degrees of freedom).
 
     Columns of conditions: measure, condition, value, lo, hi, n_examples, interval; for random heads also draw_lo,
     draw_hi, n_draws.
-    Columns of tests: measure, control, order_heads, random_mean, random_lo, random_hi, n_draws, p_value,
-    p_value_reverse, unmasked, difference, difference_lo, difference_hi, n_examples, interval.
+    Columns of tests: measure, control, order_heads, random_mean, random_lo, random_hi, n_draws, n_as_insensitive,
+    unmasked, difference, difference_lo, difference_hi, df, n_examples, interval.
     """
     rows, tests = [], []
     for measure in ("tv", "shift"):
@@ -404,16 +396,17 @@ def masking_comparison(
                     **extra,
                 }
             )
-        diff, diff_lo, diff_hi = _quantiles(order.mean() - random.mean(), boots["order heads"] - boots["random heads"])
+        versus = versus_random(order, random, n_boot=n_boot, seed=seed)
         reduction = sensitivity_reduction(order.mean(), draw_means, unmasked_value=none.mean())
         tests.append(
             {
                 "measure": measure,
                 "control": CONTROL,
                 **reduction,
-                "difference": diff,
-                "difference_lo": diff_lo,
-                "difference_hi": diff_hi,
+                "difference": versus["difference"],
+                "difference_lo": versus["difference_lo"],
+                "difference_hi": versus["difference_hi"],
+                "df": versus["df"],
                 "n_examples": len(none),
                 "interval": _resampled(random),
             }

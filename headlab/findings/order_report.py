@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from headlab.core.stats import empirical_p_floor
-
 # notebook 04 takes claims_file and claims_table from here
-from headlab.findings.claims import ALPHA, FAMILY, Claim, claims_file, claims_table, render  # noqa: F401
+from headlab.findings.claims import Claim, claims_file, claims_table, render  # noqa: F401
 from headlab.findings.order import CONDITIONS, PATTERNS
 
 STUDY_K = 7
@@ -163,19 +161,14 @@ def masking_claims(conditions: pd.DataFrame, tests: pd.DataFrame) -> list[Claim]
     """The study's reading: masking the order heads, unlike masking as many random heads, makes the model stop
     noticing a shuffled title.
 
-    A claim against a control (``beats_control``, direction −1: less sensitive): ``p`` is the one-sided empirical p
-    of the order heads' sensitivity (total variation) against the random draws of the same layers, ``p_reverse`` the
-    same the other way (more sensitive); :func:`~headlab.findings.claims.judge` says "cannot be decided" when
-    1 / (1 + draws) cannot reach the adjusted level. Ours, beside it, is the pair-by-pair difference of sensitivity
-    (order heads masked minus random heads masked) with its interval resampling draws and pairs.
+    A comparison (direction −1: less sensitive): ours is the pair-by-pair difference of sensitivity (order heads
+    masked minus random heads masked, total variation), with its t interval over a two-stage bootstrap of draws and
+    pairs (``df`` from the test table); where the order heads sit among the draws is told beside it, not judged.
     """
     _, order, rand = _sensitivity(conditions)
     test = _record(tests, "measure", "tv")
     draws = int(rand.n_draws)
     _, shuffled, order_masked, random_masked = STUDY_CASE_GRADES.values()
-    reverse = getattr(test, "p_value_reverse", None)
-    reverse = None if reverse is None or pd.isna(reverse) else float(reverse)
-    as_insensitive = round(test.p_value * (draws + 1)) - 1
     return [
         Claim.measured(
             "word_order.order_heads_carry_order",
@@ -183,30 +176,33 @@ def masking_claims(conditions: pd.DataFrame, tests: pd.DataFrame) -> list[Claim]
             lo=float(test.difference_lo),
             hi=float(test.difference_hi),
             unit=TV_UNIT,
-            method="empirical p over random draws; "
-            "the difference's interval a two-stage bootstrap over draws and pairs",
+            method=DIFFERENCE_METHOD,
             n_examples=int(order.n_examples),
             n_draws=draws,
-            p=float(test.p_value),
-            p_reverse=reverse,
+            df=float(test.df),
             reason=(
                 f"Sensitivity to the shuffle (total variation between a pair's grade distributions with the original "
                 f"and the shuffled title): {order.value:.3g} with the order heads masked, {rand.value:.3g} with random "
                 f"heads of the same layers masked, averaged over {draws} draws (the study drew {STUDY_DRAWS}); "
-                f"{as_insensitive} of the {draws} draws leave the model at least as insensitive, a one-sided "
-                f"empirical p = {test.p_value:.3f}. The study's shuffled pair went from grade {shuffled} to "
+                f"{int(test.n_as_insensitive)} of the {draws} draws leave the model at least as insensitive "
+                f"(description, not the verdict). The study's shuffled pair went from grade {shuffled} to "
                 f"{order_masked} with the order heads masked and stayed at {random_masked} with random heads"
             ),
         )
     ]
 
 
+DIFFERENCE_METHOD = (
+    "order heads minus the mean of the random draws, t interval on a two-stage bootstrap over draws and pairs "
+    "(Welch–Satterthwaite degrees of freedom)"
+)
+
+
 def verdict_masking(conditions: pd.DataFrame, tests: pd.DataFrame, k: int, rows: list[Claim] | None = None) -> str:
     """Markdown: is the model less sensitive to the shuffle with the k order heads masked than with k random ones
-    (``rows``, default :func:`masking_claims`)? Then the sensitivities and the test behind the verdict.
+    (``rows``, default :func:`masking_claims`)? Then the sensitivities behind the verdict.
 
-    The random heads are depth-matched (one from each order head's layer). With too few draws the empirical
-    p-value cannot reach the adjusted level whatever the model does, and the verdict says so instead of reading it.
+    The random heads are depth-matched (one from each order head's layer).
     """
     none, order, rand = _sensitivity(conditions)
     draws = int(rand.n_draws)
@@ -225,19 +221,8 @@ def verdict_masking(conditions: pd.DataFrame, tests: pd.DataFrame, k: int, rows:
             f"(depth-matched: one from each order head's layer), averaged over {draws} draws "
             f"(a cut of {cut(rand.value)}; 95% of draws between {rand.draw_lo:.3g} and {rand.draw_hi:.3g}; "
             f"its interval resamples the draws as well as the pairs).",
-            f"- The smallest p possible with {draws} draws is {empirical_p_floor(draws):.3f}; the claim is judged at "
-            f"{ALPHA:.0%} over the scorecard's {FAMILY} claims, so a raw p below {ALPHA / FAMILY:.2g}, which takes at "
-            f"least {draws_needed()} draws (the study drew {STUDY_DRAWS}).",
         ]
     )
-
-
-def draws_needed(alpha: float = ALPHA, family: int = FAMILY) -> int:
-    """The fewest random draws whose smallest empirical p, 1 / (1 + N), lies below the adjusted level alpha / family."""
-    n = 1
-    while empirical_p_floor(n) >= alpha / family:
-        n += 1
-    return n
 
 
 def case_grades(cases: pd.DataFrame, example: int) -> pd.DataFrame:

@@ -81,7 +81,7 @@ def _no_loss(masked: pd.DataFrame, floor: Floor | None) -> Claim:
     spec = registered(NO_LOSS)
 
     def weakness(r):
-        j = judge(spec, float(r.rel_change), float(r.lo), float(r.hi), n_draws=int(r.n_draws))
+        j = judge(spec, float(r.rel_change), float(r.lo), float(r.hi), df=float(r.df))
         return _ORDER[j.verdict], -max(abs(j.lo_adj), abs(j.hi_adj))
 
     shown = min(below.itertuples(), key=weakness)
@@ -101,6 +101,7 @@ def _no_loss(masked: pd.DataFrame, floor: Floor | None) -> Claim:
         method=_method(shown),
         n_examples=shown.n_examples,
         n_draws=shown.n_draws,
+        df=float(shown.df),
         floor=floor,
         accuracies=(_accuracy(floor, shown),) if floor else (),
         study=STUDY_GAIN_AT_10 if abs(shown.share - 0.1) < 1e-9 else None,
@@ -183,6 +184,7 @@ def _falls(masked: pd.DataFrame, floor: Floor | None) -> Claim:
         "the shares share test pairs)",
         n_examples=int(end.n_examples),
         n_draws=max(draws),
+        df=min(float(end.get("df", math.inf)), float(start.get("df", math.inf))),
         floor=floor,
         accuracies=(_accuracy(floor, start), _accuracy(floor, end)) if floor else (),
         reason=f"The rise of the loss from where it starts to the largest share, {end.share:.0%} ({_interval(end)}), "

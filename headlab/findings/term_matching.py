@@ -5,9 +5,9 @@ random heads cost nothing; all heads of layers 0-5 cost 86.5%, and all of them b
 18.1%. Here the heads are chosen by attention alone on a seeded half of the evaluation pairs
 (:func:`measured_examples`) and every mask is measured on the other half, each random mask as many seeded draws,
 with two controls the study lacks: 5 random heads of the lower half (the matching heads' own half, where masking
-costs more), and the lower half masked except 5 random heads of it. The matching heads' effects are then placed
-within the spread of those random draws (an empirical p-value of the head choice). The page's verdict is the
-study's claims as rows (:func:`claims`), each judged by :func:`headlab.findings.claims.judge`.
+costs more), and the lower half masked except 5 random heads of it. The matching heads' effects are then compared
+with the mean of those random draws, as a difference whose interval covers the draws' spread and the pairs. The
+page's verdict is the study's claims as rows (:func:`claims`), each judged by :func:`headlab.findings.claims.judge`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from headlab.core.masking import head_grid
-from headlab.core.stats import Floor, empirical_p, mcnemar, relative_change
+from headlab.core.stats import Floor, mcnemar, relative_change, versus_random
 from headlab.core.sweep import MaskSpec, baseline_correct, baseline_spec, correct_matrix, draw_seed, random_share_specs
 from headlab.findings.claims import Claim
 from headlab.findings.importance import half_pool, half_split
@@ -276,26 +276,35 @@ def condition_table(
     return pd.DataFrame(rows)
 
 
-def random_comparison(per_example: pd.DataFrame, plan: pd.DataFrame, k: int) -> pd.DataFrame:
-    """Do the matching heads matter more than random heads? An empirical p-value per comparison.
+def random_comparison(
+    per_example: pd.DataFrame, plan: pd.DataFrame, k: int, n_boot: int = 2000, seed: int = 0
+) -> pd.DataFrame:
+    """Do the matching heads matter more than random heads? Per comparison, the tested mask's relative change minus
+    the mean relative change of the random draws, on the same pairs.
 
-    For each tested mask and its random condition: the share of random draws at least as extreme (as low a
-    change when masking the matching heads, as high when keeping them), and the one-sided empirical p-value
-    (1 + that count) / (1 + draws), and the same the other way (``n_reverse``, ``p_reverse``: draws at least as
-    extreme on the other side). It measures the choice of heads on these pairs; the example uncertainty is in
-    :func:`condition_table`.
+    The difference's interval is a t interval on a two-stage bootstrap over the draws and the pairs (the same
+    resampled pairs for every condition; :func:`headlab.core.stats.versus_random`), with Welch–Satterthwaite degrees
+    of freedom (``df``), so the draws' spread is part of the uncertainty. ``n_as_extreme``: draws at least as far
+    as the tested mask on its side (as low a change when masking the matching heads, as high when keeping them),
+    ``n_reverse`` the draws at least as far the other way: where the named heads rank, told beside the verdict,
+    never the verdict.
+
+    Columns: tested, tested_label, reference, reference_label, side, tested_change, reference_mean, reference_min,
+    reference_max, n_draws, n_as_extreme, n_reverse, difference, difference_lo, difference_hi, df, n_examples.
     """
-    draws = draw_table(per_example, plan, k)
+    correct = correct_matrix(per_example)
+    base = baseline_correct(per_example).astype(np.float64)
     names = labels(k)
     rows = []
     for tested, reference, side in COMPARISONS:
-        value = draws[draws["condition"] == tested]["rel_change"]
-        pool = draws[draws["condition"] == reference]["rel_change"].to_numpy()
-        if value.empty or not len(pool):
+        named = plan[plan["kind"] == tested]["mask_id"]
+        pool = plan[plan["kind"] == reference]["mask_id"]
+        if named.empty or pool.empty:
             continue
-        value = float(value.iloc[0])
-        extreme = int(np.sum(pool <= value) if side == "lower" else np.sum(pool >= value))
-        reverse = int(np.sum(pool >= value) if side == "lower" else np.sum(pool <= value))
+        values = correct.loc[named].to_numpy(dtype=np.float64)[0]
+        draws = correct.loc[pool].to_numpy(dtype=np.float64)
+        versus = versus_random(values, draws, base, n_boot=n_boot, seed=seed, draw_seed=draw_seed(seed, reference, 0.0))
+        value, per_draw = versus["named"], draws.mean(axis=1) / base.mean() - 1.0
         rows.append(
             {
                 "tested": tested,
@@ -304,14 +313,17 @@ def random_comparison(per_example: pd.DataFrame, plan: pd.DataFrame, k: int) -> 
                 "reference_label": names[reference],
                 "side": side,
                 "tested_change": value,
-                "reference_mean": float(pool.mean()),
-                "reference_min": float(pool.min()),
-                "reference_max": float(pool.max()),
-                "n_draws": len(pool),
-                "n_as_extreme": extreme,
-                "p_empirical": empirical_p(extreme, len(pool)),
-                "n_reverse": reverse,
-                "p_reverse": empirical_p(reverse, len(pool)),
+                "reference_mean": versus["random_mean"],
+                "reference_min": versus["random_min"],
+                "reference_max": versus["random_max"],
+                "n_draws": versus["n_draws"],
+                "n_as_extreme": int(np.sum(per_draw <= value) if side == "lower" else np.sum(per_draw >= value)),
+                "n_reverse": int(np.sum(per_draw >= value) if side == "lower" else np.sum(per_draw <= value)),
+                "difference": versus["difference"],
+                "difference_lo": versus["difference_lo"],
+                "difference_hi": versus["difference_hi"],
+                "df": versus["df"],
+                "n_examples": versus["n_examples"],
             }
         )
     return pd.DataFrame(rows)
@@ -322,6 +334,11 @@ def _pct(x: float) -> str:
 
 
 UNIT = "relative change of accuracy"
+VERSUS_UNIT = "relative change of accuracy, named heads minus the mean of random heads, in points"
+VERSUS_METHOD = (
+    "named heads minus the mean of the random draws, t interval on a two-stage bootstrap over draws and test pairs "
+    "(Welch–Satterthwaite degrees of freedom)"
+)
 PAIRS = "paired bootstrap over test pairs"
 DRAWS_AND_PAIRS = "two-stage bootstrap over draws and test pairs"
 # the stricter control first: random heads of the matching heads' own half cost more than random heads of any layer
@@ -333,14 +350,9 @@ def _names(table: pd.DataFrame) -> dict[str, str]:
     return {**labels("k"), **dict(zip(table["condition"], table["label"]))}
 
 
-def _method(row, control=None) -> str:
-    """The interval's method, and the draws the verdict's empirical p is over (``control``: a comparison row)."""
-    method = DRAWS_AND_PAIRS if int(row["n_draws"]) > 1 else PAIRS
-    return (
-        method
-        if control is None
-        else (f"{method}; the verdict: one-sided empirical p over {control.n_draws} draws of {control.reference_label}")
-    )
+def _method(row) -> str:
+    """The interval's method: over pairs, or over draws and pairs for a random condition."""
+    return DRAWS_AND_PAIRS if int(row["n_draws"]) > 1 else PAIRS
 
 
 def _floor_note(row, floor: Floor | None, what: str) -> str:
@@ -362,18 +374,19 @@ def _mcnemar(row) -> str:
 
 
 def _draws(r, what: str) -> str:
-    """What the random draws of one comparison did (``what``: "cost as much or more", "keep at least as much")."""
+    """What the random draws of one comparison did (``what``: "cost as much or more", "keep at least as much"):
+    where the named heads rank among them, as description."""
     return (
         f"{r.n_as_extreme} of {r.n_draws} draws of *{r.reference_label}* {what} (their mean "
-        f"{_pct(r.reference_mean)}, {_pct(r.reference_min)} to {_pct(r.reference_max)}; one-sided empirical "
-        f"p = {r.p_empirical:.2g})"
+        f"{_pct(r.reference_mean)}, {_pct(r.reference_min)} to {_pct(r.reference_max)})"
     )
 
 
-def _reverse(r) -> float | None:
-    """The comparison's empirical p the other way (None where it was not counted)."""
-    p = getattr(r, "p_reverse", None)
-    return None if p is None or pd.isna(p) else float(p)
+def _versus_text(r) -> str:
+    return (
+        f"the difference, {100 * r.difference:+.1f} points [{100 * r.difference_lo:+.1f}, "
+        f"{100 * r.difference_hi:+.1f}] ({r.df:.0f} degrees of freedom)"
+    )
 
 
 def _not_measured(claim_id: str, condition: str, what: str) -> Claim:
@@ -410,46 +423,49 @@ def _random_claim(rows: pd.DataFrame, names: dict, floor: Floor | None, selectio
 
 
 def _matching_claim(rows: pd.DataFrame, by_test: dict, names: dict, floor: Floor | None, selection: str) -> Claim:
-    """Masking the matching heads costs accuracy, far more than random heads: one row, the number their change, the
-    verdict the empirical p against the stricter control (random heads of their own half, where there are such
-    draws)."""
+    """Masking the matching heads costs far more than random heads: one row, the number the matching heads' change
+    minus the mean change of the stricter control (random heads of their own half, where there are such draws),
+    with the draws' spread in its interval."""
     claim_id = "term_matching.matching_costs"
     if "matching" not in rows.index:
         return _not_measured(claim_id, "matching", "the term-matching heads")
     m = rows.loc["matching"]
     tests = [by_test[("matching", c)] for c in CONTROLS if ("matching", c) in by_test]
-    strict = tests[0] if tests else None
-    if strict is None:
-        control = "No random draws were masked to compare them with."
-    else:
-        control = (
-            "Against random heads: "
-            + "; ".join(_draws(r, "cost as much or more") for r in tests)
-            + f". The control judged is *{strict.reference_label}*"
-            + (
-                ", the stricter one: random heads of the matching heads' own half, where masking costs more "
-                "than in the upper half"
-                if strict.reference == "random_lower"
-                else ""
-            )
-            + "."
+    if not tests:
+        return Claim.not_measured(
+            claim_id,
+            reason=f"Not measured: masking {names['matching']} cost {_pct(m['rel_change'])}, but no random draws were "
+            "masked to compare them with",
+            unit=VERSUS_UNIT,
+            study=CONDITIONS["matching"][1],
         )
+    strict = tests[0]
+    control = (
+        "Against random heads: "
+        + "; ".join(_draws(r, "cost as much or more") for r in tests)
+        + f". The control judged is *{strict.reference_label}*"
+        + (
+            ", the stricter one: random heads of the matching heads' own half, where masking costs more than in the "
+            "upper half"
+            if strict.reference == "random_lower"
+            else ""
+        )
+        + f": {_versus_text(strict)}."
+    )
     return Claim.measured(
         claim_id,
-        ours=m["rel_change"],
-        lo=m["lo"],
-        hi=m["hi"],
-        unit=UNIT,
-        method=_method(m, strict),
+        ours=strict.difference,
+        lo=strict.difference_lo,
+        hi=strict.difference_hi,
+        unit=VERSUS_UNIT,
+        method=VERSUS_METHOD,
         n_examples=m["n_examples"],
-        n_draws=0 if strict is None else strict.n_draws,
-        p=None if strict is None else strict.p_empirical,
-        p_reverse=_reverse(strict),
-        study=CONDITIONS["matching"][1],
+        n_draws=strict.n_draws,
+        df=strict.df,
+        study=CONDITIONS["matching"][1] - CONDITIONS["random"][1],
         floor=floor,
-        accuracies=(m["accuracy"],),
-        reason=f"Masking {names['matching']}: {_pct(m['rel_change'])}{_mcnemar(m)}. {control}"
-        f"{_floor_note(m, floor, 'them')} {selection}",
+        reason=f"Masking {names['matching']}: {_pct(m['rel_change'])} [{_pct(m['lo'])}, {_pct(m['hi'])}]"
+        f"{_mcnemar(m)}. {control}{_floor_note(m, floor, 'them')} {selection}",
     )
 
 
@@ -477,7 +493,7 @@ def _lower_claim(rows: pd.DataFrame, names: dict, floor: Floor | None, selection
 
 def _keep_claim(rows: pd.DataFrame, by_test: dict, names: dict, floor: Floor | None, selection: str) -> Claim:
     """Keeping only the matching heads of the lower half, against keeping as many random heads of it: the number is
-    the change with the half masked but them (the study's -18.1%, the same unit), the verdict the empirical p."""
+    the change with the half masked but them, minus the mean change with the half masked but random sets of it."""
     claim_id = "term_matching.matching_keep_lower_half"
     if "lower_but_matching" not in rows.index:
         return _not_measured(claim_id, "lower_but_matching", "the lower half but the term-matching heads")
@@ -490,27 +506,27 @@ def _keep_claim(rows: pd.DataFrame, by_test: dict, names: dict, floor: Floor | N
     if "lower" in rows.index:
         text += f", against {rows.loc['lower', 'kept']:.0%} with the whole lower half masked"
     if r is None:
-        text += "; no random sets of as many lower heads were kept to compare with"
-    else:
-        text += (
-            f"; keeping {r.n_draws} random sets of as many lower heads instead keeps {1 + r.reference_mean:.0%} "
-            f"on average ({1 + r.reference_min:.0%} to {1 + r.reference_max:.0%}), {r.n_as_extreme} of them at "
-            f"least as much (one-sided empirical p = {r.p_empirical:.2g})"
+        return Claim.not_measured(
+            claim_id,
+            reason=f"{text}; no random sets of as many lower heads were kept to compare with",
+            unit=VERSUS_UNIT,
         )
+    text += (
+        f"; keeping {r.n_draws} random sets of as many lower heads instead keeps {1 + r.reference_mean:.0%} "
+        f"on average ({1 + r.reference_min:.0%} to {1 + r.reference_max:.0%}), {r.n_as_extreme} of them at "
+        f"least as much: {_versus_text(r)}"
+    )
     return Claim.measured(
         claim_id,
-        ours=keep["rel_change"],
-        lo=keep["lo"],
-        hi=keep["hi"],
-        unit=UNIT,
-        method=_method(keep, r),
+        ours=r.difference,
+        lo=r.difference_lo,
+        hi=r.difference_hi,
+        unit=VERSUS_UNIT,
+        method=VERSUS_METHOD,
         n_examples=keep["n_examples"],
-        n_draws=0 if r is None else r.n_draws,
-        p=None if r is None else r.p_empirical,
-        p_reverse=_reverse(r),
-        study=CONDITIONS["lower_but_matching"][1],
+        n_draws=r.n_draws,
+        df=r.df,
         floor=floor,
-        accuracies=(keep["accuracy"],),
         reason=f"{text}.{_floor_note(keep, floor, 'the rest of the lower half')} {selection}",
     )
 
@@ -537,7 +553,7 @@ def claims(
 
 def mean_ablation_specs(specs: list[MaskSpec]) -> list[MaskSpec]:
     """The masks this page checks with mean-ablation (each removed head's output replaced by its mean over training
-    pairs): the unmasked model, the matching heads and the lower half. The random controls stay zeroed: a verdict
-    against them rests on an empirical p that the default draws cannot bring below the adjusted level either way, so
-    mean-ablating them would buy no verdict; the matching heads' number under mean-ablation is reported beside."""
+    pairs): the unmasked model, the matching heads and the lower half. The random controls stay zeroed (mean-ablating
+    every draw would double the page's sweep), so the comparisons with random heads are judged zeroed only; the matching
+    heads' own number under mean-ablation is reported beside."""
     return [s for s in specs if s.kind in ("none", "matching", "lower")]
