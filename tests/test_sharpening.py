@@ -8,24 +8,24 @@ from headlab.findings.claims import claims_file, number_text
 from headlab.findings.sharpening import (
     CHANGES,
     UNIT,
+    Choice,
     choose_heads,
     claims,
     deltas,
     no_op_table,
     scope_changes,
-    split_pairs,
     verdict,
 )
 
 IDS = [
     "sharpening.match_rises",
-    "sharpening.match_rises/all_heads",
-    "sharpening.match_rises/excess",
+    "sharpening.match_rises/matching_heads",
     "sharpening.match_rises/excess_all_heads",
+    "sharpening.match_rises/excess_matching_heads",
     "sharpening.self_falls",
-    "sharpening.self_falls/all_heads",
+    "sharpening.self_falls/matching_heads",
     "sharpening.sep_falls",
-    "sharpening.sep_falls/all_heads",
+    "sharpening.sep_falls/matching_heads",
 ]
 
 
@@ -41,8 +41,14 @@ def role_table(rng, examples=30, heads=3, shift=None):
     return table
 
 
-def _by_id(changes, chosen_on=None):
-    return {c.claim_id: c for c in claims(changes, chosen_on)}
+def a_choice(heads, n_pairs=15):
+    """The :class:`Choice` of ``heads``, as if chosen on ``n_pairs`` dev pairs (the claims only describe it)."""
+    ranking = pd.DataFrame([(l, h, 0.5) for l, h in heads], columns=["layer", "head", "match_excess"])
+    return Choice(list(heads), ranking, "match_excess", "dev", n_pairs, "test")
+
+
+def _by_id(changes, heads=((0, 0),)):
+    return {c.claim_id: c for c in claims(changes, a_choice(heads))}
 
 
 def test_claims_hold_when_the_shares_move_as_the_study_says():
@@ -52,73 +58,121 @@ def test_claims_hold_when_the_shares_move_as_the_study_says():
     after[["match", "match_excess"]] += 0.1
     after[["self", "sep"]] -= 0.05
     after["cls"] += 0.001
-    choose, measure = split_pairs(before["example"], seed=0)
-    delta = deltas(before, after, heads=[(0, 0), (0, 1)], measure=measure, n_boot=200)
+    delta = deltas(before, after, heads=[(0, 0), (0, 1)], n_boot=200)
     assert delta.loc[delta["matching"], "head"].tolist() == [0, 1] * len(CHANGES)
     changes = scope_changes(delta)
-    assert changes["scope"].tolist() == ["term-matching heads", "all heads"] * len(CHANGES)
+    assert changes["scope"].tolist() == ["all heads", "term-matching heads"] * len(CHANGES)
     row = changes.set_index(["metric", "scope"]).loc[("self", "all heads")]
     assert row["delta"] == pytest.approx(-0.05) and row["relative"] == pytest.approx(-0.05 / row["before"])
-    rows = claims(changes, chosen_on=len(choose))
+    rows = claims(changes, a_choice([(0, 0), (0, 1)], n_pairs=12))
     found = {c.claim_id: c for c in rows}
-    # one row per claimed change and scope: [CLS] is context, not a claim of the study
+    # one row per claimed change and scope, all heads first: [CLS] is context, not a claim of the study
     assert list(found) == IDS
     assert {c.verdict for c in found.values()} == {"holds"}
-    claim = found["sharpening.self_falls/all_heads"]
-    assert (claim.ours, claim.lo, claim.hi, claim.n_examples) == (row["delta"], row["lo"], row["hi"], len(measure))
-    assert claim.study is None and claim.page == "06_finetune_delta"
+    claim = found["sharpening.self_falls"]  # the registered claim's own row is the all-heads mean
+    assert (claim.ours, claim.lo, claim.hi, claim.n_examples) == (row["delta"], row["lo"], row["hi"], 30)
+    assert claim.study is None and claim.page == "06_finetune_delta" and claim.method.endswith("over test pairs")
     assert claims_file(rows) == "claims_06_finetune_delta"
     assert (
-        f"chosen by their score on the fine-tuned model over the other {len(choose)} pairs"
-        in found["sharpening.match_rises"].reason
+        "The 2 heads were chosen by their mean `match_excess` on the pretrained model (before fine-tuning) over 12 "
+        "dev pairs, none of them among the test pairs" in found["sharpening.match_rises/matching_heads"].reason
     )
-    assert "no choice of heads" in found["sharpening.match_rises/all_heads"].reason
+    assert "no choice of heads" in found["sharpening.match_rises"].reason
     assert "points" in number_text(0.1, UNIT) and "-5.0 points" in number_text(claim.ours, claim.unit)
 
 
-def test_all_heads_and_excess_are_sub_rows_of_the_registered_claims():
+def test_all_heads_lead_and_the_term_matching_heads_are_sub_rows():
     rng = np.random.default_rng(3)
     before = role_table(rng)
     after = before.copy()
-    after["match"] += 0.1
-    found = _by_id(scope_changes(deltas(before, after, heads=[(0, 0)], n_boot=100)), chosen_on=15)
+    after.loc[after["head"] == 0, "match"] += 0.3  # the chosen head rises far more than the mean over heads
+    found = _by_id(scope_changes(deltas(before, after, heads=[(0, 0)], n_boot=100)))
     assert {c.study_claim for c in found.values()} == {
         "sharpening.match_rises",
         "sharpening.self_falls",
         "sharpening.sep_falls",
     }
-    main, everyone = found["sharpening.match_rises"], found["sharpening.match_rises/all_heads"]
+    main, chosen = found["sharpening.match_rises"], found["sharpening.match_rises/matching_heads"]
     assert main.claim == "Attention between identical query/title terms rises with fine-tuning"
-    assert everyone.claim.endswith("(all heads)") and everyone.quote == main.quote and everyone.kind == "effect"
-    excess = found["sharpening.match_rises/excess"]
-    assert "identity-blind" in excess.claim and excess.claim.endswith("(term-matching heads)")
-    assert found["sharpening.match_rises/excess_all_heads"].claim.endswith("(all heads)")
-    assert found["sharpening.sep_falls/all_heads"].study_claim == "sharpening.sep_falls"
+    assert main.ours == pytest.approx(0.1) and chosen.ours == pytest.approx(0.3)
+    assert chosen.claim.endswith("(term-matching heads)") and chosen.quote == main.quote and chosen.kind == "effect"
+    excess = found["sharpening.match_rises/excess_all_heads"]
+    assert "identity-blind" in excess.claim and excess.claim.endswith("(all heads)")
+    assert found["sharpening.match_rises/excess_matching_heads"].claim.endswith("(term-matching heads)")
+    assert found["sharpening.sep_falls/matching_heads"].study_claim == "sharpening.sep_falls"
 
 
-def test_heads_are_chosen_on_one_half_and_measured_on_the_other():
+def _chooser(tmp_path, tokenizer, fine_tuned):
+    """``choose(test, dev, pretrained)``: the choice of :func:`choose_heads` on a lab whose data file holds the pairs
+    ``test`` and ``dev`` (a fresh file and results folder each time, so no stored table is shared)."""
+    from headlab.core.evaluate import encode
+    from headlab.lab.lab import Lab
+    from headlab.lab.params import Params
+
+    def choose(test, dev, pretrained, model=fine_tuned, limit=None):
+        folder = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
+        folder.mkdir()
+        data = folder / "pairs.csv"
+        pd.concat([test.assign(split="test"), dev.assign(split="dev")]).to_csv(data, index=False)
+        params = Params(data=str(data), device="cpu", run_dir=str(folder / "runs"), batch_size=4)
+        frame = params.eval_frame()
+        lab = Lab(params, model, tokenizer, frame, encode(tokenizer, frame))
+        return choose_heads(lab, pretrained, k=2, by="match_excess", limit=limit)
+
+    return choose
+
+
+DEV = pd.DataFrame(
+    {
+        "query": ["green apple pie", "the old man walks", "a cold blue lake", "fast red car", "kids play ball"],
+        "title": ["apple pie recipe", "an old man walks home", "blue lake in winter", "a red car, fast", "ball kids"],
+        "label": [4, 3, 4, 5, 2],
+    }
+)
+
+
+def test_the_heads_are_chosen_on_dev_pairs_by_the_pretrained_model(tmp_path):
+    """Only the dev pairs and the pretrained model choose the heads: other test pairs or another fine-tuned model
+    leave the choice as it is; other dev pairs or another pretrained model change it."""
+    from conftest import minilm_tokenizer
+    from tiny_setup import PAIRS, tiny_classifier
+
+    tokenizer = minilm_tokenizer()
+    fine_tuned, pretrained = (tiny_classifier(len(tokenizer), seed=s) for s in (0, 1))
+    choose = _chooser(tmp_path, tokenizer, fine_tuned)
+    choice = choose(PAIRS, DEV, pretrained)
+    assert (choice.split, choice.measured_on, choice.n_pairs, len(choice.heads)) == ("dev", "test", len(DEV), 2)
+    assert all(layer < 2 for layer, _ in choice.heads)  # the lower half of 4 layers, as notebook 05
+    assert choice.ranking["match_excess"].is_monotonic_decreasing
+    assert "over 5 dev pairs, none of them among the test pairs" in choice.describe()
+    other_test = PAIRS.iloc[::-1].assign(title=PAIRS["query"])
+    assert choose(other_test, DEV, pretrained).heads == choice.heads
+    assert choose(PAIRS, DEV, pretrained, model=tiny_classifier(len(tokenizer), seed=2)).heads == choice.heads
+    assert choose(PAIRS, PAIRS, pretrained).heads != choice.heads
+    assert choose(PAIRS, DEV, tiny_classifier(len(tokenizer), seed=3)).heads != choice.heads
+    assert choose(PAIRS, DEV, pretrained, limit=3).n_pairs == 3  # a seeded sample of the dev pairs
+
+
+def test_the_heads_are_never_chosen_on_the_split_they_are_measured_on(tmp_path):
+    from dataclasses import replace
+
+    from tiny_setup import tiny_setup
+
+    lab = tiny_setup(tmp_path / "runs")
+    on_dev = replace(lab, params=replace(lab.params, eval_split="dev"))
+    with pytest.raises(ValueError, match="chosen on the dev pairs"):
+        choose_heads(on_dev, lab.model, k=1)
+
+
+def test_every_change_is_measured_on_every_pair_of_the_tables():
     rng = np.random.default_rng(4)
     before = role_table(rng, examples=40, heads=4)
-    choose, measure = split_pairs(before["example"], seed=2)
-    assert set(choose).isdisjoint(measure) and sorted([*choose, *measure]) == list(range(40))
-    assert abs(len(choose) - len(measure)) <= 1
-    assert split_pairs(before["example"], seed=2)[0].tolist() == choose.tolist()
-    assert split_pairs(before["example"], seed=3)[0].tolist() != choose.tolist()
     after = before.copy()
-    on_choose, on_measure = after["example"].isin(choose), after["example"].isin(measure)
-    after.loc[on_choose & (after["head"] == 1), "match_excess"] += 0.2  # head 1 matches on the choosing pairs
-    after.loc[on_measure & (after["head"] == 3), "match_excess"] += 0.5  # head 3 only where nothing is chosen
-    heads, ranking = choose_heads(after, choose, k=1, among_layers=[0])
-    assert heads == [(0, 1)] and ranking.loc[0, "match_excess"] == pytest.approx(
-        after[on_choose & (after["head"] == 1)]["match_excess"].mean()
-    )
-    delta = deltas(before, after, heads, measure=measure, n_boot=100)
-    assert set(delta["n_examples"]) == {len(measure)}
-    # the change is that of the measuring pairs alone: head 1's rise on the choosing pairs is not in it
-    own = delta[(delta["metric"] == "match_excess") & (delta["scope"] == "subset")].iloc[0]
-    assert own["delta"] == pytest.approx(0) and own["lo"] == pytest.approx(0)
-    alone = deltas(before[before["example"].isin(measure)], after[after["example"].isin(measure)], heads, n_boot=100)
-    pd.testing.assert_frame_equal(delta, alone)
+    after.loc[after["example"] < 10, "match"] += 0.4  # a rise on a quarter of the pairs
+    delta = deltas(before, after, [(0, 1)], n_boot=100)
+    assert set(delta["n_examples"]) == {40}
+    own = delta[(delta["metric"] == "match") & (delta["scope"] == "subset")].iloc[0]
+    assert own["delta"] == pytest.approx(0.1)
 
 
 def test_claims_opposite_and_unclear():
@@ -129,12 +183,11 @@ def test_claims_opposite_and_unclear():
     after["self"] -= 0.001  # sure, however small: no word-only threshold
     after["sep"] += rng.normal(0, 0.05, len(after))  # noise
     found = _by_id(scope_changes(deltas(before, after, heads=[(0, 0)], n_boot=200)))
-    assert found["sharpening.match_rises/all_heads"].verdict == "opposite"
-    small = found["sharpening.self_falls/all_heads"]
+    assert found["sharpening.match_rises"].verdict == "opposite"
+    small = found["sharpening.self_falls"]
     assert small.verdict == "holds" and "tiny" not in small.reason
-    unclear = found["sharpening.sep_falls"]
+    unclear = found["sharpening.sep_falls/matching_heads"]
     assert unclear.verdict == "cannot tell" and unclear.lo < 0 < unclear.hi
-    assert "The heads were chosen on the same pairs" in unclear.reason
 
 
 def test_the_verdict_is_the_adjusted_interval_s():
@@ -156,11 +209,11 @@ def test_the_verdict_is_the_adjusted_interval_s():
         }
     )
     found = _by_id(changes)
-    assert found["sharpening.sep_falls"].verdict == "cannot tell"  # a large fall, but the interval reaches 0
-    raw_only = found["sharpening.sep_falls/all_heads"]  # the raw interval above 0, the adjusted one not
+    assert found["sharpening.sep_falls/matching_heads"].verdict == "cannot tell"  # a large fall, the interval reaches 0
+    raw_only = found["sharpening.sep_falls"]  # the raw interval above 0, the adjusted one not
     assert raw_only.verdict == "cannot tell" and raw_only.lo_adj < 0 < raw_only.lo
     assert (raw_only.ours, raw_only.lo, raw_only.hi, raw_only.n_examples) == (0.02, 0.001, 0.04, 40)
-    opposite = _by_id(changes.assign(lo=[-0.2, 0.01], hi=[0.01, 0.03]))["sharpening.sep_falls/all_heads"]
+    opposite = _by_id(changes.assign(lo=[-0.2, 0.01], hi=[0.01, 0.03]))["sharpening.sep_falls"]
     assert opposite.verdict == "opposite" and opposite.lo_adj > 0
 
 
@@ -182,11 +235,11 @@ def test_no_op_table_and_verdict_name_the_sink():
     assert no_op["model"].tolist() == ["pretrained", "fine-tuned"]
     assert no_op.loc[1, "heads_cls_over_sep"] == 3 and no_op.loc[1, "cls"] == pytest.approx(0.6)
     changes = scope_changes(deltas(before, after, heads=[(0, 0)], n_boot=100))
-    rows = claims(changes)
+    rows = claims(changes, a_choice([(0, 0)]))
     text = verdict(rows, changes, no_op)
     assert "[CLS] plays the no-op role" in text and "3 of 3 heads" in text
     # a line per claim and scope (rendered from the rows given), one on [CLS] and one on the no-op token
     lines = [line for line in text.splitlines() if line.startswith("- ")]
     assert len(lines) == len(rows) + 2
     assert text.count("**cannot be told** here") == 8
-    assert "- Attention to [CLS] (not in the study): term-matching heads:" in text
+    assert "- Attention to [CLS] (not in the study): all heads:" in text

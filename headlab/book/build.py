@@ -83,6 +83,7 @@ PRESETS = {
         "KEEP_DRAWS": 2,
         "PATCH_DRAWS": 2,
         "HALF_SHARES": [0.2, 0.5],
+        "CHOICE_LIMIT": 20,
     },
     # all-mpnet-base-v2 (12 x 12 heads) on one GPU: 30 random draws per share (the CPU defaults use 5-20)
     "mpnet": {"MODEL": "mpnet", "DEVICE": "cuda", "DRAWS": 30, "N_BOOT": 2000, "BATCH_SIZE": 256},

@@ -3,100 +3,131 @@
 The study read three changes off difference maps (after minus before fine-tuning) of one pair: attention
 between identical query/title terms rises, a term's attention to itself falls, attention to ``[SEP]`` (read
 as "no-op") falls. Here each change is a mean over the test pairs, per head, paired by pair, with a 95% bootstrap
-interval (pairs resampled), for the term-matching heads and for all heads. ``[CLS]`` is reported too: many heads of
+interval (pairs resampled), over all heads and over the term-matching heads. ``[CLS]`` is reported too: many heads of
 small BERTs park attention on ``[CLS]`` rather than ``[SEP]``, so either token can be the no-op.
 
-*Choose on one part, measure on the other.* The term-matching heads are the heads that score highest on
-``match_excess`` on the fine-tuned model: ranked on the same pairs their rise is measured on, a head that matches
-well on those pairs by chance would be both chosen and credited. So the pairs are split in two seeded halves
-(:func:`split_pairs`): the heads are chosen on one (:func:`choose_heads`, notebook 05's rule: the ``k`` lower-half
-heads with the highest score), and every change is measured on the other (:func:`deltas` with ``measure``).
+*All heads first.* The study's maps show attention changing, not a chosen few heads: the mean over every head
+involves no choice, so it is each claim's own row; the term-matching heads' row is a sub-row.
 
-Each claimed change becomes a :class:`headlab.findings.claims.Claim` row (:func:`claims`), judged by
-:func:`headlab.findings.claims.judge`: the term-matching heads' row carries the registered id, the all-heads row
-and the ``match_excess`` rows are sub-rows of it (``<id>/all_heads``, ``<id>/excess``, ``<id>/excess_all_heads``).
+*Choose where the choice cannot help the claim.* Heads ranked by the fine-tuned model's score on the test pairs
+would be chosen for how high fine-tuning left them on the very pairs their rise is measured on. So the term-matching
+heads are chosen (:func:`choose_heads`, notebook 05's rule: the ``k`` lower-half heads with the highest score) by the
+*pretrained* model's score on a seeded sample of *dev* pairs, and every change is measured on the test pairs: no
+measured pair chooses a head, and a head is never chosen for how fine-tuning changed it. What selection can still
+add is regression to the mean (a head ranked high before fine-tuning tends to score lower later), which works
+against a claimed rise.
+
+Each claimed change becomes :class:`headlab.findings.claims.Claim` rows (:func:`claims`), judged by
+:func:`headlab.findings.claims.judge`, with the ids of :data:`CHANGES` (all heads: the registered id; term-matching
+heads: ``<id>/matching_heads``; ``match_excess``: ``<id>/excess_all_heads``, ``<id>/excess_matching_heads``).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-import numpy as np
 import pandas as pd
 
 from headlab.findings.claims import Claim, render
-from headlab.findings.roles import paired_delta, rank_heads
-from headlab.findings.segmentation import group_split
+from headlab.findings.importance import half_split
+from headlab.findings.roles import pair_role_scores, paired_delta, rank_heads
+
+CHOICE_SPLIT = "dev"  # the split the term-matching heads are chosen on: never the test pairs they are measured on
 
 
 @dataclass(frozen=True)
 class Change:
-    """An attention share whose change with fine-tuning the page measures, and the claim row it answers."""
+    """An attention share whose change with fine-tuning the page measures, and the claim rows it answers."""
 
-    claim_id: str  # the row of the term-matching heads ("" for a share the study did not claim)
     text: str
     metric: str  # a role column of headlab.findings.roles
     expected: int  # +1 rises, -1 falls, 0 not claimed by the study (reported for context)
-    main: bool = True  # the registered claim's own row (else a sub-row, with ``text`` as its claim)
+    rows: dict[str, str] = field(default_factory=dict)  # scope key of SCOPES -> claim row id (none: not a claim)
 
 
 CHANGES = [
     Change(
-        "sharpening.match_rises", "Attention between identical query/title terms rises with fine-tuning", "match", +1
+        "Attention between identical query/title terms rises with fine-tuning",
+        "match",
+        +1,
+        {"all": "sharpening.match_rises", "subset": "sharpening.match_rises/matching_heads"},
     ),
     Change(
-        "sharpening.match_rises/excess",
         "Attention between identical query/title terms rises with fine-tuning "
         "beyond what identity-blind attention on the other sentence gives",
         "match_excess",
         +1,
-        main=False,
+        {"all": "sharpening.match_rises/excess_all_heads", "subset": "sharpening.match_rises/excess_matching_heads"},
     ),
-    Change("sharpening.self_falls", "Attention of a term to itself falls with fine-tuning", "self", -1),
-    Change("sharpening.sep_falls", "Attention to [SEP] (the study's no-op) falls with fine-tuning", "sep", -1),
-    Change("", "Attention to [CLS] (not in the study)", "cls", 0),
+    Change(
+        "Attention of a term to itself falls with fine-tuning",
+        "self",
+        -1,
+        {"all": "sharpening.self_falls", "subset": "sharpening.self_falls/matching_heads"},
+    ),
+    Change(
+        "Attention to [SEP] (the study's no-op) falls with fine-tuning",
+        "sep",
+        -1,
+        {"all": "sharpening.sep_falls", "subset": "sharpening.sep_falls/matching_heads"},
+    ),
+    Change("Attention to [CLS] (not in the study)", "cls", 0),
 ]
-SCOPES = {"subset": "term-matching heads", "all": "all heads"}
+SCOPES = {"all": "all heads", "subset": "term-matching heads"}  # the order rows, tables and charts show them in
 UNIT = "change of attention share, after minus before"
-METHOD = "paired bootstrap over the measuring half's test pairs"
 
 
-def split_pairs(examples, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(choose, measure)``: the pairs ``examples`` (example ids) split in two seeded halves, sorted and disjoint.
+@dataclass(frozen=True)
+class Choice:
+    """The term-matching heads the page measures and what chose them, so that every sentence about the choice is
+    generated from it."""
 
-    The heads are chosen on ``choose`` (:func:`choose_heads`) and every change is measured on ``measure`` only.
-    """
-    examples = np.unique(np.asarray(examples))
-    if len(examples) < 2:
-        raise ValueError(f"two halves need at least 2 pairs, got {len(examples)}")
-    measure = group_split(examples, 0.5, seed)
-    return examples[~measure], examples[measure]
+    heads: list[tuple[int, int]]
+    ranking: pd.DataFrame  # the chosen heads, best first, with their mean score
+    by: str  # the role score that ranked them
+    split: str  # the split whose pairs ranked them
+    n_pairs: int
+    measured_on: str  # the split the changes are measured on, never ``split``
+
+    def how(self) -> str:
+        """How the heads were chosen, in words (markdown)."""
+        return (
+            f"chosen by their mean `{self.by}` on the pretrained model (before fine-tuning) over {self.n_pairs} "
+            f"{self.split} pairs, none of them among the {self.measured_on} pairs the changes are measured on"
+        )
+
+    def describe(self) -> str:
+        """The heads with their scores, and how they were chosen (markdown)."""
+        rows = self.ranking[["layer", "head", self.by]].itertuples(index=False)
+        listed = ", ".join(f"{int(l)}.{int(h)} ({v:.2f})" for l, h, v in rows)
+        return f"The {len(self.heads)} term-matching heads (layer.head, mean `{self.by}`): {listed}; {self.how()}."
 
 
-def choose_heads(after: pd.DataFrame, choose, k: int, among_layers=None, by: str = "match_excess"):
-    """The ``k`` heads (of ``among_layers``) with the highest mean ``by`` on the fine-tuned model over the pairs
-    ``choose`` only (notebook 05's rule, :func:`headlab.findings.roles.rank_heads`): ``(heads, rows)``."""
-    rows = after[after["example"].isin(np.asarray(choose))]
-    if rows.empty:
-        raise ValueError("no pair to choose the heads on")
-    scores = rows.groupby(["layer", "head"])[by].mean().reset_index()  # pandas means skip NaN, as summarize_roles
-    return rank_heads(scores, by, among_layers=among_layers, k=k)
+def choose_heads(lab, pretrained, k: int, by: str = "match_excess", limit: int | None = None, stopwords=None) -> Choice:
+    """The ``k`` lower-half heads with the highest mean ``by`` (notebook 05's rule) of the model ``pretrained`` over
+    a seeded sample of ``limit`` pairs of :data:`CHOICE_SPLIT` (all when None), never the lab's own split.
+
+    The pretrained model and the dev pairs, so that neither the measured pairs nor fine-tuning's own change choose a
+    head (see the module's docstring). One attention pass of ``pretrained`` over those pairs, kept once computed
+    (:func:`headlab.findings.roles.pair_role_scores`)."""
+    if lab.params.eval_split == CHOICE_SPLIT:
+        raise ValueError(f"the heads are chosen on the {CHOICE_SPLIT} pairs: measure the changes on another split")
+    choosing = lab.on_split(CHOICE_SPLIT, limit)
+    scores = pair_role_scores(choosing, model=pretrained, stopwords=stopwords)
+    per_head = scores.groupby(["layer", "head"])[by].mean().reset_index()  # pandas means skip NaN, as summarize_roles
+    heads, ranking = rank_heads(per_head, by, among_layers=half_split(lab.shape[0])[0], k=k)
+    return Choice(heads, ranking, by, CHOICE_SPLIT, len(choosing.encoded), lab.params.eval_split)
 
 
-def deltas(
-    before: pd.DataFrame, after: pd.DataFrame, heads, measure=None, n_boot: int = 2000, seed: int = 0
-) -> pd.DataFrame:
+def deltas(before: pd.DataFrame, after: pd.DataFrame, heads, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
     """:func:`headlab.findings.roles.paired_delta` for every change's metric, stacked: per head, and over ``heads`` and
-    all heads, on the pairs ``measure`` only (all pairs of the tables when None).
+    all heads.
 
     ``before`` / ``after`` are per-example role tables of the pretrained encoder and the fine-tuned model
     on the same examples (``role_scores(..., per_example=True)``). ``matching`` marks the per-head rows of
     ``heads``.
     """
-    if measure is not None:
-        keep = np.asarray(measure)
-        before, after = before[before["example"].isin(keep)], after[after["example"].isin(keep)]
     table = pd.concat(
         [paired_delta(before, after, c.metric, n_boot=n_boot, seed=seed, heads=heads) for c in CHANGES],
         ignore_index=True,
@@ -110,7 +141,7 @@ def deltas(
 
 
 def scope_changes(delta_table: pd.DataFrame) -> pd.DataFrame:
-    """Each change for the two groups of heads (term-matching heads, all heads): one row per change and scope.
+    """Each change for the two groups of heads (all heads, then the term-matching heads): one row per change and scope.
 
     The rows of :func:`deltas` that the claims and the chart read, with the claim's text, the direction the study
     gave (``expected``) and ``relative`` = delta / before, the change as a share of its level before fine-tuning.
@@ -156,42 +187,30 @@ def scope_changes(delta_table: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def row_id(change: Change, scope: str) -> str:
-    """A change's row id for a scope: the term-matching heads' row is ``change.claim_id``; the all-heads row its
-    sub-row ``/all_heads`` (``_all_heads`` after a sub-row's part, e.g. ``sharpening.match_rises/excess_all_heads``)."""
-    if scope == SCOPES["subset"]:
-        return change.claim_id
-    return change.claim_id + ("_all_heads" if "/" in change.claim_id else "/all_heads")
-
-
-def _claim_text(change: Change, scope: str) -> str | None:
-    """The row's claim sentence: the registered one for the main row, the change's own naming its scope otherwise."""
-    if change.main and scope == SCOPES["subset"]:
+def _claim_text(change: Change, key: str) -> str | None:
+    """The row's claim sentence: the registered one for a registered id, the change's own naming its scope for a
+    sub-row."""
+    if "/" not in change.rows[key]:
         return None
-    return f"{change.text} ({scope})"
+    return f"{change.text} ({SCOPES[key]})"
 
 
-def _reason(r, chosen_on: int | None) -> str:
+def _reason(r, choice: Choice) -> str:
     """The evidence of a row, in words: the levels, the change as a share of its level, the pairs, how heads were
     chosen (no verdict: :func:`headlab.findings.claims.judge` gives it)."""
     if r["scope"] == SCOPES["subset"]:
-        chosen = (
-            f" The heads were chosen by their score on the fine-tuned model over the other {chosen_on} pairs, "
-            "none of which is measured here."
-            if chosen_on
-            else " The heads were chosen on the same pairs (no held-out choice)."
-        )
+        chosen = f" The {len(choice.heads)} heads were {choice.how()}."
     else:
         chosen = " Every head, so no choice of heads is involved."
     return (
-        f"Mean over {int(r['n_examples'])} measuring pairs, {r['scope']}: {r['before']:.3f} → {r['after']:.3f}, "
-        f"a change of {r['delta']:+.4f} ({r['relative']:+.1%} of its level before fine-tuning); 95% paired "
-        f"bootstrap interval, pairs resampled.{chosen}"
+        f"Mean over {int(r['n_examples'])} {choice.measured_on} pairs, {r['scope']}: {r['before']:.3f} → "
+        f"{r['after']:.3f}, a change of {r['delta']:+.4f} ({r['relative']:+.1%} of its level before fine-tuning); "
+        f"95% paired bootstrap interval, pairs resampled.{chosen}"
     )
 
 
-def _claim(change: Change, scope: str, changes: pd.DataFrame, chosen_on: int | None) -> Claim:
-    claim_id, claim = row_id(change, scope), _claim_text(change, scope)
+def _claim(change: Change, key: str, changes: pd.DataFrame, choice: Choice) -> Claim:
+    claim_id, claim, scope = change.rows[key], _claim_text(change, key), SCOPES[key]
     found = changes[(changes["metric"] == change.metric) & (changes["scope"] == scope)]
     if found.empty or not math.isfinite(found.iloc[0]["delta"]):
         return Claim.not_measured(
@@ -208,23 +227,21 @@ def _claim(change: Change, scope: str, changes: pd.DataFrame, chosen_on: int | N
         lo=float(r["lo"]),
         hi=float(r["hi"]),
         unit=UNIT,
-        method=METHOD,
+        method=f"paired bootstrap over {choice.measured_on} pairs",
         n_examples=int(r["n_examples"]),
-        reason=_reason(r, chosen_on),
+        reason=_reason(r, choice),
         claim=claim,
     )
 
 
-def claims(changes: pd.DataFrame, chosen_on: int | None = None) -> list[Claim]:
-    """The study's three changes as rows: per claimed change, the term-matching heads and all heads.
+def claims(changes: pd.DataFrame, choice: Choice) -> list[Claim]:
+    """The study's three changes as rows: per claimed change, all heads (first), then the term-matching heads.
 
-    ``changes`` is :func:`scope_changes` of the measuring pairs; ``chosen_on`` the number of pairs (disjoint from them)
-    the heads were chosen on. The study gave no numbers, so ``study`` is empty; the verdict is
+    ``changes`` is :func:`scope_changes` of the test pairs; ``choice`` the heads' :class:`Choice`, which the
+    term-matching rows describe. The study gave no numbers, so ``study`` is empty; the verdict is
     :func:`headlab.findings.claims.judge`'s, an effect in the study's direction.
     """
-    return [
-        _claim(change, scope, changes, chosen_on) for change in CHANGES if change.expected for scope in SCOPES.values()
-    ]
+    return [_claim(change, key, changes, choice) for change in CHANGES for key in SCOPES if key in change.rows]
 
 
 def no_op_table(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
