@@ -1,17 +1,24 @@
 """The statistics every reported effect stands on: paired bootstrap, McNemar, Holm, draw intervals, verdicts."""
 
+import re
+
 import numpy as np
 import pytest
 
+from headlab.core import stats
 from headlab.core.stats import (
+    at_floor,
     boot_means,
     bootstrap_weights,
     by_interval,
     draw_counts,
     equivalent,
     holm,
+    kappa_lost,
     mcnemar,
     mean_interval,
+    modal_share,
+    quadratic_kappa,
     relative_change,
     versus_random,
 )
@@ -138,3 +145,163 @@ def test_equivalence_needs_the_whole_90_percent_interval_inside_the_margin():
     assert equivalent(-0.01, 0.015, margin=0.02)
     assert not equivalent(-0.03, 0.01, margin=0.02)  # cannot exclude a 3% loss: no claim of "no effect"
     assert not equivalent(0.0, 0.02, margin=0.02)
+
+
+
+def textbook_kappa(predicted, gold, weights=None, n_grades=5):
+    """Quadratic kappa the textbook way: 1 - sum(w * observed) / sum(w * expected) over the confusion matrix."""
+    observed = np.zeros((n_grades, n_grades))
+    np.add.at(observed, (np.asarray(predicted) - 1, np.asarray(gold) - 1), 1 if weights is None else weights)
+    observed /= observed.sum()
+    expected = np.outer(observed.sum(axis=1), observed.sum(axis=0))
+    w = np.subtract.outer(np.arange(n_grades), np.arange(n_grades)) ** 2 / (n_grades - 1) ** 2
+    return 1 - (w * observed).sum() / (w * expected).sum()
+
+
+def test_quadratic_kappa_matches_hand_computed_values_and_the_confusion_matrix_formula():
+    # by hand: disagreement mean (0 + 1 + 0) / 3 = 1/3; chance var p + var g + (mean p - mean g)^2 = 2/3 + 8/9 + 1/9
+    assert quadratic_kappa([1, 2, 3], [1, 3, 3]) == pytest.approx(1 - (1 / 3) / (15 / 9)) == pytest.approx(0.8)
+    assert quadratic_kappa([1, 2, 3, 4, 5], [5, 4, 3, 2, 1]) == pytest.approx(-1.0)  # reversed: worse than chance
+    assert quadratic_kappa([1, 1, 5, 5], [1, 5, 1, 5]) == pytest.approx(0.0)  # independent
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        gold = rng.integers(1, 6, 60)
+        predicted = np.clip(gold + rng.integers(-2, 3, 60), 1, 5)
+        counts = rng.integers(0, 4, 60)
+        assert quadratic_kappa(predicted, gold) == pytest.approx(textbook_kappa(predicted, gold))
+        assert quadratic_kappa(predicted, gold, weights=counts) == pytest.approx(
+            textbook_kappa(predicted, gold, counts)
+        )
+
+
+def test_quadratic_kappa_equals_sklearn_on_the_five_grades():
+    metrics = pytest.importorskip("sklearn.metrics")
+    rng = np.random.default_rng(1)
+    gold = rng.integers(1, 6, 200)
+    predicted = np.clip(gold + rng.integers(-1, 2, 200), 2, 4)  # grades 1 and 5 never predicted
+    counts = rng.integers(0, 3, 200)
+    grades = [1, 2, 3, 4, 5]  # sklearn's weights count label positions: name every grade
+    assert quadratic_kappa(predicted, gold) == pytest.approx(
+        metrics.cohen_kappa_score(predicted, gold, labels=grades, weights="quadratic")
+    )
+    assert quadratic_kappa(predicted, gold, weights=counts) == pytest.approx(
+        metrics.cohen_kappa_score(predicted, gold, labels=grades, weights="quadratic", sample_weight=counts)
+    )
+
+
+def test_quadratic_kappa_is_0_for_a_constant_predictor_1_for_a_perfect_one_and_never_nan():
+    gold = np.array([1, 2, 2, 3, 5, 4, 4])
+    assert quadratic_kappa(gold, gold) == 1.0
+    for grade in range(1, 6):
+        assert quadratic_kappa(np.full(7, grade), gold) == 0.0
+    assert quadratic_kappa([3, 3, 3], [3, 3, 3]) == 0.0  # 0/0: a constant predictor, defined as 0
+    assert quadratic_kappa([1, 2, 3], [3, 3, 3]) == 0.0  # constant gold: no covariance
+    with pytest.raises(ValueError, match="from 1 to 5"):
+        quadratic_kappa([0, 1, 2], [1, 2, 3])  # 0-based grades are refused, not scored
+    with pytest.raises(ValueError, match="from 1 to 5"):
+        quadratic_kappa([1.0, np.nan, 2.0], [1, 2, 3])
+    with pytest.raises(ValueError, match="positive total"):
+        quadratic_kappa([1, 2], [1, 2], weights=[0, 0])
+    with pytest.raises(ValueError, match="same pairs"):
+        quadratic_kappa([1, 2], [1, 2, 3])
+
+
+def test_kappa_weights_count_a_pair_as_often_as_repeating_it():
+    rng = np.random.default_rng(2)
+    gold = rng.integers(1, 6, 40)
+    predicted = np.clip(gold + rng.integers(-1, 2, 40), 1, 5)
+    counts = rng.integers(0, 4, 40)  # 0 drops a pair
+    repeated = quadratic_kappa(np.repeat(predicted, counts), np.repeat(gold, counts))
+    assert quadratic_kappa(predicted, gold, weights=counts) == pytest.approx(repeated, abs=1e-12)
+    assert quadratic_kappa(predicted, gold, weights=np.ones(40)) == quadratic_kappa(predicted, gold)
+
+
+def _graded(n=500, seed=3):
+    """Gold grades, an unmasked model that mostly agrees, and a worse masked one."""
+    rng = np.random.default_rng(seed)
+    gold = rng.integers(1, 6, n)
+    base = np.clip(gold + rng.integers(-1, 2, n), 1, 5)
+    masked = np.where(rng.random(n) < 0.4, rng.integers(1, 6, n), base)
+    return gold, base, masked
+
+
+def test_kappa_lost_point_is_the_closed_form_and_its_interval_covers_it():
+    gold, base, masked = _graded()
+    draws = np.stack([masked, np.roll(masked, 7), base])
+    result = kappa_lost(draws, base, gold, n_boot=500)
+    kappas = [quadratic_kappa(d, gold) for d in draws]
+    assert result["kappa_base"] == quadratic_kappa(base, gold)
+    assert result["kappa_masked"] == pytest.approx(np.mean(kappas))
+    assert result["kappa_lost"] == pytest.approx(1 - np.mean(kappas) / quadratic_kappa(base, gold))
+    assert result["kappa_lost_lo"] < result["kappa_lost"] < result["kappa_lost_hi"] and result["kappa_reason"] == ""
+    assert result["kappa_masked_lo"] < result["kappa_masked"] < result["kappa_masked_hi"]
+    assert result["kappa_base_lo"] < result["kappa_base"] < result["kappa_base_hi"]
+    assert result["kappa_lost_se"] == pytest.approx((result["kappa_lost_hi"] - result["kappa_lost_lo"]) / 3.92, rel=0.3)
+
+
+def test_kappa_lost_replicates_recompute_both_kappas_on_the_accuracy_intervals_pairs_and_draws():
+    """Replicate b is kappa on bootstrap_weights' row b (the pairs relative_change resamples) for the base and for
+    each draw, the draws weighted by draw_counts' row b: rebuilt here one replicate at a time."""
+    gold, base, masked = _graded(n=80)
+    draws = np.stack([masked, np.roll(masked, 3), np.roll(masked, 11)])
+    n_boot = 60
+    result = kappa_lost(draws, base, gold, n_boot=n_boot, seed=5, draw_seed=[5, 9])
+    w, counts = bootstrap_weights(80, n_boot, 5), draw_counts(3, n_boot, [5, 9])
+    lost = []
+    for b in range(n_boot):
+        per_draw = [quadratic_kappa(d, gold, weights=w[b]) for d in draws]
+        lost.append(1 - np.dot(counts[b], per_draw) / 3 / quadratic_kappa(base, gold, weights=w[b]))
+    assert result["kappa_lost_lo"] == pytest.approx(np.quantile(lost, 0.025))
+    assert result["kappa_lost_hi"] == pytest.approx(np.quantile(lost, 0.975))
+    assert result["kappa_lost_se"] == pytest.approx(np.std(lost, ddof=1))
+
+
+def test_the_denominator_is_resampled_so_an_unchanged_model_loses_exactly_nothing():
+    """Masked = unmasked: every replicate loses 0. Holding kappa_base at its point would leave the numerator's
+    resampling noise in the interval."""
+    gold, base, _ = _graded()
+    result = kappa_lost(base, base, gold, n_boot=500)
+    assert [result[k] for k in ("kappa_lost", "kappa_lost_lo", "kappa_lost_hi", "kappa_lost_se")] == [0.0] * 4
+    resampled = [quadratic_kappa(base, gold, weights=w) for w in bootstrap_weights(len(gold), 500, 0)]
+    fixed = 1 - np.array(resampled) / result["kappa_base"]
+    assert np.quantile(fixed, 0.975) - np.quantile(fixed, 0.025) > 0.02  # what a fixed denominator would print
+
+
+def test_disagreeing_draws_widen_the_kappa_interval(monkeypatch):
+    gold, base, masked = _graded(n=600)
+    draws = np.stack([base] * 5 + [masked] * 5)  # half the draws lose nothing, half lose much
+    two_stage = kappa_lost(draws, base, gold, n_boot=1000)
+    monkeypatch.setattr(stats, "draw_counts", lambda n_draws, n_boot, seed: np.ones((n_boot, n_draws)))  # pairs only
+    pairs_only = kappa_lost(draws, base, gold, n_boot=1000)
+    assert two_stage["kappa_lost"] == pairs_only["kappa_lost"]
+    width = two_stage["kappa_lost_hi"] - two_stage["kappa_lost_lo"]
+    assert width > 2 * (pairs_only["kappa_lost_hi"] - pairs_only["kappa_lost_lo"])
+
+
+def test_kappa_lost_is_never_clipped_and_is_nan_with_a_reason_without_kappa_to_lose():
+    gold, base, _ = _graded()
+    worse_than_chance = kappa_lost(6 - gold, base, gold, n_boot=300)
+    assert worse_than_chance["kappa_lost"] > 1 and worse_than_chance["kappa_lost_hi"] > 1
+    constant = kappa_lost(base, np.full_like(base, 3), gold, n_boot=300)
+    assert constant["kappa_base"] == 0.0 and np.isnan(constant["kappa_lost"]) and np.isnan(constant["kappa_lost_lo"])
+    assert "no agreement beyond chance" in constant["kappa_reason"]
+    assert constant["kappa_masked"] == quadratic_kappa(base, gold)  # the masked kappa is still a number
+    weak_gold = np.array([1, 5] * 10)
+    weak = np.array([1, 5] * 6 + [5, 1] * 4)  # 12 of 20 agree: kappa 0.2, often <= 0 on a resample
+    result = kappa_lost(weak, weak, weak_gold, n_boot=300)
+    assert result["kappa_base"] == pytest.approx(0.2) and np.isnan(result["kappa_lost_hi"])
+    assert re.fullmatch(r"unmasked kappa <= 0 in \d+ of 300 bootstrap replicates", result["kappa_reason"])
+
+
+def test_modal_share_and_the_floor_are_decided_from_the_predictions_and_say_what_was_checked():
+    assert modal_share([1, 1, 1, 2]) == 0.75
+    assert modal_share([[3, 3, 3, 3], [1, 2, 2, 2]]) == 0.875  # the mean over draws
+    nearly_constant = np.array([3] * 49 + [4])
+    assert at_floor(nearly_constant, kappa_masked_lo=0.1) == (True, "98% of pairs get one grade")
+    assert at_floor(np.array([3] * 19 + [4]), 0.1) == (True, "95% of pairs get one grade")  # the limit counts
+    spread = np.array([1, 2, 3, 4, 5, 3, 3, 2, 4, 1])
+    assert at_floor(spread, kappa_masked_lo=-0.01) == (True, "κ interval reaches 0")
+    assert at_floor(spread, kappa_masked_lo=0.2) == (False, "κ interval above 0; 30% of pairs get the commonest grade")
+    assert at_floor(np.full(10, 2), 0.0) == (True, "κ interval reaches 0; 100% of pairs get one grade")
+    with pytest.raises(ValueError, match="NaN"):
+        at_floor(spread, float("nan"))

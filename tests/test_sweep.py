@@ -1,6 +1,7 @@
 """Sweeps: every effect is measured against the sweep's own unmasked row, in the same precision; a mask is run once;
 bad parameters are named; the same sweep gives the same bytes, sharded or not; an interrupted sweep resumes."""
 
+import re
 import signal
 
 import numpy as np
@@ -13,13 +14,18 @@ from interrupt import freeze_after, run_killed
 from headlab.core import sweep as sweep_module
 from headlab.core.engine import MaskEngine
 from headlab.core.evaluate import Encoded, predict
+from headlab.core.stats import at_floor, kappa_lost
 from headlab.core.sweep import (
     BASELINE,
     MaskSpec,
     PrecisionError,
     SweepError,
+    baseline_spec,
+    draw_seed,
     load_sweep,
+    per_example_table,
     plan_table,
+    predicted_matrix,
     random_share_specs,
     run_sweep,
     share_curve,
@@ -230,3 +236,61 @@ def test_a_finished_folder_without_its_key_gets_it_and_shares_its_masks(tmp_path
     monkeypatch.setattr(MaskEngine, "probabilities", lambda self, masks: evaluated.extend(masks) or real(self, masks))
     run_sweep(model, encoded, heads[1:3], tmp_path / "new", batch_size=4, progress=False)
     assert not evaluated
+
+
+KAPPA_COLUMNS = (
+    "kappa_base kappa_base_lo kappa_base_hi kappa_masked kappa_masked_lo kappa_masked_hi kappa_lost kappa_lost_lo "
+    "kappa_lost_hi kappa_lost_se kappa_reason modal_share at_floor floor_reason"
+).split()
+
+
+def documented(func, marker: str = "Columns:") -> list[str]:
+    """The column names a docstring's ``marker`` line lists, its parenthesized remarks left out."""
+    text = func.__doc__.split(marker, 1)[1].split("Columns", 1)[0]
+    return [name.strip().rstrip(".").strip() for name in re.sub(r"\([^)]*\)", "", text).split(",")]
+
+
+def graded_sweep(specs, n=300, seed=0):
+    """A sweep's per-example table without a model: the unmasked row mostly right, each mask noisier, the last
+    mask of ``specs`` a constant grade 3."""
+    rng = np.random.default_rng(seed)
+    grades = rng.integers(1, 6, n)
+    base = np.clip(grades + rng.integers(-1, 2, n), 1, 5)
+    tables = [per_example_table(BASELINE, np.eye(5)[base - 1], grades)]
+    for i, spec in enumerate(specs):
+        noisy = np.where(rng.random(n) < 0.1 + 0.05 * i, rng.integers(1, 6, n), base)
+        predicted = np.full(n, 3) if spec is specs[-1] else noisy
+        tables.append(per_example_table(spec.mask_id, np.eye(5)[predicted - 1], grades))
+    return pd.concat(tables, ignore_index=True), grades, base
+
+
+def test_summaries_put_every_mask_on_the_kappa_scale_with_the_accuracy_intervals_pairs():
+    specs = single_head_specs(2, 2)
+    per_example, grades, base = graded_sweep(specs)
+    summary = summarize(per_example, plan_table([baseline_spec(), *specs]), n_boot=200, seed=4).set_index("mask_id")
+    assert documented(summarize)[-len(KAPPA_COLUMNS) :] == KAPPA_COLUMNS
+    assert list(summary.columns[-len(KAPPA_COLUMNS) :]) == KAPPA_COLUMNS
+    predicted = predicted_matrix(per_example)
+    for mask_id, row in summary.iterrows():
+        expected = kappa_lost(predicted.loc[mask_id].to_numpy(), base, grades, n_boot=200, seed=4)
+        assert {k: row[k] for k in expected} == pytest.approx(expected, nan_ok=True)
+        assert (row["at_floor"], row["floor_reason"]) == at_floor(predicted.loc[mask_id], row["kappa_masked_lo"])
+    none, constant = summary.loc[BASELINE], summary.loc[specs[-1].mask_id]
+    assert (none["kappa_lost"], none["kappa_lost_lo"], none["kappa_lost_hi"], none["at_floor"]) == (0, 0, 0, False)
+    assert constant["kappa_masked"] == 0 and constant["kappa_lost"] == 1 and constant["modal_share"] == 1
+    assert constant["floor_reason"] == "κ interval reaches 0; 100% of pairs get one grade"
+
+
+def test_share_curves_put_the_draws_on_the_kappa_scale_with_the_accuracy_intervals_seeds():
+    specs = random_share_specs(3, 4, [0.25, 0.5], draws=3, seed=0)
+    per_example, grades, base = graded_sweep(specs)
+    curve, _ = share_curve(per_example, plan_table([baseline_spec(), *specs]), "random", n_boot=200, seed=2)
+    assert documented(share_curve, "Columns of curve:") == list(curve.columns)
+    assert set(KAPPA_COLUMNS) <= set(curve.columns)
+    predicted = predicted_matrix(per_example)
+    for row in curve.itertuples():
+        masks = [s.mask_id for s in specs if s.meta["share"] == row.share]
+        seeds = draw_seed(2, "random", row.share)
+        expected = kappa_lost(predicted.loc[masks].to_numpy(), base, grades, n_boot=200, seed=2, draw_seed=seeds)
+        assert {k: getattr(row, k) for k in expected} == pytest.approx(expected, nan_ok=True)
+        assert row.kappa_lost_lo < row.kappa_lost < row.kappa_lost_hi

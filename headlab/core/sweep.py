@@ -24,7 +24,7 @@ from headlab.core.cluster import cluster_results, connect
 from headlab.core.engine import MaskEngine, first_masked_layer
 from headlab.core.evaluate import Encoded, predicted_grades
 from headlab.core.masking import head_grid
-from headlab.core.stats import mcnemar, mean_interval, relative_change
+from headlab.core.stats import at_floor, kappa_lost, mcnemar, mean_interval, modal_share, relative_change
 from headlab.core.worklog import note_work
 
 BASELINE = "none"
@@ -375,28 +375,57 @@ def correct_matrix(per_example: pd.DataFrame) -> pd.DataFrame:
     return per_example.pivot(index="mask_id", columns="example", values="correct").sort_index(axis=1)
 
 
+def predicted_matrix(per_example: pd.DataFrame) -> pd.DataFrame:
+    """Predicted grade (1 to 5) per mask (rows) and example (columns, in order), for the kappa scale.
+
+    Columns: the examples (0 ... n-1); index: mask_id.
+    """
+    return per_example.pivot(index="mask_id", columns="example", values="predicted").sort_index(axis=1)
+
+
 def baseline_correct(per_example: pd.DataFrame) -> np.ndarray:
     """The sweep's own unmasked row: the baseline every effect of the sweep is measured against."""
+    return _baseline(per_example, "correct")
+
+
+def _baseline(per_example: pd.DataFrame, column: str) -> np.ndarray:
     rows = per_example[per_example["mask_id"] == BASELINE]
     if rows.empty:
         raise SweepError(f"the sweep has no unmasked row (mask {BASELINE!r}) to measure effects against")
-    return rows.sort_values("example")["correct"].to_numpy()
+    return rows.sort_values("example")[column].to_numpy()
+
+
+def _kappa_columns(
+    predicted: np.ndarray, base: np.ndarray, gold: np.ndarray, n_boot: int, seed: int, draws=None
+) -> dict:
+    """kappa_* (:func:`headlab.core.stats.kappa_lost`, resampling the pairs and draws of the accuracy interval),
+    modal_share, at_floor and floor_reason (:func:`headlab.core.stats.at_floor`) of one condition's predictions."""
+    kappa = kappa_lost(predicted, base, gold, n_boot=n_boot, seed=seed, draw_seed=draws)
+    floor, reason = at_floor(predicted, kappa["kappa_masked_lo"])
+    return {**kappa, "modal_share": modal_share(predicted), "at_floor": floor, "floor_reason": reason}
 
 
 def summarize(per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
     """One row per mask: accuracy, relative change vs the sweep's unmasked row with its paired bootstrap interval,
-    McNemar p.
+    McNemar p, and the chance-corrected scale (quadratic kappa against the gold grades), resampling the same pairs.
 
     Columns: the plan's (mask_id, kind, n_dropped, dropped, meta), accuracy, rel_change, lo, hi (the 95% interval),
     lo90, hi90, n_examples, n_draws, n_boot, interval (:func:`headlab.core.stats.relative_change`), p_mcnemar
-    (exact McNemar test against the unmasked row).
+    (exact McNemar test against the unmasked row), kappa_base, kappa_base_lo, kappa_base_hi, kappa_masked,
+    kappa_masked_lo, kappa_masked_hi, kappa_lost, kappa_lost_lo, kappa_lost_hi, kappa_lost_se, kappa_reason
+    (:func:`headlab.core.stats.kappa_lost`), modal_share, at_floor, floor_reason (:func:`headlab.core.stats.at_floor`).
     """
     base = baseline_correct(per_example)
+    base_predicted, gold = _baseline(per_example, "predicted"), _baseline(per_example, "grade")
     rows = []
     for mask_id, group in per_example.groupby("mask_id", sort=False):
-        correct = group.sort_values("example")["correct"].to_numpy()
+        group = group.sort_values("example")
+        correct = group["correct"].to_numpy()
         effect = relative_change(correct, base, n_boot=n_boot, seed=seed)
-        rows.append({"mask_id": mask_id, "accuracy": correct.mean(), **effect, "p_mcnemar": mcnemar(correct, base)})
+        kappa = _kappa_columns(group["predicted"].to_numpy(), base_predicted, gold, n_boot, seed)
+        rows.append(
+            {"mask_id": mask_id, "accuracy": correct.mean(), **effect, "p_mcnemar": mcnemar(correct, base), **kappa}
+        )
     return plan.merge(pd.DataFrame(rows), on="mask_id", how="right")
 
 
@@ -448,15 +477,20 @@ def share_curve(
     curve: ``rel_change`` is that of the accuracy averaged over draws, with ``lo``/``hi`` its two-stage
     bootstrap interval (draws, then test pairs: :func:`headlab.core.stats.relative_change`), ``lo90``/``hi90``
     the 90% one for equivalence checks; ``draw_lo``/``draw_hi`` (t-interval of the draws' mean) and
-    ``draw_min``/``draw_max`` show how much the choice of heads alone matters. draws: one row per mask with
-    its own relative change, so every draw can be shown.
+    ``draw_min``/``draw_max`` show how much the choice of heads alone matters; the kappa columns put the same
+    draws on the chance-corrected scale, resampling the same draws and pairs. draws: one row per mask with its own
+    relative change, so every draw can be shown.
 
     Columns of curve: kind, share, n_heads, rel_change, lo, hi, lo90, hi90, n_examples, n_draws, n_boot, interval,
-    draw_lo, draw_hi, draw_min, draw_max.
+    kappa_base, kappa_base_lo, kappa_base_hi, kappa_masked, kappa_masked_lo, kappa_masked_hi, kappa_lost,
+    kappa_lost_lo, kappa_lost_hi, kappa_lost_se, kappa_reason (:func:`headlab.core.stats.kappa_lost`), modal_share,
+    at_floor, floor_reason (:func:`headlab.core.stats.at_floor`), draw_lo, draw_hi, draw_min, draw_max.
     Columns of draws: mask_id, kind, share, draw, n_dropped, accuracy, rel_change.
     """
     specs, correct = share_masks(per_example, plan, kind, ["draw", "n_dropped"])
+    predicted = predicted_matrix(per_example)
     base = baseline_correct(per_example).astype(np.float64)
+    base_predicted, gold = _baseline(per_example, "predicted"), _baseline(per_example, "grade")
     specs = specs.sort_values(["share", "draw"])
     specs["accuracy"] = correct.loc[specs["mask_id"]].to_numpy(dtype=np.float64).mean(axis=1)
     specs["rel_change"] = specs["accuracy"] / base.mean() - 1.0
@@ -465,13 +499,16 @@ def share_curve(
         n_heads = group["n_dropped"].unique()
         if len(n_heads) != 1:
             raise ValueError(f"share {share} of kind {kind!r} masks different numbers of heads: {sorted(n_heads)}")
+        seeds = draw_seed(seed, kind, share)
         effect = relative_change(
             correct.loc[group["mask_id"]].to_numpy(dtype=np.float64),
             base,
             n_boot=n_boot,
             seed=seed,
-            draw_seed=draw_seed(seed, kind, share),
+            draw_seed=seeds,
         )
+        masked = predicted.loc[group["mask_id"]].to_numpy()
+        kappa = _kappa_columns(masked, base_predicted, gold, n_boot, seed, seeds)
         _, draw_lo, draw_hi = mean_interval(group["rel_change"])
         rows.append(
             {
@@ -479,6 +516,7 @@ def share_curve(
                 "share": share,
                 "n_heads": int(n_heads[0]),
                 **effect,
+                **kappa,
                 "draw_lo": draw_lo,
                 "draw_hi": draw_hi,
                 "draw_min": float(group["rel_change"].min()),
