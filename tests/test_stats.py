@@ -4,6 +4,7 @@ import re
 
 import numpy as np
 import pytest
+from scipy import stats as sps
 
 from headlab.core import stats
 from headlab.core.stats import (
@@ -147,7 +148,6 @@ def test_equivalence_needs_the_whole_90_percent_interval_inside_the_margin():
     assert not equivalent(0.0, 0.02, margin=0.02)
 
 
-
 def textbook_kappa(predicted, gold, weights=None, n_grades=5):
     """Quadratic kappa the textbook way: 1 - sum(w * observed) / sum(w * expected) over the confusion matrix."""
     observed = np.zeros((n_grades, n_grades))
@@ -236,7 +236,10 @@ def test_kappa_lost_point_is_the_closed_form_and_its_interval_covers_it():
     assert result["kappa_lost_lo"] < result["kappa_lost"] < result["kappa_lost_hi"] and result["kappa_reason"] == ""
     assert result["kappa_masked_lo"] < result["kappa_masked"] < result["kappa_masked_hi"]
     assert result["kappa_base_lo"] < result["kappa_base"] < result["kappa_base_hi"]
-    assert result["kappa_lost_se"] == pytest.approx((result["kappa_lost_hi"] - result["kappa_lost_lo"]) / 3.92, rel=0.3)
+    # over draws: a t interval on the replicates' SD with the Welch–Satterthwaite df
+    t = sps.t.ppf(0.975, result["kappa_df"])
+    assert 2 <= result["kappa_df"] <= 499
+    assert result["kappa_lost_hi"] - result["kappa_lost_lo"] == pytest.approx(2 * t * result["kappa_lost_se"])
 
 
 def test_kappa_lost_replicates_recompute_both_kappas_on_the_accuracy_intervals_pairs_and_draws():
@@ -251,9 +254,15 @@ def test_kappa_lost_replicates_recompute_both_kappas_on_the_accuracy_intervals_p
     for b in range(n_boot):
         per_draw = [quadratic_kappa(d, gold, weights=w[b]) for d in draws]
         lost.append(1 - np.dot(counts[b], per_draw) / 3 / quadratic_kappa(base, gold, weights=w[b]))
-    assert result["kappa_lost_lo"] == pytest.approx(np.quantile(lost, 0.025))
-    assert result["kappa_lost_hi"] == pytest.approx(np.quantile(lost, 0.975))
     assert result["kappa_lost_se"] == pytest.approx(np.std(lost, ddof=1))
+    half = sps.t.ppf(0.975, result["kappa_df"]) * np.std(lost, ddof=1)
+    assert result["kappa_lost_lo"] == pytest.approx(result["kappa_lost"] - half)
+    single = kappa_lost(masked, base, gold, n_boot=n_boot, seed=5)  # one mask: the percentile interval over pairs
+    one = [
+        1 - quadratic_kappa(masked, gold, weights=w[b]) / quadratic_kappa(base, gold, weights=w[b])
+        for b in range(n_boot)
+    ]
+    assert single["kappa_lost_lo"] == pytest.approx(np.quantile(one, 0.025)) and single["kappa_df"] == np.inf
 
 
 def test_the_denominator_is_resampled_so_an_unchanged_model_loses_exactly_nothing():

@@ -240,7 +240,7 @@ def test_a_finished_folder_without_its_key_gets_it_and_shares_its_masks(tmp_path
 
 KAPPA_COLUMNS = (
     "kappa_base kappa_base_lo kappa_base_hi kappa_masked kappa_masked_lo kappa_masked_hi kappa_lost kappa_lost_lo "
-    "kappa_lost_hi kappa_lost_se kappa_reason modal_share at_floor floor_reason"
+    "kappa_lost_hi kappa_lost_se kappa_df kappa_reason modal_share at_floor floor_reason"
 ).split()
 
 

@@ -323,7 +323,8 @@ def kappa_lost(
     n_grades: int = 5,
 ) -> dict:
     """Share of the unmasked model's quadratic kappa (:func:`quadratic_kappa`) that masking takes away:
-    1 - kappa_masked / kappa_base, with a percentile-bootstrap interval, never clipped.
+    1 - kappa_masked / kappa_base, with a bootstrap interval, never clipped: the percentile interval for one mask, a
+    t interval with Welch–Satterthwaite degrees of freedom (``kappa_df``, :func:`draws_df`) over random draws.
 
     ``masked_predicted`` is (pairs,) or (draws, pairs); with draws, kappa_masked is the mean of the draws' kappas.
     Each replicate resamples the pairs with :func:`bootstrap_weights` (``seed``: the same pairs as
@@ -334,7 +335,7 @@ def kappa_lost(
     0.06 s on one core (measured, once :func:`bootstrap_weights` has drawn and kept the resamples, 0.4 s once).
 
     Returns kappa_base (with kappa_base_lo, kappa_base_hi), kappa_masked (kappa_masked_lo, kappa_masked_hi),
-    kappa_lost, kappa_lost_lo, kappa_lost_hi (the ``level`` interval), kappa_lost_se (the replicates' SD),
+    kappa_lost, kappa_lost_lo, kappa_lost_hi (the ``level`` interval), kappa_lost_se (the replicates' SD), kappa_df,
     kappa_reason.
     """
     masked = np.atleast_2d(np.asarray(masked_predicted, dtype=np.float64))
@@ -365,16 +366,24 @@ def kappa_lost(
         reason = f"unmasked kappa <= 0 in {int((base_boot <= 0).sum())} of {n_boot} bootstrap replicates"
     else:
         lost = 1.0 - masked_boot / base_boot
-        lo, hi = interval(lost)
+        point_lost, se = 1.0 - masked_point / base_point, float(lost.std(ddof=1))
+        if masked.shape[0] > 1:  # few draws: a t interval with Welch–Satterthwaite df, as relative_change's
+            fixed = 1.0 - boots[:, 1:].mean(axis=1) / base_boot
+            df = draws_df(float(np.var(lost, ddof=1)), float(np.var(fixed, ddof=1)), masked.shape[0], len(g))
+            lo, hi = t_interval(point_lost, se, df, level)
+        else:
+            df = math.inf
+            lo, hi = interval(lost)
         return {
             **out,
-            "kappa_lost": 1.0 - masked_point / base_point,
+            "kappa_lost": point_lost,
             "kappa_lost_lo": lo,
             "kappa_lost_hi": hi,
-            "kappa_lost_se": float(lost.std(ddof=1)),
+            "kappa_lost_se": se,
+            "kappa_df": df,
             "kappa_reason": "",
         }
-    undefined = dict.fromkeys(("kappa_lost", "kappa_lost_lo", "kappa_lost_hi", "kappa_lost_se"), math.nan)
+    undefined = dict.fromkeys(("kappa_lost", "kappa_lost_lo", "kappa_lost_hi", "kappa_lost_se", "kappa_df"), math.nan)
     return {**out, **undefined, "kappa_reason": reason}
 
 

@@ -410,9 +410,9 @@ def summarize(per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = 2000,
     McNemar p, and the chance-corrected scale (quadratic kappa against the gold grades), resampling the same pairs.
 
     Columns: the plan's (mask_id, kind, n_dropped, dropped, meta), accuracy, rel_change, lo, hi (the 95% interval),
-    lo90, hi90, n_examples, n_draws, n_boot, interval (:func:`headlab.core.stats.relative_change`), p_mcnemar
+    lo90, hi90, n_examples, n_draws, n_boot, df, interval (:func:`headlab.core.stats.relative_change`), p_mcnemar
     (exact McNemar test against the unmasked row), kappa_base, kappa_base_lo, kappa_base_hi, kappa_masked,
-    kappa_masked_lo, kappa_masked_hi, kappa_lost, kappa_lost_lo, kappa_lost_hi, kappa_lost_se, kappa_reason
+    kappa_masked_lo, kappa_masked_hi, kappa_lost, kappa_lost_lo, kappa_lost_hi, kappa_lost_se, kappa_df, kappa_reason
     (:func:`headlab.core.stats.kappa_lost`), modal_share, at_floor, floor_reason (:func:`headlab.core.stats.at_floor`).
     """
     base = baseline_correct(per_example)
@@ -481,10 +481,10 @@ def share_curve(
     draws on the chance-corrected scale, resampling the same draws and pairs. draws: one row per mask with its own
     relative change, so every draw can be shown.
 
-    Columns of curve: kind, share, n_heads, rel_change, lo, hi, lo90, hi90, n_examples, n_draws, n_boot, interval,
+    Columns of curve: kind, share, n_heads, rel_change, lo, hi, lo90, hi90, n_examples, n_draws, n_boot, df, interval,
     kappa_base, kappa_base_lo, kappa_base_hi, kappa_masked, kappa_masked_lo, kappa_masked_hi, kappa_lost,
-    kappa_lost_lo, kappa_lost_hi, kappa_lost_se, kappa_reason (:func:`headlab.core.stats.kappa_lost`), modal_share,
-    at_floor, floor_reason (:func:`headlab.core.stats.at_floor`), draw_lo, draw_hi, draw_min, draw_max.
+    kappa_lost_lo, kappa_lost_hi, kappa_lost_se, kappa_df, kappa_reason (:func:`headlab.core.stats.kappa_lost`),
+    modal_share, at_floor, floor_reason (:func:`headlab.core.stats.at_floor`), draw_lo, draw_hi, draw_min, draw_max.
     Columns of draws: mask_id, kind, share, draw, n_dropped, accuracy, rel_change.
     """
     specs, correct = share_masks(per_example, plan, kind, ["draw", "n_dropped"])
