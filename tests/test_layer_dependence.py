@@ -4,7 +4,7 @@ import pytest
 from scipy import stats as sps
 
 from headlab.core.stats import Floor, holm
-from headlab.findings.claims import render
+from headlab.findings.claims import FAMILY, render
 from headlab.findings.layer_dependence import (
     depth_note,
     halves_claims,
@@ -202,7 +202,7 @@ LAYER_FLOOR = Floor(base=0.5, majority=0.2, n=400)
 
 
 def test_layers_claims_are_judged_at_the_weakest_layer_of_the_studys_depth():
-    table = _layers([-0.5, -0.2, 0.03, 0.0, 0.02, -0.1])
+    table = _layers([-0.5, -0.2, 0.03, 0.0, 0.06, -0.1])
     rows = _by_slug(layers_claims(table, 6, n_examples=400, floor=LAYER_FLOOR))
     assert list(rows) == ["layers_5_9_gain", "layer_8_gain"]
     gains, eight = rows["layers_5_9_gain"], rows["layer_8_gain"]
@@ -210,9 +210,18 @@ def test_layers_claims_are_judged_at_the_weakest_layer_of_the_studys_depth():
     assert gains.verdict == "cannot tell" and "the row shows layer 3, whose interval reaches lowest" in gains.reason
     assert (gains.ours, gains.lo, gains.hi, gains.p) == (0.0, -0.01, 0.01, table.at[3, "p_holm"])
     assert gains.method == "paired bootstrap over test pairs" and not np.isnan(gains.lost)
-    assert (eight.verdict, eight.ours, eight.lo, eight.hi, eight.study) == ("holds", 0.02, 0.01, 0.03, 0.023)
+    # +6% [+5%, +7%]: beyond half the study's +2.3% after the correction
+    assert (eight.verdict, eight.ours, eight.lo, eight.hi, eight.study) == (
+        "holds",
+        0.06,
+        pytest.approx(0.05),
+        pytest.approx(0.07),
+        0.023,
+    )
+    small = _by_slug(layers_claims(_layers([-0.5, -0.2, 0.03, 0.0, 0.005, -0.1], half_width=0.002), 6, 400))
+    assert small["layer_8_gain"].verdict == "does not hold"  # +0.5%: a gain, shown short of 1.15%
     assert eight.n_examples == 400 and eight.p == table.at[4, "p_holm"]
-    every = _by_slug(layers_claims(_layers([-0.5, -0.2, 0.03, 0.03, 0.02, -0.1]), 6, 400, floor=LAYER_FLOOR))
+    every = _by_slug(layers_claims(_layers([-0.5, -0.2, 0.06, 0.06, 0.06, -0.1]), 6, 400, floor=LAYER_FLOOR))
     assert every["layers_5_9_gain"].verdict == "holds"
     losing = _by_slug(layers_claims(_layers([-0.5] * 12), 12, 400, floor=LAYER_FLOOR))
     assert losing["layers_5_9_gain"].verdict == "opposite" and losing["layer_8_gain"].verdict == "opposite"
@@ -224,16 +233,16 @@ def test_layers_claims_are_judged_at_the_weakest_layer_of_the_studys_depth():
 
 
 def test_layers_verdict_compares_by_depth_and_with_the_study_numbers():
-    table = _layers([-0.5, -0.2, 0.03, 0.0, 0.02, -0.1])
+    table = _layers([-0.5, -0.2, 0.03, 0.0, 0.06, -0.1])
     text = layers_verdict(table, 6, 400, floor=LAYER_FLOOR)
     assert text == render(layers_claims(table, 6, 400, floor=LAYER_FLOOR)) + "\n" + layers_details(table, 6)
     assert "study layers → our layer" in text
     assert "*Masking any one of layers 5–9 (of 12) raises accuracy* **cannot be told** here" in text
     assert "layer 2: +3.0% [+2.0%, +4.0%] (gain after Holm); layer 3: +0.0% [-1.0%, +1.0%];" in text
     assert (
-        "*Masking all of layer 8 (of 12) raises accuracy by 2.3%* **holds** here: +2.0% [+1.0%, +3.0%]" in text
+        "*Masking all of layer 8 (of 12) raises accuracy by 2.3%* **holds** here: +6.0% [+5.0%, +7.0%]" in text
         and "Our layer 4 at the same depth: exact McNemar test, Holm p = 0.006 over the 6 layers; the 95% "
-        "interval contains"
+        "interval excludes"
         in text
     )
     assert "Holm correction over all 6 layers" in text
@@ -281,18 +290,20 @@ def test_heads_claims_rules():
     assert (nothing.verdict, nothing.ours, nothing.n_examples) == ("cannot tell", pytest.approx(1 / 6), 300)
     assert nothing.lo < 1 / 6 < 0.5 < nothing.hi and "Clopper–Pearson" in nothing.method
     assert nothing.unit.startswith("share") and "1 of 6 heads pass" in nothing.reason
-    # study layers 2–4 are our layers 0–1 of 3 (4 heads): shown, the head whose widened interval lies lowest
+    # study layers 2–4 are our layers 0–1 of 3 (4 heads): shown, the head whose widened interval lies lowest, its
+    # raw interval widened once, for the claims and the 4 heads together
     matching = rows["matching_layers_hurt"]
     worst = grid.iloc[0]
-    scale = sps.norm.ppf(1 - 0.025 / 4) / sps.norm.ppf(0.975)
-    assert matching.verdict == "holds" and "all 4 heads of our layer(s) 0–1 at once (Bonferroni)" in matching.method
-    assert (matching.ours, matching.p) == (worst.rel_change, worst.p_holm)
-    assert np.allclose((matching.lo, matching.hi), (worst.rel_change - 0.02 * scale, worst.rel_change + 0.02 * scale))
+    assert matching.verdict == "holds" and "the 4 heads of our layer(s) 0–1 (Bonferroni)" in matching.method
+    assert (matching.ours, matching.p, matching.search) == (worst.rel_change, worst.p_holm, 4)
+    assert (matching.lo, matching.hi) == pytest.approx((worst.lo, worst.hi))
+    scale = sps.norm.ppf(1 - 0.05 / (FAMILY * 4) / 2) / sps.norm.ppf(0.975)
+    assert matching.lo_adj == pytest.approx(worst.rel_change - 0.02 * scale)
     assert "2 of 4 heads there hurt when masked" in matching.reason and not np.isnan(matching.lost)
     improve = rows["some_heads_improve"]
     best = grid.iloc[2]
     assert (improve.verdict, improve.ours, improve.p) == ("holds", best.rel_change, best.p_holm)
-    assert improve.lo < best.lo and "all 6 heads masked at once" in improve.method
+    assert improve.lo_adj < best.lo and improve.search == 6 and "the 6 heads masked" in improve.method
     assert "2 head(s) improve accuracy at an uncorrected McNemar p < 0.05; 1 survive" in improve.reason
     quiet = _by_slug(
         heads_claims(_grid([(0, 0, 0.0, 1.0, 1.0), (0, 1, 0.001, 0.9, 1.0), (1, 0, 0.03, 0.04, 0.12)]), 2, 300)

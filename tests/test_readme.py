@@ -337,7 +337,7 @@ def test_the_blocks_render_the_tables(tmp_path):
         tmp_path,
     )
     row = next(line for line in text.splitlines() if line.startswith("| Masking fewer than 20%"))
-    assert row.endswith("| +1.0% | **holds** +1.2% [+0.8%, +1.6%], adjusted [+0.6%, +1.8%] |")
+    assert row.endswith("| +1.0% | **holds** +1.2% [+0.8%, +1.6%], adjusted [+0.5%, +1.9%] |")
     assert ">no_effect</abbr>" in row
     assert "two-stage bootstrap over draws and test pairs" in row and "Bonferroni" in text
     summary, claims = readme.block("scorecard", tmp_path), readme.block("claims", tmp_path)

@@ -105,9 +105,10 @@ def _row(condition, change, accuracy, n_draws=1, p_mcnemar=1e-9, half=0.05, n=10
     }
 
 
-def _control(tested, reference, n_draws, extreme, reverse=None, mean=-0.05):
-    """One comparison with random draws; by default no draw ties the tested mask, so the rest are as extreme the
-    other way."""
+def _control(tested, reference, n_draws, extreme, reverse=None, mean=-0.05, difference=-0.45, half=0.05, df=None):
+    """One comparison with random draws: the tested mask's change minus the draws' mean (``difference``) with a 95%
+    interval of half-width ``half`` and ``df`` degrees of freedom (default: draws - 1); by default no draw ties the
+    tested mask, so the rest are as extreme the other way."""
     reverse = n_draws - extreme if reverse is None else reverse
     label = term_matching.labels(5)[reference]
     return {
@@ -119,9 +120,12 @@ def _control(tested, reference, n_draws, extreme, reverse=None, mean=-0.05):
         "reference_max": mean + 0.05,
         "n_draws": n_draws,
         "n_as_extreme": extreme,
-        "p_empirical": (1 + extreme) / (1 + n_draws),
         "n_reverse": reverse,
-        "p_reverse": (1 + reverse) / (1 + n_draws),
+        "difference": difference,
+        "difference_lo": difference - half,
+        "difference_hi": difference + half,
+        "df": float(n_draws - 1) if df is None else df,
+        "n_examples": 1000,
     }
 
 
@@ -145,14 +149,17 @@ def test_tables_of_a_strong_matching_effect():
     assert table.loc["matching", "study"] == -0.524 and table.loc["matching", "label"] == "the 5 term-matching heads"
     draws = draw_table(per_example, plan, k=5)
     assert len(draws) == len(plan) and draws.set_index("mask_id").loc["lower", "rel_change"] == -1
-    comparison = random_comparison(per_example, plan, k=5).set_index(["tested", "reference"])
-    assert comparison.loc[("matching", "random_lower"), "n_as_extreme"] == 0
-    assert comparison.loc[("matching", "random_lower"), "p_empirical"] == pytest.approx(1 / 4)
-    assert comparison.loc[("matching", "random_lower"), "p_reverse"] == pytest.approx(1)  # every draw costs less
+    comparison = random_comparison(per_example, plan, k=5, n_boot=300).set_index(["tested", "reference"])
+    strict = comparison.loc[("matching", "random_lower")]
+    assert strict["n_as_extreme"] == 0 and strict["n_reverse"] == 3  # every draw costs less
+    lower_mean = np.mean(randoms) / (4 / 6) - 1  # the toy's random lower sets are the random sets
+    assert strict["difference"] == pytest.approx(-0.75 - lower_mean)
+    assert strict["difference_lo"] < strict["difference"] < strict["difference_hi"] and strict["df"] >= 2
     keep = comparison.loc[("lower_but_matching", "lower_but_random")]
-    assert keep["n_as_extreme"] == 0 and keep["p_empirical"] == pytest.approx(1 / 3)
-    assert keep["n_reverse"] == 2 and keep["p_reverse"] == pytest.approx(1)
-    table, comparison = condition_table(per_example, plan, k=5, n_boot=300), random_comparison(per_example, plan, k=5)
+    assert keep["n_as_extreme"] == 0 and keep["n_reverse"] == 2 and keep["n_draws"] == 2
+    assert keep["difference"] == pytest.approx(0.75 - 0.25)  # keeps 3 of 4 against 1 of 4
+    table = condition_table(per_example, plan, k=5, n_boot=300)
+    comparison = random_comparison(per_example, plan, k=5, n_boot=300)
     rows = claims(table, comparison)
     assert [c.claim_id for c in rows] == [
         "term_matching.random_no_change",
@@ -161,63 +168,58 @@ def test_tables_of_a_strong_matching_effect():
         "term_matching.matching_keep_lower_half",
     ]
     assert all(c.finding == "05 term matching" and c.n_examples == 6 and c.page == "05_term_matching" for c in rows)
-    assert [c.study for c in rows] == [0.0, -0.524, -0.865, -0.181]
+    assert [c.study for c in rows] == [0.0, -0.524, -0.865, None]
     assert [c.method for c in rows] == [
         "two-stage bootstrap over draws and test pairs",
-        "paired bootstrap over test pairs; the verdict: one-sided empirical p over 3 draws of 5 random heads of the "
-        "lower half",
+        term_matching.VERSUS_METHOD,
         "paired bootstrap over test pairs",
-        "paired bootstrap over test pairs; the verdict: one-sided empirical p over 2 draws of the lower half but 5 "
-        "random heads of it",
+        term_matching.VERSUS_METHOD,
     ]
-    costs = rows[1]  # judged against the 3 draws of random lower heads: p can never go below 1/4
-    assert (costs.ours, costs.p, costs.n_draws) == (pytest.approx(-0.75), pytest.approx(1 / 4), 3)
-    assert costs.verdict == "cannot tell" and "Cannot be decided at 3 draws" in costs.reason
-    assert claims_file(rows) == "claims_05_term_matching"
-    text = render(rows)
-    assert "they keep 75%" in text and rows[3].verdict == "cannot tell" and "Cannot be decided at 2 draws" in text
+    costs = rows[1]  # the matching heads minus the mean of the 3 draws of random lower heads
+    assert (costs.ours, costs.n_draws, costs.kind) == (pytest.approx(strict["difference"]), 3, "compare")
+    assert costs.df == pytest.approx(strict["df"]) and costs.unit == term_matching.VERSUS_UNIT
+    assert "Cannot be decided" not in render(rows) and claims_file(rows) == "claims_05_term_matching"
+    assert "they keep 75%" in render(rows)
 
 
 def test_matching_costs_is_one_row_judged_against_the_stricter_control():
     table = pd.DataFrame([_row("matching", -0.5, 0.27)])
-    comparison = pd.DataFrame([_control("matching", "random", 1000, 0), _control("matching", "random_lower", 1000, 0)])
+    comparison = pd.DataFrame(
+        [_control("matching", "random", 20, 0, difference=-0.5), _control("matching", "random_lower", 20, 0)]
+    )
     rows = claims(table, comparison)
-    assert "term_matching.matching_far_more_than_random" not in {c.claim_id for c in rows}
     costs = [c for c in rows if c.claim_id.startswith("term_matching.matching_costs")]
     assert len(costs) == 1
     costs = costs[0]
-    assert costs.kind == "beats_control" and costs.verdict == "holds"
-    assert (costs.ours, costs.lo, costs.hi, costs.p, costs.n_draws, costs.n_examples, costs.study) == (
-        -0.5,
-        pytest.approx(-0.55),
-        pytest.approx(-0.45),
-        pytest.approx(1 / 1001),
-        1000,
+    assert costs.kind == "compare" and costs.verdict == "holds"  # -45 points [-50, -40]: beyond half the study's 52.4
+    assert (costs.ours, costs.lo, costs.hi, costs.n_draws, costs.df, costs.n_examples, costs.study) == (
+        -0.45,
+        pytest.approx(-0.50),
+        pytest.approx(-0.40),
+        20,
+        19,
         1000,
         -0.524,
     )
     assert "The control judged is *5 random heads of the lower half*, the stricter one" in costs.reason
-    assert "0 of 1000 draws of *5 random heads* cost as much or more" in costs.reason
-    assert "McNemar p = 1e-09" in costs.reason
+    assert "0 of 20 draws of *5 random heads* cost as much or more" in costs.reason
+    assert "McNemar p = 1e-09" in costs.reason and "-45.0 points [-50.0, -40.0]" in costs.reason
     # the verdict follows the stricter control even where the looser one would pass
-    looser = comparison.copy()
-    looser.loc[1] = _control("matching", "random_lower", 1000, 300)
-    assert _verdicts(table, looser)["matching_costs"] == "cannot tell"
-    reverse = pd.DataFrame([_control("matching", "random_lower", 1000, 990, reverse=0)])
+    looser = pd.DataFrame(
+        [
+            _control("matching", "random", 20, 0, difference=-0.5),
+            _control("matching", "random_lower", 20, 5, difference=-0.1),
+        ]
+    )
+    assert _verdicts(table, looser)["matching_costs"] == "does not hold"  # short of 26.2 points
+    reverse = pd.DataFrame([_control("matching", "random_lower", 20, 19, reverse=0, difference=0.2)])
     assert _verdicts(table, reverse)["matching_costs"] == "opposite"
-    only_random = pd.DataFrame([_control("matching", "random", 1000, 0)])
+    wide = pd.DataFrame([_control("matching", "random_lower", 3, 0, difference=-0.45, half=0.2, df=2)])
+    assert _verdicts(table, wide)["matching_costs"] == "cannot tell"  # few draws, t with 2 degrees of freedom
+    only_random = pd.DataFrame([_control("matching", "random", 20, 0)])
     assert {c.claim_id: c for c in claims(table, only_random)}["term_matching.matching_costs"].verdict == "holds"
     none = {c.claim_id: c for c in claims(table, comparison.iloc[:0])}["term_matching.matching_costs"]
-    assert none.verdict == "cannot tell" and "No random draws" in none.reason
-
-
-def test_twenty_draws_cannot_decide_whatever_the_matching_heads_cost():
-    """0 of 20 draws as extreme gives p = 1/21 = 0.048, yet the scorecard's level is 0.05 / 27 claims."""
-    table = pd.DataFrame([_row("matching", -0.5, 0.27)])
-    comparison = pd.DataFrame([_control("matching", "random_lower", 20, 0)])
-    costs = {c.claim_id: c for c in claims(table, comparison)}["term_matching.matching_costs"]
-    assert costs.p == pytest.approx(1 / 21) and costs.verdict == "cannot tell"
-    assert "Cannot be decided at 20 draws" in costs.reason
+    assert none.verdict == "cannot tell" and "no random draws" in none.reason
 
 
 def test_a_mask_that_leaves_the_model_at_its_majority_grade_is_shown_at_the_floor():
@@ -228,11 +230,11 @@ def test_a_mask_that_leaves_the_model_at_its_majority_grade_is_shown_at_the_floo
             _row("random", 0.0, 0.546, n_draws=20, p_mcnemar=np.nan, half=0.01),
         ]
     )
-    comparison = pd.DataFrame([_control("matching", "random_lower", 1000, 0)])
+    comparison = pd.DataFrame([_control("matching", "random_lower", 20, 0, difference=-0.559)])
     rows = {c.claim_id: c for c in claims(table, comparison, floor=FLOOR)}
     costs = rows["term_matching.matching_costs"]
-    assert costs.at_floor and costs.lost == pytest.approx(1.0, abs=0.02)
-    assert "at the model's floor" in render([costs])
+    assert not costs.at_floor and costs.lost == pytest.approx(1.0, abs=0.02)  # random heads do not sit at the floor
+    assert costs.verdict == "holds"  # a collapse to the floor, far more than random heads: not saturated
     assert (
         "collapse to the floor" in costs.reason
         and "not an effect size to set beside the study's -52.4%" in costs.reason
@@ -272,30 +274,24 @@ def test_the_studys_zero_for_random_heads_is_tested_as_equivalence():
 
 def test_keeping_only_the_matching_heads_is_judged_against_keeping_random_heads_of_their_half():
     table = pd.DataFrame([_row("lower", -0.8, 0.11), _row("lower_but_matching", -0.2, 0.44)])
-    comparison = pd.DataFrame([_control("lower_but_matching", "lower_but_random", 1000, 0, reverse=1000, mean=-0.6)])
-    keep = claims(table, comparison)[3]
-    assert (keep.claim_id, keep.verdict, keep.kind) == (
-        "term_matching.matching_keep_lower_half",
-        "holds",
-        "beats_control",
+    comparison = pd.DataFrame(
+        [_control("lower_but_matching", "lower_but_random", 20, 0, reverse=20, mean=-0.6, difference=0.4)]
     )
-    assert (keep.ours, keep.study, keep.p, keep.n_draws, keep.unit) == (
-        -0.2,
-        -0.181,
-        pytest.approx(1 / 1001),
-        1000,
-        "relative change of accuracy",
-    )  # the study's unit: no study_unit
-    assert keep.study_unit == ""
+    keep = claims(table, comparison)[3]
+    assert (keep.claim_id, keep.verdict, keep.kind) == ("term_matching.matching_keep_lower_half", "holds", "compare")
+    assert (keep.ours, keep.study, keep.n_draws, keep.unit) == (0.4, None, 20, term_matching.VERSUS_UNIT)
     assert (
         "they keep 80% [75%, 85%] of the accuracy" in keep.reason and "against 20% with the whole lower" in keep.reason
     )
     assert "instead keeps 40% on average (35% to 45%), 0 of them at least as much" in keep.reason
-    often = pd.DataFrame([_control("lower_but_matching", "lower_but_random", 1000, 300, reverse=600)])
-    assert claims(table, often)[3].verdict == "cannot tell"
-    few = pd.DataFrame([_control("lower_but_matching", "lower_but_random", 10, 0)])
-    undecided = claims(table, few)[3]
-    assert undecided.verdict == "cannot tell" and "Cannot be decided at 10 draws" in undecided.reason
+    often = pd.DataFrame(
+        [_control("lower_but_matching", "lower_but_random", 20, 6, reverse=12, difference=0.02, half=0.01)]
+    )
+    assert claims(table, often)[3].verdict == "does not hold"  # keeps 2 points more: short of 5
+    undecided = claims(
+        table, pd.DataFrame([_control("lower_but_matching", "lower_but_random", 20, 3, difference=0.06)])
+    )[3]
+    assert undecided.verdict == "cannot tell"
     assert claims(table, comparison.iloc[:0])[3].verdict == "cannot tell"  # no random sets kept
     assert _verdicts(table, comparison)["lower_half_costs"] == "holds"
 

@@ -143,13 +143,18 @@ def tally(table: pd.DataFrame, preset: str, family: str = "study") -> pd.Series:
     counted)."""
     if table.empty:
         return pd.Series(dtype=int)
-    mine = table[(table["preset"] == preset) & table["claim_id"].map(is_main) & (table["tally"] == family)]
-    return mine["verdict"].value_counts()
+    return _main_rows(table, preset, family)["verdict"].value_counts()
+
+
+def _main_rows(table: pd.DataFrame, preset: str, family: str) -> pd.DataFrame:
+    return table[(table["preset"] == preset) & table["claim_id"].map(is_main) & (table["tally"] == family)]
 
 
 def mean_flips(table: pd.DataFrame, preset: str, family: str = "study") -> int:
     """How many of one tally's claims change verdict on one preset when removed heads are mean-ablated."""
-    mine = table[(table["preset"] == preset) & table["claim_id"].map(is_main) & (table["tally"] == family)]
+    if table.empty:
+        return 0
+    mine = _main_rows(table, preset, family)
     other = mine["mean_ablation"].fillna("").astype(str)
     return int(((other != "") & (other != mine["verdict"])).sum())
 
@@ -164,7 +169,7 @@ def tally_lines(table: pd.DataFrame, presets: list[str], family: str) -> list[st
     ]
     for preset in presets:
         counts = tally(table, preset, family)
-        versions = table.loc[table["preset"] == preset, "rule_version"]
+        versions = table.loc[table["preset"] == preset, "rule_version"] if "rule_version" in table else []
         old = sorted({int(v) for v in versions if int(v) < RULE_VERSION})
         mark = "".join(f" {OLD_RULE.format(v)}" for v in old)
         lines.append(
@@ -227,11 +232,11 @@ def claim_tables(
     ``verdict_text(row, preset)`` writes a cell's verdict (a link on the site, plain text in the README).
     """
     lines = model_lines(models, two_tower, presets)
-    table = with_rule(table) if not table.empty else table
+    table = with_rule(table) if "claim_id" in table else table
     for family in TALLIES:
         lines += tally_lines(table, presets, family)
     for family, heading_text in TALLIES.items():
-        mine = table[table["tally"] == family] if not table.empty else table
+        mine = table[table["tally"] == family] if "tally" in table else table.iloc[0:0]
         if family != "study" and not mine.empty:
             lines += [f"{heading} {heading_text[0].upper()}{heading_text[1:]}", ""]
         for finding, rows in mine.groupby("finding", sort=True):

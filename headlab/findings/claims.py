@@ -618,7 +618,7 @@ class Claim:
             else (math.nan,) * 3
         )
         at_floor = bool(floor) and bool(accuracies) and all(floor.at_floor(a) for a in accuracies)
-        df = (math.inf if n_draws <= 1 else float(n_draws - 1)) if df is None else float(df)
+        df = draws_df_default(n_draws) if df is None else float(df)
         judged = judge(
             spec, ours, lo, hi, df=df, search=search, at_floor=at_floor, unit=unit, n_examples=int(n_examples)
         )
@@ -751,6 +751,12 @@ class Judgement:
     level: float
     lo_adj: float
     hi_adj: float
+
+
+def draws_df_default(n_draws) -> float:
+    """The most cautious degrees of freedom of an interval over ``n_draws`` random draws, where the page has no
+    Welch–Satterthwaite value: ``n_draws - 1`` (infinite for one draw, whose interval is over pairs alone)."""
+    return math.inf if int(n_draws) <= 1 else float(int(n_draws) - 1)
 
 
 SUB_ROW = "A sub-row: evidence shown under its claim, outside the family, so not judged on its own."

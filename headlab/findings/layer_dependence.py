@@ -17,7 +17,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from headlab.core.stats import Floor, by_interval, equivalent
-from headlab.findings.claims import MARGIN_WHY, Claim, judge, registered, render
+from headlab.findings.claims import MARGIN_WHY, Claim, draws_df_default, judge, registered, render
 
 STUDY_LAYERS = 12
 STUDY_GAIN_LAYERS = range(5, 10)  # masking any one of these whole layers improved accuracy
@@ -107,12 +107,6 @@ def _simultaneous(ours: float, lo: float, hi: float, m: int) -> tuple[float, flo
     return ours - (ours - lo) * scale, ours + (hi - ours) * scale
 
 
-def draws_df_of(n_draws) -> float:
-    """The most cautious degrees of freedom of an interval over ``n_draws`` random draws: ``n_draws - 1`` (infinite
-    for one draw, whose interval is over pairs alone)."""
-    return math.inf if int(n_draws) <= 1 else float(int(n_draws) - 1)
-
-
 def _weakest(claim_id: str, candidates, numbers, **judged):
     """The candidate whose judged (adjusted) interval reaches least far in the claim's direction: a claim about all
     of them is no stronger than its weakest."""
@@ -171,7 +165,7 @@ def _collapse(points: pd.DataFrame, floor: Floor, at: str) -> Claim:
     def numbers(r):
         return floor.lost(r.lower_change), floor.lost(r.lower_hi), floor.lost(r.lower_lo)
 
-    shown = _weakest(COLLAPSE, list(points.itertuples()), numbers, df=lambda r: draws_df_of(r.lower_draws))
+    shown = _weakest(COLLAPSE, list(points.itertuples()), numbers, df=lambda r: draws_df_default(r.lower_draws))
     ours, lo, hi = numbers(shown)
     return Claim.measured(
         COLLAPSE,
@@ -211,7 +205,7 @@ def _costs_less(points: pd.DataFrame, floor: Floor, at: str) -> Claim:
         COSTS_LESS,
         informative or rows,
         numbers,
-        df=lambda r: draws_df_of(r.lower_draws),
+        df=lambda r: draws_df_default(r.lower_draws),
         at_floor=lambda r: _saturated(r, floor),
     )
     ours, lo, hi = numbers(shown)

@@ -29,7 +29,7 @@ import math
 import pandas as pd
 
 from headlab.core.stats import Floor
-from headlab.findings.claims import Claim, judge, registered, render
+from headlab.findings.claims import Claim, draws_df_default, judge, registered, render
 
 STUDY_REFERENCE = pd.DataFrame(
     [
@@ -72,6 +72,13 @@ def _usable(floor: Floor | None) -> bool:
     return floor is not None and floor.base > floor.majority
 
 
+def _df(row) -> float:
+    """A share's degrees of freedom: the curve's own (Welch–Satterthwaite over its draws), else the most cautious
+    reading of its draws (``n_draws - 1``; infinite for one mask)."""
+    df = getattr(row, "df", None)
+    return draws_df_default(row.n_draws) if df is None or pd.isna(df) else float(df)
+
+
 def _no_loss(masked: pd.DataFrame, floor: Floor | None) -> Claim:
     below = masked[masked["share"] < 0.2]
     if below.empty:
@@ -81,7 +88,7 @@ def _no_loss(masked: pd.DataFrame, floor: Floor | None) -> Claim:
     spec = registered(NO_LOSS)
 
     def weakness(r):
-        j = judge(spec, float(r.rel_change), float(r.lo), float(r.hi), df=float(r.df))
+        j = judge(spec, float(r.rel_change), float(r.lo), float(r.hi), df=_df(r))
         return _ORDER[j.verdict], -max(abs(j.lo_adj), abs(j.hi_adj))
 
     shown = min(below.itertuples(), key=weakness)
@@ -101,7 +108,7 @@ def _no_loss(masked: pd.DataFrame, floor: Floor | None) -> Claim:
         method=_method(shown),
         n_examples=shown.n_examples,
         n_draws=shown.n_draws,
-        df=float(shown.df),
+        df=_df(shown),
         floor=floor,
         accuracies=(_accuracy(floor, shown),) if floor else (),
         study=STUDY_GAIN_AT_10 if abs(shown.share - 0.1) < 1e-9 else None,
@@ -184,7 +191,7 @@ def _falls(masked: pd.DataFrame, floor: Floor | None) -> Claim:
         "the shares share test pairs)",
         n_examples=int(end.n_examples),
         n_draws=max(draws),
-        df=min(float(end.get("df", math.inf)), float(start.get("df", math.inf))),
+        df=min(_df(end), _df(start)),
         floor=floor,
         accuracies=(_accuracy(floor, start), _accuracy(floor, end)) if floor else (),
         reason=f"The rise of the loss from where it starts to the largest share, {end.share:.0%} ({_interval(end)}), "
