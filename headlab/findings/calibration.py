@@ -211,6 +211,7 @@ class Row:
     search: int
     n_examples: int
     draw_differences: np.ndarray | None = None  # each draw's own estimate (for a rule that reads an empirical p)
+    se: float = math.nan  # the standard error the interval rests on (for a rule that builds its own)
 
 
 Decide = Callable[[str, Row], SimpleNamespace | claims_module.Judgement]
@@ -263,7 +264,7 @@ def _rows(spec: StudyClaim, d: Design, values: np.ndarray, rng: np.random.Genera
         return [Row(c / d.heads, a, b, math.inf, d.search, d.n_examples) for c, a, b in zip(count, lo, hi)]
     if d.n_draws == 1:
         ours = values + rng.normal(0, d.se, len(values))
-        return [Row(o, o - Z95 * d.se, o + Z95 * d.se, math.inf, d.search, d.n_examples) for o in ours]
+        return [Row(o, o - Z95 * d.se, o + Z95 * d.se, math.inf, d.search, d.n_examples, None, d.se) for o in ours]
     se_pairs = d.se * math.sqrt(1 - DRAW_SHARE)
     tau = d.se * math.sqrt(DRAW_SHARE * d.n_draws)
     deviations = rng.normal(0, tau, (len(values), d.n_draws))
@@ -275,7 +276,7 @@ def _rows(spec: StudyClaim, d: Design, values: np.ndarray, rng: np.random.Genera
         half = float(_t(0.975, df)) * math.sqrt(var_total)
         judged = df if d.judged_df == "welch" else float(d.n_draws - 1)
         o = float(each.mean())
-        out.append(Row(o, o - half, o + half, judged, d.search, d.n_examples, each))
+        out.append(Row(o, o - half, o + half, judged, d.search, d.n_examples, each, math.sqrt(var_total)))
     return out
 
 
@@ -384,7 +385,7 @@ def _steady_row(d: Design, value: float, width: float) -> Row:
     half = float(_t(0.975, df)) * se
     judged = df if d.judged_df in ("welch", "pairs") else float(d.n_draws - 1)
     draws = np.full(d.n_draws, value) if d.n_draws > 1 else None
-    return Row(value, value - half, value + half, judged, d.search, d.n_examples, draws)
+    return Row(value, value - half, value + half, judged, d.search, d.n_examples, draws, se)
 
 
 def reachable(
