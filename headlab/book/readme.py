@@ -31,7 +31,7 @@ import pandas as pd
 from headlab.book.build import PRESETS
 from headlab.book.records import outcome
 from headlab.book.scorecard import CORRECTION, claim_tables, column_label, is_main, with_rule
-from headlab.findings.claims import STUDY_CLAIMS, study_claim_id
+from headlab.findings.claims import STUDY_CLAIMS, TALLIES, study_claim_id
 from headlab.findings.pruning import speed_rows
 from headlab.lab.params import REPO
 from headlab.report import charts
@@ -39,7 +39,7 @@ from headlab.report.bookjs import VEGA_LITE
 
 RESULTS = REPO / "results"
 # every generated block, each in exactly one document (README.md or a docs/ page; tests/test_readme.py)
-BLOCKS = ("scorecard", "claims", "models", "tuning", "two_tower", "pruning", "timings")
+BLOCKS = ("scorecard", "claims", "models", "tuning", "two_tower", "pruning", "timings", "calibration")
 SOURCE = {"claims": "scorecard"}  # a block drawn from another's table (the others: results/<block>.csv)
 # the pictures results/<name>.png, each drawn from these tables of results/ (draw_figure)
 FIGURES = {"scorecard": ("scorecard",), "two_tower": ("two_tower",)}
@@ -461,7 +461,43 @@ def _load(rows: pd.DataFrame) -> str:
     return "" if loads.isna().all() else f"{loads.max():.1f}"
 
 
+def calibration_block(table: pd.DataFrame) -> list[str]:
+    """The verdict rule's error rates at the book's defaults (:mod:`headlab.findings.calibration`): per claim its
+    design, generated from the pages' parameters, and the share of simulated scorecards giving each verdict under each
+    planted truth; then each tally's familywise rate of a wrong decisive verdict when nothing is true."""
+    familywise = table["claim_id"].str.startswith("familywise")
+    claims, n_sim = table[~familywise], int(table["n_sim"].iloc[0])
+    rate = lambda x: "0" if x == 0 else f"{100 * x:.3g}%"  # noqa: E731  (a rare wrong verdict is never rounded away)
+    lines = [
+        f"Each cell: holds / does not hold / opposite / cannot tell, as shares of {n_sim} simulated scorecards with "
+        "that truth planted (a no-effect claim: no effect, the margin, twice the margin).",
+        "",
+        "| claim | design at the defaults | no effect | smallest effect | twice it | the opposite, twice |",
+        "|---|---|---|---|---|---|",
+    ]
+    for claim_id, rows in claims.groupby("claim_id", sort=False):
+        d = rows.iloc[0]
+        design = f"a share of {int(d.heads)} heads" if d.heads > 0 else f"{int(d.n_examples)} pairs"
+        df = "Welch–Satterthwaite" if d.judged_df == "welch" else f"{int(d.n_draws) - 1}"
+        design += f", {int(d.n_draws)} draws (df {df})" if d.n_draws > 1 else ""
+        design += f", search {int(d.search)}" if d.search > 1 else ""
+        design += f", weakest of {int(d.weakest_of)}" if d.weakest_of > 1 else ""
+        cells = [
+            " / ".join(rate(r[k]) for k in ("holds", "does_not_hold", "opposite", "cannot_tell"))
+            for _, r in rows.iterrows()
+        ]
+        lines.append(f"| `{claim_id}` | {design} | {' | '.join(cells + ['—'] * (4 - len(cells)))} |")
+    lines.append("")
+    for r in table[familywise].itertuples():
+        lines.append(
+            f"* {TALLIES[r.tally].capitalize()} ({int(r.family)}): a wrong holds, opposite or (no-effect claim) does "
+            f"not hold on {r.wrong:.1%} of {int(r.n_sim)} simulated scorecards with nothing true."
+        )
+    return lines
+
+
 RENDER = {
+    "calibration": calibration_block,
     "models": models_block,
     "tuning": tuning_block,
     "two_tower": two_tower_block,
