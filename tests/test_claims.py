@@ -77,7 +77,7 @@ def test_a_claim_without_a_smallest_effect_is_refused():
 
 
 def test_an_effect_holds_is_opposite_or_cannot_be_told_by_the_adjusted_interval():
-    spec = STUDY_CLAIMS["layer_dependence.matching_layers_hurt"]  # an effect, direction -1, at least 1.15%
+    spec = STUDY_CLAIMS["cls_head.matching_heads_hurt"]  # an effect, direction -1, at least 1.15%
     assert judge(spec, -0.30, -0.35, -0.25).verdict == "holds"
     assert judge(spec, 0.30, 0.25, 0.35).verdict == "opposite"
     # the raw 95% interval excludes 0, the adjusted one does not: not decided after the correction
@@ -117,6 +117,14 @@ def test_a_comparison_of_two_conditions_at_the_floor_is_saturated_not_evidence()
     assert at_floor.verdict == "cannot tell" and "Saturated" in at_floor.why
     assert judge(spec, -0.20, -0.25, -0.15).verdict == "opposite"  # the same numbers above the floor decide
     assert judge(spec, 0.05, 0.0, 0.10).verdict == "does not hold"  # short of "far less" (20 points)
+
+
+def test_an_undecided_effect_says_how_many_pairs_would_show_twice_its_smallest_size():
+    spec = STUDY_CLAIMS["layer_dependence.layer_8_gain"]  # at least 1.15%: half the study's +2.3%
+    wide = judge(spec, 0.01, -0.04, 0.06, n_examples=1379)
+    assert wide.verdict == "cannot tell" and "pairs (not 1379) would show twice that size" in wide.why
+    needed = int(wide.why.split("about ")[1].split(" pairs")[0])
+    assert needed == math.ceil(1379 * ((wide.hi_adj - wide.lo_adj) / 2 / spec.min_size) ** 2) > 1379
 
 
 def test_a_collapse_that_reaches_the_floor_holds_only_comparisons_saturate():

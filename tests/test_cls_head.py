@@ -22,6 +22,7 @@ from headlab.findings.cls_head import (
     focus_head,
     held_out_effect,
     held_out_floor,
+    matching_hurt_claims,
     selection_grid,
     single_head_correct,
     split_halves,
@@ -228,6 +229,29 @@ def profile_table(shared, chance, entropy=None, heads=((1, 0), (1, 1))):
                 }
             )
     return pd.DataFrame(rows)
+
+
+def test_the_matching_heads_hurt_is_judged_at_the_weakest_of_them_on_the_held_out_pairs():
+    rng = np.random.default_rng(0)
+    n = 400
+    base = (rng.random(n) < 0.6).astype(int)
+    rows = {}
+    for (layer, head), lost in {(0, 1): 120, (1, 2): 90, (2, 0): 0}.items():
+        masked = base.copy()
+        masked[np.flatnonzero(base)[:lost]] = 0
+        rows[(layer, head)] = masked
+    correct = pd.DataFrame(rows).T.rename_axis(["layer", "head"])
+    estimate = np.arange(n)
+    [strong] = matching_hurt_claims(correct, base, [(0, 1), (1, 2)], estimate, n_boot=300)
+    assert (
+        strong.claim_id == "cls_head.matching_heads_hurt" and strong.verdict == "holds" and strong.page == "07_cls_head"
+    )
+    assert strong.ours == pytest.approx(-90 / base.sum())  # the weaker of the two, 1.2
+    assert "1.2, the weakest" in strong.reason.replace("the weakest, ", "") or "weakest, 1.2" in strong.reason
+    [weak] = matching_hurt_claims(correct, base, [(0, 1), (2, 0)], estimate, n_boot=300)
+    assert weak.verdict == "does not hold" and weak.ours == 0  # one of them costs nothing: not every one hurts
+    half = matching_hurt_claims(correct, base, [(0, 1)], estimate[: n // 2], n_boot=300)[0]
+    assert half.n_examples == n // 2  # measured on the pairs given only
 
 
 def test_concentration_against_chance():

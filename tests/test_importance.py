@@ -246,6 +246,13 @@ def test_half_split_pool_and_shares():
     assert all(sorted(s.dropped) == half_pool(6, 12, "lower") for s in specs)  # 50% = the whole lower half
 
 
+def with_grades(per_example: pd.DataFrame) -> pd.DataFrame:
+    """A sweep's per-example table with the gold and predicted grades the summaries' kappa scale reads: gold grades 1
+    to 5 by example, a wrong answer one grade off."""
+    grade = per_example["example"] % 5 + 1
+    return per_example.assign(grade=grade, predicted=np.where(per_example["correct"] == 1, grade, grade % 5 + 1))
+
+
 def test_curve_gives_the_hand_computed_means_and_spreads():
     base = np.array([1, 1, 1, 0])  # accuracy 0.75
     correct = {
@@ -256,8 +263,10 @@ def test_curve_gives_the_hand_computed_means_and_spreads():
         "other": [0, 0, 0, 0],
         "none": base.tolist(),
     }
-    per_example = pd.DataFrame(
-        [{"mask_id": m, "example": i, "correct": c} for m, cs in correct.items() for i, c in enumerate(cs)]
+    per_example = with_grades(
+        pd.DataFrame(
+            [{"mask_id": m, "example": i, "correct": c} for m, cs in correct.items() for i, c in enumerate(cs)]
+        )
     )
     plan = as_read_back(
         pd.DataFrame(
@@ -286,9 +295,15 @@ def test_curve_with_real_sweep_specs_matches_plan_table():
     specs = random_share_specs(2, 2, [0.25, 0.5], draws=3, seed=0)
     plan = plan_table(specs)
     base = np.ones(3, dtype=int)
-    per_example = pd.DataFrame(
-        [{"mask_id": s.mask_id, "example": i, "correct": int(i < 3 - len(s.dropped))} for s in specs for i in range(3)]
-        + [{"mask_id": "none", "example": i, "correct": c} for i, c in enumerate(base)]
+    per_example = with_grades(
+        pd.DataFrame(
+            [
+                {"mask_id": s.mask_id, "example": i, "correct": int(i < 3 - len(s.dropped))}
+                for s in specs
+                for i in range(3)
+            ]
+            + [{"mask_id": "none", "example": i, "correct": c} for i, c in enumerate(base)]
+        )
     )
     table, _ = share_curve(per_example, plan, "random", n_boot=100)
     np.testing.assert_allclose(table["rel_change"], [-1 / 3, -2 / 3])
@@ -319,8 +334,10 @@ def test_half_gap_gives_hand_computed_changes_and_agrees_with_the_curves():
         "upper-b": [1, 1, 1, 0, 0, 1],  # mean 4/6
         "none": base.tolist(),
     }
-    per_example = pd.DataFrame(
-        [{"mask_id": m, "example": i, "correct": c} for m, cs in correct.items() for i, c in enumerate(cs)]
+    per_example = with_grades(
+        pd.DataFrame(
+            [{"mask_id": m, "example": i, "correct": c} for m, cs in correct.items() for i, c in enumerate(cs)]
+        )
     )
     plan = as_read_back(
         pd.DataFrame(

@@ -254,8 +254,15 @@ def test_kappa_lost_replicates_recompute_both_kappas_on_the_accuracy_intervals_p
     for b in range(n_boot):
         per_draw = [quadratic_kappa(d, gold, weights=w[b]) for d in draws]
         lost.append(1 - np.dot(counts[b], per_draw) / 3 / quadratic_kappa(base, gold, weights=w[b]))
-    assert result["kappa_lost_se"] == pytest.approx(np.std(lost, ddof=1))
-    half = sps.t.ppf(0.975, result["kappa_df"]) * np.std(lost, ddof=1)
+    # the draws' part of the variance is scaled by D / (D - 1): resampling 3 draws gives their variance over 3
+    fixed = [
+        1 - np.mean([quadratic_kappa(d, gold, weights=w[b]) for d in draws]) / quadratic_kappa(base, gold, weights=w[b])
+        for b in range(n_boot)
+    ]
+    var_pairs = np.var(fixed, ddof=1)
+    se = np.sqrt(var_pairs + (np.var(lost, ddof=1) - var_pairs) * 3 / 2)
+    assert result["kappa_lost_se"] == pytest.approx(se)
+    half = sps.t.ppf(0.975, result["kappa_df"]) * se
     assert result["kappa_lost_lo"] == pytest.approx(result["kappa_lost"] - half)
     single = kappa_lost(masked, base, gold, n_boot=n_boot, seed=5)  # one mask: the percentile interval over pairs
     one = [

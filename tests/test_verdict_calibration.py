@@ -13,7 +13,7 @@ from scipy import stats as sps
 from headlab.findings import calibration
 from headlab.findings.claims import ALPHA, FAMILIES, STUDY_CLAIMS
 
-POWER = 0.8  # "holds" at twice the smallest effect of interest, for sizes from the study's own number
+POWER = calibration.POWER  # "holds" at twice the smallest effect of interest, for sizes from the study's own number
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +44,12 @@ def test_a_claim_sized_by_the_study_holds_at_twice_its_smallest_effect(table):
     assert len(sized) == sum(c.size_source == "study" and c.kind != "no_effect" for c in STUDY_CLAIMS.values()), (
         "every such claim simulated"
     )
-    weak = [f"{r.claim_id}: holds {r.holds:.3f}" for r in sized.itertuples() if r.holds < POWER]
+    weak = [f"{r.claim_id}: holds {r.holds:.3f}" for r in sized.itertuples() if r.resolvable and r.holds < POWER]
     assert not weak, f"'holds' below {POWER:.0%} at twice the smallest effect of interest: " + "; ".join(weak)
+    # where the textbook power sum says the pairs cannot resolve the study's size, the simulation agrees (so the
+    # power sum that the docs and rows rest on is no excuse), and it is only the study's +2.3% for layer 8 here
+    beyond = sized[~sized["resolvable"].astype(bool)]
+    assert (beyond["holds"] < POWER).all() and set(beyond["claim_id"]) <= {"layer_dependence.layer_8_gain"}
 
 
 def test_every_decisive_verdict_is_reachable_at_the_defaults(designs):
@@ -65,7 +69,7 @@ def test_the_designs_follow_the_pages_parameters(designs):
     assert designs["word_order.order_heads_carry_order"].n_draws == 20
     assert designs["patching.matching_heads_carry_matching"].n_draws == 12
     assert designs["layer_dependence.some_heads_improve"].search == 72  # all heads of the 6 x 12 default model
-    assert designs["layer_dependence.matching_layers_hurt"].search == 24  # our layers 1-2 at the study's 2-4
+    assert designs["cls_head.matching_heads_hurt"].weakest_of == 5  # each of notebook 05's heads alone
     assert all(d.se > 0 and d.family == FAMILIES[STUDY_CLAIMS[k].tally] for k, d in designs.items())
 
 

@@ -94,8 +94,7 @@ def relative_change(
     boots, pairs_only = boots[keep], pairs_only[keep]
     alpha = (1.0 - level) / 2.0
     if masked.shape[0] > 1:
-        df = draws_df(float(np.var(boots, ddof=1)), float(np.var(pairs_only, ddof=1)), masked.shape[0], n)
-        se = float(np.std(boots, ddof=1))
+        se, df = two_stage(boots, pairs_only, masked.shape[0], n)
         lo, hi = t_interval(point, se, df, level)
         lo90, hi90 = t_interval(point, se, df, 0.90)
     else:
@@ -114,6 +113,17 @@ def relative_change(
         "df": df,
         "interval": "draws and pairs" if masked.shape[0] > 1 else "pairs",
     }
+
+
+def two_stage(boots: np.ndarray, pairs_only: np.ndarray, n_draws: int, n_examples: int) -> tuple[float, float]:
+    """``(se, df)`` of an effect averaged over ``n_draws`` random draws, from its two-stage bootstrap replicates
+    ``boots`` and the same replicates with the draws held fixed (``pairs_only``). Resampling D draws with
+    replacement gives their variance divided by D, not D - 1, so the draws' part is scaled up by D / (D - 1); the
+    degrees of freedom are Welch–Satterthwaite's (:func:`draws_df`)."""
+    var_total, var_pairs = float(np.var(boots, ddof=1)), float(np.var(pairs_only, ddof=1))
+    var_pairs = min(var_pairs, var_total)
+    var_draws = (var_total - var_pairs) * n_draws / max(n_draws - 1, 1)
+    return math.sqrt(var_pairs + var_draws), draws_df(var_pairs + var_draws, var_pairs, n_draws, n_examples)
 
 
 def t_interval(point: float, se: float, df: float, level: float = 0.95) -> tuple[float, float]:
@@ -176,8 +186,7 @@ def versus_random(
     point = float(named.mean() - per_draw.mean()) / scale
     boots = (named_b - random_b) / scale_b
     pairs_only = (named_b - random_fixed) / scale_b
-    se = float(np.std(boots, ddof=1))
-    df = draws_df(float(np.var(boots, ddof=1)), float(np.var(pairs_only, ddof=1)), random.shape[0], n)
+    se, df = two_stage(boots, pairs_only, random.shape[0], n)
     lo, hi = t_interval(point, se, df, level)
     side = np.sign(named_effect - float(draw_effects.mean())) or 1.0
     return {
@@ -369,7 +378,7 @@ def kappa_lost(
         point_lost, se = 1.0 - masked_point / base_point, float(lost.std(ddof=1))
         if masked.shape[0] > 1:  # few draws: a t interval with Welch–Satterthwaite df, as relative_change's
             fixed = 1.0 - boots[:, 1:].mean(axis=1) / base_boot
-            df = draws_df(float(np.var(lost, ddof=1)), float(np.var(fixed, ddof=1)), masked.shape[0], len(g))
+            se, df = two_stage(lost, fixed, masked.shape[0], len(g))
             lo, hi = t_interval(point_lost, se, df, level)
         else:
             df = math.inf

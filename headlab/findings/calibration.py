@@ -59,7 +59,6 @@ from headlab.findings.claims import FAMILIES, STUDY_CLAIMS, StudyClaim, judge
 from headlab.findings.layer_dependence import (
     STUDY_COLLAPSE_SHARES,
     STUDY_GAIN_LAYERS,
-    STUDY_MATCHING_LAYERS,
     study_layers_to_ours,
 )
 
@@ -77,7 +76,10 @@ DECISIVE: dict[str, tuple[str, ...]] = {
 }  # the verdicts that decide, which every claim of a kind must be able to reach
 RATES = ("holds", "does not hold", "opposite", "cannot tell")
 # a row whose unit the scorecard's own row does not share: its precision is taken from this row (same pairs, unit)
-BORROWED_SE = {"cls_head.reads_matching_heads": "cls_head.spreads_without_matching"}
+BORROWED_SE = {
+    "cls_head.reads_matching_heads": "cls_head.spreads_without_matching",
+    "cls_head.matching_heads_hurt": "cls_head.masking_hurts",  # one head masked alone, on the same held-out pairs
+}
 # rows the scorecard's older rule judged by an empirical p: their interval is the named heads' change alone
 NAMED_ONLY = ("term_matching.matching_costs", "term_matching.matching_keep_lower_half")
 
@@ -149,18 +151,14 @@ def book_designs(
             n_draws=p01["DRAWS"], judged_df="welch", weakest_of=sum(0 < s < 0.2 for s in p01["SHARES"])
         ),
         "redundancy.falls_steadily": dict(n_draws=p01["DRAWS"], judged_df="welch"),
-        # layer_dependence._collapse/_costs_less: Claim.measured's default df, n_draws - 1; both points judged
-        "layer_dependence.low_heads_collapse": dict(
-            n_draws=p02["DRAWS"], judged_df="draws - 1", weakest_of=collapse_points
-        ),
+        # layer_dependence._collapse/_costs_less: the half gap's Welch–Satterthwaite df; both points judged
+        "layer_dependence.low_heads_collapse": dict(n_draws=p02["DRAWS"], judged_df="welch", weakest_of=collapse_points),
         "layer_dependence.high_heads_cost_less": dict(
-            n_draws=p02["DRAWS"], judged_df="draws - 1", weakest_of=collapse_points
+            n_draws=p02["DRAWS"], judged_df="welch", weakest_of=collapse_points
         ),
         "layer_dependence.layers_5_9_gain": dict(weakest_of=len(study_layers_to_ours(STUDY_GAIN_LAYERS, layers))),
         "layer_dependence.most_heads_change_nothing": dict(heads=layers * heads),
-        "layer_dependence.matching_layers_hurt": dict(
-            search=heads * len(study_layers_to_ours(STUDY_MATCHING_LAYERS, layers))
-        ),
+        "cls_head.matching_heads_hurt": dict(weakest_of=int(p07["K_MATCHING"])),  # each of 05's heads alone
         "layer_dependence.some_heads_improve": dict(search=layers * heads),
         "word_order.order_heads_carry_order": dict(n_draws=p04["RANDOM_DRAWS"], judged_df="welch"),
         "term_matching.random_no_change": dict(n_draws=p05["DRAWS"], judged_df="welch"),
@@ -177,7 +175,7 @@ def book_designs(
         se, source = _realistic_se(claim_id, spec, rows, n_draws)
         designs[claim_id] = Design(
             claim_id,
-            int(rows.at[claim_id, "n_examples"]),
+            int(rows.at[BORROWED_SE.get(claim_id, claim_id), "n_examples"]),
             se,
             source,
             family=FAMILIES[spec.tally],
@@ -271,7 +269,7 @@ def _rows(spec: StudyClaim, d: Design, values: np.ndarray, rng: np.random.Genera
     draws = values[:, None] + rng.normal(0, se_pairs, len(values))[:, None] + deviations
     out = []
     for each in draws:
-        var_total = se_pairs**2 + float(np.var(each)) / d.n_draws  # the two-stage bootstrap's variance
+        var_total = se_pairs**2 + float(np.var(each, ddof=1)) / d.n_draws  # as headlab.core.stats.two_stage
         df = draws_df(var_total, se_pairs**2, d.n_draws, d.n_examples)
         half = float(_t(0.975, df)) * math.sqrt(var_total)
         judged = df if d.judged_df == "welch" else float(d.n_draws - 1)
@@ -339,13 +337,29 @@ def familywise(verdicts: dict[tuple[str, str], np.ndarray], tally: str) -> float
     return float(np.any(wrong, axis=0).mean())
 
 
+POWER = 0.8  # the share of scorecards on which a claim sized by the study should hold at twice its size
+
+
+def resolvable(spec: StudyClaim, d: Design) -> bool:
+    """Whether the design can find a true effect of twice the smallest effect of interest at least :data:`POWER` of
+    the time, by the textbook power sum: the smallest effect must be at least (adjusted quantile + the power's
+    normal quantile) standard errors, with the cautious df of the draws (a no-effect claim: the margin against the
+    same sum). Where it is not, the book's precision cannot show the study's size, and the rows say how many pairs
+    would (:func:`headlab.findings.claims.judge`)."""
+    level = 1 - claims_module.ALPHA / (2 * d.family * d.search)
+    df = math.inf if d.n_draws <= 1 else float(d.n_draws - 1)
+    q = float(_t(level, df)) + float(sps.norm.ppf(POWER))
+    size = spec.margin if spec.kind == "no_effect" else spec.min_size
+    return bool(size >= q * d.se)
+
+
 def calibration_table(designs: dict[str, Design] | None = None, n_sim: int = N_SIM, seed: int = SEED) -> pd.DataFrame:
     """The tidy table: per claim and planted truth the rates of each verdict (and of a wrong one at no effect), with
     the design it was simulated at; then one row per tally with the familywise rate of a wrong verdict.
 
     Columns: claim_id, tally, kind, size_source, truth, truth_value, n_sim, holds, does_not_hold, opposite,
-    cannot_tell, wrong (no effect only: the rate of a wrong decisive verdict), n_examples, se, se_source, n_draws,
-    judged_df, search, weakest_of, heads, family.
+    cannot_tell, wrong (no effect only: the rate of a wrong decisive verdict), resolvable (:func:`resolvable`),
+    n_examples, se, se_source, n_draws, judged_df, search, weakest_of, heads, family.
     """
     designs = designs or book_designs()
     verdicts = simulate_all(designs, n_sim, seed)
@@ -363,6 +377,7 @@ def calibration_table(designs: dict[str, Design] | None = None, n_sim: int = N_S
                 "n_sim": len(v),
                 **{rate.replace(" ", "_"): float(np.mean(v == rate)) for rate in RATES},
                 "wrong": float(np.isin(v, WRONG[spec.kind]).mean()) if truth == "no effect" else math.nan,
+                "resolvable": resolvable(spec, d),
                 **{f.name: getattr(d, f.name) for f in fields(Design) if f.name != "claim_id"},
             }
         )

@@ -45,7 +45,10 @@ from headlab.core.stats import Floor
 VERDICTS = ("holds", "does not hold", "opposite", "cannot tell", "not comparable", "not judged")
 KINDS = ("effect", "no_effect", "compare")
 TALLIES = {"study": "the study's claims", "ours": "our own predictions"}  # tally -> its heading
-SIZE_SOURCES = ("study", "words", "precision")  # where a claim's smallest effect of interest comes from
+# where a claim's smallest effect of interest comes from: half the claim's own number in the study ("study"); half the
+# smallest effect the study reports anywhere, for a claim it gives no number ("study scale"); the study's words
+# ("collapse", "far less"); the test split's precision
+SIZE_SOURCES = ("study", "study scale", "words", "precision")
 ALPHA = 0.05
 RULE_VERSION = 3  # the verdict rule's version, kept in every row (older rows are marked, never silently mixed)
 _WORDS = {
@@ -136,8 +139,8 @@ MARGIN_WHY = (
 
 SMALLEST_CHANGE = 0.023 / 2
 SMALLEST_CHANGE_WHY = (
-    "half the smallest change of accuracy the study reports as an effect (masking layer 8: +2.3%), since the study "
-    "gives no number for this claim, or gives that one"
+    "half the smallest change of accuracy the study reports as an effect (masking layer 8: +2.3%): the study gives "
+    "no number for this claim"
 )
 
 STUDY_CLAIMS: dict[str, StudyClaim] = {
@@ -199,7 +202,7 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             direction=1,
             min_size=SMALLEST_CHANGE,
             size_why=SMALLEST_CHANGE_WHY,
-            size_source="study",
+            size_source="study scale",
         ),
         _study(
             "layer_dependence.layer_8_gain",
@@ -209,7 +212,7 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "effect",
             direction=1,
             min_size=SMALLEST_CHANGE,
-            size_why=SMALLEST_CHANGE_WHY,
+            size_why="half the study's own number, +2.3%",
             size_source="study",
         ),
         _study(
@@ -226,17 +229,6 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             size_source="words",
         ),
         _study(
-            "layer_dependence.matching_layers_hurt",
-            "02_layer_dependence",
-            "The term-matching heads (layers 2–4 of 12) hurt when masked",
-            "the term-matching heads hurt when masked",
-            "effect",
-            direction=-1,
-            min_size=SMALLEST_CHANGE,
-            size_why=SMALLEST_CHANGE_WHY,
-            size_source="study",
-        ),
-        _study(
             "layer_dependence.some_heads_improve",
             "02_layer_dependence",
             "Masking some single heads improves the model (the study's open question)",
@@ -245,7 +237,7 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             direction=1,
             min_size=SMALLEST_CHANGE,
             size_why=SMALLEST_CHANGE_WHY,
-            size_source="study",
+            size_source="study scale",
         ),
         # 03 word segmentation
         _study(
@@ -400,7 +392,18 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             direction=-1,
             min_size=SMALLEST_CHANGE,
             size_why=SMALLEST_CHANGE_WHY,
-            size_source="study",
+            size_source="study scale",
+        ),
+        _study(
+            "cls_head.matching_heads_hurt",
+            "07_cls_head",
+            "Each of the term-matching heads (notebook 05's) costs accuracy when masked alone",
+            "the term-matching heads hurt when masked",
+            "effect",
+            direction=-1,
+            min_size=SMALLEST_CHANGE,
+            size_why=SMALLEST_CHANGE_WHY,
+            size_source="study scale",
         ),
         _study(
             "cls_head.concentrates_on_shared",
@@ -448,7 +451,7 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             direction=-1,
             min_size=SMALLEST_CHANGE,
             size_why=SMALLEST_CHANGE_WHY,
-            size_source="study",
+            size_source="study scale",
         ),
         _study(
             "two_tower.fails_on_shared_terms",
@@ -830,6 +833,9 @@ def judge(
         verdict, why = "does not hold", f"The adjusted interval lies short of the smallest effect of interest{sized}."
     else:
         verdict, why = "cannot tell", "The adjusted interval reaches both sides, so the data decide neither way."
+        if n_examples > 0 and (b - a) / 2 > m:  # too wide to clear the smallest effect even where the truth is twice it
+            needed = math.ceil(n_examples * ((b - a) / 2 / m) ** 2)
+            why += f" At the spread measured, about {needed} pairs (not {n_examples}) would show twice that size."
     if at_floor and spec.kind == "compare" and verdict != "holds":
         verdict, why = (
             "cannot tell",

@@ -183,6 +183,40 @@ def focus_claims(row: pd.Series, effect: dict, layers: int, floor: Floor | None 
     ]
 
 
+def matching_hurt_claims(
+    correct: pd.DataFrame, base_correct: np.ndarray, matching, estimate, n_boot: int = 2000, seed: int = 0
+) -> list[Claim]:
+    """The study's "the term-matching heads hurt when masked" as a row: each of notebook 05's heads masked alone
+    (the single-head masks of notebook 02's grid), measured on the pairs ``estimate`` (05's held-out half, which
+    chose none of them). The claim speaks of every one of them, so it is judged at the head whose interval reaches
+    nearest no effect (a claim about all of them is no stronger than its weakest; no correction for choosing it)."""
+    effects = {
+        (int(l), int(h)): held_out_effect(correct, base_correct, int(l), int(h), estimate, n_boot=n_boot, seed=seed)
+        for l, h in matching
+    }
+    if not effects:
+        return [Claim.not_measured("cls_head.matching_heads_hurt", reason="Not measured: no term-matching heads")]
+    (layer, head), weakest = max(effects.items(), key=lambda item: item[1]["hi"])
+    each = "; ".join(
+        f"{l}.{h}: {e['rel_change']:+.1%} [{e['lo']:+.1%}, {e['hi']:+.1%}]" for (l, h), e in effects.items()
+    )
+    return [
+        Claim.measured(
+            "cls_head.matching_heads_hurt",
+            ours=float(weakest["rel_change"]),
+            lo=float(weakest["lo"]),
+            hi=float(weakest["hi"]),
+            unit="relative change of accuracy",
+            method=MASK_METHOD,
+            n_examples=int(weakest["n_examples"]),
+            p=float(weakest["p_mcnemar"]),
+            reason=f"Each of the {len(effects)} term-matching heads masked alone, on the {int(weakest['n_examples'])} "
+            f"held-out pairs (layer.head: relative change): {each}. The claim speaks of every one, so the row shows "
+            f"the weakest, {layer}.{head} (exact McNemar p = {weakest['p_mcnemar']:.2g})",
+        )
+    ]
+
+
 def concentration(profile: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
     """Per head: how much more of its [CLS] row lands on shared terms than a uniform row would put there.
 

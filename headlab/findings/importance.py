@@ -9,11 +9,13 @@ many single-head tests are Holm-corrected, since with 144 heads some would look 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from headlab.core.stats import boot_means, bootstrap_weights, holm, relative_change
+from headlab.core.stats import boot_means, bootstrap_weights, holm, relative_change, t_interval, two_stage
 from headlab.core.sweep import MaskSpec, baseline_correct, correct_matrix, draw_seed, masks_of_kind, random_share_specs
 
 HALVES = ("lower", "upper")
@@ -154,9 +156,10 @@ def half_gap(per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = 2000, 
     once for both halves and the baseline (paired), so what the halves share cancels, and each half's draws
     on their own (the two halves' heads are drawn independently).
 
-    Columns: share, n_heads, base_accuracy, then per half (``lower_``, ``upper_``) accuracy, change, lo, hi, draws
-    (e.g. lower_accuracy, lower_change, lower_lo, lower_hi, lower_draws), then gap, gap_lo, gap_hi, n_examples,
-    n_boot.
+    Columns: share, n_heads, base_accuracy, then per half (``lower_``, ``upper_``) accuracy, change, lo, hi, draws,
+    df (e.g. lower_accuracy, lower_change, lower_lo, lower_hi, lower_draws, lower_df), then gap, gap_lo, gap_hi,
+    gap_df (a t interval with Welch–Satterthwaite degrees of freedom over the draws, as
+    :func:`headlab.core.stats.two_stage`), n_examples, n_boot.
     """
     base = baseline_correct(per_example).astype(np.float64)
     correct = correct_matrix(per_example)
@@ -178,7 +181,7 @@ def half_gap(per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = 2000, 
             "n_heads": int(by_half["lower"][share]["n_dropped"].iloc[0]),
             "base_accuracy": float(base.mean()),
         }
-        boots = {}
+        boots, fixed = {}, {}
         for which in HALVES:
             masks = by_half[which][share]
             draws = correct.loc[masks["mask_id"]].to_numpy(dtype=np.float64)
@@ -191,17 +194,27 @@ def half_gap(per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = 2000, 
                     f"{which}_lo": effect["lo"],
                     f"{which}_hi": effect["hi"],
                     f"{which}_draws": len(masks),
+                    f"{which}_df": effect["df"],
                 }
             )
             with np.errstate(divide="ignore", invalid="ignore"):
                 boots[which] = boot_means(draws, weights, seeds) * len(base) / base_boot - 1.0
-        gap_boot = boots["upper"] - boots["lower"]
-        gap_boot = gap_boot[np.isfinite(gap_boot)]
+                fixed[which] = (weights @ draws.T).mean(axis=1) / base_boot - 1.0
+        gap_boot, gap_fixed = boots["upper"] - boots["lower"], fixed["upper"] - fixed["lower"]
+        keep = np.isfinite(gap_boot) & np.isfinite(gap_fixed)
+        gap = row["upper_change"] - row["lower_change"]
+        draws_each = min(row["lower_draws"], row["upper_draws"])
+        if draws_each > 1:
+            se, df = two_stage(gap_boot[keep], gap_fixed[keep], draws_each, len(base))
+            gap_lo, gap_hi = t_interval(gap, se, df)
+        else:
+            df, (gap_lo, gap_hi) = math.inf, np.quantile(gap_boot[keep], [0.025, 0.975])
         row.update(
             {
-                "gap": row["upper_change"] - row["lower_change"],
-                "gap_lo": float(np.quantile(gap_boot, 0.025)),
-                "gap_hi": float(np.quantile(gap_boot, 0.975)),
+                "gap": gap,
+                "gap_lo": float(gap_lo),
+                "gap_hi": float(gap_hi),
+                "gap_df": df,
                 "n_examples": len(base),
                 "n_boot": n_boot,
             }

@@ -165,7 +165,7 @@ def _collapse(points: pd.DataFrame, floor: Floor, at: str) -> Claim:
     def numbers(r):
         return floor.lost(r.lower_change), floor.lost(r.lower_hi), floor.lost(r.lower_lo)
 
-    shown = _weakest(COLLAPSE, list(points.itertuples()), numbers, df=lambda r: draws_df_default(r.lower_draws))
+    shown = _weakest(COLLAPSE, list(points.itertuples()), numbers, df=lambda r: _df(r, "lower_df"))
     ours, lo, hi = numbers(shown)
     return Claim.measured(
         COLLAPSE,
@@ -176,6 +176,7 @@ def _collapse(points: pd.DataFrame, floor: Floor, at: str) -> Claim:
         method=_method(shown.lower_draws, ", mapped to the floor scale"),
         n_examples=shown.n_examples,
         n_draws=shown.lower_draws,
+        df=_df(shown, "lower_df"),
         floor=floor,
         accuracies=_accuracies(floor, shown.lower_accuracy),
         reason=f"With the low heads masked at {at} of all heads, accuracy is "
@@ -185,6 +186,13 @@ def _collapse(points: pd.DataFrame, floor: Floor, at: str) -> Claim:
         f"majority grade lost. The claim names both points, so the row shows the weaker, {shown.share:.0%} of "
         f"all heads ({_interval(shown.lower_change, shown.lower_lo, shown.lower_hi)} relative change).",
     )
+
+
+def _df(row, column: str) -> float:
+    """The gap table's degrees of freedom in ``column`` (Welch–Satterthwaite over the draws), else the most cautious
+    reading of the lower half's draws."""
+    df = getattr(row, column, None)
+    return draws_df_default(row.lower_draws) if df is None or pd.isna(df) else float(df)
 
 
 def _saturated(r, floor: Floor) -> bool:
@@ -205,7 +213,7 @@ def _costs_less(points: pd.DataFrame, floor: Floor, at: str) -> Claim:
         COSTS_LESS,
         informative or rows,
         numbers,
-        df=lambda r: draws_df_default(r.lower_draws),
+        df=lambda r: _df(r, "gap_df"),
         at_floor=lambda r: _saturated(r, floor),
     )
     ours, lo, hi = numbers(shown)
@@ -228,6 +236,7 @@ def _costs_less(points: pd.DataFrame, floor: Floor, at: str) -> Claim:
         "floor scale",
         n_examples=shown.n_examples,
         n_draws=shown.lower_draws,
+        df=_df(shown, "gap_df"),
         floor=floor,
         accuracies=_accuracies(floor, shown.lower_accuracy, shown.upper_accuracy),
         reason=f"At {at} of all heads, masking the lower half loses "
@@ -438,7 +447,6 @@ def layers_verdict(
 # --- single heads --------------------------------------------------------------------------------------
 
 NOTHING = "layer_dependence.most_heads_change_nothing"
-MATCHING = "layer_dependence.matching_layers_hurt"
 IMPROVE = "layer_dependence.some_heads_improve"
 NOTHING_UNIT = "share of heads shown to change nothing"
 HEAD_MARGIN = 0.02  # a head "changes nothing" when its 90% interval lies within this (MARGIN_WHY)
@@ -494,39 +502,6 @@ def _selected_method(m: int, which: str) -> str:
     )
 
 
-def _hurting(tested: pd.DataFrame, ours: list[int], n_examples: int, floor: Floor | None) -> Claim:
-    """The term-matching heads hurting: judged at the head of their layers whose interval lies lowest, widened for
-    the choice among the heads there."""
-    there = tested[tested["layer"].isin(ours)]
-    if there.empty:
-        return Claim.not_measured(
-            MATCHING, reason=f"Not tested: no head of our layer(s) {_span(ours)} was masked", unit=CHANGE
-        )
-    hurts = there[there["direction"] == "hurts"].sort_values("rel_change")
-    shown, widened, m = _chosen(there, "loss")
-    named = f": {_heads(hurts)}" if len(hurts) else ""
-    return Claim.measured(
-        MATCHING,
-        ours=shown.rel_change,
-        lo=shown.lo,
-        hi=shown.hi,
-        unit=CHANGE,
-        method=_selected_method(m, f"of our layer(s) {_span(ours)}"),
-        search=m,
-        n_examples=n_examples,
-        p=shown.p_holm,
-        floor=floor,
-        accuracies=_accuracies(floor, _accuracy(shown, floor)),
-        reason=f"At the same depth, our layer(s) {_span(ours)} (this page does not pick the term-matching heads, "
-        f"notebook 05 does: any head there counts): {len(hurts)} of {m} heads there hurt when masked after the "
-        f"Holm correction over all {len(tested)} heads{named}. The row shows head "
-        f"{_head(shown['layer'], shown['head'])} ({_interval(shown.rel_change, shown.lo, shown.hi)}), whose "
-        f"interval widened for the {m} heads lies lowest, with its Holm p; picked for its size on the same pairs, so "
-        f"its size "
-        f"leans away from zero",
-    )
-
-
 def _improving(tested: pd.DataFrame, n_examples: int, alpha: float, floor: Floor | None) -> Claim:
     """Heads whose masking improves accuracy: judged at the head whose interval lies highest, widened for the choice
     among all heads."""
@@ -567,24 +542,22 @@ def heads_claims(
 
     ``grid`` comes from :func:`headlab.findings.importance.head_grid_table` (with the same ``alpha``), over
     ``n_examples`` test pairs. "Changes nothing": the share of heads whose 90% interval lies within ±``margin``, with
-    a Clopper–Pearson interval over the heads, against one half (more than half: "most"). "The term-matching heads
-    hurt" and "some heads improve": the head with the strongest interval among the candidates (any head of our layers
-    at the depth of the study's layers 2–4, as this page does not pick the term-matching heads; any head for a gain),
-    its 95% interval widened by Bonferroni over the candidates it was chosen from, and its Holm p kept beside it.
-    Verdicts come from :func:`headlab.findings.claims.judge`. The study's sentence about one head of layer 10 is
-    tested on page 07, which chooses that head on one part of the pairs and measures it on the other.
+    a Clopper–Pearson interval over the heads, against one half (more than half: "most"). "Some heads improve": the
+    head with the strongest interval among all heads, judged with its interval widened once for the scorecard's
+    claims and the heads it was chosen from (``search``), its Holm p kept beside it. Verdicts come from
+    :func:`headlab.findings.claims.judge`. The study's sentences about the term-matching heads and one head of layer
+    10 are tested on page 07, which reads notebook 05's heads and chooses its head on one part of the pairs and
+    measures them all on the other.
     """
     tested = grid[grid["direction"] != "untested"]
     if tested.empty:
         reason = "Not tested: no single head was masked"
         return [
             Claim.not_measured(NOTHING, reason=reason, unit=NOTHING_UNIT),
-            Claim.not_measured(MATCHING, reason=reason, unit=CHANGE),
             Claim.not_measured(IMPROVE, reason=reason, unit=CHANGE),
         ]
     return [
         _change_nothing(tested, n_examples, margin),
-        _hurting(tested, study_layers_to_ours(STUDY_MATCHING_LAYERS, layers), n_examples, floor),
         _improving(tested, n_examples, alpha, floor),
     ]
 
