@@ -237,8 +237,11 @@ def test_masking_comparison_resamples_the_draws():
     assert rand["value"] == pytest.approx(0.5)
     diffs = boot_means(order, w, 3) - boot_means(random, w, 3)  # the same two-stage replicates
     test = tests.set_index("measure").loc["tv"]
-    # a t interval on their SD, with the draws' few degrees of freedom: the draws' spread dominates here
-    half = sps.t.ppf(0.975, test["df"]) * np.std(diffs, ddof=1)
+    # a t interval on their SD (the draws' part scaled by D / (D - 1)), with the draws' few degrees of freedom
+    fixed = w @ order / 30 - (w @ random.T / 30).mean(axis=1)
+    var_pairs = np.var(fixed, ddof=1)
+    se = np.sqrt(var_pairs + (np.var(diffs, ddof=1) - var_pairs) * 10 / 9)
+    half = sps.t.ppf(0.975, test["df"]) * se
     assert (test["difference_lo"], test["difference_hi"]) == pytest.approx(
         (test["difference"] - half, test["difference"] + half)
     )
