@@ -248,6 +248,7 @@ def test_the_scorecard_is_the_first_page_and_every_link_on_it_resolves(site, bro
         tab.goto(base, wait_until="load")  # index.html sends the reader on to the scorecard
         tab.wait_for_url("**/scorecard.html", timeout=10_000)
         assert tab.locator("h1").first.inner_text().startswith("Scorecard")
+        tab.wait_for_selector(".headlab-chart svg", timeout=20_000)  # the verdict grid opens the page, drawn
         links = sorted(set(tab.eval_on_selector_all("a[href]", "els => els.map(e => e.href.split('#')[0])")))
         local = [url for url in links if url.startswith(base)]
         assert any(url.endswith("executed/01_redundancy.html") for url in local)

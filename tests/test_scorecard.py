@@ -1,12 +1,16 @@
 """headlab.book.scorecard and the site's toc: claims saved by the notebooks of several presets become one table and
 the book's first page, each cell linking to its evidence; models left out are named with the command that adds them."""
 
+import json
+import re
+
 import pandas as pd
 
 from headlab.book.build import PRESETS, REPO, not_built_commands, site_toc
 from headlab.book.scorecard import scorecard_markdown, scorecard_table
 from headlab.core.stats import Floor
 from headlab.findings.claims import Claim, claims_file, claims_table
+from headlab.report.bookjs import VEGA_PATH
 
 
 def _claim(claim_id="redundancy.no_loss_below_20", ours=0.012, half=0.004):
@@ -186,3 +190,66 @@ def test_models_not_built_are_named_with_the_command_that_adds_them():
     assert "tiny" not in commands and "default" not in commands and "zh-char" not in commands
     assert commands["e5-zh"] == 'make book PRESETS="default zh-char e5-zh"'
     assert "needs a GPU" in commands["mpnet"] and set(commands) == set(PRESETS) - {"tiny", "default", "zh-char"}
+
+
+def test_the_page_opens_on_a_grid_with_one_cell_per_claim_and_model_drawn_by_the_shipped_vega():
+    """The grid leads the page (above the tables) and is drawn by the book's own Vega bundle: its spec has one cell
+    per study claim and model (sub-rows left out), a tooltip with the number, intervals and rule, and a link to the
+    claim's page on each model."""
+    sub = Claim.measured(
+        "redundancy.no_loss_below_20/part",
+        claim="a part",
+        ours=0.5,
+        lo=0.4,
+        hi=0.6,
+        unit="relative change of accuracy",
+        method="paired bootstrap over test pairs",
+        n_examples=1379,
+        reason="why",
+    )
+    rows = [_claim(), sub, Claim.not_measured("redundancy.falls_steadily", reason="no share")]
+    table = pd.concat(
+        [
+            claims_table(rows).assign(preset="a", model="minilm", data="stsb-en"),
+            claims_table(rows[:2]).assign(preset="b", model="zh-char", data="stsb-zh"),
+        ],
+        ignore_index=True,
+    )
+    page = scorecard_markdown(table, {"a": "executed", "b": "executed/b"}, {})
+    block = page[page.index("````{raw} html") : page.index("````\n", page.index("````{raw} html") + 4)]
+    assert page.index("````{raw} html") < page.index("| model |")  # the grid opens the page, the tables follow
+    assert VEGA_PATH in block and "cdn" not in block and "<noscript><svg" in block
+    spec = json.loads(re.search(r"vegaEmbed\(el, (\{.*\}), \{actions", block).group(1))
+    (cells,) = spec["datasets"].values()
+    a, b = "a (minilm, stsb-en)", "b (zh-char, stsb-zh)"
+    assert sorted((c["claim"], c["model"]) for c in cells) == sorted(
+        [(rows[0].claim, a), (rows[2].claim, a), (rows[0].claim, b)]
+    )
+    first = next(c for c in cells if c["claim"] == rows[0].claim and c["model"] == a)
+    assert first["verdict"] == rows[0].verdict and first["href"] == "executed/01_redundancy.html"
+    assert (first["our number"], first["95% interval"], first["adjusted"]) == (
+        "+1.2%",
+        "[+0.8%, +1.6%]",
+        f"[{rows[0].lo_adj:+.1%}, {rows[0].hi_adj:+.1%}]",  # widened by the rule of claims.judge
+    )
+    assert first["rule"] == f"{rows[0].kind}: {rows[0].rule}" and first["size or margin"] == rows[0].size_why
+    unmeasured = next(c for c in cells if c["claim"] == rows[2].claim)
+    assert (unmeasured["our number"], unmeasured["95% interval"], unmeasured["adjusted"]) == (
+        "not measured",
+        "none",
+        "none",
+    )
+    assert next(c for c in cells if c["model"] == b)["href"] == "executed/b/01_redundancy.html"
+    for layer in spec["layer"]:  # the cell and its label both answer the pointer
+        tooltip = [t["field"] for t in layer["encoding"]["tooltip"]]
+        assert tooltip == [
+            "claim",
+            "model",
+            "verdict",
+            "our number",
+            "95% interval",
+            "adjusted",
+            "rule",
+            "size or margin",
+        ]
+        assert layer["encoding"]["href"]["field"] == "href"

@@ -7,6 +7,8 @@ when the model is near its floor or beaten by the lexical grader; a tally of the
 finding a table whose rows are the study's claims (sub-rows indented under their claim) and whose cells give the
 verdict, our number with its 95% interval, a mark where the condition sits at the model's floor, and a link to the
 page with the evidence. The README carries a copy, generated from the last build's table by :mod:`headlab.book.readme`.
+The page opens on the grid of verdicts (claims x models, the README's picture), drawn by the Vega bundle the book
+ships, so with no network: a cell's tooltip gives its number, intervals and rule, and a click opens its page.
 """
 
 from __future__ import annotations
@@ -30,12 +32,21 @@ from headlab.findings.claims import (
 )
 from headlab.findings.claims import COLUMNS as CLAIM_COLUMNS
 from headlab.lab.params import Params
+from headlab.report.charts import verdict_grid
+from headlab.report.layout import fit
+from headlab.report.render import BookChart
 
 CLAIM_FILES = "claims_*.csv"
 COLUMNS = ["preset", "model", "data", *CLAIM_COLUMNS]
 NEAR_FLOOR = 0.10  # a model less than 10 points of accuracy above its majority grade is near its floor
 FLOOR_MARK = "⌊floor⌋"
 MEAN_MARK = "≠"  # a verdict that changes when removed heads are mean-ablated instead of zeroed
+GRID_TOOLTIP = ("our number", "95% interval", "adjusted", "rule", "size or margin")  # after claim, model, verdict
+GRID_LABELS = 280  # pixels of claim text beside the grid: the site's column holds it and four models
+_TWO_LINES = (
+    "indexof(datum.label, ' (') > 0 ? [slice(datum.label, 0, indexof(datum.label, ' (')), "
+    "slice(datum.label, indexof(datum.label, ' (') + 1)] : datum.label"
+)
 CORRECTION = (
     f"Every verdict is taken at {ALPHA:.0%} over a family of claims (Bonferroni): one model's "
     f"{FAMILIES['study']} claims of the study are one family, its {FAMILIES['ours']} predictions of our own another, "
@@ -97,19 +108,34 @@ def _missing(value) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
+def _raw_interval(row) -> str:
+    return "" if _missing(row.lo) else f"[{number_text(row.lo, row.unit)}, {number_text(row.hi, row.unit)}]"
+
+
+def _adjusted_interval(row) -> str:
+    lo_adj, hi_adj = getattr(row, "lo_adj", None), getattr(row, "hi_adj", None)
+    return (
+        ""
+        if _missing(lo_adj) or _missing(hi_adj)
+        else f"[{number_text(lo_adj, row.unit)}, {number_text(hi_adj, row.unit)}]"
+    )
+
+
 def _numbers(row) -> str:
     number = "" if _missing(row.ours) else f" {number_text(row.ours, row.unit)}"
-    interval = "" if _missing(row.lo) else f" [{number_text(row.lo, row.unit)}, {number_text(row.hi, row.unit)}]"
-    lo_adj, hi_adj = getattr(row, "lo_adj", None), getattr(row, "hi_adj", None)
-    if not _missing(lo_adj) and not _missing(hi_adj):
-        interval += f", adjusted [{number_text(lo_adj, row.unit)}, {number_text(hi_adj, row.unit)}]"
+    raw, adjusted = _raw_interval(row), _adjusted_interval(row)
+    interval = (f" {raw}" if raw else "") + (f", adjusted {adjusted}" if adjusted else "")
     lost = "" if _missing(getattr(row, "lost", None)) else f"; {row.lost:.0%} of above-chance accuracy lost"
     floor = f" {FLOOR_MARK}" if bool(getattr(row, "at_floor", False)) is True else ""
     mean = getattr(row, "mean_ablation", "")
     method = f" ({MEAN_MARK} mean-ablation: {mean})" if isinstance(mean, str) and mean and mean != row.verdict else ""
+    return number + interval + lost + floor + method + _old_rule(row)
+
+
+def _old_rule(row) -> str:
+    """The mark of a row judged by an older verdict rule than this one."""
     version = getattr(row, "rule_version", RULE_VERSION)
-    old = f" {OLD_RULE.format(int(version))}" if not _missing(version) and int(version) < RULE_VERSION else ""
-    return number + interval + lost + floor + method + old
+    return f" {OLD_RULE.format(int(version))}" if not _missing(version) and int(version) < RULE_VERSION else ""
 
 
 def column_label(preset: str, table: pd.DataFrame) -> str:
@@ -136,6 +162,53 @@ def _rule_cell(row) -> str:
     if isinstance(why, str) and why:
         rule += f". {why}"
     return f'<abbr title="{html.escape(rule, quote=True)}">{kind}</abbr>'
+
+
+def _text(row, column: str) -> str:
+    value = getattr(row, column, "")
+    return value if isinstance(value, str) else ""
+
+
+def grid_cells(table: pd.DataFrame, pages: dict[str, str]) -> pd.DataFrame:
+    """One row per claim (not sub-row) and built preset (``pages``: preset -> folder of its pages), for the grid
+    that opens the page: its verdict, what its tooltip says (:data:`GRID_TOOLTIP`) and ``href``, the page with its
+    evidence (relative to the scorecard, the site's root; the pages have no anchor per claim)."""
+    columns = ["finding", "claim", "model", "verdict", *GRID_TOOLTIP, "href"]
+    if table.empty:
+        return pd.DataFrame(columns=columns)
+    main = table[table["claim_id"].map(is_main) & table["preset"].isin(list(pages))]
+    labels = {preset: column_label(preset, table) for preset in pages}
+    cells = [
+        {
+            "finding": row.finding,
+            "claim": row.claim,
+            "model": labels[row.preset],
+            "verdict": row.verdict,
+            "our number": "not measured" if _missing(row.ours) else number_text(row.ours, row.unit),
+            "95% interval": _raw_interval(row) or "none",
+            "adjusted": _adjusted_interval(row) or "none",
+            "rule": f"{row.kind}: {_text(row, 'rule') or RULES.get(str(row.kind), '')}{_old_rule(row)}",
+            "size or margin": _text(row, "size_why") or "none",
+            "href": f"{pages[row.preset]}/{row.page}.html",
+        }
+        for row in main.itertuples()
+    ]
+    return pd.DataFrame(cells, columns=columns)
+
+
+def grid_html(table: pd.DataFrame, pages: dict[str, str]) -> str:
+    """The grid as HTML that the book's own Vega bundle draws (no network; SVG for readers without JavaScript),
+    laid out to fit the text column; empty when no claim was saved."""
+    cells = grid_cells(table, pages)
+    if cells.empty:
+        return ""
+    grid = verdict_grid(cells, tooltip=GRID_TOOLTIP, label_limit=GRID_LABELS)
+    # a set width, not a step per model, so that fit can narrow the columns
+    grid = grid.properties(width=130 * cells["model"].nunique()).configure_view(stroke=None)
+    # "preset (model, data)" on two lines, so that narrow columns keep their names apart; the axis moved up a line
+    # to make room for the second (Vega does not raise a label's first line)
+    grid = grid.configure_axisX(labelExpr=_TWO_LINES, offset=13)
+    return BookChart(fit(grid))._repr_html_()
 
 
 def tally(table: pd.DataFrame, preset: str, family: str = "study") -> pd.Series:
@@ -284,6 +357,19 @@ def scorecard_markdown(
     lines = [
         "# Scorecard: the study's claims on each model",
         "",
+    ]
+    grid = grid_html(table, pages)
+    if grid:
+        lines += [
+            "The study's claims (rows) on each model (columns). Hover a cell for our number, its intervals and the "
+            "rule; click it for the page with the evidence. The tables below give every cell in full.",
+            "",
+            "````{raw} html",
+            grid,
+            "````",
+            "",
+        ]
+    lines += [
         "Each row is one claim of the study (indented rows are evidence under it, not counted); each column one "
         "model this site was built on. A cell gives the verdict, our number with its 95% interval and the "
         "interval adjusted for the number of claims that the verdict rests on, and links to the page "

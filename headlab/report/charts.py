@@ -769,11 +769,15 @@ VERDICT_COLOURS = {
 }  # headlab.findings.claims.VERDICTS, in their order
 
 
-def verdict_grid(table: pd.DataFrame, title: str = "") -> alt.LayerChart:
+def verdict_grid(
+    table: pd.DataFrame, title: str = "", tooltip: tuple[str, ...] = (), label_limit: int = 440
+) -> alt.LayerChart:
     """The scorecard as a picture: the study's claims (rows, under their finding in bold) against the models
     (columns), each cell coloured and labelled by its verdict.
 
-    ``table``: one row per claim and model, in order (finding, claim, ``model``: the column's name, verdict)."""
+    ``table``: one row per claim and model, in order (finding, claim, ``model``: the column's name, verdict). Drawn
+    live, a cell's tooltip shows its claim, model, verdict and the columns named in ``tooltip``, and a column
+    ``href`` makes a click on the cell open that address (the picture in the README has neither)."""
     findings = list(dict.fromkeys(table["finding"]))
     rows = [
         label
@@ -787,7 +791,7 @@ def verdict_grid(table: pd.DataFrame, title: str = "") -> alt.LayerChart:
         sort=rows,
         scale=alt.Scale(domain=rows),
         axis=alt.Axis(
-            labelLimit=440,
+            labelLimit=label_limit,
             ticks=False,
             domain=False,
             labelFontSize=11,
@@ -808,10 +812,16 @@ def verdict_grid(table: pd.DataFrame, title: str = "") -> alt.LayerChart:
         legend=alt.Legend(orient="bottom", direction="horizontal"),
         scale=alt.Scale(domain=list(VERDICT_COLOURS), range=list(VERDICT_COLOURS.values())),
     )
+    # on both layers, so that the label over a cell answers the pointer as the cell does
+    live = {}
+    if tooltip:
+        live["tooltip"] = [alt.Tooltip(field=name, type="nominal") for name in ("claim", "model", "verdict", *tooltip)]
+    if "href" in table.columns:
+        live["href"] = alt.Href(field="href", type="nominal")
     base = alt.Chart(table)
     return alt.layer(
-        base.mark_rect(stroke="white", strokeWidth=2).encode(x=x, y=y, color=colour),
-        base.mark_text(fontSize=10).encode(x=x, y=y, text="verdict:N"),
+        base.mark_rect(stroke="white", strokeWidth=2).encode(x=x, y=y, color=colour, **live),
+        base.mark_text(fontSize=10).encode(x=x, y=y, text="verdict:N", **live),
     ).properties(width=alt.Step(130), height=alt.Step(19), title=alt.TitleParams(title, anchor="start"))
 
 
