@@ -1,10 +1,9 @@
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import stats as sps
 
 from headlab.core.stats import Floor, holm
-from headlab.findings.claims import FAMILY, render
+from headlab.findings.claims import render
 from headlab.findings.layer_dependence import (
     depth_note,
     halves_claims,

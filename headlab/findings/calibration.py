@@ -152,7 +152,9 @@ def book_designs(
         ),
         "redundancy.falls_steadily": dict(n_draws=p01["DRAWS"], judged_df="welch"),
         # layer_dependence._collapse/_costs_less: the half gap's Welch–Satterthwaite df; both points judged
-        "layer_dependence.low_heads_collapse": dict(n_draws=p02["DRAWS"], judged_df="welch", weakest_of=collapse_points),
+        "layer_dependence.low_heads_collapse": dict(
+            n_draws=p02["DRAWS"], judged_df="welch", weakest_of=collapse_points
+        ),
         "layer_dependence.high_heads_cost_less": dict(
             n_draws=p02["DRAWS"], judged_df="welch", weakest_of=collapse_points
         ),
