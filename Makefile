@@ -13,6 +13,7 @@
 #          make book MODEL=zh-char    pretrain a 12x12 character-level Chinese BERT, run the book on it
 #                                     (the same as PRESET=zh-char; zh-char-mlm: pretrained without NSP)
 #          make book PRESET=e5-zh     multilingual-e5-small on Chinese STS-B (e5-en: on English STS-B)
+#          make book PRESET=e5-zh-char   the same reading Chinese one character per token
 #          make book PRESETS="default zh-char"   one site: each preset's pages, the scorecard across them first
 #          make book MODEL=path/or/hub-id   any other model, on the default data and sizes
 PYTHON ?= python3
@@ -25,7 +26,8 @@ PRESET ?= $(if $(filter $(CHINESE_PRESETS),$(MODEL)),$(MODEL),default)
 PRESETS ?= $(PRESET)
 SET ?=
 ASSETS ?= minilm stsb-en $(if $(filter mpnet,$(PRESETS)),mpnet) \
-	$(if $(filter $(CHINESE_PRESETS) e5-zh,$(PRESETS)),pku-1998 stsb-zh) $(if $(filter e5-zh e5-en,$(PRESETS)),e5-small)
+	$(if $(filter $(CHINESE_PRESETS) e5-zh e5-zh-char,$(PRESETS)),pku-1998 stsb-zh) \
+	$(if $(filter e5-zh e5-en,$(PRESETS)),e5-small) $(if $(filter e5-zh-char,$(PRESETS)),e5-small-char)
 BIN := $(VENV)/bin
 BOOK_DIR ?= book
 RUN_DIR ?= runs

@@ -297,7 +297,7 @@ def test_cache_dir_follows_env(monkeypatch, tmp_path):
 
 
 def test_registry_pins_are_consistent():
-    assert set(assets.ASSETS) == {"minilm", "stsb-en", "stsb-zh", "pku-1998", "mpnet", "e5-small"}
+    assert set(assets.ASSETS) == {"minilm", "stsb-en", "stsb-zh", "pku-1998", "mpnet", "e5-small", "e5-small-char"}
     for name, a in assets.ASSETS.items():
         assert a.name == name and re.fullmatch(r"[0-9a-f]{64}", a.sha256) and a.note
         if a.convert:  # a converter reads one member file

@@ -58,14 +58,14 @@ def test_a_failing_cell_names_the_notebook_and_cell(tmp_path):
         execute_notebook(source, tmp_path / "out.ipynb", {"X": 2}, tmp_path)
 
 
-@pytest.mark.parametrize("preset", ["e5-zh", "e5-en"])
+@pytest.mark.parametrize("preset", ["e5-zh", "e5-en", "e5-zh-char"])
 def test_e5_presets_name_registered_assets_freeze_the_word_embeddings_and_have_a_grid(preset):
     settings = PRESETS[preset]
     params = Params.from_globals(settings)
     assert is_asset(params.model) and is_asset(params.data) and is_asset(settings.get("SEG_CORPUS", "stsb-en"))
     assert params.finetune_config.freeze_word_embeddings
     assert params.lr in GRIDS[preset]["lrs"] and params.epochs in GRIDS[preset]["epochs"]
-    chinese = preset == "e5-zh"
+    chinese = preset != "e5-en"
     assert (params.data, settings.get("SEG_ALSO")) == (("stsb-zh", "eval-jieba") if chinese else ("stsb-en", None))
 
 

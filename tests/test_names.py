@@ -15,6 +15,7 @@ def test_a_name_is_cached_under_a_key_of_its_config(tmp_path, monkeypatch):
         "zh-char": "zh-char-21a828d0fca6",
         "zh-char-mlm": "zh-char-mlm-37606f9b79c8",
         "zh-char-gpu": "zh-char-gpu-071f28220c5b",
+        "e5-small-char-mlm": "e5-small-char-mlm-6b5714dc7172",
     }
     assert named_model_dir("zh-char").parent == tmp_path / "pretrained"
     assert model_dir(replace(MODELS["zh-char"], seed=1), "zh-char") != named_model_dir("zh-char")
@@ -23,6 +24,7 @@ def test_a_name_is_cached_under_a_key_of_its_config(tmp_path, monkeypatch):
 def test_only_registered_names_are_pretrained_names():
     assert is_pretrained_name("zh-char-mlm") and not is_pretrained_name("minilm")
     with pytest.raises(
-        ValueError, match="unknown pretrained model 'zh-bogus'; known: zh-char, zh-char-gpu, zh-char-mlm"
+        ValueError,
+        match="unknown pretrained model 'zh-bogus'; known: e5-small-char-mlm, zh-char, zh-char-gpu, zh-char-mlm",
     ):
         named_model_dir("zh-bogus")

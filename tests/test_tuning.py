@@ -111,3 +111,22 @@ def test_the_command_prints_the_table_and_the_choice(fresh_cache, model_folder, 
     assert "the preset has LR=0.001, EPOCHS=3" in printed
     with pytest.raises(SystemExit):
         tuning.main(["tiny"])  # no grid stated for it
+
+
+def test_a_grid_over_models_chooses_over_all_their_runs(fresh_cache, model_folder, tmp_path):
+    """e5-zh-char's grid names two models (with and without a continued masked-LM pass): one table, one choice."""
+    data = _write_pairs(tmp_path / "pairs.tsv")
+    other = save_tiny_bert(tmp_path / "other-bert", initializer_range=0.02)
+    out = tmp_path / "tuning.csv"
+    models = [str(model_folder), str(other)]
+    table = tuning.choose_over_models(models, data=str(data), lrs=LRS, epochs=(1,), seed=1, out=out, progress=False)
+    assert list(table["model"]) == [m for m in models for _ in LRS] and table["chosen"].sum() == 1
+    pd.testing.assert_frame_equal(pd.read_csv(out), table, check_exact=False, rtol=1e-5)
+    for model in models:  # each model's runs are those choose_settings makes for it alone
+        alone = tuning.choose_settings(model, str(data), LRS, (1,), seed=1, progress=False)
+        assert list(table.loc[table["model"] == model, "checkpoint"]) == list(alone["checkpoint"])
+    best = table[table["dev_accuracy"] == table["dev_accuracy"].max()].sort_values(["epochs", "lr"], kind="stable")
+    assert table.index[table["chosen"]][0] == best.index[0]
+    assert tuning.GRIDS["e5-zh-char"]["models"] == ("e5-small-char", "e5-small-char-mlm")
+    with pytest.raises(ValueError, match="at least one model"):
+        tuning.choose_over_models([], data=str(data), lrs=LRS, epochs=(1,))

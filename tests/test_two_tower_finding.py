@@ -124,6 +124,7 @@ def test_error_overlap_counts_every_pair_once():
 def test_the_pretraining_confound_is_named_per_model():
     assert "two-tower" in pretraining_note("minilm") and "never as a two-tower" in pretraining_note("zh-char")
     assert "not recorded" in pretraining_note("/some/folder")
+    assert all("one character per token" in pretraining_note(m) for m in ("e5-small-char", "e5-small-char-mlm"))
 
 
 def test_the_cross_encoder_conditions_come_from_05s_sweep_in_its_precision(tmp_path, monkeypatch):

@@ -8,6 +8,10 @@ to the smaller learning rate. Nothing here loads the test split.
 
     python -m headlab.book.tuning zh-char                             # the preset's grid (GRIDS)
     python -m headlab.book.tuning zh-char --lrs 1e-4 2e-4 --epochs 3 4
+    python -m headlab.book.tuning e5-zh-char                          # the grid for each model it names, too
+
+A grid may name several models (``models``: e5-small-char with and without a continued masked-LM pass); each runs
+the whole grid, and the choice is made over all their runs, ties going to the model listed first.
 """
 
 from __future__ import annotations
@@ -32,13 +36,36 @@ from headlab.models.pretrain import ensure_named
 # epochs: 6 runs, 18 epochs in all (about an hour on 2 cores); a grid of 4 x 3 would take 48 epochs.
 # e5-zh, e5-en: e5-small is a fully pretrained model, so the rates published BERTs fine-tune with (2e-5 to 1e-4)
 # and 2 or 3 epochs, its word embeddings frozen as in the presets: 6 runs, 15 epochs in all.
+# e5-zh-char: e5-zh's grid, once on e5-small reading characters as it is and once after a short masked-LM pass over
+# People's Daily's characters (headlab.models.names.MODELS["e5-small-char-mlm"]): 12 runs, 30 epochs in all.
 E5_GRID = {"lrs": (2e-5, 5e-5, 1e-4), "epochs": (2, 3)}
-GRIDS = {"zh-char": {"lrs": (1e-4, 2e-4, 4e-4), "epochs": (2, 4)}, "e5-zh": E5_GRID, "e5-en": E5_GRID}
+GRIDS = {
+    "zh-char": {"lrs": (1e-4, 2e-4, 4e-4), "epochs": (2, 4)},
+    "e5-zh": E5_GRID,
+    "e5-en": E5_GRID,
+    "e5-zh-char": {**E5_GRID, "models": ("e5-small-char", "e5-small-char-mlm")},
+}
 
 
 def pick(table: pd.DataFrame):
-    """Index of the run with the best dev accuracy; ties go to fewer epochs, then to the smaller learning rate."""
-    return table.sort_values(["dev_accuracy", "epochs", "lr"], ascending=[False, True, True]).index[0]
+    """Index of the run with the best dev accuracy; ties go to fewer epochs, then to the smaller learning rate (then,
+    with a ``model`` column, to the model of the earlier rows)."""
+    return table.sort_values(["dev_accuracy", "epochs", "lr"], ascending=[False, True, True], kind="stable").index[0]
+
+
+def choose_over_models(models, out=None, **grid) -> pd.DataFrame:
+    """:func:`choose_settings` for each of ``models`` (``grid``: its other arguments), one table with a ``model``
+    column and one run ``chosen`` over all of them; written as CSV to ``out`` when given."""
+    if not models:
+        raise ValueError("choose_over_models needs at least one model")
+    tables = [choose_settings(model, **grid).assign(model=model) for model in models]
+    table = pd.concat(tables, ignore_index=True)
+    table = table[["model", *[c for c in table.columns if c != "model"]]]
+    table["chosen"] = table.index == pick(table)
+    if out is not None:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        table.to_csv(out, index=False, float_format="%.6g")
+    return table
 
 
 def choose_settings(
@@ -122,21 +149,29 @@ def main(argv=None) -> int:
     device = resolve_device(args.device or str(settings.get("DEVICE", "auto")))
     out = args.out or results_root(Params.run_dir) / f"tuning-{args.preset}.csv"
     print(
-        f"[tuning] {args.preset}: {base}; learning rates {list(lrs)} x epochs {list(epochs)}, scored on the dev split",
+        f"[tuning] {args.preset}: {base}; learning rates {list(lrs)} x epochs {list(epochs)}"
+        f"{' x models ' + str(list(grid['models'])) if 'models' in grid else ''}, scored on the dev split",
         flush=True,
     )
-    if is_pretrained_name(base["model"]):
-        ensure_named(base["model"], device)
-    table = choose_settings(**base, lrs=lrs, epochs=epochs, device=device, out=out)
+    models = list(grid.get("models", [base["model"]]))
+    for model in models:
+        if is_pretrained_name(model):
+            ensure_named(model, device)
+    if len(models) == 1:
+        table = choose_settings(**base, lrs=lrs, epochs=epochs, device=device, out=out)
+    else:
+        others = {name: value for name, value in base.items() if name != "model"}
+        table = choose_over_models(models, **others, lrs=lrs, epochs=epochs, device=device, out=out)
     print(table.to_string(index=False))
     best = table[table["chosen"]].iloc[0]
     print(
-        f"[tuning] chosen on dev: LR={best['lr']:g}, EPOCHS={int(best['epochs'])} "
+        f"[tuning] chosen on dev: {f'MODEL={best.model}, ' if len(models) > 1 else ''}"
+        f"LR={best['lr']:g}, EPOCHS={int(best['epochs'])} "
         f"(dev accuracy {best['dev_accuracy']:.4f}){_edges(best['lr'], lrs)}{_edges(best['epochs'], epochs)}"
     )
     print(
-        f"[tuning] the preset has LR={settings.get('LR', Params.lr):g}, "
-        f"EPOCHS={settings.get('EPOCHS', Params.epochs)}; table: {out}"
+        f"[tuning] the preset has LR={settings.get('LR', Params.lr):g}, EPOCHS={settings.get('EPOCHS', Params.epochs)}"
+        f"{', MODEL=' + str(base['model']) if len(models) > 1 else ''}; table: {out}"
     )
     return 0
 

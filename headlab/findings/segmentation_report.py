@@ -36,7 +36,7 @@ from headlab.findings.segmentation import (
 )
 from headlab.inputs.pieces import piece_convention
 from headlab.inputs.pku import held_out_sentences
-from headlab.inputs.words import SEGMENTER, chinese_words
+from headlab.inputs.words import SEGMENTER, chinese_words, has_cjk
 
 STUDY_SINGLE_HEAD = 0.70  # one head's rule (the 3rd head of the 1st layer)
 STUDY_UNION = 0.96  # right when at least one of several heads is right
@@ -44,6 +44,7 @@ ALL, MULTI = "all tokens", "multi-token words"
 MIN_EXAMPLES = 4  # a subset is scored only when its tokens come from at least this many examples
 CORPORA = ("eval", "eval-jieba", "pku-1998")
 PKU_DEFAULT_SENTENCES = 500
+PROBE_PIECES = 2000  # longer Chinese pieces (the commonest: lowest ids) character_level tokenizes to see how it reads
 
 
 @dataclass
@@ -357,14 +358,12 @@ def given_away(tokenizer, corpus) -> str:
         else f"WordPiece pieces, which mark each later piece of a word with `{pieces.continuation}`"
     )
     if name == "eval":
-        own = (
-            (
-                f"character pieces, to which each Chinese character is a word and `{pieces.continuation}` marks the "
-                "later characters of any other word"
-            )
-            if characters
-            else marks
+        later = (
+            f"`{pieces.word_start}` marks the first piece of any other word"
+            if pieces.word_start
+            else f"`{pieces.continuation}` marks the later characters of any other word"
         )
+        own = f"character pieces, to which each Chinese character is a word and {later}" if characters else marks
         return (
             f"Not comparable: the gold word ends of this corpus are read off the tokenizer's own {own}, so the "
             "token after each one already says whether it ends a word; a head can follow the marks without any "
@@ -380,14 +379,28 @@ def given_away(tokenizer, corpus) -> str:
 
 
 def character_level(tokenizer) -> bool:
-    """Whether every piece of the tokenizer's vocabulary but its special tokens stands for one character at most
-    (its marks, ``##`` or ``▁``, left out): a character model's, such as ``zh-char``'s
-    (:func:`headlab.models.pretrain.char_tokenizer`). False for a tokenizer that shows no vocabulary."""
+    """Whether the tokenizer reads Chinese one character per token, so its pieces mark no Chinese word end.
+
+    True when every piece of its vocabulary but its special tokens stands for one character at most (its marks,
+    ``##`` or ``▁``, left out): a character model's, such as ``zh-char``'s
+    (:func:`headlab.models.pretrain.char_tokenizer`). True as well when the vocabulary has longer Chinese pieces
+    that the tokenizer never produces: given the text of the first :data:`PROBE_PIECES` of them, it cuts every one
+    into single characters (``e5-small-char``, :func:`headlab.inputs.e5_chars.character_tokenizer`). False for a
+    tokenizer that shows no vocabulary, and for one whose longer pieces are all non-Chinese (English WordPiece:
+    nothing shows how it reads Chinese)."""
     vocab = getattr(tokenizer, "get_vocab", None)
     if vocab is None:
         return False
     pieces, specials = piece_convention(tokenizer), set(getattr(tokenizer, "all_special_tokens", ()))
-    return all(len(pieces.text(t)) <= 1 for t in vocab() if t not in specials)
+    longer = sorted((i, pieces.text(t)) for t, i in vocab().items() if t not in specials and len(pieces.text(t)) > 1)
+    if not longer:
+        return True
+    chinese = [text for _, text in longer if has_cjk(text)][:PROBE_PIECES]
+    if not chinese:
+        return False
+    ids = tokenizer("".join(chinese), add_special_tokens=False, verbose=False)["input_ids"]  # one long text
+    tokens = tokenizer.convert_ids_to_tokens(ids)
+    return all(len(pieces.text(t)) <= 1 or not has_cjk(pieces.text(t)) for t in tokens)
 
 
 def _held_out_claim(slug: str, row, reason: str, not_comparable: str, corpus: str | None) -> Claim:

@@ -43,6 +43,11 @@ PRETRAINING = {
     "unlike the study's BERT",
     "e5-small": "multilingual-e5-small was trained as a two-tower text encoder (contrastive, on text pairs), "
     "unlike the study's BERT",
+    "e5-small-char": "multilingual-e5-small was trained as a two-tower text encoder (contrastive, on text pairs), "
+    "unlike the study's BERT; here it reads Chinese one character per token, not in the pieces it was trained on",
+    "e5-small-char-mlm": "multilingual-e5-small was trained as a two-tower text encoder (contrastive, on text pairs), "
+    "unlike the study's BERT; here it reads Chinese one character per token, after a short masked-character pass "
+    "over People's Daily by headlab",
     "zh-char": "zh-char was pretrained by headlab as the study's BERT was (masked characters and next-sentence "
     "prediction on sentence pairs read together), never as a two-tower encoder",
     "zh-char-mlm": "zh-char-mlm was pretrained by headlab on masked characters only, never as a two-tower encoder",

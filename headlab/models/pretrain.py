@@ -34,7 +34,7 @@ from headlab.core.device import resolve_device
 from headlab.core.stats import bootstrap_weights
 from headlab.inputs.pku import held_out_sentences, training_runs
 from headlab.models.loading import resolve_model
-from headlab.models.names import MODELS, REPORT, PretrainConfig, model_dir, named_model_dir
+from headlab.models.names import MODELS, REPORT, ContinuedPretraining, PretrainConfig, model_dir, named_model_dir
 from headlab.models.training import cached, load_state, optimizer_and_schedule, save_state, train_step
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -262,9 +262,15 @@ def pretrain(
 
 
 def ensure_named(name: str, device="cpu", progress: bool = True) -> Path:
-    """The cached model of a preset name such as ``zh-char``, trained on first use."""
+    """The cached model of a preset name such as ``zh-char``, trained on first use (``e5-small-char-mlm``: a published
+    model's pretraining continued, :mod:`headlab.models.adapt`)."""
     named_model_dir(name)  # checks the name
-    return pretrain(MODELS[name], name, device, progress)
+    config = MODELS[name]
+    if isinstance(config, ContinuedPretraining):
+        from headlab.models.adapt import continue_pretraining
+
+        return continue_pretraining(config, name, device, progress)
+    return pretrain(config, name, device, progress)
 
 
 def _train(
@@ -360,6 +366,10 @@ def pretraining_report(model_folder) -> dict | None:
 
 def describe(report: dict) -> str:
     """One paragraph for the book: which model, how it was trained, how much it learned."""
+    if report.get("kind"):  # a published model's pretraining continued
+        from headlab.models.adapt import describe_continued
+
+        return describe_continued(report)
     c = report["config"]
     return (
         f"**Model**: a character-level BERT pretrained by headlab on People's Daily (January 1998), "
@@ -387,7 +397,7 @@ def model_note(spec: str) -> str:
 def main(argv=None) -> int:
     """``python -m headlab.models.pretrain NAME``: pretrain the named model or find it cached; the exit status."""
     parser = argparse.ArgumentParser(description="Pretrain (or find in the cache) a character-level Chinese BERT.")
-    parser.add_argument("name", choices=sorted(MODELS))
+    parser.add_argument("name", choices=sorted(MODELS))  # e5-small-char-mlm: a continued pretraining
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
     args = parser.parse_args(argv)
     folder = ensure_named(args.name, resolve_device(args.device))
