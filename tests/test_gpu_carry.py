@@ -122,3 +122,14 @@ def test_byte_planes_undo_exactly_and_the_pins_are_the_registrys():
         data = len(header).to_bytes(8, "little") + header + rng.bytes(4 * 1000 + tail)
         assert carry.from_planes(carry.to_planes(data)) == data and carry.to_planes(data) != data
     assert carry.PINS == {name: ASSETS[name].sha256 for name in carry.PINS} and carry.MARKER == MARKER
+
+
+def test_the_lent_gpu_script_parses_pins_its_wheels_and_runs_the_default_book_without_a_site():
+    import subprocess
+
+    script = Path(__file__).parents[1] / "benchmarks" / "gpu_lent.sh"
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    text = script.read_text()
+    wheels = text.split('WHEELS="', 1)[1].split('"', 1)[0].split()
+    assert len(wheels) > 30 and all("==" in w for w in wheels) and "vl-convert-python==1.9.0.post1" in wheels
+    assert "PRESETS=default SITE=0" in text and "benchmarks/gpu_book.sh" in text and 'gpu_carry.py" unpack' in text
