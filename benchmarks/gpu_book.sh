@@ -6,7 +6,9 @@
 #   HEADLAB_CACHE=/path/to/cache OUT=/path/to/results benchmarks/gpu_book.sh
 #
 # The GPU machine may have no network, so nothing is installed or downloaded here. It needs:
-#   .venv/              a venv with a CUDA build of torch and this package's dependencies (`make venv TORCH=...`)
+#   .venv/              a venv with a CUDA build of torch and this package's dependencies (`make venv TORCH=...`),
+#                       or PY=/path/to/python: any Python that imports them (e.g. the machine's own torch, with the
+#                       missing packages on PYTHONPATH)
 #   $HEADLAB_CACHE      a cache that already holds the assets (`python -m headlab.inputs.assets fetch mpnet minilm stsb-en
 #                       pku-1998 stsb-zh e5-small`, and jieba's dictionary comes with the venv),
 #                       plus the book's JavaScript, fetched by one `make book` run wherever there is network)
@@ -15,15 +17,18 @@
 #   PRESETS="default zh-char e5-zh e5-en" HEADLAB_CACHE=... benchmarks/gpu_book.sh
 # builds only the book of those presets on the GPU, as one site ($OUT/site/_build/html, tables in $OUT/runs), and
 # stops there: what .github/workflows/book.yml runs on a GPU runner (then `make dist BOOK_DIR=$OUT/site
-# RUN_DIR=$OUT/runs`).
+# RUN_DIR=$OUT/runs`). SITE=0 executes the pages and writes the tables and timings but builds no site (`--no-site`:
+# no jupyter-book needed), as on the lent H200 of issue #51, whose assets benchmarks/gpu_carry.py packs; LANES=N runs
+# N notebooks at a time (default 2: headlab.book's --lanes).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 : "${HEADLAB_CACHE:?set HEADLAB_CACHE to a cache that holds the assets}"
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
 export HEADLAB_NO_NETWORK=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-export PYTHONPATH=$PWD  # this copy of headlab, wherever the venv's editable install points
-PY=.venv/bin/python
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}  # this copy of headlab, wherever the venv's editable install points
+PY=${PY:-.venv/bin/python}
+SITE=${SITE:-1}
 
 # Fail in seconds, not after a fine-tune, when the GPU or an asset is missing.
 nvidia-smi > "$OUT/gpu.txt" 2>&1
@@ -48,7 +53,8 @@ timed() {  # timed NAME COMMAND...: run it with its output in $OUT/NAME.log, and
 
 if [ -n "${PRESETS:-}" ]; then  # the book of these presets as one site, and nothing else
     # shellcheck disable=SC2086  # PRESETS is a list of names
-    timed book_presets $PY -m headlab.book --presets $PRESETS --set DEVICE=cuda --work "$OUT/site" --run-dir "$OUT/runs"
+    timed book_presets $PY -m headlab.book --presets $PRESETS --set DEVICE=cuda --work "$OUT/site" --run-dir "$OUT/runs" \
+        $([ "$SITE" = 0 ] && echo --no-site) ${LANES:+--lanes "$LANES"}
     cat "$OUT/timings.txt"
     tail -n 5 "$OUT/book_presets.log"
     exit $status

@@ -3,6 +3,7 @@
 import logging
 
 import nbformat
+import pandas as pd
 import pytest
 
 from headlab.book.build import (
@@ -14,6 +15,7 @@ from headlab.book.build import (
     build,
     cell_timeout,
     execute_notebook,
+    main,
     parse_setting,
     reading_tags,
     toc_notebooks,
@@ -125,6 +127,28 @@ def test_a_bad_cell_time_limit_stops_the_build_before_anything_runs(tmp_path, mo
     with pytest.raises(BookError, match="HEADLAB_CELL_TIMEOUT must be a positive whole number"):
         build({"tiny": PRESETS["tiny"]}, work=tmp_path / "book", run_dir=tmp_path / "runs")
     assert not (tmp_path / "book").exists() and not (tmp_path / "runs").exists()
+
+
+def test_no_site_writes_the_tables_and_the_build_time_and_builds_no_site(tmp_path, monkeypatch):
+    """``--no-site``: a GPU machine without jupyter-book executes the pages and writes every table and timing."""
+    import headlab.book.build as book
+
+    monkeypatch.setattr(book, "execute_preset", lambda *args, **kwargs: ("cold", True))  # the pages, run
+    (tmp_path / "runs").mkdir()  # where the pages write their tables
+    monkeypatch.setattr(book, "scorecard_table", lambda presets: pd.DataFrame({"claim_id": ["a.b"]}))
+    monkeypatch.setattr(book, "models_table", lambda presets: pd.DataFrame({"preset": list(presets)}))
+    for name in ("stacked", "pruning_table"):
+        monkeypatch.setattr(book, name, lambda *args: pd.DataFrame(columns=["preset"]))
+    monkeypatch.setattr(book, "write_scripts", lambda folder: pytest.fail("the site's scripts were written"))
+    built = build({"tiny": PRESETS["tiny"]}, work=tmp_path / "book", run_dir=tmp_path / "runs", site=False)
+    assert built == tmp_path / "runs" / "scorecard.csv" and built.exists()
+    assert {p.name for p in (tmp_path / "runs").iterdir()} >= {"models.csv", "two_tower.csv", "pruning.csv"}
+    assert pd.read_csv(tmp_path / "runs" / "timings.csv")["step"].tolist() == ["build"]
+    assert not (tmp_path / "book" / "_build").exists()
+    calls = []
+    monkeypatch.setattr(book, "build", lambda *args: calls.append(args) or built)
+    assert main(["--preset", "tiny", "--no-site"]) == 0 and calls[0][-1] is False
+    assert main(["--preset", "tiny"]) == 0 and calls[1][-1] is True
 
 
 def test_a_notebook_declares_what_its_parameters_cell_assigns_or_imports_from_the_defaults(tmp_path):

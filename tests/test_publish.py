@@ -61,6 +61,7 @@ def test_gpu_book_sh_builds_only_the_presets_book_when_presets_is_set():
     script = (REPO / "benchmarks" / "gpu_book.sh").read_text()
     assert 'if [ -n "${PRESETS:-}" ]' in script
     assert '--presets $PRESETS --set DEVICE=cuda --work "$OUT/site" --run-dir "$OUT/runs"' in script
+    assert '$([ "$SITE" = 0 ] && echo --no-site)' in script and "PY=${PY:-.venv/bin/python}" in script
     subprocess.run(["bash", "-n", str(REPO / "benchmarks" / "gpu_book.sh")], check=True)
 
 

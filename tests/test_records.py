@@ -6,10 +6,12 @@ import json
 import pandas as pd
 import torch
 
+from headlab.book import records
 from headlab.book.records import (
     MAKE_STARTED,
     BuildClock,
     cache_state,
+    device_machine,
     machine,
     model_row,
     models_table,
@@ -17,6 +19,7 @@ from headlab.book.records import (
     overall_state,
     processor,
 )
+from headlab.core.device import precision
 from headlab.inputs.assets import sha256_of
 from headlab.lab.params import Params
 from headlab.models.training import MARKER
@@ -83,6 +86,21 @@ def test_the_machine_says_how_many_notebooks_ran_at_once():
     assert "at a time" not in machine()
     assert machine(2, 1).endswith("torch threads; notebooks 2 at a time, 1 torch threads each")
     assert BuildClock("timings.csv", "cpu", 2, 1).machine == machine(2, 1)
+
+
+def test_a_copy_outside_git_names_the_commit_it_was_made_from(tmp_path, monkeypatch):
+    monkeypatch.setattr(records, "REPO", tmp_path)  # no .git: files carried to a GPU machine
+    monkeypatch.delenv(records.COMMIT_VARIABLE, raising=False)
+    assert records.commit() == "unknown"
+    monkeypatch.setenv(records.COMMIT_VARIABLE, "abc1234")
+    assert records.commit() == "abc1234" and BuildClock(tmp_path / "t.csv", "cpu").commit == "abc1234"
+
+
+def test_a_gpu_build_names_the_gpu_and_its_precision_before_the_host(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    named = f"NVIDIA H200, {precision('cuda')} products (host: {machine(2, 8)})"  # bf16 unless tests force fp32
+    assert device_machine("cuda", 2, 8) == named and BuildClock("timings.csv", "cuda", 2, 8).machine == named
+    assert device_machine("cuda:0").startswith("NVIDIA H200, ") and device_machine("cpu", 2, 8) == machine(2, 8)
 
 
 def test_the_processor_is_named_with_its_family_and_model():

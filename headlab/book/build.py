@@ -572,12 +572,15 @@ def build(
     run_dir: Path | None = None,
     only: list[str] | None = None,
     lanes: int | None = None,
+    site: bool = True,
 ) -> Path:
     """Execute the toc's notebooks for every preset (``{name: settings}``, in order), ``lanes`` at a time
     (:func:`lanes_and_threads`), and build one site whose first page is the scorecard across them; return the path
     of index.html.
 
-    The first preset's pages are ``executed/NAME``, every other preset's ``executed/<preset>/NAME``.
+    The first preset's pages are ``executed/NAME``, every other preset's ``executed/<preset>/NAME``. With ``site``
+    False (``--no-site``: a GPU machine without jupyter-book) the pages are executed and every table and timing is
+    written, but no site is built; the path returned is then that of the scorecard table.
     """
     lanes, threads = lanes_and_threads(lanes)
     cell_timeout()  # a bad HEADLAB_CELL_TIMEOUT stops the build here, not after its models are trained
@@ -609,6 +612,9 @@ def build(
     models.to_csv(Path(run_dir) / "models.csv", index=False, float_format="%.6g")
     two_tower.to_csv(Path(run_dir) / "two_tower.csv", index=False, float_format="%.6g")
     pruning_table(presets).to_csv(Path(run_dir) / "pruning.csv", index=False, float_format="%.6g")
+    if not site:
+        clock.finish(state)
+        return Path(run_dir) / "scorecard.csv"
     site_started = time.time()
     (work / "scorecard.md").write_text(
         scorecard_markdown(table, folders, not_built_commands(list(presets)), models, two_tower), encoding="utf-8"
@@ -667,17 +673,28 @@ def main(argv=None) -> int:
     parser.add_argument("--run-dir", type=Path, help="where result tables go (default: runs/)")
     parser.add_argument("--only", nargs="*", help="execute only these notebooks (others must have run before)")
     parser.add_argument("--lanes", type=int, help="notebooks run at once (default: 2, or 1 on a one-core machine)")
+    parser.add_argument(
+        "--no-site",
+        dest="site",
+        action="store_false",
+        help="execute the notebooks and write the tables and timings, but build no site (no jupyter-book needed)",
+    )
     args = parser.parse_args(argv)
     try:
         overrides = dict(parse_setting(s) for s in args.settings)
         names = list(dict.fromkeys(args.presets or [args.preset]))
         index = build(
-            {name: {**PRESETS[name], **overrides} for name in names}, args.work, args.run_dir, args.only, args.lanes
+            {name: {**PRESETS[name], **overrides} for name in names},
+            args.work,
+            args.run_dir,
+            args.only,
+            args.lanes,
+            args.site,
         )
     except BookError as err:
         print(f"[book] ERROR: {err}", file=sys.stderr)
         return 1
-    print(f"[book] built: {index}")
+    print(f"[book] built: {index}" if args.site else f"[book] executed, no site built: {index}")
     return 0
 
 

@@ -90,6 +90,16 @@ def machine(lanes: int = 1, threads: int | None = None) -> str:
     return text + (f"; notebooks {lanes} at a time, {threads} torch threads each" if lanes > 1 else "")
 
 
+def device_machine(device: str, lanes: int = 1, threads: int | None = None) -> str:
+    """What a build's timings ran on: on a GPU, the GPU and its precision first, then the host as :func:`machine`
+    words it (``NVIDIA H200, bf16 products (host: ...)``, as benchmarks/prune_speed.py names a GPU); else the
+    processor alone."""
+    host = machine(lanes, threads)
+    if torch.device(device).type != "cuda":
+        return host
+    return f"{torch.cuda.get_device_name(device)}, {precision(device)} products (host: {host})"
+
+
 def load() -> float:
     """The 5-minute load average as a step ends: about the torch threads when nothing else runs, more when the
     machine was shared (a timing measured beside other work is no budget figure)."""
@@ -99,8 +109,12 @@ def load() -> float:
         return float("nan")
 
 
+COMMIT_VARIABLE = "HEADLAB_COMMIT"  # the commit a copy without git was made from (a checkout carried as files)
+
+
 def commit() -> str:
-    """The checkout's commit, marked ``+changes`` when the tree differs from it ("unknown" outside git)."""
+    """The checkout's commit, marked ``+changes`` when the tree differs from it; outside git (a copy carried to a
+    GPU machine as files, or no git there) the commit :data:`COMMIT_VARIABLE` names, else "unknown"."""
     try:
         head = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
@@ -113,7 +127,7 @@ def commit() -> str:
             check=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+        return os.environ.get(COMMIT_VARIABLE) or "unknown"
     return head + ("+changes" if dirty else "")
 
 
@@ -135,7 +149,7 @@ class BuildClock:
     def __init__(self, path: Path, device: str, lanes: int = 1, threads: int | None = None):
         self.path = Path(path)
         self.build = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        self.commit, self.machine, self.device = commit(), machine(lanes, threads), device
+        self.commit, self.machine, self.device = commit(), device_machine(device, lanes, threads), device
         self.started = time.time()
 
     def record(self, preset: str, state: str, step: str, seconds: float, computed: bool | None = None) -> None:
