@@ -44,7 +44,22 @@ def test_specs_hold_every_condition_and_pair_kept_with_removed_random_sets():
     assert all(len(r) == 5 for r in randoms) and randoms != removed
     assert len({s.mask_id for s in specs}) == len(specs)
     assert term_matching_specs(6, 12, MATCHING, draws=4, keep_draws=3, seed=0) == specs  # a rerun resumes
-    assert [set(s) for s in term_matching.random_lower_sets(6, 12, 5, 4, seed=0)] == removed
+    assert [set(s) for s in term_matching.random_lower_sets(6, 12, MATCHING, 4, seed=0)] == removed
+
+
+def test_random_sets_never_hold_a_named_head():
+    """A control set that holds a matching head would blur the comparison: no draw of either control, over many
+    seeds, ever does (and with a pool this small, the draws without the exclusion would)."""
+    matching = {(0, 0), (0, 1), (1, 2)}  # 3 of the 8 lower heads of a 4 x 4 model
+    for seed in range(30):
+        specs = term_matching_specs(4, 4, sorted(matching), draws=5, keep_draws=5, seed=seed)
+        for spec in specs:
+            if spec.kind in ("random", "random_lower"):
+                assert not set(spec.dropped) & matching, (seed, spec)
+            if spec.kind == "lower_but_random":  # the kept random heads are as many lower heads, none matching
+                assert matching <= set(spec.dropped)
+        for drawn in term_matching.random_lower_sets(4, 4, sorted(matching), 5, seed):
+            assert len(drawn) == 3 and not set(drawn) & matching
 
 
 def test_specs_need_heads_and_draws():

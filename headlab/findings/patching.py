@@ -185,7 +185,7 @@ def patch_plan(layers: int, heads: int, matching, draws: int, seed: int) -> dict
     notebooks 05 and 07)."""
     plan = single_head_patches(layers, heads)
     plan["matching"] = sorted(tuple(h) for h in matching)
-    for d, heads_drawn in enumerate(random_lower_sets(layers, heads, len(matching), draws, seed)):
+    for d, heads_drawn in enumerate(random_lower_sets(layers, heads, matching, draws, seed)):
         plan[f"random-d{d}"] = sorted(heads_drawn)
     return plan
 

@@ -20,7 +20,15 @@ import pandas as pd
 
 from headlab.core.masking import head_grid
 from headlab.core.stats import Floor, mcnemar, relative_change, versus_random
-from headlab.core.sweep import MaskSpec, baseline_correct, baseline_spec, correct_matrix, draw_seed, random_share_specs
+from headlab.core.sweep import (
+    MaskSpec,
+    all_heads,
+    baseline_correct,
+    baseline_spec,
+    correct_matrix,
+    draw_seed,
+    random_share_specs,
+)
 from headlab.findings.claims import Claim
 from headlab.findings.importance import half_pool, half_split
 from headlab.findings.layer_dependence import STUDY_MATCHING_LAYERS, study_layers_to_ours
@@ -179,14 +187,17 @@ def labels(k: int) -> dict[str, str]:
     return {condition: text.format(k=k) for condition, (text, _) in CONDITIONS.items()}
 
 
-def random_lower_sets(layers: int, heads: int, k: int, draws: int, seed: int) -> list[tuple[tuple[int, int], ...]]:
-    """``draws`` seeded sets of ``k`` heads of the lower half: the control sets of notebooks 05 and 07.
+def random_lower_sets(layers: int, heads: int, named, draws: int, seed: int) -> list[tuple[tuple[int, int], ...]]:
+    """``draws`` seeded sets of as many heads of the lower half as ``named`` holds, none of them ``named``: the
+    control sets of notebooks 05, 07 and 09, which a named head in a control set would blur.
 
     Drawn by :func:`headlab.core.sweep.random_share_specs` with the seed ``seed + 1`` (so independent of the
     all-heads draws); draw d is the same set whatever ``draws`` is.
     """
-    pool = half_pool(layers, heads, "lower")
-    specs = random_share_specs(layers, heads, [k / (layers * heads)], draws, seed + 1, pool=pool, kind="random_lower")
+    named = {(int(l), int(h)) for l, h in named}
+    pool = [h for h in half_pool(layers, heads, "lower") if h not in named]
+    share = len(named) / (layers * heads)
+    specs = random_share_specs(layers, heads, [share], draws, seed + 1, pool=pool, kind="random_lower")
     return [spec.dropped for spec in specs]
 
 
@@ -195,7 +206,8 @@ def term_matching_specs(layers: int, heads: int, matching, draws: int, keep_draw
 
     ``random``: ``draws`` sets of k heads from all heads; ``random_lower``: ``draws`` sets of k heads of
     the lower half; ``lower_but_random``: the lower half but each of the first ``keep_draws`` of those
-    sets (so kept and removed random sets are the same heads; see :func:`random_lower_sets`). k = len(matching).
+    sets (so kept and removed random sets are the same heads; see :func:`random_lower_sets`). k = len(matching);
+    no random set holds a matching head.
     """
     matching = sorted((int(l), int(h)) for l, h in matching)
     if not matching:
@@ -203,10 +215,11 @@ def term_matching_specs(layers: int, heads: int, matching, draws: int, keep_draw
     if draws < 1 or keep_draws < 1:
         raise ValueError(f"draws and keep_draws must be positive, got {draws} and {keep_draws}")
     k, lower = len(matching), half_pool(layers, heads, "lower")
-    lower_sets = random_lower_sets(layers, heads, k, max(draws, keep_draws), seed)
+    lower_sets = random_lower_sets(layers, heads, matching, max(draws, keep_draws), seed)
+    others = [h for h in all_heads(layers, heads) if h not in matching]
     return [
         baseline_spec(),
-        *random_share_specs(layers, heads, [k / (layers * heads)], draws, seed, kind="random"),
+        *random_share_specs(layers, heads, [k / (layers * heads)], draws, seed, pool=others, kind="random"),
         *[MaskSpec(f"random_lower-d{d}", s, "random_lower", {"draw": d}) for d, s in enumerate(lower_sets[:draws])],
         MaskSpec("matching", tuple(matching), "matching"),
         MaskSpec("lower", tuple(lower), "lower"),

@@ -6,9 +6,8 @@ RANK_BY = "match_excess"  # role score that ranks heads (a column of headlab.fin
 ROLE_LIMIT = None  # pairs used to score heads, a seeded subset (None: a seeded half of EVAL_SPLIT); the masks
 # are measured on the other pairs
 EXCLUDE_STOPWORDS = True  # leave headlab.findings.roles.ENGLISH_STOPWORDS out of the shared terms
-DRAWS = 20  # random head sets per random condition
+DRAWS = 20  # random head sets per random condition (their spread is in the comparisons' t interval: see
+# headlab.core.stats.versus_random; fewer draws mean fewer degrees of freedom and wider verdict intervals)
 KEEP_DRAWS = 20  # random lower-half head sets kept (the control for keeping the matching heads)
-# the smallest empirical p is 1 / (1 + draws); judged at 0.05 / FAMILY (the scorecard's claims,
-# headlab.findings.claims), a verdict against random draws needs 1 / (1 + draws) below that
 
 __all__ = ["K_MATCHING", "RANK_BY", "ROLE_LIMIT", "EXCLUDE_STOPWORDS", "DRAWS", "KEEP_DRAWS"]
