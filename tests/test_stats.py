@@ -101,6 +101,13 @@ def test_random_draws_widen_the_interval_two_stage_bootstrap():
     assert 9 <= two_stage["df"] < 20
 
 
+def test_a_replicate_whose_baseline_got_nothing_right_is_left_out_not_a_nan_interval():
+    base = np.array([1.0, 0, 0, 0, 0, 0, 0, 0])  # many resamples of 8 pairs miss the one right answer
+    named, draws = np.zeros(8), np.tile(base, (2, 1))
+    versus = versus_random(named, draws, base, n_boot=200)
+    assert versus["difference"] == -1.0 and np.isfinite([versus["difference_lo"], versus["difference_hi"]]).all()
+
+
 def test_named_heads_against_random_sets_is_a_paired_difference_with_the_draws_spread():
     rng = np.random.default_rng(3)
     base = (rng.random(800) < 0.6).astype(float)

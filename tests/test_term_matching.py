@@ -60,6 +60,10 @@ def test_random_sets_never_hold_a_named_head():
                 assert matching <= set(spec.dropped)
         for drawn in term_matching.random_lower_sets(4, 4, sorted(matching), 5, seed):
             assert len(drawn) == 3 and not set(drawn) & matching
+    # five named heads of a lower half of eight: the other three cannot make a set, so the other heads of any layer do
+    five = {(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)}
+    for drawn in term_matching.random_lower_sets(4, 4, sorted(five), 4, 0):
+        assert len(drawn) == 5 and not set(drawn) & five
 
 
 def test_specs_need_heads_and_draws():

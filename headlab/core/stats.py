@@ -184,9 +184,11 @@ def versus_random(
     named_effect = float(named.mean() / scale - (0.0 if base is None else 1.0))
     draw_effects = per_draw / scale - (0.0 if base is None else 1.0)
     point = float(named.mean() - per_draw.mean()) / scale
-    boots = (named_b - random_b) / scale_b
-    pairs_only = (named_b - random_fixed) / scale_b
-    se, df = two_stage(boots, pairs_only, random.shape[0], n)
+    with np.errstate(divide="ignore", invalid="ignore"):  # a replicate whose baseline got none right has no ratio
+        boots = (named_b - random_b) / scale_b
+        pairs_only = (named_b - random_fixed) / scale_b
+    keep = np.isfinite(boots) & np.isfinite(pairs_only)
+    se, df = two_stage(boots[keep], pairs_only[keep], random.shape[0], n)
     lo, hi = t_interval(point, se, df, level)
     side = np.sign(named_effect - float(draw_effects.mean())) or 1.0
     return {

@@ -189,13 +189,17 @@ def labels(k: int) -> dict[str, str]:
 
 def random_lower_sets(layers: int, heads: int, named, draws: int, seed: int) -> list[tuple[tuple[int, int], ...]]:
     """``draws`` seeded sets of as many heads of the lower half as ``named`` holds, none of them ``named``: the
-    control sets of notebooks 05, 07 and 09, which a named head in a control set would blur.
+    control sets of notebooks 05, 07 and 09, which a named head in a control set would blur. Where the lower half
+    holds fewer other heads than that (a toy model, never a real one), they are drawn from the other heads of any
+    layer.
 
     Drawn by :func:`headlab.core.sweep.random_share_specs` with the seed ``seed + 1`` (so independent of the
     all-heads draws); draw d is the same set whatever ``draws`` is.
     """
     named = {(int(l), int(h)) for l, h in named}
     pool = [h for h in half_pool(layers, heads, "lower") if h not in named]
+    if len(pool) < len(named):  # a toy model whose lower half is mostly the named heads: the other heads of any layer
+        pool = [h for h in all_heads(layers, heads) if h not in named]
     share = len(named) / (layers * heads)
     specs = random_share_specs(layers, heads, [share], draws, seed + 1, pool=pool, kind="random_lower")
     return [spec.dropped for spec in specs]
