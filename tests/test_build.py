@@ -1,6 +1,7 @@
 """headlab.book.build: the table of contents, settings checked before anything runs, a failing notebook is loud."""
 
 import logging
+import os
 
 import nbformat
 import pandas as pd
@@ -133,6 +134,8 @@ def test_no_site_writes_the_tables_and_the_build_time_and_builds_no_site(tmp_pat
     """``--no-site``: a GPU machine without jupyter-book executes the pages and writes every table and timing."""
     import headlab.book.build as book
 
+    for name in ("HEADLAB_BOOK", "HEADLAB_NO_NETWORK", "HF_HUB_OFFLINE", "TOKENIZERS_PARALLELISM"):
+        monkeypatch.setenv(name, os.environ.get(name, ""))  # build() sets them: undone after this test, not leaked
     monkeypatch.setattr(book, "execute_preset", lambda *args, **kwargs: ("cold", True))  # the pages, run
     (tmp_path / "runs").mkdir()  # where the pages write their tables
     monkeypatch.setattr(book, "scorecard_table", lambda presets: pd.DataFrame({"claim_id": ["a.b"]}))

@@ -19,6 +19,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from headlab.inputs.e5 import convert as convert_e5
 from headlab.inputs.words import CJK_CHARACTER
 
 MARK = "▁"
@@ -75,8 +76,6 @@ def convert(source, folder) -> None:
     """The ``e5-small-char`` asset: the e5 model folder of ``source`` (:func:`headlab.inputs.e5.convert`: the same
     fp32 weights), with :func:`character_tokenizer` saved in place of e5's own."""
     from transformers import AutoTokenizer
-
-    from headlab.inputs.e5 import convert as convert_e5
 
     convert_e5(source, folder)
     e5_tokenizer = AutoTokenizer.from_pretrained(Path(folder), trust_remote_code=False)

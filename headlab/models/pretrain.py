@@ -33,6 +33,7 @@ from tqdm.auto import tqdm
 from headlab.core.device import resolve_device
 from headlab.core.stats import bootstrap_weights
 from headlab.inputs.pku import held_out_sentences, training_runs
+from headlab.models.adapt import continue_pretraining, describe_continued
 from headlab.models.loading import resolve_model
 from headlab.models.names import MODELS, REPORT, ContinuedPretraining, PretrainConfig, model_dir, named_model_dir
 from headlab.models.training import cached, load_state, optimizer_and_schedule, save_state, train_step
@@ -267,8 +268,6 @@ def ensure_named(name: str, device="cpu", progress: bool = True) -> Path:
     named_model_dir(name)  # checks the name
     config = MODELS[name]
     if isinstance(config, ContinuedPretraining):
-        from headlab.models.adapt import continue_pretraining
-
         return continue_pretraining(config, name, device, progress)
     return pretrain(config, name, device, progress)
 
@@ -367,8 +366,6 @@ def pretraining_report(model_folder) -> dict | None:
 def describe(report: dict) -> str:
     """One paragraph for the book: which model, how it was trained, how much it learned."""
     if report.get("kind"):  # a published model's pretraining continued
-        from headlab.models.adapt import describe_continued
-
         return describe_continued(report)
     c = report["config"]
     return (
