@@ -1,3 +1,5 @@
+from collections import Counter
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -17,6 +19,7 @@ from headlab.core.sweep import (
     summarize,
 )
 from headlab.findings.importance import (
+    collapse_shares,
     half_gap,
     half_pool,
     half_shares,
@@ -392,3 +395,17 @@ def test_halves_sweep_on_a_tiny_model_runs_end_to_end(tmp_path):
     gap = half_gap(per_example, pd.read_csv(tmp_path / "plan.csv", keep_default_na=False), n_boot=50)
     assert gap["share"].tolist() == [0.0, 0.25, 0.5]  # of 8 heads: 0, 2 and 4 (the whole half) masked
     assert np.allclose(gap.loc[0, ["lower_change", "upper_change", "gap"]].astype(float), 0.0)
+
+
+def test_the_deciding_share_gets_its_own_draws_and_keeps_the_first_ones():
+    few, many = (
+        half_specs(6, 12, steps=5, draws=3, seed=0),
+        half_specs(6, 12, steps=5, draws=3, seed=0, deciding_draws=12),
+    )
+    deciding = collapse_shares(half_shares(6, 12, 5))
+    assert deciding == [29 / 72, 36 / 72]  # the shares nearest 40% and 50% of all heads
+    per_share = lambda specs: Counter((s.kind, s.meta["share"]) for s in specs)  # noqa: E731
+    assert per_share(many)[("lower", 29 / 72)] == 12 and per_share(many)[("upper", 29 / 72)] == 12
+    assert per_share(many)[("lower", 36 / 72)] == 1  # the whole half: one possible mask
+    assert per_share(many)[("lower", 14 / 72)] == 3  # a share that decides nothing keeps its draws
+    assert set(few) <= set(many)  # more draws add masks: the first three are the same heads (reused, not run again)

@@ -56,8 +56,8 @@ from scipy import stats as sps
 from headlab.core.stats import draws_df
 from headlab.findings import claims as claims_module
 from headlab.findings.claims import FAMILIES, STUDY_CLAIMS, StudyClaim, judge
+from headlab.findings.importance import collapse_shares
 from headlab.findings.layer_dependence import (
-    STUDY_COLLAPSE_SHARES,
     STUDY_GAIN_LAYERS,
     study_layers_to_ours,
 )
@@ -145,7 +145,7 @@ def book_designs(
     p01, p02, p04 = (page_parameters(p, repo) for p in ("01_redundancy", "02_layer_dependence", "04_word_order"))
     p05, p07, p09 = (page_parameters(p, repo) for p in ("05_term_matching", "07_cls_head", "09_patching"))
     grid = _share_grid(int(p02["HALF_STEPS"]))
-    collapse_points = sum(any(abs(s - t) <= 0.05 for s in grid) for t in STUDY_COLLAPSE_SHARES)
+    collapse_points = len(collapse_shares(grid))
     wiring: dict[str, dict] = {  # as the finding modules build each row (headlab/findings/<page>.py)
         "redundancy.no_loss_below_20": dict(
             n_draws=p01["DRAWS"], judged_df="welch", weakest_of=sum(0 < s < 0.2 for s in p01["SHARES"])
@@ -153,10 +153,10 @@ def book_designs(
         "redundancy.falls_steadily": dict(n_draws=p01["DRAWS"], judged_df="welch"),
         # layer_dependence._collapse/_costs_less: the half gap's Welch–Satterthwaite df; both points judged
         "layer_dependence.low_heads_collapse": dict(
-            n_draws=p02["DRAWS"], judged_df="welch", weakest_of=collapse_points
+            n_draws=p02["DECIDING_DRAWS"], judged_df="welch", weakest_of=collapse_points
         ),
         "layer_dependence.high_heads_cost_less": dict(
-            n_draws=p02["DRAWS"], judged_df="welch", weakest_of=collapse_points
+            n_draws=p02["DECIDING_DRAWS"], judged_df="welch", weakest_of=collapse_points
         ),
         "layer_dependence.layers_5_9_gain": dict(weakest_of=len(study_layers_to_ours(STUDY_GAIN_LAYERS, layers))),
         "layer_dependence.most_heads_change_nothing": dict(heads=layers * heads),

@@ -126,23 +126,40 @@ def half_shares(layers: int, heads: int, steps: int) -> list[float]:
     return [float(c) / (layers * heads) for c in counts]
 
 
-def half_specs(layers: int, heads: int, steps: int, draws: int, seed: int) -> list[MaskSpec]:
+STUDY_COLLAPSE_SHARES = {0.4: "80%", 0.5: "100%"}  # share of all heads -> share of the low heads
+
+
+def collapse_shares(shares) -> list[float]:
+    """The shares of ``shares`` where the study made its collapse claims: the one nearest 40% and the one nearest 50%
+    of all heads (80% and 100% of the low heads), each only if it lies within 5 points of its target, once each."""
+    found = []
+    for target in STUDY_COLLAPSE_SHARES:
+        near = [s for s in shares if s > 0 and abs(s - target) <= 0.05]
+        if near:
+            found.append(min(near, key=lambda s: abs(s - target)))
+    return list(dict.fromkeys(found))
+
+
+def half_specs(
+    layers: int, heads: int, steps: int, draws: int, seed: int, deciding_draws: int | None = None
+) -> list[MaskSpec]:
     """Random masks drawn only from the lower half (kind "lower") or only from the upper half ("upper").
 
     Shares are :func:`half_shares`. Masking no head, or every head of the half, is the same mask on every
-    draw, so those two points get one draw each and the shares between get ``draws``.
+    draw, so those two points get one draw each and the shares between get ``draws``; the shares where the study's
+    claims are decided (:func:`collapse_shares`) get ``deciding_draws`` (default ``draws``), so that the interval
+    over draws there is narrow enough to decide them. A draw's heads depend only on its share and number, so more
+    draws add masks and keep the first ones.
     """
+    shares = half_shares(layers, heads, steps)
+    deciding = set(collapse_shares(shares)) if deciding_draws else set()
+    by_count = [(s, deciding_draws if s in deciding else draws) for s in shares]
     return [
         spec
         for which in HALVES
+        for share, count in by_count
         for spec in random_share_specs(
-            layers,
-            heads,
-            half_shares(layers, heads, steps),
-            draws,
-            seed,
-            pool=half_pool(layers, heads, which),
-            kind=which,
+            layers, heads, [share], count, seed, pool=half_pool(layers, heads, which), kind=which
         )
     ]
 

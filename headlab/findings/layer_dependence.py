@@ -17,6 +17,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from headlab.core.stats import Floor, by_interval, equivalent
+from headlab.findings.importance import STUDY_COLLAPSE_SHARES, collapse_shares
 from headlab.findings.claims import MARGIN_WHY, Claim, draws_df_default, judge, registered, render
 
 STUDY_LAYERS = 12
@@ -24,7 +25,6 @@ STUDY_GAIN_LAYERS = range(5, 10)  # masking any one of these whole layers improv
 STUDY_BEST_LAYER, STUDY_BEST_GAIN = 8, 0.023
 STUDY_MATCHING_LAYERS = range(2, 5)  # where the five term-matching heads sit
 STUDY_HIGH_HEAD_LAYER = 10  # the high head that hands the matching features to the classifier
-STUDY_COLLAPSE_SHARES = {0.4: "80%", 0.5: "100%"}  # share of all heads -> share of the low heads
 
 
 def _pct(x: float) -> str:
@@ -139,16 +139,9 @@ def _which_half(row) -> str:
 
 
 def _collapse_points(gap: pd.DataFrame) -> pd.DataFrame:
-    """The rows of ``gap`` where the study made its claim: the shares nearest 40% and 50% of all heads (80% and 100%
-    of the low heads), each only if it lies within 5 points of its target, and once if both targets find it."""
+    """The rows of ``gap`` where the study made its claim (:func:`headlab.findings.importance.collapse_shares`)."""
     masked = gap[gap["share"] > 0].sort_values("share")
-    points = []
-    for target in STUDY_COLLAPSE_SHARES:
-        if len(masked):
-            nearest = (masked["share"] - target).abs().idxmin()
-            if abs(masked.at[nearest, "share"] - target) <= 0.05:
-                points.append(nearest)
-    return masked.loc[list(dict.fromkeys(points))]
+    return masked[masked["share"].isin(collapse_shares(masked["share"].tolist()))]
 
 
 def _method(draws: int, mapped: str = "") -> str:
@@ -654,8 +647,7 @@ def proxy_verdict(agreements: dict[str, dict], n_significant: int | None = None)
 def mean_ablation_specs(specs) -> list:
     """The masks this page checks with mean-ablation (a handful, not the sweep): every whole layer, and the halves at
     the shares nearest the study's collapse points (40% and 50% of all heads), each with its draws."""
-    shares = sorted({float(s.meta["share"]) for s in specs if s.kind in ("lower", "upper")})
-    near = {min(shares, key=lambda x: abs(x - target)) for target in STUDY_COLLAPSE_SHARES} if shares else set()
+    near = set(collapse_shares(sorted({float(s.meta["share"]) for s in specs if s.kind in ("lower", "upper")})))
     return [
         s
         for s in specs
