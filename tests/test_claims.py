@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from scipy import stats as sps
 
-from headlab.core.stats import Floor
 from headlab.findings.claims import (
     ALPHA,
     FAMILIES,
@@ -181,18 +180,20 @@ def test_no_bound_prints_as_a_number_when_it_was_not_measured():
     assert row.verdict == "cannot tell" and "adjusted [" not in text and "nan" not in text.lower()
 
 
-def test_the_floor_scale_and_a_condition_at_the_floor():
-    floor = Floor(base=0.546, majority=0.245, n=1379)
-    assert floor.lost(0.0) == 0 and floor.lost(-(0.546 - 0.245) / 0.546) == pytest.approx(1.0)
-    assert floor.at_floor(0.241) and floor.at_floor(0.26) and not floor.at_floor(0.30)
-    assert math.isnan(Floor(0.30, 0.31, 100).lost(-0.1))
-
-
-def test_a_measured_accuracy_effect_carries_the_floor_scale_and_the_mark():
-    row = _measured(ours=-0.559, lo=-0.60, hi=-0.516, floor=Floor(0.546, 0.245, 1379), accuracies=(0.241,))
-    assert row.at_floor and row.lost == pytest.approx(1.014, abs=0.01) and row.lost_lo < row.lost < row.lost_hi
-    assert "at the model's floor" in render([row])
-    assert not _measured(floor=Floor(0.546, 0.245, 1379), accuracies=(0.40,)).at_floor
+def test_a_measured_accuracy_effect_carries_the_share_of_kappa_lost_and_the_floor_mark():
+    kappa = {"kappa_lost": 1.02, "kappa_lost_lo": 0.97, "kappa_lost_hi": 1.08}
+    row = _measured(
+        ours=-0.559, lo=-0.60, hi=-0.516, kappa=kappa, at_floor=True, floor_reason="98% of pairs get one grade"
+    )
+    assert (row.kappa_lost, row.kappa_lost_lo, row.kappa_lost_hi) == (1.02, 0.97, 1.08) and row.at_floor
+    # never clipped: a share above 100% is printed as measured, with what decided the floor
+    assert "(102% [97%, 108%] of the unmasked quadratic κ lost; at the floor: 98% of pairs get one grade)" in render(
+        [row]
+    )
+    assert not _measured(kappa=kappa).at_floor and "at the floor" not in render([_measured(kappa=kappa)])
+    assert "κ lost" not in render([_measured()])  # a number that is not an accuracy carries no kappa
+    undefined = _measured(kappa={"kappa_lost": math.nan, "kappa_lost_lo": math.nan, "kappa_lost_hi": math.nan})
+    assert "nan" not in render([undefined]).lower()  # no NaN is ever printed as a number
 
 
 def test_rows_carry_the_quote_the_rule_and_both_intervals():
@@ -243,9 +244,19 @@ def test_the_table_and_its_file_name_come_from_the_rows():
     rows = [_measured(), _measured("term_matching.random_no_change", ours=0.0, lo=-0.01, hi=0.01)]
     table = claims_table(rows)
     assert list(table["claim_id"]) == ["term_matching.lower_half_costs", "term_matching.random_no_change"]
-    assert {"quote", "kind", "method", "lo_adj", "lost", "at_floor", "rule", "df", "search", "tally"} <= set(
-        table.columns
-    )
+    assert {
+        "quote",
+        "kind",
+        "method",
+        "lo_adj",
+        "kappa_lost",
+        "at_floor",
+        "floor_reason",
+        "rule",
+        "df",
+        "search",
+        "tally",
+    } <= set(table.columns)
     assert set(table["rule_version"]) == {RULE_VERSION} and "p_adj" not in table.columns
     assert claims_file(rows) == "claims_05_term_matching"
     with pytest.raises(ValueError, match="claims of one page"):

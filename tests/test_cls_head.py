@@ -8,7 +8,7 @@ import pytest
 from tiny_setup import tiny_setup
 
 from headlab.core.masking import head_grid
-from headlab.core.stats import Floor, mcnemar, relative_change
+from headlab.core.stats import mcnemar, relative_change
 from headlab.core.sweep import baseline_spec, layer_specs, plan_table, run_sweep, single_head_specs
 from headlab.findings import cls_head, term_matching
 from headlab.findings.claims import render
@@ -21,7 +21,6 @@ from headlab.findings.cls_head import (
     focus_claims,
     focus_head,
     held_out_effect,
-    held_out_floor,
     matching_hurt_claims,
     selection_grid,
     single_head_correct,
@@ -42,10 +41,17 @@ def test_single_head_correct_is_computed_without_notebook_02s_sweep(tmp_path):
     unfinished.mkdir(parents=True)  # notebook 02 started but wrote no mask: not read
     plan = plan_table([baseline_spec(), *single_head_specs(layers, heads)])
     (unfinished / "plan.csv").write_text(plan.to_csv(index=False))
-    correct, base, source = single_head_correct(setup, progress=False)
+    heads = single_head_correct(setup, progress=False)
+    correct, base, source = heads.correct, heads.base_correct, heads.source
     assert source == "computed (16 single-head masks and the unmasked model)"
     assert correct.shape == (16, 5) and correct.index.names == ["layer", "head"]
     assert base.tolist() == setup.base_correct.tolist()
+    # the predicted grades beside: right exactly where the predicted grade is the gold one
+    predicted, base_predicted, gold = heads.grades
+    assert predicted.shape == correct.shape and ((predicted == gold).astype(int) == correct).all().all()
+    assert ((base_predicted == gold).astype(int) == base).all()
+    effect = held_out_effect(correct, base, 2, 1, np.arange(5), n_boot=50, grades=heads.grades)
+    assert {"kappa_lost", "kappa_lost_lo", "kappa_lost_hi", "at_floor", "floor_reason", "kappa_reason"} <= set(effect)
 
 
 def test_single_head_correct_reads_notebook_02s_sweep(tmp_path, monkeypatch):
@@ -59,7 +65,8 @@ def test_single_head_correct_reads_notebook_02s_sweep(tmp_path, monkeypatch):
         raise AssertionError("should have been read from notebook 02's sweep")
 
     monkeypatch.setattr(type(setup), "sweep", no_sweep)
-    correct, base, source = single_head_correct(setup)
+    heads = single_head_correct(setup)
+    correct, base, source = heads.correct, heads.base_correct, heads.source
     assert source == f"notebook 02's sweep ({folder.name})"
     head_2_1 = per_example[per_example["mask_id"] == "head-2-1"].sort_values("example")["correct"]
     assert correct.loc[(2, 1)].tolist() == head_2_1.tolist() and len(correct) == 16
@@ -161,11 +168,18 @@ def test_focus_claims_say_where_the_head_was_chosen_and_measured():
         "accuracy": 0.46,
         "base_accuracy": 0.5,
     }
-    floor = Floor(0.5, 0.3, 689)
-    [claim] = focus_claims(row, effect, layers=6, floor=floor)
+    kappa = {
+        "kappa_lost": 0.2,
+        "kappa_lost_lo": 0.1,
+        "kappa_lost_hi": 0.3,
+        "at_floor": False,
+        "floor_reason": "κ above 0",
+    }
+    [claim] = focus_claims(row, {**effect, **kappa}, layers=6)
     assert (claim.claim_id, claim.verdict, claim.page) == ("cls_head.masking_hurts", "holds", "07_cls_head")
     assert (claim.ours, claim.lo, claim.hi, claim.p, claim.n_examples) == (-0.08, -0.12, -0.04, 1e-4, 689)
-    assert claim.lost == pytest.approx(floor.lost(-0.08)) and not claim.at_floor
+    assert (claim.kappa_lost, claim.kappa_lost_lo, claim.kappa_lost_hi) == (0.2, 0.1, 0.3) and not claim.at_floor
+    assert "(20% [10%, 30%] of the unmasked quadratic κ lost)" in render([claim])
     assert claim.lo_adj < claim.lo and claim.hi_adj > claim.hi  # judged on the adjusted interval
     text = render([claim])
     assert "**holds** here: -8.0% [-12.0%, -4.0%]" in text and "(relative change of accuracy; paired bootstrap" in text
@@ -178,20 +192,21 @@ def test_focus_claims_say_where_the_head_was_chosen_and_measured():
     assert unclear.verdict == "cannot tell"
     [helps] = focus_claims(row, {**effect, "rel_change": 0.05, "lo": 0.03, "hi": 0.07}, layers=6)
     assert helps.verdict == "opposite"
-    [floored] = focus_claims(row, {**effect, "accuracy": 0.3}, layers=6, floor=floor)
-    assert floored.at_floor
+    [floored] = focus_claims(
+        row, {**effect, **kappa, "at_floor": True, "floor_reason": "97% of pairs get one grade"}, 6
+    )
+    assert floored.at_floor and "at the floor: 97% of pairs get one grade" in render([floored])
 
 
 def test_masking_hurts_is_measured_on_pairs_disjoint_from_those_that_chose_the_head():
     correct, base = chance_table(seed=5)
-    grades = np.random.default_rng(5).integers(0, 5, len(base))
     select, estimate = split_halves(len(base), seed=0)
     assert set(select).isdisjoint(estimate)
 
     def row(correct):
         focus = focus_head(selection_grid(correct, base, select), layers=4)
         effect = held_out_effect(correct, base, int(focus["layer"]), int(focus["head"]), estimate, n_boot=200)
-        return focus, focus_claims(focus, effect, 4, held_out_floor(base, grades, estimate))[0]
+        return focus, focus_claims(focus, effect, 4)[0]
 
     focus, claim = row(correct)
     assert claim.n_examples == len(estimate) and f"on the other {len(estimate)} pairs only" in claim.reason
@@ -203,13 +218,6 @@ def test_masking_hurts_is_measured_on_pairs_disjoint_from_those_that_chose_the_h
     again_focus, again = row(flipped)
     assert (again_focus["layer"], again_focus["head"]) == (focus["layer"], focus["head"])
     assert (again.ours, again.lo, again.hi, again.p) == (claim.ours, claim.lo, claim.hi, claim.p)
-    floor = held_out_floor(base, grades, estimate)
-    majority = np.bincount(grades).argmax()
-    assert (floor.base, floor.majority, floor.n) == (
-        base[estimate].mean(),
-        np.mean(grades[estimate] == majority),
-        len(estimate),
-    )
 
 
 def profile_table(shared, chance, entropy=None, heads=((1, 0), (1, 1))):

@@ -379,7 +379,9 @@ def test_half_gap_refuses_halves_masked_at_different_shares():
             }
         )
     )
-    per_example = pd.DataFrame({"mask_id": ["l", "u", "none"], "example": [0, 0, 0], "correct": [1, 1, 1]})
+    per_example = pd.DataFrame(
+        {"mask_id": ["l", "u", "none"], "example": [0, 0, 0], "correct": [1, 1, 1], "predicted": 3, "grade": 3}
+    )
     with pytest.raises(ValueError, match="different shares"):
         half_gap(per_example, plan, n_boot=10)
 
@@ -409,3 +411,27 @@ def test_the_deciding_share_gets_its_own_draws_and_keeps_the_first_ones():
     assert per_share(many)[("lower", 36 / 72)] == 1  # the whole half: one possible mask
     assert per_share(many)[("lower", 14 / 72)] == 3  # a share that decides nothing keeps its draws
     assert set(few) <= set(many)  # more draws add masks: the first three are the same heads (reused, not run again)
+
+
+def test_half_gap_puts_both_halves_and_their_difference_on_the_kappa_scale():
+    rng = np.random.default_rng(0)
+    gold = rng.integers(1, 6, 200)
+    base = np.where(rng.random(200) < 0.7, gold, rng.integers(1, 6, 200))  # a model that agrees well beyond chance
+    predicted = {"none": base, "l0": np.full(200, 3), "l1": np.full(200, 3), "u0": base, "u1": base}
+    per_example = pd.concat(
+        pd.DataFrame({"mask_id": m, "example": range(200), "grade": gold, "predicted": p, "correct": (p == gold) * 1})
+        for m, p in predicted.items()
+    )
+    plan = as_read_back(
+        pd.DataFrame(
+            {"mask_id": ["l0", "l1", "u0", "u1"], "kind": ["lower"] * 2 + ["upper"] * 2, "n_dropped": 2, "share": 0.25}
+        )
+    )
+    [row] = half_gap(per_example, plan, n_boot=200).to_dict("records")
+    # a constant answer has no agreement beyond chance: all of the kappa lost, in every replicate, and at the floor
+    assert (row["lower_kappa_lost"], row["lower_kappa_lo"], row["lower_kappa_hi"]) == (1.0, 1.0, 1.0)
+    assert row["lower_at_floor"] and "100% of pairs get one grade" in row["lower_floor_reason"]
+    assert row["upper_kappa_lost"] == 0.0 and not row["upper_at_floor"]
+    assert (row["kappa_gap"], row["kappa_gap_lo"], row["kappa_gap_hi"], row["kappa_reason"]) == (1.0, 1.0, 1.0, "")
+    # the accuracy scale beside it: the lower half's relative change of accuracy is not -100% (3 is right 1 in 5)
+    assert -1.0 < row["lower_change"] < -0.5

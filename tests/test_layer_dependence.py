@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from headlab.core.stats import Floor, holm
+from headlab.core.stats import holm
 from headlab.findings.claims import render
 from headlab.findings.layer_dependence import (
     depth_note,
@@ -35,8 +35,37 @@ def test_study_layers_map_by_relative_depth():
     assert layer_reference(6).to_dict("records")[0]["layer"] == 4
 
 
-FLOOR = Floor(base=0.6, majority=0.25, n=500)  # the floor scale: 0 unmasked, 100% always the majority grade
-FACTOR = 0.6 / (0.6 - 0.25)  # a relative change times -FACTOR is the share of the above-chance accuracy lost
+FACTOR = 0.6 / (0.6 - 0.25)  # in these tables a relative change times -FACTOR is the share of kappa lost
+FLOOR_ACCURACY = 0.2887  # at or below this accuracy (of 60% unmasked) a half sits at the floor
+
+
+def _with_kappa(gap):
+    """The gap table's kappa columns (as headlab.findings.importance.half_gap), mapped from its relative changes by
+    FACTOR, so that each test can set the accuracies and read the claims on the kappa scale."""
+    gap = gap.copy()
+    for half in ("lower", "upper"):
+        change, lo, hi = (gap[f"{half}_{c}"] for c in ("change", "lo", "hi"))
+        floor = 0.6 * (1 + change) <= FLOOR_ACCURACY
+        gap[f"{half}_kappa_lost"], gap[f"{half}_kappa_lo"], gap[f"{half}_kappa_hi"] = (
+            -FACTOR * change,
+            -FACTOR * hi,
+            -FACTOR * lo,
+        )
+        gap[f"{half}_kappa_df"] = np.nan
+        gap[f"{half}_at_floor"] = floor
+        gap[f"{half}_floor_reason"] = np.where(floor, "κ interval reaches 0", "κ interval above 0")
+    gap["kappa_gap"], gap["kappa_gap_lo"], gap["kappa_gap_hi"] = (
+        FACTOR * gap["gap"],
+        FACTOR * gap["gap_lo"],
+        FACTOR * gap["gap_hi"],
+    )
+    gap["kappa_gap_df"] = np.nan
+    gap["kappa_reason"] = ""
+    return gap
+
+
+def _claims(gap):
+    return halves_claims(_with_kappa(gap))
 
 
 def _gap(rows):
@@ -74,45 +103,46 @@ def _by_slug(rows):
     return {c.claim_id.removeprefix("layer_dependence."): c for c in rows}
 
 
-def test_halves_claims_are_judged_on_the_floor_scale_at_the_weaker_of_80_and_100_percent():
+def test_halves_claims_are_judged_on_the_kappa_scale_at_the_weaker_of_80_and_100_percent():
     gap = _gap(COLLAPSING)
-    rows = _by_slug(halves_claims(gap, FLOOR))
+    rows = _by_slug(_claims(gap))
     collapse, less = rows["low_heads_collapse"], rows["high_heads_cost_less"]
     assert (collapse.verdict, less.verdict) == ("holds", "holds")
-    # shown: the weaker point (40% of all heads), on the floor scale, its interval mapped from the relative change's
-    shown = gap.iloc[2]
-    assert (collapse.ours, collapse.lo, collapse.hi) == (
-        FLOOR.lost(shown.lower_change),
-        FLOOR.lost(shown.lower_hi),
-        FLOOR.lost(shown.lower_lo),
+    # shown: the weaker point (40% of all heads), its share of kappa lost with the interval half_gap gave it
+    shown = _with_kappa(gap).iloc[2]
+    assert (collapse.ours, collapse.lo, collapse.hi) == tuple(
+        shown[["lower_kappa_lost", "lower_kappa_lo", "lower_kappa_hi"]]
     )
     assert (collapse.n_examples, collapse.n_draws) == (500, 5) and collapse.at_floor  # 24.0% is at the floor
-    assert (
-        collapse.unit.startswith("share of the above-chance accuracy lost") and "mapped to the floor" in collapse.method
+    assert collapse.floor_reason == "κ interval reaches 0" and "at the floor: κ interval reaches 0" in render(
+        [collapse]
     )
-    assert "accuracy is 24.0% and 18.0% (unmasked 60.0%, always answering the majority grade 25.0%)" in collapse.reason
-    assert np.allclose((less.ours, less.lo, less.hi), FACTOR * shown[["gap", "gap_lo", "gap_hi"]].to_numpy(float))
+    assert collapse.unit.startswith("share of the unmasked quadratic κ lost") and "two-stage" in collapse.method
+    assert "(accuracy 24.0% and 18.0%, unmasked 60.0%; relative change -60.0% and -70.0%)" in collapse.reason
+    assert np.allclose(
+        (less.ours, less.lo, less.hi), shown[["kappa_gap", "kappa_gap_lo", "kappa_gap_hi"]].to_numpy(float)
+    )
     assert less.unit.endswith("lower half minus upper half, in points") and not less.at_floor
     assert "+94.3 points" in render([less])
-    # without a floor, neither is measured
-    unknown = halves_claims(gap)
+    # without agreement beyond chance unmasked, there is no kappa to lose: neither is measured
+    unknown = halves_claims(_with_kappa(gap).assign(kappa_reason="unmasked kappa -0.020 <= 0: no agreement"))
     assert [c.verdict for c in unknown] == ["cannot tell"] * 2 and all(np.isnan(c.ours) for c in unknown)
-    assert "no floor" in unknown[0].reason
+    assert "no kappa scale (unmasked kappa -0.020 <= 0" in unknown[0].reason
     # a difference not distinguishable at 50% leaves "far less" undecided (the claim names both points)
-    open_ = _by_slug(halves_claims(gap.assign(gap_lo=[0, -0.01, 0.48, -0.01]), FLOOR))["high_heads_cost_less"]
+    open_ = _by_slug(_claims(gap.assign(gap_lo=[0, -0.01, 0.48, -0.01])))["high_heads_cost_less"]
     assert open_.verdict == "cannot tell" and "the weaker, 50% of all heads" in open_.reason
     # the upper half costing more, distinguishably, at both points is the opposite of the claim
     reversed_ = gap.assign(gap=[0, 0.05, -0.15, -0.25], gap_lo=[0, -0.01, -0.2, -0.3], gap_hi=[0, 0.15, -0.1, -0.2])
-    assert _by_slug(halves_claims(reversed_, FLOOR))["high_heads_cost_less"].verdict == "opposite"
+    assert _by_slug(_claims(reversed_))["high_heads_cost_less"].verdict == "opposite"
     # a difference shown smaller than "far" (20 points of the floor scale) does not hold
     slight = gap.assign(gap=[0, 0, 0.05, 0.05], gap_lo=[0, 0, 0.03, 0.03], gap_hi=[0, 0, 0.07, 0.07])
-    assert _by_slug(halves_claims(slight, FLOOR))["high_heads_cost_less"].verdict == "does not hold"
-    untested = halves_claims(gap.iloc[:2], FLOOR)
+    assert _by_slug(_claims(slight))["high_heads_cost_less"].verdict == "does not hold"
+    untested = _claims(gap.iloc[:2])
     assert {c.verdict for c in untested} == {"cannot tell"} and all(np.isnan(c.ours) for c in untested)
     assert all("raise HALF_STEPS" in c.reason for c in untested)
 
 
-def test_a_collapse_is_a_share_of_the_above_chance_accuracy_lost_not_reaching_the_majority_grade():
+def test_a_collapse_is_a_share_of_kappa_lost_not_reaching_the_floor():
     # 50% relative loss: 30.0% accuracy, above the majority grade (25%) and off the floor, yet 86% of the accuracy
     # above it is gone; the old rule (accuracy at or below the majority grade at both points) said "does not hold"
     gap = _gap(
@@ -122,12 +152,12 @@ def test_a_collapse_is_a_share_of_the_above_chance_accuracy_lost_not_reaching_th
             (0.5, 36, -0.50, -0.55, -0.45, -0.10, -0.14, -0.06, 0.35, 0.45),
         ]
     )
-    collapse = _by_slug(halves_claims(gap, FLOOR))["low_heads_collapse"]
+    collapse = _by_slug(_claims(gap))["low_heads_collapse"]
     assert collapse.verdict == "holds" and not collapse.at_floor
     assert np.isclose(collapse.ours, 0.5 * FACTOR) and collapse.ours > 0.8
     # a quarter of the above-chance accuracy lost is no collapse: shown short of half
     mild = gap.assign(lower_change=[0, -0.1, -0.1], lower_lo=[0, -0.12, -0.12], lower_hi=[0, -0.08, -0.08])
-    assert _by_slug(halves_claims(mild, FLOOR))["low_heads_collapse"].verdict == "does not hold"
+    assert _by_slug(_claims(mild))["low_heads_collapse"].verdict == "does not hold"
 
 
 def test_two_halves_both_at_the_floor_are_saturated_not_a_failed_comparison():
@@ -136,9 +166,9 @@ def test_two_halves_both_at_the_floor_are_saturated_not_a_failed_comparison():
     gap = _gap(
         [(0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0), (0.4, 29, *row, *row, -0.01, 0.01), (0.5, 36, *row, *row, -0.01, 0.01)]
     )
-    less = _by_slug(halves_claims(gap, FLOOR))["high_heads_cost_less"]
+    less = _by_slug(_claims(gap))["high_heads_cost_less"]
     assert less.verdict == "cannot tell" and "Saturated" in less.reason and less.at_floor
-    assert "both halves sit at the model's floor" in less.reason
+    assert "both halves sit at the floor" in less.reason
     # one point at the floor is set aside while the other can speak
     mixed = _gap(
         [
@@ -147,16 +177,16 @@ def test_two_halves_both_at_the_floor_are_saturated_not_a_failed_comparison():
             (0.5, 36, *row, *row, -0.01, 0.01),
         ]
     )
-    less = _by_slug(halves_claims(mixed, FLOOR))["high_heads_cost_less"]
+    less = _by_slug(_claims(mixed))["high_heads_cost_less"]
     assert less.verdict == "holds" and "the weaker, 40% of all heads" in less.reason
-    assert "At 50% of all heads both halves sit at the model's floor" in less.reason
+    assert "At 50% of all heads both halves sit at the floor" in less.reason
 
 
 def test_halves_verdict_when_the_lower_half_collapses():
     gap = _gap(COLLAPSING)
-    text = halves_verdict(gap, FLOOR)
-    assert text.startswith(render(halves_claims(gap, FLOOR)))
-    assert text == render(halves_claims(gap, FLOOR)) + "\n" + halves_details(gap)
+    text = halves_verdict(_with_kappa(gap))
+    assert text.startswith(render(_claims(gap)))
+    assert text == render(_claims(gap)) + "\n" + halves_details(gap)
     assert "*Masking 80% and 100% of the low heads makes accuracy collapse* **holds** here" in text
     assert "the lower half costs more at 2 and the upper half at 0" in text
     assert "+60.0 points [+53.0, +67.0] at 50%" in text  # the widest difference
@@ -172,11 +202,11 @@ def test_halves_verdict_when_the_halves_do_not_differ():
             (0.5, 36, -0.30, -0.35, -0.25, -0.28, -0.33, -0.23, -0.04, 0.08),
         ]
     )
-    text = halves_verdict(gap, FLOOR)
+    text = halves_verdict(_with_kappa(gap))
     assert "the lower half costs more at 0 and the upper half at 0" in text
     assert "*Masking most of the high heads costs far less than masking the low heads* does **not** hold here" in text
     assert "At 50% of all heads" in text
-    assert "Not tested" in halves_verdict(gap.iloc[:1], FLOOR)
+    assert "Not tested" in halves_verdict(_with_kappa(gap.iloc[:1]))
 
 
 def _layers(changes, p_values=None, half_width=0.01):
@@ -191,24 +221,27 @@ def _layers(changes, p_values=None, half_width=0.01):
             "hi": c + half_width,
             "p_mcnemar": p,
             "p_holm": holm(p),
+            "kappa_lost": -2 * c,
+            "kappa_lost_lo": -2 * (c + half_width),
+            "kappa_lost_hi": -2 * (c - half_width),
+            "at_floor": False,
+            "floor_reason": "κ interval above 0",
         }
     )
     table["distinguishable"] = table["p_holm"] < 0.05
     return table
 
 
-LAYER_FLOOR = Floor(base=0.5, majority=0.2, n=400)
-
-
 def test_layers_claims_are_judged_at_the_weakest_layer_of_the_studys_depth():
     table = _layers([-0.5, -0.2, 0.03, 0.0, 0.06, -0.1])
-    rows = _by_slug(layers_claims(table, 6, n_examples=400, floor=LAYER_FLOOR))
+    rows = _by_slug(layers_claims(table, 6, n_examples=400))
     assert list(rows) == ["layers_5_9_gain", "layer_8_gain"]
     gains, eight = rows["layers_5_9_gain"], rows["layer_8_gain"]
     # shown: layer 3, whose interval reaches lowest; it contains 0, so the claim of a gain at every layer is open
     assert gains.verdict == "cannot tell" and "the row shows layer 3, whose interval reaches lowest" in gains.reason
     assert (gains.ours, gains.lo, gains.hi, gains.p) == (0.0, -0.01, 0.01, table.at[3, "p_holm"])
-    assert gains.method == "paired bootstrap over test pairs" and not np.isnan(gains.lost)
+    assert gains.method == "paired bootstrap over test pairs" and gains.kappa_lost == 0.0  # kappa beside the accuracy
+    assert "(0% [-2%, 2%] of the unmasked quadratic κ lost)" in render([gains])
     # +6% [+5%, +7%]: beyond half the study's +2.3% after the correction
     assert (eight.verdict, eight.ours, eight.lo, eight.hi, eight.study) == (
         "holds",
@@ -220,9 +253,9 @@ def test_layers_claims_are_judged_at_the_weakest_layer_of_the_studys_depth():
     small = _by_slug(layers_claims(_layers([-0.5, -0.2, 0.03, 0.0, 0.005, -0.1], half_width=0.002), 6, 400))
     assert small["layer_8_gain"].verdict == "does not hold"  # +0.5%: a gain, shown short of 1.15%
     assert eight.n_examples == 400 and eight.p == table.at[4, "p_holm"]
-    every = _by_slug(layers_claims(_layers([-0.5, -0.2, 0.06, 0.06, 0.06, -0.1]), 6, 400, floor=LAYER_FLOOR))
+    every = _by_slug(layers_claims(_layers([-0.5, -0.2, 0.06, 0.06, 0.06, -0.1]), 6, 400))
     assert every["layers_5_9_gain"].verdict == "holds"
-    losing = _by_slug(layers_claims(_layers([-0.5] * 12), 12, 400, floor=LAYER_FLOOR))
+    losing = _by_slug(layers_claims(_layers([-0.5] * 12), 12, 400))
     assert losing["layers_5_9_gain"].verdict == "opposite" and losing["layer_8_gain"].verdict == "opposite"
     unclear = _by_slug(layers_claims(_layers([0.0, 0.0, 0.0, 0.0, 0.01, 0.0], p_values=[1] * 6), 6, 400))
     eight = unclear["layer_8_gain"]
@@ -233,8 +266,8 @@ def test_layers_claims_are_judged_at_the_weakest_layer_of_the_studys_depth():
 
 def test_layers_verdict_compares_by_depth_and_with_the_study_numbers():
     table = _layers([-0.5, -0.2, 0.03, 0.0, 0.06, -0.1])
-    text = layers_verdict(table, 6, 400, floor=LAYER_FLOOR)
-    assert text == render(layers_claims(table, 6, 400, floor=LAYER_FLOOR)) + "\n" + layers_details(table, 6)
+    text = layers_verdict(table, 6, 400)
+    assert text == render(layers_claims(table, 6, 400)) + "\n" + layers_details(table, 6)
     assert "study layers → our layer" in text
     assert "*Masking any one of layers 5–9 (of 12) raises accuracy* **cannot be told** here" in text
     assert "layer 2: +3.0% [+2.0%, +4.0%] (gain after Holm); layer 3: +0.0% [-1.0%, +1.0%];" in text
@@ -281,7 +314,7 @@ MIXED = [
 
 def test_heads_claims_rules():
     grid = _grid(MIXED)
-    rows = _by_slug(heads_claims(grid, layers=3, n_examples=300, floor=LAYER_FLOOR))
+    rows = _by_slug(heads_claims(grid, layers=3, n_examples=300))
     # the study's layer-10 head is page 07's claim, not this page's
     assert list(rows) == ["most_heads_change_nothing", "some_heads_improve"]  # the matching heads: page 07
     # only head 0.1 lies within ±2%: 1 of 6, with a Clopper–Pearson interval over the heads reaching past one half

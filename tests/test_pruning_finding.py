@@ -46,7 +46,7 @@ def test_importance_masks_stay_in_their_half_at_shares_of_all_heads():
 
 import numpy as np  # noqa: E402
 
-from headlab.core.stats import Floor  # noqa: E402
+from headlab.core.stats import quadratic_kappa  # noqa: E402
 from headlab.core.sweep import MaskSpec, baseline_spec, plan_table  # noqa: E402
 from headlab.findings.pruning import distillation_claim, safe_share, speed_rows  # noqa: E402
 
@@ -76,7 +76,8 @@ def _rows(mask_id, correct, grades):
             "mask_id": mask_id,
             "example": np.arange(N),
             "correct": correct.astype(int),
-            "predicted": np.where(correct > 0, grades, grades + 1),
+            "grade": grades + 1,
+            "predicted": np.where(correct > 0, grades + 1, np.where(grades < 4, grades + 2, 4)),  # wrong: a neighbour
         }
     )
 
@@ -108,24 +109,20 @@ def test_keeping_the_low_heads_holds_when_pruning_the_high_half_costs_less():
         **{("importance-upper", s, 0): 0.97 for s in shares},
     }
     per_example, plan = _sweep(cheap_high, grades)
-    floor = Floor.of(np.ones(N), grades)
-    claim = distillation_claim(per_example, plan, floor, shares, n_boot=300)
-    # the floor scale: 0.37 of a relative change is 0.37 / 0.8 of the accuracy above the majority grade (20%)
-    assert (
-        claim.verdict == "holds"
-        and claim.ours == pytest.approx(0.37 / 0.8)
-        and claim.claim_id == "pruning.keep_low_heads"
-    )
-    assert claim.unit.startswith("share of the above-chance accuracy lost, low-half pruning minus high-half")
+    claim = distillation_claim(per_example, plan, shares, n_boot=300)
+    grades_of = per_example.pivot(index="mask_id", columns="example", values="predicted")
+    lost = {m: 1 - quadratic_kappa(grades_of.loc[m], grades + 1) for m in grades_of.index}  # the unmasked kappa is 1
+    low, high = (np.mean([lost[f"importance-{h}-s{s:.3f}-d0"] for s in shares]) for h in ("lower", "upper"))
+    assert claim.verdict == "holds" and claim.ours == pytest.approx(low - high) and claim.lo < claim.ours < claim.hi
+    assert claim.claim_id == "pruning.keep_low_heads" and not claim.at_floor
+    assert claim.unit.startswith("share of the unmasked quadratic κ lost, low-half pruning minus high-half")
     assert claim.quote == "For distillation: keep more low-level heads."
-    no_floor = distillation_claim(per_example, plan, None, shares, n_boot=300)
-    assert no_floor.ours == pytest.approx(0.37) and no_floor.unit.startswith("relative change of accuracy")
     cheap_low = {
         **{("importance-lower", s, 0): 0.97 for s in shares},
         **{("importance-upper", s, 0): 0.6 for s in shares},
     }
     per_example, plan = _sweep(cheap_low, grades)
-    assert distillation_claim(per_example, plan, floor, shares, n_boot=300).verdict == "opposite"
+    assert distillation_claim(per_example, plan, shares, n_boot=300).verdict == "opposite"
 
 
 def test_two_halves_both_at_the_floor_are_saturated_not_evidence_against_and_missing_shares_are_named():
@@ -137,10 +134,12 @@ def test_two_halves_both_at_the_floor_are_saturated_not_evidence_against_and_mis
         **{("importance-upper", s, 0): 0.3 for s in shares},
     }
     per_example, plan = _sweep(floor_level, grades)
-    claim = distillation_claim(per_example, plan, Floor.of(np.ones(N), grades), shares, n_boot=300)
+    per_example.loc[per_example["mask_id"] != "none", "predicted"] = 1  # every pruned model answers one grade
+    claim = distillation_claim(per_example, plan, shares, n_boot=300)
     assert claim.at_floor and claim.verdict == "cannot tell" and "Saturated" in claim.reason
+    assert "high half at 20%: κ interval reaches 0; 100% of pairs get one grade" in claim.floor_reason
     with pytest.raises(ValueError, match=r"needs both halves' masks at shares \[0.1, 0.2, 0.3\]"):
-        distillation_claim(per_example, plan, None, (0.1, 0.2, 0.3), n_boot=300)
+        distillation_claim(per_example, plan, (0.1, 0.2, 0.3), n_boot=300)
 
 
 def test_speed_rows_give_each_pruned_run_its_speedup_over_the_unpruned_one(tmp_path):

@@ -8,7 +8,6 @@ import pandas as pd
 
 from headlab.book.build import PRESETS, REPO, not_built_commands, site_toc
 from headlab.book.scorecard import scorecard_markdown, scorecard_table
-from headlab.core.stats import Floor
 from headlab.findings.claims import Claim, claims_file, claims_table
 from headlab.report.bookjs import VEGA_PATH
 
@@ -65,8 +64,9 @@ def test_claims_of_each_preset_are_stacked_with_their_page_and_model(tmp_path, m
                 method="paired bootstrap over test pairs",
                 n_examples=1379,
                 reason="why",
-                floor=Floor(0.5, 0.25, 1379),
-                accuracies=(0.25,),
+                kappa={"kappa_lost": 1.0, "kappa_lost_lo": 0.96, "kappa_lost_hi": 1.04},
+                at_floor=True,
+                floor_reason="κ interval reaches 0",
             ),
         ],
     )
@@ -90,7 +90,7 @@ def test_claims_of_each_preset_are_stacked_with_their_page_and_model(tmp_path, m
     assert "| a (minilm, stsb-en) | 2 | 1 | 0 | 0 | 1 | 0 |" in page
     assert "| b (minilm, stsb-en) | 2 | 1 | 1 | 0 | 0 | 0 |" in page
     sub = next(line for line in page.splitlines() if line.startswith("| ↳ with the floor"))
-    assert "⌊floor⌋" in sub and "100% of above-chance accuracy lost" in sub
+    assert "⌊floor⌋" in sub and "100% of κ lost" in sub
     assert "## 08 two towers" in page and '- e5-zh: `make book PRESETS="a b e5-zh"`' in page
 
 

@@ -1,5 +1,6 @@
 """The statistics every reported effect stands on: paired bootstrap, McNemar, Holm, draw intervals, verdicts."""
 
+import math
 import re
 
 import numpy as np
@@ -15,6 +16,7 @@ from headlab.core.stats import (
     draw_counts,
     equivalent,
     holm,
+    kappa_contrast,
     kappa_lost,
     mcnemar,
     mean_interval,
@@ -328,3 +330,25 @@ def test_modal_share_and_the_floor_are_decided_from_the_predictions_and_say_what
     assert at_floor(np.full(10, 2), 0.0) == (True, "κ interval reaches 0; 100% of pairs get one grade")
     with pytest.raises(ValueError, match="NaN"):
         at_floor(spread, float("nan"))
+
+
+def test_kappa_contrast_is_a_signed_sum_of_shares_lost_with_one_bootstrap_for_all():
+    rng = np.random.default_rng(4)
+    gold = rng.integers(1, 6, 300)
+    base = np.where(rng.random(300) < 0.8, gold, rng.integers(1, 6, 300))
+    worse = np.where(rng.random((4, 300)) < 0.5, gold, rng.integers(1, 6, (4, 300)))  # 4 draws
+    slightly = np.where(rng.random(300) < 0.7, gold, rng.integers(1, 6, 300))  # one mask
+    a, b = kappa_lost(worse, base, gold, 500, 1), kappa_lost(slightly, base, gold, 500, 1)
+    gap = kappa_contrast([worse, slightly], [1.0, -1.0], base, gold, 500, 1)
+    assert gap["contrast"] == pytest.approx(a["kappa_lost"] - b["kappa_lost"]) and gap["reason"] == ""
+    assert gap["lo"] < gap["contrast"] < gap["hi"] and gap["n_draws"] == 4 and 3 <= gap["df"] < 300
+    # paired: what the two conditions share cancels, so the difference is narrower than the two intervals combined
+    assert gap["hi"] - gap["lo"] < (a["kappa_lost_hi"] - a["kappa_lost_lo"]) + (b["kappa_lost_hi"] - b["kappa_lost_lo"])
+    mean = kappa_contrast([worse, slightly], [0.5, 0.5], base, gold, 500, 1)
+    assert mean["contrast"] == pytest.approx((a["kappa_lost"] + b["kappa_lost"]) / 2)
+    same = kappa_contrast([slightly, slightly], [1.0, -1.0], base, gold, 500, 1)
+    assert (same["contrast"], same["lo"], same["hi"], same["df"]) == (0.0, 0.0, 0.0, math.inf)
+    flat = kappa_contrast([slightly], [1.0], np.full(300, 3), gold, 500, 1)  # a constant model has no kappa to lose
+    assert math.isnan(flat["contrast"]) and "no agreement beyond chance" in flat["reason"]
+    with pytest.raises(ValueError, match="one sign per condition"):
+        kappa_contrast([worse], [1.0, -1.0], base, gold)

@@ -3,7 +3,6 @@ import pandas as pd
 import pytest
 from tiny_setup import tiny_setup
 
-from headlab.core.stats import Floor
 from headlab.core.sweep import plan_table, run_sweep
 from headlab.findings import term_matching
 from headlab.findings.claims import claims_file, render
@@ -74,7 +73,8 @@ def test_specs_need_heads_and_draws():
 
 
 def toy_sweep(matching, randoms, lower, keep_matching, keeps):
-    """A per-example table and plan from lists of correct flags per mask (baseline: 4 of 6 right)."""
+    """A per-example table and plan from lists of correct flags per mask (baseline: 4 of 6 right); a wrong pair is
+    given a neighbouring grade, so the kappa scale has grades to read."""
     masks = {
         "none": ("none", [1, 1, 1, 1, 0, 0]),
         "matching": ("matching", matching),
@@ -84,8 +84,19 @@ def toy_sweep(matching, randoms, lower, keep_matching, keeps):
     masks |= {f"random-d{i}": ("random", c) for i, c in enumerate(randoms)}
     masks |= {f"random_lower-d{i}": ("random_lower", c) for i, c in enumerate(randoms)}
     masks |= {f"lower_but_random-d{i}": ("lower_but_random", c) for i, c in enumerate(keeps)}
+    gold, grade_off = [1, 2, 3, 4, 5, 3], {1: 2, 2: 3, 3: 4, 4: 5, 5: 4}
     per_example = pd.DataFrame(
-        [{"mask_id": m, "example": i, "correct": c} for m, (_, cs) in masks.items() for i, c in enumerate(cs)]
+        [
+            {
+                "mask_id": m,
+                "example": i,
+                "correct": c,
+                "grade": gold[i],
+                "predicted": gold[i] if c else grade_off[gold[i]],
+            }
+            for m, (_, cs) in masks.items()
+            for i, c in enumerate(cs)
+        ]
     )
     plan = pd.DataFrame(
         {
@@ -101,8 +112,9 @@ def _verdicts(table, comparison, **settings) -> dict[str, str]:
     return {c.claim_id.removeprefix("term_matching."): c.verdict for c in claims(table, comparison, **settings)}
 
 
-def _row(condition, change, accuracy, n_draws=1, p_mcnemar=1e-9, half=0.05, n=1000):
-    """One row of a condition table: a change with a 95% interval of +-``half``."""
+def _row(condition, change, accuracy, n_draws=1, p_mcnemar=1e-9, half=0.05, n=1000, at_floor=False):
+    """One row of a condition table: a change with a 95% interval of +-``half``, and its kappa columns (a share of
+    kappa lost of -2 x the change; ``at_floor`` as decided from the predictions)."""
     label, study = term_matching.CONDITIONS[condition]
     return {
         "condition": condition,
@@ -121,6 +133,13 @@ def _row(condition, change, accuracy, n_draws=1, p_mcnemar=1e-9, half=0.05, n=10
         "p_mcnemar": p_mcnemar,
         "kept": 1 + change,
         "study": study,
+        "kappa_lost": -2 * change,
+        "kappa_lost_lo": -2 * (change + half),
+        "kappa_lost_hi": -2 * (change - half),
+        "at_floor": at_floor,
+        "floor_reason": "99% of pairs get one grade"
+        if at_floor
+        else "κ interval above 0; 40% of pairs get the commonest grade",
     }
 
 
@@ -146,9 +165,6 @@ def _control(tested, reference, n_draws, extreme, reverse=None, mean=-0.05, diff
         "df": float(n_draws - 1) if df is None else df,
         "n_examples": 1000,
     }
-
-
-FLOOR = Floor(base=0.546, majority=0.243, n=1379)  # the default model: 54.6% right, 24.3% always the majority grade
 
 
 def test_tables_of_a_strong_matching_effect():
@@ -245,22 +261,24 @@ def test_a_mask_that_leaves_the_model_at_its_majority_grade_is_shown_at_the_floo
     # the default model: the 5 heads masked leave 24.1% right, below its majority grade's 24.3%
     table = pd.DataFrame(
         [
-            _row("matching", -0.559, 0.241, half=0.043),
+            _row("matching", -0.559, 0.241, half=0.043, at_floor=True),
             _row("random", 0.0, 0.546, n_draws=20, p_mcnemar=np.nan, half=0.01),
         ]
     )
     comparison = pd.DataFrame([_control("matching", "random_lower", 20, 0, difference=-0.559)])
-    rows = {c.claim_id: c for c in claims(table, comparison, floor=FLOOR)}
+    rows = {c.claim_id: c for c in claims(table, comparison)}
     costs = rows["term_matching.matching_costs"]
-    assert not costs.at_floor and costs.lost == pytest.approx(1.0, abs=0.02)  # random heads do not sit at the floor
-    assert costs.verdict == "holds"  # a collapse to the floor, far more than random heads: not saturated
+    assert not costs.at_floor  # random heads do not sit at the floor: the difference is not saturated
+    assert costs.verdict == "holds"  # a collapse to the floor, far more than random heads
     assert (
-        "collapse to the floor" in costs.reason
+        "loses 112% [103%, 120%] of its quadratic κ and sits at the floor (99% of pairs get one grade): a collapse"
+        in costs.reason
         and "not an effect size to set beside the study's -52.4%" in costs.reason
     )
     random = rows["term_matching.random_no_change"]
-    assert not random.at_floor and random.lost == pytest.approx(0) and "floor" not in random.reason
-    above = {c.claim_id: c for c in claims(table.assign(accuracy=0.40), comparison, floor=FLOOR)}
+    assert not random.at_floor and random.kappa_lost == pytest.approx(0) and "floor" not in random.reason
+    assert "(0% [-2%, 2%] of the unmasked quadratic κ lost)" in render([random])  # beside its accuracy
+    above = {c.claim_id: c for c in claims(table.assign(at_floor=False), comparison)}
     assert (
         not above["term_matching.matching_costs"].at_floor
         and "floor" not in above["term_matching.matching_costs"].reason
@@ -331,13 +349,16 @@ def test_heads_are_chosen_on_one_half_of_the_pairs_and_masks_measured_on_the_oth
     assert all(note in c.reason for c in claims(table, table.iloc[:0], selection=note) if not np.isnan(c.ours))
 
 
-def test_the_floor_of_the_measured_pairs():
-    per_example, _, _ = toy_sweep(matching=[0] * 6, randoms=[], lower=[0] * 6, keep_matching=[0] * 6, keeps=[])
-    grades = np.array([1, 1, 1, 2, 3, 1])  # majority grade 1
-    floor = term_matching.sweep_floor(per_example, grades)
-    assert (floor.base, floor.majority, floor.n) == (pytest.approx(4 / 6), pytest.approx(4 / 6), 6)
-    half = term_matching.sweep_floor(term_matching.on_examples(per_example, [3, 4, 5]), grades)
-    assert (half.base, half.majority, half.n) == (pytest.approx(1 / 3), pytest.approx(1 / 3), 3)
+def test_the_condition_table_puts_each_condition_on_the_kappa_scale():
+    per_example, plan, _ = toy_sweep(
+        matching=[0] * 6, randoms=[[1, 1, 1, 1, 0, 0]] * 2, lower=[1, 1, 1, 1, 0, 0], keep_matching=[0] * 6, keeps=[]
+    )
+    per_example = pd.concat(per_example.assign(example=per_example["example"] + 6 * k) for k in range(20))  # 120 pairs
+    table = condition_table(per_example, plan, 5, n_boot=200).set_index("condition")
+    assert table.at["lower", "kappa_lost"] == 0 and not table.at["lower", "at_floor"]  # the same grades as unmasked
+    assert table.at["random", "kappa_lost"] == 0  # two draws, both as unmasked
+    # every pair wrong, one grade up: kappa falls but is not zero (grades still track the gold ones)
+    assert 0 < table.at["matching", "kappa_lost"] < 1 and table.at["matching", "kappa_reason"] == ""
 
 
 def test_head_roles_are_computed_once_then_loaded(tmp_path, monkeypatch):

@@ -65,9 +65,10 @@ def test_the_rates_are_the_same_from_the_same_seed(designs):
 
 def test_the_designs_follow_the_pages_parameters(designs):
     assert designs["redundancy.falls_steadily"].n_draws == calibration.page_parameters("01_redundancy")["DRAWS"]
-    assert designs["layer_dependence.high_heads_cost_less"].n_draws == calibration.page_parameters(
-        "02_layer_dependence"
-    )["DECIDING_DRAWS"]
+    assert (
+        designs["layer_dependence.high_heads_cost_less"].n_draws
+        == calibration.page_parameters("02_layer_dependence")["DECIDING_DRAWS"]
+    )
     assert designs["word_order.order_heads_carry_order"].n_draws == 20
     assert designs["patching.matching_heads_carry_matching"].n_draws == 12
     assert designs["layer_dependence.some_heads_improve"].search == 72  # all heads of the 6 x 12 default model

@@ -22,6 +22,7 @@ import pandas as pd
 from headlab.findings.claims import (
     ALPHA,
     FAMILIES,
+    KAPPA_UNIT_START,
     RULE_VERSION,
     RULES,
     STUDY_CLAIMS,
@@ -125,11 +126,20 @@ def _numbers(row) -> str:
     number = "" if _missing(row.ours) else f" {number_text(row.ours, row.unit)}"
     raw, adjusted = _raw_interval(row), _adjusted_interval(row)
     interval = (f" {raw}" if raw else "") + (f", adjusted {adjusted}" if adjusted else "")
-    lost = "" if _missing(getattr(row, "lost", None)) else f"; {row.lost:.0%} of above-chance accuracy lost"
+    lost = _lost(row)
     floor = f" {FLOOR_MARK}" if bool(getattr(row, "at_floor", False)) is True else ""
     mean = getattr(row, "mean_ablation", "")
     method = f" ({MEAN_MARK} mean-ablation: {mean})" if isinstance(mean, str) and mean and mean != row.verdict else ""
     return number + interval + lost + floor + method + _old_rule(row)
+
+
+def _lost(row) -> str:
+    """The share of kappa lost beside an accuracy number (rule 3), or, on a row of rule 2, its floor-scale share."""
+    kappa = getattr(row, "kappa_lost", None)
+    if not _missing(kappa) and not str(row.unit).startswith(KAPPA_UNIT_START):
+        return f"; {kappa:.0%} of κ lost"
+    old = getattr(row, "lost", None)
+    return "" if _missing(old) else f"; {old:.0%} of above-chance accuracy lost"
 
 
 def _old_rule(row) -> str:
@@ -373,11 +383,12 @@ def scorecard_markdown(
         "Each row is one claim of the study (indented rows are evidence under it, not counted); each column one "
         "model this site was built on. A cell gives the verdict, our number with its 95% interval and the "
         "interval adjusted for the number of claims that the verdict rests on, and links to the page "
-        f"with the evidence, which quotes the study's sentence and states the rule. {FLOOR_MARK} marks a "
-        "condition at the model's floor (its accuracy within two standard errors of always answering the "
-        "majority grade): such a model can fall no further, so it is evidence neither for nor against a claim "
-        f"about how far it falls. {MEAN_MARK} marks a verdict that changes when each removed head's output is "
-        "replaced by "
+        f"with the evidence, which quotes the study's sentence and states the rule; beside an accuracy, the share of "
+        f"the unmasked model's quadratic-weighted kappa (κ) the condition loses. {FLOOR_MARK} marks a condition at "
+        "the floor of that scale (decided from its predictions: its κ interval reaches 0, or nearly every pair gets "
+        "one grade): two conditions both at the floor can fall no further, so their comparison is evidence neither for "
+        f"nor against a claim about which falls further. {MEAN_MARK} marks a verdict that changes when each removed "
+        "head's output is replaced by "
         f"its mean over training pairs instead of zero (mean-ablation). Verdicts: {', '.join(VERDICTS)}. "
         f"{CORRECTION} Hover a rule for its wording. "
         "The study's number is shown only where it is in our unit. The study's own numbers, and what it left "

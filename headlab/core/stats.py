@@ -250,7 +250,8 @@ def by_interval(lo: float, hi: float, above: str, below: str, neither: str) -> s
 @dataclass(frozen=True)
 class Floor:
     """A model's accuracy unmasked (``base``) and the accuracy of always answering its majority grade (``majority``),
-    on ``n`` test pairs: the two ends of the floor scale."""
+    on ``n`` test pairs: what a page says beside its numbers. Effects are judged on the kappa scale
+    (:func:`kappa_lost`), whose floor is decided from predictions (:func:`at_floor`), not on this pair."""
 
     base: float
     majority: float
@@ -258,22 +259,11 @@ class Floor:
 
     @classmethod
     def of(cls, correct, grades, split_grades=None) -> Floor:
-        """The floor scale of some pairs: the unmasked model's accuracy there (``correct``: right/wrong per pair) and
-        that of always answering the majority grade of ``split_grades`` (default ``grades``: the pairs' own)."""
+        """The unmasked model's accuracy on some pairs (``correct``: right/wrong per pair) and that of always answering
+        the majority grade of ``split_grades`` (default ``grades``: the pairs' own)."""
         grades = np.asarray(grades)
         majority = np.bincount(np.asarray(grades if split_grades is None else split_grades)).argmax()
         return cls(float(np.mean(correct)), float(np.mean(grades == majority)), len(grades))
-
-    def lost(self, relative_change: float) -> float:
-        """The share of the accuracy above the majority grade that a relative change of accuracy takes away (NaN for a
-        model not above its majority grade: it has no such accuracy to lose)."""
-        if not self.base > self.majority:
-            return math.nan
-        return -relative_change * self.base / (self.base - self.majority)
-
-    def at_floor(self, accuracy: float) -> bool:
-        """Within two binomial standard errors of always answering the majority grade, or below it."""
-        return accuracy <= self.majority + 2 * math.sqrt(self.majority * (1 - self.majority) / self.n)
 
 
 def _kappas(predicted: np.ndarray, gold: np.ndarray, weights: np.ndarray, n_grades: int) -> np.ndarray:
@@ -371,31 +361,96 @@ def kappa_lost(
         "kappa_masked": masked_point,
         **dict(zip(("kappa_masked_lo", "kappa_masked_hi"), interval(masked_boot))),
     }
+    draws = [seed if draw_seed is None else draw_seed]
+    lost = kappa_contrast([masked], [1.0], base, g, n_boot, seed, draws, level, n_grades)
+    return {
+        **out,
+        "kappa_lost": lost["contrast"],
+        "kappa_lost_lo": lost["lo"],
+        "kappa_lost_hi": lost["hi"],
+        "kappa_lost_se": lost["se"],
+        "kappa_df": lost["df"],
+        "kappa_reason": lost["reason"],
+    }
+
+
+def kappa_contrast(
+    conditions,
+    signs,
+    base_predicted,
+    gold,
+    n_boot: int = 2000,
+    seed: int = 0,
+    draw_seeds=None,
+    level: float = 0.95,
+    n_grades: int = 5,
+) -> dict:
+    """A signed sum of shares of kappa lost, sum_i sign_i * (1 - kappa_i / kappa_base), with one bootstrap for all:
+    e.g. the lower half's share lost minus the upper half's (signs +1, -1), or a mean over shares (signs 1/k).
+
+    ``conditions``: each a (pairs,) or (draws, pairs) array of predicted grades (a condition's kappa is the mean of
+    its draws' kappas). Every replicate resamples the pairs once for every condition and the baseline (the
+    :func:`bootstrap_weights` of ``seed``, so paired with the accuracy intervals) and each condition's draws on their
+    own (:func:`draw_counts` with its ``draw_seeds`` entry, default ``seed``), and recomputes every kappa, the
+    baseline's too. With draws the interval is a t interval on the replicates' SD with Welch–Satterthwaite df
+    (:func:`two_stage`, at the fewest draws of any condition: the cautious reading); without, the percentile interval.
+    Where kappa_base is not above 0 (point or any replicate) there is no agreement beyond chance to lose: the numbers
+    are NaN and ``reason`` says why.
+
+    Returns contrast, lo, hi, se, df, n_draws (the fewest of any condition with draws, else 1), reason ("" if defined).
+    """
+    g = np.asarray(gold, dtype=np.float64)
+    base = np.asarray(base_predicted, dtype=np.float64)
+    if base.shape != g.shape:
+        raise ValueError(f"baseline predictions cover {base.shape[0]} pairs, gold {len(g)}")
+    if len(conditions) != len(signs) or not len(conditions):
+        raise ValueError(f"{len(conditions)} conditions and {len(signs)} signs: give one sign per condition")
+    weights = bootstrap_weights(len(g), n_boot, seed)
+    ones = np.ones((1, len(g)))
+    base_point = float(_kappas(base[None], g, ones, n_grades)[0, 0])
+    base_boot = _kappas(base[None], g, weights, n_grades)[:, 0]
+    nan = dict.fromkeys(("contrast", "lo", "hi", "se", "df"), math.nan)
     if base_point <= 0:
-        reason = f"unmasked kappa {base_point:.3f} <= 0: no agreement beyond chance to lose"
-    elif (base_boot <= 0).any():
-        reason = f"unmasked kappa <= 0 in {int((base_boot <= 0).sum())} of {n_boot} bootstrap replicates"
-    else:
-        lost = 1.0 - masked_boot / base_boot
-        point_lost, se = 1.0 - masked_point / base_point, float(lost.std(ddof=1))
-        if masked.shape[0] > 1:  # few draws: a t interval with Welch–Satterthwaite df, as relative_change's
-            fixed = 1.0 - boots[:, 1:].mean(axis=1) / base_boot
-            se, df = two_stage(lost, fixed, masked.shape[0], len(g))
-            lo, hi = t_interval(point_lost, se, df, level)
-        else:
-            df = math.inf
-            lo, hi = interval(lost)
         return {
-            **out,
-            "kappa_lost": point_lost,
-            "kappa_lost_lo": lo,
-            "kappa_lost_hi": hi,
-            "kappa_lost_se": se,
-            "kappa_df": df,
-            "kappa_reason": "",
+            **nan,
+            "n_draws": 1,
+            "reason": f"unmasked kappa {base_point:.3f} <= 0: no agreement beyond chance to lose",
         }
-    undefined = dict.fromkeys(("kappa_lost", "kappa_lost_lo", "kappa_lost_hi", "kappa_lost_se", "kappa_df"), math.nan)
-    return {**out, **undefined, "kappa_reason": reason}
+    if (base_boot <= 0).any():
+        return {
+            **nan,
+            "n_draws": 1,
+            "reason": f"unmasked kappa <= 0 in {int((base_boot <= 0).sum())} of {n_boot} bootstrap replicates",
+        }
+    seeds = [seed] * len(conditions) if draw_seeds is None else list(draw_seeds)
+    point, boots, fixed, draws = 0.0, np.zeros(n_boot), np.zeros(n_boot), []
+    for condition, sign, draw_seed in zip(conditions, signs, seeds):
+        masked = np.atleast_2d(np.asarray(condition, dtype=np.float64))
+        if masked.shape[1] != len(g):
+            raise ValueError(f"a condition covers {masked.shape[1]} pairs, gold {len(g)}")
+        per_draw = _kappas(masked, g, weights, n_grades)  # (n_boot, draws)
+        counts = draw_counts(masked.shape[0], n_boot, draw_seed)
+        point += sign * (1.0 - float(_kappas(masked, g, ones, n_grades)[0].mean()) / base_point)
+        boots += sign * (1.0 - (counts * per_draw).sum(axis=1) / masked.shape[0] / base_boot)
+        fixed += sign * (1.0 - per_draw.mean(axis=1) / base_boot)
+        draws.append(masked.shape[0])
+    with_draws = [d for d in draws if d > 1]
+    if with_draws:
+        se, df = two_stage(boots, fixed, min(with_draws), len(g))
+        lo, hi = t_interval(point, se, df, level)
+    else:
+        alpha = (1.0 - level) / 2.0
+        se, df = float(boots.std(ddof=1)), math.inf
+        lo, hi = float(np.quantile(boots, alpha)), float(np.quantile(boots, 1.0 - alpha))
+    return {
+        "contrast": point,
+        "lo": lo,
+        "hi": hi,
+        "se": se,
+        "df": df,
+        "n_draws": min(with_draws, default=1),
+        "reason": "",
+    }
 
 
 MODAL_FLOOR = 0.95  # a predictor giving this share of pairs one grade is (nearly) constant: at the floor

@@ -388,6 +388,11 @@ def baseline_correct(per_example: pd.DataFrame) -> np.ndarray:
     return _baseline(per_example, "correct")
 
 
+def baseline_grades(per_example: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The sweep's unmasked predicted grades and the gold grades, example by example: the kappa scale's two ends."""
+    return _baseline(per_example, "predicted"), _baseline(per_example, "grade")
+
+
 def _baseline(per_example: pd.DataFrame, column: str) -> np.ndarray:
     rows = per_example[per_example["mask_id"] == BASELINE]
     if rows.empty:
@@ -395,7 +400,10 @@ def _baseline(per_example: pd.DataFrame, column: str) -> np.ndarray:
     return rows.sort_values("example")[column].to_numpy()
 
 
-def _kappa_columns(
+KAPPA_SHOWN = ["kappa_lost", "kappa_lost_lo", "kappa_lost_hi", "at_floor", "floor_reason"]  # beside an accuracy
+
+
+def kappa_columns(
     predicted: np.ndarray, base: np.ndarray, gold: np.ndarray, n_boot: int, seed: int, draws=None
 ) -> dict:
     """kappa_* (:func:`headlab.core.stats.kappa_lost`, resampling the pairs and draws of the accuracy interval),
@@ -416,13 +424,13 @@ def summarize(per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = 2000,
     (:func:`headlab.core.stats.kappa_lost`), modal_share, at_floor, floor_reason (:func:`headlab.core.stats.at_floor`).
     """
     base = baseline_correct(per_example)
-    base_predicted, gold = _baseline(per_example, "predicted"), _baseline(per_example, "grade")
+    base_predicted, gold = baseline_grades(per_example)
     rows = []
     for mask_id, group in per_example.groupby("mask_id", sort=False):
         group = group.sort_values("example")
         correct = group["correct"].to_numpy()
         effect = relative_change(correct, base, n_boot=n_boot, seed=seed)
-        kappa = _kappa_columns(group["predicted"].to_numpy(), base_predicted, gold, n_boot, seed)
+        kappa = kappa_columns(group["predicted"].to_numpy(), base_predicted, gold, n_boot, seed)
         rows.append(
             {"mask_id": mask_id, "accuracy": correct.mean(), **effect, "p_mcnemar": mcnemar(correct, base), **kappa}
         )
@@ -490,7 +498,7 @@ def share_curve(
     specs, correct = share_masks(per_example, plan, kind, ["draw", "n_dropped"])
     predicted = predicted_matrix(per_example)
     base = baseline_correct(per_example).astype(np.float64)
-    base_predicted, gold = _baseline(per_example, "predicted"), _baseline(per_example, "grade")
+    base_predicted, gold = baseline_grades(per_example)
     specs = specs.sort_values(["share", "draw"])
     specs["accuracy"] = correct.loc[specs["mask_id"]].to_numpy(dtype=np.float64).mean(axis=1)
     specs["rel_change"] = specs["accuracy"] / base.mean() - 1.0
@@ -508,7 +516,7 @@ def share_curve(
             draw_seed=seeds,
         )
         masked = predicted.loc[group["mask_id"]].to_numpy()
-        kappa = _kappa_columns(masked, base_predicted, gold, n_boot, seed, seeds)
+        kappa = kappa_columns(masked, base_predicted, gold, n_boot, seed, seeds)
         _, draw_lo, draw_hi = mean_interval(group["rel_change"])
         rows.append(
             {

@@ -40,8 +40,6 @@ from dataclasses import asdict, dataclass, fields, replace
 import pandas as pd
 from scipy import stats as sps
 
-from headlab.core.stats import Floor
-
 VERDICTS = ("holds", "does not hold", "opposite", "cannot tell", "not comparable", "not judged")
 KINDS = ("effect", "no_effect", "compare")
 TALLIES = {"study": "the study's claims", "ours": "our own predictions"}  # tally -> its heading
@@ -131,6 +129,9 @@ def _study(claim_id, page, claim, quote, kind, **rule) -> StudyClaim:
     return StudyClaim(claim_id, page, claim, quote, kind, **rule)
 
 
+KAPPA_UNIT_START = "share of the unmasked quadratic κ lost"
+KAPPA_LOST_UNIT = f"{KAPPA_UNIT_START} (0: unmasked, 100%: no agreement with the gold grades beyond chance)"
+
 MARGIN_WHY = (
     "±2% relative: the study reports changes to the nearest 0.1% and calls +0% no change; 2% is a fifth of "
     "the smallest effect it calls a loss or gain (the +2.3% of layer 8), and about the precision a test "
@@ -165,8 +166,8 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "effect",
             direction=1,
             min_size=0.1,
-            size_why="steadily: at least 10 points more of the accuracy above the majority grade lost at the largest "
-            "share than at the first share with a loss, about three times what one share's draws resolve",
+            size_why="steadily: at least 10 points more of the unmasked quadratic κ lost at the largest share than at "
+            "the first share with a loss, about three times what one share's draws resolve",
             size_source="precision",
         ),
         # 02 layer dependence
@@ -178,7 +179,7 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "effect",
             direction=1,
             min_size=0.5,
-            size_why="a collapse: more than half of the accuracy above the majority grade lost (floor scale)",
+            size_why="a collapse: more than half of the unmasked quadratic κ (agreement beyond chance) lost",
             size_source="words",
         ),
         _study(
@@ -189,8 +190,8 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "compare",
             direction=1,
             min_size=0.2,
-            size_why="far less: the low half takes at least 20 points more of the accuracy above the majority grade "
-            "(floor scale) than the high half",
+            size_why="far less: the low half takes at least 20 points more of the unmasked quadratic κ than the high "
+            "half",
             size_source="words",
         ),
         _study(
@@ -516,7 +517,7 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             "compare",
             direction=1,
             min_size=0.05,
-            size_why="at least 5 points of the accuracy above the majority grade less lost by pruning the high half",
+            size_why="at least 5 points of the unmasked quadratic κ less lost by pruning the high half",
             size_source="precision",
             tally="ours",
         ),
@@ -556,10 +557,11 @@ class Claim:
     level: float = 1 - ALPHA / FAMILY
     lo_adj: float = math.nan
     hi_adj: float = math.nan
-    lost: float = math.nan
-    lost_lo: float = math.nan
-    lost_hi: float = math.nan
-    at_floor: bool = False
+    kappa_lost: float = math.nan  # share of the unmasked quadratic kappa lost (accuracy claims), with its interval
+    kappa_lost_lo: float = math.nan
+    kappa_lost_hi: float = math.nan
+    at_floor: bool = False  # the condition(s) the claim judges sit at the kappa floor (stats.at_floor)
+    floor_reason: str = ""  # what was checked to decide at_floor
     study_unit: str = ""
     page: str = ""
     mean_ablation: str = ""  # the verdict with removed heads mean-ablated instead of zeroed ("" when not run)
@@ -596,8 +598,9 @@ class Claim:
         search: int = 1,
         study: float | None = None,
         study_unit: str = "",
-        floor: Floor | None = None,
-        accuracies: tuple[float, ...] = (),
+        kappa=None,
+        at_floor: bool = False,
+        floor_reason: str = "",
         claim: str | None = None,
         not_comparable: str = "",
     ) -> Claim:
@@ -608,19 +611,22 @@ class Claim:
         most cautious reading of draws resampled; pass the Welch–Satterthwaite value where the page has it).
         ``search``: how many candidates the page chose this row among (a head among a layer's heads), so the verdict's
         interval is widened once for them and for the family. ``p``: an exact test's p, kept beside the interval.
-        ``floor`` with ``accuracies`` (the masked conditions' accuracies) puts a relative change of accuracy on the
-        floor scale and marks a condition at the floor. ``study``: the study's number, only in ``unit``, or in
+        ``kappa``: for a claim on accuracy, the share of quadratic kappa the judged condition loses, shown beside the
+        accuracy (a mapping with kappa_lost, kappa_lost_lo, kappa_lost_hi: a row of a sweep summary or share curve,
+        :func:`headlab.core.sweep.kappa_columns`). ``at_floor``: the conditions compared all sit at the kappa floor
+        (decided from their predictions, :func:`headlab.core.stats.at_floor`; ``floor_reason`` says what was checked),
+        which makes a comparison saturated. ``study``: the study's number, only in ``unit``, or in
         ``study_unit`` when the study gave it in another. ``not_comparable``: why this run cannot speak to the claim.
         ``claim_id`` may name a sub-row, ``<registered id>/<part>``, with its own ``claim`` sentence: it is shown with
         its intervals but not judged (outside the family).
         """
         spec = registered(claim_id)
         lost = (
-            (floor.lost(ours), floor.lost(hi), floor.lost(lo))
-            if floor and unit.startswith("relative change of accuracy")
+            tuple(float(kappa[k]) for k in ("kappa_lost", "kappa_lost_lo", "kappa_lost_hi"))
+            if kappa is not None
             else (math.nan,) * 3
         )
-        at_floor = bool(floor) and bool(accuracies) and all(floor.at_floor(a) for a in accuracies)
+        at_floor = bool(at_floor)
         df = draws_df_default(n_draws) if df is None else float(df)
         judged = judge(
             spec, ours, lo, hi, df=df, search=search, at_floor=at_floor, unit=unit, n_examples=int(n_examples)
@@ -658,6 +664,7 @@ class Claim:
             judged.hi_adj,
             *lost,
             at_floor,
+            floor_reason,
             study_unit,
             spec.page,
             df=df,
@@ -913,15 +920,16 @@ def _adjusted_text(c: Claim) -> str:
 
 
 def floor_text(c: Claim) -> str:
-    """The share of above-chance accuracy the effect takes away, and whether it is at the floor."""
-    if math.isnan(c.lost):
-        return ""
-    mark = "; at the model's floor" if c.at_floor else ""
-    share = lambda x: f"{0.0 if abs(x) < 0.005 else x:.0%}"  # noqa: E731  (no "-0%")
-    return (
-        f" ({share(c.lost)} [{share(c.lost_lo)}, {share(c.lost_hi)}] of the accuracy above the majority grade "
-        f"lost{mark})"
+    """The share of the unmasked model's kappa the effect takes away (beside an accuracy number), and whether the
+    judged conditions sit at the kappa floor, with what was checked."""
+    mark = (
+        f"; at the floor: {c.floor_reason}" if c.at_floor and c.floor_reason else "; at the floor" if c.at_floor else ""
     )
+    if math.isnan(c.kappa_lost) or c.unit.startswith(KAPPA_UNIT_START):
+        return f" ({mark[2:]})" if mark else ""
+    share = lambda x: "NaN" if math.isnan(x) else f"{0.0 if abs(x) < 0.005 else x:.0%}"  # noqa: E731  (no "-0%")
+    interval = "" if math.isnan(c.kappa_lost_lo) else f" [{share(c.kappa_lost_lo)}, {share(c.kappa_lost_hi)}]"
+    return f" ({share(c.kappa_lost)}{interval} of the unmasked quadratic κ lost{mark})"
 
 
 def render(claims: list[Claim]) -> str:
@@ -961,7 +969,6 @@ __all__ = [
     "STUDY_CLAIMS",
     "VERDICTS",
     "Claim",
-    "Floor",
     "StudyClaim",
     "claims_file",
     "claims_table",

@@ -18,6 +18,7 @@ renders as its verdict and saves. This page's ``cls_head.masking_hurts`` is the 
 from __future__ import annotations
 
 import hashlib
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -25,12 +26,15 @@ from scipy import stats as sps
 
 from headlab.core.attention import attention_maps, cls_attention_rows, token_roles
 from headlab.core.masking import head_grid
-from headlab.core.stats import Floor, bootstrap_weights, mcnemar, relative_change, versus_random
+from headlab.core.stats import bootstrap_weights, mcnemar, relative_change, versus_random
 from headlab.core.sweep import (
     MaskSpec,
     baseline_correct,
+    baseline_grades,
     baseline_spec,
     correct_matrix,
+    kappa_columns,
+    predicted_matrix,
     single_head_specs,
 )
 from headlab.findings.attention_compare import token_labels
@@ -69,30 +73,47 @@ def split_halves(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return select, np.setdiff1d(np.arange(n), select)
 
 
-def single_head_correct(lab, progress: bool = True) -> tuple[pd.DataFrame, np.ndarray, str]:
-    """``(correct, base_correct, source)``: per-example correctness of each head masked alone, and unmasked.
+class SingleHeads(NamedTuple):
+    """Each head masked alone, per evaluation pair: ``correct`` (1/0) and ``predicted`` (grade) with one row per head
+    (index layer, head) and one column per pair, the unmasked row of each (``base_correct``, ``base_predicted``), the
+    gold grades, and where they came from (``source``)."""
 
-    ``correct`` has one row per head (index layer, head) and one column per evaluation pair; the baseline comes from the
-    same sweep, so both sides ran at the same precision. Read from notebook 02's sweep when a finished one in the lab's
-    results (the shared sweep ``layer_dependence``) holds the unmasked and every single-head mask (its plan holds other
-    masks too, so it is found by name rather than resumed); else the same masks run here with the same sweep code
-    (resumable, folder ``single_head``), one pass over the evaluation set per mask.
+    correct: pd.DataFrame
+    base_correct: np.ndarray
+    source: str
+    predicted: pd.DataFrame
+    base_predicted: np.ndarray
+    gold: np.ndarray
+
+    @property
+    def grades(self) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+        """``(predicted, base_predicted, gold)``: what the kappa scale reads (``grades=``, :func:`held_out_effect`)."""
+        return self.predicted, self.base_predicted, self.gold
+
+
+def single_head_correct(lab, progress: bool = True) -> SingleHeads:
+    """Per-example results of each head masked alone, and unmasked (:class:`SingleHeads`).
+
+    The baseline comes from the same sweep, so both sides ran at the same precision. Read from notebook 02's sweep
+    when a finished one in the lab's results (the shared sweep ``layer_dependence``) holds the unmasked and every
+    single-head mask (its plan holds other masks too, so it is found by name rather than resumed); else the same masks
+    run here with the same sweep code (resumable, folder ``single_head``), one pass over the evaluation set per mask.
     """
     layers, heads = head_grid(lab.model)
     specs = [baseline_spec(), *single_head_specs(layers, heads)]
     for folder, per_example in lab.finished_sweeps("layer_dependence", {s.mask_id for s in specs}):
-        return (*_correct_matrix(per_example, specs), f"notebook 02's sweep ({folder.name})")
+        return _single_heads(per_example, specs, f"notebook 02's sweep ({folder.name})")
     per_example = lab.sweep(specs, "single_head", progress=progress)
-    source = f"computed ({len(specs) - 1} single-head masks and the unmasked model)"
-    return (*_correct_matrix(per_example, specs), source)
+    return _single_heads(per_example, specs, f"computed ({len(specs) - 1} single-head masks and the unmasked model)")
 
 
-def _correct_matrix(per_example: pd.DataFrame, specs) -> tuple[pd.DataFrame, np.ndarray]:
-    """The single-head rows of a sweep as a (layer, head) x example 0/1 table, and the unmasked row."""
+def _single_heads(per_example: pd.DataFrame, specs, source: str) -> SingleHeads:
+    """The single-head rows of a sweep as (layer, head) x example tables, and the unmasked row."""
     heads = [s for s in specs if s.kind == "head"]
-    correct = correct_matrix(per_example).loc[[s.mask_id for s in heads]]
-    correct.index = pd.MultiIndex.from_tuples([s.dropped[0] for s in heads], names=["layer", "head"])
-    return correct, baseline_correct(per_example)
+    index = pd.MultiIndex.from_tuples([s.dropped[0] for s in heads], names=["layer", "head"])
+    correct = correct_matrix(per_example).loc[[s.mask_id for s in heads]].set_axis(index)
+    predicted = predicted_matrix(per_example).loc[[s.mask_id for s in heads]].set_axis(index)
+    return SingleHeads(correct, baseline_correct(per_example), source, predicted, *baseline_grades(per_example))
 
 
 def selection_grid(correct: pd.DataFrame, base_correct: np.ndarray, select) -> pd.DataFrame:
@@ -119,34 +140,54 @@ def focus_head(grid: pd.DataFrame, layers: int) -> pd.Series:
 
 
 def held_out_effect(
-    correct: pd.DataFrame, base_correct: np.ndarray, layer: int, head: int, estimate, n_boot: int = 2000, seed: int = 0
+    correct: pd.DataFrame,
+    base_correct: np.ndarray,
+    layer: int,
+    head: int,
+    estimate,
+    n_boot: int = 2000,
+    seed: int = 0,
+    grades=None,
 ) -> dict:
     """One head's effect on the pairs ``estimate`` only: :func:`headlab.core.stats.relative_change` (a paired bootstrap
-    over those pairs), McNemar p, and the masked and unmasked accuracies there."""
+    over those pairs), McNemar p, and the masked and unmasked accuracies there. ``grades`` (:attr:`SingleHeads.grades`)
+    adds the chance-corrected scale on the same pairs and resamples (:func:`headlab.core.sweep.kappa_columns`:
+    kappa_lost with its interval, at_floor, floor_reason)."""
     masked = correct.loc[(layer, head)].to_numpy()[estimate]
     base = np.asarray(base_correct)[estimate]
+    kappa = {}
+    if grades is not None:
+        predicted, base_predicted, gold = grades
+        kappa = kappa_columns(
+            predicted.loc[(layer, head)].to_numpy()[estimate],
+            np.asarray(base_predicted)[estimate],
+            np.asarray(gold)[estimate],
+            n_boot,
+            seed,
+        )
     return {
         **relative_change(masked, base, n_boot=n_boot, seed=seed),
         "p_mcnemar": mcnemar(masked, base),
         "accuracy": float(np.mean(masked)),
         "base_accuracy": float(np.mean(base)),
+        **kappa,
     }
 
 
-def held_out_floor(base_correct: np.ndarray, grades: np.ndarray, estimate) -> Floor:
-    """The floor scale (:class:`headlab.core.stats.Floor`) of the pairs ``estimate``: the unmasked accuracy there,
-    and that of always answering the split's majority grade there, on as many pairs as the effect is measured on."""
-    grades = np.asarray(grades)
-    return Floor.of(np.asarray(base_correct)[estimate], grades[estimate], grades)
+def _kappa(effect: dict) -> dict:
+    """``kappa``/``at_floor``/``floor_reason`` of :meth:`Claim.measured` from an effect with the kappa columns."""
+    if "kappa_lost" not in effect:
+        return {}
+    return {"kappa": effect, "at_floor": bool(effect["at_floor"]), "floor_reason": str(effect["floor_reason"])}
 
 
-def focus_claims(row: pd.Series, effect: dict, layers: int, floor: Floor | None = None) -> list[Claim]:
+def focus_claims(row: pd.Series, effect: dict, layers: int) -> list[Claim]:
     """The study's first claim about its high head as a row: masked alone, it costs accuracy.
 
     One selection rule: ``row`` is the :func:`selection_grid` row of the head :func:`focus_head` chose on the
     selection pairs (the upper-half head whose masking alone costs most there); ``effect`` its
-    :func:`held_out_effect` on the other pairs, the only ones the row's number, interval and p come from. ``floor``
-    (:func:`held_out_floor` of those pairs) puts the change on the floor scale. Judged by
+    :func:`held_out_effect` on the other pairs, the only ones the row's number, interval and p come from (with its
+    kappa columns, the share of kappa lost is shown beside and the floor marked). Judged by
     :func:`headlab.findings.claims.judge` (an effect below zero); the McNemar p is kept beside the interval. Only one
     head is tested on the held-out pairs, so nothing is corrected for the many heads it was chosen from.
     """
@@ -165,7 +206,6 @@ def focus_claims(row: pd.Series, effect: dict, layers: int, floor: Floor | None 
         f"McNemar p = {effect['p_mcnemar']:.2g}). The study's head sat in layer {STUDY_HIGH_HEAD_LAYER} of "
         f"{STUDY_LAYERS}: {place}"
     )
-    accuracies = (float(effect["accuracy"]),) if "accuracy" in effect else ()
     return [
         Claim.measured(
             "cls_head.masking_hurts",
@@ -177,21 +217,26 @@ def focus_claims(row: pd.Series, effect: dict, layers: int, floor: Floor | None 
             n_examples=int(effect["n_examples"]),
             p=float(effect["p_mcnemar"]),
             reason=reason,
-            floor=floor,
-            accuracies=accuracies,
+            **_kappa(effect),
         )
     ]
 
 
 def matching_hurt_claims(
-    correct: pd.DataFrame, base_correct: np.ndarray, matching, estimate, n_boot: int = 2000, seed: int = 0
+    correct: pd.DataFrame,
+    base_correct: np.ndarray,
+    matching,
+    estimate,
+    n_boot: int = 2000,
+    seed: int = 0,
+    grades=None,
 ) -> list[Claim]:
     """The study's "the term-matching heads hurt when masked" as a row: each of notebook 05's heads masked alone
     (the single-head masks of notebook 02's grid), measured on the pairs ``estimate`` (05's held-out half, which
     chose none of them). The claim speaks of every one of them, so it is judged at the head whose interval reaches
     nearest no effect (a claim about all of them is no stronger than its weakest; no correction for choosing it)."""
     effects = {
-        (int(l), int(h)): held_out_effect(correct, base_correct, int(l), int(h), estimate, n_boot=n_boot, seed=seed)
+        (int(l), int(h)): held_out_effect(correct, base_correct, int(l), int(h), estimate, n_boot, seed, grades)
         for l, h in matching
     }
     if not effects:
@@ -213,6 +258,7 @@ def matching_hurt_claims(
             reason=f"Each of the {len(effects)} term-matching heads masked alone, on the {int(weakest['n_examples'])} "
             f"held-out pairs (layer.head: relative change): {each}. The claim speaks of every one, so the row shows "
             f"the weakest, {layer}.{head} (exact McNemar p = {weakest['p_mcnemar']:.2g})",
+            **_kappa(weakest),
         )
     ]
 
@@ -510,6 +556,5 @@ def mean_ablated_effect(lab, layer: int, head: int, estimate, n_boot: int = 2000
     (mean-ablation, one mask, saved as the sweep ``cls_focus-mean``), against that sweep's own unmasked row."""
     spec = MaskSpec(f"head-{layer}-{head}", ((layer, head),), "head")
     per_example = lab.sweep([spec], "cls_focus", ablation="mean", progress=False)
-    masked = correct_matrix(per_example).loc[[spec.mask_id]]
-    masked.index = pd.MultiIndex.from_tuples([(layer, head)], names=["layer", "head"])
-    return held_out_effect(masked, baseline_correct(per_example), layer, head, estimate, n_boot=n_boot, seed=seed)
+    heads = _single_heads(per_example, [spec], "mean-ablated")
+    return held_out_effect(heads.correct, heads.base_correct, layer, head, estimate, n_boot, seed, heads.grades)

@@ -15,8 +15,27 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from headlab.core.stats import boot_means, bootstrap_weights, holm, relative_change, t_interval, two_stage
-from headlab.core.sweep import MaskSpec, baseline_correct, correct_matrix, draw_seed, masks_of_kind, random_share_specs
+from headlab.core.stats import (
+    boot_means,
+    bootstrap_weights,
+    holm,
+    kappa_contrast,
+    relative_change,
+    t_interval,
+    two_stage,
+)
+from headlab.core.sweep import (
+    KAPPA_SHOWN,
+    MaskSpec,
+    baseline_correct,
+    baseline_grades,
+    correct_matrix,
+    draw_seed,
+    kappa_columns,
+    masks_of_kind,
+    predicted_matrix,
+    random_share_specs,
+)
 
 HALVES = ("lower", "upper")
 
@@ -29,8 +48,9 @@ def head_grid_table(summary: pd.DataFrame, layers: int, heads: int, alpha: float
     from the summary stay in the grid with empty numbers and direction "untested", so a partial sweep never
     looks like a sweep of heads that changed nothing.
 
-    Columns: layer, head, accuracy, rel_change, lo, hi, lo90, hi90, p_mcnemar, p_holm, significant (p_holm below
-    ``alpha``), direction.
+    Columns: layer, head, accuracy, rel_change, lo, hi, lo90, hi90, p_mcnemar, the summary's kappa columns
+    (:data:`headlab.core.sweep.KAPPA_SHOWN`, where it has them), p_holm, significant (p_holm below ``alpha``),
+    direction.
     """
     rows = masks_of_kind(summary, "head", ["layer", "head"])
     outside = rows[(rows["layer"] >= layers) | (rows["head"] >= heads) | (rows["layer"] < 0) | (rows["head"] < 0)]
@@ -38,7 +58,8 @@ def head_grid_table(summary: pd.DataFrame, layers: int, heads: int, alpha: float
         raise ValueError(f"head masks outside a {layers}x{heads} grid: {list(outside['mask_id'])}")
     if rows.duplicated(["layer", "head"]).any():
         raise ValueError("the summary holds more than one single-head mask for the same head")
-    rows = rows[["layer", "head", "accuracy", "rel_change", "lo", "hi", "lo90", "hi90", "p_mcnemar"]]
+    kappa = [c for c in KAPPA_SHOWN if c in rows]  # the kappa scale, where the summary has it
+    rows = rows[["layer", "head", "accuracy", "rel_change", "lo", "hi", "lo90", "hi90", "p_mcnemar", *kappa]]
     rows["p_holm"] = holm(rows["p_mcnemar"].to_numpy())
     grid = pd.DataFrame([(l, h) for l in range(layers) for h in range(heads)], columns=["layer", "head"])
     grid = grid.merge(rows, on=["layer", "head"], how="left")
@@ -89,10 +110,12 @@ def layer_effects(summary: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     Every layer is a test, so with 12 layers one would pass at 5% by chance about half the time; the
     McNemar p-values are Holm-corrected across layers (``p_holm``) before a layer's gain or loss is called.
 
-    Columns: layer, accuracy, rel_change, lo, hi, p_mcnemar, p_holm, distinguishable (p_holm below ``alpha``).
+    Columns: layer, accuracy, rel_change, lo, hi, p_mcnemar, the summary's kappa columns
+    (:data:`headlab.core.sweep.KAPPA_SHOWN`, where it has them), p_holm, distinguishable (p_holm below ``alpha``).
     """
     rows = masks_of_kind(summary, "layer", ["layer"]).sort_values("layer")
-    table = rows[["layer", "accuracy", "rel_change", "lo", "hi", "p_mcnemar"]].reset_index(drop=True)
+    kappa = [c for c in KAPPA_SHOWN if c in rows]  # the kappa scale, where the summary has it
+    table = rows[["layer", "accuracy", "rel_change", "lo", "hi", "p_mcnemar", *kappa]].reset_index(drop=True)
     table["p_holm"] = holm(table["p_mcnemar"].to_numpy())
     table["distinguishable"] = table["p_holm"] < alpha
     return table
@@ -173,13 +196,20 @@ def half_gap(per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = 2000, 
     once for both halves and the baseline (paired), so what the halves share cancels, and each half's draws
     on their own (the two halves' heads are drawn independently).
 
+    The same on the chance-corrected scale: each half's share of quadratic kappa lost
+    (:func:`headlab.core.sweep.kappa_columns`, resampling the same pairs and draws) and whether it sits at the floor
+    (decided from its predictions), and ``kappa_gap`` = lower half's share lost minus upper half's
+    (:func:`headlab.core.stats.kappa_contrast`: positive when masking lower heads costs more).
+
     Columns: share, n_heads, base_accuracy, then per half (``lower_``, ``upper_``) accuracy, change, lo, hi, draws,
-    df (e.g. lower_accuracy, lower_change, lower_lo, lower_hi, lower_draws, lower_df), then gap, gap_lo, gap_hi,
-    gap_df (a t interval with Welch–Satterthwaite degrees of freedom over the draws, as
-    :func:`headlab.core.stats.two_stage`), n_examples, n_boot.
+    df, kappa_lost, kappa_lo, kappa_hi, kappa_df, at_floor, floor_reason (e.g. lower_accuracy, lower_change,
+    lower_kappa_lost, lower_at_floor), then gap, gap_lo, gap_hi, gap_df (a t interval with Welch–Satterthwaite degrees
+    of freedom over the draws, as :func:`headlab.core.stats.two_stage`), kappa_gap, kappa_gap_lo, kappa_gap_hi,
+    kappa_gap_df, kappa_reason, n_examples, n_boot.
     """
     base = baseline_correct(per_example).astype(np.float64)
     correct = correct_matrix(per_example)
+    predicted, (base_predicted, gold) = predicted_matrix(per_example), baseline_grades(per_example)
     by_half = {}
     for which in HALVES:
         rows = masks_of_kind(plan, which, ["n_dropped"])
@@ -198,12 +228,14 @@ def half_gap(per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = 2000, 
             "n_heads": int(by_half["lower"][share]["n_dropped"].iloc[0]),
             "base_accuracy": float(base.mean()),
         }
-        boots, fixed = {}, {}
+        boots, fixed, grades, seeds_of = {}, {}, {}, {}
         for which in HALVES:
             masks = by_half[which][share]
             draws = correct.loc[masks["mask_id"]].to_numpy(dtype=np.float64)
-            seeds = draw_seed(seed, which, share)
+            seeds = seeds_of[which] = draw_seed(seed, which, share)
             effect = relative_change(draws, base, n_boot=n_boot, seed=seed, draw_seed=seeds)
+            grades[which] = predicted.loc[masks["mask_id"]].to_numpy()
+            kappa = kappa_columns(grades[which], base_predicted, gold, n_boot, seed, seeds)
             row.update(
                 {
                     f"{which}_accuracy": float(draws.mean()),
@@ -212,6 +244,12 @@ def half_gap(per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = 2000, 
                     f"{which}_hi": effect["hi"],
                     f"{which}_draws": len(masks),
                     f"{which}_df": effect["df"],
+                    f"{which}_kappa_lost": kappa["kappa_lost"],
+                    f"{which}_kappa_lo": kappa["kappa_lost_lo"],
+                    f"{which}_kappa_hi": kappa["kappa_lost_hi"],
+                    f"{which}_kappa_df": kappa["kappa_df"],
+                    f"{which}_at_floor": kappa["at_floor"],
+                    f"{which}_floor_reason": kappa["floor_reason"],
                 }
             )
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -226,12 +264,26 @@ def half_gap(per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = 2000, 
             gap_lo, gap_hi = t_interval(gap, se, df)
         else:
             df, (gap_lo, gap_hi) = math.inf, np.quantile(gap_boot[keep], [0.025, 0.975])
+        kappa_gap = kappa_contrast(
+            [grades["lower"], grades["upper"]],
+            [1.0, -1.0],
+            base_predicted,
+            gold,
+            n_boot,
+            seed,
+            [seeds_of["lower"], seeds_of["upper"]],
+        )
         row.update(
             {
                 "gap": gap,
                 "gap_lo": float(gap_lo),
                 "gap_hi": float(gap_hi),
                 "gap_df": df,
+                "kappa_gap": kappa_gap["contrast"],
+                "kappa_gap_lo": kappa_gap["lo"],
+                "kappa_gap_hi": kappa_gap["hi"],
+                "kappa_gap_df": kappa_gap["df"],
+                "kappa_reason": kappa_gap["reason"],
                 "n_examples": len(base),
                 "n_boot": n_boot,
             }

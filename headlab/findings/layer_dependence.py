@@ -5,20 +5,28 @@ maps to our layer that holds its middle (for 6 layers, study layers 2l and 2l+1 
 Each claim of the study the page tests is one :class:`headlab.findings.claims.Claim` row (``halves_claims``,
 ``layers_claims``, ``heads_claims``), built with ``Claim.measured``: our number with its 95% interval and how it was
 computed, the evidence in words, and the verdict of :func:`headlab.findings.claims.judge` (the one rule of the book).
-Accuracy effects carry the floor scale (``Lab.floor``): "collapse" and "costs far less" are judged on it. The page
+Accuracy effects carry the share of quadratic kappa lost beside them; "collapse" and "costs far less" are judged on
+that scale (0 for the unmasked model, 100% for no agreement with the gold grades beyond chance). The page
 shows those rows rendered, then the numbers behind them (``halves_details``, ``layers_details``, ``heads_details``).
 """
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 from scipy import stats as sps
 
-from headlab.core.stats import Floor, by_interval, equivalent
-from headlab.findings.importance import STUDY_COLLAPSE_SHARES, collapse_shares
-from headlab.findings.claims import MARGIN_WHY, Claim, draws_df_default, judge, registered, render
+from headlab.core.stats import by_interval, equivalent
+from headlab.findings.claims import (
+    KAPPA_LOST_UNIT,
+    KAPPA_UNIT_START,
+    MARGIN_WHY,
+    Claim,
+    draws_df_default,
+    judge,
+    registered,
+    render,
+)
+from headlab.findings.importance import collapse_shares
 
 STUDY_LAYERS = 12
 STUDY_GAIN_LAYERS = range(5, 10)  # masking any one of these whole layers improved accuracy
@@ -77,26 +85,13 @@ def depth_note(layers: int) -> str:
 # --- the rows -----------------------------------------------------------------------------------------
 
 CHANGE = "relative change of accuracy"
-LOST = "share of the above-chance accuracy lost (0: unmasked, 100%: always the majority grade)"
 PAIRED = "paired bootstrap over test pairs"
 TWO_STAGE = "two-stage bootstrap over draws and test pairs"
 
 
-def _usable(floor: Floor | None) -> bool:
-    """A floor scale exists: a floor was given and the model is above its majority grade."""
-    return floor is not None and floor.base > floor.majority
-
-
-def _accuracy(row, floor: Floor | None) -> float:
-    """A masked condition's accuracy: the table's own, else from the relative change and the floor's base."""
-    accuracy = getattr(row, "accuracy", None)
-    if accuracy is not None and not math.isnan(float(accuracy)):
-        return float(accuracy)
-    return math.nan if floor is None else floor.base * (1 + float(row.rel_change))
-
-
-def _accuracies(floor: Floor | None, *values: float) -> tuple[float, ...]:
-    return tuple(v for v in values if not math.isnan(v)) if floor is not None else ()
+def _kappa(row):
+    """A layer's or head's kappa columns (``kappa=`` of :meth:`Claim.measured`), or None for a table without them."""
+    return row if "kappa_lost" in row.index else None
 
 
 def _simultaneous(ours: float, lo: float, hi: float, m: int) -> tuple[float, float]:
@@ -125,7 +120,7 @@ def _weakest(claim_id: str, candidates, numbers, **judged):
 
 COLLAPSE = "layer_dependence.low_heads_collapse"
 COSTS_LESS = "layer_dependence.high_heads_cost_less"
-GAP_UNIT = "share of the above-chance accuracy lost, lower half minus upper half, in points"
+GAP_UNIT = f"{KAPPA_UNIT_START}, lower half minus upper half, in points"
 
 
 def _which_half(row) -> str:
@@ -144,40 +139,40 @@ def _collapse_points(gap: pd.DataFrame) -> pd.DataFrame:
     return masked[masked["share"].isin(collapse_shares(masked["share"].tolist()))]
 
 
-def _method(draws: int, mapped: str = "") -> str:
-    return (TWO_STAGE if int(draws) > 1 else PAIRED) + mapped
+def _method(draws: int) -> str:
+    return TWO_STAGE if int(draws) > 1 else PAIRED
 
 
-def _lost_text(floor: Floor, change: float) -> str:
-    return f"{floor.lost(change):.0%}"
+def _lost(values) -> str:
+    return " and ".join(f"{v:.0%}" for v in values)
 
 
-def _collapse(points: pd.DataFrame, floor: Floor, at: str) -> Claim:
-    """The collapse on the floor scale, judged at the weaker of the two points (the claim names both)."""
+def _collapse(points: pd.DataFrame, at: str) -> Claim:
+    """The collapse on the kappa scale, judged at the weaker of the two points (the claim names both)."""
 
     def numbers(r):
-        return floor.lost(r.lower_change), floor.lost(r.lower_hi), floor.lost(r.lower_lo)
+        return r.lower_kappa_lost, r.lower_kappa_lo, r.lower_kappa_hi
 
-    shown = _weakest(COLLAPSE, list(points.itertuples()), numbers, df=lambda r: _df(r, "lower_df"))
+    shown = _weakest(COLLAPSE, list(points.itertuples()), numbers, df=lambda r: _df(r, "lower_kappa_df"))
     ours, lo, hi = numbers(shown)
     return Claim.measured(
         COLLAPSE,
         ours=ours,
         lo=lo,
         hi=hi,
-        unit=LOST,
-        method=_method(shown.lower_draws, ", mapped to the floor scale"),
+        unit=KAPPA_LOST_UNIT,
+        method=_method(shown.lower_draws),
         n_examples=shown.n_examples,
         n_draws=shown.lower_draws,
-        df=_df(shown, "lower_df"),
-        floor=floor,
-        accuracies=_accuracies(floor, shown.lower_accuracy),
-        reason=f"With the low heads masked at {at} of all heads, accuracy is "
-        f"{' and '.join(f'{a:.1%}' for a in points['lower_accuracy'])} (unmasked {floor.base:.1%}, always "
-        f"answering the majority grade {floor.majority:.1%}): "
-        f"{' and '.join(_lost_text(floor, c) for c in points['lower_change'])} of the accuracy above the "
-        f"majority grade lost. The claim names both points, so the row shows the weaker, {shown.share:.0%} of "
-        f"all heads ({_interval(shown.lower_change, shown.lower_lo, shown.lower_hi)} relative change).",
+        df=_df(shown, "lower_kappa_df"),
+        at_floor=bool(shown.lower_at_floor),
+        floor_reason=str(shown.lower_floor_reason),
+        reason=f"With the low heads masked at {at} of all heads, {_lost(points['lower_kappa_lost'])} of the "
+        f"unmasked model's quadratic κ is lost (accuracy {' and '.join(f'{a:.1%}' for a in points['lower_accuracy'])}"
+        f", unmasked {points['base_accuracy'].iloc[0]:.1%}; relative change "
+        f"{' and '.join(_pct(c) for c in points['lower_change'])}). The claim names both points, so the row shows "
+        f"the weaker, {shown.share:.0%} of all heads, {shown.lower_draws} draw(s); there the masked model "
+        f"{'sits' if shown.lower_at_floor else 'does not sit'} at the floor ({shown.lower_floor_reason})",
     )
 
 
@@ -188,32 +183,25 @@ def _df(row, column: str) -> float:
     return draws_df_default(row.lower_draws) if df is None or pd.isna(df) else float(df)
 
 
-def _saturated(r, floor: Floor) -> bool:
-    return floor.at_floor(r.lower_accuracy) and floor.at_floor(r.upper_accuracy)
+def _saturated(r) -> bool:
+    return bool(r.lower_at_floor) and bool(r.upper_at_floor)
 
 
-def _costs_less(points: pd.DataFrame, floor: Floor, at: str) -> Claim:
-    """The lower half's loss minus the upper half's on the floor scale, judged at the weaker of the two points; a point
+def _costs_less(points: pd.DataFrame, at: str) -> Claim:
+    """The lower half's share of kappa lost minus the upper half's, judged at the weaker of the two points; a point
     where both halves sit at the floor says nothing and is set aside while another point can speak."""
-    factor = floor.base / (floor.base - floor.majority)  # lost(lower) - lost(upper) = factor * gap
 
     def numbers(r):
-        return factor * r.gap, factor * r.gap_lo, factor * r.gap_hi
+        return r.kappa_gap, r.kappa_gap_lo, r.kappa_gap_hi
 
     rows = list(points.itertuples())
-    informative = [r for r in rows if not _saturated(r, floor)]
-    shown = _weakest(
-        COSTS_LESS,
-        informative or rows,
-        numbers,
-        df=lambda r: _df(r, "gap_df"),
-        at_floor=lambda r: _saturated(r, floor),
-    )
+    informative = [r for r in rows if not _saturated(r)]
+    shown = _weakest(COSTS_LESS, informative or rows, numbers, df=lambda r: _df(r, "kappa_gap_df"), at_floor=_saturated)
     ours, lo, hi = numbers(shown)
-    aside = [f"{r.share:.0%}" for r in rows if _saturated(r, floor)]
+    aside = [f"{r.share:.0%}" for r in rows if _saturated(r)]
     note = (
         (
-            f" At {' and '.join(aside)} of all heads both halves sit at the model's floor, where neither can fall "
+            f" At {' and '.join(aside)} of all heads both halves sit at the floor, where neither can fall "
             f"further" + (", so the row shows another point." if informative else ".")
         )
         if aside
@@ -225,56 +213,47 @@ def _costs_less(points: pd.DataFrame, floor: Floor, at: str) -> Claim:
         lo=lo,
         hi=hi,
         unit=GAP_UNIT,
-        method=f"{PAIRED} (the same resampled pairs for both halves, each half's draws resampled), mapped to the "
-        "floor scale",
+        method=f"{_method(shown.lower_draws)} (the same resampled pairs for both halves, each half's draws resampled)",
         n_examples=shown.n_examples,
         n_draws=shown.lower_draws,
-        df=_df(shown, "gap_df"),
-        floor=floor,
-        accuracies=_accuracies(floor, shown.lower_accuracy, shown.upper_accuracy),
-        reason=f"At {at} of all heads, masking the lower half loses "
-        f"{' and '.join(_lost_text(floor, c) for c in points['lower_change'])} of the accuracy above the "
-        f"majority grade, the upper half {' and '.join(_lost_text(floor, c) for c in points['upper_change'])} "
-        f"(relative changes: lower {' and '.join(_pct(c) for c in points['lower_change'])}, upper "
+        df=_df(shown, "kappa_gap_df"),
+        at_floor=_saturated(shown),
+        floor_reason=f"lower half: {shown.lower_floor_reason}; upper half: {shown.upper_floor_reason}",
+        reason=f"At {at} of all heads, masking the lower half loses {_lost(points['lower_kappa_lost'])} of the "
+        f"unmasked quadratic κ, the upper half {_lost(points['upper_kappa_lost'])} (relative changes of accuracy: "
+        f"lower {' and '.join(_pct(c) for c in points['lower_change'])}, upper "
         f"{' and '.join(_pct(c) for c in points['upper_change'])}). The claim names both points, so the row "
         f"shows the weaker, {shown.share:.0%} of all heads.{note}",
     )
 
 
-def halves_claims(gap: pd.DataFrame, floor: Floor | None = None) -> list[Claim]:
+def halves_claims(gap: pd.DataFrame) -> list[Claim]:
     """The study's two claims about the halves, measured where it made them: 80% and 100% of the low heads masked
-    (40% and 50% of all heads on the axis), on the floor scale.
+    (40% and 50% of all heads on the axis), on the kappa scale.
 
-    ``gap`` comes from :func:`headlab.findings.importance.half_gap`; ``floor`` (``Lab.floor``) is the model's accuracy
-    unmasked and that of always answering its majority grade, the two ends of the floor scale (0 and 100% of the
-    accuracy above the majority grade lost). "Collapse": the share lost with the low heads masked, judged at the
-    weaker of the two points, its interval the relative change's mapped by the floor. "Far less": the lower half's
-    share lost minus the upper half's (the gap's paired interval times ``base / (base - majority)``), judged at the
-    weaker point among those where the two halves are not both at the floor; when both are at the floor at every
-    point the comparison is saturated. Both verdicts come from :func:`headlab.findings.claims.judge`.
+    ``gap`` comes from :func:`headlab.findings.importance.half_gap`. "Collapse": the share of the unmasked model's
+    quadratic kappa lost with the low heads masked, judged at the weaker of the two points. "Far less": the lower
+    half's share lost minus the upper half's (one bootstrap for both, :func:`headlab.core.stats.kappa_contrast`),
+    judged at the weaker point among those where the two halves are not both at the floor (decided from their
+    predictions); when both are at the floor at every point the comparison is saturated. Both verdicts come from
+    :func:`headlab.findings.claims.judge`.
     """
     points = _collapse_points(gap)
     if points.empty:
         reason = "Not tested: no share near 40% or 50% of all heads (raise HALF_STEPS)"
         return [
-            Claim.not_measured(COLLAPSE, reason=reason, unit=LOST),
+            Claim.not_measured(COLLAPSE, reason=reason, unit=KAPPA_LOST_UNIT),
             Claim.not_measured(COSTS_LESS, reason=reason, unit=GAP_UNIT),
         ]
-    if not _usable(floor):
-        reason = (
-            "Not measured: no floor scale. The claim's size is a share of the accuracy above the majority grade, "
-            + (
-                "and no floor (the accuracy of always answering the majority grade) was given"
-                if floor is None
-                else f"and the model ({floor.base:.1%}) is not above its majority grade ({floor.majority:.1%})"
-            )
-        )
+    undefined = points["kappa_reason"].astype(str).str.len() > 0
+    if undefined.any():
+        reason = f"Not measured: no kappa scale ({points.loc[undefined, 'kappa_reason'].iloc[0]})"
         return [
-            Claim.not_measured(COLLAPSE, reason=reason, unit=LOST),
+            Claim.not_measured(COLLAPSE, reason=reason, unit=KAPPA_LOST_UNIT),
             Claim.not_measured(COSTS_LESS, reason=reason, unit=GAP_UNIT),
         ]
     at = " and ".join(f"{s:.0%}" for s in points["share"])
-    return [_collapse(points, floor, at), _costs_less(points, floor, at)]
+    return [_collapse(points, at), _costs_less(points, at)]
 
 
 def halves_details(gap: pd.DataFrame) -> str:
@@ -300,9 +279,9 @@ def halves_details(gap: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def halves_verdict(gap: pd.DataFrame, floor: Floor | None = None) -> str:
+def halves_verdict(gap: pd.DataFrame) -> str:
     """The study's claims about the halves (:func:`halves_claims`), then the difference at every share (markdown)."""
-    return "\n".join([render(halves_claims(gap, floor)), halves_details(gap)])
+    return "\n".join([render(halves_claims(gap)), halves_details(gap)])
 
 
 # --- whole layers --------------------------------------------------------------------------------------
@@ -338,7 +317,7 @@ def _layers(table: pd.DataFrame) -> str:
     )
 
 
-def _gains(rows: pd.DataFrame, layers: int, n_examples: int, floor: Floor | None) -> Claim:
+def _gains(rows: pd.DataFrame, layers: int, n_examples: int) -> Claim:
     """Gains at the study's layers 5–9: the claim says every one, so it is judged at the layer of ours at that depth
     whose interval reaches lowest."""
     ours = [l for l in study_layers_to_ours(STUDY_GAIN_LAYERS, layers) if l in rows.index]
@@ -360,14 +339,13 @@ def _gains(rows: pd.DataFrame, layers: int, n_examples: int, floor: Floor | None
         method=PAIRED,
         n_examples=n_examples,
         p=shown.p_holm,
-        floor=floor,
-        accuracies=_accuracies(floor, _accuracy(shown, floor)),
+        kappa=_kappa(shown),
         reason=f"At the same depth, our layers {_span(ours)}: {parts}. The claim says every one of them, so the row "
         f"shows layer {int(shown.name)}, whose interval reaches lowest, with its Holm p",
     )
 
 
-def _layer_8(rows: pd.DataFrame, layers: int, n_examples: int, floor: Floor | None) -> Claim:
+def _layer_8(rows: pd.DataFrame, layers: int, n_examples: int) -> Claim:
     """The study's one number for whole layers, at our layer of the same depth."""
     best = study_layer_to_ours(STUDY_BEST_LAYER, layers)
     if best not in rows.index:
@@ -389,27 +367,24 @@ def _layer_8(rows: pd.DataFrame, layers: int, n_examples: int, floor: Floor | No
         n_examples=n_examples,
         p=r["p_holm"],
         study=STUDY_BEST_GAIN,
-        floor=floor,
-        accuracies=_accuracies(floor, _accuracy(r, floor)),
+        kappa=_kappa(r),
         reason=f"Our layer {best} at the same depth: exact McNemar test, Holm p = {r['p_holm']:.2g} over the "
         f"{len(rows)} layers; the 95% interval {contains} the study's +2.3%",
     )
 
 
-def layers_claims(
-    table: pd.DataFrame, layers: int, n_examples: int, alpha: float = 0.05, floor: Floor | None = None
-) -> list[Claim]:
+def layers_claims(table: pd.DataFrame, layers: int, n_examples: int, alpha: float = 0.05) -> list[Claim]:
     """The study's two claims about whole layers, at our layers of the same relative depth.
 
     ``table`` comes from :func:`headlab.findings.importance.layer_effects`, over ``n_examples`` test pairs: each
     layer's relative change with its 95% paired bootstrap interval, and its exact McNemar test Holm-corrected over all
     layers (kept beside the interval as the row's p). "Any of layers 5–9" is judged at the one of our layers there
     whose interval reaches lowest (the claim says every one); "layer 8" at our layer of that depth. Verdicts come from
-    :func:`headlab.findings.claims.judge`; ``floor`` (``Lab.floor``) adds the floor scale. ``alpha`` is the level of
-    the table's Holm calls, named in :func:`layers_details`.
+    :func:`headlab.findings.claims.judge`, the share of kappa lost beside (where the table has it). ``alpha`` is the
+    level of the table's Holm calls, named in :func:`layers_details`.
     """
     rows = table.set_index("layer")
-    return [_gains(rows, layers, n_examples, floor), _layer_8(rows, layers, n_examples, floor)]
+    return [_gains(rows, layers, n_examples), _layer_8(rows, layers, n_examples)]
 
 
 def layers_details(table: pd.DataFrame, layers: int, alpha: float = 0.05) -> str:
@@ -428,13 +403,9 @@ def layers_details(table: pd.DataFrame, layers: int, alpha: float = 0.05) -> str
     )
 
 
-def layers_verdict(
-    table: pd.DataFrame, layers: int, n_examples: int, alpha: float = 0.05, floor: Floor | None = None
-) -> str:
+def layers_verdict(table: pd.DataFrame, layers: int, n_examples: int, alpha: float = 0.05) -> str:
     """The study's claims about whole layers (:func:`layers_claims`), then every layer's gain or loss (markdown)."""
-    return "\n".join(
-        [render(layers_claims(table, layers, n_examples, alpha, floor)), layers_details(table, layers, alpha)]
-    )
+    return "\n".join([render(layers_claims(table, layers, n_examples, alpha)), layers_details(table, layers, alpha)])
 
 
 # --- single heads --------------------------------------------------------------------------------------
@@ -495,7 +466,7 @@ def _selected_method(m: int, which: str) -> str:
     )
 
 
-def _improving(tested: pd.DataFrame, n_examples: int, alpha: float, floor: Floor | None) -> Claim:
+def _improving(tested: pd.DataFrame, n_examples: int, alpha: float) -> Claim:
     """Heads whose masking improves accuracy: judged at the head whose interval lies highest, widened for the choice
     among all heads."""
     helps = tested[tested["direction"] == "helps"].sort_values("rel_change", ascending=False)
@@ -512,8 +483,7 @@ def _improving(tested: pd.DataFrame, n_examples: int, alpha: float, floor: Floor
         search=m,
         n_examples=n_examples,
         p=shown.p_holm,
-        floor=floor,
-        accuracies=_accuracies(floor, _accuracy(shown, floor)),
+        kappa=_kappa(shown),
         reason=f"{len(better)} head(s) improve accuracy at an uncorrected McNemar p < {alpha}; {len(helps)} survive "
         f"the Holm correction over all {len(tested)} heads{named}. The row shows head "
         f"{_head(shown['layer'], shown['head'])} ({_interval(shown.rel_change, shown.lo, shown.hi)}), whose "
@@ -529,7 +499,6 @@ def heads_claims(
     n_examples: int,
     alpha: float = 0.05,
     margin: float = HEAD_MARGIN,
-    floor: Floor | None = None,
 ) -> list[Claim]:
     """The study's claims about single heads (its finding 7), and the gain it left open.
 
@@ -551,7 +520,7 @@ def heads_claims(
         ]
     return [
         _change_nothing(tested, n_examples, margin),
-        _improving(tested, n_examples, alpha, floor),
+        _improving(tested, n_examples, alpha),
     ]
 
 
@@ -597,11 +566,10 @@ def heads_verdict(
     n_examples: int,
     alpha: float = 0.05,
     margin: float = HEAD_MARGIN,
-    floor: Floor | None = None,
 ) -> str:
     """The study's claims about single heads (:func:`heads_claims`), then which heads hurt and help (markdown)."""
     return "\n".join(
-        [render(heads_claims(grid, layers, n_examples, alpha, margin, floor)), heads_details(grid, layers, alpha)]
+        [render(heads_claims(grid, layers, n_examples, alpha, margin)), heads_details(grid, layers, alpha)]
     )
 
 

@@ -395,7 +395,7 @@ def head_views(
     views = views.merge(
         broken.rename(columns={"restored": "breaks", "lo": "breaks_lo", "hi": "breaks_hi"}), on=["layer", "head"]
     )
-    correct, base, _ = single_heads
+    correct, base = single_heads.correct, single_heads.base_correct
     held = measured_examples(len(lab.encoded), limit, seed)
     cost = base[held].mean() - correct.iloc[:, held].to_numpy(dtype=np.float64).mean(axis=1)
     views = views.merge(
@@ -496,7 +496,7 @@ def cls_path(
     head."""
     layers, _ = head_grid(lab.model)
     select, estimate = split_halves(len(lab.encoded), lab.params.seed)
-    correct, base, _ = single_heads
+    correct, base = single_heads.correct, single_heads.base_correct
     focus = focus_head(selection_grid(correct, base, select), layers)
     receiver = (int(focus["layer"]), int(focus["head"]))
     if not _above(receiver, matching):

@@ -16,9 +16,18 @@ import pandas as pd
 
 from headlab.core.evaluate import predicted_grades
 from headlab.core.pruning import cannot_prune
-from headlab.core.stats import Floor, boot_means, bootstrap_weights
-from headlab.core.sweep import MaskSpec, baseline_correct, draw_seed, heads_key, share_masks
-from headlab.findings.claims import STUDY_CLAIMS, Claim
+from headlab.core.stats import boot_means, bootstrap_weights, kappa_contrast
+from headlab.core.sweep import (
+    MaskSpec,
+    baseline_correct,
+    baseline_grades,
+    draw_seed,
+    heads_key,
+    kappa_columns,
+    predicted_matrix,
+    share_masks,
+)
+from headlab.findings.claims import KAPPA_UNIT_START, STUDY_CLAIMS, Claim
 from headlab.findings.importance import half_pool
 from headlab.lab.lab import load
 from headlab.lab.params import REPO
@@ -66,17 +75,15 @@ def importance_specs(
 CURVE_KIND = "importance-all"
 DISTILL = "pruning.keep_low_heads"
 DISTILL_SHARES = (0.1, 0.2, 0.3, 0.4)  # shares of all heads, each within one half; 0.5 is the whole half (02)
-DISTILL_GAP_UNIT = (
-    "share of the above-chance accuracy lost, low-half pruning minus high-half pruning, mean over the shares, in points"
-)
-DISTILL_UNIT = "relative change of accuracy, high-half pruning minus low-half pruning, mean over the shares"
+DISTILL_GAP_UNIT = f"{KAPPA_UNIT_START}, low-half pruning minus high-half pruning, mean over the shares, in points"
 PAIRED = "paired bootstrap over test pairs (one resample for every share, both halves and the baseline)"
 
 
 def _by_share(per_example: pd.DataFrame, plan: pd.DataFrame, kind: str) -> pd.DataFrame:
-    """One row per share of ``kind`` (ascending, no-head shares left out): ``share``, ``n_heads`` and ``correct``,
-    its right/wrong matrix (draws x examples)."""
+    """One row per share of ``kind`` (ascending, no-head shares left out): ``share``, ``n_heads``, ``correct``, its
+    right/wrong matrix (draws x examples), and ``predicted``, its predicted grades (draws x examples)."""
     specs, matrix = share_masks(per_example, plan, kind, ["n_dropped"])
+    grades = predicted_matrix(per_example)
     specs = specs[specs["n_dropped"] > 0]
     if specs.empty:
         raise ValueError(f"no masks of kind {kind!r} remove any head")
@@ -85,6 +92,7 @@ def _by_share(per_example: pd.DataFrame, plan: pd.DataFrame, kind: str) -> pd.Da
             "share": share,
             "n_heads": int(group["n_dropped"].iloc[0]),
             "correct": matrix.loc[group["mask_id"]].to_numpy(dtype=np.float64),
+            "predicted": grades.loc[group["mask_id"]].to_numpy(),
         }
         for share, group in specs.groupby("share", sort=True)
     ]
@@ -138,17 +146,16 @@ def safe_share(
 def distillation_claim(
     per_example: pd.DataFrame,
     plan: pd.DataFrame,
-    floor: Floor | None = None,
     shares=DISTILL_SHARES,
     n_boot: int = 2000,
     seed: int = 0,
 ) -> Claim:
     """The study's "for distillation: keep more low-level heads", as a comparison at equal cost: at each share of
     all heads in ``shares``, the least important heads are removed within the low half only and within the high half
-    only (keeping every low head); the number is how much more of the accuracy above the majority grade (the floor
-    scale, as 02's halves) the first loses than the second, averaged over the shares, with a paired bootstrap over
-    test pairs. Positive: keeping the low heads costs less. Without a floor scale (a model not above its majority
-    grade) the same difference is taken of the relative changes. The head order comes from the dev pairs, so no test
+    only (keeping every low head); the number is how much more of the unmasked model's quadratic kappa (the
+    chance-corrected scale, as 02's halves) the first loses than the second, averaged over the shares, with one paired
+    bootstrap over test pairs for every share and both halves (:func:`headlab.core.stats.kappa_contrast`). Positive:
+    keeping the low heads costs less. The head order comes from the dev pairs, so no test
     pair chooses the heads it measures."""
     lower = _by_share(per_example, plan, "importance-lower").set_index("share")
     upper = _by_share(per_example, plan, "importance-upper").set_index("share")
@@ -159,11 +166,20 @@ def distillation_claim(
             f"have lower {list(lower.index)}, upper {list(upper.index)}"
         )
     base = baseline_correct(per_example).astype(np.float64)
-    weights = bootstrap_weights(len(base), n_boot, seed)
-    gap = np.mean([upper.at[s, "correct"].mean(axis=0) - lower.at[s, "correct"].mean(axis=0) for s in wanted], axis=0)
-    usable = floor is not None and floor.base > floor.majority
-    factor = floor.base / (floor.base - floor.majority) if usable else 1.0  # lost(low) - lost(high) = factor * gap
-    boots = factor * (weights @ gap) / (weights @ base)
+    base_predicted, gold = baseline_grades(per_example)
+    k = len(wanted)
+    conditions = [lower.at[s, "predicted"] for s in wanted] + [upper.at[s, "predicted"] for s in wanted]
+    lost = kappa_contrast(conditions, [1.0 / k] * k + [-1.0 / k] * k, base_predicted, gold, n_boot, seed)
+    if lost["reason"]:
+        return Claim.not_measured(
+            DISTILL, reason=f"Not measured: no kappa scale ({lost['reason']})", unit=DISTILL_GAP_UNIT
+        )
+    floors = [kappa_columns(c, base_predicted, gold, n_boot, seed) for c in conditions]
+    at_floor = all(f["at_floor"] for f in floors)  # every pruned model at the floor: the comparison is saturated
+    floor_reason = "; ".join(
+        f"{half} half at {s:.0%}: {f['floor_reason']}"
+        for (half, s), f in zip([("low", s) for s in wanted] + [("high", s) for s in wanted], floors)
+    )
     change = lambda frame, s: frame.at[s, "correct"].mean() / base.mean() - 1.0  # noqa: E731
     per_share = "; ".join(
         f"{s:.0%} ({int(lower.at[s, 'n_heads'])} heads): low half {change(lower, s):+.1%}, high "
@@ -172,14 +188,14 @@ def distillation_claim(
     )
     return Claim.measured(
         DISTILL,
-        ours=float(factor * gap.mean() / base.mean()),
-        lo=float(np.quantile(boots, 0.025)),
-        hi=float(np.quantile(boots, 0.975)),
-        unit=DISTILL_GAP_UNIT if usable else DISTILL_UNIT,
-        method=PAIRED + (", mapped to the floor scale" if usable else ""),
+        ours=lost["contrast"],
+        lo=lost["lo"],
+        hi=lost["hi"],
+        unit=DISTILL_GAP_UNIT,
+        method=PAIRED,
         n_examples=len(base),
-        floor=floor if usable else None,
-        accuracies=tuple(float(frame.at[s, "correct"].mean()) for frame in (lower, upper) for s in wanted),
+        at_floor=at_floor,
+        floor_reason=floor_reason,
         reason=(
             "The least important heads by gradient importance on the dev pairs removed within one half, measured on "
             f"the test pairs; relative change of accuracy at each share of all heads: {per_share}"

@@ -10,16 +10,16 @@ over the draws with its 95% two-stage bootstrap interval (draws, then test pairs
 - **No loss below 20%** (``no_effect``): every share masked below 20% must lie within the registered margin. Each share
   is judged, and the row shows the weakest: a share the rule rejects before one it cannot decide, and among equals
   the one whose interval reaches furthest from no change; so the row holds only when every share does.
-- **Falls steadily** (``effect``, direction +1): the number is how much more of the accuracy above the majority grade
-  (the floor scale, :class:`headlab.core.stats.Floor`) is lost at the largest share than at the first share with a
-  loss (its 95% interval below 0): the fall goes on past the share where it starts. A share at the model's floor
-  (always about one grade) has fallen as far as it can, so a curve that reaches the floor and stays flat there
-  counts as falling all the way; when the first share with a loss is already at the floor, or is the largest share,
-  nothing can follow it, and the rise is measured from the share before it (the fall happened within one step).
-  The interval combines the two shares' bootstrap intervals as if they were independent (square root of the sum of
-  the squared half-widths on each side, MOVER): conservative, since both shares resample the same test pairs and so
-  err together. Without a floor (a model not above its majority grade) the same rise is measured as the drop of the
-  relative change, in points.
+- **Falls steadily** (``effect``, direction +1): the number is how much more of the unmasked model's quadratic kappa
+  (the chance-corrected scale: 0 unmasked, 100% no agreement with the gold grades beyond chance) is lost at the
+  largest share than at the first share with a loss (its kappa-lost interval above 0): the fall goes on past the share
+  where it starts. A share at the floor (decided from its predictions, :func:`headlab.core.stats.at_floor`) has
+  fallen as far as it can, so a curve that reaches the floor and stays there counts as falling all the way; when the
+  first share with a loss is already at the floor, or is the largest share, nothing can follow it, and the rise is
+  measured from the share before it (the fall happened within one step). The interval combines the two shares'
+  intervals as if they were independent (square root of the sum of the squared half-widths on each side, MOVER):
+  conservative, since both shares resample the same test pairs and so err together. A model with no agreement
+  beyond chance unmasked (kappa <= 0) has nothing to lose, and the claim is not measured.
 """
 
 from __future__ import annotations
@@ -28,8 +28,7 @@ import math
 
 import pandas as pd
 
-from headlab.core.stats import Floor
-from headlab.findings.claims import Claim, draws_df_default, judge, registered, render
+from headlab.findings.claims import KAPPA_UNIT_START, Claim, draws_df_default, judge, registered, render
 
 STUDY_REFERENCE = pd.DataFrame(
     [
@@ -42,9 +41,7 @@ FALLS = "redundancy.falls_steadily"
 CHANGE = "relative change of accuracy"
 STUDY_GAIN_AT_10 = 0.01
 TWO_STAGE = "two-stage bootstrap over draws and test pairs"
-LOST = "share of the above-chance accuracy lost (0: unmasked, 100%: always the majority grade)"
-RISE_UNIT = "share of the above-chance accuracy lost, largest share minus first share with a loss, in points"
-DROP_UNIT = f"{CHANGE}, first share with a loss minus largest share"
+RISE_UNIT = f"{KAPPA_UNIT_START}, largest share minus first share with a loss, in points"
 _ORDER = {"does not hold": 0, "opposite": 0, "cannot tell": 1, "holds": 2, "not comparable": 3}
 
 
@@ -60,16 +57,8 @@ def _method(r) -> str:
     return TWO_STAGE if int(r.n_draws) > 1 else "paired bootstrap over test pairs"
 
 
-def _accuracy(floor: Floor | None, r) -> float:
-    return math.nan if floor is None else floor.base * (1 + float(r.rel_change))
-
-
-def _at_floor(floor: Floor | None, r) -> bool:
-    return floor is not None and floor.at_floor(_accuracy(floor, r))
-
-
-def _usable(floor: Floor | None) -> bool:
-    return floor is not None and floor.base > floor.majority
+def _kappa_interval(r) -> str:
+    return f"{r.kappa_lost:.0%} [{r.kappa_lost_lo:.0%}, {r.kappa_lost_hi:.0%}] of κ lost"
 
 
 def _df(row) -> float:
@@ -79,7 +68,12 @@ def _df(row) -> float:
     return draws_df_default(row.n_draws) if df is None or pd.isna(df) else float(df)
 
 
-def _no_loss(masked: pd.DataFrame, floor: Floor | None) -> Claim:
+def _kappa_df(row) -> float:
+    df = getattr(row, "kappa_df", None)
+    return draws_df_default(row.n_draws) if df is None or pd.isna(df) else float(df)
+
+
+def _no_loss(masked: pd.DataFrame) -> Claim:
     below = masked[masked["share"] < 0.2]
     if below.empty:
         return Claim.not_measured(
@@ -109,74 +103,75 @@ def _no_loss(masked: pd.DataFrame, floor: Floor | None) -> Claim:
         n_examples=shown.n_examples,
         n_draws=shown.n_draws,
         df=_df(shown),
-        floor=floor,
-        accuracies=(_accuracy(floor, shown),) if floor else (),
+        kappa=shown._asdict() if "kappa_lost" in masked else None,
         study=STUDY_GAIN_AT_10 if abs(shown.share - 0.1) < 1e-9 else None,
         reason=f"Every share masked below 20% is judged on its own and the row shows the weakest, {shown.share:.0%} of "
         f"the heads; the shares: {parts}.{study_ten}",
     )
 
 
-def _start(masked: pd.DataFrame, floor: Floor | None):
+def _start(masked: pd.DataFrame):
     """The share the fall is measured from (see the module's docstring) and why."""
-    falling = masked[masked["hi"] < 0]
+    falling = masked[masked["kappa_lost_lo"] > 0]
     if falling.empty:
         return (
             masked.iloc[0],
-            "no share shows a loss (a 95% interval below 0), so the rise is measured from the "
+            "no share shows a loss (a κ-lost interval above 0), so the rise is measured from the "
             f"smallest share masked, {masked.iloc[0].share:.0%}",
         )
     first = falling.iloc[0]
     last = masked.iloc[-1]
-    if not (_at_floor(floor, first) or first.share == last.share):
-        return first, f"the first share with a loss is {first.share:.0%} ({_interval(first)})"
+    if not (bool(first.at_floor) or first.share == last.share):
+        return first, f"the first share with a loss is {first.share:.0%} ({_kappa_interval(first)})"
     before = masked[masked["share"] < first.share]
-    why = "already at the model's floor" if _at_floor(floor, first) else "the largest share"
-    start = before.iloc[-1] if len(before) else pd.Series({"share": 0.0, "rel_change": 0.0, "lo": 0.0, "hi": 0.0})
+    why = f"already at the floor ({first.floor_reason})" if bool(first.at_floor) else "the largest share"
+    zero = {
+        "share": 0.0,
+        "kappa_lost": 0.0,
+        "kappa_lost_lo": 0.0,
+        "kappa_lost_hi": 0.0,
+        "n_draws": 1,
+        "kappa_df": math.inf,
+    }
+    start = before.iloc[-1] if len(before) else pd.Series(zero)
     return start, (
-        f"the first share with a loss, {first.share:.0%} ({_interval(first)}), is {why}, so the rise is "
+        f"the first share with a loss, {first.share:.0%} ({_kappa_interval(first)}), is {why}, so the rise is "
         f"measured from the share before it, {start.share:.0%}"
     )
 
 
-def _steps(after: pd.DataFrame, floor: Floor | None) -> str:
-    """Where the mean does not fall from one share to the next, a share at the floor counting as fallen."""
+def _steps(after: pd.DataFrame) -> str:
+    """Where the share of kappa lost does not rise from one share to the next, a share at the floor counting as
+    fallen."""
     flat = [
         f"{b.share:.0%}"
         for a, b in zip(after.iloc[:-1].itertuples(), after.iloc[1:].itertuples())
-        if b.rel_change >= a.rel_change and not _at_floor(floor, b)
+        if b.kappa_lost <= a.kappa_lost and not bool(b.at_floor)
     ]
-    at = [f"{r.share:.0%}" for r in after.itertuples() if _at_floor(floor, r)]
-    floor_part = (
-        (f"; at the model's floor (always about one grade; counted as fallen, it can fall no further): {', '.join(at)}")
-        if at
-        else ""
-    )
+    at = [f"{r.share:.0%} ({r.floor_reason})" for r in after.itertuples() if bool(r.at_floor)]
+    floor_part = f"; at the floor (counted as fallen, it can fall no further): {', '.join(at)}" if at else ""
     return (
-        f"From there the mean change is not lower than at the share before at {', '.join(flat)} (point estimates)"
+        f"From there the share of κ lost does not rise over the share before at {', '.join(flat)} (point estimates)"
         if flat
-        else "From there the mean change is lower at every next share (point estimates)"
+        else "From there the share of κ lost rises at every next share (point estimates)"
     ) + floor_part
 
 
-def _falls(masked: pd.DataFrame, floor: Floor | None) -> Claim:
+def _falls(masked: pd.DataFrame) -> Claim:
     if len(masked) < 2:
         return Claim.not_measured(FALLS, reason="Not tested: fewer than two shares masked", unit=RISE_UNIT)
-    start, why = _start(masked, floor)
+    undefined = masked["kappa_reason"].fillna("").astype(str).str.len() > 0
+    if undefined.any():
+        return Claim.not_measured(
+            FALLS,
+            reason=f"Not measured: no kappa scale ({masked.loc[undefined, 'kappa_reason'].iloc[0]})",
+            unit=RISE_UNIT,
+        )
+    start, why = _start(masked)
     end = masked.iloc[-1]
     after = masked[masked["share"] >= start.share]
-    if _usable(floor):
-        e, e_lo, e_hi = floor.lost(end.rel_change), floor.lost(end.hi), floor.lost(end.lo)
-        s, s_lo, s_hi = floor.lost(start.rel_change), floor.lost(start.hi), floor.lost(start.lo)
-        unit, scale = RISE_UNIT, f"on the floor scale ({LOST})"
-    else:
-        e, e_lo, e_hi = -end.rel_change, -end.hi, -end.lo
-        s, s_lo, s_hi = -start.rel_change, -start.hi, -start.lo
-        unit, scale = (
-            DROP_UNIT,
-            "in points of relative change (no floor scale: the model is not above its majority "
-            "grade, or none was given)",
-        )
+    e, e_lo, e_hi = end.kappa_lost, end.kappa_lost_lo, end.kappa_lost_hi
+    s, s_lo, s_hi = start.kappa_lost, start.kappa_lost_lo, start.kappa_lost_hi
     ours = e - s
     lo = ours - math.hypot(e - e_lo, s_hi - s)
     hi = ours + math.hypot(e_hi - e, s - s_lo)
@@ -186,31 +181,29 @@ def _falls(masked: pd.DataFrame, floor: Floor | None) -> Claim:
         ours=ours,
         lo=lo,
         hi=hi,
-        unit=unit,
+        unit=RISE_UNIT,
         method=f"difference of two shares' 95% intervals ({TWO_STAGE}) combined as independent (MOVER; conservative, "
         "the shares share test pairs)",
         n_examples=int(end.n_examples),
         n_draws=max(draws),
-        df=min(_df(end), _df(start)),
-        floor=floor,
-        accuracies=(_accuracy(floor, start), _accuracy(floor, end)) if floor else (),
-        reason=f"The rise of the loss from where it starts to the largest share, {end.share:.0%} ({_interval(end)}), "
-        f"{scale}: {why}. {_steps(after, floor)}.",
+        df=min(_kappa_df(end), _kappa_df(start)),
+        at_floor=bool(end.at_floor),
+        floor_reason=str(end.floor_reason),
+        reason=f"The rise of the share of κ lost from where it starts to the largest share, {end.share:.0%} "
+        f"({_kappa_interval(end)}; accuracy {_interval(end)}): {why}. {_steps(after)}.",
     )
 
 
-def claims(curve: pd.DataFrame, floor: Floor | None = None) -> list[Claim]:
-    """The study's claims about random masking, measured on our share curve (see the module's docstring).
-
-    ``floor`` (``Lab.floor``) puts the changes on the floor scale and marks the shares at the model's floor.
-    """
+def claims(curve: pd.DataFrame) -> list[Claim]:
+    """The study's claims about random masking, measured on our share curve (see the module's docstring): the
+    curve's kappa columns (:func:`headlab.core.sweep.share_curve`) give the chance-corrected scale and the floor."""
     masked = curve[curve["share"] > 0].sort_values("share")
-    return [_no_loss(masked, floor), _falls(masked, floor)]
+    return [_no_loss(masked), _falls(masked)]
 
 
-def verdict(curve: pd.DataFrame, floor: Floor | None = None) -> str:
+def verdict(curve: pd.DataFrame) -> str:
     """The study's claims about random masking in plain words (markdown), rendered from :func:`claims`."""
-    return render(claims(curve, floor))
+    return render(claims(curve))
 
 
 def mean_ablation_specs(specs) -> list:

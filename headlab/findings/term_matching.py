@@ -19,14 +19,17 @@ import numpy as np
 import pandas as pd
 
 from headlab.core.masking import head_grid
-from headlab.core.stats import Floor, mcnemar, relative_change, versus_random
+from headlab.core.stats import mcnemar, relative_change, versus_random
 from headlab.core.sweep import (
     MaskSpec,
     all_heads,
     baseline_correct,
+    baseline_grades,
     baseline_spec,
     correct_matrix,
     draw_seed,
+    kappa_columns,
+    predicted_matrix,
     random_share_specs,
 )
 from headlab.findings.claims import Claim
@@ -93,14 +96,6 @@ def selection_note(n_examples: int, limit: int | None, seed: int, split: str = "
 def on_examples(per_example: pd.DataFrame, examples) -> pd.DataFrame:
     """The rows of a sweep's per-example table for the pairs ``examples`` only."""
     return per_example[per_example["example"].isin(np.asarray(examples))]
-
-
-def sweep_floor(per_example: pd.DataFrame, grades) -> Floor:
-    """The floor scale (:class:`headlab.core.stats.Floor`) on the pairs a sweep's table holds: the sweep's unmasked
-    accuracy there, and that of always answering the majority grade of all ``grades`` (indexed by example)."""
-    grades = np.asarray(grades)
-    examples = np.sort(per_example["example"].unique())
-    return Floor.of(baseline_correct(per_example), grades[examples], grades)
 
 
 def head_roles(lab, limit: int | None = None, stopwords=None) -> pd.DataFrame:
@@ -263,10 +258,12 @@ def condition_table(
     its 95% two-stage bootstrap interval (draws, then test pairs), ``lo90``/``hi90`` the 90% one for
     equivalence; ``draw_lo``/``draw_hi`` the 2.5-97.5% range of the single draws (which heads were drawn).
     ``p_mcnemar`` (exact, against the unmasked model) is given for single masks. ``kept`` is the accuracy
-    kept, 1 + rel_change; ``study`` the study's number.
+    kept, 1 + rel_change; ``study`` the study's number. The kappa columns (:func:`headlab.core.sweep.kappa_columns`:
+    kappa_lost with its interval, at_floor, floor_reason, ...) put each condition on the chance-corrected scale.
     """
     base = baseline_correct(per_example).astype(np.float64)
     correct = correct_matrix(per_example)
+    predicted, (base_predicted, gold) = predicted_matrix(per_example), baseline_grades(per_example)
     names = labels(k)
     rows = []
     for condition, (_, study) in CONDITIONS.items():
@@ -275,7 +272,9 @@ def condition_table(
             continue
         values = correct.loc[masks["mask_id"]].to_numpy(dtype=np.float64)
         per_draw = values.mean(axis=1) / base.mean() - 1.0
-        effect = relative_change(values, base, n_boot=n_boot, seed=seed, draw_seed=draw_seed(seed, condition, 0.0))
+        seeds = draw_seed(seed, condition, 0.0)
+        effect = relative_change(values, base, n_boot=n_boot, seed=seed, draw_seed=seeds)
+        grades = predicted.loc[masks["mask_id"]].to_numpy()
         rows.append(
             {
                 "condition": condition,
@@ -288,6 +287,7 @@ def condition_table(
                 "draw_hi": float(np.quantile(per_draw, 0.975)),
                 "p_mcnemar": mcnemar(values[0], base) if len(values) == 1 else np.nan,
                 "study": study,
+                **kappa_columns(grades, base_predicted, gold, n_boot, seed, seeds),
             }
         )
     return pd.DataFrame(rows)
@@ -367,22 +367,31 @@ def _names(table: pd.DataFrame) -> dict[str, str]:
     return {**labels("k"), **dict(zip(table["condition"], table["label"]))}
 
 
+def _kappa(row):
+    """A condition's kappa columns (``kappa=`` of :meth:`Claim.measured`), or None for a table without them."""
+    return row if "kappa_lost" in row.index else None
+
+
 def _method(row) -> str:
     """The interval's method: over pairs, or over draws and pairs for a random condition."""
     return DRAWS_AND_PAIRS if int(row["n_draws"]) > 1 else PAIRS
 
 
-def _floor_note(row, floor: Floor | None, what: str) -> str:
-    """Where a masked condition sits against the model's floor; empty when it is above it (or no floor is given)."""
-    if floor is None or not floor.at_floor(float(row["accuracy"])):
+def _kappa_note(row, what: str) -> str:
+    """The condition on the chance-corrected scale: the share of quadratic kappa it loses, and whether it sits at the
+    floor (decided from its predictions), in which case its change is a collapse, not a size to set beside the
+    study's."""
+    if "kappa_lost" not in row.index or pd.isna(row["kappa_lost"]):
         return ""
+    text = (
+        f" With {what} masked the model loses {row['kappa_lost']:.0%} [{row['kappa_lost_lo']:.0%}, "
+        f"{row['kappa_lost_hi']:.0%}] of its quadratic κ"
+    )
+    if not bool(row["at_floor"]):
+        return f"{text}."
     study = CONDITIONS[row.name][1]
     beside = f", not an effect size to set beside the study's {_pct(study)}" if study else ""
-    return (
-        f" With {what} masked the model is at its floor: {row['accuracy']:.1%} right, where always answering the "
-        f"majority grade gets {floor.majority:.1%}; so {_pct(row['rel_change'])} is a collapse to the floor (no "
-        f"better than always answering one grade){beside}."
-    )
+    return f"{text} and sits at the floor ({row['floor_reason']}): a collapse{beside}."
 
 
 def _mcnemar(row) -> str:
@@ -412,7 +421,7 @@ def _not_measured(claim_id: str, condition: str, what: str) -> Claim:
     )
 
 
-def _random_claim(rows: pd.DataFrame, names: dict, floor: Floor | None, selection: str) -> Claim:
+def _random_claim(rows: pd.DataFrame, names: dict, selection: str) -> Claim:
     """The study's "+0%" for random heads: a claim of no effect, judged as equivalence within the registered margin."""
     claim_id = "term_matching.random_no_change"
     if "random" not in rows.index:
@@ -433,13 +442,12 @@ def _random_claim(rows: pd.DataFrame, names: dict, floor: Floor | None, selectio
         n_examples=r["n_examples"],
         n_draws=r["n_draws"],
         study=CONDITIONS["random"][1],
-        floor=floor,
-        accuracies=(r["accuracy"],),
+        kappa=_kappa(r),
         reason=f"Masking {names['random']}, averaged over {int(r['n_draws'])} draws{spread}. {selection}",
     )
 
 
-def _matching_claim(rows: pd.DataFrame, by_test: dict, names: dict, floor: Floor | None, selection: str) -> Claim:
+def _matching_claim(rows: pd.DataFrame, by_test: dict, names: dict, selection: str) -> Claim:
     """Masking the matching heads costs far more than random heads: one row, the number the matching heads' change
     minus the mean change of the stricter control (random heads of their own half, where there are such draws),
     with the draws' spread in its interval."""
@@ -480,13 +488,12 @@ def _matching_claim(rows: pd.DataFrame, by_test: dict, names: dict, floor: Floor
         n_draws=strict.n_draws,
         df=strict.df,
         study=CONDITIONS["matching"][1] - CONDITIONS["random"][1],
-        floor=floor,
         reason=f"Masking {names['matching']}: {_pct(m['rel_change'])} [{_pct(m['lo'])}, {_pct(m['hi'])}]"
-        f"{_mcnemar(m)}. {control}{_floor_note(m, floor, 'them')} {selection}",
+        f"{_mcnemar(m)}.{_kappa_note(m, 'them')} {control} {selection}",
     )
 
 
-def _lower_claim(rows: pd.DataFrame, names: dict, floor: Floor | None, selection: str) -> Claim:
+def _lower_claim(rows: pd.DataFrame, names: dict, selection: str) -> Claim:
     claim_id = "term_matching.lower_half_costs"
     if "lower" not in rows.index:
         return _not_measured(claim_id, "lower", "the lower half")
@@ -501,14 +508,13 @@ def _lower_claim(rows: pd.DataFrame, names: dict, floor: Floor | None, selection
         n_examples=r["n_examples"],
         p=None if pd.isna(r["p_mcnemar"]) else r["p_mcnemar"],
         study=CONDITIONS["lower"][1],
-        floor=floor,
-        accuracies=(r["accuracy"],),
+        kappa=_kappa(r),
         reason=f"Masking {names['lower']} ({int(r['n_heads'])} heads) keeps {r['kept']:.0%} of the accuracy"
-        f"{_mcnemar(r)}.{_floor_note(r, floor, 'them')} {selection}",
+        f"{_mcnemar(r)}.{_kappa_note(r, 'them')} {selection}",
     )
 
 
-def _keep_claim(rows: pd.DataFrame, by_test: dict, names: dict, floor: Floor | None, selection: str) -> Claim:
+def _keep_claim(rows: pd.DataFrame, by_test: dict, names: dict, selection: str) -> Claim:
     """Keeping only the matching heads of the lower half, against keeping as many random heads of it: the number is
     the change with the half masked but them, minus the mean change with the half masked but random sets of it."""
     claim_id = "term_matching.matching_keep_lower_half"
@@ -543,28 +549,26 @@ def _keep_claim(rows: pd.DataFrame, by_test: dict, names: dict, floor: Floor | N
         n_examples=keep["n_examples"],
         n_draws=r.n_draws,
         df=r.df,
-        floor=floor,
-        reason=f"{text}.{_floor_note(keep, floor, 'the rest of the lower half')} {selection}",
+        reason=f"{text}.{_kappa_note(keep, 'the rest of the lower half')} {selection}",
     )
 
 
-def claims(
-    table: pd.DataFrame, comparison: pd.DataFrame, floor: Floor | None = None, selection: str = ""
-) -> list[Claim]:
+def claims(table: pd.DataFrame, comparison: pd.DataFrame, selection: str = "") -> list[Claim]:
     """The study's claims about the term-matching heads as rows (:func:`condition_table`, :func:`random_comparison`),
     one per registered claim, each judged by :func:`headlab.findings.claims.judge`.
 
-    ``floor`` (:func:`sweep_floor` of the measured pairs) puts each change on the floor scale and marks a mask that
-    leaves the model at its majority grade; ``selection`` (:func:`selection_note`) says which pairs chose the heads.
+    The table's kappa columns put each masked condition on the chance-corrected scale (beside its accuracy, and in
+    the reason for a comparison with random heads) and mark a mask that leaves the model at the floor;
+    ``selection`` (:func:`selection_note`) says which pairs chose the heads.
     """
     rows = table.set_index("condition")
     names = _names(table)
     by_test = {(r.tested, r.reference): r for r in comparison.itertuples()}
     return [
-        _random_claim(rows, names, floor, selection),
-        _matching_claim(rows, by_test, names, floor, selection),
-        _lower_claim(rows, names, floor, selection),
-        _keep_claim(rows, by_test, names, floor, selection),
+        _random_claim(rows, names, selection),
+        _matching_claim(rows, by_test, names, selection),
+        _lower_claim(rows, names, selection),
+        _keep_claim(rows, by_test, names, selection),
     ]
 
 

@@ -23,8 +23,8 @@ from headlab.core.attention import token_roles
 from headlab.core.device import precision
 from headlab.core.evaluate import GRADE_LABELS, metrics, predict, predicted_grades
 from headlab.core.masking import head_grid
-from headlab.core.stats import Floor, bootstrap_weights, mcnemar, relative_change
-from headlab.core.sweep import BASELINE
+from headlab.core.stats import bootstrap_weights, mcnemar, relative_change
+from headlab.core.sweep import BASELINE, kappa_columns
 from headlab.findings.claims import Claim
 from headlab.findings.lexical import fit_lexical
 from headlab.findings.roles import shared_terms
@@ -123,7 +123,9 @@ def condition_table(
 ) -> pd.DataFrame:
     """One row per condition (``label``): accuracy and macro-F1, the accuracy's 95% interval over the test pairs,
     and the paired relative change of accuracy against the cross-encoder (``rel_change``, ``lo``, ``hi``) with
-    its McNemar p. ``predicted`` maps a condition to its predicted grades and must hold :data:`REFERENCE`;
+    its McNemar p, and the same on the chance-corrected scale (:func:`headlab.core.sweep.kappa_columns`: the share of
+    the cross-encoder's quadratic kappa the condition loses, with at_floor and floor_reason decided from its
+    predictions). ``predicted`` maps a condition to its predicted grades and must hold :data:`REFERENCE`;
     ``study`` maps a condition to the study's relative change, where it reported one."""
     grades = np.asarray(grades)
     w = bootstrap_weights(len(grades), n_boot, seed)
@@ -148,6 +150,7 @@ def condition_table(
                 "p_mcnemar": mcnemar(correct, reference) if name != REFERENCE else np.nan,
                 "study": (study or {}).get(name, np.nan),
                 "n_boot": n_boot,
+                **kappa_columns(np.asarray(pred), np.asarray(predicted[REFERENCE]), grades, n_boot, seed),
             }
         )
     return pd.DataFrame(rows)
@@ -254,21 +257,17 @@ def _points(x: float) -> str:
     return f"{100 * x:+.1f} points"
 
 
-def claims(
-    conditions: pd.DataFrame, gap: dict | None, two_tower_label: str, floor: Floor | None = None, shared: str = "a term"
-) -> list[Claim]:
+def claims(conditions: pd.DataFrame, gap: dict | None, two_tower_label: str, shared: str = "a term") -> list[Claim]:
     """The study's two-tower claims as rows: two towers grade worse than one cross-encoder (:func:`condition_table`;
-    ``floor``, :attr:`headlab.lab.lab.Lab.floor`, puts the loss on the floor scale), and they fail because they
+    its kappa columns put the loss on the chance-corrected scale), and they fail because they
     cannot match terms: their loss is larger on pairs that share terms (:func:`shared_term_gap`, None when not
     measured; ``shared`` says what a shared term is)."""
     row = conditions.set_index("label")
     tower, cross = row.loc[two_tower_label], row.loc[REFERENCE]
     n = int(cross.n_examples)
     floor_note = ""
-    if floor is not None and floor.at_floor(float(tower.accuracy)):
-        floor_note = (
-            f" The two towers are at the model's floor: always answering the majority grade gets {floor.majority:.1%}."
-        )
+    if "at_floor" in tower.index and bool(tower.at_floor):
+        floor_note = f" The two towers sit at the floor ({tower.floor_reason})."
     worse = Claim.measured(
         "two_tower.worse",
         ours=tower.rel_change,
@@ -278,8 +277,9 @@ def claims(
         method="paired bootstrap over test pairs",
         n_examples=n,
         p=None if pd.isna(tower.p_mcnemar) else tower.p_mcnemar,
-        floor=floor,
-        accuracies=(tower.accuracy,),
+        kappa=tower if "kappa_lost" in tower.index else None,
+        at_floor=bool(tower.get("at_floor", False)),
+        floor_reason=str(tower.get("floor_reason", "")),
         reason=f"Same encoder, data and training, but query and title read apart: the two towers grade "
         f"{tower.accuracy:.1%} of the {n} test pairs right, the cross-encoder {cross.accuracy:.1%}; exact "
         f"McNemar p = {tower.p_mcnemar:.2g}.{floor_note}",
