@@ -317,7 +317,8 @@ def claim_tables(
     lines = model_lines(models, two_tower, presets)
     table = with_rule(table) if "claim_id" in table else table
     for family in TALLIES:
-        lines += tally_lines(table, presets, family)
+        if "tally" not in table or (table["tally"] == family).any():  # a tally no model's scorecard holds: no table
+            lines += tally_lines(table, presets, family)
     for family, heading_text in TALLIES.items():
         mine = table[table["tally"] == family] if "tally" in table else table.iloc[0:0]
         if family != "study" and not mine.empty:

@@ -79,7 +79,11 @@ RATES = ("holds", "does not hold", "opposite", "cannot tell")
 BORROWED_SE = {
     "cls_head.reads_matching_heads": "cls_head.spreads_without_matching",
     "cls_head.matching_heads_hurt": "cls_head.masking_hurts",  # one head masked alone, on the same held-out pairs
+    # the objectives: one model's single mask (or segmentation gain) on the same pairs, differenced between two models
+    "objectives.nsp_made_matching_heads": "term_matching.lower_half_costs",
+    "objectives.mlm_made_segmentation_heads": "word_segmentation.single_head",
 }
+TWO_MODELS = ("objectives.nsp_made_matching_heads", "objectives.mlm_made_segmentation_heads")  # se x sqrt(2)
 # rows the scorecard's older rule judged by an empirical p: their interval is the named heads' change alone
 NAMED_ONLY = ("term_matching.matching_costs", "term_matching.matching_keep_lower_half")
 
@@ -193,6 +197,8 @@ def _realistic_se(claim_id: str, spec: StudyClaim, rows: pd.DataFrame, n_draws: 
     row = rows.loc[source_id]
     se = float(row["hi"] - row["lo"]) / (2 * Z95)
     where = f"the default row of results/scorecard.csv ({source_id})"
+    if claim_id in TWO_MODELS:
+        return se * math.sqrt(2), f"{where}: one model's, times √2 for the difference of two independent models"
     if source_id != claim_id:
         return se / math.sqrt(1 - DRAW_SHARE), f"{where}: the same pairs and unit, as the pairs' part; draws added"
     if claim_id in NAMED_ONLY:

@@ -42,7 +42,11 @@ from scipy import stats as sps
 
 VERDICTS = ("holds", "does not hold", "opposite", "cannot tell", "not comparable", "not judged")
 KINDS = ("effect", "no_effect", "compare")
-TALLIES = {"study": "the study's claims", "ours": "our own predictions"}  # tally -> its heading
+TALLIES = {
+    "study": "the study's claims",
+    "ours": "our own predictions",
+    "objectives": "the study's credit of its pretraining objectives (two Chinese models compared)",
+}  # tally -> its heading; the objectives are judged on two models' results at once (headlab.findings.objectives)
 # where a claim's smallest effect of interest comes from: half the claim's own number in the study ("study"); half the
 # smallest effect the study reports anywhere, for a claim it gives no number ("study scale"); the study's words
 # ("collapse", "far less"); the test split's precision
@@ -122,6 +126,7 @@ FINDINGS = {
     "08_two_tower": "08 two towers",
     "09_patching": "09 activation patching",
     "10_pruning": "10 pruning by importance",
+    "objectives": "the pretraining objectives: MLM+NSP against MLM alone",
 }  # page -> the scorecard's heading
 
 
@@ -520,6 +525,34 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
             size_why="at least 5 points of the unmasked quadratic κ less lost by pruning the high half",
             size_source="precision",
             tally="ours",
+        ),
+        # the pretraining objectives: two models (MLM+NSP, MLM alone) compared, headlab.findings.objectives
+        _study(
+            "objectives.nsp_made_matching_heads",
+            "objectives",
+            "Next-sentence prediction made the term-matching heads: losing them costs the model pretrained with it "
+            "more than the model pretrained without it",
+            "(credited to next-sentence-prediction pretraining)",
+            "compare",
+            direction=-1,
+            min_size=0.262,
+            size_why="half the study's own number: its model (pretrained with NSP) lost 52.4% with the 5 matching "
+            "heads masked, where a model without such heads should lose about what random heads cost (+0%)",
+            size_source="study",
+            tally="objectives",
+        ),
+        _study(
+            "objectives.mlm_made_segmentation_heads",
+            "objectives",
+            "Masked-language modelling alone made the word-segmentation heads: they segment as well without "
+            "next-sentence prediction",
+            "The study credits masked-language-model pretraining for this.",
+            "no_effect",
+            margin=0.05,
+            size_why="±5 points of tokens right above the commonest class: the smallest gain page 03 calls "
+            "segmenting words (word_segmentation.single_head)",
+            size_source="precision",
+            tally="objectives",
         ),
     ]
 }

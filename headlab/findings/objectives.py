@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 from scipy.stats import binomtest
 
+from headlab.findings.claims import Claim, render
 from headlab.findings.segmentation_report import ALL, MULTI
 from headlab.models.names import MODELS, named_model_dir
 from headlab.models.pretrain import pretraining_report
@@ -27,6 +28,7 @@ from headlab.models.pretrain import pretraining_report
 SEG_CORPUS = "pku-1998"
 NSP_ACCURACY = "next-sentence accuracy (pairs of the last 50 training steps; chance 50%)"
 TERM_HEADS_MASKED = "the 5 term-matching heads masked: relative change"
+STUDY_MATCHING_LOSS = -0.524  # the study's model (pretrained with NSP): the 5 matching heads masked, against +0% random
 
 
 def best_head_gain(subset: str) -> str:
@@ -144,81 +146,74 @@ def _interval(value, lo, hi, unit: str = "%") -> str:
     return text if unit == "%" else text + unit
 
 
-def _excludes_zero(lo, hi) -> bool:
-    return not pd.isna(lo) and (lo > 0 or hi < 0)
+MATCHING_CLAIM = "objectives.nsp_made_matching_heads"
+SEGMENTATION_CLAIM = "objectives.mlm_made_segmentation_heads"
+DIFFERENCE_METHOD = (
+    "the two models' 95% intervals taken as independent normal ones (root sum of squares; one pretraining run each)"
+)
 
 
-def verdict(table: pd.DataFrame) -> str:
-    """What the two models say about the study's credit of NSP (term-matching heads) and MLM (segmentation)."""
+def claims(table: pd.DataFrame) -> list[Claim]:
+    """The study's credit of its two pretraining objectives as registered rows (:data:`STUDY_CLAIMS`, tally
+    ``objectives``, a family of its own), judged by :func:`headlab.findings.claims.judge` on the differences of
+    :func:`compare_objectives` (MLM+NSP minus MLM alone): NSP made the term-matching heads (masking them costs the NSP
+    model more, by the registered size), and MLM alone made the segmentation heads (the best head's gain over the
+    majority class is the same within the registered margin; multi-token words shown beside, not judged)."""
 
     def get(measure):
         return _row(table, measure=measure)
 
     tm = get(TERM_HEADS_MASKED)
-    lines = [
-        f"Masking the 5 term-matching heads changes accuracy by {_interval(tm.value_nsp, tm.lo_nsp, tm.hi_nsp)} "
-        f"with NSP and {_interval(tm.value_mlm, tm.lo_mlm, tm.hi_mlm)} without; the difference is "
-        f"{_interval(tm.difference, tm.difference_lo, tm.difference_hi)}.",
-    ]
-    if _excludes_zero(tm.difference_lo, tm.difference_hi) and tm.difference < 0:
-        lines.append(
-            "The term-matching heads matter more in the model trained with NSP, as the study's credit of NSP predicts."
-        )
-    elif not _excludes_zero(tm.lo_nsp, tm.hi_nsp):
-        lines.append(
-            "**Not supported here**: even in the model trained with NSP, losing its term-matching heads has no "
-            "effect distinguishable from zero, so there is nothing for NSP to be credited with."
-        )
-    else:
-        lines.append("**Not supported here**: the term-matching heads matter no more with NSP than without.")
-
-    seg = {subset: get(best_head_gain(subset)) for subset in (ALL, MULTI)}
-    lines.append(
-        "The best single segmentation head (chosen and scored on different sentences) beats the majority class "
-        + " and ".join(
-            f"on {subset} by {_interval(r.value_nsp, r.lo_nsp, r.hi_nsp, ' points')} with NSP and "
-            f"{_interval(r.value_mlm, r.lo_mlm, r.hi_mlm, ' points')} with MLM alone"
-            for subset, r in seg.items()
-        )
-        + "."
+    matching = Claim.measured(
+        MATCHING_CLAIM,
+        ours=tm.difference,
+        lo=tm.difference_lo,
+        hi=tm.difference_hi,
+        unit="relative change of accuracy with the 5 term-matching heads masked, MLM+NSP model minus MLM-only model",
+        method=DIFFERENCE_METHOD,
+        n_examples=int(tm.n_nsp),
+        study=STUDY_MATCHING_LOSS,
+        study_unit="relative change with the 5 heads masked in the study's one model, pretrained with NSP",
+        reason=f"Masking the 5 term-matching heads changes accuracy by {_interval(tm.value_nsp, tm.lo_nsp, tm.hi_nsp)} "
+        f"with NSP and {_interval(tm.value_mlm, tm.lo_mlm, tm.hi_mlm)} without",
     )
-    better = {
-        side: [
-            subset
-            for subset, r in seg.items()
-            if _excludes_zero(r.difference_lo, r.difference_hi) and (r.difference > 0) == (side == "nsp")
-        ]
-        for side in ("nsp", "mlm")
-    }
-    if better["nsp"] and not better["mlm"]:
-        lines.append(
-            f"The model with NSP segments better ({', '.join(better['nsp'])}), which the study's credit of "
-            "MLM alone does not predict."
+    rows = [matching]
+    for subset, claim_id in ((ALL, SEGMENTATION_CLAIM), (MULTI, f"{SEGMENTATION_CLAIM}/multi-token")):
+        r = get(best_head_gain(subset))
+        rows.append(
+            Claim.measured(
+                claim_id,
+                claim=None if claim_id == SEGMENTATION_CLAIM else f"… on {subset} only",
+                ours=r.difference,
+                lo=r.difference_lo,
+                hi=r.difference_hi,
+                unit=f"share of tokens right above the majority class ({subset}), MLM+NSP model minus MLM-only model",
+                method=DIFFERENCE_METHOD,
+                n_examples=int(r.n_nsp),
+                reason=f"The best single segmentation head (chosen and scored on different sentences) beats the "
+                f"majority class on {subset} by {_interval(r.value_nsp, r.lo_nsp, r.hi_nsp, ' points')} with NSP and "
+                f"{_interval(r.value_mlm, r.lo_mlm, r.hi_mlm, ' points')} with MLM alone",
+            )
         )
-    elif better["mlm"] and not better["nsp"]:
-        lines.append(
-            f"Without NSP the heads segment better on {', '.join(better['mlm'])} and distinguishably worse on "
-            "none: they need no NSP, as the study's credit of MLM predicts."
-        )
-    elif not better["nsp"]:
-        lines.append(
-            "No difference between the two is distinguishable from zero: the heads need no NSP, as the "
-            "study's credit of MLM predicts."
-        )
-    else:
-        lines.append(f"Mixed: NSP helps on {', '.join(better['nsp'])} and hurts on {', '.join(better['mlm'])}.")
+    return rows
+
+
+def verdict(table: pd.DataFrame) -> str:
+    """The claims (:func:`claims`) rendered, then what bounds them: how much NSP was learned, and one run per
+    objective (markdown)."""
+    lines = [render(claims(table))]
     if NSP_ACCURACY in set(table["measure"]):
-        nsp = get(NSP_ACCURACY)
+        nsp = _row(table, measure=NSP_ACCURACY)
         lines.append(
-            f"How much NSP was learned bounds what it can be credited with: the MLM+NSP model told true from "
+            f"- How much NSP was learned bounds what it can be credited with: the MLM+NSP model told true from "
             f"random next sentences on {nsp.value_nsp:.1%} [{nsp.lo_nsp:.1%}, {nsp.hi_nsp:.1%}] of its last "
             f"{nsp.n_nsp:.0f} training pairs (chance: 50%)."
         )
     lines.append(
-        "Each objective is one pretraining run with one seed: a difference between the two models mixes the "
+        "- Each objective is one pretraining run with one seed: a difference between the two models mixes the "
         "objective with the luck of the run."
     )
-    return " ".join(lines)
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
