@@ -124,6 +124,10 @@ def test_an_undecided_effect_says_how_many_pairs_would_show_twice_its_smallest_s
     assert wide.verdict == "cannot tell" and "pairs (not 1379) would show twice that size" in wide.why
     needed = int(wide.why.split("about ")[1].split(" pairs")[0])
     assert needed == math.ceil(1379 * ((wide.hi_adj - wide.lo_adj) / 2 / spec.min_size) ** 2) > 1379
+    # beyond no effect but astride the size: the direction is shown, the size not decided
+    astride = judge(STUDY_CLAIMS["word_order.order_heads_carry_order"], -0.028, -0.034, -0.022)
+    assert astride.verdict == "cannot tell" and "an effect is shown, not its size" in astride.why
+    assert "by at least 2.0" in astride.why or "by at least 0.02" in astride.why
 
 
 def test_a_collapse_that_reaches_the_floor_holds_only_comparisons_saturate():

@@ -116,7 +116,7 @@ def test_verdict_shuffle():
     assert text.startswith(render([row]) + "\n")
     assert "-1.5 [-1.7, -1.3]" in text and "gold grade 5 (10)" in text and "20.0% of the pairs" in text
     flat = shuffle_claims(_by_grade(-1.0, -1.3, -0.7))[0]
-    assert flat.verdict == "cannot tell" and "decide neither way" in flat.reason
+    assert flat.verdict == "cannot tell" and "an effect is shown, not its size" in flat.reason  # -1 grade, size 1
     small = shuffle_claims(_by_grade(-0.05, -0.1, 0.0))[0]  # the grade moves, but by far less than a grade
     assert small.verdict == "does not hold" and "half the study's own number" in small.reason
     assert shuffle_claims(_by_grade(0.2, 0.1, 0.3))[0].verdict == "opposite"

@@ -873,6 +873,12 @@ def judge(
         verdict, why = "does not hold", f"The adjusted interval lies short of the smallest effect of interest{sized}."
     else:
         verdict, why = "cannot tell", "The adjusted interval reaches both sides, so the data decide neither way."
+        if x_lo > 0:  # beyond no effect, astride the size: the direction is shown, the size is not
+            why = (
+                "The adjusted interval lies beyond no effect in the claimed direction but reaches both sides of the "
+                f"smallest effect of interest{sized[:-1] if sized.endswith('.') else sized}: an effect is shown, "
+                "not its size."
+            )
         if n_examples > 0 and (b - a) / 2 > m:  # too wide to clear the smallest effect even where the truth is twice it
             needed = math.ceil(n_examples * ((b - a) / 2 / m) ** 2)
             why += f" At the spread measured, about {needed} pairs (not {n_examples}) would show twice that size."
