@@ -490,8 +490,9 @@ def calibration_block(table: pd.DataFrame) -> list[str]:
         lines.append(f"| `{claim_id}` | {design} | {' | '.join(cells + ['—'] * (4 - len(cells)))} |")
     lines.append("")
     for r in table[familywise].itertuples():
+        name = TALLIES[r.tally]
         lines.append(
-            f"* {TALLIES[r.tally].capitalize()} ({int(r.family)}): a wrong holds, opposite or (no-effect claim) does "
+            f"* {name[0].upper()}{name[1:]} ({int(r.family)}): a wrong holds, opposite or (no-effect claim) does "
             f"not hold on {r.wrong:.1%} of {int(r.n_sim)} simulated scorecards with nothing true."
         )
     return lines
