@@ -72,6 +72,7 @@ PRESETS = {
         "TRAIN_LIMIT": 64,
         "EVAL_LIMIT": 40,
         "DRAWS": 2,
+        "DECIDING_DRAWS": 2,
         "SHARES": [0.0, 0.5, 1.0],
         "N_BOOT": 200,
         "DEVICE": "cpu",
@@ -86,7 +87,7 @@ PRESETS = {
         "HALF_SHARES": [0.2, 0.5],
         "CHOICE_LIMIT": 20,
     },
-    # all-mpnet-base-v2 (12 x 12 heads) on one GPU: 30 random draws per share (the CPU defaults use 5-20)
+    # all-mpnet-base-v2 (12 x 12 heads) on one GPU: 30 random draws per share (the CPU defaults use 3-20)
     "mpnet": {"MODEL": "mpnet", "DEVICE": "cuda", "DRAWS": 30, "N_BOOT": 2000, "BATCH_SIZE": 256},
     # the character-level Chinese BERT headlab pretrains (12 x 12 heads; headlab.models.pretrain), on Chinese STS-B;
     # LR and EPOCHS: chosen on the dev split, never on test, by `python -m headlab.book.tuning zh-char` (its grid is

@@ -170,13 +170,13 @@ def half_specs(
 
     Shares are :func:`half_shares`. Masking no head, or every head of the half, is the same mask on every
     draw, so those two points get one draw each and the shares between get ``draws``; the shares where the study's
-    claims are decided (:func:`collapse_shares`) get ``deciding_draws`` (default ``draws``), so that the interval
-    over draws there is narrow enough to decide them. A draw's heads depend only on its share and number, so more
-    draws add masks and keep the first ones.
+    claims are decided (:func:`collapse_shares`) get ``deciding_draws`` (never fewer than ``draws``), so that the
+    interval over draws there is narrow enough to decide them. A draw's heads depend only on its share and number,
+    so more draws add masks and keep the first ones.
     """
     shares = half_shares(layers, heads, steps)
     deciding = set(collapse_shares(shares)) if deciding_draws else set()
-    by_count = [(s, deciding_draws if s in deciding else draws) for s in shares]
+    by_count = [(s, max(draws, deciding_draws) if s in deciding else draws) for s in shares]
     return [
         spec
         for which in HALVES
