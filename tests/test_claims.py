@@ -3,6 +3,7 @@ interest for every claim, floor-aware accuracy effects, a correction across a mo
 right small-sample quantiles, and claims that quote the study word for word."""
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -125,8 +126,10 @@ def test_an_undecided_effect_says_how_many_pairs_would_show_twice_its_smallest_s
     needed = int(wide.why.split("about ")[1].split(" pairs")[0])
     assert needed == math.ceil(1379 * ((wide.hi_adj - wide.lo_adj) / 2 / spec.min_size) ** 2) > 1379
     # beyond no effect but astride the size: the direction is shown, the size not decided
-    astride = judge(STUDY_CLAIMS["word_order.order_heads_carry_order"], -0.028, -0.034, -0.022)
+    astride = judge(STUDY_CLAIMS["word_order.order_heads_carry_order"], -0.028, -0.034, -0.022, n_examples=1379)
     assert astride.verdict == "cannot tell" and "an effect is shown, not its size" in astride.why
+    needed = int(re.search(r"about (\d+) pairs \(not 1379\) would decide it", astride.why).group(1))  # below 0.8 points
+    assert needed == math.ceil(1379 * ((astride.hi_adj - astride.lo_adj) / 2 / 0.008) ** 2) > 1379
     assert "by at least 2.0" in astride.why or "by at least 0.02" in astride.why
 
 

@@ -876,9 +876,12 @@ def judge(
         if x_lo > 0:  # beyond no effect, astride the size: the direction is shown, the size is not
             why = (
                 "The adjusted interval lies beyond no effect in the claimed direction but reaches both sides of the "
-                f"smallest effect of interest{sized[:-1] if sized.endswith('.') else sized}: an effect is shown, "
-                "not its size."
+                f"smallest effect of interest{sized}: an effect is shown, not its size."
             )
+            gap = abs(d * (ours - spec.null) - m)  # how far the estimate lies from the size it must clear or miss
+            if n_examples > 0 and gap > 0:
+                needed = math.ceil(n_examples * ((b - a) / 2 / gap) ** 2)
+                why += f" At the effect and spread measured, about {needed} pairs (not {n_examples}) would decide it."
         if n_examples > 0 and (b - a) / 2 > m:  # too wide to clear the smallest effect even where the truth is twice it
             needed = math.ceil(n_examples * ((b - a) / 2 / m) ** 2)
             why += f" At the spread measured, about {needed} pairs (not {n_examples}) would show twice that size."
