@@ -13,6 +13,7 @@ from headlab.findings.claims import (
     ALPHA,
     FAMILIES,
     FAMILY,
+    KAPPA_LOST_UNIT,
     RULE_VERSION,
     STUDY_CLAIMS,
     VERDICTS,
@@ -318,3 +319,13 @@ def test_a_share_of_a_difference_restored_is_not_clipped_to_0_1():
         reason="A path.",
     )
     assert row.lo_adj < 1.5 and row.hi_adj > 2.2 and row.verdict == "holds"
+
+
+def test_an_undecided_row_over_random_draws_asks_for_more_draws_not_only_more_pairs():
+    collapse = STUDY_CLAIMS["layer_dependence.low_heads_collapse"]  # more than half of the kappa lost
+    over_draws = judge(collapse, 0.525, 0.332, 0.717, df=11.5, n_examples=1379, unit=KAPPA_LOST_UNIT)
+    assert over_draws.verdict == "cannot tell" and "by at least 50.0%" in over_draws.why  # a share prints as a share
+    assert re.search(r"about [\d.]+ times the evidence \(random draws and pairs alike; df 11\.5\)", over_draws.why)
+    assert "pairs (not 1379)" not in over_draws.why  # more pairs alone would not narrow the draws' part
+    over_pairs = judge(collapse, 0.525, 0.332, 0.717, n_examples=1379)
+    assert "pairs (not 1379) would decide it" in over_pairs.why

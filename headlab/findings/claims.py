@@ -859,7 +859,7 @@ def judge(
             "does not hold": f"The adjusted interval lies outside ±{size}",
             "cannot tell": f"The adjusted interval reaches past ±{size}, so it shows neither",
         }[verdict]
-        needed = _pairs_needed(ours - spec.null, a, b, m, n_examples) if verdict == "cannot tell" else ""
+        needed = _pairs_needed(ours - spec.null, a, b, m, n_examples, df) if verdict == "cannot tell" else ""
         return Judgement(verdict, f"{why}{searched} (margin: {spec.size_why}).{needed}", 1 - 2 * each, a, b)
     a, b = adjusted(ours, lo, hi, level, df)
     d, m = spec.direction, spec.min_size
@@ -880,11 +880,11 @@ def judge(
             )
             gap = abs(d * (ours - spec.null) - m)  # how far the estimate lies from the size it must clear or miss
             if n_examples > 0 and gap > 0:
-                needed = math.ceil(n_examples * ((b - a) / 2 / gap) ** 2)
-                why += f" At the effect and spread measured, about {needed} pairs (not {n_examples}) would decide it."
+                more = _more_evidence((b - a) / 2 / gap, n_examples, df)
+                why += f" At the effect and spread measured, {more} would decide it."
         if n_examples > 0 and (b - a) / 2 > m:  # too wide to clear the smallest effect even where the truth is twice it
-            needed = math.ceil(n_examples * ((b - a) / 2 / m) ** 2)
-            why += f" At the spread measured, about {needed} pairs (not {n_examples}) would show twice that size."
+            more = _more_evidence((b - a) / 2 / m, n_examples, df)
+            why += f" At the spread measured, {more} would show twice that size."
     if at_floor and spec.kind == "compare" and verdict != "holds":
         verdict, why = (
             "cannot tell",
@@ -893,16 +893,25 @@ def judge(
     return Judgement(verdict, why[:-1] + searched + ".", level, a, b)
 
 
-def _pairs_needed(effect: float, a: float, b: float, margin: float, n_examples: int) -> str:
-    """How many pairs an undecided equivalence would need for its adjusted interval to fit within the margin, at
-    the effect and spread measured (the half-width shrinks with the square root of the pairs)."""
+def _more_evidence(ratio: float, n_examples: int, df: float) -> str:
+    """How much more evidence would shrink the adjusted half-width by ``ratio`` (half-widths shrink with the square
+    root of the evidence): pairs, for an interval over pairs alone (infinite ``df``); for one over random draws too,
+    the draws as much as the pairs, since more pairs alone do not narrow the draws' part."""
+    factor = ratio**2
+    if math.isfinite(df):
+        return f"about {factor:.3g} times the evidence (random draws and pairs alike; df {df:.3g})"
+    return f"about {math.ceil(n_examples * factor)} pairs (not {n_examples})"
+
+
+def _pairs_needed(effect: float, a: float, b: float, margin: float, n_examples: int, df: float) -> str:
+    """How much evidence an undecided equivalence would need for its adjusted interval to fit within the margin, at
+    the effect and spread measured (:func:`_more_evidence`)."""
     room = margin - abs(effect)
     if n_examples <= 0 or not (b - a) > 0:
         return ""
     if room <= 0:
         return " The effect measured lies at or past the margin itself, so no number of pairs would show it within."
-    needed = math.ceil(n_examples * ((b - a) / 2 / room) ** 2)
-    return f" At the spread measured, about {needed} pairs (not {n_examples}) would decide it."
+    return f" At the spread measured, {_more_evidence((b - a) / 2 / room, n_examples, df)} would decide it."
 
 
 def _size(x: float, unit: str = "") -> str:
@@ -912,6 +921,8 @@ def _size(x: float, unit: str = "") -> str:
         return f"{x:.1%}"
     if unit.startswith("relative") or (unit.startswith("share") and is_points(unit)) or "attention share" in unit:
         return f"{100 * x:.1f} points"
+    if unit.startswith("share"):
+        return f"{x:.1%}"
     return f"{x:.3g}"
 
 
