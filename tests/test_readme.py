@@ -316,6 +316,23 @@ def test_rows_judged_by_an_older_rule_are_dropped_not_shown_beside_the_new(tmp_p
     )
 
 
+def test_older_rows_the_current_rule_could_not_have_reached_are_dropped_and_named(capsys):
+    row = dict(preset="zh-char", claim_id="layer_dependence.low_heads_collapse", kind="effect", verdict="holds")
+    rows = pd.DataFrame(
+        [
+            {**row, "lo": 0.54, "hi": 1.09, "lo_adj": 0.37, "hi_adj": 1.0},  # rule 2 clipped it: narrower than raw
+            {**row, "claim_id": "term_matching.matching_costs", "kind": "beats_control", "verdict": "cannot tell"},
+            {**row, "claim_id": "redundancy.falls_steadily", "lo": 0.5, "hi": 0.9, "lo_adj": 0.4, "hi_adj": 1.0},
+            {**row, "claim_id": "word_order.clean_diagonal", "lo": 0.9, "hi": 0.99},  # no adjusted interval: kept
+        ]
+    )
+    kept = readme.judged_by_this_rule(rows)
+    assert list(kept["claim_id"]) == ["redundancy.falls_steadily", "word_order.clean_diagonal"]
+    err = capsys.readouterr().err
+    assert "a kind the rule no longer has dropped: zh-char:term_matching.matching_costs" in err
+    assert "narrower than the raw one dropped: zh-char:layer_dependence.low_heads_collapse" in err
+
+
 def test_the_blocks_render_the_tables(tmp_path):
     pd.DataFrame([_claim_row()]).to_csv(tmp_path / "scorecard.csv", index=False)
     rows = [

@@ -31,7 +31,7 @@ import pandas as pd
 from headlab.book.build import PRESETS
 from headlab.book.records import outcome
 from headlab.book.scorecard import CORRECTION, claim_tables, column_label, is_main, with_rule
-from headlab.findings.claims import STUDY_CLAIMS, TALLIES, study_claim_id
+from headlab.findings.claims import KINDS, STUDY_CLAIMS, TALLIES, study_claim_id
 from headlab.findings.pruning import speed_rows
 from headlab.lab.params import REPO
 from headlab.report import charts
@@ -137,16 +137,26 @@ def _merge_into(target: Path, new: pd.DataFrame, keep_old=None) -> None:
 def judged_by_this_rule(old: pd.DataFrame) -> pd.DataFrame:
     """The rows of an older scorecard to keep beside a new build's: every row of a registered claim (written by the
     current verdict rule or an older one, whose rows the scorecard marks with their rule's version,
-    :func:`headlab.book.scorecard.with_rule`); rows of claims no longer registered are dropped, and the command says
-    so (:func:`collect`)."""
+    :func:`headlab.book.scorecard.with_rule`) whose verdict the current rule could have reached. Dropped, and the
+    command says so (:func:`collect`): rows of claims no longer registered; rows judged under a kind the rule no
+    longer has (``beats_control``'s empirical p over 20 draws could never pass the correction); rows whose adjusted
+    interval is narrower than the raw one (an older rule clipped it). Such a claim shows "not run" until its model
+    is rebuilt."""
     if "kind" not in old.columns:
         print(f"results/scorecard.csv: {len(old)} rows written before verdicts were data, dropped", file=sys.stderr)
         return old.iloc[0:0]
     known = old["claim_id"].map(lambda c: study_claim_id(c) in STUDY_CLAIMS)
-    if not known.all():
-        gone = sorted(set(old.loc[~known, "claim_id"]))
-        print(f"results/scorecard.csv: rows of claims no longer registered dropped: {', '.join(gone)}", file=sys.stderr)
-    return with_rule(old[known])
+    retired = ~old["kind"].isin(KINDS)
+    narrower = (old["lo_adj"] > old["lo"] + 1e-12) | (old["hi_adj"] < old["hi"] - 1e-12)  # NaN compares False
+    for why, dropped in (
+        ("of claims no longer registered", ~known),
+        ("judged under a kind the rule no longer has", known & retired),
+        ("whose adjusted interval is narrower than the raw one", known & ~retired & narrower),
+    ):
+        if dropped.any():
+            rows = sorted(set(old.loc[dropped, "preset"] + ":" + old.loc[dropped, "claim_id"]))
+            print(f"results/scorecard.csv: rows {why} dropped: {', '.join(rows)}", file=sys.stderr)
+    return with_rule(old[known & ~retired & ~narrower])
 
 
 # --- the blocks ----------------------------------------------------------------------------------------------------
