@@ -344,33 +344,86 @@ def kappa_lost(
     g = np.asarray(gold, dtype=np.float64)
     if not masked.shape[1] == base.shape[0] == g.shape[0]:
         raise ValueError(f"masked predictions cover {masked.shape[1]} pairs, baseline {base.shape[0]}, gold {len(g)}")
-    both = np.vstack([base, masked])  # one pass over the resamples for the base and every draw
-    point = _kappas(both, g, np.ones((1, len(g))), n_grades)[0]
-    base_point, masked_point = float(point[0]), float(point[1:].mean())
-    boots = _kappas(both, g, bootstrap_weights(len(g), n_boot, seed), n_grades)
-    counts = draw_counts(masked.shape[0], n_boot, seed if draw_seed is None else draw_seed)
-    base_boot, masked_boot = boots[:, 0], (counts * boots[:, 1:]).sum(axis=1) / masked.shape[0]
+    base_point, base_boot, [(masked_point, per_draw, counts)] = _kappa_replicates(
+        [masked], base, g, n_boot, seed, [seed if draw_seed is None else draw_seed], n_grades
+    )
+    masked_boot = (counts * per_draw).sum(axis=1) / masked.shape[0]
     alpha = (1.0 - level) / 2.0
 
     def interval(values: np.ndarray) -> tuple[float, float]:
         return float(np.quantile(values, alpha)), float(np.quantile(values, 1.0 - alpha))
 
-    out = {
+    lost = _shares_lost([1.0], base_point, base_boot, [(masked_point, per_draw, counts)], len(g), level)
+    return {
         "kappa_base": base_point,
         **dict(zip(("kappa_base_lo", "kappa_base_hi"), interval(base_boot))),
         "kappa_masked": masked_point,
         **dict(zip(("kappa_masked_lo", "kappa_masked_hi"), interval(masked_boot))),
-    }
-    draws = [seed if draw_seed is None else draw_seed]
-    lost = kappa_contrast([masked], [1.0], base, g, n_boot, seed, draws, level, n_grades)
-    return {
-        **out,
         "kappa_lost": lost["contrast"],
         "kappa_lost_lo": lost["lo"],
         "kappa_lost_hi": lost["hi"],
         "kappa_lost_se": lost["se"],
         "kappa_df": lost["df"],
         "kappa_reason": lost["reason"],
+    }
+
+
+def _kappa_replicates(conditions, base, g, n_boot, seed, draw_seeds, n_grades):
+    """``(base_point, base_boot, [(kappa, per_draw, counts), ...])``: the baseline's kappa at the point and in every
+    replicate, and per condition its kappa (mean over draws), its draws' kappas in every replicate (n_boot x draws)
+    and the replicates' draw counts (:func:`draw_counts`). One pass over the resamples for the baseline and every
+    draw of every condition."""
+    masked = [np.atleast_2d(np.asarray(c, dtype=np.float64)) for c in conditions]
+    for m in masked:
+        if m.shape[1] != len(g):
+            raise ValueError(f"a condition covers {m.shape[1]} pairs, gold {len(g)}")
+    both = np.vstack([base, *masked])
+    point = _kappas(both, g, np.ones((1, len(g))), n_grades)[0]
+    boots = _kappas(both, g, bootstrap_weights(len(g), n_boot, seed), n_grades)
+    ends = np.cumsum([1, *(m.shape[0] for m in masked)])
+    per_condition = [
+        (float(point[start:end].mean()), boots[:, start:end], draw_counts(end - start, n_boot, draw_seed))
+        for start, end, draw_seed in zip(ends[:-1], ends[1:], draw_seeds)
+    ]
+    return float(point[0]), boots[:, 0], per_condition
+
+
+def _shares_lost(signs, base_point, base_boot, per_condition, n_examples, level) -> dict:
+    """:func:`kappa_contrast`'s numbers from :func:`_kappa_replicates`."""
+    nan = dict.fromkeys(("contrast", "lo", "hi", "se", "df"), math.nan)
+    if base_point <= 0:
+        return {
+            **nan,
+            "n_draws": 1,
+            "reason": f"unmasked kappa {base_point:.3f} <= 0: no agreement beyond chance to lose",
+        }
+    if (base_boot <= 0).any():
+        return {
+            **nan,
+            "n_draws": 1,
+            "reason": f"unmasked kappa <= 0 in {int((base_boot <= 0).sum())} of {len(base_boot)} bootstrap replicates",
+        }
+    point, boots, fixed = 0.0, np.zeros(len(base_boot)), np.zeros(len(base_boot))
+    for sign, (kappa, per_draw, counts) in zip(signs, per_condition):
+        point += sign * (1.0 - kappa / base_point)
+        boots += sign * (1.0 - (counts * per_draw).sum(axis=1) / per_draw.shape[1] / base_boot)
+        fixed += sign * (1.0 - per_draw.mean(axis=1) / base_boot)
+    with_draws = [c[1].shape[1] for c in per_condition if c[1].shape[1] > 1]
+    if with_draws:
+        se, df = two_stage(boots, fixed, min(with_draws), n_examples)
+        lo, hi = t_interval(point, se, df, level)
+    else:
+        alpha = (1.0 - level) / 2.0
+        se, df = float(boots.std(ddof=1)), math.inf
+        lo, hi = float(np.quantile(boots, alpha)), float(np.quantile(boots, 1.0 - alpha))
+    return {
+        "contrast": point,
+        "lo": lo,
+        "hi": hi,
+        "se": se,
+        "df": df,
+        "n_draws": min(with_draws, default=1),
+        "reason": "",
     }
 
 
@@ -405,52 +458,9 @@ def kappa_contrast(
         raise ValueError(f"baseline predictions cover {base.shape[0]} pairs, gold {len(g)}")
     if len(conditions) != len(signs) or not len(conditions):
         raise ValueError(f"{len(conditions)} conditions and {len(signs)} signs: give one sign per condition")
-    weights = bootstrap_weights(len(g), n_boot, seed)
-    ones = np.ones((1, len(g)))
-    base_point = float(_kappas(base[None], g, ones, n_grades)[0, 0])
-    base_boot = _kappas(base[None], g, weights, n_grades)[:, 0]
-    nan = dict.fromkeys(("contrast", "lo", "hi", "se", "df"), math.nan)
-    if base_point <= 0:
-        return {
-            **nan,
-            "n_draws": 1,
-            "reason": f"unmasked kappa {base_point:.3f} <= 0: no agreement beyond chance to lose",
-        }
-    if (base_boot <= 0).any():
-        return {
-            **nan,
-            "n_draws": 1,
-            "reason": f"unmasked kappa <= 0 in {int((base_boot <= 0).sum())} of {n_boot} bootstrap replicates",
-        }
     seeds = [seed] * len(conditions) if draw_seeds is None else list(draw_seeds)
-    point, boots, fixed, draws = 0.0, np.zeros(n_boot), np.zeros(n_boot), []
-    for condition, sign, draw_seed in zip(conditions, signs, seeds):
-        masked = np.atleast_2d(np.asarray(condition, dtype=np.float64))
-        if masked.shape[1] != len(g):
-            raise ValueError(f"a condition covers {masked.shape[1]} pairs, gold {len(g)}")
-        per_draw = _kappas(masked, g, weights, n_grades)  # (n_boot, draws)
-        counts = draw_counts(masked.shape[0], n_boot, draw_seed)
-        point += sign * (1.0 - float(_kappas(masked, g, ones, n_grades)[0].mean()) / base_point)
-        boots += sign * (1.0 - (counts * per_draw).sum(axis=1) / masked.shape[0] / base_boot)
-        fixed += sign * (1.0 - per_draw.mean(axis=1) / base_boot)
-        draws.append(masked.shape[0])
-    with_draws = [d for d in draws if d > 1]
-    if with_draws:
-        se, df = two_stage(boots, fixed, min(with_draws), len(g))
-        lo, hi = t_interval(point, se, df, level)
-    else:
-        alpha = (1.0 - level) / 2.0
-        se, df = float(boots.std(ddof=1)), math.inf
-        lo, hi = float(np.quantile(boots, alpha)), float(np.quantile(boots, 1.0 - alpha))
-    return {
-        "contrast": point,
-        "lo": lo,
-        "hi": hi,
-        "se": se,
-        "df": df,
-        "n_draws": min(with_draws, default=1),
-        "reason": "",
-    }
+    base_point, base_boot, per_condition = _kappa_replicates(conditions, base, g, n_boot, seed, seeds, n_grades)
+    return _shares_lost(signs, base_point, base_boot, per_condition, len(g), level)
 
 
 MODAL_FLOOR = 0.95  # a predictor giving this share of pairs one grade is (nearly) constant: at the floor
