@@ -7,7 +7,7 @@
 #   make dist        dist/headlab-book-<commit>.zip: the site, runs/ tables, executed notebooks and a manifest
 #                    (BOOK_DIR=, RUN_DIR=: another build's folders, e.g. benchmarks/gpu_book.sh's gpu-out/site)
 # Options: make book PRESET=tiny      quick tiny-sized book
-#          make book SET="DEVICE=cuda DRAWS=50"   any notebook parameter, for every notebook that declares it
+#          make book SET="DEVICE=cuda HALF_DRAWS=50"   any notebook parameter, for every notebook that declares it
 #          make book TORCH="torch==2.14.1"        another torch build (e.g. a CUDA one on a GPU machine)
 #          make book PRESET=mpnet TORCH="torch==2.14.1"   the 12x12 all-mpnet-base-v2 on a GPU
 #          make book MODEL=zh-char    pretrain a 12x12 character-level Chinese BERT, run the book on it

@@ -1,5 +1,5 @@
-"""The registry of what pages share (headlab.lab.artifacts): every read is produced by an earlier page, the build waits
-for it, and a lab finds shared tables and sweeps only through it."""
+"""What pages share (headlab.lab.pages: each page's `produces` and `reads`): every read is produced by an earlier
+page, the build waits for it, and a lab finds shared tables and sweeps only through the registry."""
 
 import json
 import re
@@ -8,11 +8,13 @@ import pandas as pd
 import pytest
 from tiny_setup import tiny_setup
 
-from headlab.book.build import REPO, step_needs, toc_notebooks
+from headlab.book.build import REPO, step_needs
 from headlab.core.sweep import baseline_spec, single_head_specs
-from headlab.lab.artifacts import ARTIFACTS, SWEEP, TABLE, artifact, page_needs
+from headlab.lab.pages import PAGES as REGISTRY
+from headlab.lab.pages import SWEEP, TABLE, artifact, artifacts, page_ids, page_needs
 
-PAGES = toc_notebooks(REPO / "book" / "_toc.yml")
+PAGES = page_ids()
+ARTIFACTS = artifacts()
 
 
 def _code(page: str) -> str:
@@ -23,8 +25,9 @@ def _code(page: str) -> str:
 @pytest.mark.parametrize("name", sorted(ARTIFACTS))
 def test_every_artifact_is_produced_by_a_page_before_its_readers(name):
     a = ARTIFACTS[name]
-    assert a.kind in (TABLE, SWEEP) and a.page in PAGES and a.readers
-    assert all(PAGES.index(a.page) < PAGES.index(reader) for reader in a.readers), (a.page, a.readers)
+    readers = [p.id for p in REGISTRY if name in p.reads]
+    assert a.kind in (TABLE, SWEEP) and a.page in PAGES and readers
+    assert all(PAGES.index(a.page) < PAGES.index(reader) for reader in readers), (a.page, readers)
 
 
 @pytest.mark.parametrize("name", sorted(n for n, a in ARTIFACTS.items() if a.kind == SWEEP))
@@ -40,7 +43,7 @@ def test_the_build_waits_for_every_page_a_page_reads():
 
 
 def test_an_unregistered_artifact_is_an_error_naming_the_registry(tmp_path):
-    with pytest.raises(KeyError, match="headlab.lab.artifacts.ARTIFACTS"):
+    with pytest.raises(KeyError, match="headlab.lab.pages.PAGES"):
         artifact("no_such_table")
     with pytest.raises(ValueError, match="is a sweep, not a table"):
         ARTIFACTS["layer_dependence"].path(tmp_path)

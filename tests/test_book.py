@@ -18,11 +18,10 @@ from transformers import MPNetConfig, MPNetForSequenceClassification, MPNetToken
 
 from headlab.book.build import PRESETS, REPO
 from headlab.findings.claims import KINDS, STUDY_CLAIMS, VERDICTS, quote_in
-from headlab.lab import defaults
-from headlab.lab.defaults import declared_parameters
+from headlab.lab.pages import page_ids, parameters_cell
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
-MOST_HEADLAB_MODULES = 8  # per notebook: the package, a few layers, the finding's own modules, the defaults
+MOST_HEADLAB_MODULES = 8  # per notebook: the package, a few layers, the finding's own modules
 
 
 def code_cells(path):
@@ -32,36 +31,12 @@ def code_cells(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebooks_are_committed_clean_with_a_parameters_cell(path):
+def test_notebooks_are_committed_clean_with_the_registrys_parameters_cell(path):
     code = code_cells(path)
     assert all(not c["outputs"] and c["execution_count"] is None for c in code), "clear the outputs before committing"
     tagged = [c for c in code if "parameters" in c["metadata"].get("tags", [])]
     assert len(tagged) == 1
-    assert set(defaults.__all__) <= declared_parameters(tagged[0]["source"])
-
-
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_a_parameters_cell_holds_only_what_its_page_adds_or_overrides(path):
-    """The common parameters, and those a page must share with the page whose results it reads, are declared once
-    (headlab.lab.defaults and its modules) and imported; a cell never copies one of them."""
-    [cell] = [c["source"] for c in code_cells(path) if "parameters" in c["metadata"].get("tags", [])]
-    tree = ast.parse(cell)
-    imported = {}
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom):
-            assert (node.module or "").startswith("headlab.lab.defaults"), ast.unparse(node)
-            module = importlib.import_module(node.module)
-            for alias in node.names:
-                for name in module.__all__ if alias.name == "*" else [alias.name]:
-                    imported[name] = getattr(module, name)
-        else:
-            assert isinstance(node, ast.Assign), f"{path.name}: a parameters cell holds imports and assignments only"
-    assert "from headlab.lab.defaults import *" in cell
-    for node in (n for n in tree.body if isinstance(n, ast.Assign)):
-        name = node.targets[0].id
-        assert not (name in imported and ast.literal_eval(node.value) == imported[name]), (
-            f"{path.name} repeats {name} = {imported[name]!r}, which it imports"
-        )
+    assert tagged[0]["source"] == parameters_cell(path.stem), "run python tools/pages.py"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -120,16 +95,10 @@ def test_notebook_text_states_no_number_or_model_the_run_did_not_compute(path):
 
 
 def is_public_module(module: str) -> bool:
-    """``headlab``, one of its layers (``headlab.core``), a finding's own module (``headlab.findings.order``) or the
-    parameters' defaults (``headlab.lab.defaults``, ``headlab.lab.defaults.term_matching``)."""
+    """``headlab``, one of its layers (``headlab.core``) or a finding's own module (``headlab.findings.order``)."""
     parts = module.split(".")
     return parts[0] == "headlab" and (
-        len(parts) == 1
-        or len(parts) == 2
-        and parts[1] in LAYERS
-        or len(parts) == 3
-        and parts[1] == "findings"
-        or module.startswith("headlab.lab.defaults")
+        len(parts) == 1 or len(parts) == 2 and parts[1] in LAYERS or len(parts) == 3 and parts[1] == "findings"
     )
 
 
@@ -148,7 +117,8 @@ def test_notebooks_use_the_public_api_and_every_name_they_use_exists(path):
         module = importlib.import_module(node.module)
         for alias in node.names:
             assert not alias.name.startswith("_"), f"{path.name} imports the private {node.module}.{alias.name}"
-            assert alias.name == "*" or hasattr(module, alias.name), f"{path.name}: {node.module} has no {alias.name}"
+            assert alias.name != "*", f"{path.name} star-imports {node.module}: name what it uses"
+            assert hasattr(module, alias.name), f"{path.name}: {node.module} has no {alias.name}"
     from_headlab = {"headlab"} | {a.asname or a.name for n in imports for a in n.names}
     private = [
         ast.unparse(n)
@@ -169,8 +139,6 @@ def test_notebooks_use_the_public_api_and_every_name_they_use_exists(path):
             bound.add(n.arg)
         elif isinstance(n, ast.ExceptHandler) and n.name:
             bound.add(n.name)
-        elif isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names):
-            bound.update(importlib.import_module(n.module or "").__all__)  # a parameters cell's defaults
         elif isinstance(n, (ast.Import, ast.ImportFrom)):
             bound.update((a.asname or a.name).split(".")[0] for a in n.names)
     unknown = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - bound
@@ -278,7 +246,7 @@ def test_tiny_book_builds_with_real_numbers(tiny_book):
 def test_every_notebook_runs_on_a_tiny_random_mpnet_on_cpu(tmp_path):
     """The `mpnet` preset's architecture through the whole book (tiny sizes, CPU; the GPU run needs a GPU):
     a random 4 x 4 MPNet with the real WordPiece vocabulary laid out the MPNet way, fine-tuned and taken apart."""
-    from headlab.book.build import PRESETS, REPO, execute_preset, lanes_and_threads, toc_notebooks
+    from headlab.book.build import PRESETS, execute_preset, lanes_and_threads
     from headlab.inputs.assets import asset_path
 
     pieces = (asset_path("minilm") / "vocab.txt").read_text(encoding="utf-8").split("\n")
@@ -309,7 +277,7 @@ def test_every_notebook_runs_on_a_tiny_random_mpnet_on_cpu(tmp_path):
         "tiny-mpnet",
         settings,
         tmp_path / "executed",
-        toc_notebooks(REPO / "book" / "_toc.yml"),
+        page_ids(),
         None,
         tmp_path / "logs",
         None,

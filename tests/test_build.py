@@ -1,6 +1,5 @@
 """headlab.book.build: the table of contents, settings checked before anything runs, a failing notebook is loud."""
 
-import logging
 import os
 
 import nbformat
@@ -19,25 +18,25 @@ from headlab.book.build import (
     main,
     parse_setting,
     reading_tags,
-    toc_notebooks,
 )
 from headlab.book.tuning import GRIDS
 from headlab.inputs.assets import is_asset
+from headlab.lab.pages import page_ids
 from headlab.lab.params import Params
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 
 
-def test_toc_and_notebooks_folder_agree():
-    assert sorted(toc_notebooks(REPO / "book" / "_toc.yml")) == [nb.stem for nb in NOTEBOOKS]
+def test_the_registry_and_the_notebooks_folder_agree():
+    assert sorted(page_ids()) == [nb.stem for nb in NOTEBOOKS]
 
 
 def test_parse_setting_reads_python_literals_and_strings():
-    assert parse_setting("draws=5") == ("DRAWS", 5)
+    assert parse_setting("redundancy_draws=5") == ("REDUNDANCY_DRAWS", 5)
     assert parse_setting("SHARES=[0.0, 0.5]") == ("SHARES", [0.0, 0.5])
     assert parse_setting("MODEL=minilm") == ("MODEL", "minilm")
     with pytest.raises(BookError, match="KEY=VALUE"):
-        parse_setting("DRAWS")
+        parse_setting("REDUNDANCY_DRAWS")
 
 
 def test_an_unknown_setting_is_refused_before_anything_runs():
@@ -154,24 +153,16 @@ def test_no_site_writes_the_tables_and_the_build_time_and_builds_no_site(tmp_pat
     assert main(["--preset", "tiny"]) == 0 and calls[1][-1] is True
 
 
-def test_a_notebook_declares_what_its_parameters_cell_assigns_or_imports_from_the_defaults(tmp_path):
-    from headlab.book.build import DeclaredByImport, notebook_parameters
-    from headlab.lab import defaults
-    from headlab.lab.defaults import term_matching
+def test_a_notebook_declares_what_its_parameters_cell_assigns(tmp_path):
+    from headlab.book.build import notebook_parameters
 
     nb = nbformat.v4.new_notebook()
-    cell = nbformat.v4.new_code_cell(
-        "from headlab.lab.defaults import *\nfrom headlab.lab.defaults.term_matching import K_MATCHING\nDRAWS = 3"
-    )
+    cell = nbformat.v4.new_code_cell('MODEL: str = "minilm"  # the model\nEXAMPLE = None\nDRAWS = 3')
     cell.metadata["tags"] = ["parameters"]
     nb.cells = [cell, nbformat.v4.new_code_cell("x = MODEL")]
     source = tmp_path / "page.ipynb"
     nbformat.write(nb, source)
-    assert notebook_parameters(source) == set(defaults.__all__) | {"K_MATCHING", "DRAWS"}
-    assert "KEEP_DRAWS" in term_matching.__all__ and "KEEP_DRAWS" not in notebook_parameters(source)
-    record = logging.LogRecord("papermill", logging.WARNING, "", 0, "Passed unknown parameter: MODEL", None, None)
-    other = logging.LogRecord("papermill", logging.WARNING, "", 0, "Kernel died", None, None)
-    assert not DeclaredByImport().filter(record) and DeclaredByImport().filter(other)
+    assert notebook_parameters(source) == {"MODEL", "EXAMPLE", "DRAWS"}
     nb.cells.append(nb.cells[0])
     nbformat.write(nb, source)
     with pytest.raises(BookError, match="2 cells tagged 'parameters'"):

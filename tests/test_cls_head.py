@@ -403,8 +403,8 @@ def test_the_reading_is_the_matching_heads_against_the_mean_of_random_sets_over_
 
 def test_notebook_draws_enough_control_sets_for_the_draws_spread():
     cells = json.loads(NOTEBOOK.read_text())["cells"]
-    parameters = next("".join(c["source"]) for c in cells if "CONTROL_DRAWS =" in "".join(c["source"]))
-    draws = int(re.search(r"^CONTROL_DRAWS = (\d+)", parameters, re.M).group(1))
+    parameters = next("".join(c["source"]) for c in cells if "parameters" in c["metadata"].get("tags", []))
+    draws = int(re.search(r"^CLS_CONTROL_DRAWS: int = (\d+)", parameters, re.M).group(1))
     assert draws >= 20  # a t interval over fewer draws than this is too wide to decide at the adjusted level
 
 

@@ -157,7 +157,7 @@ def _tiny_copy(folder: Path, run_dir: Path) -> tuple[Path, nbformat.NotebookNode
     from papermill.iorw import load_notebook_node
     from papermill.parameterize import parameterize_notebook
 
-    declared = notebook_parameters(NOTEBOOK)  # the cell's own and those it imports from headlab.lab.defaults
+    declared = notebook_parameters(NOTEBOOK)  # what its cell assigns (headlab.lab.pages)
     params = {k: v for k, v in PRESETS["tiny"].items() if k in declared}
     assert {"EVAL_LIMIT", "TRAIN_LIMIT", "EPOCHS"} <= set(params), "the tiny sizes must reach the notebook"
     params["RUN_DIR"] = os.path.relpath(run_dir, REPO)

@@ -15,23 +15,19 @@ from test_book import code_cells
 from transformers import BertConfig, BertForSequenceClassification
 
 from headlab.book.build import (
-    CROSS_ENCODER,
     REPO,
-    TWO_TOWER,
     BookError,
     critical_path_first,
     in_lanes,
     lanes_and_threads,
     step_needs,
-    toc_notebooks,
-    training_steps,
 )
 from headlab.book.records import recorded_seconds
 from headlab.core.engine import MaskEngine
-from headlab.lab.artifacts import page_needs
+from headlab.lab.pages import CROSS_ENCODER, TWO_TOWER, page_ids, page_needs, training_needs
 
-PAGES = toc_notebooks(REPO / "book" / "_toc.yml")
-NEEDS = page_needs()  # what each page reads of the others, from the artifact registry (headlab.lab.artifacts)
+PAGES = page_ids()
+NEEDS = page_needs()  # what each page reads of the others, from the page registry (headlab.lab.pages)
 
 
 def _times(folder):
@@ -158,9 +154,9 @@ def test_the_fine_tunes_are_steps_the_pages_wait_for_and_train_side_by_side():
     needs = step_needs(PAGES)
     assert all(CROSS_ENCODER in needs[p] and set(NEEDS.get(p, ())) <= set(needs[p]) for p in PAGES)
     assert [p for p in PAGES if TWO_TOWER in needs[p]] == ["08_two_tower"]
-    assert list(training_steps([p for p in PAGES if p != "08_two_tower"])) == [CROSS_ENCODER]
+    assert list(training_needs([p for p in PAGES if p != "08_two_tower"])) == [CROSS_ENCODER]
     seconds = {**COLD, CROSS_ENCODER: 300, TWO_TOWER: 405}
-    steps = [*training_steps(PAGES), *PAGES]
+    steps = [*training_needs(PAGES), *PAGES]
     order = critical_path_first(steps, needs, seconds)
     assert order[0] == CROSS_ENCODER
     assert [n for n in order if not set(needs.get(n, ())) & set(steps)] == [CROSS_ENCODER, TWO_TOWER]  # start at once

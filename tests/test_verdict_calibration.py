@@ -64,7 +64,8 @@ def test_the_rates_are_the_same_from_the_same_seed(designs):
 
 
 def test_the_designs_follow_the_pages_parameters(designs):
-    assert designs["redundancy.falls_steadily"].n_draws == calibration.page_parameters("01_redundancy")["DRAWS"]
+    redundancy = calibration.page_parameters("01_redundancy")
+    assert designs["redundancy.falls_steadily"].n_draws == redundancy["REDUNDANCY_DRAWS"]
     assert (
         designs["layer_dependence.high_heads_cost_less"].n_draws
         == calibration.page_parameters("02_layer_dependence")["DECIDING_DRAWS"]

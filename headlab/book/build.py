@@ -1,7 +1,7 @@
 """Build the book: execute the notebooks headless with papermill, then build the static site with jupyter-book 1.
 
-The table of contents (``book/_toc.yml``) is the one list of pages: every ``executed/NAME`` entry is the
-notebook ``notebooks/NAME.ipynb`` run with the chosen parameters. The site's own toc is generated from it
+The pages are :data:`headlab.lab.pages.PAGES` (``book/_toc.yml`` is generated from it): each page's notebook
+``notebooks/ID.ipynb`` runs with the chosen parameters it declares. The site's own toc is generated from it
 (:func:`site_toc`): the scorecard first, then the pages once per preset built. A notebook that fails stops the build
 with its name and cell; Sphinx warnings (a missing page, an output it cannot show) are errors.
 
@@ -20,7 +20,7 @@ claims are those of a build that runs one notebook at a time.
     python -m headlab.book --preset zh-char     # the character-level Chinese BERT headlab pretrains
     python -m headlab.book --preset e5-zh       # multilingual-e5-small on Chinese STS-B (e5-en: on English)
     python -m headlab.book --preset e5-zh-char  # the same reading Chinese one character per token
-    python -m headlab.book --set DEVICE=cuda --set DRAWS=50
+    python -m headlab.book --set DEVICE=cuda --set REDUNDANCY_DRAWS=50
     python -m headlab.book --presets default zh-char   # one site, each preset's pages, the scorecard across them
 """
 
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import logging
 import multiprocessing
 import os
 import re
@@ -54,8 +53,15 @@ from headlab.book.records import (
 from headlab.book.scorecard import scorecard_markdown, scorecard_table
 from headlab.core.device import resolve_device
 from headlab.core.worklog import WORK_LOG, logging_work, work_noted
-from headlab.lab.artifacts import page_needs
-from headlab.lab.defaults import declared_parameters
+from headlab.lab.pages import (
+    CROSS_ENCODER,
+    PRESET_TOTAL,
+    PRETRAINING,
+    page_ids,
+    page_needs,
+    tiny_settings,
+    training_needs,
+)
 from headlab.lab.params import REPO, Params
 from headlab.models.names import is_pretrained_name
 from headlab.models.pretrain import ensure_named
@@ -67,28 +73,18 @@ from headlab.report.render import static_widgets
 # Parameter sets passed to every notebook that declares the parameter (papermill ignores the rest).
 PRESETS = {
     "default": {},
-    "tiny": {
-        "EPOCHS": 1,
-        "TRAIN_LIMIT": 64,
-        "EVAL_LIMIT": 40,
-        "DRAWS": 2,
-        "DECIDING_DRAWS": 2,
-        "SHARES": [0.0, 0.5, 1.0],
-        "N_BOOT": 200,
-        "DEVICE": "cpu",
-        "CONTROL_DRAWS": 2,
-        "N_EXPLORE": 2,
-        "RANDOM_DRAWS": 3,
-        "K_MAX": 3,
-        "EXPLORE_EXAMPLES": 3,
-        "EXPLORE_DRAWS": 2,
-        "KEEP_DRAWS": 2,
-        "PATCH_DRAWS": 2,
-        "HALF_SHARES": [0.2, 0.5],
-        "CHOICE_LIMIT": 20,
+    "tiny": tiny_settings(),  # each page declares its tiny values (headlab.lab.pages)
+    # all-mpnet-base-v2 (12 x 12 heads) on one GPU: 30 random draws per share and random condition (the CPU defaults
+    # use 3-20)
+    "mpnet": {
+        "MODEL": "mpnet",
+        "DEVICE": "cuda",
+        "REDUNDANCY_DRAWS": 30,
+        "HALF_DRAWS": 30,
+        "MATCHING_DRAWS": 30,
+        "N_BOOT": 2000,
+        "BATCH_SIZE": 256,
     },
-    # all-mpnet-base-v2 (12 x 12 heads) on one GPU: 30 random draws per share (the CPU defaults use 3-20)
-    "mpnet": {"MODEL": "mpnet", "DEVICE": "cuda", "DRAWS": 30, "N_BOOT": 2000, "BATCH_SIZE": 256},
     # the character-level Chinese BERT headlab pretrains (12 x 12 heads; headlab.models.pretrain), on Chinese STS-B;
     # LR and EPOCHS: chosen on the dev split, never on test, by `python -m headlab.book.tuning zh-char` (its grid is
     # headlab.book.tuning.GRIDS; the table and the choice: see README)
@@ -131,18 +127,12 @@ PRESETS["e5-zh-char"] = {**PRESETS["e5-zh"], "MODEL": "e5-small-char"}
 # build stopped here resumes where it stopped.
 CELL_TIMEOUT = 6 * 3600
 CELL_TIMEOUT_VARIABLE = "HEADLAB_CELL_TIMEOUT"
-TWO_TOWER_PAGE = "08_two_tower"  # the page that loads the two-tower model as well as the cross-encoder
 REPOSITORY_VARIABLE = "HEADLAB_REPOSITORY_URL"  # the repository the site links to, over _config.yml's repository.url
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")  # torch's and numpy's thread pools
 
 
 class BookError(RuntimeError):
     """A notebook or the site build failed; the message says which and where."""
-
-
-def toc_notebooks(toc: Path) -> list[str]:
-    """Notebook names in the order the table of contents lists them (``file: executed/NAME``)."""
-    return re.findall(r"file:\s*executed/([\w.-]+)", toc.read_text(encoding="utf-8"))
 
 
 def parse_setting(text: str) -> tuple[str, object]:
@@ -171,16 +161,6 @@ def cell_timeout() -> int:
     return seconds
 
 
-class DeclaredByImport(logging.Filter):
-    """papermill finds a notebook's parameters in its cell's assignments only, so it warns of every shared one the
-    cell imports (:mod:`headlab.lab.defaults`); the build passes a notebook only what it declares
-    (:func:`notebook_parameters`), so each such warning is a false alarm and is dropped."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        """False for papermill's "Passed unknown parameter" records."""
-        return not record.getMessage().startswith("Passed unknown parameter")
-
-
 def execute_notebook(source: Path, target: Path, settings: dict, cwd: Path) -> float:
     """Run one notebook with the settings it declares as parameters; raise BookError naming the failing cell (or the
     cell that ran past :func:`cell_timeout`)."""
@@ -189,9 +169,6 @@ def execute_notebook(source: Path, target: Path, settings: dict, cwd: Path) -> f
 
     declared = notebook_parameters(source)
     params = {k: v for k, v in settings.items() if k in declared}
-    papermill_log = logging.getLogger("papermill")
-    if not any(isinstance(f, DeclaredByImport) for f in papermill_log.filters):
-        papermill_log.addFilter(DeclaredByImport())
     limit = cell_timeout()
     started = time.time()
     try:
@@ -283,8 +260,7 @@ def reading_tags(nb, repo: Path = REPO) -> None:
 
 
 def notebook_parameters(notebook: Path) -> set[str]:
-    """The parameters a notebook declares: what its ``parameters`` cell assigns or imports from
-    :mod:`headlab.lab.defaults` (:func:`~headlab.lab.defaults.declared_parameters`)."""
+    """The parameters a notebook declares: the names its ``parameters`` cell assigns (as papermill reads them)."""
     import nbformat
 
     cells = [
@@ -294,7 +270,10 @@ def notebook_parameters(notebook: Path) -> set[str]:
     ]
     if len(cells) > 1:
         raise BookError(f"{notebook} has {len(cells)} cells tagged 'parameters'; papermill reads one")
-    return declared_parameters(cells[0].source) if cells else set()
+    body = ast.parse(cells[0].source).body if cells else []
+    targets = [t for n in body if isinstance(n, ast.Assign) for t in n.targets]
+    targets += [n.target for n in body if isinstance(n, ast.AnnAssign)]
+    return {t.id for t in targets if isinstance(t, ast.Name)}
 
 
 def _check_settings(settings: dict, notebooks: list[Path]) -> None:
@@ -322,9 +301,6 @@ def _pretrain_if_needed(settings: dict) -> float | None:
     return seconds
 
 
-CROSS_ENCODER, TWO_TOWER = "fine-tuning", "two-tower fine-tuning"  # the steps that train a preset's models
-
-
 def fine_tune_step(label: str, settings: dict, which: str, log: Path) -> float:
     """Fine-tune, or find in the cache, one model the notebooks load, in a lane's worker process with its own work
     log: ``which`` is :data:`CROSS_ENCODER`, the model every page reads, or :data:`TWO_TOWER`, page 08's two towers.
@@ -343,21 +319,13 @@ def fine_tune_step(label: str, settings: dict, which: str, log: Path) -> float:
     return time.time() - started
 
 
-def training_steps(names: list[str]) -> dict[str, tuple]:
-    """The training steps the notebooks ``names`` wait for, and which of them waits on which: every page on the
-    cross-encoder, page 08 on the two towers as well: ``{step: (the pages that need it)}``."""
-    steps = {CROSS_ENCODER: tuple(names)}
-    if TWO_TOWER_PAGE in names:
-        steps[TWO_TOWER] = (TWO_TOWER_PAGE,)
-    return steps
-
-
 def step_needs(names: list[str]) -> dict[str, tuple]:
-    """The pages whose tables each notebook of ``names`` reads (:func:`headlab.lab.artifacts.page_needs`, from the
-    registry the labs find them through), and the training steps: what each waits for."""
+    """The pages whose tables each notebook of ``names`` reads (:func:`headlab.lab.pages.page_needs`, from the
+    registry the labs find them through), and the models it loads (:func:`headlab.lab.pages.training_needs`): what
+    each waits for."""
     reads = page_needs()
     needs = {name: tuple(reads.get(name, ())) for name in names}
-    for step, pages in training_steps(names).items():
+    for step, pages in training_needs(names).items():
         for page in pages:
             needs[page] = (*needs[page], step)
     return needs
@@ -506,13 +474,13 @@ def execute_preset(
     with logging_work(logs / f"{preset}-pretraining.log") as log:
         seconds = _pretrain_if_needed(settings)
     if seconds is not None:
-        record("pretraining", seconds, log)
+        record(PRETRAINING, seconds, log)
     timings = [Path(settings.get("RUN_DIR", "runs")) / "timings.csv", REPO / "results" / "timings.csv"]
     expected = recorded_seconds(preset, state, timings)
     needs = step_needs(run)
     steps = {
         name: (fine_tune_step, f"{preset}: {name}", settings, name, logs / f"{preset}-{name}.log")
-        for name in training_steps(run)
+        for name in training_needs(run)
     }
     steps.update(
         {
@@ -533,7 +501,7 @@ def execute_preset(
     ):
         record(name, seconds, steps[name][-1])
     if clock:
-        clock.record(preset, state, "preset total", time.time() - started, computed_any)
+        clock.record(preset, state, PRESET_TOTAL, time.time() - started, computed_any)
     return state, computed_any
 
 
@@ -594,7 +562,7 @@ def build(
     os.environ.update(
         {"HEADLAB_BOOK": "1", "HEADLAB_NO_NETWORK": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     )
-    names = toc_notebooks(source / "_toc.yml")
+    names = page_ids()
     for settings in presets.values():
         _check_settings(settings, [REPO / "notebooks" / f"{name}.ipynb" for name in names])
     folders = {name: "executed" if i == 0 else f"executed/{name}" for i, name in enumerate(presets)}

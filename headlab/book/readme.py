@@ -33,6 +33,7 @@ from headlab.book.records import outcome
 from headlab.book.scorecard import CORRECTION, claim_tables, column_label, is_main, with_rule
 from headlab.findings.claims import KINDS, STUDY_CLAIMS, TALLIES, study_claim_id
 from headlab.findings.pruning import speed_rows
+from headlab.lab.pages import PRESET_TOTAL, timing_steps
 from headlab.lab.params import REPO
 from headlab.report import charts
 from headlab.report.bookjs import VEGA_LITE
@@ -53,26 +54,6 @@ BUDGETS = {
     "e5-zh-char": {"cold": 75 * 60, "warm": 10 * 60},  # issue 47
 }
 SHARED_LOAD = 1.0  # load above the cores that marks a build as run beside other work (a lane's own start-up ~0.5)
-PRESET_TOTAL = "preset total"  # a preset's own wall time, which its overlapping notebook steps do not add up to
-# a preset's steps in the order they start: its models trained, then its notebooks (several at a time since the build
-# runs them side by side), then its total
-NOTEBOOK_STEPS = (
-    "pretraining",
-    "fine-tuning",
-    "two-tower fine-tuning",
-    "00_setup",
-    "01_redundancy",
-    "02_layer_dependence",
-    "03_word_segmentation",
-    "04_word_order",
-    "05_term_matching",
-    "06_finetune_delta",
-    "07_cls_head",
-    "08_two_tower",
-    "09_patching",
-    "10_pruning",
-    PRESET_TOTAL,
-)
 
 
 def begin(name: str) -> str:
@@ -360,7 +341,7 @@ def timings_block(table: pd.DataFrame) -> list[str]:
     latest = {}
     for presets, state, build in builds:
         latest[(presets, state)] = build
-    steps = [s for s in NOTEBOOK_STEPS if s in set(table["step"])]
+    steps = [s for s in timing_steps() if s in set(table["step"])]
     lines = [
         "| build (UTC) | commit | preset | kind | " + " | ".join(steps) + " | site | whole build | "
         "`make book` | machine | highest load |",

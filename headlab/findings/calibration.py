@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import zlib
 from collections.abc import Callable, Iterator
@@ -61,6 +60,7 @@ from headlab.findings.layer_dependence import (
     STUDY_GAIN_LAYERS,
     study_layers_to_ours,
 )
+from headlab.lab.pages import page
 
 REPO = Path(__file__).resolve().parents[2]  # the repository (not headlab.lab.params: it loads torch)
 N_SIM = 500  # simulated scorecards per planted truth
@@ -122,14 +122,9 @@ class Design:
     family: int = 0  # the claims of its tally
 
 
-def page_parameters(page: str, repo: Path = REPO) -> dict:
-    """The default parameters of a page: its notebook's ``parameters`` cell run as written (it star-imports
-    :mod:`headlab.lab.defaults` and its page modules), so the designs follow the pages."""
-    notebook = json.loads((repo / "notebooks" / f"{page}.ipynb").read_text(encoding="utf-8"))
-    cell = next(c for c in notebook["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
-    names: dict = {}
-    exec("".join(cell["source"]), names)  # noqa: S102  (the project's own parameters cell)
-    return {k: v for k, v in names.items() if k.isupper()}
+def page_parameters(page_id: str) -> dict:
+    """The default parameters of a page (:mod:`headlab.lab.pages`), so the designs follow the pages."""
+    return page(page_id).defaults()
 
 
 def _share_grid(steps: int) -> list[float]:
@@ -146,15 +141,15 @@ def book_designs(
     layers, heads = int(models.at[preset, "layers"]), int(models.at[preset, "heads"])
     rows = pd.read_csv(scorecard)
     rows = rows[rows["preset"] == preset].set_index("claim_id")
-    p01, p02, p04 = (page_parameters(p, repo) for p in ("01_redundancy", "02_layer_dependence", "04_word_order"))
-    p05, p07, p09 = (page_parameters(p, repo) for p in ("05_term_matching", "07_cls_head", "09_patching"))
+    p01, p02, p04 = (page_parameters(p) for p in ("01_redundancy", "02_layer_dependence", "04_word_order"))
+    p05, p07, p09 = (page_parameters(p) for p in ("05_term_matching", "07_cls_head", "09_patching"))
     grid = _share_grid(int(p02["HALF_STEPS"]))
     collapse_points = len(collapse_shares(grid))
     wiring: dict[str, dict] = {  # as the finding modules build each row (headlab/findings/<page>.py)
         "redundancy.no_loss_below_20": dict(
-            n_draws=p01["DRAWS"], judged_df="welch", weakest_of=sum(0 < s < 0.2 for s in p01["SHARES"])
+            n_draws=p01["REDUNDANCY_DRAWS"], judged_df="welch", weakest_of=sum(0 < s < 0.2 for s in p01["SHARES"])
         ),
-        "redundancy.falls_steadily": dict(n_draws=p01["DRAWS"], judged_df="welch"),
+        "redundancy.falls_steadily": dict(n_draws=p01["REDUNDANCY_DRAWS"], judged_df="welch"),
         # layer_dependence._collapse/_costs_less: the half gap's Welch–Satterthwaite df; both points judged
         "layer_dependence.low_heads_collapse": dict(
             n_draws=p02["DECIDING_DRAWS"], judged_df="welch", weakest_of=collapse_points
@@ -166,11 +161,11 @@ def book_designs(
         "layer_dependence.most_heads_change_nothing": dict(heads=layers * heads),
         "cls_head.matching_heads_hurt": dict(weakest_of=int(p07["K_MATCHING"])),  # each of 05's heads alone
         "layer_dependence.some_heads_improve": dict(search=layers * heads),
-        "word_order.order_heads_carry_order": dict(n_draws=p04["RANDOM_DRAWS"], judged_df="welch"),
-        "term_matching.random_no_change": dict(n_draws=p05["DRAWS"], judged_df="welch"),
-        "term_matching.matching_costs": dict(n_draws=p05["DRAWS"], judged_df="welch"),
+        "word_order.order_heads_carry_order": dict(n_draws=p04["ORDER_DRAWS"], judged_df="welch"),
+        "term_matching.random_no_change": dict(n_draws=p05["MATCHING_DRAWS"], judged_df="welch"),
+        "term_matching.matching_costs": dict(n_draws=p05["MATCHING_DRAWS"], judged_df="welch"),
         "term_matching.matching_keep_lower_half": dict(n_draws=p05["KEEP_DRAWS"], judged_df="welch"),
-        "cls_head.reads_matching_heads": dict(n_draws=p07["CONTROL_DRAWS"], judged_df="welch"),
+        "cls_head.reads_matching_heads": dict(n_draws=p07["CLS_CONTROL_DRAWS"], judged_df="welch"),
         # patching.claims passes n_draws without df: Claim.measured's default, n_draws - 1
         "patching.matching_heads_carry_matching": dict(n_draws=p09["PATCH_DRAWS"], judged_df="draws - 1"),
     }

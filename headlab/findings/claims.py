@@ -40,6 +40,8 @@ from dataclasses import asdict, dataclass, fields, replace
 import pandas as pd
 from scipy import stats as sps
 
+from headlab.lab.pages import headings
+
 VERDICTS = ("holds", "does not hold", "opposite", "cannot tell", "not comparable", "not judged")
 KINDS = ("effect", "no_effect", "compare")
 TALLIES = {
@@ -112,22 +114,10 @@ class StudyClaim:
     @property
     def finding(self) -> str:
         """The name of the finding (notebook) the claim belongs to, e.g. ``word_order``."""
-        return FINDINGS[self.page]
+        return {**headings(), **OTHER_FINDINGS}[self.page]
 
 
-FINDINGS = {
-    "01_redundancy": "01 redundancy",
-    "02_layer_dependence": "02 layer dependence",
-    "03_word_segmentation": "03 word segmentation",
-    "04_word_order": "04 word order",
-    "05_term_matching": "05 term matching",
-    "06_finetune_delta": "06 fine-tuning sharpens term matching",
-    "07_cls_head": "07 the high [CLS] head",
-    "08_two_tower": "08 two towers",
-    "09_patching": "09 activation patching",
-    "10_pruning": "10 pruning by importance",
-    "objectives": "the pretraining objectives: MLM+NSP against MLM alone",
-}  # page -> the scorecard's heading
+OTHER_FINDINGS = {"objectives": "the pretraining objectives: MLM+NSP against MLM alone"}  # claims on no one page
 
 
 def _study(claim_id, page, claim, quote, kind, **rule) -> StudyClaim:

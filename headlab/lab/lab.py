@@ -45,7 +45,7 @@ from headlab.core.sweep import (
     write_atomically,
 )
 from headlab.core.worklog import note_work
-from headlab.lab.artifacts import artifact
+from headlab.lab.pages import artifact
 from headlab.lab.params import Params
 from headlab.models.loading import load_classifier, load_encoder, load_tokenizer
 
@@ -419,7 +419,7 @@ class Lab:
         return table
 
     def shared_path(self, name: str, key: str | None = None) -> Path:
-        """Where the shared table ``name`` (:data:`headlab.lab.artifacts.ARTIFACTS`) lies in this lab's results."""
+        """Where the shared table ``name`` (:data:`headlab.lab.pages.artifacts`) lies in this lab's results."""
         return artifact(name).path(self.params.table_dir, key)
 
     def shared_table(self, name: str, compute, key: str | None = None) -> pd.DataFrame:

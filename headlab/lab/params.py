@@ -1,10 +1,11 @@
 """The parameters every notebook shares (:class:`Params`): model, data, sizes, seed, device, where results go.
 
-Each notebook's ``parameters`` cell holds what the page adds to :mod:`headlab.lab.defaults`; ``Params.from_globals``
-gathers them, :meth:`headlab.lab.lab.Lab.from_params` turns them into a lab (the cached fine-tuned model, the
-tokenized evaluation split and the unmasked baseline), and ``Params.table_dir`` is where the notebook's tidy result
-tables go (and where later notebooks read them: :mod:`headlab.lab.artifacts`). A relative ``RUN_DIR`` is taken from
-the repository root, wherever the kernel starts, so that JupyterLab and ``make book`` share ``runs/`` and its sweeps.
+Each notebook's ``parameters`` cell assigns every parameter the page takes (:mod:`headlab.lab.pages`);
+``Params.from_globals`` gathers the shared ones, :meth:`headlab.lab.lab.Lab.from_params` turns them into a lab (the
+cached fine-tuned model, the tokenized evaluation split and the unmasked baseline), and ``Params.table_dir`` is where
+the notebook's tidy result tables go (and where later notebooks read them: :func:`headlab.lab.pages.artifact`). A
+relative ``RUN_DIR`` is taken from the repository root, wherever the kernel starts, so that JupyterLab and
+``make book`` share ``runs/`` and its sweeps.
 """
 
 from __future__ import annotations

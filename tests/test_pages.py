@@ -1,0 +1,133 @@
+"""The page registry (headlab.lab.pages) is the one list of pages: the files derived from it agree with it, papermill
+reads every notebook's parameters, and a toy page added to it reaches the table of contents, the scorecard's
+headings, the build's order, the tiny preset and the timings without touching anything else."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from headlab.book import build
+from headlab.findings.claims import StudyClaim
+from headlab.lab import pages
+from headlab.lab.pages import CROSS_ENCODER, PRESET_TOTAL, Artifact, Page, Parameter, tiny
+
+REPO = build.REPO
+PAPERMILL = shutil.which("papermill", path=str(REPO / ".venv" / "bin")) or shutil.which("papermill")
+
+
+def test_every_derived_file_agrees_with_the_registry():
+    result = subprocess.run([sys.executable, "tools/pages.py", "--check"], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_derived_file_edited_by_hand_is_named(tmp_path):
+    sys.path.insert(0, str(REPO / "tools"))
+    try:
+        import pages as tool
+    finally:
+        sys.path.pop(0)
+    for folder in ("notebooks", "book"):
+        shutil.copytree(REPO / folder, tmp_path / folder, ignore=shutil.ignore_patterns("_build", "executed"))
+    shutil.copy(REPO / "README.md", tmp_path / "README.md")
+    toc = tmp_path / "book" / "_toc.yml"
+    toc.write_text(toc.read_text().replace("      - file: executed/04_word_order\n", ""))
+    stale = [p for p, text in tool.derived_files(tmp_path).items() if p.read_text(encoding="utf-8") != text]
+    assert stale == [toc]
+    (tmp_path / "README.md").write_text("no block here\n")
+    with pytest.raises(ValueError, match="no <!-- pages"):
+        tool.derived_files(tmp_path)
+
+
+@pytest.mark.parametrize("page", pages.page_ids())
+def test_papermill_reads_every_parameter_of_every_notebook(page):
+    """What ``papermill --help-notebook`` lists, and what ``-p`` is checked against."""
+    import papermill
+
+    found = papermill.inspect_notebook(str(REPO / "notebooks" / f"{page}.ipynb"))
+    assert {name: p["default"] for name, p in found.items()} == {
+        q.name: repr(q.default).replace("'", '"') for q in pages.page(page).all_parameters
+    }
+
+
+@pytest.mark.skipif(PAPERMILL is None, reason="needs papermill")
+def test_papermill_help_lists_a_notebooks_parameters_and_p_warns_nothing(tmp_path, caplog):
+    import papermill
+
+    notebook = REPO / "notebooks" / "02_layer_dependence.ipynb"
+    result = subprocess.run([PAPERMILL, "--help-notebook", str(notebook)], capture_output=True, text=True, check=True)
+    assert "HALF_DRAWS: int (default 3)" in result.stdout and "Can't infer" not in result.stdout
+    with caplog.at_level("WARNING", logger="papermill"):
+        papermill.execute_notebook(str(notebook), str(tmp_path / "a.ipynb"), {"HALF_DRAWS": 4}, prepare_only=True)
+        assert not caplog.records
+        papermill.execute_notebook(str(notebook), str(tmp_path / "b.ipynb"), {"DRAWZ": 4}, prepare_only=True)
+    assert "Passed unknown parameter: DRAWZ" in caplog.text
+
+
+def test_parameter_names_mean_one_thing_and_tiny_values_agree():
+    by_name: dict[str, set] = {}
+    for p in pages.PAGES:
+        names = [q.name for q in p.all_parameters]
+        assert len(names) == len(set(names)), f"{p.id} takes a parameter twice"
+        for q in p.all_parameters:
+            by_name.setdefault(q.name, set()).add(repr((q.default, q.tiny, q.tiny_value)))
+    drawn = [n for n in by_name if n.endswith("DRAWS")]
+    assert "DRAWS" not in by_name and len(drawn) == len(set(drawn))
+    assert pages.tiny_settings()["REDUNDANCY_DRAWS"] == 2 and build.PRESETS["tiny"] == pages.tiny_settings()
+    with pytest.raises(ValueError, match="a None default needs a hint"):
+        Parameter("X", None, "no type")
+
+
+def test_an_unknown_page_or_artifact_is_an_error_naming_the_registry():
+    with pytest.raises(KeyError, match="no page '99_nothing' in headlab.lab.pages.PAGES"):
+        pages.page("99_nothing")
+    with pytest.raises(KeyError, match="no shared artifact 'nothing'"):
+        pages.artifact("nothing")
+
+
+TOY = Page(
+    "11_toy",
+    "11 a toy finding",
+    "(a toy) heads that read the toy table",
+    "the toy measure",
+    "whether a toy page reaches every list of pages",
+    (tiny("TOY_DRAWS", 9, "random sets per toy condition", 1), Parameter("TOY_SHARE", 0.5, "share of toy heads")),
+    produces=(Artifact("toy_table", pages.TABLE, "the toy's heads"),),
+    reads=("layer_dependence",),
+)
+
+
+def test_a_toy_page_is_one_row_and_every_list_of_pages_picks_it_up(monkeypatch, tmp_path):
+    monkeypatch.setattr(pages, "PAGES", (*pages.PAGES, TOY))
+    assert pages.page_ids()[-1] == "11_toy"
+    assert "      - file: executed/11_toy\n" in pages.toc_yaml()  # the table of contents
+    assert "[11 a toy finding](notebooks/11_toy.ipynb)" in pages.readme_table()
+    assert "{doc}`executed/11_toy`" in pages.intro_table()
+    claim = StudyClaim("toy.heads_read", "11_toy", "heads read", "q", "effect", 1, 0.05, "toy")
+    assert claim.finding == "11 a toy finding"  # the scorecard's heading for its claims
+    cell = pages.parameters_cell("11_toy")
+    assert "TOY_DRAWS: int = 9" in cell and 'MODEL: str = "minilm"' in cell  # its own and the shared parameters
+    assert pages.tiny_settings()["TOY_DRAWS"] == 1  # the tiny preset
+    assert pages.artifact("toy_table").page == "11_toy"
+    needs = build.step_needs(pages.page_ids())  # the build: after the page it reads and the fine-tune
+    assert needs["11_toy"] == ("02_layer_dependence", CROSS_ENCODER)
+    order = build.critical_path_first(pages.page_ids(), needs)
+    assert order.index("02_layer_dependence") < order.index("11_toy")
+    steps = pages.timing_steps()  # the timings ledger
+    assert steps.index("11_toy") == steps.index(PRESET_TOTAL) - 1
+    notebook = tmp_path / "11_toy.ipynb"  # its notebook: the generated cell is all papermill needs
+    notebook.write_text(
+        json.dumps(
+            {
+                "cells": [
+                    {"cell_type": "code", "metadata": {"tags": ["parameters"]}, "source": cell, "outputs": []},
+                ],
+                "metadata": {},
+                "nbformat": 4,
+                "nbformat_minor": 5,
+            }
+        )
+    )
+    assert build.notebook_parameters(notebook) == set(pages.page("11_toy").defaults())
