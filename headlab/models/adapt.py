@@ -111,7 +111,12 @@ def _train(
     torch.manual_seed(config.seed)
     model = MaskedCharacters(load_encoder(config.base, attn="sdpa"), outputs).to(device)
     model.encoder.get_input_embeddings().requires_grad_(not config.freeze_word_embeddings)
-    optimizer, scheduler = optimizer_and_schedule(model, config.lr, config.weight_decay, config.warmup, config.steps)
+    head = [p for n, p in model.named_parameters() if not n.startswith("encoder.")]
+    encoder = [p for p in model.encoder.parameters() if p.requires_grad]
+    groups = [{"params": encoder}, {"params": head, "lr": config.head_lr}]
+    optimizer, scheduler = optimizer_and_schedule(
+        model, config.lr, config.weight_decay, config.warmup, config.steps, params=groups
+    )
     start, tokens_seen, seconds, history = 0, 0, 0.0, []
     state = load_state(work, model, optimizer, scheduler, device)
     if state is not None:
