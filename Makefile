@@ -43,8 +43,8 @@ $(VENV)/.installed: pyproject.toml Makefile
 venv: $(VENV)/.installed
 
 assets: venv
-	$(BIN)/python -m headlab.inputs.assets fetch $(ASSETS)
-	$(BIN)/python -m headlab.report.bookjs
+	$(BIN)/python -m headlab.inputs fetch $(ASSETS)
+	$(BIN)/python -m headlab.report
 
 # the whole `make book` is timed from here (venv, install, assets, notebooks, site: runs/timings.csv)
 book: export HEADLAB_MAKE_STARTED := $(shell date +%s)

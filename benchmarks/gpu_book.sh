@@ -9,7 +9,7 @@
 #   .venv/              a venv with a CUDA build of torch and this package's dependencies (`make venv TORCH=...`),
 #                       or PY=/path/to/python: any Python that imports them (e.g. the machine's own torch, with the
 #                       missing packages on PYTHONPATH)
-#   $HEADLAB_CACHE      a cache that already holds the assets (`python -m headlab.inputs.assets fetch mpnet minilm stsb-en
+#   $HEADLAB_CACHE      a cache that already holds the assets (`python -m headlab.inputs fetch mpnet minilm stsb-en
 #                       pku-1998 stsb-zh e5-small`, and jieba's dictionary comes with the venv),
 #                       plus the book's JavaScript, fetched by one `make book` run wherever there is network)
 # Results land in $OUT (default gpu-out/): timings.txt, one log per step, the built book and its CSV tables.
@@ -74,7 +74,7 @@ for preset in e5-zh e5-en; do
 done
 # The character-level Chinese BERT at GPU size (zh-char-gpu: 12 x 12 heads, hidden 288, 6000 steps of 128 x 128),
 # then the whole book on it; the model folder lands in the cache, its report in the log.
-timed pretrain_zh $PY -m headlab.models.pretrain zh-char-gpu --device cuda
+timed pretrain_zh $PY -m headlab.models zh-char-gpu --device cuda
 timed book_zh $PY -m headlab.book --preset zh-char --set MODEL=zh-char-gpu --set DEVICE=cuda --work "$OUT/book-zh" --run-dir "$OUT/runs-zh"
 # headlab's sweep engine against the naive loop (default model), 8 masks per forward pass.
 timed sweep_speed $PY benchmarks/sweep_speed.py --device cuda --masks-per-pass 8 --naive-sample 8

@@ -9,7 +9,7 @@ The package's folders are its layers, and imports only go down (``tests/test_lay
 assets, relevance pairs, corpora, words, the network guard), ``models`` (names, loading, one training skeleton for
 fine-tuning and pretraining), ``lab`` (the notebook parameters and the :class:`Lab` they lead to), ``findings`` (one
 module per finding of the study), ``report`` (charts, explorers, attention views), ``book`` (presets, the build,
-fine-tuning settings chosen on dev). Each layer exports the names a notebook needs from it, loaded on first use:
+fine-tuning settings chosen on dev). Each layer exports the names a notebook needs from it:
 ``from headlab.core import run_sweep``, ``from headlab.findings import matching_heads``, ``from headlab.report import
 show`` (a finding's own names come from its module, ``headlab.findings.redundancy``).
 """
@@ -23,19 +23,24 @@ if _os.environ.get("HEADLAB_NO_NETWORK") == "1":  # before anything can open a c
 
     _netguard.install()
 
-from headlab.core.exports import exports as _exports  # noqa: E402  (after the network guard)
+# the public names, imported after the network guard (E402 is off for this file: pyproject.toml)
+from headlab.core.attention import AttentionCache
+from headlab.core.masking import mask_heads
+from headlab.core.sweep import MaskSpec
+from headlab.findings.order import order_heads
+from headlab.findings.roles import cls_profile, role_scores
+from headlab.lab.lab import Evaluation, Lab, load
+from headlab.lab.params import Params
 
-# The public names, imported on first use (headlab.core.exports); each layer exports its own (headlab.core, ...).
-_PUBLIC = {
-    "AttentionCache": "headlab.core.attention",
-    "mask_heads": "headlab.core.masking",
-    "MaskSpec": "headlab.core.sweep",
-    "order_heads": "headlab.findings.order",
-    "cls_profile": "headlab.findings.roles",
-    "role_scores": "headlab.findings.roles",
-    "Evaluation": "headlab.lab.lab",
-    "Lab": "headlab.lab.lab",
-    "Params": "headlab.lab.params",
-    "load": "headlab.lab.lab",
-}
-__all__, __getattr__, __dir__ = _exports(__name__, _PUBLIC)
+__all__ = [
+    "AttentionCache",
+    "Evaluation",
+    "Lab",
+    "MaskSpec",
+    "Params",
+    "cls_profile",
+    "load",
+    "mask_heads",
+    "order_heads",
+    "role_scores",
+]

@@ -335,7 +335,7 @@ def test_cli_runs_as_a_module(tmp_path):
     env = {**os.environ, "HEADLAB_CACHE": str(tmp_path)}
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run(
-        [sys.executable, "-m", "headlab.inputs.assets", "list"],
+        [sys.executable, "-m", "headlab.inputs", "list"],
         cwd=root,
         env=env,
         capture_output=True,

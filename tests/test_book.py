@@ -161,7 +161,7 @@ def test_make_book_model_picks_the_preset_and_its_assets(model, preset, chinese)
         ["make", "-n", "book", f"MODEL={model}"], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout
     book = next(line for line in plan.splitlines() if "-m headlab.book " in line)  # not headlab.report.bookjs
-    fetch = next(line for line in plan.splitlines() if "-m headlab.inputs.assets fetch" in line)
+    fetch = next(line for line in plan.splitlines() if "-m headlab.inputs fetch" in line)
     assert f"--presets {preset} " in book + " "
     assert (f"--set MODEL={model}" in book) == bool(model)
     assert ("pku-1998 stsb-zh" in fetch) == chinese
@@ -181,7 +181,7 @@ def test_make_book_fetches_the_e5_presets_assets(preset, assets):
     plan = subprocess.run(
         ["make", "-n", "book", f"PRESET={preset}"], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout
-    fetch = next(line for line in plan.splitlines() if "-m headlab.inputs.assets fetch" in line)
+    fetch = next(line for line in plan.splitlines() if "-m headlab.inputs fetch" in line)
     assert set(assets.split()) <= set(fetch.split())
     assert ("e5-small" in fetch.split()) == ("e5-small" in assets.split())  # e5-zh-char: only its own copy
     assert f"--presets {preset} " in next(line for line in plan.splitlines() if "-m headlab.book " in line) + " "
@@ -192,7 +192,7 @@ def test_make_book_presets_builds_one_site_with_every_presets_assets():
     plan = subprocess.run(
         ["make", "-n", "book", "PRESETS=default zh-char"], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout
-    fetch = next(line for line in plan.splitlines() if "-m headlab.inputs.assets fetch" in line)
+    fetch = next(line for line in plan.splitlines() if "-m headlab.inputs fetch" in line)
     assert "--presets default zh-char" in next(line for line in plan.splitlines() if "-m headlab.book " in line)
     assert all(f" {name}" in fetch for name in ["minilm", "stsb-en", "pku-1998", "stsb-zh"])
 

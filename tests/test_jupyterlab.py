@@ -52,8 +52,8 @@ def test_a_relative_run_dir_lies_in_the_repository_wherever_the_kernel_starts(tm
 def test_make_lab_fetches_the_assets_then_starts_the_venvs_jupyterlab_on_the_repository():
     plan = subprocess.run(["make", "-n", "lab"], cwd=REPO, capture_output=True, text=True, check=True).stdout
     lines = plan.splitlines()
-    fetch = next(i for i, line in enumerate(lines) if "-m headlab.inputs.assets fetch" in line)
-    scripts = next(i for i, line in enumerate(lines) if "-m headlab.report.bookjs" in line)
+    fetch = next(i for i, line in enumerate(lines) if "-m headlab.inputs fetch" in line)
+    scripts = next(i for i, line in enumerate(lines) if "-m headlab.report" in line)
     lab = next(i for i, line in enumerate(lines) if "jupyter lab" in line)
     assert fetch < scripts < lab
     assert lines[lab].startswith(".venv/bin/jupyter lab ") and f'--ServerApp.root_dir="{REPO}"' in lines[lab]

@@ -4,6 +4,7 @@ no cycle between modules."""
 
 import ast
 import importlib
+import inspect
 from pathlib import Path
 
 import pytest
@@ -102,14 +103,21 @@ def test_the_contract_test_catches_an_upward_and_a_lazy_import():
 
 @pytest.mark.parametrize("package", ["headlab", *(f"headlab.{layer}" for layer in LAYERS)])
 def test_a_package_exports_existing_names_from_its_own_layer(package):
-    """The exports load on first use, out of the import test's sight: a layer's names must come from the layer
-    itself (an export from a higher layer would be an upward import), and each must exist."""
+    """A layer's ``__init__`` imports its public names plainly (IDEs and mypy follow them), each from the layer itself
+    (an export from a higher layer would be an upward import), and lists them in ``__all__``."""
     module = importlib.import_module(package)
-    public = getattr(module, "_PUBLIC", {})
-    assert module.__dict__.get("__all__", sorted(public)) == sorted(public)
-    for name, source in public.items():
+    for name in module.__dict__.get("__all__", []):
+        value = getattr(module, name)
+        if not (inspect.ismodule(value) or inspect.isclass(value) or inspect.isfunction(value)):
+            continue  # a constant tells no module
+        source = value.__name__ if inspect.ismodule(value) else value.__module__
         assert package == "headlab" or source.startswith(f"{package}."), f"{package} exports {name} from {source}"
-        assert getattr(module, name) is not None
-        assert name in dir(module)
     with pytest.raises(AttributeError, match="no attribute 'not_exported'"):
         _ = module.not_exported
+
+
+def test_no_package_loads_its_names_by_string():
+    """No ``importlib`` string maps in a package's ``__init__``: every export is a statement tools can follow."""
+    inits = [p for p in MODULES.values() if p.name == "__init__.py"]
+    assert len(inits) == 1 + len(LAYERS)
+    assert not [p for p in inits if "importlib" in p.read_text(encoding="utf-8")]

@@ -171,7 +171,7 @@ def test_a_run_stopped_after_a_checkpoint_resumes_where_it_stopped(tiny_corpus, 
 
 def test_a_named_model_that_was_never_trained_says_how_to_train_it(tmp_path, monkeypatch):
     monkeypatch.setenv("HEADLAB_CACHE", str(tmp_path))
-    with pytest.raises(ModelError, match=r"python -m headlab.models.pretrain zh-char"):
+    with pytest.raises(ModelError, match=r"python -m headlab.models zh-char"):
         resolve_model("zh-char")
 
 

@@ -3,30 +3,44 @@
 from headlab.core import head_grid, run_sweep, single_head_specs
 """
 
-from headlab.core.exports import exports as _exports
+from headlab.core.attention import AttentionCache, attention_maps, cls_attention_rows, token_roles
+from headlab.core.evaluate import confusion, encode, predict, predicted_grades
+from headlab.core.gradients import gradient_importance
+from headlab.core.masking import head_grid, head_means, mask_heads
+from headlab.core.sweep import (
+    MaskSpec,
+    baseline_correct,
+    baseline_spec,
+    layer_specs,
+    plan_table,
+    random_share_specs,
+    run_sweep,
+    share_curve,
+    single_head_specs,
+    summarize,
+)
 
-_PUBLIC = {
-    "AttentionCache": "headlab.core.attention",
-    "attention_maps": "headlab.core.attention",
-    "cls_attention_rows": "headlab.core.attention",
-    "token_roles": "headlab.core.attention",
-    "confusion": "headlab.core.evaluate",
-    "encode": "headlab.core.evaluate",
-    "predict": "headlab.core.evaluate",
-    "predicted_grades": "headlab.core.evaluate",
-    "gradient_importance": "headlab.core.gradients",
-    "head_grid": "headlab.core.masking",
-    "head_means": "headlab.core.masking",
-    "mask_heads": "headlab.core.masking",
-    "MaskSpec": "headlab.core.sweep",
-    "baseline_correct": "headlab.core.sweep",
-    "baseline_spec": "headlab.core.sweep",
-    "layer_specs": "headlab.core.sweep",
-    "plan_table": "headlab.core.sweep",
-    "random_share_specs": "headlab.core.sweep",
-    "run_sweep": "headlab.core.sweep",
-    "share_curve": "headlab.core.sweep",
-    "single_head_specs": "headlab.core.sweep",
-    "summarize": "headlab.core.sweep",
-}
-__all__, __getattr__, __dir__ = _exports(__name__, _PUBLIC)
+__all__ = [
+    "AttentionCache",
+    "MaskSpec",
+    "attention_maps",
+    "baseline_correct",
+    "baseline_spec",
+    "cls_attention_rows",
+    "confusion",
+    "encode",
+    "gradient_importance",
+    "head_grid",
+    "head_means",
+    "layer_specs",
+    "mask_heads",
+    "plan_table",
+    "predict",
+    "predicted_grades",
+    "random_share_specs",
+    "run_sweep",
+    "share_curve",
+    "single_head_specs",
+    "summarize",
+    "token_roles",
+]

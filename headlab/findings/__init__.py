@@ -6,24 +6,29 @@ tools that several findings share are exported here:
     from headlab.findings import compare_maps, matching_heads, role_scores
 """
 
-from headlab.core.exports import exports as _exports
+from headlab.findings.attention_compare import compare_maps
+from headlab.findings.claims import claims_file, claims_table, render, with_mean_ablation
+from headlab.findings.cls_head import single_head_correct
+from headlab.findings.importance import half_split
+from headlab.findings.order import order_heads
+from headlab.findings.roles import ENGLISH_STOPWORDS, cls_profile, pair_role_scores, role_scores, showcase_examples
+from headlab.findings.term_matching import matching_heads, random_lower_sets, role_indices
 
-_PUBLIC = {
-    "compare_maps": "headlab.findings.attention_compare",
-    "claims_file": "headlab.findings.claims",
-    "claims_table": "headlab.findings.claims",
-    "render": "headlab.findings.claims",
-    "with_mean_ablation": "headlab.findings.claims",
-    "single_head_correct": "headlab.findings.cls_head",
-    "half_split": "headlab.findings.importance",
-    "order_heads": "headlab.findings.order",
-    "ENGLISH_STOPWORDS": "headlab.findings.roles",
-    "cls_profile": "headlab.findings.roles",
-    "role_scores": "headlab.findings.roles",
-    "pair_role_scores": "headlab.findings.roles",
-    "showcase_examples": "headlab.findings.roles",
-    "matching_heads": "headlab.findings.term_matching",
-    "random_lower_sets": "headlab.findings.term_matching",
-    "role_indices": "headlab.findings.term_matching",
-}
-__all__, __getattr__, __dir__ = _exports(__name__, _PUBLIC)
+__all__ = [
+    "ENGLISH_STOPWORDS",
+    "claims_file",
+    "claims_table",
+    "cls_profile",
+    "compare_maps",
+    "half_split",
+    "matching_heads",
+    "order_heads",
+    "pair_role_scores",
+    "random_lower_sets",
+    "render",
+    "role_indices",
+    "role_scores",
+    "showcase_examples",
+    "single_head_correct",
+    "with_mean_ablation",
+]

@@ -644,10 +644,10 @@ class Claim:
         its intervals but not judged (outside the family).
         """
         spec = registered(claim_id)
-        lost = (
-            tuple(float(kappa[k]) for k in ("kappa_lost", "kappa_lost_lo", "kappa_lost_hi"))
+        lost, lost_lo, lost_hi = (
+            (float(kappa["kappa_lost"]), float(kappa["kappa_lost_lo"]), float(kappa["kappa_lost_hi"]))
             if kappa is not None
-            else (math.nan,) * 3
+            else (math.nan, math.nan, math.nan)
         )
         at_floor = bool(at_floor)
         df = draws_df_default(n_draws) if df is None else float(df)
@@ -685,7 +685,9 @@ class Claim:
             judged.level,
             judged.lo_adj,
             judged.hi_adj,
-            *lost,
+            lost,
+            lost_lo,
+            lost_hi,
             at_floor,
             floor_reason,
             study_unit,

@@ -45,7 +45,7 @@ class Contrast:
 
     def changed_positions(self) -> list[list[int]]:
         """Per qualifying pair (in order), the token positions the contrast changed."""
-        by_example = {e: [] for e in self.examples}
+        by_example: dict[int, list[int]] = {e: [] for e in self.examples}
         for r in self.changes.itertuples():
             by_example[r.example].extend(range(r.position, r.position + r.n_pieces))
         return [by_example[e] for e in self.examples]

@@ -163,9 +163,7 @@ def collapse_shares(shares) -> list[float]:
     return list(dict.fromkeys(found))
 
 
-def half_specs(
-    layers: int, heads: int, steps: int, draws: int, seed: int, deciding_draws: int | None = None
-) -> list[MaskSpec]:
+def half_specs(layers: int, heads: int, steps: int, draws: int, seed: int, deciding_draws: int = 0) -> list[MaskSpec]:
     """Random masks drawn only from the lower half (kind "lower") or only from the upper half ("upper").
 
     Shares are :func:`half_shares`. Masking no head, or every head of the half, is the same mask on every

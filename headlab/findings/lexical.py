@@ -40,7 +40,8 @@ def terms(text: str) -> list[str]:
 
 def document_frequencies(texts) -> tuple[Counter, int, float]:
     """How many texts hold each term, the number of texts, and their mean length in terms (for BM25)."""
-    counts, total = Counter(), 0
+    counts: Counter[str] = Counter()
+    total = 0
     texts = list(texts)
     for text in texts:
         words = terms(text)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import zlib
 from collections import Counter
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -66,6 +67,7 @@ def shuffled_frame(frame: pd.DataFrame, seed: int, column: str = "title", segmen
     Columns: those of ``frame`` (``column`` shuffled), changed.
     """
     out = frame.copy()
+    join: Callable[[list[str]], str]
     if segment is None:
         words = [str(text).split() for text in frame[column]]
         join = " ".join

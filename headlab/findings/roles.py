@@ -91,7 +91,7 @@ def shared_terms(tokens: Tokens, tokenizer, stopwords=None) -> list[tuple[int, i
     title: dict[str, list[tuple[list[str], list[int]]]] = {}
     for text, texts, positions in term_words(tokens, tokenizer, tokens.title, stopwords):
         title.setdefault(text, []).append((texts, positions))
-    pairs = set()
+    pairs: set[tuple[int, int]] = set()
     for text, texts, positions in term_words(tokens, tokenizer, tokens.query, stopwords):
         for title_texts, title_positions in title.get(text, []):
             if title_texts == texts:

@@ -82,7 +82,9 @@ def gold_word_ends_from_segmentation(words: list[str], tokens: list[str], pieces
     word into one ``[UNK]``), or the rest if it is last. A token that spans a gold boundary counts as a word end exactly
     when its last character ends a word. Texts that do not align raise ValueError naming the first mismatch.
     """
-    folded, char_word, char_stop = [], [], []  # per folded character: its gold word, where its source character ends
+    folded: list[str] = []
+    char_word: list[int] = []
+    char_stop: list[int] = []  # per folded character: its gold word, where its source character ends
     for w, word in enumerate(words):
         for char in word:
             piece = _fold(char)
@@ -504,7 +506,8 @@ def greedy_oracle_heads(pred: np.ndarray, gold: np.ndarray, max_heads: int) -> p
     layers, heads, n = pred.shape
     right = (np.asarray(pred, dtype=bool) == np.asarray(gold, dtype=bool)).reshape(layers * heads, n)
     covered = np.zeros(n, dtype=bool)
-    rows, chosen = [], []
+    rows: list[dict] = []
+    chosen: list[int] = []
     for k in range(1, min(max_heads, layers * heads) + 1):
         gains = (right | covered).sum(axis=1).astype(np.float64)
         gains[chosen] = -1

@@ -38,7 +38,7 @@ from headlab.findings.layer_dependence import STUDY_MATCHING_LAYERS, study_layer
 from headlab.findings.roles import SHARED_TERMS, rank_heads, role_scores
 
 # condition -> (how the table names it, the study's relative change or None where the study has no number)
-CONDITIONS = {
+CONDITIONS: dict[str, tuple[str, float | None]] = {
     "none": ("no mask", 0.0),
     "random": ("{k} random heads", 0.0),
     "random_lower": ("{k} random heads of the lower half", None),
@@ -177,7 +177,15 @@ def placement(roles: pd.DataFrame, matching, layers: int, by: str = "match_exces
     )
 
 
-def labels(k: int) -> dict[str, str]:
+def _study_change(condition: str) -> float:
+    """The study's relative change for a condition it reported."""
+    change = CONDITIONS[condition][1]
+    if change is None:
+        raise ValueError(f"the study reported no change for {condition!r}")
+    return change
+
+
+def labels(k: int | str) -> dict[str, str]:
     """Condition -> its name in tables and charts, for ``k`` matching heads."""
     return {condition: text.format(k=k) for condition, (text, _) in CONDITIONS.items()}
 
@@ -487,7 +495,7 @@ def _matching_claim(rows: pd.DataFrame, by_test: dict, names: dict, selection: s
         n_examples=m["n_examples"],
         n_draws=strict.n_draws,
         df=strict.df,
-        study=CONDITIONS["matching"][1] - CONDITIONS["random"][1],
+        study=_study_change("matching") - _study_change("random"),
         reason=f"Masking {names['matching']}: {_pct(m['rel_change'])} [{_pct(m['lo'])}, {_pct(m['hi'])}]"
         f"{_mcnemar(m)}.{_kappa_note(m, 'them')} {control} {selection}",
     )

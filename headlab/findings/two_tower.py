@@ -223,7 +223,12 @@ def shared_term_gap(tower_correct, cross_correct, shares, n_boot: int = 2000, se
     shares = np.asarray(shares, dtype=bool)
     if not (len(tower) == len(cross) == len(shares)):
         raise ValueError(f"per-pair arrays differ in length: {len(tower)}, {len(cross)}, {len(shares)}")
-    out = {"n_sharing": int(shares.sum()), "n_none": int((~shares).sum()), "n_examples": len(shares), "n_boot": n_boot}
+    out: dict[str, float] = {
+        "n_sharing": int(shares.sum()),
+        "n_none": int((~shares).sum()),
+        "n_examples": len(shares),
+        "n_boot": n_boot,
+    }
     gaps, boots = {}, {}
     for group, where, group_seed in (("sharing", shares, seed), ("none", ~shares, seed + 1)):
         t, c = tower[where], cross[where]

@@ -3,12 +3,7 @@
 from headlab.inputs import load_data, word_segmenter
 """
 
-from headlab.core.exports import exports as _exports
+from headlab.inputs.data import class_balance, grade_mapping, load_data
+from headlab.inputs.words import word_segmenter
 
-_PUBLIC = {
-    "class_balance": "headlab.inputs.data",
-    "grade_mapping": "headlab.inputs.data",
-    "load_data": "headlab.inputs.data",
-    "word_segmenter": "headlab.inputs.words",
-}
-__all__, __getattr__, __dir__ = _exports(__name__, _PUBLIC)
+__all__ = ["class_balance", "grade_mapping", "load_data", "word_segmenter"]

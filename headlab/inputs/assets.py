@@ -190,9 +190,7 @@ def asset_path(name: str, fetch: bool = True) -> Path:
     if _is_complete(asset):
         return _folder(asset)
     if not fetch:
-        raise AssetError(
-            f"asset {name!r} is not in {_folder(asset)}; run `python -m headlab.inputs.assets fetch {name}`"
-        )
+        raise AssetError(f"asset {name!r} is not in {_folder(asset)}; run `python -m headlab.inputs fetch {name}`")
     return install(asset)
 
 
@@ -363,8 +361,8 @@ def safe_extract(archive: Path, members_prefix: str, dest: Path) -> None:
 
 
 def main(argv=None) -> int:
-    """``python -m headlab.inputs.assets fetch NAME... | list``: the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m headlab.inputs.assets", description=__doc__.splitlines()[0])
+    """``python -m headlab.inputs fetch NAME... | list``: the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m headlab.inputs", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("fetch", help="fetch, verify and unpack assets").add_argument("names", nargs="+")
     sub.add_parser("list", help="show the registry and what is cached")
@@ -381,7 +379,3 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

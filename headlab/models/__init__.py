@@ -3,15 +3,17 @@
 from headlab.models import load_encoder, training_history
 """
 
-from headlab.core.exports import exports as _exports
+from headlab.models.finetune import training_history
+from headlab.models.loading import load_encoder
+from headlab.models.pretrain import model_note
+from headlab.models.two_tower import finetune_two_tower, load_two_tower, pair_encodings, predict_two_tower
 
-_PUBLIC = {
-    "training_history": "headlab.models.finetune",
-    "load_encoder": "headlab.models.loading",
-    "model_note": "headlab.models.pretrain",
-    "finetune_two_tower": "headlab.models.two_tower",
-    "load_two_tower": "headlab.models.two_tower",
-    "pair_encodings": "headlab.models.two_tower",
-    "predict_two_tower": "headlab.models.two_tower",
-}
-__all__, __getattr__, __dir__ = _exports(__name__, _PUBLIC)
+__all__ = [
+    "finetune_two_tower",
+    "load_encoder",
+    "load_two_tower",
+    "model_note",
+    "pair_encodings",
+    "predict_two_tower",
+    "training_history",
+]

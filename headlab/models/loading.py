@@ -39,7 +39,7 @@ def resolve_model(spec: str, allow_pickle: bool = False) -> str:
         if not is_complete(folder):
             raise ModelError(
                 f"model {spec!r} is pretrained by headlab and is not in the cache yet: "
-                f"`python -m headlab.models.pretrain {spec}` trains it (`make book PRESET={spec}` does so first)"
+                f"`python -m headlab.models {spec}` trains it (`make book PRESET={spec}` does so first)"
             )
         return str(folder)
     folder = Path(spec).expanduser()

@@ -392,7 +392,7 @@ def model_note(spec: str) -> str:
 
 
 def main(argv=None) -> int:
-    """``python -m headlab.models.pretrain NAME``: pretrain the named model or find it cached; the exit status."""
+    """``python -m headlab.models NAME``: pretrain the named model or find it cached; the exit status."""
     parser = argparse.ArgumentParser(description="Pretrain (or find in the cache) a character-level Chinese BERT.")
     parser.add_argument("name", choices=sorted(MODELS))  # e5-small-char-mlm: a continued pretraining
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
@@ -401,7 +401,3 @@ def main(argv=None) -> int:
     print(describe(pretraining_report(folder)))
     print(folder)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

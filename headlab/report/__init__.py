@@ -3,18 +3,22 @@
 from headlab.report import charts, head_view, show
 """
 
-from headlab.core.exports import exports as _exports
+from headlab.report import charts
+from headlab.report.compare_explorer import live_explorer
+from headlab.report.explore import attention_table, head_explorer, head_explorer_chart
+from headlab.report.explore_words import case_texts, order_explorer, segmentation_explorer
+from headlab.report.render import show
+from headlab.report.views import head_view
 
-_PUBLIC = {
-    "charts": "headlab.report.charts",  # the module: charts.head_heatmap(...)
-    "live_explorer": "headlab.report.compare_explorer",
-    "attention_table": "headlab.report.explore",
-    "head_explorer": "headlab.report.explore",
-    "head_explorer_chart": "headlab.report.explore",
-    "case_texts": "headlab.report.explore_words",
-    "order_explorer": "headlab.report.explore_words",
-    "segmentation_explorer": "headlab.report.explore_words",
-    "show": "headlab.report.render",
-    "head_view": "headlab.report.views",
-}
-__all__, __getattr__, __dir__ = _exports(__name__, _PUBLIC)
+__all__ = [
+    "attention_table",
+    "case_texts",
+    "charts",
+    "head_explorer",
+    "head_explorer_chart",
+    "head_view",
+    "live_explorer",
+    "order_explorer",
+    "segmentation_explorer",
+    "show",
+]

@@ -167,6 +167,7 @@ def inline_scripts(scripts: list[Script], code: str) -> str:
     return f"{files}<script>\n(function () {{\n{code}\n}})();\n</script>"
 
 
-if __name__ == "__main__":  # `make assets`: fetch the shipped files while the network is there (cached)
+def fetch_scripts() -> None:
+    """`make assets`: fetch the shipped files while the network is there (cached), printing where each lies."""
     for script in (D3, JQUERY, MATHJAX):
         print(script_file(script))
