@@ -67,10 +67,10 @@ test-fast: venv
 	HEADLAB_NO_NETWORK=1 $(BIN)/python -m pytest -m "not slow"
 
 publish: venv
-	$(BIN)/python -m headlab.book.publish pages --book $(BOOK_DIR) $(if $(filter 1,$(PUSH)),--push)
+	$(BIN)/python -m tools.publish pages --book $(BOOK_DIR) $(if $(filter 1,$(PUSH)),--push)
 
 dist: venv
-	$(BIN)/python -m headlab.book.publish dist --book $(BOOK_DIR) --runs $(RUN_DIR)
+	$(BIN)/python -m tools.publish dist --book $(BOOK_DIR) --runs $(RUN_DIR)
 
 clean:
 	rm -rf book/_build book/executed book/_extra runs dist

@@ -36,7 +36,7 @@ def test_notebooks_are_committed_clean_with_the_registrys_parameters_cell(path):
     assert all(not c["outputs"] and c["execution_count"] is None for c in code), "clear the outputs before committing"
     tagged = [c for c in code if "parameters" in c["metadata"].get("tags", [])]
     assert len(tagged) == 1
-    assert tagged[0]["source"] == parameters_cell(path.stem), "run python tools/pages.py"
+    assert tagged[0]["source"] == parameters_cell(path.stem), "run python -m tools.pages"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

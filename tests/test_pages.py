@@ -19,16 +19,13 @@ PAPERMILL = shutil.which("papermill", path=str(REPO / ".venv" / "bin")) or shuti
 
 
 def test_every_derived_file_agrees_with_the_registry():
-    result = subprocess.run([sys.executable, "tools/pages.py", "--check"], cwd=REPO, capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "tools.pages", "--check"], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
 
 
 def test_a_derived_file_edited_by_hand_is_named(tmp_path):
-    sys.path.insert(0, str(REPO / "tools"))
-    try:
-        import pages as tool
-    finally:
-        sys.path.pop(0)
+    from tools import pages as tool
+
     for folder in ("notebooks", "book"):
         shutil.copytree(REPO / folder, tmp_path / folder, ignore=shutil.ignore_patterns("_build", "executed"))
     shutil.copy(REPO / "README.md", tmp_path / "README.md")

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from headlab.book.build import REPOSITORY_VARIABLE, site_config
-from headlab.book.publish import PublishError, branch_files, check_site, dist_archive, publish_pages, site_of
 from headlab.lab.params import REPO
+from tools.publish import PublishError, branch_files, check_site, dist_archive, publish_pages, site_of
 
 WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
 ACTIONLINT = Path(sys.executable).with_name("actionlint")
@@ -176,9 +176,9 @@ def test_make_publish_and_dist_pass_their_options():
     def dry(*args):
         return subprocess.run(["make", "-n", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout
 
-    assert "headlab.book.publish pages --book book --push" in dry("publish", "PUSH=1")
+    assert "tools.publish pages --book book --push" in dry("publish", "PUSH=1")
     assert "--push" not in dry("publish")
-    assert "headlab.book.publish dist --book gpu-out/site --runs gpu-out/runs" in dry(
+    assert "tools.publish dist --book gpu-out/site --runs gpu-out/runs" in dry(
         "dist", "BOOK_DIR=gpu-out/site", "RUN_DIR=gpu-out/runs"
     )
 

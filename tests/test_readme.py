@@ -1,5 +1,5 @@
 """The README and its pages in ``docs/``: the "Use it from Python" example runs as written (``headlab.load`` gives a
-tiny random model here, so nothing is fine-tuned); every generated block (:mod:`headlab.book.readme`) lives in one
+tiny random model here, so nothing is fine-tuned); every generated block (:mod:`tools.readme`) lives in one
 document and is what ``results/`` gives; every picture was drawn from the latest ``results/`` tables; the text
 states no result; every relative link leads somewhere; and the README's first screen says what, how and what you
 get, with a picture."""
@@ -7,12 +7,13 @@ get, with a picture."""
 import re
 
 import pandas as pd
+import pytest
 from tiny_setup import PAIRS, tiny_setup
 
 import headlab
-from headlab.book import readme
 from headlab.book.build import REPO
 from headlab.findings.claims import Claim, claims_table
+from tools import readme
 
 
 def readme_example() -> str:
@@ -36,7 +37,7 @@ def test_the_readme_example_runs_on_a_tiny_model(tmp_path, monkeypatch, capsys):
     assert len(roles) == 6 * 4 and (roles["n_examples"] == 200).all()
 
 
-# --- the README's generated figures (headlab.book.readme) -----------------------------------------------------------
+# --- the README's generated figures (tools.readme) -----------------------------------------------------------
 
 
 def _claim_row(preset="default", verdict="holds", ours=0.012):
@@ -88,8 +89,7 @@ def test_every_generated_block_lives_in_exactly_one_document_and_is_what_results
     for path in paths:
         text = path.read_text(encoding="utf-8")
         assert readme.rewrite(text) == text, (
-            f"{path.relative_to(REPO)} differs from results/: run "
-            "`python -m headlab.book.readme --check`; regenerate with it"
+            f"{path.relative_to(REPO)} differs from results/: run `python -m tools.readme --check`; regenerate with it"
         )
     assert readme.problems() == []
 
@@ -138,16 +138,16 @@ def test_every_picture_is_drawn_from_the_latest_results_and_shown_in_the_readme(
     text = (REPO / "README.md").read_text(encoding="utf-8")
     for name in readme.FIGURES:
         picture = readme.RESULTS / f"{name}.png"
-        assert picture.exists(), f"no {picture.name}: run `python -m headlab.book.readme`"
+        assert picture.exists(), f"no {picture.name}: run `python -m tools.readme`"
         assert picture.stat().st_size < 300_000, f"{picture.name} is too large to commit"
-        assert readme.stamp(picture) == readme.fingerprint(name), (
-            f"{picture.name} was drawn from older results/ tables: run `python -m headlab.book.readme`"
+        assert readme.drawn_from()[name] == readme.fingerprint(name), (
+            f"{picture.name} was drawn from older results/ tables: run `python -m tools.readme`"
         )
         assert f"](results/{name}.png)" in text
     assert readme.stale_figures() == []
 
 
-def test_a_picture_is_stamped_with_its_tables_and_goes_stale_when_they_change(tmp_path):
+def test_a_picture_is_locked_to_its_tables_and_goes_stale_when_they_change(tmp_path):
     pd.DataFrame(
         [
             {"preset": preset, "label": label, "accuracy": acc, "acc_lo": acc - 0.02, "acc_hi": acc + 0.02}
@@ -160,7 +160,7 @@ def test_a_picture_is_stamped_with_its_tables_and_goes_stale_when_they_change(tm
     picture = readme.draw_figure("two_tower", tmp_path)
     assert picture.read_bytes()[:8] == readme.PNG_SIGNATURE
     assert (
-        readme.stamp(picture)
+        readme.drawn_from(tmp_path)["two_tower"]
         == readme.fingerprint("two_tower", tmp_path)
         == (
             "results/two_tower.csv sha256:"
@@ -168,10 +168,9 @@ def test_a_picture_is_stamped_with_its_tables_and_goes_stale_when_they_change(tm
         )
     )
     assert readme.stale_figures(tmp_path) == ["scorecard"]
-    restamped = readme.stamped(picture.read_bytes(), "another")  # a stamp replaces the old one, the image stays
-    assert restamped.count(readme.STAMP.encode()) == 1 and len(restamped) == len(picture.read_bytes()) - len(
-        readme.fingerprint("two_tower", tmp_path)
-    ) + len("another")
+    assert readme.recompressed(picture.read_bytes()) == picture.read_bytes()  # already at zlib's best level
+    with pytest.raises(ValueError, match="not a PNG"):
+        readme.recompressed(b"GIF89a")
     with open(tmp_path / "two_tower.csv", "a") as table:
         table.write("zh-char,cross-encoder,0.4,0.38,0.42\n")
     assert readme.stale_figures(tmp_path) == ["scorecard", "two_tower"]

@@ -1,8 +1,8 @@
 """Write, or check, every file derived from the page registry (headlab.lab.pages): book/_toc.yml, each notebook's
 ``parameters`` cell, and the page tables of README.md and book/intro.md.
 
-    python tools/pages.py           # write them
-    python tools/pages.py --check   # exit 1, naming each file that differs (tests/test_pages.py runs this)
+    python -m tools.pages           # write them
+    python -m tools.pages --check   # exit 1, naming each file that differs (tests/test_pages.py runs this)
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ import sys
 from pathlib import Path
 
 from headlab.lab import pages as registry
-
-REPO = Path(__file__).resolve().parents[1]
+from headlab.lab.params import REPO
 
 
 def with_block(text: str, name: str, body: str) -> str:
@@ -55,7 +54,7 @@ def main(argv=None) -> int:
     if args.check:
         for path in stale:
             print(
-                f"{path.relative_to(REPO)} differs from the page registry: run python tools/pages.py", file=sys.stderr
+                f"{path.relative_to(REPO)} differs from the page registry: run python -m tools.pages", file=sys.stderr
             )
         return 1 if stale else 0
     for path, text in derived_files().items():

@@ -1,7 +1,7 @@
 """What a book build records besides the pages: how long each notebook took, from what cache state, on which
 machine (``timings.csv``), and what each preset's model is and how well it grades (``models.csv``).
 
-These tables are what the README's figures are generated from (:mod:`headlab.book.readme`), so a timing or an
+These tables are what the README's figures are generated from (:mod:`tools.readme`), so a timing or an
 accuracy in the README is one a build measured, never one typed by hand.
 """
 

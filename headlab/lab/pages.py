@@ -446,7 +446,7 @@ def headings() -> dict[str, str]:
     return {p.id: p.heading for p in PAGES}
 
 
-GENERATED = "# generated from headlab.lab.pages (python tools/pages.py): change the registry, not this cell"
+GENERATED = "# generated from headlab.lab.pages (python -m tools.pages): change the registry, not this cell"
 
 
 def parameters_cell(page_id: str, width: int = 118) -> str:
@@ -463,7 +463,7 @@ def parameters_cell(page_id: str, width: int = 118) -> str:
 def toc_yaml() -> str:
     """``book/_toc.yml``: each caption's pages, in the registry's order (``executed/ID``, run by the build)."""
     lines = [
-        "# generated from headlab.lab.pages (python tools/pages.py): `executed/ID` is notebooks/ID.ipynb, executed",
+        "# generated from headlab.lab.pages (python -m tools.pages): `executed/ID` is notebooks/ID.ipynb, executed",
         "format: jb-book",
         "root: intro",
         "parts:",

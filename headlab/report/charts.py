@@ -758,7 +758,7 @@ def shuffle_sensitivity(
     ).properties(width=420, height=40 * len(order), title=title)
 
 
-# --- the README's pictures, drawn by headlab.book.readme from results/ ----------------------------------------------
+# --- the README's pictures, drawn by tools.readme from results/ ----------------------------------------------
 
 VERDICT_COLOURS = {
     "holds": "#54a24b",

@@ -2,8 +2,8 @@
 site, the result tables and the executed notebooks, so a book built on one machine (a GPU runner) can be published
 or compared on another.
 
-    python -m headlab.book.publish pages [--push]   # book/_build/html -> the gh-pages branch (make publish, PUSH=1)
-    python -m headlab.book.publish dist             # dist/headlab-book-<commit>.zip (make dist)
+    python -m tools.publish pages [--push]   # book/_build/html -> the gh-pages branch (make publish, PUSH=1)
+    python -m tools.publish dist             # dist/headlab-book-<commit>.zip (make dist)
 
 Both read what ``make book`` wrote (``book/_build/html``, ``book/executed``, ``runs/``; ``--book`` and ``--runs`` name
 another build's folders) and stop with the command to
@@ -130,7 +130,7 @@ def dist_archive(book: Path = BOOK, runs: Path = RUNS, out: Path = DIST) -> Path
 
 
 def main(argv=None) -> int:
-    """``python -m headlab.book.publish pages|dist``: the exit status (0 when done)."""
+    """``python -m tools.publish pages|dist``: the exit status (0 when done)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("what", choices=["pages", "dist"])
     parser.add_argument(
