@@ -53,6 +53,7 @@ book: assets
 
 lab: assets
 	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks \
+	    --LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate \
 	    $(if $(filter 0,$(shell id -u)),--allow-root)
 
 test: venv

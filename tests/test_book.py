@@ -61,8 +61,8 @@ def test_notebooks_work_through_the_lab_they_get(path):
         assert not re.search(pattern, code), f"{path.name} uses {pattern!r}; use the lab's own"
 
 
-# the study's text (../shared/STUDY.md), kept with the tests so that a checkout alone can check the pages against it
-STUDY = REPO / "tests" / "data" / "study.md"
+# the study's text (../shared/STUDY.md), kept in docs/: a checkout alone can read it and check the pages against it
+STUDY = REPO / "docs" / "study.md"
 SHARED_STUDY = REPO.parent / "shared" / "STUDY.md"
 # numbers a page may state without computing them, all choices of method: interval levels and the test level, the
 # bootstrap's percentile bounds, a notebook's number when it names another page, and the year of a cited paper
@@ -217,7 +217,7 @@ def test_tiny_book_builds_with_real_numbers(tiny_book):
     assert set(scorecard["page"]) == {nb.stem for nb in NOTEBOOKS if not nb.stem.startswith("00")}
     assert set(scorecard["verdict"]) <= set(VERDICTS)
     # one verdict rule for every row: each quotes the study word for word and carries its kind, rule and method
-    study = (REPO / "tests" / "data" / "study.md").read_text(encoding="utf-8")
+    study = (REPO / "docs" / "study.md").read_text(encoding="utf-8")
     assert all(quote_in(study, q) for q in scorecard["quote"]) and scorecard["kind"].isin(KINDS).all()
     main_rows = scorecard[~scorecard["claim_id"].str.contains("/")]
     assert main_rows["claim_id"].is_unique and set(main_rows["claim_id"]) <= set(STUDY_CLAIMS)

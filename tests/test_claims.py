@@ -29,7 +29,7 @@ from headlab.findings.claims import (
     with_mean_ablation,
 )
 
-STUDY_TEXT = (Path(__file__).parent / "data" / "study.md").read_text(encoding="utf-8")
+STUDY_TEXT = (Path(__file__).parents[1] / "docs" / "study.md").read_text(encoding="utf-8")
 CHANGE = "relative change of accuracy"
 
 

@@ -30,6 +30,8 @@ from headlab.book.build import PRESETS, REPO, notebook_parameters
 from headlab.lab.params import results_root
 
 NOTEBOOK = REPO / "notebooks" / "02_layer_dependence.ipynb"
+# `make lab`'s settings that keep JupyterLab offline and quiet: no news prompt, no update check
+LAB_QUIET = ("--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate")
 RUN_TIMEOUT_MS = 600_000  # Run All of the tiny notebook: under 3 minutes on 2 cores shared with a training job
 
 # Every code cell has run (a number in its prompt), or one has failed (then the rest never run).
@@ -136,6 +138,7 @@ def lab(tmp_path):
                 f"--ServerApp.root_dir={root}",
                 f"--LabApp.user_settings_dir={home / 'settings'}",
                 f"--LabApp.workspaces_dir={home / 'workspaces'}",
+                *LAB_QUIET,
                 *(["--allow-root"] if os.geteuid() == 0 else []),
             ],  # CI runs as root
             env=env,
@@ -223,3 +226,18 @@ def test_notebook_02_runs_live_in_jupyterlab_with_no_network(lab, browser, tmp_p
     assert not errors, f"uncaught JavaScript errors: {errors}"
     # the tables went to RUN_DIR read from the repository root, not from the kernel's folder
     assert {p.name for p in runs.rglob("*.csv")} >= {"head_grid.csv", "layer_effects.csv", "halves_curve.csv"}
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_lab_asks_for_no_news_and_checks_for_no_update():
+    """JupyterLab asks on its first start whether to fetch news from the network; `make lab` turns that off."""
+    command = subprocess.run(["make", "-n", "lab"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert all(flag in command for flag in LAB_QUIET), command
+
+
+def test_jupyterlab_reads_the_quiet_settings():
+    from jupyterlab.labapp import LabApp
+
+    app = LabApp()
+    app.parse_command_line(list(LAB_QUIET))
+    assert app.news_url is None and app.check_for_updates_class.__name__ == "NeverCheckForUpdate"

@@ -223,7 +223,7 @@ METHOD_PERCENTAGES = {"1%", "2%", "5%", "90%", "95%", "10%", "20%"}
 
 
 def test_the_text_of_the_readme_and_docs_outside_their_blocks_states_no_result_or_timing():
-    study = set(re.findall(r"[+−-]?\d+(?:\.\d+)?%", (REPO / "tests" / "data" / "study.md").read_text(encoding="utf-8")))
+    study = set(re.findall(r"[+−-]?\d+(?:\.\d+)?%", (REPO / "docs" / "study.md").read_text(encoding="utf-8")))
     for path in readme.documents():
         text = path.read_text(encoding="utf-8")
         for name in readme.BLOCKS:
@@ -528,3 +528,11 @@ def test_the_pruning_block_reads_each_presets_page_and_the_benchmarks_speedups(t
     assert "1.25x at batch 64 (cpu, AMD EPYC)" in default and "99.9% of 1379" in default and "0.50" not in default
     assert "not measured yet" in e5 and "58, 22.0M of 22.7M, 84 of 87 MB" in e5
     assert any("less than 2% of the unmasked accuracy" in line for line in lines)
+
+
+def test_the_first_screen_gives_the_default_books_latest_cold_and_warm_times_and_machines():
+    table = pd.read_csv(readme.RESULTS / "timings.csv")
+    lines = readme.cold_block(table)
+    assert [line.split(" (")[0] for line in lines] == ["* default, cold", "* default, warm"]
+    assert all("budget of" in line and ", on " in line for line in lines)
+    assert readme.cold_block(table[table["preset"] != "default"]) == ["No default build is recorded yet."]

@@ -42,8 +42,8 @@ from headlab.report.bookjs import VEGA_LITE
 
 RESULTS = REPO / "results"
 # every generated block, each in exactly one document (README.md or a docs/ page; tests/test_readme.py)
-BLOCKS = ("scorecard", "claims", "models", "tuning", "two_tower", "pruning", "timings", "calibration")
-SOURCE = {"claims": "scorecard"}  # a block drawn from another's table (the others: results/<block>.csv)
+BLOCKS = ("cold", "scorecard", "claims", "models", "tuning", "two_tower", "pruning", "timings", "calibration")
+SOURCE = {"claims": "scorecard", "cold": "timings"}  # blocks drawn from another's table (the rest: results/<block>.csv)
 # the pictures results/<name>.png, each drawn from these tables of results/ (draw_figure)
 FIGURES = {"scorecard": ("scorecard",), "two_tower": ("two_tower",)}
 LOCK = "pictures.lock"  # results/pictures.lock: each picture and the sha256 of the tables it was drawn from
@@ -330,8 +330,8 @@ def speedup_text(speed_table: Path, row) -> str:
     return "; ".join(parts) if parts else "not measured yet"
 
 
-def timings_block(table: pd.DataFrame) -> list[str]:
-    """The latest build of each kind (its presets and cache state), step by step; one row per preset."""
+def builds_of(table: pd.DataFrame) -> list[tuple]:
+    """Each build of the ledger, in order: its presets, each one's cache state (or "unfinished"), its start."""
     totals = table[table["preset"] == "all"]
     builds = []
     for build, rows in table.groupby("build", sort=True):
@@ -339,6 +339,26 @@ def timings_block(table: pd.DataFrame) -> list[str]:
         finished = ((totals["build"] == build) & (totals["step"] == "build")).any()
         kinds = tuple(_kind(rows[rows["preset"] == p]) for p in presets)
         builds.append((presets, kinds if finished else "unfinished", build))
+    return builds
+
+
+def cold_block(table: pd.DataFrame) -> list[str]:
+    """The README's first screen: the latest cold and warm `make book` of the default preset against its budgets,
+    and the machine it ran on."""
+    builds = builds_of(table)
+    lines = [line for line in budget_lines(table, builds) if line.startswith("* default,")]
+    machines = {
+        line: table[table["build"] == line.split("(", 1)[1].split(")", 1)[0]].iloc[0]
+        for line in lines
+        if "(" in line and not table[table["build"] == line.split("(", 1)[1].split(")", 1)[0]].empty
+    }
+    lines = [f"{line[:-1]}, on {machines[line].machine}." if line in machines else line for line in lines]
+    return lines or ["No default build is recorded yet."]
+
+
+def timings_block(table: pd.DataFrame) -> list[str]:
+    """The latest build of each kind (its presets and cache state), step by step; one row per preset."""
+    builds = builds_of(table)
     latest = {}
     for presets, state, build in builds:
         latest[(presets, state)] = build
@@ -492,6 +512,7 @@ def calibration_block(table: pd.DataFrame) -> list[str]:
 
 RENDER = {
     "calibration": calibration_block,
+    "cold": cold_block,
     "models": models_block,
     "tuning": tuning_block,
     "two_tower": two_tower_block,
