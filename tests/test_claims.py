@@ -13,7 +13,6 @@ from headlab.findings.claims import (
     ALPHA,
     FAMILIES,
     FAMILY,
-    KAPPA_LOST_UNIT,
     RULE_VERSION,
     STUDY_CLAIMS,
     VERDICTS,
@@ -23,14 +22,14 @@ from headlab.findings.claims import (
     claims_file,
     claims_table,
     judge,
-    number_text,
     quote_in,
     render,
     with_mean_ablation,
 )
+from headlab.findings.units import ACCURACY_CHANGE as CHANGE
+from headlab.findings.units import KAPPA_LOST, VERSUS_RANDOM, Kind, Unit, unit_of
 
 STUDY_TEXT = (Path(__file__).parents[1] / "docs" / "study.md").read_text(encoding="utf-8")
-CHANGE = "relative change of accuracy"
 
 
 def _measured(claim_id="term_matching.lower_half_costs", **changes):
@@ -179,7 +178,7 @@ def test_no_bound_prints_as_a_number_when_it_was_not_measured():
         ours=0.05,
         lo=math.nan,
         hi=math.nan,
-        unit="share of the [CLS] row on shared terms, minus a uniform row's",
+        unit=unit_of("share of the [CLS] row on shared terms, minus a uniform row's"),
         method="none",
         n_examples=10,
         reason="x",
@@ -219,7 +218,7 @@ def test_a_tokenizer_that_gives_the_answer_away_is_not_comparable():
         ours=0.1,
         lo=0.05,
         hi=0.15,
-        unit="share of tokens right, above the majority class",
+        unit=unit_of("share of tokens right, above the majority class"),
         method="bootstrap over sentences",
         n_examples=150,
         reason="x",
@@ -234,7 +233,7 @@ def test_unknown_claims_are_refused_and_sub_rows_belong_to_their_claim():
     sub = _measured(
         "sharpening.match_rises/all_heads",
         claim="all heads",
-        unit="change of attention share, after minus before",
+        unit=unit_of("change of attention share, after minus before"),
         ours=0.01,
         lo=0.009,
         hi=0.011,
@@ -272,10 +271,13 @@ def test_the_table_and_its_file_name_come_from_the_rows():
 
 
 def test_differences_of_relative_changes_and_of_shares_print_in_points():
-    assert number_text(-0.5, CHANGE) == "-50.0%"
-    assert number_text(0.044, f"{CHANGE}, upper half minus lower half") == "+4.4 points"
-    assert number_text(0.116, "share of tokens right, above the majority class") == "+11.6 points"
-    assert number_text(0.95, "share of a token's attention on one neighbour") == "95.0%"
+    assert CHANGE.number(-0.5) == "-50.0%" and CHANGE.size(0.02) == "2.0%"
+    assert VERSUS_RANDOM.number(0.044) == "+4.4 points" and VERSUS_RANDOM.size(0.044) == "4.4 points"
+    assert unit_of("share of tokens right, above the majority class").number(0.116) == "+11.6 points"
+    assert unit_of("share of a token's attention on one neighbour, clearest head").number(0.95) == "95.0%"
+    assert Unit("x", Kind.SIGNED).number(0.5) == "+0.5" and Unit("x", Kind.NUMBER).number(0.5) == "0.5"
+    with pytest.raises(KeyError, match="no unit is labelled 'furlongs'"):
+        unit_of("furlongs")
 
 
 def test_a_verdict_that_changes_with_mean_ablation_is_marked_and_an_unmeasured_one_is_left_alone():
@@ -293,13 +295,13 @@ def test_a_verdict_that_changes_with_mean_ablation_is_marked_and_an_unmeasured_o
 
 def test_a_margin_is_written_in_its_claims_unit_and_no_interval_is_clipped():
     spec = STUDY_CLAIMS["term_matching.random_no_change"]
-    assert "±2.0%" in judge(spec, 0.0, -0.01, 0.01, unit="relative change of accuracy").why
+    assert "±2.0%" in judge(spec, 0.0, -0.01, 0.01, unit=unit_of("relative change of accuracy")).why
     row = Claim.measured(
         "word_segmentation.single_head",
         ours=0.02,
         lo=0.005,
         hi=0.035,
-        unit="share of characters",
+        unit=unit_of("share of a token's attention on one neighbour, clearest head"),
         method="exact binomial",
         n_examples=500,
         reason="A head.",
@@ -313,7 +315,7 @@ def test_a_share_of_a_difference_restored_is_not_clipped_to_0_1():
         ours=1.8,
         lo=1.5,
         hi=2.2,
-        unit="share of the source-target difference that comes back through the [CLS] head alone",
+        unit=unit_of("share of the source-target difference that comes back through the [CLS] head alone"),
         method="paired bootstrap",
         n_examples=200,
         reason="A path.",
@@ -323,7 +325,7 @@ def test_a_share_of_a_difference_restored_is_not_clipped_to_0_1():
 
 def test_an_undecided_row_over_random_draws_asks_for_more_draws_not_only_more_pairs():
     collapse = STUDY_CLAIMS["layer_dependence.low_heads_collapse"]  # more than half of the kappa lost
-    over_draws = judge(collapse, 0.525, 0.332, 0.717, df=11.5, n_examples=1379, unit=KAPPA_LOST_UNIT)
+    over_draws = judge(collapse, 0.525, 0.332, 0.717, df=11.5, n_examples=1379, unit=KAPPA_LOST)
     assert over_draws.verdict == "cannot tell" and "by at least 50.0%" in over_draws.why  # a share prints as a share
     assert re.search(r"about [\d.]+ times the evidence \(random draws and pairs alike; df 11\.5\)", over_draws.why)
     assert "pairs (not 1379)" not in over_draws.why  # more pairs alone would not narrow the draws' part

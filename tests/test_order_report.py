@@ -9,7 +9,7 @@ import pytest
 
 from headlab.core.evaluate import Encoded
 from headlab.findings import order_report
-from headlab.findings.claims import STUDY_CLAIMS, claims_file, number_text, render
+from headlab.findings.claims import STUDY_CLAIMS, claims_file, render
 from headlab.findings.order import CONDITIONS, case_shares, order_heads, sensitivity_reduction
 from headlab.findings.order_report import (
     case_grades,
@@ -21,6 +21,7 @@ from headlab.findings.order_report import (
     verdict_order_heads,
     verdict_shuffle,
 )
+from headlab.findings.units import unit_of
 
 
 def _order_table(scores=(0.9, 0.6, 0.1), half=0.05):
@@ -130,7 +131,7 @@ def test_verdict_shuffle():
 def test_the_studys_two_grades_are_not_put_beside_our_mean_as_the_same_number():
     [row] = shuffle_claims(_by_grade(-0.025, -0.04, -0.01))
     assert row.study == -2 and row.study_unit and row.study_unit != row.unit and "one example pair" in row.study_unit
-    assert number_text(row.ours, row.unit) == "-0.025"
+    assert unit_of(row.unit).number(row.ours) == "-0.025"
     text = render([row])
     assert f"the study: -2 ({row.study_unit})" in text and "not the same number" in row.reason
 

@@ -13,6 +13,7 @@ from tiny_setup import PAIRS, tiny_setup
 import headlab
 from headlab.book.build import REPO
 from headlab.findings.claims import Claim, claims_table
+from headlab.findings.units import unit_of
 from tools import readme
 
 
@@ -52,7 +53,7 @@ def _claim_row(preset="default", verdict="holds", ours=0.012):
         ours=ours,
         lo=lo,
         hi=hi,
-        unit="relative change of accuracy",
+        unit=unit_of("relative change of accuracy"),
         method="two-stage bootstrap over draws and test pairs",
         n_examples=1379,
         n_draws=10,

@@ -9,6 +9,7 @@ import pandas as pd
 from headlab.book.build import PRESETS, REPO, not_built_commands, site_toc
 from headlab.book.scorecard import scorecard_markdown, scorecard_table
 from headlab.findings.claims import Claim, claims_file, claims_table
+from headlab.findings.units import STUDY_GRADE_SHIFT, unit_of
 from headlab.report.bookjs import VEGA_PATH
 
 
@@ -18,7 +19,7 @@ def _claim(claim_id="redundancy.no_loss_below_20", ours=0.012, half=0.004):
         ours=ours,
         lo=ours - half,
         hi=ours + half,
-        unit="relative change of accuracy",
+        unit=unit_of("relative change of accuracy"),
         method="two-stage bootstrap over draws and test pairs",
         n_examples=1379,
         n_draws=10,
@@ -44,7 +45,7 @@ def test_claims_of_each_preset_are_stacked_with_their_page_and_model(tmp_path, m
         ours=-0.2,
         lo=-0.25,
         hi=-0.15,
-        unit="relative change of accuracy",
+        unit=unit_of("relative change of accuracy"),
         method="paired bootstrap over test pairs",
         n_examples=1379,
         reason="why",
@@ -60,7 +61,7 @@ def test_claims_of_each_preset_are_stacked_with_their_page_and_model(tmp_path, m
                 ours=-0.5,
                 lo=-0.55,
                 hi=-0.45,
-                unit="relative change of accuracy",
+                unit=unit_of("relative change of accuracy"),
                 method="paired bootstrap over test pairs",
                 n_examples=1379,
                 reason="why",
@@ -101,15 +102,15 @@ def test_the_study_number_is_shown_only_in_our_unit():
         lo=-0.036,
         hi=-0.014,
         study=-2,
-        study_unit="grades lost by the study's one pair (argmax)",
-        unit="grades, change of the expected grade",
+        study_unit=STUDY_GRADE_SHIFT,
+        unit=unit_of("grades, change of the expected grade"),
         method="paired bootstrap over test pairs",
         n_examples=1379,
         reason="why",
     )
     table = claims_table([row]).assign(preset="a", model="minilm", data="stsb-en")
     line = next(x for x in scorecard_markdown(table, {"a": "executed"}, {}).splitlines() if x.startswith("| Shuffling"))
-    assert "-2 (grades lost by the study's one pair (argmax); not our unit)" in line
+    assert f"-2 ({STUDY_GRADE_SHIFT.label}; not our unit)" in line
 
 
 def test_each_model_shows_its_accuracy_floor_and_lexical_grader_with_a_warning_near_the_floor():
@@ -153,7 +154,7 @@ def test_the_tallies_count_the_studys_claims_and_our_predictions_apart_and_mark_
         ours=0.3,
         lo=0.25,
         hi=0.35,
-        unit="share of the source-target difference that comes back through the [CLS] head alone",
+        unit=unit_of("share of the source-target difference that comes back through the [CLS] head alone"),
         method="paired bootstrap",
         n_examples=600,
         reason="why",
@@ -202,7 +203,7 @@ def test_the_page_opens_on_a_grid_with_one_cell_per_claim_and_model_drawn_by_the
         ours=0.5,
         lo=0.4,
         hi=0.6,
-        unit="relative change of accuracy",
+        unit=unit_of("relative change of accuracy"),
         method="paired bootstrap over test pairs",
         n_examples=1379,
         reason="why",

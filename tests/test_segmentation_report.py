@@ -7,7 +7,7 @@ import pytest
 from conftest import minilm_tokenizer
 
 from headlab.core.evaluate import encode
-from headlab.findings.claims import claims_file, number_text, render
+from headlab.findings.claims import claims_file, render
 from headlab.findings.segmentation import BoundaryData
 from headlab.findings.segmentation_report import (
     ALL,
@@ -24,6 +24,7 @@ from headlab.findings.segmentation_report import (
     verdict_single_head,
     verdict_union,
 )
+from headlab.findings.units import unit_of
 
 
 def _data(seed: int = 0, n_examples: int = 80, per_example: int = 12) -> BoundaryData:
@@ -138,7 +139,7 @@ def test_claims_are_judged_by_the_gain_over_the_majority_class_on_held_out_examp
 
 def test_a_gain_over_the_majority_class_is_in_points():
     [single, _] = claims(_comparison((0.2, 0.16, 0.24), (0.2, 0.16, 0.24)))
-    assert number_text(single.ours, single.unit) == "+20.0 points"
+    assert unit_of(single.unit).number(single.ours) == "+20.0 points"
     assert "+20.0 points [+16.0 points, +24.0 points]" in render([single])
     assert "the study: 70.0% (share of tokens right, an accuracy with no baseline)" in render([single])
 

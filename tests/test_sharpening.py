@@ -4,10 +4,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from headlab.findings.claims import claims_file, number_text
+from headlab.findings.claims import claims_file
 from headlab.findings.sharpening import (
     CHANGES,
-    UNIT,
     Choice,
     choose_heads,
     claims,
@@ -16,6 +15,7 @@ from headlab.findings.sharpening import (
     scope_changes,
     verdict,
 )
+from headlab.findings.units import ATTENTION_CHANGE, unit_of
 
 IDS = [
     "sharpening.match_rises",
@@ -79,7 +79,7 @@ def test_claims_hold_when_the_shares_move_as_the_study_says():
         "dev pairs, none of them among the test pairs" in found["sharpening.match_rises/matching_heads"].reason
     )
     assert "no choice of heads" in found["sharpening.match_rises"].reason
-    assert "points" in number_text(0.1, UNIT) and "-5.0 points" in number_text(claim.ours, claim.unit)
+    assert "points" in ATTENTION_CHANGE.number(0.1) and "-5.0 points" in unit_of(claim.unit).number(claim.ours)
 
 
 def test_all_heads_lead_and_the_term_matching_heads_are_sub_rows():

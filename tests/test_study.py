@@ -8,6 +8,7 @@ from tiny_setup import tiny_setup
 
 import headlab
 from headlab.core.attention import AttentionCache, attention_maps
+from headlab.core.masking import Ablation
 from headlab.core.sweep import MaskSpec, random_share_specs
 from headlab.findings.order import order_heads
 from headlab.findings.roles import cls_profile, role_scores
@@ -148,6 +149,9 @@ def test_mean_ablation_sweeps_apart_from_zeroing_against_the_same_unmasked_model
     np.testing.assert_allclose(one.probs, mean[mean.mask_id == "one"][probs].to_numpy(), atol=1e-5)
     with pytest.raises(ValueError, match="ablation must be 'zero' or 'mean'"):
         lab.sweep(specs, "method-test", ablation="resample")
+    saved = lab.ablate(specs, name="ablate-mean", progress=False, ablation=Ablation.MEAN)  # saved, not in memory
+    pd.testing.assert_frame_equal(saved, lab.ablate(specs, ablation="mean"))
+    assert list(lab.params.table_dir.glob("sweeps/ablate-mean-mean-*/masks/*.csv"))
 
 
 def test_a_stored_table_is_computed_once_per_key_and_read_back(tmp_path):

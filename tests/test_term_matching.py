@@ -16,6 +16,7 @@ from headlab.findings.term_matching import (
     random_comparison,
     term_matching_specs,
 )
+from headlab.findings.units import VERSUS_RANDOM
 
 MATCHING = [(2, 9), (1, 1), (2, 4), (0, 8), (1, 0)]
 
@@ -212,7 +213,7 @@ def test_tables_of_a_strong_matching_effect():
     ]
     costs = rows[1]  # the matching heads minus the mean of the 3 draws of random lower heads
     assert (costs.ours, costs.n_draws, costs.kind) == (pytest.approx(strict["difference"]), 3, "compare")
-    assert costs.df == pytest.approx(strict["df"]) and costs.unit == term_matching.VERSUS_UNIT
+    assert costs.df == pytest.approx(strict["df"]) and costs.unit == VERSUS_RANDOM.label
     assert "Cannot be decided" not in render(rows) and claims_file(rows) == "claims_05_term_matching"
     assert "they keep 75%" in render(rows)
 
@@ -316,7 +317,7 @@ def test_keeping_only_the_matching_heads_is_judged_against_keeping_random_heads_
     )
     keep = claims(table, comparison)[3]
     assert (keep.claim_id, keep.verdict, keep.kind) == ("term_matching.matching_keep_lower_half", "holds", "compare")
-    assert (keep.ours, keep.study, keep.n_draws, keep.unit) == (0.4, None, 20, term_matching.VERSUS_UNIT)
+    assert (keep.ours, keep.study, keep.n_draws, keep.unit) == (0.4, None, 20, VERSUS_RANDOM.label)
     assert (
         "they keep 80% [75%, 85%] of the accuracy" in keep.reason and "against 20% with the whole lower" in keep.reason
     )

@@ -22,16 +22,15 @@ import pandas as pd
 from headlab.findings.claims import (
     ALPHA,
     FAMILIES,
-    KAPPA_UNIT_START,
     RULE_VERSION,
     RULES,
     STUDY_CLAIMS,
     TALLIES,
     VERDICTS,
-    number_text,
     study_claim_id,
 )
 from headlab.findings.claims import COLUMNS as CLAIM_COLUMNS
+from headlab.findings.units import KAPPA_START, unit_of
 from headlab.lab.params import Params
 from headlab.report.charts import verdict_grid
 from headlab.report.layout import fit
@@ -110,7 +109,7 @@ def _missing(value) -> bool:
 
 
 def _raw_interval(row) -> str:
-    return "" if _missing(row.lo) else f"[{number_text(row.lo, row.unit)}, {number_text(row.hi, row.unit)}]"
+    return "" if _missing(row.lo) else f"[{unit_of(row.unit).number(row.lo)}, {unit_of(row.unit).number(row.hi)}]"
 
 
 def _adjusted_interval(row) -> str:
@@ -118,12 +117,12 @@ def _adjusted_interval(row) -> str:
     return (
         ""
         if _missing(lo_adj) or _missing(hi_adj)
-        else f"[{number_text(lo_adj, row.unit)}, {number_text(hi_adj, row.unit)}]"
+        else f"[{unit_of(row.unit).number(lo_adj)}, {unit_of(row.unit).number(hi_adj)}]"
     )
 
 
 def _numbers(row) -> str:
-    number = "" if _missing(row.ours) else f" {number_text(row.ours, row.unit)}"
+    number = "" if _missing(row.ours) else f" {unit_of(row.unit).number(row.ours)}"
     raw, adjusted = _raw_interval(row), _adjusted_interval(row)
     interval = (f" {raw}" if raw else "") + (f", adjusted {adjusted}" if adjusted else "")
     lost = _lost(row)
@@ -136,7 +135,7 @@ def _numbers(row) -> str:
 def _lost(row) -> str:
     """The share of kappa lost beside an accuracy number (rule 3), or, on a row of rule 2, its floor-scale share."""
     kappa = getattr(row, "kappa_lost", None)
-    if not _missing(kappa) and not str(row.unit).startswith(KAPPA_UNIT_START):
+    if not _missing(kappa) and not str(row.unit).startswith(KAPPA_START):
         return f"; {kappa:.0%} of κ lost"
     old = getattr(row, "lost", None)
     return "" if _missing(old) else f"; {old:.0%} of above-chance accuracy lost"
@@ -161,7 +160,7 @@ def _study_cell(row) -> str:
     own = getattr(row, "study_unit", "")
     if isinstance(own, str) and own:
         return f"{row.study:g} ({own}; not our unit)"
-    return number_text(row.study, row.unit)
+    return unit_of(row.unit).number(row.study)
 
 
 def _rule_cell(row) -> str:
@@ -194,7 +193,7 @@ def grid_cells(table: pd.DataFrame, pages: dict[str, str]) -> pd.DataFrame:
             "claim": row.claim,
             "model": labels[row.preset],
             "verdict": row.verdict,
-            "our number": "not measured" if _missing(row.ours) else number_text(row.ours, row.unit),
+            "our number": "not measured" if _missing(row.ours) else unit_of(row.unit).number(row.ours),
             "95% interval": _raw_interval(row) or "none",
             "adjusted": _adjusted_interval(row) or "none",
             "rule": f"{row.kind}: {_text(row, 'rule') or RULES.get(str(row.kind), '')}{_old_rule(row)}",

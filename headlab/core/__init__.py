@@ -6,7 +6,7 @@ from headlab.core import head_grid, run_sweep, single_head_specs
 from headlab.core.attention import AttentionCache, attention_maps, cls_attention_rows, token_roles
 from headlab.core.evaluate import confusion, encode, predict, predicted_grades
 from headlab.core.gradients import gradient_importance
-from headlab.core.masking import head_grid, head_means, mask_heads
+from headlab.core.masking import Ablation, head_grid, head_means, mask_heads
 from headlab.core.sweep import (
     MaskSpec,
     baseline_correct,
@@ -21,6 +21,7 @@ from headlab.core.sweep import (
 )
 
 __all__ = [
+    "Ablation",
     "AttentionCache",
     "MaskSpec",
     "attention_maps",

@@ -10,6 +10,7 @@ is therefore exactly zero, whatever the input -- the study's HEAD-MASK. The hook
 from __future__ import annotations
 
 from contextlib import contextmanager
+from enum import Enum
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
@@ -29,6 +30,22 @@ SELF_ATTENTION = {
     "bert": ("attention.self", ("query", "key", "value")),
     "mpnet": ("attention.attn", ("q", "k", "v")),
 }
+
+
+class Ablation(str, Enum):
+    """What a removed head's output becomes: zero (the study's HEAD-MASK) or its mean over training pairs
+    (mean-ablation, the check that an effect is not an artefact of zeroing). A string of the same value is one too."""
+
+    ZERO = "zero"
+    MEAN = "mean"
+
+    @classmethod
+    def of(cls, value: Ablation | str) -> Ablation:
+        """``value`` as an :class:`Ablation`; anything else is an error naming the choices."""
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(f"ablation must be 'zero' or 'mean', got {value!r}") from None
 
 
 def encoder_layers(model: PreTrainedModel) -> list[Any]:

@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass, fields, replace
 import pandas as pd
 from scipy import stats as sps
 
+from headlab.findings.units import KAPPA_START, Unit, unit_of
 from headlab.lab.pages import headings
 
 VERDICTS = ("holds", "does not hold", "opposite", "cannot tell", "not comparable", "not judged")
@@ -123,9 +124,6 @@ OTHER_FINDINGS = {"objectives": "the pretraining objectives: MLM+NSP against MLM
 def _study(claim_id, page, claim, quote, kind, **rule) -> StudyClaim:
     return StudyClaim(claim_id, page, claim, quote, kind, **rule)
 
-
-KAPPA_UNIT_START = "share of the unmasked quadratic κ lost"
-KAPPA_LOST_UNIT = f"{KAPPA_UNIT_START} (0: unmasked, 100%: no agreement with the gold grades beyond chance)"
 
 MARGIN_WHY = (
     "±2% relative: the study reports changes to the nearest 0.1% and calls +0% no change; 2% is a fifth of "
@@ -611,7 +609,7 @@ class Claim:
         ours: float,
         lo: float,
         hi: float,
-        unit: str,
+        unit: Unit,
         method: str,
         n_examples: int,
         reason: str,
@@ -620,7 +618,7 @@ class Claim:
         df: float | None = None,
         search: int = 1,
         study: float | None = None,
-        study_unit: str = "",
+        study_unit: Unit | None = None,
         kappa=None,
         at_floor: bool = False,
         floor_reason: str = "",
@@ -671,7 +669,7 @@ class Claim:
             float(ours),
             float(lo),
             float(hi),
-            unit,
+            unit.label,
             method,
             int(n_examples),
             int(n_draws),
@@ -690,7 +688,7 @@ class Claim:
             lost_hi,
             at_floor,
             floor_reason,
-            study_unit,
+            study_unit.label if study_unit else "",
             spec.page,
             df=df,
             search=int(search),
@@ -700,7 +698,13 @@ class Claim:
 
     @classmethod
     def not_measured(
-        cls, claim_id: str, *, reason: str, unit: str = "", study: float | None = None, claim: str | None = None
+        cls,
+        claim_id: str,
+        *,
+        reason: str,
+        unit: Unit | None = None,
+        study: float | None = None,
+        claim: str | None = None,
     ) -> Claim:
         """A claim this run could not measure (``reason`` says why): "cannot tell", with no number."""
         spec = registered(claim_id)
@@ -715,7 +719,7 @@ class Claim:
             nan,
             nan,
             nan,
-            unit,
+            unit.label if unit else "",
             "",
             0,
             0,
@@ -742,7 +746,7 @@ def with_mean_ablation(zeroed: list[Claim], mean_ablated: list[Claim]) -> list[C
         if other is None or math.isnan(other.ours):  # not run with mean-ablation
             rows.append(c)
             continue
-        number = f"{number_text(other.ours, other.unit)}{_interval(other)}"
+        number = f"{unit_of(other.unit).number(other.ours)}{_interval(other)}"
         same = "the same verdict" if other.verdict == c.verdict else f"**{other.verdict}** (the verdict changes)"
         number = f", {number}"
         rows.append(
@@ -819,7 +823,7 @@ def judge(
     at_floor: bool = False,
     alpha: float = ALPHA,
     family: int | None = None,
-    unit: str = "",
+    unit: Unit | None = None,
     n_examples: int = 0,
 ) -> Judgement:
     """The one verdict rule (see the module's docstring), at ``alpha / (family * search)`` for every claim; ``family``
@@ -906,16 +910,9 @@ def _pairs_needed(effect: float, a: float, b: float, margin: float, n_examples: 
     return f" At the spread measured, {_more_evidence((b - a) / 2 / room, n_examples, df)} would decide it."
 
 
-def _size(x: float, unit: str = "") -> str:
-    """A margin or minimum size (never signed) in the claim's unit: % for a relative change, points for a difference
-    of relative changes or shares, three digits otherwise."""
-    if unit.startswith("relative") and not is_points(unit):
-        return f"{x:.1%}"
-    if unit.startswith("relative") or (unit.startswith("share") and is_points(unit)) or "attention share" in unit:
-        return f"{100 * x:.1f} points"
-    if unit.startswith("share"):
-        return f"{x:.1%}"
-    return f"{x:.3g}"
+def _size(x: float, unit: Unit | None) -> str:
+    """A margin or smallest size (never signed) in the claim's unit; three digits without one."""
+    return unit.size(x) if unit else f"{x:.3g}"
 
 
 COLUMNS = [f.name for f in fields(Claim)]
@@ -934,34 +931,19 @@ def claims_file(claims: list[Claim]) -> str:
     return f"claims_{pages.pop()}"
 
 
-def is_points(unit: str) -> bool:
-    """A difference of two relative changes or two shares is in points, not in %."""
-    return " minus " in unit or " above " in unit or unit.startswith("change of") or ", change of" in unit
-
-
-def number_text(value: float, unit: str) -> str:
-    """A claim's number as the page writes it: a signed percentage for a relative change, signed points for a
-    difference of relative changes or of shares, a percentage for a share, three digits otherwise."""
-    if unit.startswith("relative") and not is_points(unit):
-        return f"{value:+.1%}"
-    if unit.startswith("relative") or (unit.startswith("share") and is_points(unit)) or "attention share" in unit:
-        return f"{100 * value:+.1f} points"
-    if unit.startswith("share"):
-        return f"{value:.1%}"
-    return f"{value:+.3g}" if is_points(unit) else f"{value:.3g}"
-
-
 def _interval(c: Claim) -> str:
     """Our number's interval as the page writes it; empty for a number measured without one."""
     return (
-        "" if math.isnan(c.lo) or math.isnan(c.hi) else f" [{number_text(c.lo, c.unit)}, {number_text(c.hi, c.unit)}]"
+        ""
+        if math.isnan(c.lo) or math.isnan(c.hi)
+        else f" [{unit_of(c.unit).number(c.lo)}, {unit_of(c.unit).number(c.hi)}]"
     )
 
 
 def _adjusted_text(c: Claim) -> str:
     if math.isnan(c.lo_adj) or math.isnan(c.hi_adj):
         return ""
-    return f", adjusted [{number_text(c.lo_adj, c.unit)}, {number_text(c.hi_adj, c.unit)}]"
+    return f", adjusted [{unit_of(c.unit).number(c.lo_adj)}, {unit_of(c.unit).number(c.hi_adj)}]"
 
 
 def floor_text(c: Claim) -> str:
@@ -970,7 +952,7 @@ def floor_text(c: Claim) -> str:
     mark = (
         f"; at the floor: {c.floor_reason}" if c.at_floor and c.floor_reason else "; at the floor" if c.at_floor else ""
     )
-    if math.isnan(c.kappa_lost) or c.unit.startswith(KAPPA_UNIT_START):
+    if math.isnan(c.kappa_lost) or c.unit.startswith(KAPPA_START):
         return f" ({mark[2:]})" if mark else ""
     share = lambda x: "NaN" if math.isnan(x) else f"{0.0 if abs(x) < 0.005 else x:.0%}"  # noqa: E731  (no "-0%")
     interval = "" if math.isnan(c.kappa_lost_lo) else f" [{share(c.kappa_lost_lo)}, {share(c.kappa_lost_hi)}]"
@@ -985,12 +967,13 @@ def render(claims: list[Claim]) -> str:
         ours = (
             "not measured"
             if math.isnan(c.ours)
-            else f"{number_text(c.ours, c.unit)}{_interval(c)}{_adjusted_text(c)} ({c.unit}; {c.method}){floor_text(c)}"
+            else f"{unit_of(c.unit).number(c.ours)}{_interval(c)}{_adjusted_text(c)} ({c.unit}; {c.method})"
+            + floor_text(c)
         )
         study = (
             ""
             if c.study is None or (isinstance(c.study, float) and math.isnan(c.study))
-            else f"; the study: {number_text(c.study, c.study_unit or c.unit)}"
+            else f"; the study: {unit_of(c.study_unit or c.unit).number(c.study)}"
             + (f" ({c.study_unit})" if c.study_unit else "")
         )
         lines.append(
@@ -1018,7 +1001,6 @@ __all__ = [
     "claims_file",
     "claims_table",
     "judge",
-    "number_text",
     "quote_in",
     "registered",
     "render",

@@ -43,15 +43,11 @@ from headlab.findings.importance import half_split
 from headlab.findings.layer_dependence import STUDY_HIGH_HEAD_LAYER, STUDY_LAYERS, study_layer_to_ours
 from headlab.findings.roles import cls_attention_on_shared, content_positions, paired_delta, shared_terms
 from headlab.findings.term_matching import choice_limit, role_indices
+from headlab.findings.units import ACCURACY_CHANGE, CLS_CONCENTRATION, CLS_SPREAD, CLS_SPREAD_VERSUS_RANDOM
 
 SPREAD_METRICS = ["entropy", "shared_share", "content_mass"]
 MASK_METHOD = "paired bootstrap over the held-out test pairs (the half the head was not chosen on)"
-CONCENTRATION_UNIT = "share of the [CLS] row on shared terms, minus a uniform row's"
-SPREAD_UNIT = "change of the [CLS] row's entropy, in nats"
 SPREAD_METHOD = "paired bootstrap over the held-out test pairs"
-CONTROL_UNIT = (
-    "change of the [CLS] row's entropy in nats, matching heads masked minus the mean of random lower-head sets"
-)
 CONTROL_METHOD = (
     "matching heads minus the mean of the random sets, t interval on a two-stage bootstrap over sets and held-out "
     "pairs (Welch–Satterthwaite degrees of freedom)"
@@ -212,7 +208,7 @@ def focus_claims(row: pd.Series, effect: dict, layers: int) -> list[Claim]:
             ours=float(effect["rel_change"]),
             lo=float(effect["lo"]),
             hi=float(effect["hi"]),
-            unit="relative change of accuracy",
+            unit=ACCURACY_CHANGE,
             method=MASK_METHOD,
             n_examples=int(effect["n_examples"]),
             p=float(effect["p_mcnemar"]),
@@ -251,7 +247,7 @@ def matching_hurt_claims(
             ours=float(weakest["rel_change"]),
             lo=float(weakest["lo"]),
             hi=float(weakest["hi"]),
-            unit="relative change of accuracy",
+            unit=ACCURACY_CHANGE,
             method=MASK_METHOD,
             n_examples=int(weakest["n_examples"]),
             p=float(weakest["p_mcnemar"]),
@@ -453,7 +449,7 @@ def concentration_claims(table: pd.DataFrame, layer: int, head: int) -> list[Cla
             ours=float(row["excess"]),
             lo=float(row["lo"]),
             hi=float(row["hi"]),
-            unit=CONCENTRATION_UNIT,
+            unit=CLS_CONCENTRATION,
             method="bootstrap over the held-out pairs that share a term",
             n_examples=int(row["n_examples"]),
             p=float(row["p_sign"]),
@@ -487,7 +483,7 @@ def _spread_claim(change: pd.DataFrame, layer: int, head: int, k: int) -> Claim:
         ours=float(e["delta"]),
         lo=float(e["lo"]),
         hi=float(e["hi"]),
-        unit=SPREAD_UNIT,
+        unit=CLS_SPREAD,
         method=SPREAD_METHOD,
         n_examples=int(e["n_examples"]),
         reason=reason,
@@ -503,7 +499,7 @@ def _control_claim(
     if control is None or not len(control) or deltas is None:
         return Claim.not_measured(
             "cls_head.reads_matching_heads",
-            unit=CONTROL_UNIT,
+            unit=CLS_SPREAD_VERSUS_RANDOM,
             reason="Not measured: no random lower-head sets were masked (CONTROL_DRAWS)",
         )
     wide = control.pivot(index="draw", columns="example", values="entropy_delta").loc[:, deltas.index]
@@ -520,7 +516,7 @@ def _control_claim(
         ours=versus["difference"],
         lo=versus["difference_lo"],
         hi=versus["difference_hi"],
-        unit=CONTROL_UNIT,
+        unit=CLS_SPREAD_VERSUS_RANDOM,
         method=CONTROL_METHOD,
         n_examples=versus["n_examples"],
         n_draws=n,

@@ -17,8 +17,6 @@ from scipy import stats as sps
 
 from headlab.core.stats import by_interval, equivalent
 from headlab.findings.claims import (
-    KAPPA_LOST_UNIT,
-    KAPPA_UNIT_START,
     MARGIN_WHY,
     Claim,
     draws_df_default,
@@ -27,6 +25,7 @@ from headlab.findings.claims import (
     render,
 )
 from headlab.findings.importance import collapse_shares
+from headlab.findings.units import ACCURACY_CHANGE, HALF_GAP, HEADS_NOTHING, KAPPA_LOST, PAIRED, TWO_STAGE
 
 STUDY_LAYERS = 12
 STUDY_GAIN_LAYERS = range(5, 10)  # masking any one of these whole layers improved accuracy
@@ -84,10 +83,6 @@ def depth_note(layers: int) -> str:
 
 # --- the rows -----------------------------------------------------------------------------------------
 
-CHANGE = "relative change of accuracy"
-PAIRED = "paired bootstrap over test pairs"
-TWO_STAGE = "two-stage bootstrap over draws and test pairs"
-
 
 def _kappa(row):
     """A layer's or head's kappa columns (``kappa=`` of :meth:`Claim.measured`), or None for a table without them."""
@@ -120,7 +115,6 @@ def _weakest(claim_id: str, candidates, numbers, **judged):
 
 COLLAPSE = "layer_dependence.low_heads_collapse"
 COSTS_LESS = "layer_dependence.high_heads_cost_less"
-GAP_UNIT = f"{KAPPA_UNIT_START}, lower half minus upper half, in points"
 
 
 def _which_half(row) -> str:
@@ -160,7 +154,7 @@ def _collapse(points: pd.DataFrame, at: str) -> Claim:
         ours=ours,
         lo=lo,
         hi=hi,
-        unit=KAPPA_LOST_UNIT,
+        unit=KAPPA_LOST,
         method=_method(shown.lower_draws),
         n_examples=shown.n_examples,
         n_draws=shown.lower_draws,
@@ -212,7 +206,7 @@ def _costs_less(points: pd.DataFrame, at: str) -> Claim:
         ours=ours,
         lo=lo,
         hi=hi,
-        unit=GAP_UNIT,
+        unit=HALF_GAP,
         method=f"{_method(shown.lower_draws)} (the same resampled pairs for both halves, each half's draws resampled)",
         n_examples=shown.n_examples,
         n_draws=shown.lower_draws,
@@ -242,15 +236,15 @@ def halves_claims(gap: pd.DataFrame) -> list[Claim]:
     if points.empty:
         reason = "Not tested: no share near 40% or 50% of all heads (raise HALF_STEPS)"
         return [
-            Claim.not_measured(COLLAPSE, reason=reason, unit=KAPPA_LOST_UNIT),
-            Claim.not_measured(COSTS_LESS, reason=reason, unit=GAP_UNIT),
+            Claim.not_measured(COLLAPSE, reason=reason, unit=KAPPA_LOST),
+            Claim.not_measured(COSTS_LESS, reason=reason, unit=HALF_GAP),
         ]
     undefined = points["kappa_reason"].astype(str).str.len() > 0
     if undefined.any():
         reason = f"Not measured: no kappa scale ({points.loc[undefined, 'kappa_reason'].iloc[0]})"
         return [
-            Claim.not_measured(COLLAPSE, reason=reason, unit=KAPPA_LOST_UNIT),
-            Claim.not_measured(COSTS_LESS, reason=reason, unit=GAP_UNIT),
+            Claim.not_measured(COLLAPSE, reason=reason, unit=KAPPA_LOST),
+            Claim.not_measured(COSTS_LESS, reason=reason, unit=HALF_GAP),
         ]
     at = " and ".join(f"{s:.0%}" for s in points["share"])
     return [_collapse(points, at), _costs_less(points, at)]
@@ -323,7 +317,9 @@ def _gains(rows: pd.DataFrame, layers: int, n_examples: int) -> Claim:
     ours = [l for l in study_layers_to_ours(STUDY_GAIN_LAYERS, layers) if l in rows.index]
     if not ours:
         return Claim.not_measured(
-            GAINS, reason="Not tested: none of our layers at the depth of layers 5–9 of 12 was masked", unit=CHANGE
+            GAINS,
+            reason="Not tested: none of our layers at the depth of layers 5–9 of 12 was masked",
+            unit=ACCURACY_CHANGE,
         )
     effects = rows.loc[ours]
     shown = effects.loc[effects["lo"].idxmin()]
@@ -335,7 +331,7 @@ def _gains(rows: pd.DataFrame, layers: int, n_examples: int) -> Claim:
         ours=shown.rel_change,
         lo=shown.lo,
         hi=shown.hi,
-        unit=CHANGE,
+        unit=ACCURACY_CHANGE,
         method=PAIRED,
         n_examples=n_examples,
         p=shown.p_holm,
@@ -352,7 +348,7 @@ def _layer_8(rows: pd.DataFrame, layers: int, n_examples: int) -> Claim:
         return Claim.not_measured(
             LAYER_8,
             reason=f"Not tested: our layer {best}, at the depth of layer 8 of 12, was not masked",
-            unit=CHANGE,
+            unit=ACCURACY_CHANGE,
             study=STUDY_BEST_GAIN,
         )
     r = rows.loc[best]
@@ -362,7 +358,7 @@ def _layer_8(rows: pd.DataFrame, layers: int, n_examples: int) -> Claim:
         ours=r["rel_change"],
         lo=r["lo"],
         hi=r["hi"],
-        unit=CHANGE,
+        unit=ACCURACY_CHANGE,
         method=PAIRED,
         n_examples=n_examples,
         p=r["p_holm"],
@@ -412,7 +408,6 @@ def layers_verdict(table: pd.DataFrame, layers: int, n_examples: int, alpha: flo
 
 NOTHING = "layer_dependence.most_heads_change_nothing"
 IMPROVE = "layer_dependence.some_heads_improve"
-NOTHING_UNIT = "share of heads shown to change nothing"
 HEAD_MARGIN = 0.02  # a head "changes nothing" when its 90% interval lies within this (MARGIN_WHY)
 
 
@@ -435,7 +430,7 @@ def _change_nothing(tested: pd.DataFrame, n_examples: int, margin: float) -> Cla
         ours=same / n,
         lo=ci.low,
         hi=ci.high,
-        unit=NOTHING_UNIT,
+        unit=HEADS_NOTHING,
         method=f"Clopper–Pearson interval over the {n} heads masked, each head one trial (shown to change nothing or "
         "not)",
         n_examples=n_examples,
@@ -478,7 +473,7 @@ def _improving(tested: pd.DataFrame, n_examples: int, alpha: float) -> Claim:
         ours=shown.rel_change,
         lo=shown.lo,
         hi=shown.hi,
-        unit=CHANGE,
+        unit=ACCURACY_CHANGE,
         method=_selected_method(m, "masked"),
         search=m,
         n_examples=n_examples,
@@ -515,8 +510,8 @@ def heads_claims(
     if tested.empty:
         reason = "Not tested: no single head was masked"
         return [
-            Claim.not_measured(NOTHING, reason=reason, unit=NOTHING_UNIT),
-            Claim.not_measured(IMPROVE, reason=reason, unit=CHANGE),
+            Claim.not_measured(NOTHING, reason=reason, unit=HEADS_NOTHING),
+            Claim.not_measured(IMPROVE, reason=reason, unit=ACCURACY_CHANGE),
         ]
     return [
         _change_nothing(tested, n_examples, margin),

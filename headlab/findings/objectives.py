@@ -22,6 +22,7 @@ from scipy.stats import binomtest
 
 from headlab.findings.claims import Claim, render
 from headlab.findings.segmentation_report import ALL, MULTI
+from headlab.findings.units import OBJECTIVES_MATCHING, STUDY_OBJECTIVES_MATCHING, objectives_gain
 from headlab.models.names import MODELS, named_model_dir
 from headlab.models.pretrain import pretraining_report
 
@@ -169,11 +170,11 @@ def claims(table: pd.DataFrame) -> list[Claim]:
         ours=tm.difference,
         lo=tm.difference_lo,
         hi=tm.difference_hi,
-        unit="relative change of accuracy with the 5 term-matching heads masked, MLM+NSP model minus MLM-only model",
+        unit=OBJECTIVES_MATCHING,
         method=DIFFERENCE_METHOD,
         n_examples=int(tm.n_nsp),
         study=STUDY_MATCHING_LOSS,
-        study_unit="relative change with the 5 heads masked in the study's one model, pretrained with NSP",
+        study_unit=STUDY_OBJECTIVES_MATCHING,
         reason=f"Masking the 5 term-matching heads changes accuracy by {_interval(tm.value_nsp, tm.lo_nsp, tm.hi_nsp)} "
         f"with NSP and {_interval(tm.value_mlm, tm.lo_mlm, tm.hi_mlm)} without",
     )
@@ -187,7 +188,7 @@ def claims(table: pd.DataFrame) -> list[Claim]:
                 ours=r.difference,
                 lo=r.difference_lo,
                 hi=r.difference_hi,
-                unit=f"share of tokens right above the majority class ({subset}), MLM+NSP model minus MLM-only model",
+                unit=objectives_gain(subset),
                 method=DIFFERENCE_METHOD,
                 n_examples=int(r.n_nsp),
                 reason=f"The best single segmentation head (chosen and scored on different sentences) beats the "

@@ -16,15 +16,12 @@ import pandas as pd
 # notebook 04 takes claims_file and claims_table from here
 from headlab.findings.claims import Claim, claims_file, claims_table, render  # noqa: F401
 from headlab.findings.order import CONDITIONS, PATTERNS
+from headlab.findings.units import DIAGONAL, GRADE_SHIFT, STUDY_GRADE_SHIFT, TOTAL_VARIATION
 
 STUDY_K = 7
 STUDY_DRAWS = 100
 STUDY_CASE_GRADES = dict(zip(CONDITIONS, (4, 2, 3, 2)))
 STUDY_SHIFT = STUDY_CASE_GRADES[CONDITIONS[1]] - STUDY_CASE_GRADES[CONDITIONS[0]]  # its one pair, shuffled: 4 -> 2
-STUDY_SHIFT_UNIT = "grades, change of the argmax grade of the study's one example pair (4 -> 2), not a mean"
-DIAGONAL_UNIT = "share of a token's attention on one neighbour, clearest head"
-SHIFT_UNIT = "grades, change of the expected grade"
-TV_UNIT = "total variation, order heads masked minus random heads masked"
 
 
 def order_heads_claims(order_table: pd.DataFrame) -> list[Claim]:
@@ -50,7 +47,7 @@ def order_heads_claims(order_table: pd.DataFrame) -> list[Claim]:
         return [
             Claim.not_measured(
                 "word_order.clean_diagonal",
-                unit=DIAGONAL_UNIT,
+                unit=DIAGONAL,
                 reason=f"{reason}; its per-pair shares were not kept, so it has no interval",
             )
         ]
@@ -60,7 +57,7 @@ def order_heads_claims(order_table: pd.DataFrame) -> list[Claim]:
             ours=float(top.score),
             lo=float(top.score_lo),
             hi=float(top.score_hi),
-            unit=DIAGONAL_UNIT,
+            unit=DIAGONAL,
             method="bootstrap over pairs of that head's per-pair share",
             n_examples=int(top.n_examples),
             reason=reason,
@@ -102,11 +99,11 @@ def shuffle_claims(by_grade: pd.DataFrame) -> list[Claim]:
             ours=float(total.shift),
             lo=float(total.lo),
             hi=float(total.hi),
-            unit=SHIFT_UNIT,
+            unit=GRADE_SHIFT,
             method="bootstrap over pairs",
             n_examples=int(total.n_examples),
             study=float(STUDY_SHIFT),
-            study_unit=STUDY_SHIFT_UNIT,
+            study_unit=STUDY_GRADE_SHIFT,
             reason=(
                 f"Ours: the mean change of the expected grade (grades run 1 to 5) over the {int(total.n_examples)} "
                 f"pairs whose title changed order, from {total.expected:.3f} to {total.expected_shuffled:.3f}. The "
@@ -175,7 +172,7 @@ def masking_claims(conditions: pd.DataFrame, tests: pd.DataFrame) -> list[Claim]
             ours=float(test.difference),
             lo=float(test.difference_lo),
             hi=float(test.difference_hi),
-            unit=TV_UNIT,
+            unit=TOTAL_VARIATION,
             method=DIFFERENCE_METHOD,
             n_examples=int(order.n_examples),
             n_draws=draws,

@@ -42,6 +42,7 @@ from headlab.findings.term_matching import (
     term_matching_specs,
 )
 from headlab.findings.two_tower import shares_terms
+from headlab.findings.units import CARRY, MASK_SPECIFICITY, PATH
 
 
 def restored_shares(table: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
@@ -220,13 +221,8 @@ def path_restored(frame: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.
     return pd.DataFrame(rows)
 
 
-CARRY_UNIT = "share of the grade difference restored, matching heads minus random lower-half heads (points)"
 CARRY_METHOD = "two-stage bootstrap over draws and contrast pairs"
-SPECIFIC_UNIT = (
-    "share of pairs graded right, change with the mask on pairs that share a term minus on pairs that share none"
-)
 SPECIFIC_METHOD = "bootstrap over held-out pairs, resampled within each group"
-PATH_UNIT = "share of the source-target difference that comes back through the [CLS] head alone"
 PATH_METHOD = "paired bootstrap over contrast pairs"
 
 
@@ -255,7 +251,7 @@ def claims(
             ours=against["difference"],
             lo=against["lo"],
             hi=against["hi"],
-            unit=CARRY_UNIT,
+            unit=CARRY,
             method=CARRY_METHOD,
             n_examples=against["n_examples"],
             n_draws=against["n_draws"],
@@ -277,7 +273,7 @@ def claims(
     ):
         if np.isnan(result["difference"]):
             rows.append(
-                Claim.not_measured(claim_id, reason="Not measured: one group of pairs is empty", unit=SPECIFIC_UNIT)
+                Claim.not_measured(claim_id, reason="Not measured: one group of pairs is empty", unit=MASK_SPECIFICITY)
             )
             continue
         rows.append(
@@ -286,7 +282,7 @@ def claims(
                 ours=result["difference"],
                 lo=result["lo"],
                 hi=result["hi"],
-                unit=SPECIFIC_UNIT,
+                unit=MASK_SPECIFICITY,
                 method=SPECIFIC_METHOD,
                 n_examples=result["n_sharing"] + result["n_none"],
                 claim=None
@@ -304,7 +300,7 @@ def claims(
             Claim.not_measured(
                 "patching.cls_head_hands_on",
                 reason=f"Not measured. {path_not_measured(receiver, matching)}",
-                unit=PATH_UNIT,
+                unit=PATH,
             )
         )
         return rows
@@ -320,7 +316,7 @@ def claims(
                 ours=r["restored"],
                 lo=r["lo"],
                 hi=r["hi"],
-                unit=PATH_UNIT,
+                unit=PATH,
                 method=PATH_METHOD,
                 n_examples=int(r["n_examples"]),
                 claim=None if "/" not in claim_id else "Its [CLS] attention on the replaced words comes back as well",

@@ -27,8 +27,9 @@ from headlab.core.sweep import (
     predicted_matrix,
     share_masks,
 )
-from headlab.findings.claims import KAPPA_UNIT_START, STUDY_CLAIMS, Claim
+from headlab.findings.claims import STUDY_CLAIMS, Claim
 from headlab.findings.importance import half_pool
+from headlab.findings.units import DISTILL_GAP
 from headlab.lab.lab import load
 from headlab.lab.params import REPO
 
@@ -75,7 +76,6 @@ def importance_specs(
 CURVE_KIND = "importance-all"
 DISTILL = "pruning.keep_low_heads"
 DISTILL_SHARES = (0.1, 0.2, 0.3, 0.4)  # shares of all heads, each within one half; 0.5 is the whole half (02)
-DISTILL_GAP_UNIT = f"{KAPPA_UNIT_START}, low-half pruning minus high-half pruning, mean over the shares, in points"
 PAIRED = "paired bootstrap over test pairs (one resample for every share, both halves and the baseline)"
 
 
@@ -171,9 +171,7 @@ def distillation_claim(
     conditions = [lower.at[s, "predicted"] for s in wanted] + [upper.at[s, "predicted"] for s in wanted]
     lost = kappa_contrast(conditions, [1.0 / k] * k + [-1.0 / k] * k, base_predicted, gold, n_boot, seed)
     if lost["reason"]:
-        return Claim.not_measured(
-            DISTILL, reason=f"Not measured: no kappa scale ({lost['reason']})", unit=DISTILL_GAP_UNIT
-        )
+        return Claim.not_measured(DISTILL, reason=f"Not measured: no kappa scale ({lost['reason']})", unit=DISTILL_GAP)
     floors = [kappa_columns(c, base_predicted, gold, n_boot, seed) for c in conditions]
     at_floor = all(f["at_floor"] for f in floors)  # every pruned model at the floor: the comparison is saturated
     floor_reason = "; ".join(
@@ -191,7 +189,7 @@ def distillation_claim(
         ours=lost["contrast"],
         lo=lost["lo"],
         hi=lost["hi"],
-        unit=DISTILL_GAP_UNIT,
+        unit=DISTILL_GAP,
         method=PAIRED,
         n_examples=len(base),
         at_floor=at_floor,

@@ -28,7 +28,8 @@ import math
 
 import pandas as pd
 
-from headlab.findings.claims import KAPPA_UNIT_START, Claim, draws_df_default, judge, registered, render
+from headlab.findings.claims import Claim, draws_df_default, judge, registered, render
+from headlab.findings.units import ACCURACY_CHANGE, PAIRED, RISE, TWO_STAGE
 
 STUDY_REFERENCE = pd.DataFrame(
     [
@@ -38,10 +39,7 @@ STUDY_REFERENCE = pd.DataFrame(
 
 NO_LOSS = "redundancy.no_loss_below_20"
 FALLS = "redundancy.falls_steadily"
-CHANGE = "relative change of accuracy"
 STUDY_GAIN_AT_10 = 0.01
-TWO_STAGE = "two-stage bootstrap over draws and test pairs"
-RISE_UNIT = f"{KAPPA_UNIT_START}, largest share minus first share with a loss, in points"
 _ORDER = {"does not hold": 0, "opposite": 0, "cannot tell": 1, "holds": 2, "not comparable": 3}
 
 
@@ -54,7 +52,7 @@ def _interval(r) -> str:
 
 
 def _method(r) -> str:
-    return TWO_STAGE if int(r.n_draws) > 1 else "paired bootstrap over test pairs"
+    return TWO_STAGE if int(r.n_draws) > 1 else PAIRED
 
 
 def _kappa_interval(r) -> str:
@@ -77,7 +75,10 @@ def _no_loss(masked: pd.DataFrame) -> Claim:
     below = masked[masked["share"] < 0.2]
     if below.empty:
         return Claim.not_measured(
-            NO_LOSS, reason="Not tested: no share between 0 and 20% in SHARES", unit=CHANGE, study=STUDY_GAIN_AT_10
+            NO_LOSS,
+            reason="Not tested: no share between 0 and 20% in SHARES",
+            unit=ACCURACY_CHANGE,
+            study=STUDY_GAIN_AT_10,
         )
     spec = registered(NO_LOSS)
 
@@ -98,7 +99,7 @@ def _no_loss(masked: pd.DataFrame) -> Claim:
         ours=shown.rel_change,
         lo=shown.lo,
         hi=shown.hi,
-        unit=CHANGE,
+        unit=ACCURACY_CHANGE,
         method=_method(shown),
         n_examples=shown.n_examples,
         n_draws=shown.n_draws,
@@ -159,13 +160,13 @@ def _steps(after: pd.DataFrame) -> str:
 
 def _falls(masked: pd.DataFrame) -> Claim:
     if len(masked) < 2:
-        return Claim.not_measured(FALLS, reason="Not tested: fewer than two shares masked", unit=RISE_UNIT)
+        return Claim.not_measured(FALLS, reason="Not tested: fewer than two shares masked", unit=RISE)
     undefined = masked["kappa_reason"].fillna("").astype(str).str.len() > 0
     if undefined.any():
         return Claim.not_measured(
             FALLS,
             reason=f"Not measured: no kappa scale ({masked.loc[undefined, 'kappa_reason'].iloc[0]})",
-            unit=RISE_UNIT,
+            unit=RISE,
         )
     start, why = _start(masked)
     end = masked.iloc[-1]
@@ -181,7 +182,7 @@ def _falls(masked: pd.DataFrame) -> Claim:
         ours=ours,
         lo=lo,
         hi=hi,
-        unit=RISE_UNIT,
+        unit=RISE,
         method=f"difference of two shares' 95% intervals ({TWO_STAGE}) combined as independent (MOVER; conservative, "
         "the shares share test pairs)",
         n_examples=int(end.n_examples),

@@ -34,6 +34,7 @@ from headlab.findings.segmentation import (
     probe,
     shuffled_union_control,
 )
+from headlab.findings.units import SEGMENTATION_GAIN, SINGLE_HEAD_ACCURACY, UNION_ACCURACY
 from headlab.inputs.pieces import piece_convention
 from headlab.inputs.pku import held_out_sentences
 from headlab.inputs.words import SEGMENTER, chinese_words, has_cjk
@@ -320,11 +321,7 @@ def _left_out(comparison: pd.DataFrame) -> list[str]:
     ]
 
 
-GAIN_UNIT = "share of tokens right, above the majority class"  # a difference of shares: printed in points
-STUDY_UNITS = {
-    "single_head": "share of tokens right, an accuracy with no baseline",
-    "head_union": "share of tokens right when any of several heads is right (an oracle union), with no baseline",
-}
+STUDY_UNITS = {"single_head": SINGLE_HEAD_ACCURACY, "head_union": UNION_ACCURACY}
 METHOD = "bootstrap over held-out examples, whole pairs or sentences"
 CORPUS_TEXT = {
     "eval": "the evaluation pairs, word ends from the tokenizer's own pieces",
@@ -414,14 +411,14 @@ def _held_out_claim(slug: str, row, reason: str, not_comparable: str, corpus: st
     study = {"single_head": STUDY_SINGLE_HEAD, "head_union": STUDY_UNION}[slug]
     if row is None:
         return Claim.not_measured(
-            claim_id, reason=f"{reason} {not_comparable}".strip(), unit=GAIN_UNIT, study=study, claim=claim
+            claim_id, reason=f"{reason} {not_comparable}".strip(), unit=SEGMENTATION_GAIN, study=study, claim=claim
         )
     return Claim.measured(
         claim_id,
         ours=float(row.gain),
         lo=float(row.gain_lo),
         hi=float(row.gain_hi),
-        unit=GAIN_UNIT,
+        unit=SEGMENTATION_GAIN,
         method=METHOD,
         n_examples=int(row.n_test_examples),
         reason=reason,

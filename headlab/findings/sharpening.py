@@ -32,6 +32,7 @@ import pandas as pd
 from headlab.findings.claims import Claim, render
 from headlab.findings.importance import half_split
 from headlab.findings.roles import pair_role_scores, paired_delta, rank_heads
+from headlab.findings.units import ATTENTION_CHANGE
 
 CHOICE_SPLIT = "dev"  # the split the term-matching heads are chosen on: never the test pairs they are measured on
 
@@ -75,7 +76,6 @@ CHANGES = [
     Change("Attention to [CLS] (not in the study)", "cls", 0),
 ]
 SCOPES = {"all": "all heads", "subset": "term-matching heads"}  # the order rows, tables and charts show them in
-UNIT = "change of attention share, after minus before"
 
 
 @dataclass(frozen=True)
@@ -217,7 +217,7 @@ def _claim(change: Change, key: str, changes: pd.DataFrame, choice: Choice) -> C
             claim_id,
             reason=f"Not measured: no change of {change.metric} for the {scope} (no "
             "such heads, or no pair to measure it on)",
-            unit=UNIT,
+            unit=ATTENTION_CHANGE,
             claim=claim,
         )
     r = found.iloc[0]
@@ -226,7 +226,7 @@ def _claim(change: Change, key: str, changes: pd.DataFrame, choice: Choice) -> C
         ours=float(r["delta"]),
         lo=float(r["lo"]),
         hi=float(r["hi"]),
-        unit=UNIT,
+        unit=ATTENTION_CHANGE,
         method=f"paired bootstrap over {choice.measured_on} pairs",
         n_examples=int(r["n_examples"]),
         reason=_reason(r, choice),

@@ -36,6 +36,7 @@ from headlab.findings.claims import Claim
 from headlab.findings.importance import half_pool, half_split
 from headlab.findings.layer_dependence import STUDY_MATCHING_LAYERS, study_layers_to_ours
 from headlab.findings.roles import SHARED_TERMS, rank_heads, role_scores
+from headlab.findings.units import ACCURACY_CHANGE, PAIRED, TWO_STAGE, VERSUS_RANDOM
 
 # condition -> (how the table names it, the study's relative change or None where the study has no number)
 CONDITIONS: dict[str, tuple[str, float | None]] = {
@@ -358,14 +359,10 @@ def _pct(x: float) -> str:
     return f"{x:+.1%}"
 
 
-UNIT = "relative change of accuracy"
-VERSUS_UNIT = "relative change of accuracy, named heads minus the mean of random heads, in points"
 VERSUS_METHOD = (
     "named heads minus the mean of the random draws, t interval on a two-stage bootstrap over draws and test pairs "
     "(Welch–Satterthwaite degrees of freedom)"
 )
-PAIRS = "paired bootstrap over test pairs"
-DRAWS_AND_PAIRS = "two-stage bootstrap over draws and test pairs"
 # the stricter control first: random heads of the matching heads' own half cost more than random heads of any layer
 CONTROLS = ("random_lower", "random")
 
@@ -382,7 +379,7 @@ def _kappa(row):
 
 def _method(row) -> str:
     """The interval's method: over pairs, or over draws and pairs for a random condition."""
-    return DRAWS_AND_PAIRS if int(row["n_draws"]) > 1 else PAIRS
+    return TWO_STAGE if int(row["n_draws"]) > 1 else PAIRED
 
 
 def _kappa_note(row, what: str) -> str:
@@ -425,7 +422,10 @@ def _versus_text(r) -> str:
 
 def _not_measured(claim_id: str, condition: str, what: str) -> Claim:
     return Claim.not_measured(
-        claim_id, reason=f"Not measured: no mask of {what} in the sweep", unit=UNIT, study=CONDITIONS[condition][1]
+        claim_id,
+        reason=f"Not measured: no mask of {what} in the sweep",
+        unit=ACCURACY_CHANGE,
+        study=CONDITIONS[condition][1],
     )
 
 
@@ -445,7 +445,7 @@ def _random_claim(rows: pd.DataFrame, names: dict, selection: str) -> Claim:
         ours=r["rel_change"],
         lo=r["lo"],
         hi=r["hi"],
-        unit=UNIT,
+        unit=ACCURACY_CHANGE,
         method=_method(r),
         n_examples=r["n_examples"],
         n_draws=r["n_draws"],
@@ -469,7 +469,7 @@ def _matching_claim(rows: pd.DataFrame, by_test: dict, names: dict, selection: s
             claim_id,
             reason=f"Not measured: masking {names['matching']} cost {_pct(m['rel_change'])}, but no random draws were "
             "masked to compare them with",
-            unit=VERSUS_UNIT,
+            unit=VERSUS_RANDOM,
             study=CONDITIONS["matching"][1],
         )
     strict = tests[0]
@@ -490,7 +490,7 @@ def _matching_claim(rows: pd.DataFrame, by_test: dict, names: dict, selection: s
         ours=strict.difference,
         lo=strict.difference_lo,
         hi=strict.difference_hi,
-        unit=VERSUS_UNIT,
+        unit=VERSUS_RANDOM,
         method=VERSUS_METHOD,
         n_examples=m["n_examples"],
         n_draws=strict.n_draws,
@@ -511,7 +511,7 @@ def _lower_claim(rows: pd.DataFrame, names: dict, selection: str) -> Claim:
         ours=r["rel_change"],
         lo=r["lo"],
         hi=r["hi"],
-        unit=UNIT,
+        unit=ACCURACY_CHANGE,
         method=_method(r),
         n_examples=r["n_examples"],
         p=None if pd.isna(r["p_mcnemar"]) else r["p_mcnemar"],
@@ -540,7 +540,7 @@ def _keep_claim(rows: pd.DataFrame, by_test: dict, names: dict, selection: str) 
         return Claim.not_measured(
             claim_id,
             reason=f"{text}; no random sets of as many lower heads were kept to compare with",
-            unit=VERSUS_UNIT,
+            unit=VERSUS_RANDOM,
         )
     text += (
         f"; keeping {r.n_draws} random sets of as many lower heads instead keeps {1 + r.reference_mean:.0%} "
@@ -552,7 +552,7 @@ def _keep_claim(rows: pd.DataFrame, by_test: dict, names: dict, selection: str) 
         ours=r.difference,
         lo=r.difference_lo,
         hi=r.difference_hi,
-        unit=VERSUS_UNIT,
+        unit=VERSUS_RANDOM,
         method=VERSUS_METHOD,
         n_examples=keep["n_examples"],
         n_draws=r.n_draws,

@@ -29,6 +29,7 @@ from headlab.findings.claims import Claim
 from headlab.findings.lexical import fit_lexical
 from headlab.findings.roles import shared_terms
 from headlab.findings.term_matching import term_matching_specs
+from headlab.findings.units import ACCURACY_CHANGE, PAIRED, TWO_TOWER_GAP
 from headlab.models.two_tower import finetune_two_tower, load_two_tower, pair_encodings, predict_two_tower
 
 REFERENCE = "cross-encoder"
@@ -203,10 +204,6 @@ def shares_terms(encoded, tokenizer, stopwords=None) -> np.ndarray:
     )
 
 
-GAP_UNIT = (
-    "share of pairs graded right, (two towers minus cross-encoder) on pairs that share a term minus on pairs "
-    "that share none"
-)
 GAP_METHOD = "bootstrap over test pairs, resampled within each group"
 
 
@@ -278,8 +275,8 @@ def claims(conditions: pd.DataFrame, gap: dict | None, two_tower_label: str, sha
         ours=tower.rel_change,
         lo=tower.lo,
         hi=tower.hi,
-        unit="relative change of accuracy",
-        method="paired bootstrap over test pairs",
+        unit=ACCURACY_CHANGE,
+        method=PAIRED,
         n_examples=n,
         p=None if pd.isna(tower.p_mcnemar) else tower.p_mcnemar,
         kappa=tower if "kappa_lost" in tower.index else None,
@@ -296,14 +293,16 @@ def claims(conditions: pd.DataFrame, gap: dict | None, two_tower_label: str, sha
             else f"{'no' if not gap['n_sharing'] else 'every'} test pair shares {shared}, so there is no group to "
             "compare with"
         )
-        terms = Claim.not_measured("two_tower.fails_on_shared_terms", reason=f"Not measured: {missing}", unit=GAP_UNIT)
+        terms = Claim.not_measured(
+            "two_tower.fails_on_shared_terms", reason=f"Not measured: {missing}", unit=TWO_TOWER_GAP
+        )
     else:
         terms = Claim.measured(
             "two_tower.fails_on_shared_terms",
             ours=gap["difference"],
             lo=gap["lo"],
             hi=gap["hi"],
-            unit=GAP_UNIT,
+            unit=TWO_TOWER_GAP,
             method=GAP_METHOD,
             n_examples=gap["n_examples"],
             reason=f"On the {gap['n_sharing']} pairs whose query and title share {shared}, the two towers grade "

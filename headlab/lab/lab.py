@@ -28,7 +28,7 @@ from headlab.core.device import precision
 from headlab.core.engine import MaskEngine
 from headlab.core.evaluate import Encoded, encode, length_batches, metrics, model_inputs, predicted_grades
 from headlab.core.gradients import gradient_importance
-from headlab.core.masking import head_grid, head_means
+from headlab.core.masking import Ablation, head_grid, head_means
 from headlab.core.patching import run_patching, single_head_patches
 from headlab.core.pruning import prune_heads
 from headlab.core.stats import Floor, bootstrap_weights, mcnemar, relative_change
@@ -53,13 +53,6 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 MEAN_PAIRS = 512  # training pairs a head's mean output is taken over (mean-ablation)
-
-
-def _is_mean(ablation: str) -> bool:
-    """Whether ``ablation`` asks for mean-ablation ("mean") rather than the study's zeroing ("zero"); else refused."""
-    if ablation not in ("zero", "mean"):
-        raise ValueError(f"ablation must be 'zero' or 'mean', got {ablation!r}")
-    return ablation == "mean"
 
 
 def load(
@@ -212,10 +205,10 @@ class Lab:
             )
         return self._means
 
-    def ablation_engine(self, ablation: str = "zero") -> MaskEngine:
+    def ablation_engine(self, ablation: Ablation | str = Ablation.ZERO) -> MaskEngine:
         """The sweep engine that zeroes removed heads (``"zero"``, the study's HEAD-MASK) or puts each one's mean over
         training pairs in its place (``"mean"``); built once each."""
-        if not _is_mean(ablation):
+        if Ablation.of(ablation) is Ablation.ZERO:
             return self.engine
         if self._mean_engine is None:
             self._mean_engine = MaskEngine(
@@ -223,7 +216,7 @@ class Lab:
             )
         return self._mean_engine
 
-    def evaluate(self, drop=(), n_boot: int = 2000, ablation: str = "zero") -> Evaluation:
+    def evaluate(self, drop=(), n_boot: int = 2000, ablation: Ablation | str = Ablation.ZERO) -> Evaluation:
         """Remove the heads in ``drop`` ((layer, head) pairs) and compare with the unmasked model, pair by pair;
         ``ablation="mean"`` replaces each removed head's output by its mean over training pairs instead of zero."""
         spec = MaskSpec("evaluate", tuple(sorted((int(l), int(h)) for l, h in drop)), "evaluate")
@@ -250,17 +243,17 @@ class Lab:
         name: str | None = None,
         n_boot: int = 2000,
         progress: bool = True,
-        ablation: str = "zero",
+        ablation: Ablation | str = Ablation.ZERO,
     ) -> pd.DataFrame:
         """One row per mask (:func:`headlab.core.sweep.summarize`), the unmasked model included.
 
         In memory by default; with a ``name`` the sweep is saved mask by mask under the lab's sweep folder
-        and resumes there (:func:`headlab.core.sweep.run_sweep`). ``ablation="mean"`` (in memory) puts each removed
-        head's mean output over training pairs in its place instead of zero (:meth:`ablation_engine`).
+        and resumes there (:meth:`sweep`). ``ablation="mean"`` puts each removed head's mean output over training
+        pairs in its place instead of zero (:meth:`ablation_engine`).
         """
         specs = with_baseline(list(specs))
-        if name is not None and ablation == "zero":
-            per_example = self.sweep(specs, name, progress=progress)
+        if name is not None:
+            per_example = self.sweep(specs, name, progress=progress, ablation=ablation)
         else:
             probs = self.ablation_engine(ablation).probabilities([s.keep(*self.shape) for s in specs])
             per_example = pd.concat(
@@ -274,7 +267,7 @@ class Lab:
         name: str,
         encoded: Encoded | None = None,
         progress: bool = True,
-        ablation: str = "zero",
+        ablation: Ablation | str = Ablation.ZERO,
     ) -> pd.DataFrame:
         """Per-example results of every mask (and the unmasked model) on this split, or on ``encoded``: saved mask by
         mask in the lab's results folder for ``name`` and resumed there, on the parameters' Dask cluster if they name
@@ -282,7 +275,7 @@ class Lab:
 
         ``ablation="mean"`` puts each removed head's mean output over training pairs (:meth:`head_means`) in its place
         instead of zero, in this process, saved apart (``<name>-mean``)."""
-        mean = _is_mean(ablation)
+        mean = Ablation.of(ablation) is Ablation.MEAN
         return run_sweep(
             self.model,
             self.encoded if encoded is None else encoded,

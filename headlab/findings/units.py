@@ -1,0 +1,138 @@
+"""The units a claim's number is in, as values: each with its label (what the tables and pages say) and its kind (how
+its numbers print: a relative change, points, a share or a number), declared once here with the interval methods
+several findings share.
+
+A claim saves its unit's label (``results/scorecard.csv``'s ``unit``); (:func:`unit_of`) turns a label back into its
+:class:`Unit`, so the scorecard and the README print a saved row the way the page did. A label no unit has is an
+error that names it. ``LEGACY`` holds the units of rows that older rules judged and ``results/`` still carries until
+their models are rebuilt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Kind(Enum):
+    """How a unit's numbers print."""
+
+    RELATIVE = "relative"  # a relative change: +12.3%
+    POINTS = "points"  # a difference of relative changes or of shares: +12.3 points
+    SHARE = "share"  # a share: 12.3%
+    SIGNED = "signed"  # a change in the unit's own terms: +0.123
+    NUMBER = "number"  # 0.123
+
+
+@dataclass(frozen=True)
+class Unit:
+    """What a claim's number measures (``label``, as the tables say it) and how it prints (``kind``)."""
+
+    label: str
+    kind: Kind
+
+    def number(self, value: float) -> str:
+        """A number in this unit as the pages write it (signed where it is a change)."""
+        if self.kind is Kind.RELATIVE:
+            return f"{value:+.1%}"
+        if self.kind is Kind.POINTS:
+            return f"{100 * value:+.1f} points"
+        if self.kind is Kind.SHARE:
+            return f"{value:.1%}"
+        return f"{value:+.3g}" if self.kind is Kind.SIGNED else f"{value:.3g}"
+
+    def size(self, value: float) -> str:
+        """A margin or a smallest effect in this unit (never signed)."""
+        if self.kind in (Kind.RELATIVE, Kind.SHARE):
+            return f"{value:.1%}"
+        if self.kind is Kind.POINTS:
+            return f"{100 * value:.1f} points"
+        return f"{value:.3g}"
+
+    def __str__(self) -> str:
+        return self.label
+
+
+# the interval methods several findings use (a claim's ``method``)
+PAIRED = "paired bootstrap over test pairs"
+TWO_STAGE = "two-stage bootstrap over draws and test pairs"
+
+KAPPA_START = "share of the unmasked quadratic κ lost"  # every unit on the kappa scale starts so
+R, P, S, D = Kind.RELATIVE, Kind.POINTS, Kind.SHARE, Kind.SIGNED
+
+ACCURACY_CHANGE = Unit("relative change of accuracy", R)
+KAPPA_LOST = Unit(f"{KAPPA_START} (0: unmasked, 100%: no agreement with the gold grades beyond chance)", S)
+# 01, 02, 10: differences of shares of kappa lost
+RISE = Unit(f"{KAPPA_START}, largest share minus first share with a loss, in points", P)
+HALF_GAP = Unit(f"{KAPPA_START}, lower half minus upper half, in points", P)
+DISTILL_GAP = Unit(f"{KAPPA_START}, low-half pruning minus high-half pruning, mean over the shares, in points", P)
+HEADS_NOTHING = Unit("share of heads shown to change nothing", S)
+# 03
+SEGMENTATION_GAIN = Unit("share of tokens right, above the majority class", P)
+SINGLE_HEAD_ACCURACY = Unit("share of tokens right, an accuracy with no baseline", S)
+UNION_ACCURACY = Unit("share of tokens right when any of several heads is right (an oracle union), with no baseline", S)
+# 04
+DIAGONAL = Unit("share of a token's attention on one neighbour, clearest head", S)
+GRADE_SHIFT = Unit("grades, change of the expected grade", D)
+STUDY_GRADE_SHIFT = Unit("grades, change of the argmax grade of the study's one example pair (4 -> 2), not a mean", D)
+TOTAL_VARIATION = Unit("total variation, order heads masked minus random heads masked", D)
+# 05, 07
+VERSUS_RANDOM = Unit("relative change of accuracy, named heads minus the mean of random heads, in points", P)
+CLS_CONCENTRATION = Unit("share of the [CLS] row on shared terms, minus a uniform row's", P)
+CLS_SPREAD = Unit("change of the [CLS] row's entropy, in nats", D)
+CLS_SPREAD_VERSUS_RANDOM = Unit(
+    "change of the [CLS] row's entropy in nats, matching heads masked minus the mean of random lower-head sets", D
+)
+# 06
+ATTENTION_CHANGE = Unit("change of attention share, after minus before", P)
+# 08, 09
+TWO_TOWER_GAP = Unit(
+    "share of pairs graded right, (two towers minus cross-encoder) on pairs that share a term minus on pairs "
+    "that share none",
+    P,
+)
+MASK_SPECIFICITY = Unit(
+    "share of pairs graded right, change with the mask on pairs that share a term minus on pairs that share none", P
+)
+CARRY = Unit("share of the grade difference restored, matching heads minus random lower-half heads (points)", P)
+PATH = Unit("share of the source-target difference that comes back through the [CLS] head alone", S)
+# the pretraining objectives
+OBJECTIVES_MATCHING = Unit(
+    "relative change of accuracy with the 5 term-matching heads masked, MLM+NSP model minus MLM-only model", P
+)
+STUDY_OBJECTIVES_MATCHING = Unit(
+    "relative change with the 5 heads masked in the study's one model, pretrained with NSP", R
+)
+
+
+def objectives_gain(subset: str) -> Unit:
+    """The segmentation gain of MLM+NSP over MLM alone on ``subset`` of the tokens."""
+    return Unit(f"share of tokens right above the majority class ({subset}), MLM+NSP model minus MLM-only model", P)
+
+
+# rows older rules judged on the share of above-chance accuracy lost, kept in results/ until their models are rebuilt
+LEGACY = (
+    Unit("share of the above-chance accuracy lost (0: unmasked, 100%: always the majority grade)", S),
+    Unit("share of the above-chance accuracy lost, largest share minus first share with a loss, in points", P),
+    Unit(
+        "share of the above-chance accuracy lost, low-half pruning minus high-half pruning, mean over the shares, "
+        "in points",
+        P,
+    ),
+    Unit("share of the above-chance accuracy lost, lower half minus upper half, in points", P),
+)
+UNITS = {
+    u.label: u
+    for u in (
+        *(v for v in dict(globals()).values() if isinstance(v, Unit)),
+        *(objectives_gain(subset) for subset in ("all tokens", "multi-token words")),
+        *LEGACY,
+    )
+}
+
+
+def unit_of(label: str) -> Unit:
+    """The unit a saved row's label names; an unknown label is an error that names it."""
+    if label not in UNITS:
+        raise KeyError(f"no unit is labelled {label!r} (headlab.findings.units)")
+    return UNITS[label]
