@@ -39,6 +39,14 @@ def test_notebooks_are_committed_clean_with_the_registrys_parameters_cell(path):
     assert tagged[0]["source"] == parameters_cell(path.stem), "run python -m tools.pages"
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS[1:], ids=lambda p: p.stem)
+def test_every_finding_page_saves_its_claims_one_way_and_ends_on_its_verdicts(path):
+    code = "\n".join(c["source"] for c in code_cells(path))
+    [saved] = re.findall(r"^save_claims\(lab, (\w+)\)(?:  #.*)?$", code, flags=re.M)
+    assert "claims_table(" not in code and "claims_file(" not in code
+    assert code_cells(path)[-1]["source"] == f"Markdown(verdict_table({saved}))"
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebooks_work_through_the_lab_they_get(path):
     """A page sets up one ``lab`` and leaves the device, batch size, pad id and model passes to it (``lab.device``,

@@ -5,6 +5,7 @@ right small-sample quantiles, and claims that quote the study word for word."""
 import math
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from scipy import stats as sps
@@ -24,6 +25,8 @@ from headlab.findings.claims import (
     judge,
     quote_in,
     render,
+    save_claims,
+    verdict_table,
     with_mean_ablation,
 )
 from headlab.findings.units import ACCURACY_CHANGE as CHANGE
@@ -331,3 +334,13 @@ def test_an_undecided_row_over_random_draws_asks_for_more_draws_not_only_more_pa
     assert "pairs (not 1379)" not in over_draws.why  # more pairs alone would not narrow the draws' part
     over_pairs = judge(collapse, 0.525, 0.332, 0.717, n_examples=1379)
     assert "pairs (not 1379) would decide it" in over_pairs.why
+
+
+def test_a_page_ends_on_a_table_of_its_verdicts_and_saves_its_claims_once(tmp_path):
+    rows = [_measured(), Claim.not_measured("term_matching.matching_costs", reason="Not measured: no sweep")]
+    table = verdict_table(rows).splitlines()
+    assert len(table) == 2 + len(rows) and "| **cannot tell** | not measured |" in table[-1]
+    assert f"| **{rows[0].verdict}** | -60.0% [-65.0%, -55.0%] |" in table[2]
+    saved = []
+    save_claims(SimpleNamespace(save_table=lambda frame, name: saved.append((name, len(frame)))), rows)
+    assert saved == [("claims_05_term_matching", 2)]

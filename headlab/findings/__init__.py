@@ -7,7 +7,7 @@ tools that several findings share are exported here:
 """
 
 from headlab.findings.attention_compare import compare_maps
-from headlab.findings.claims import claims_file, claims_table, render, with_mean_ablation
+from headlab.findings.claims import claims_file, claims_table, render, save_claims, verdict_table, with_mean_ablation
 from headlab.findings.cls_head import single_head_correct
 from headlab.findings.importance import half_split
 from headlab.findings.order import order_heads
@@ -26,9 +26,11 @@ __all__ = [
     "pair_role_scores",
     "random_lower_sets",
     "render",
+    "save_claims",
     "role_indices",
     "role_scores",
     "showcase_examples",
     "single_head_correct",
+    "verdict_table",
     "with_mean_ablation",
 ]

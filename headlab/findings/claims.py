@@ -959,6 +959,27 @@ def floor_text(c: Claim) -> str:
     return f" ({share(c.kappa_lost)}{interval} of the unmasked quadratic κ lost{mark})"
 
 
+def save_claims(lab, rows: list[Claim]) -> None:
+    """Save the page's claims of the study in ``lab`` (a :class:`headlab.lab.lab.Lab`) as its one claims table
+    (``claims_<page>``, which the scorecard reads)."""
+    lab.save_table(claims_table(rows), claims_file(rows))
+
+
+def verdict_table(rows: list[Claim]) -> str:
+    """Every page's last cell: its claims at a glance, one row each (the claim, the verdict, our number with its
+    interval, the study's number); the reasons are where each claim is measured."""
+    lines = ["| the study's claim | verdict | ours | the study |", "|---|---|---|---|"]
+    for c in rows:
+        ours = "not measured" if math.isnan(c.ours) else f"{unit_of(c.unit).number(c.ours)}{_interval(c)}"
+        study = (
+            ""
+            if c.study is None or (isinstance(c.study, float) and math.isnan(c.study))
+            else unit_of(c.study_unit or c.unit).number(c.study)
+        )
+        lines.append(f"| {c.claim} | **{c.verdict}** | {ours.strip()} | {study} |")
+    return "\n".join(lines)
+
+
 def render(claims: list[Claim]) -> str:
     """Markdown bullets, one per claim: the claim, the verdict, our number with its raw and adjusted intervals, the
     study's number, why, and the rule."""
@@ -1004,4 +1025,6 @@ __all__ = [
     "quote_in",
     "registered",
     "render",
+    "save_claims",
+    "verdict_table",
 ]
