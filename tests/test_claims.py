@@ -20,6 +20,7 @@ from headlab.findings.claims import (
     Claim,
     StudyClaim,
     adjusted,
+    check_families,
     claims_file,
     claims_table,
     judge,
@@ -62,6 +63,9 @@ def test_the_claims_the_study_does_not_make_are_gone():
     assert "layer_dependence.layer_10_head_hurts" not in STUDY_CLAIMS  # one verdict per sentence: 07's head
     assert "redundancy.gain_at_10" not in STUDY_CLAIMS  # it shared its number with no_loss_below_20
     assert FAMILY == FAMILIES["study"] and sum(FAMILIES.values()) == len(STUDY_CLAIMS)
+    extra = StudyClaim("x.y", "01_redundancy", "c", "q", "effect", 1, 0.05, "because")
+    with pytest.raises(ValueError, match="a changed family is a new verdict rule"):
+        check_families({**STUDY_CLAIMS, "x.y": extra}, FAMILIES)
     ours = {c for c, spec in STUDY_CLAIMS.items() if spec.tally == "ours"}
     assert {"patching.cls_head_hands_on", "two_tower.fails_on_shared_terms", "pruning.keep_low_heads"} <= ours
     assert "term_matching.matching_costs" not in ours

@@ -544,7 +544,22 @@ STUDY_CLAIMS: dict[str, StudyClaim] = {
         ),
     ]
 }
-FAMILIES = {tally: sum(c.tally == tally for c in STUDY_CLAIMS.values()) for tally in TALLIES}
+# Each tally's Bonferroni family, stated (rule 3): a claim added or removed changes the level every verdict of its
+# tally is judged at, so it is a new rule: state the new family here and raise RULE_VERSION with it.
+FAMILIES = {"study": 26, "ours": 5, "objectives": 2}
+
+
+def check_families(claims: dict[str, StudyClaim], families: dict[str, int]) -> None:
+    """Refuse a registry whose tallies do not hold the stated families (checked when this module loads)."""
+    registered = {tally: sum(c.tally == tally for c in claims.values()) for tally in TALLIES}
+    if registered != families:
+        raise ValueError(
+            f"the tallies hold {registered} claims but FAMILIES states {families}: a changed family is a new verdict "
+            "rule (state it in headlab.findings.claims.FAMILIES and raise RULE_VERSION)"
+        )
+
+
+check_families(STUDY_CLAIMS, FAMILIES)
 FAMILY = FAMILIES["study"]  # the study's claims on one model's scorecard: the family its correction is over
 
 
