@@ -10,28 +10,23 @@ from types import SimpleNamespace
 import pytest
 from scipy import stats as sps
 
-from headlab.findings.claims import (
+from headlab.findings.claims import FAMILIES, FAMILY, STUDY_CLAIMS, StudyClaim, check_families, quote_in
+from headlab.findings.units import ACCURACY_CHANGE as CHANGE
+from headlab.findings.units import KAPPA_LOST, VERSUS_RANDOM, Kind, Unit, unit_of
+from headlab.findings.verdicts import (
     ALPHA,
-    FAMILIES,
-    FAMILY,
     RULE_VERSION,
-    STUDY_CLAIMS,
     VERDICTS,
     Claim,
-    StudyClaim,
     adjusted,
-    check_families,
     claims_file,
     claims_table,
     judge,
-    quote_in,
     render,
     save_claims,
     verdict_table,
     with_mean_ablation,
 )
-from headlab.findings.units import ACCURACY_CHANGE as CHANGE
-from headlab.findings.units import KAPPA_LOST, VERSUS_RANDOM, Kind, Unit, unit_of
 
 STUDY_TEXT = (Path(__file__).parents[1] / "docs" / "study.md").read_text(encoding="utf-8")
 

@@ -11,7 +11,6 @@ from headlab.core.masking import head_grid
 from headlab.core.stats import mcnemar, relative_change
 from headlab.core.sweep import baseline_spec, layer_specs, plan_table, run_sweep, single_head_specs
 from headlab.findings import cls_head, term_matching
-from headlab.findings.claims import render
 from headlab.findings.cls_head import (
     cls_rows,
     concentration,
@@ -30,6 +29,7 @@ from headlab.findings.cls_head import (
     spread_under_masks,
 )
 from headlab.findings.roles import ENGLISH_STOPWORDS, cls_profile
+from headlab.findings.verdicts import render
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "07_cls_head.ipynb"
 

@@ -3,7 +3,6 @@ import pandas as pd
 import pytest
 
 from headlab.core.stats import holm
-from headlab.findings.claims import render
 from headlab.findings.layer_dependence import (
     depth_note,
     halves_claims,
@@ -20,6 +19,7 @@ from headlab.findings.layer_dependence import (
     study_layer_to_ours,
     study_layers_to_ours,
 )
+from headlab.findings.verdicts import render
 
 
 def test_study_layers_map_by_relative_depth():

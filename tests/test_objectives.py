@@ -6,7 +6,6 @@ import json
 import pandas as pd
 import pytest
 
-from headlab.findings.claims import render
 from headlab.findings.objectives import (
     NSP_ACCURACY,
     claims,
@@ -16,6 +15,7 @@ from headlab.findings.objectives import (
     pretrained_name,
     verdict,
 )
+from headlab.findings.verdicts import render
 from headlab.models.names import named_model_dir
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from headlab.core.evaluate import Encoded
 from headlab.findings import order_report
-from headlab.findings.claims import STUDY_CLAIMS, claims_file, render
+from headlab.findings.claims import STUDY_CLAIMS
 from headlab.findings.order import CONDITIONS, case_shares, order_heads, sensitivity_reduction
 from headlab.findings.order_report import (
     case_grades,
@@ -22,6 +22,7 @@ from headlab.findings.order_report import (
     verdict_shuffle,
 )
 from headlab.findings.units import unit_of
+from headlab.findings.verdicts import claims_file, render
 
 
 def _order_table(scores=(0.9, 0.6, 0.1), half=0.05):

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 from tiny_setup import tiny_setup
 
-from headlab.findings.claims import STUDY_CLAIMS, claims_file
+from headlab.findings.claims import STUDY_CLAIMS
 from headlab.findings.cls_head import single_head_correct
 from headlab.findings.patching import (
     agreement,
@@ -22,6 +22,7 @@ from headlab.findings.patching import (
     specificity,
 )
 from headlab.findings.term_matching import matching_heads
+from headlab.findings.verdicts import claims_file
 
 WORDS = "cat dog bird man woman guitar flute car road river tree house".split()
 

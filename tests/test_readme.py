@@ -12,8 +12,8 @@ from tiny_setup import PAIRS, tiny_setup
 
 import headlab
 from headlab.book.build import REPO
-from headlab.findings.claims import Claim, claims_table
 from headlab.findings.units import unit_of
+from headlab.findings.verdicts import Claim, claims_table
 from tools import readme
 
 

@@ -1,12 +1,12 @@
-"""Finding 1's claims: measured on the share curve, judged by the one rule (headlab.findings.claims.judge); "falls
+"""Finding 1's claims: measured on the share curve, judged by the one rule (headlab.findings.verdicts.judge); "falls
 steadily" as the rise of the share of kappa lost, a share at the floor counting as fallen."""
 
 import math
 
 import pandas as pd
 
-from headlab.findings.claims import render
 from headlab.findings.redundancy import claims, verdict
+from headlab.findings.verdicts import render
 
 KAPPA = 2.0  # in these curves a relative change of accuracy r loses a share -2r of kappa; -50% is the floor
 

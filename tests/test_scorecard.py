@@ -8,8 +8,8 @@ import pandas as pd
 
 from headlab.book.build import PRESETS, REPO, not_built_commands, site_toc
 from headlab.book.scorecard import scorecard_markdown, scorecard_table
-from headlab.findings.claims import Claim, claims_file, claims_table
 from headlab.findings.units import STUDY_GRADE_SHIFT, unit_of
+from headlab.findings.verdicts import Claim, claims_file, claims_table
 from headlab.report.bookjs import VEGA_PATH
 
 
@@ -257,7 +257,8 @@ def test_the_page_opens_on_a_grid_with_one_cell_per_claim_and_model_drawn_by_the
 
 
 def test_the_published_rows_of_this_rule_never_print_an_interval_narrower_adjusted_or_a_nan_bound():
-    from headlab.findings.claims import KINDS, RULE_VERSION
+    from headlab.findings.claims import KINDS
+    from headlab.findings.verdicts import RULE_VERSION
 
     table = pd.read_csv(REPO / "results" / "scorecard.csv")
     current = table[table["rule_version"] == RULE_VERSION] if "rule_version" in table else table.iloc[0:0]

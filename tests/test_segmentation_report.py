@@ -7,7 +7,6 @@ import pytest
 from conftest import minilm_tokenizer
 
 from headlab.core.evaluate import encode
-from headlab.findings.claims import claims_file, render
 from headlab.findings.segmentation import BoundaryData
 from headlab.findings.segmentation_report import (
     ALL,
@@ -25,6 +24,7 @@ from headlab.findings.segmentation_report import (
     verdict_union,
 )
 from headlab.findings.units import unit_of
+from headlab.findings.verdicts import claims_file, render
 
 
 def _data(seed: int = 0, n_examples: int = 80, per_example: int = 12) -> BoundaryData:

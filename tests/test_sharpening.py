@@ -4,7 +4,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from headlab.findings.claims import claims_file
 from headlab.findings.sharpening import (
     CHANGES,
     Choice,
@@ -16,6 +15,7 @@ from headlab.findings.sharpening import (
     verdict,
 )
 from headlab.findings.units import ATTENTION_CHANGE, unit_of
+from headlab.findings.verdicts import claims_file
 
 IDS = [
     "sharpening.match_rises",

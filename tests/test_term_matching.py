@@ -5,7 +5,6 @@ from tiny_setup import tiny_setup
 
 from headlab.core.sweep import plan_table, run_sweep
 from headlab.findings import term_matching
-from headlab.findings.claims import claims_file, render
 from headlab.findings.importance import half_pool
 from headlab.findings.roles import ENGLISH_STOPWORDS
 from headlab.findings.term_matching import (
@@ -17,6 +16,7 @@ from headlab.findings.term_matching import (
     term_matching_specs,
 )
 from headlab.findings.units import VERSUS_RANDOM
+from headlab.findings.verdicts import claims_file, render
 
 MATCHING = [(2, 9), (1, 1), (2, 4), (0, 8), (1, 0)]
 

@@ -7,7 +7,6 @@ import pytest
 from conftest import minilm_tokenizer
 
 from headlab.core.evaluate import encode
-from headlab.findings.claims import claims_file, render
 from headlab.findings.roles import ENGLISH_STOPWORDS
 from headlab.findings.two_tower import (
     REFERENCE,
@@ -20,6 +19,7 @@ from headlab.findings.two_tower import (
     shared_term_gap,
     shares_terms,
 )
+from headlab.findings.verdicts import claims_file, render
 
 GRADES = np.array([1, 2, 3, 4, 5] * 40)
 

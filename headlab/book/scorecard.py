@@ -19,18 +19,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from headlab.findings.claims import (
-    ALPHA,
-    FAMILIES,
-    RULE_VERSION,
-    RULES,
-    STUDY_CLAIMS,
-    TALLIES,
-    VERDICTS,
-    study_claim_id,
-)
-from headlab.findings.claims import COLUMNS as CLAIM_COLUMNS
+from headlab.findings.claims import FAMILIES, STUDY_CLAIMS, TALLIES, study_claim_id
 from headlab.findings.units import KAPPA_START, unit_of
+from headlab.findings.verdicts import ALPHA, RULE_VERSION, RULES, VERDICTS
+from headlab.findings.verdicts import COLUMNS as CLAIM_COLUMNS
 from headlab.lab.params import Params
 from headlab.report.charts import verdict_grid
 from headlab.report.layout import fit

@@ -7,12 +7,12 @@ tools that several findings share are exported here:
 """
 
 from headlab.findings.attention_compare import compare_maps
-from headlab.findings.claims import claims_file, claims_table, render, save_claims, verdict_table, with_mean_ablation
 from headlab.findings.cls_head import single_head_correct
 from headlab.findings.importance import half_split
 from headlab.findings.order import order_heads
 from headlab.findings.roles import ENGLISH_STOPWORDS, cls_profile, pair_role_scores, role_scores, showcase_examples
 from headlab.findings.term_matching import matching_heads, random_lower_sets, role_indices
+from headlab.findings.verdicts import claims_file, claims_table, render, save_claims, verdict_table, with_mean_ablation
 
 __all__ = [
     "ENGLISH_STOPWORDS",

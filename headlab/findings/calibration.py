@@ -1,6 +1,6 @@
 """How often the verdict rule is wrong, and how often it finds a true effect, at the book's own settings (issue #46,
 item 12): every registered claim is simulated with a planted truth and judged by the real
-:func:`headlab.findings.claims.judge`, over many simulated scorecards.
+:func:`headlab.findings.verdicts.judge`, over many simulated scorecards.
 
 Why: a verdict is worth what its error rates are. The rule widens each interval for the family and a page's search
 (Bonferroni), so a wrong "holds" or "opposite" on a scorecard where nothing is true should be rarer than 5%; and a
@@ -53,13 +53,14 @@ from scipy import special
 from scipy import stats as sps
 
 from headlab.core.stats import draws_df
-from headlab.findings import claims as claims_module
-from headlab.findings.claims import FAMILIES, STUDY_CLAIMS, StudyClaim, judge
+from headlab.findings import verdicts as verdicts_module
+from headlab.findings.claims import FAMILIES, STUDY_CLAIMS, StudyClaim
 from headlab.findings.importance import collapse_shares
 from headlab.findings.layer_dependence import (
     STUDY_GAIN_LAYERS,
     study_layers_to_ours,
 )
+from headlab.findings.verdicts import judge
 from headlab.lab.pages import page
 
 REPO = Path(__file__).resolve().parents[2]  # the repository (not headlab.lab.params: it loads torch)
@@ -215,11 +216,11 @@ class Row:
     se: float = math.nan  # the standard error the interval rests on (for a rule that builds its own)
 
 
-Decide = Callable[[str, Row], SimpleNamespace | claims_module.Judgement]
+Decide = Callable[[str, Row], SimpleNamespace | verdicts_module.Judgement]
 
 
-def current_rule(claim_id: str, row: Row) -> claims_module.Judgement:
-    """The book's rule: :func:`headlab.findings.claims.judge` on the registered claim, as ``Claim.measured`` does."""
+def current_rule(claim_id: str, row: Row) -> verdicts_module.Judgement:
+    """The book's rule: :func:`headlab.findings.verdicts.judge` on the registered claim, as ``Claim.measured`` does."""
     return judge(
         STUDY_CLAIMS[claim_id], row.ours, row.lo, row.hi, df=row.df, search=row.search, n_examples=row.n_examples
     )
@@ -241,7 +242,7 @@ def fast_quantiles(*modules) -> Iterator[None]:
     """``judge`` with scipy.stats' ``t.ppf``/``norm.ppf`` replaced by the special functions they evaluate
     (``stdtrit``, ``ndtri``; equal to the last bit, tests/test_verdict_calibration.py), so ~10^5 verdicts take
     seconds, not minutes; the rule's logic is untouched."""
-    modules = modules or (claims_module,)
+    modules = modules or (verdicts_module,)
     saved = [m.sps for m in modules]
     try:
         for m in modules:
@@ -348,8 +349,8 @@ def resolvable(spec: StudyClaim, d: Design) -> bool:
     the time, by the textbook power sum: the smallest effect must be at least (adjusted quantile + the power's
     normal quantile) standard errors, with the cautious df of the draws (a no-effect claim: the margin against the
     same sum). Where it is not, the book's precision cannot show the study's size, and the rows say how many pairs
-    would (:func:`headlab.findings.claims.judge`)."""
-    level = 1 - claims_module.ALPHA / (2 * d.family * d.search)
+    would (:func:`headlab.findings.verdicts.judge`)."""
+    level = 1 - verdicts_module.ALPHA / (2 * d.family * d.search)
     df = math.inf if d.n_draws <= 1 else float(d.n_draws - 1)
     q = float(_t(level, df)) + float(sps.norm.ppf(POWER))
     size = spec.margin if spec.kind == "no_effect" else spec.min_size

@@ -9,8 +9,8 @@ head's per-example results masked alone (notebook 02's sweep, or computed the sa
 it is measured on the other: its effect on accuracy, its concentration on shared terms against the share a
 uniform row would give, and the spread, a paired before/after change of the row's entropy placed among the
 same change with random lower heads masked instead. Each of the study's claims is a
-:class:`headlab.findings.claims.Claim` row (:func:`focus_claims`, :func:`concentration_claims`,
-:func:`spread_claims`), judged by :func:`headlab.findings.claims.judge` from the registered claim, which the page
+:class:`headlab.findings.verdicts.Claim` row (:func:`focus_claims`, :func:`concentration_claims`,
+:func:`spread_claims`), judged by :func:`headlab.findings.verdicts.judge` from the registered claim, which the page
 renders as its verdict and saves. This page's ``cls_head.masking_hurts`` is the book's one verdict on the study's
 "so does one high head in layer 10", by one selection rule (:func:`focus_head` on one half, measured on the other).
 """
@@ -38,12 +38,12 @@ from headlab.core.sweep import (
     single_head_specs,
 )
 from headlab.findings.attention_compare import token_labels
-from headlab.findings.claims import Claim
 from headlab.findings.importance import half_split
 from headlab.findings.layer_dependence import STUDY_HIGH_HEAD_LAYER, STUDY_LAYERS, study_layer_to_ours
 from headlab.findings.roles import cls_attention_on_shared, content_positions, paired_delta, shared_terms
 from headlab.findings.term_matching import choice_limit, role_indices
 from headlab.findings.units import ACCURACY_CHANGE, CLS_CONCENTRATION, CLS_SPREAD, CLS_SPREAD_VERSUS_RANDOM
+from headlab.findings.verdicts import Claim
 
 SPREAD_METRICS = ["entropy", "shared_share", "content_mass"]
 MASK_METHOD = "paired bootstrap over the held-out test pairs (the half the head was not chosen on)"
@@ -184,7 +184,7 @@ def focus_claims(row: pd.Series, effect: dict, layers: int) -> list[Claim]:
     selection pairs (the upper-half head whose masking alone costs most there); ``effect`` its
     :func:`held_out_effect` on the other pairs, the only ones the row's number, interval and p come from (with its
     kappa columns, the share of kappa lost is shown beside and the floor marked). Judged by
-    :func:`headlab.findings.claims.judge` (an effect below zero); the McNemar p is kept beside the interval. Only one
+    :func:`headlab.findings.verdicts.judge` (an effect below zero); the McNemar p is kept beside the interval. Only one
     head is tested on the held-out pairs, so nothing is corrected for the many heads it was chosen from.
     """
     layer, head = int(row["layer"]), int(row["head"])
@@ -431,7 +431,7 @@ def concentration_claims(table: pd.DataFrame, layer: int, head: int) -> list[Cla
 
     ``table`` is the :func:`concentration` table of all heads on the held-out pairs (those the head was not
     chosen on), so the reason also says where the head ranks. Ours is the mean excess over a uniform row with its
-    95% bootstrap interval, judged by :func:`headlab.findings.claims.judge` (an effect above zero); the sign test's p
+    95% bootstrap interval, judged by :func:`headlab.findings.verdicts.judge` (an effect above zero); the sign test's p
     is kept beside it.
     """
     row = table[(table["layer"] == layer) & (table["head"] == head)].iloc[0]

@@ -2,9 +2,9 @@
 
 The study's BERT has 12 layers. A model of another depth is compared by relative depth: a study layer
 maps to our layer that holds its middle (for 6 layers, study layers 2l and 2l+1 map to our layer l).
-Each claim of the study the page tests is one :class:`headlab.findings.claims.Claim` row (``halves_claims``,
+Each claim of the study the page tests is one :class:`headlab.findings.verdicts.Claim` row (``halves_claims``,
 ``layers_claims``, ``heads_claims``), built with ``Claim.measured``: our number with its 95% interval and how it was
-computed, the evidence in words, and the verdict of :func:`headlab.findings.claims.judge` (the one rule of the book).
+computed, the evidence in words, and the verdict of :func:`headlab.findings.verdicts.judge` (the one rule of the book).
 Accuracy effects carry the share of quadratic kappa lost beside them; "collapse" and "costs far less" are judged on
 that scale (0 for the unmasked model, 100% for no agreement with the gold grades beyond chance). The page
 shows those rows rendered, then the numbers behind them (``halves_details``, ``layers_details``, ``heads_details``).
@@ -16,16 +16,10 @@ import pandas as pd
 from scipy import stats as sps
 
 from headlab.core.stats import by_interval, equivalent
-from headlab.findings.claims import (
-    MARGIN_WHY,
-    Claim,
-    draws_df_default,
-    judge,
-    registered,
-    render,
-)
+from headlab.findings.claims import MARGIN_WHY, registered
 from headlab.findings.importance import collapse_shares
 from headlab.findings.units import ACCURACY_CHANGE, HALF_GAP, HEADS_NOTHING, KAPPA_LOST, PAIRED, TWO_STAGE
+from headlab.findings.verdicts import Claim, draws_df_default, judge, render
 
 STUDY_LAYERS = 12
 STUDY_GAIN_LAYERS = range(5, 10)  # masking any one of these whole layers improved accuracy
@@ -230,7 +224,7 @@ def halves_claims(gap: pd.DataFrame) -> list[Claim]:
     half's share lost minus the upper half's (one bootstrap for both, :func:`headlab.core.stats.kappa_contrast`),
     judged at the weaker point among those where the two halves are not both at the floor (decided from their
     predictions); when both are at the floor at every point the comparison is saturated. Both verdicts come from
-    :func:`headlab.findings.claims.judge`.
+    :func:`headlab.findings.verdicts.judge`.
     """
     points = _collapse_points(gap)
     if points.empty:
@@ -376,7 +370,7 @@ def layers_claims(table: pd.DataFrame, layers: int, n_examples: int, alpha: floa
     layer's relative change with its 95% paired bootstrap interval, and its exact McNemar test Holm-corrected over all
     layers (kept beside the interval as the row's p). "Any of layers 5–9" is judged at the one of our layers there
     whose interval reaches lowest (the claim says every one); "layer 8" at our layer of that depth. Verdicts come from
-    :func:`headlab.findings.claims.judge`, the share of kappa lost beside (where the table has it). ``alpha`` is the
+    :func:`headlab.findings.verdicts.judge`, the share of kappa lost beside (where the table has it). ``alpha`` is the
     level of the table's Holm calls, named in :func:`layers_details`.
     """
     rows = table.set_index("layer")
@@ -502,7 +496,7 @@ def heads_claims(
     a Clopper–Pearson interval over the heads, against one half (more than half: "most"). "Some heads improve": the
     head with the strongest interval among all heads, judged with its interval widened once for the scorecard's
     claims and the heads it was chosen from (``search``), its Holm p kept beside it. Verdicts come from
-    :func:`headlab.findings.claims.judge`. The study's sentences about the term-matching heads and one head of layer
+    :func:`headlab.findings.verdicts.judge`. The study's sentences about the term-matching heads and one head of layer
     10 are tested on page 07, which reads notebook 05's heads and chooses its head on one part of the pairs and
     measures them all on the other.
     """

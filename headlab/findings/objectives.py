@@ -20,9 +20,9 @@ from pathlib import Path
 import pandas as pd
 from scipy.stats import binomtest
 
-from headlab.findings.claims import Claim, render
 from headlab.findings.segmentation_report import ALL, MULTI
 from headlab.findings.units import OBJECTIVES_MATCHING, STUDY_OBJECTIVES_MATCHING, objectives_gain
+from headlab.findings.verdicts import Claim, render
 from headlab.models.names import MODELS, named_model_dir
 from headlab.models.pretrain import pretraining_report
 
@@ -156,7 +156,7 @@ DIFFERENCE_METHOD = (
 
 def claims(table: pd.DataFrame) -> list[Claim]:
     """The study's credit of its two pretraining objectives as registered rows (:data:`STUDY_CLAIMS`, tally
-    ``objectives``, a family of its own), judged by :func:`headlab.findings.claims.judge` on the differences of
+    ``objectives``, a family of its own), judged by :func:`headlab.findings.verdicts.judge` on the differences of
     :func:`compare_objectives` (MLM+NSP minus MLM alone): NSP made the term-matching heads (masking them costs the NSP
     model more, by the registered size), and MLM alone made the segmentation heads (the best head's gain over the
     majority class is the same within the registered margin; multi-token words shown beside, not judged)."""

@@ -3,8 +3,8 @@
 The study showed one pair: query "京东小哥", title "京东小哥最近在干什么", grade 4; title shuffled, grade 2;
 shuffled with its 7 order heads masked, grade 3; shuffled with 7 random heads masked (100 draws), still 2.
 Each part of the page measures one claim of the study on the tables of :mod:`headlab.findings.order`, over a whole
-test set, as a :class:`~headlab.findings.claims.Claim` row (``*_claims``), judged by the one rule of
-:func:`headlab.findings.claims.judge`; its verdict is that row rendered, then the numbers behind it. The random heads
+test set, as a :class:`~headlab.findings.verdicts.Claim` row (``*_claims``), judged by the one rule of
+:func:`headlab.findings.verdicts.judge`; its verdict is that row rendered, then the numbers behind it. The random heads
 there are depth-matched (drawn from the order heads' layers). The study's one pair is counted and shown
 (:func:`verdict_case`), but it is no claim row: the study does not claim it is typical.
 """
@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-# notebook 04 takes claims_file and claims_table from here
-from headlab.findings.claims import Claim, claims_file, claims_table, render  # noqa: F401
 from headlab.findings.order import CONDITIONS, PATTERNS
 from headlab.findings.units import DIAGONAL, GRADE_SHIFT, STUDY_GRADE_SHIFT, TOTAL_VARIATION
+
+# notebook 04 takes claims_file and claims_table from here
+from headlab.findings.verdicts import Claim, render
 
 STUDY_K = 7
 STUDY_DRAWS = 100

@@ -30,7 +30,6 @@ from headlab.core.masking import head_grid
 from headlab.core.patching import PatchEngine, single_head_patches
 from headlab.core.stats import bootstrap_weights, draw_counts
 from headlab.core.sweep import BASELINE, correct_matrix
-from headlab.findings.claims import Claim
 from headlab.findings.cls_head import focus_head, selection_grid, split_halves
 from headlab.findings.contrast import Contrast, contrast_pairs
 from headlab.findings.term_matching import (
@@ -43,6 +42,7 @@ from headlab.findings.term_matching import (
 )
 from headlab.findings.two_tower import shares_terms
 from headlab.findings.units import CARRY, MASK_SPECIFICITY, PATH
+from headlab.findings.verdicts import Claim
 
 
 def restored_shares(table: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
@@ -239,7 +239,7 @@ def claims(
     receiver,
     n_contrast: int,
 ) -> list[Claim]:
-    """Page 09's claims, one row each, judged by :func:`headlab.findings.claims.judge`: the matching heads carry the
+    """Page 09's claims, one row each, judged by :func:`headlab.findings.verdicts.judge`: the matching heads carry the
     term-matching signal (patching them restores more than random heads: :func:`restored_against_draws`); their
     masking cost is specific to pairs that share a term (:func:`masking_specificity`, random heads as a sub-row);
     the ``[CLS]`` head hands what they carry to the classifier (:func:`path_restored`: the grade, and as a sub-row

@@ -27,9 +27,10 @@ from headlab.core.sweep import (
     predicted_matrix,
     share_masks,
 )
-from headlab.findings.claims import STUDY_CLAIMS, Claim
+from headlab.findings.claims import STUDY_CLAIMS
 from headlab.findings.importance import half_pool
 from headlab.findings.units import DISTILL_GAP
+from headlab.findings.verdicts import Claim
 from headlab.lab.lab import load
 from headlab.lab.params import REPO
 

@@ -21,7 +21,7 @@ import pandas as pd
 from headlab.core.attention import attention_maps
 from headlab.core.evaluate import Encoded
 from headlab.core.stats import by_interval
-from headlab.findings.claims import Claim, registered, render
+from headlab.findings.claims import registered
 from headlab.findings.segmentation import (
     BoundaryData,
     baselines,
@@ -35,6 +35,7 @@ from headlab.findings.segmentation import (
     shuffled_union_control,
 )
 from headlab.findings.units import SEGMENTATION_GAIN, SINGLE_HEAD_ACCURACY, UNION_ACCURACY
+from headlab.findings.verdicts import Claim, render
 from headlab.inputs.pieces import piece_convention
 from headlab.inputs.pku import held_out_sentences
 from headlab.inputs.words import SEGMENTER, chinese_words, has_cjk
@@ -471,7 +472,7 @@ def claims(comparison: pd.DataFrame, not_comparable: str = "", corpus: str | Non
     WordPiece, so ours is what a rule adds to the majority class on examples it was not chosen on (a difference of
     shares, in points): the best head chosen on other examples (one head), and a probe on all heads' attention
     trained on other examples (several heads; the oracle union knows the answer when it picks the head). Both are
-    judged by :func:`headlab.findings.claims.judge`. ``comparison`` is :attr:`SegmentationResults.comparison`;
+    judged by :func:`headlab.findings.verdicts.judge`. ``comparison`` is :attr:`SegmentationResults.comparison`;
     ``not_comparable`` is :func:`given_away`'s reason for this model and corpus ("" when comparable); ``corpus``
     names a second corpus, whose rows are sub-rows of the claims (``word_segmentation.single_head/eval_jieba``).
     """

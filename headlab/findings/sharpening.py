@@ -17,8 +17,8 @@ measured pair chooses a head, and a head is never chosen for how fine-tuning cha
 add is regression to the mean (a head ranked high before fine-tuning tends to score lower later), which works
 against a claimed rise.
 
-Each claimed change becomes :class:`headlab.findings.claims.Claim` rows (:func:`claims`), judged by
-:func:`headlab.findings.claims.judge`, with the ids of :data:`CHANGES` (all heads: the registered id; term-matching
+Each claimed change becomes :class:`headlab.findings.verdicts.Claim` rows (:func:`claims`), judged by
+:func:`headlab.findings.verdicts.judge`, with the ids of :data:`CHANGES` (all heads: the registered id; term-matching
 heads: ``<id>/matching_heads``; ``match_excess``: ``<id>/excess_all_heads``, ``<id>/excess_matching_heads``).
 """
 
@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from headlab.findings.claims import Claim, render
 from headlab.findings.importance import half_split
 from headlab.findings.roles import pair_role_scores, paired_delta, rank_heads
 from headlab.findings.units import ATTENTION_CHANGE
+from headlab.findings.verdicts import Claim, render
 
 CHOICE_SPLIT = "dev"  # the split the term-matching heads are chosen on: never the test pairs they are measured on
 
@@ -197,7 +197,7 @@ def _claim_text(change: Change, key: str) -> str | None:
 
 def _reason(r, choice: Choice) -> str:
     """The evidence of a row, in words: the levels, the change as a share of its level, the pairs, how heads were
-    chosen (no verdict: :func:`headlab.findings.claims.judge` gives it)."""
+    chosen (no verdict: :func:`headlab.findings.verdicts.judge` gives it)."""
     if r["scope"] == SCOPES["subset"]:
         chosen = f" The {len(choice.heads)} heads were {choice.how()}."
     else:
@@ -239,7 +239,7 @@ def claims(changes: pd.DataFrame, choice: Choice) -> list[Claim]:
 
     ``changes`` is :func:`scope_changes` of the test pairs; ``choice`` the heads' :class:`Choice`, which the
     term-matching rows describe. The study gave no numbers, so ``study`` is empty; the verdict is
-    :func:`headlab.findings.claims.judge`'s, an effect in the study's direction.
+    :func:`headlab.findings.verdicts.judge`'s, an effect in the study's direction.
     """
     return [_claim(change, key, changes, choice) for change in CHANGES for key in SCOPES if key in change.rows]
 

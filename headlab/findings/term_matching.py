@@ -7,7 +7,7 @@ random heads cost nothing; all heads of layers 0-5 cost 86.5%, and all of them b
 with two controls the study lacks: 5 random heads of the lower half (the matching heads' own half, where masking
 costs more), and the lower half masked except 5 random heads of it. The matching heads' effects are then compared
 with the mean of those random draws, as a difference whose interval covers the draws' spread and the pairs. The
-page's verdict is the study's claims as rows (:func:`claims`), each judged by :func:`headlab.findings.claims.judge`.
+page's verdict is the study's claims as rows (:func:`claims`), each judged by :func:`headlab.findings.verdicts.judge`.
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ from headlab.core.sweep import (
     predicted_matrix,
     random_share_specs,
 )
-from headlab.findings.claims import Claim
 from headlab.findings.importance import half_pool, half_split
 from headlab.findings.layer_dependence import STUDY_MATCHING_LAYERS, study_layers_to_ours
 from headlab.findings.roles import SHARED_TERMS, rank_heads, role_scores
 from headlab.findings.units import ACCURACY_CHANGE, PAIRED, TWO_STAGE, VERSUS_RANDOM
+from headlab.findings.verdicts import Claim
 
 # condition -> (how the table names it, the study's relative change or None where the study has no number)
 CONDITIONS: dict[str, tuple[str, float | None]] = {
@@ -563,7 +563,7 @@ def _keep_claim(rows: pd.DataFrame, by_test: dict, names: dict, selection: str) 
 
 def claims(table: pd.DataFrame, comparison: pd.DataFrame, selection: str = "") -> list[Claim]:
     """The study's claims about the term-matching heads as rows (:func:`condition_table`, :func:`random_comparison`),
-    one per registered claim, each judged by :func:`headlab.findings.claims.judge`.
+    one per registered claim, each judged by :func:`headlab.findings.verdicts.judge`.
 
     The table's kappa columns put each masked condition on the chance-corrected scale (beside its accuracy, and in
     the reason for a comparison with random heads) and mark a mask that leaves the model at the floor;

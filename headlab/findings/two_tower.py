@@ -9,7 +9,7 @@ cross-encoder with attention kept inside each sentence, and a lexical grader wit
 intervals. The study's reason is tested where it can be: if two towers fail because they cannot match terms, their
 loss against the cross-encoder is larger on the pairs whose query and title share a term
 (:func:`shares_terms`, :func:`shared_term_gap`). The claims are rows (:func:`claims`), judged by
-:func:`headlab.findings.claims.judge`.
+:func:`headlab.findings.verdicts.judge`.
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from headlab.core.evaluate import GRADE_LABELS, metrics, predict, predicted_grad
 from headlab.core.masking import head_grid
 from headlab.core.stats import bootstrap_weights, mcnemar, relative_change
 from headlab.core.sweep import BASELINE, kappa_columns
-from headlab.findings.claims import Claim
 from headlab.findings.lexical import fit_lexical
 from headlab.findings.roles import shared_terms
 from headlab.findings.term_matching import term_matching_specs
 from headlab.findings.units import ACCURACY_CHANGE, PAIRED, TWO_TOWER_GAP
+from headlab.findings.verdicts import Claim
 from headlab.models.two_tower import finetune_two_tower, load_two_tower, pair_encodings, predict_two_tower
 
 REFERENCE = "cross-encoder"

@@ -766,7 +766,7 @@ VERDICT_COLOURS = {
     "opposite": "#b279a2",
     "cannot tell": "#bab0ac",
     "not comparable": "#eeeeee",
-}  # headlab.findings.claims.VERDICTS, in their order
+}  # headlab.findings.verdicts.VERDICTS, in their order
 
 
 def verdict_grid(

@@ -1,0 +1,493 @@
+"""The one verdict rule, and the rows it writes: a claim measured on a run (:class:`Claim`), judged by :func:`judge`
+against its registered row (:mod:`headlab.findings.claims`), rendered on its page and saved for the scorecard.
+
+:func:`judge` is the one verdict rule. "holds": the adjusted interval lies beyond the smallest effect of interest in
+the claimed direction (or, for no effect, within the margin); "does not hold": it lies short of that size (or outside
+the margin); "opposite": it lies beyond no effect in the other direction; "cannot tell": the data decide neither, with
+the reason; "not comparable": the measurement cannot speak to the claim on this model (e.g. a tokenizer that already
+marks the word ends a head is scored on). A comparison whose two conditions both sit at the model's floor is
+*saturated* (cannot tell); a single effect that reaches the floor is judged as measured (a collapse to the floor is
+the collapse claimed). Sub-rows (``<claim>/<part>``) are evidence shown under their claim, outside the family:
+"not judged".
+
+A correction across claims (Bonferroni): the family is one model's claims of one tally (:data:`FAMILIES`), each
+judged at ``ALPHA / family``; a claim whose row was chosen among ``search`` candidates on the page (a head among the
+heads of some layers) is judged at ``ALPHA / (family * search)``: the interval is widened once, for both. The page's
+95% interval is widened to that level on each side by the ratio of t quantiles with the interval's degrees of
+freedom (``df``: infinite for pairs alone; Welch–Satterthwaite over the draws where random draws are resampled), so
+an adjusted interval is never narrower than the raw one, and the verdict a page shows is the verdict the scorecard
+shows. Raw and adjusted intervals are both kept in the row, with :data:`RULE_VERSION`.
+
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields, replace
+
+import pandas as pd
+from scipy import stats as sps
+
+from headlab.findings.claims import FAMILY, StudyClaim, registered, study_claim_id
+from headlab.findings.units import KAPPA_START, Unit, unit_of
+
+VERDICTS = ("holds", "does not hold", "opposite", "cannot tell", "not comparable", "not judged")
+ALPHA = 0.05
+RULE_VERSION = 3  # the verdict rule's version, kept in every row (older rows are marked, never silently mixed)
+_WORDS = {
+    "holds": "**holds** here",
+    "does not hold": "does **not** hold here",
+    "opposite": "the **opposite** holds here",
+    "cannot tell": "**cannot be told** here",
+    "not comparable": "is **not comparable** here",
+    "not judged": "is shown as evidence, **not judged** on its own",
+}
+RULES = {
+    "effect": "holds when the adjusted interval lies beyond the smallest effect of interest in the claimed "
+    "direction; does not hold when it lies short of that size; opposite when it lies beyond no effect in the other "
+    "direction",
+    "no_effect": "holds when the adjusted interval (two one-sided tests) lies within the margin; does not hold when it "
+    "lies outside it",
+    "compare": "as an effect, on the difference of the two conditions; saturated (cannot tell) when both sit at the "
+    "model's floor",
+}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the study on one run: its number and ours, the evidence's size, the verdict and why.
+
+    Build it with :meth:`measured` or :meth:`not_measured`; both judge it with :func:`judge`.
+    """
+
+    claim_id: str
+    finding: str
+    claim: str
+    quote: str
+    kind: str
+    study: float | None
+    ours: float
+    lo: float
+    hi: float
+    unit: str
+    method: str
+    n_examples: int
+    n_draws: int
+    p: float | None
+    verdict: str
+    reason: str
+    rule: str = ""
+    min_size: float = 0.0
+    margin: float = 0.0
+    size_why: str = ""
+    level: float = 1 - ALPHA / FAMILY
+    lo_adj: float = math.nan
+    hi_adj: float = math.nan
+    kappa_lost: float = math.nan  # share of the unmasked quadratic kappa lost (accuracy claims), with its interval
+    kappa_lost_lo: float = math.nan
+    kappa_lost_hi: float = math.nan
+    at_floor: bool = False  # the condition(s) the claim judges sit at the kappa floor (stats.at_floor)
+    floor_reason: str = ""  # what was checked to decide at_floor
+    study_unit: str = ""
+    page: str = ""
+    mean_ablation: str = ""  # the verdict with removed heads mean-ablated instead of zeroed ("" when not run)
+    df: float = math.inf  # the interval's degrees of freedom (infinite: pairs alone)
+    search: int = 1  # how many candidates the row was chosen among on its page (widens its interval once)
+    tally: str = "study"  # the family it is judged in (TALLIES)
+    size_source: str = ""  # where min_size (or the margin) comes from (SIZE_SOURCES)
+    rule_version: int = RULE_VERSION
+
+    def __post_init__(self):
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"claim {self.claim_id}: verdict {self.verdict!r} is not one of {VERDICTS}")
+
+    @property
+    def study_claim(self) -> str:
+        """The registered claim this row belongs to (:func:`study_claim_id`)."""
+        return study_claim_id(self.claim_id)
+
+    @classmethod
+    def measured(
+        cls,
+        claim_id: str,
+        *,
+        ours: float,
+        lo: float,
+        hi: float,
+        unit: Unit,
+        method: str,
+        n_examples: int,
+        reason: str,
+        n_draws: int = 1,
+        p: float | None = None,
+        df: float | None = None,
+        search: int = 1,
+        study: float | None = None,
+        study_unit: Unit | None = None,
+        kappa=None,
+        at_floor: bool = False,
+        floor_reason: str = "",
+        claim: str | None = None,
+        not_comparable: str = "",
+    ) -> Claim:
+        """A claim measured on this run, judged by :func:`judge`.
+
+        ``ours``/``lo``/``hi``: our number and its 95% interval, by ``method`` (e.g. "paired bootstrap over test
+        pairs"). ``df``: the interval's degrees of freedom (default: infinite for one draw, else ``n_draws - 1``, the
+        most cautious reading of draws resampled; pass the Welch–Satterthwaite value where the page has it).
+        ``search``: how many candidates the page chose this row among (a head among a layer's heads), so the verdict's
+        interval is widened once for them and for the family. ``p``: an exact test's p, kept beside the interval.
+        ``kappa``: for a claim on accuracy, the share of quadratic kappa the judged condition loses, shown beside the
+        accuracy (a mapping with kappa_lost, kappa_lost_lo, kappa_lost_hi: a row of a sweep summary or share curve,
+        :func:`headlab.core.sweep.kappa_columns`). ``at_floor``: the conditions compared all sit at the kappa floor
+        (decided from their predictions, :func:`headlab.core.stats.at_floor`; ``floor_reason`` says what was checked),
+        which makes a comparison saturated. ``study``: the study's number, only in ``unit``, or in
+        ``study_unit`` when the study gave it in another. ``not_comparable``: why this run cannot speak to the claim.
+        ``claim_id`` may name a sub-row, ``<registered id>/<part>``, with its own ``claim`` sentence: it is shown with
+        its intervals but not judged (outside the family).
+        """
+        spec = registered(claim_id)
+        lost, lost_lo, lost_hi = (
+            (float(kappa["kappa_lost"]), float(kappa["kappa_lost_lo"]), float(kappa["kappa_lost_hi"]))
+            if kappa is not None
+            else (math.nan, math.nan, math.nan)
+        )
+        at_floor = bool(at_floor)
+        df = draws_df_default(n_draws) if df is None else float(df)
+        judged = judge(
+            spec, ours, lo, hi, df=df, search=search, at_floor=at_floor, unit=unit, n_examples=int(n_examples)
+        )
+        verdict, why = (
+            ("not comparable", not_comparable)
+            if not_comparable
+            else ("not judged", SUB_ROW)
+            if claim_id != spec.claim_id
+            else (judged.verdict, judged.why)
+        )
+        return cls(
+            claim_id,
+            spec.finding,
+            claim or spec.claim,
+            spec.quote,
+            spec.kind,
+            study,
+            float(ours),
+            float(lo),
+            float(hi),
+            unit.label,
+            method,
+            int(n_examples),
+            int(n_draws),
+            None if p is None else float(p),
+            verdict,
+            _sentence(reason) + (f" {why}" if why else ""),
+            RULES[spec.kind],
+            spec.min_size,
+            spec.margin,
+            spec.size_why,
+            judged.level,
+            judged.lo_adj,
+            judged.hi_adj,
+            lost,
+            lost_lo,
+            lost_hi,
+            at_floor,
+            floor_reason,
+            study_unit.label if study_unit else "",
+            spec.page,
+            df=df,
+            search=int(search),
+            tally=spec.tally,
+            size_source=spec.size_source,
+        )
+
+    @classmethod
+    def not_measured(
+        cls,
+        claim_id: str,
+        *,
+        reason: str,
+        unit: Unit | None = None,
+        study: float | None = None,
+        claim: str | None = None,
+    ) -> Claim:
+        """A claim this run could not measure (``reason`` says why): "cannot tell", with no number."""
+        spec = registered(claim_id)
+        nan = math.nan
+        return cls(
+            claim_id,
+            spec.finding,
+            claim or spec.claim,
+            spec.quote,
+            spec.kind,
+            study,
+            nan,
+            nan,
+            nan,
+            unit.label if unit else "",
+            "",
+            0,
+            0,
+            None,
+            "cannot tell",
+            _sentence(reason),
+            RULES[spec.kind],
+            spec.min_size,
+            spec.margin,
+            spec.size_why,
+            page=spec.page,
+            tally=spec.tally,
+            size_source=spec.size_source,
+        )
+
+
+def with_mean_ablation(zeroed: list[Claim], mean_ablated: list[Claim]) -> list[Claim]:
+    """``zeroed`` (the study's HEAD-MASK) with each claim's verdict under mean-ablation beside it, matched by claim id:
+    a verdict that changes with the method is an artefact of zeroing, or of the mean, and the row says so."""
+    by_id = {c.claim_id: c for c in mean_ablated}
+    rows = []
+    for c in zeroed:
+        other = by_id.get(c.claim_id)
+        if other is None or math.isnan(other.ours):  # not run with mean-ablation
+            rows.append(c)
+            continue
+        number = f"{unit_of(other.unit).number(other.ours)}{_interval(other)}"
+        same = "the same verdict" if other.verdict == c.verdict else f"**{other.verdict}** (the verdict changes)"
+        number = f", {number}"
+        rows.append(
+            replace(
+                c,
+                mean_ablation=other.verdict,
+                reason=f"{c.reason} With each removed head's output replaced by its mean over training "
+                f"pairs instead of zero (mean-ablation): {same}{number}.",
+            )
+        )
+    return rows
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text if not text or text[-1] in ".!?" or text.endswith((".)", ".*", ".**")) else text + "."
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """:func:`judge`'s answer: the verdict, why in one sentence, and the adjusted interval it rests on."""
+
+    verdict: str
+    why: str
+    level: float
+    lo_adj: float
+    hi_adj: float
+
+
+def draws_df_default(n_draws) -> float:
+    """The most cautious degrees of freedom of an interval over ``n_draws`` random draws, where the page has no
+    Welch–Satterthwaite value: ``n_draws - 1`` (infinite for one draw, whose interval is over pairs alone)."""
+    return math.inf if int(n_draws) <= 1 else float(int(n_draws) - 1)
+
+
+SUB_ROW = "A sub-row: evidence shown under its claim, outside the family, so not judged on its own."
+
+
+def _quantile(p: float, df: float) -> float:
+    return float(sps.t.ppf(p, df)) if math.isfinite(df) else float(sps.norm.ppf(p))
+
+
+def adjusted(ours: float, lo: float, hi: float, level: float, df: float = math.inf) -> tuple[float, float]:
+    """A 95% interval widened to ``level`` (two-sided) on each side by the ratio of t quantiles with ``df`` degrees
+    of freedom (normal for infinite df): never narrower than the 95% interval for a level above 95%."""
+    scale = _quantile(0.5 + level / 2, df) / _quantile(0.975, df)
+    return ours - (ours - lo) * scale, ours + (hi - ours) * scale
+
+
+def judge(
+    spec: StudyClaim,
+    ours: float,
+    lo: float,
+    hi: float,
+    *,
+    df: float = math.inf,
+    search: int = 1,
+    at_floor: bool = False,
+    alpha: float = ALPHA,
+    family: int | None = None,
+    unit: Unit | None = None,
+    n_examples: int = 0,
+) -> Judgement:
+    """The one verdict rule (see the module's docstring), at ``alpha / (family * search)`` for every claim; ``family``
+    defaults to the claim's tally's (:data:`FAMILIES`). ``unit`` (the number's) writes the margin and size in it;
+    ``n_examples`` lets an undecided equivalence say how many pairs it would need."""
+    family = spec.family if family is None else family
+    each = alpha / (family * max(1, search))
+    level = 1 - each
+    searched = (
+        f" (widened once for the {family} claims and the {search} candidates it was chosen among)" if search > 1 else ""
+    )
+    if any(math.isnan(x) for x in (ours, lo, hi)):
+        return Judgement(
+            "cannot tell", "No interval was measured, so nothing can be decided.", level, math.nan, math.nan
+        )
+    if spec.kind == "no_effect":  # equivalence (TOST) at `each`: the two-sided 1 - 2*each interval
+        a, b = adjusted(ours, lo, hi, 1 - 2 * each, df)
+        m = spec.margin
+        verdict = (
+            "holds"
+            if -m < a - spec.null and b - spec.null < m
+            else "does not hold"
+            if a - spec.null > m or b - spec.null < -m
+            else "cannot tell"
+        )
+        size = _size(m, unit)
+        why = {
+            "holds": f"The adjusted interval lies within ±{size}",
+            "does not hold": f"The adjusted interval lies outside ±{size}",
+            "cannot tell": f"The adjusted interval reaches past ±{size}, so it shows neither",
+        }[verdict]
+        needed = _pairs_needed(ours - spec.null, a, b, m, n_examples, df) if verdict == "cannot tell" else ""
+        return Judgement(verdict, f"{why}{searched} (margin: {spec.size_why}).{needed}", 1 - 2 * each, a, b)
+    a, b = adjusted(ours, lo, hi, level, df)
+    d, m = spec.direction, spec.min_size
+    x_lo, x_hi = sorted((d * (a - spec.null), d * (b - spec.null)))
+    sized = f" by at least {_size(m, unit)} ({spec.size_why})"
+    if x_lo > m:
+        verdict, why = "holds", f"The adjusted interval lies beyond no effect in the claimed direction{sized}."
+    elif x_hi < 0:
+        verdict, why = "opposite", "The adjusted interval lies beyond no effect in the other direction."
+    elif x_hi < m:
+        verdict, why = "does not hold", f"The adjusted interval lies short of the smallest effect of interest{sized}."
+    else:
+        verdict, why = "cannot tell", "The adjusted interval reaches both sides, so the data decide neither way."
+        if x_lo > 0:  # beyond no effect, astride the size: the direction is shown, the size is not
+            why = (
+                "The adjusted interval lies beyond no effect in the claimed direction but reaches both sides of the "
+                f"smallest effect of interest{sized}: an effect is shown, not its size."
+            )
+            gap = abs(d * (ours - spec.null) - m)  # how far the estimate lies from the size it must clear or miss
+            if n_examples > 0 and gap > 0:
+                more = _more_evidence((b - a) / 2 / gap, n_examples, df)
+                why += f" At the effect and spread measured, {more} would decide it."
+        if n_examples > 0 and (b - a) / 2 > m:  # too wide to clear the smallest effect even where the truth is twice it
+            more = _more_evidence((b - a) / 2 / m, n_examples, df)
+            why += f" At the spread measured, {more} would show twice that size."
+    if at_floor and spec.kind == "compare" and verdict != "holds":
+        verdict, why = (
+            "cannot tell",
+            "Saturated: both conditions sit at the model's floor, so their difference says nothing about the claim.",
+        )
+    return Judgement(verdict, why[:-1] + searched + ".", level, a, b)
+
+
+def _more_evidence(ratio: float, n_examples: int, df: float) -> str:
+    """How much more evidence would shrink the adjusted half-width by ``ratio`` (half-widths shrink with the square
+    root of the evidence): pairs, for an interval over pairs alone (infinite ``df``); for one over random draws too,
+    the draws as much as the pairs, since more pairs alone do not narrow the draws' part."""
+    factor = ratio**2
+    if math.isfinite(df):
+        return f"about {factor:.3g} times the evidence (random draws and pairs alike; df {df:.3g})"
+    return f"about {math.ceil(n_examples * factor)} pairs (not {n_examples})"
+
+
+def _pairs_needed(effect: float, a: float, b: float, margin: float, n_examples: int, df: float) -> str:
+    """How much evidence an undecided equivalence would need for its adjusted interval to fit within the margin, at
+    the effect and spread measured (:func:`_more_evidence`)."""
+    room = margin - abs(effect)
+    if n_examples <= 0 or not (b - a) > 0:
+        return ""
+    if room <= 0:
+        return " The effect measured lies at or past the margin itself, so no number of pairs would show it within."
+    return f" At the spread measured, {_more_evidence((b - a) / 2 / room, n_examples, df)} would decide it."
+
+
+def _size(x: float, unit: Unit | None) -> str:
+    """A margin or smallest size (never signed) in the claim's unit; three digits without one."""
+    return unit.size(x) if unit else f"{x:.3g}"
+
+
+COLUMNS = [f.name for f in fields(Claim)]
+
+
+def claims_table(claims: list[Claim]) -> pd.DataFrame:
+    """The claims as a tidy table, one row each, in the order given."""
+    return pd.DataFrame([asdict(c) for c in claims], columns=COLUMNS)
+
+
+def claims_file(claims: list[Claim]) -> str:
+    """The table name a page saves its claims under, from the page its claims belong to (never typed by hand)."""
+    pages = {c.page for c in claims}
+    if len(pages) != 1:
+        raise ValueError(f"claims of one page expected, got pages {sorted(pages)}")
+    return f"claims_{pages.pop()}"
+
+
+def _interval(c: Claim) -> str:
+    """Our number's interval as the page writes it; empty for a number measured without one."""
+    return (
+        ""
+        if math.isnan(c.lo) or math.isnan(c.hi)
+        else f" [{unit_of(c.unit).number(c.lo)}, {unit_of(c.unit).number(c.hi)}]"
+    )
+
+
+def _adjusted_text(c: Claim) -> str:
+    if math.isnan(c.lo_adj) or math.isnan(c.hi_adj):
+        return ""
+    return f", adjusted [{unit_of(c.unit).number(c.lo_adj)}, {unit_of(c.unit).number(c.hi_adj)}]"
+
+
+def floor_text(c: Claim) -> str:
+    """The share of the unmasked model's kappa the effect takes away (beside an accuracy number), and whether the
+    judged conditions sit at the kappa floor, with what was checked."""
+    mark = (
+        f"; at the floor: {c.floor_reason}" if c.at_floor and c.floor_reason else "; at the floor" if c.at_floor else ""
+    )
+    if math.isnan(c.kappa_lost) or c.unit.startswith(KAPPA_START):
+        return f" ({mark[2:]})" if mark else ""
+    share = lambda x: "NaN" if math.isnan(x) else f"{0.0 if abs(x) < 0.005 else x:.0%}"  # noqa: E731  (no "-0%")
+    interval = "" if math.isnan(c.kappa_lost_lo) else f" [{share(c.kappa_lost_lo)}, {share(c.kappa_lost_hi)}]"
+    return f" ({share(c.kappa_lost)}{interval} of the unmasked quadratic κ lost{mark})"
+
+
+def save_claims(lab, rows: list[Claim]) -> None:
+    """Save the page's claims of the study in ``lab`` (a :class:`headlab.lab.lab.Lab`) as its one claims table
+    (``claims_<page>``, which the scorecard reads)."""
+    lab.save_table(claims_table(rows), claims_file(rows))
+
+
+def verdict_table(rows: list[Claim]) -> str:
+    """Every page's last cell: its claims at a glance, one row each (the claim, the verdict, our number with its
+    interval, the study's number); the reasons are where each claim is measured."""
+    lines = ["| the study's claim | verdict | ours | the study |", "|---|---|---|---|"]
+    for c in rows:
+        ours = "not measured" if math.isnan(c.ours) else f"{unit_of(c.unit).number(c.ours)}{_interval(c)}"
+        study = (
+            ""
+            if c.study is None or (isinstance(c.study, float) and math.isnan(c.study))
+            else unit_of(c.study_unit or c.unit).number(c.study)
+        )
+        lines.append(f"| {c.claim} | **{c.verdict}** | {ours.strip()} | {study} |")
+    return "\n".join(lines)
+
+
+def render(claims: list[Claim]) -> str:
+    """Markdown bullets, one per claim: the claim, the verdict, our number with its raw and adjusted intervals, the
+    study's number, why, and the rule."""
+    lines = []
+    for c in claims:
+        ours = (
+            "not measured"
+            if math.isnan(c.ours)
+            else f"{unit_of(c.unit).number(c.ours)}{_interval(c)}{_adjusted_text(c)} ({c.unit}; {c.method})"
+            + floor_text(c)
+        )
+        study = (
+            ""
+            if c.study is None or (isinstance(c.study, float) and math.isnan(c.study))
+            else f"; the study: {unit_of(c.study_unit or c.unit).number(c.study)}"
+            + (f" ({c.study_unit})" if c.study_unit else "")
+        )
+        lines.append(
+            f"- *{c.claim}* {_WORDS[c.verdict]}: {ours}{study}. {c.reason}\n"
+            f"  The study: “{c.quote}”. The rule ({c.kind}): {c.rule}."
+        )
+    return "\n".join(lines)
