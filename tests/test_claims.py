@@ -12,7 +12,7 @@ from scipy import stats as sps
 
 from headlab.findings.claims import FAMILIES, FAMILY, STUDY_CLAIMS, StudyClaim, check_families, quote_in
 from headlab.findings.units import ACCURACY_CHANGE as CHANGE
-from headlab.findings.units import KAPPA_LOST, VERSUS_RANDOM, Kind, Unit, unit_of
+from headlab.findings.units import KAPPA_LOST, VERSUS_RANDOM, Kind, Unit, is_missing, unit_of, with_interval
 from headlab.findings.verdicts import (
     ALPHA,
     RULE_VERSION,
@@ -343,3 +343,8 @@ def test_a_page_ends_on_a_table_of_its_verdicts_and_saves_its_claims_once(tmp_pa
     saved = []
     save_claims(SimpleNamespace(save_table=lambda frame, name: saved.append((name, len(frame)))), rows)
     assert saved == [("claims_05_term_matching", 2)]
+
+
+def test_a_number_with_its_interval_is_written_one_way():
+    assert with_interval(CHANGE, -0.5, -0.6, -0.4) == "-50.0% [-60.0%, -40.0%]"
+    assert with_interval(CHANGE, 0.1, math.nan, math.nan) == "+10.0%" and is_missing(None) and not is_missing(0.0)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import struct
 import sys
 import zlib
@@ -35,6 +34,7 @@ from headlab.book.records import outcome
 from headlab.book.scorecard import CORRECTION, claim_tables, column_label, is_main, with_rule
 from headlab.findings.claims import KINDS, STUDY_CLAIMS, TALLIES, study_claim_id
 from headlab.findings.pruning import speed_rows
+from headlab.findings.units import is_missing
 from headlab.lab.pages import PRESET_TOTAL, timing_steps
 from headlab.lab.params import REPO
 from headlab.report import charts
@@ -145,21 +145,17 @@ def judged_by_this_rule(old: pd.DataFrame) -> pd.DataFrame:
 
 
 def _pct(value) -> str:
-    return "" if _missing(value) else f"{value:.1%}"
-
-
-def _missing(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
+    return "" if is_missing(value) else f"{value:.1%}"
 
 
 def _interval(row, name: str) -> str:
     lo, hi = row[f"{name}_lo"], row[f"{name}_hi"]
-    return "" if _missing(lo) else f" [{lo:.1%}, {hi:.1%}]"
+    return "" if is_missing(lo) else f" [{lo:.1%}, {hi:.1%}]"
 
 
 def duration(seconds) -> str:
     """``1 h 02 min``, ``41 min 10 s`` or ``27 s``."""
-    if _missing(seconds):
+    if is_missing(seconds):
         return ""
     seconds = int(round(float(seconds)))
     hours, rest = divmod(seconds, 3600)
@@ -220,11 +216,11 @@ def models_block(table: pd.DataFrame) -> list[str]:
         tuning = f"LR {r.lr:g}, {int(r.epochs)} epochs" + (
             ", word embeddings frozen" if bool(r.frozen_word_embeddings) else ""
         )
-        if not _missing(r.finetune_seconds):
+        if not is_missing(r.finetune_seconds):
             tuning += f", {duration(r.finetune_seconds)}"
         pretraining = (
             ""
-            if _missing(r.masked_token_accuracy)
+            if is_missing(r.masked_token_accuracy)
             else (
                 f"{_pct(r.masked_token_accuracy)}{_interval(r, 'masked_token_accuracy')}, "
                 f"{duration(r.pretrain_seconds)}"
@@ -257,8 +253,8 @@ def two_tower_block(table: pd.DataFrame) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     for _, r in table.iterrows():
-        change = "" if _missing(r.p_mcnemar) else f"{r.rel_change:+.1%} [{r.lo:+.1%}, {r.hi:+.1%}]"
-        p = "" if _missing(r.p_mcnemar) else f"{r.p_mcnemar:.2g}"
+        change = "" if is_missing(r.p_mcnemar) else f"{r.rel_change:+.1%} [{r.lo:+.1%}, {r.hi:+.1%}]"
+        p = "" if is_missing(r.p_mcnemar) else f"{r.p_mcnemar:.2g}"
         lines.append(
             f"| {r.preset} | {r.label} | {r.accuracy:.1%} [{r.acc_lo:.1%}, {r.acc_hi:.1%}] | "
             f"{r.macro_f1:.3f} | {change} | {p} |"
@@ -276,7 +272,7 @@ def pruning_block(table: pd.DataFrame, results: Path = RESULTS) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     for _, r in table.iterrows():
-        grades = "" if _missing(r.get("grades_as_masking")) else f"{r.grades_as_masking:.1%} of {int(r.n_examples)}"
+        grades = "" if is_missing(r.get("grades_as_masking")) else f"{r.grades_as_masking:.1%} of {int(r.n_examples)}"
         lines.append(
             f"| {r.preset} | {_share_cell(r, 'importance')} | {_share_cell(r, 'random')} | {_pruned_cell(r)} | "
             f"{grades} | {speedup_text(results / 'prune_speed.csv', r)} |"
@@ -302,8 +298,8 @@ def _share_cell(r, kind: str) -> str:
 
 def _pruned_cell(r) -> str:
     """The pruned model's heads, parameters and file size; or why none was built (its ``note``)."""
-    if _missing(r.get("heads_kept")):
-        return "" if _missing(r.get("note")) else str(r.note)
+    if is_missing(r.get("heads_kept")):
+        return "" if is_missing(r.get("note")) else str(r.note)
     return (
         f"{int(r.heads_kept)}, {r.parameters / 1e6:.1f}M of {r.parameters_unpruned / 1e6:.1f}M, "
         f"{r.file_mb:.0f} of {r.file_mb_unpruned:.0f} MB"
@@ -313,7 +309,7 @@ def _pruned_cell(r) -> str:
 def speedup_text(speed_table: Path, row) -> str:
     """The benchmark's speed-ups (:func:`headlab.findings.pruning.speed_rows`) for one preset's model and data at its
     importance share, per device and batch size."""
-    if _missing(row.get("heads_kept")):
+    if is_missing(row.get("heads_kept")):
         return ""
     rows = speed_rows(row.model, row.data, speed_table)
     if not rows.empty:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from headlab.findings.claims import FAMILIES, STUDY_CLAIMS, TALLIES, study_claim_id
-from headlab.findings.units import KAPPA_START, unit_of
+from headlab.findings.units import KAPPA_START, is_missing, unit_of
 from headlab.findings.verdicts import ALPHA, RULE_VERSION, RULES, VERDICTS
 from headlab.findings.verdicts import COLUMNS as CLAIM_COLUMNS
 from headlab.lab.params import Params
@@ -96,25 +96,21 @@ def is_main(claim_id: str) -> bool:
     return study_claim_id(claim_id) == str(claim_id)
 
 
-def _missing(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
 def _raw_interval(row) -> str:
-    return "" if _missing(row.lo) else f"[{unit_of(row.unit).number(row.lo)}, {unit_of(row.unit).number(row.hi)}]"
+    return "" if is_missing(row.lo) else f"[{unit_of(row.unit).number(row.lo)}, {unit_of(row.unit).number(row.hi)}]"
 
 
 def _adjusted_interval(row) -> str:
     lo_adj, hi_adj = getattr(row, "lo_adj", None), getattr(row, "hi_adj", None)
     return (
         ""
-        if _missing(lo_adj) or _missing(hi_adj)
+        if is_missing(lo_adj) or is_missing(hi_adj)
         else f"[{unit_of(row.unit).number(lo_adj)}, {unit_of(row.unit).number(hi_adj)}]"
     )
 
 
 def _numbers(row) -> str:
-    number = "" if _missing(row.ours) else f" {unit_of(row.unit).number(row.ours)}"
+    number = "" if is_missing(row.ours) else f" {unit_of(row.unit).number(row.ours)}"
     raw, adjusted = _raw_interval(row), _adjusted_interval(row)
     interval = (f" {raw}" if raw else "") + (f", adjusted {adjusted}" if adjusted else "")
     lost = _lost(row)
@@ -127,16 +123,16 @@ def _numbers(row) -> str:
 def _lost(row) -> str:
     """The share of kappa lost beside an accuracy number (rule 3), or, on a row of rule 2, its floor-scale share."""
     kappa = getattr(row, "kappa_lost", None)
-    if not _missing(kappa) and not str(row.unit).startswith(KAPPA_START):
+    if not is_missing(kappa) and not str(row.unit).startswith(KAPPA_START):
         return f"; {kappa:.0%} of κ lost"
     old = getattr(row, "lost", None)
-    return "" if _missing(old) else f"; {old:.0%} of above-chance accuracy lost"
+    return "" if is_missing(old) else f"; {old:.0%} of above-chance accuracy lost"
 
 
 def _old_rule(row) -> str:
     """The mark of a row judged by an older verdict rule than this one."""
     version = getattr(row, "rule_version", RULE_VERSION)
-    return f" {OLD_RULE.format(int(version))}" if not _missing(version) and int(version) < RULE_VERSION else ""
+    return f" {OLD_RULE.format(int(version))}" if not is_missing(version) and int(version) < RULE_VERSION else ""
 
 
 def column_label(preset: str, table: pd.DataFrame) -> str:
@@ -147,7 +143,7 @@ def column_label(preset: str, table: pd.DataFrame) -> str:
 
 def _study_cell(row) -> str:
     """The study's number, only where it is in our unit; else its own unit in words."""
-    if _missing(row.study):
+    if is_missing(row.study):
         return ""
     own = getattr(row, "study_unit", "")
     if isinstance(own, str) and own:
@@ -185,7 +181,7 @@ def grid_cells(table: pd.DataFrame, pages: dict[str, str]) -> pd.DataFrame:
             "claim": row.claim,
             "model": labels[row.preset],
             "verdict": row.verdict,
-            "our number": "not measured" if _missing(row.ours) else unit_of(row.unit).number(row.ours),
+            "our number": "not measured" if is_missing(row.ours) else unit_of(row.unit).number(row.ours),
             "95% interval": _raw_interval(row) or "none",
             "adjusted": _adjusted_interval(row) or "none",
             "rule": f"{row.kind}: {_text(row, 'rule') or RULES.get(str(row.kind), '')}{_old_rule(row)}",

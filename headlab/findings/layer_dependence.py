@@ -18,8 +18,18 @@ from scipy import stats as sps
 from headlab.core.stats import by_interval, equivalent
 from headlab.findings.claims import MARGIN_WHY, registered
 from headlab.findings.importance import collapse_shares
-from headlab.findings.units import ACCURACY_CHANGE, HALF_GAP, HEADS_NOTHING, KAPPA_LOST, PAIRED, TWO_STAGE
+from headlab.findings.units import (
+    ACCURACY_CHANGE,
+    HALF_GAP,
+    HEADS_NOTHING,
+    KAPPA_LOST,
+    PAIRED,
+    TWO_STAGE,
+    with_interval,
+)
 from headlab.findings.verdicts import Claim, draws_df_default, judge, render
+
+_pct = ACCURACY_CHANGE.number  # a relative change of accuracy as the pages write it
 
 STUDY_LAYERS = 12
 STUDY_GAIN_LAYERS = range(5, 10)  # masking any one of these whole layers improved accuracy
@@ -28,12 +38,8 @@ STUDY_MATCHING_LAYERS = range(2, 5)  # where the five term-matching heads sit
 STUDY_HIGH_HEAD_LAYER = 10  # the high head that hands the matching features to the classifier
 
 
-def _pct(x: float) -> str:
-    return f"{x:+.1%}"
-
-
-def _interval(value: float, lo: float, hi: float) -> str:
-    return f"{_pct(value)} [{_pct(lo)}, {_pct(hi)}]"
+def _change(value: float, lo: float, hi: float) -> str:
+    return with_interval(ACCURACY_CHANGE, value, lo, hi)
 
 
 def _span(values) -> str:
@@ -260,8 +266,8 @@ def halves_details(gap: pd.DataFrame) -> str:
     for r in masked.itertuples():
         lines.append(
             f"  - {r.share:.1%} of all heads ({r.n_heads} heads, {2 * r.share:.0%} of a half): "
-            f"lower {_interval(r.lower_change, r.lower_lo, r.lower_hi)}, upper "
-            f"{_interval(r.upper_change, r.upper_lo, r.upper_hi)}; difference {r.gap * 100:+.1f} points "
+            f"lower {_change(r.lower_change, r.lower_lo, r.lower_hi)}, upper "
+            f"{_change(r.upper_change, r.upper_lo, r.upper_hi)}; difference {r.gap * 100:+.1f} points "
             f"[{r.gap_lo * 100:+.1f}, {r.gap_hi * 100:+.1f}]: {_which_half(r)}."
         )
     return "\n".join(lines)
@@ -318,7 +324,7 @@ def _gains(rows: pd.DataFrame, layers: int, n_examples: int) -> Claim:
     effects = rows.loc[ours]
     shown = effects.loc[effects["lo"].idxmin()]
     parts = "; ".join(
-        f"layer {l}: {_interval(r['rel_change'], r['lo'], r['hi'])}{_layer_state(r)}" for l, r in effects.iterrows()
+        f"layer {l}: {_change(r['rel_change'], r['lo'], r['hi'])}{_layer_state(r)}" for l, r in effects.iterrows()
     )
     return Claim.measured(
         GAINS,
@@ -388,7 +394,7 @@ def layers_details(table: pd.DataFrame, layers: int, alpha: float = 0.05) -> str
             f"- Across all {len(table)} layers, masking a whole layer gives a gain after Holm at "
             f"{_layers(called[called['rel_change'] > 0])} and a loss after Holm at "
             f"{_layers(called[called['rel_change'] < 0])}; the largest loss is layer {int(worst.layer)}: "
-            f"{_interval(worst.rel_change, worst.lo, worst.hi)}.",
+            f"{_change(worst.rel_change, worst.lo, worst.hi)}.",
         ]
     )
 
@@ -407,7 +413,7 @@ HEAD_MARGIN = 0.02  # a head "changes nothing" when its 90% interval lies within
 
 def _heads(table: pd.DataFrame, with_p: bool = False) -> str:
     return ", ".join(
-        f"{_head(r.layer, r.head)} {_interval(r.rel_change, r.lo, r.hi)}"
+        f"{_head(r.layer, r.head)} {_change(r.rel_change, r.lo, r.hi)}"
         + (f" (p = {r.p_mcnemar:.2g}, Holm {r.p_holm:.2g})" if with_p else "")
         for r in table.itertuples()
     )
@@ -475,7 +481,7 @@ def _improving(tested: pd.DataFrame, n_examples: int, alpha: float) -> Claim:
         kappa=_kappa(shown),
         reason=f"{len(better)} head(s) improve accuracy at an uncorrected McNemar p < {alpha}; {len(helps)} survive "
         f"the Holm correction over all {len(tested)} heads{named}. The row shows head "
-        f"{_head(shown['layer'], shown['head'])} ({_interval(shown.rel_change, shown.lo, shown.hi)}), whose "
+        f"{_head(shown['layer'], shown['head'])} ({_change(shown.rel_change, shown.lo, shown.hi)}), whose "
         f"interval widened for the {m} heads lies highest, with its Holm p; picked for its size on the same pairs, so "
         f"its size "
         f"leans away from zero",

@@ -29,7 +29,7 @@ import math
 import pandas as pd
 
 from headlab.findings.claims import registered
-from headlab.findings.units import ACCURACY_CHANGE, PAIRED, RISE, TWO_STAGE
+from headlab.findings.units import ACCURACY_CHANGE, PAIRED, RISE, TWO_STAGE, with_interval
 from headlab.findings.verdicts import Claim, draws_df_default, judge, render
 
 STUDY_REFERENCE = pd.DataFrame(
@@ -44,12 +44,8 @@ STUDY_GAIN_AT_10 = 0.01
 _ORDER = {"does not hold": 0, "opposite": 0, "cannot tell": 1, "holds": 2, "not comparable": 3}
 
 
-def _pct(x: float) -> str:
-    return f"{x:+.1%}"
-
-
 def _interval(r) -> str:
-    return f"{_pct(r.rel_change)} [{_pct(r.lo)}, {_pct(r.hi)}]"
+    return with_interval(ACCURACY_CHANGE, r.rel_change, r.lo, r.hi)
 
 
 def _method(r) -> str:

@@ -38,6 +38,8 @@ from headlab.findings.roles import SHARED_TERMS, rank_heads, role_scores
 from headlab.findings.units import ACCURACY_CHANGE, PAIRED, TWO_STAGE, VERSUS_RANDOM
 from headlab.findings.verdicts import Claim
 
+_pct = ACCURACY_CHANGE.number  # a relative change of accuracy as the pages write it
+
 # condition -> (how the table names it, the study's relative change or None where the study has no number)
 CONDITIONS: dict[str, tuple[str, float | None]] = {
     "none": ("no mask", 0.0),
@@ -353,10 +355,6 @@ def random_comparison(
             }
         )
     return pd.DataFrame(rows)
-
-
-def _pct(x: float) -> str:
-    return f"{x:+.1%}"
 
 
 VERSUS_METHOD = (

@@ -10,6 +10,7 @@ their models are rebuilt.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import Enum
 
@@ -56,6 +57,18 @@ class Unit:
 # the interval methods several findings use (a claim's ``method``)
 PAIRED = "paired bootstrap over test pairs"
 TWO_STAGE = "two-stage bootstrap over draws and test pairs"
+
+
+def is_missing(value) -> bool:
+    """No number: None or NaN (how a table marks what was not measured)."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def with_interval(unit: Unit, value: float, lo: float, hi: float) -> str:
+    """``value [lo, hi]`` in ``unit``; the value alone where no interval was measured."""
+    text = unit.number(value)
+    return text if is_missing(lo) or is_missing(hi) else f"{text} [{unit.number(lo)}, {unit.number(hi)}]"
+
 
 KAPPA_START = "share of the unmasked quadratic κ lost"  # every unit on the kappa scale starts so
 R, P, S, D = Kind.RELATIVE, Kind.POINTS, Kind.SHARE, Kind.SIGNED
