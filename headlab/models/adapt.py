@@ -17,7 +17,6 @@ interrupted pass resumes to the same weights. The folder is the encoder alone, w
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from headlab.core.stats import bootstrap_weights
 from headlab.inputs.pku import held_out_sentences, training_runs
 from headlab.models.loading import load_encoder, load_tokenizer
 from headlab.models.names import REPORT, ContinuedPretraining, model_dir
-from headlab.models.training import cached, load_state, optimizer_and_schedule, save_state, train_step
+from headlab.models.training import Progress, cached, optimizer_and_schedule, train_step
 
 KIND = "continued masked-LM pretraining"  # the report's "kind": what headlab.models.pretrain.describe reads
 
@@ -117,10 +116,7 @@ def _train(
     optimizer, scheduler = optimizer_and_schedule(
         model, config.lr, config.weight_decay, config.warmup, config.steps, params=groups
     )
-    start, tokens_seen, seconds, history = 0, 0, 0.0, []
-    state = load_state(work, model, optimizer, scheduler, device)
-    if state is not None:
-        start, tokens_seen, seconds, history = state["step"], state["tokens_seen"], state["seconds"], state["history"]
+    run = Progress(work, (model, optimizer, scheduler), device, config.steps, log_every=25, save_every=save_every)
 
     def batch_at(step: int, chosen: list[np.ndarray], rng) -> dict[str, torch.Tensor]:
         batch = masked_batch(
@@ -129,8 +125,9 @@ def _train(
         return {k: v.to(device) for k, v in batch.items()}
 
     model.train()
-    began, window = time.time(), []
-    bar = tqdm(range(start, config.steps), desc="continue mlm", initial=start, total=config.steps, disable=not progress)
+    bar = tqdm(
+        range(run.step, config.steps), desc="continue mlm", initial=run.step, total=config.steps, disable=not progress
+    )
     for step in bar:
         torch.manual_seed(config.seed * 100_003 + step)  # dropout stream, reproducible after a resume
         rng = np.random.default_rng([config.seed, step])
@@ -139,27 +136,9 @@ def _train(
         logits = model.logits(batch, targets)
         loss = F.cross_entropy(logits, batch["labels"][targets])
         train_step(model, loss, optimizer, scheduler)
-        tokens_seen += int(batch["attention_mask"].sum())
-        window.append((loss.item(), (logits.argmax(-1) == batch["labels"][targets]).float().mean().item()))
-        if (step + 1) % 25 == 0 or step + 1 == config.steps:
-            loss_mean, accuracy = np.mean(window, axis=0)
-            history.append(
-                {"step": step + 1, "tokens_seen": tokens_seen, "mlm_loss": loss_mean, "mlm_accuracy": accuracy}
-            )
-            bar.set_postfix(mlm_acc=f"{accuracy:.3f}")
-            window = []
-        if (step + 1) % save_every == 0 and step + 1 < config.steps:
-            save_state(
-                work,
-                model,
-                optimizer,
-                scheduler,
-                step=step + 1,
-                tokens_seen=tokens_seen,
-                seconds=seconds + time.time() - began,
-                history=history,
-            )
-    seconds += time.time() - began
+        right = (logits.argmax(-1) == batch["labels"][targets]).float().mean().item()
+        run.done(step, int(batch["attention_mask"].sum()), {"mlm_loss": loss.item(), "mlm_accuracy": right}, bar)
+    run.finish()
 
     held_out = [
         "".join(words) for words in held_out_sentences(config.eval_sentences, config.held_out_share, config.seed)
@@ -169,13 +148,13 @@ def _train(
         "name": folder_name.rsplit("-", 1)[0],
         "config": asdict(config),
         "steps": config.steps,
-        "tokens_seen": tokens_seen,
+        "tokens_seen": run.tokens_seen,
         "corpus_sentences": len(rows),
         "corpus_tokens": int(sum(map(len, rows))),
         "output_characters": len(outputs),
         **_held_out_accuracy(model, held_out, tokenizer, special, outputs, counts, config, device),
-        "history": history,
-        "seconds": round(seconds, 1),
+        "history": run.history,
+        "seconds": round(run.seconds, 1),
         "torch": torch.__version__,
     }
     model.encoder.save_pretrained(work, safe_serialization=True)

@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import platform
-import time
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -36,7 +35,7 @@ from headlab.inputs.pku import held_out_sentences, training_runs
 from headlab.models.adapt import continue_pretraining, describe_continued
 from headlab.models.loading import resolve_model
 from headlab.models.names import MODELS, REPORT, ContinuedPretraining, PretrainConfig, model_dir, named_model_dir
-from headlab.models.training import cached, load_state, optimizer_and_schedule, save_state, train_step
+from headlab.models.training import Progress, cached, optimizer_and_schedule, train_step
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -282,17 +281,13 @@ def _train(
 
     model = new_model(config, len(vocab)).to(device)
     optimizer, scheduler = optimizer_and_schedule(model, config.lr, config.weight_decay, config.warmup, config.steps)
-    start, tokens_seen, seconds, history = 0, 0, 0.0, []
-    state = load_state(work, model, optimizer, scheduler, device)
-    if state is not None:
-        start, tokens_seen, seconds, history = state["step"], state["tokens_seen"], state["seconds"], state["history"]
+    run = Progress(work, (model, optimizer, scheduler), device, config.steps, log_every=50, save_every=save_every)
 
     model.train()
-    began, window = time.time(), []
     bar = tqdm(
-        range(start, config.steps),
+        range(run.step, config.steps),
         desc=f"pretrain {config.objective}",
-        initial=start,
+        initial=run.step,
         total=config.steps,
         disable=not progress,
     )
@@ -301,30 +296,8 @@ def _train(
         batch = {k: v.to(device) for k, v in make_batch(corpus, config, step).items()}
         loss, scores = pretraining_losses(model, batch, config.objective)
         train_step(model, loss, optimizer, scheduler)
-        tokens_seen += int(batch["attention_mask"].sum())
-        window.append(scores)
-        if (step + 1) % 50 == 0 or step + 1 == config.steps:
-            history.append(
-                {
-                    "step": step + 1,
-                    "tokens_seen": tokens_seen,
-                    **{k: float(np.mean([w[k] for w in window])) for k in window[0]},
-                }
-            )
-            bar.set_postfix(mlm_acc=f"{history[-1]['mlm_accuracy']:.3f}")
-            window = []
-        if (step + 1) % save_every == 0 and step + 1 < config.steps:
-            save_state(
-                work,
-                model,
-                optimizer,
-                scheduler,
-                step=step + 1,
-                tokens_seen=tokens_seen,
-                seconds=seconds + time.time() - began,
-                history=history,
-            )
-    seconds += time.time() - began
+        run.done(step, int(batch["attention_mask"].sum()), scores, bar)
+    run.finish()
 
     held_out = [
         "".join(words) for words in held_out_sentences(config.eval_sentences, config.held_out_share, config.seed)
@@ -333,15 +306,15 @@ def _train(
         "name": folder_name.rsplit("-", 1)[0],
         "config": asdict(config),
         "steps": config.steps,
-        "tokens_seen": tokens_seen,
+        "tokens_seen": run.tokens_seen,
         "corpus_sentences": len(corpus.sentences),
         "corpus_tokens": corpus.n_tokens,
         "corpus_pairs": len(corpus.pairs),
         "vocab_size": len(vocab),
         **masked_token_accuracy(model, tokenizer, held_out, corpus.unigram, config, device),
-        "final_train": {k: v for k, v in history[-1].items() if k not in ("step", "tokens_seen")},
-        "history": history,
-        "seconds": round(seconds, 1),
+        "final_train": {k: v for k, v in run.history[-1].items() if k not in ("step", "tokens_seen")},
+        "history": run.history,
+        "seconds": round(run.seconds, 1),
         "hardware": hardware(device),
         "torch": torch.__version__,
     }

@@ -11,9 +11,11 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from headlab.core.worklog import note_work
@@ -148,3 +150,42 @@ def load_state(work: Path, model, optimizer, scheduler, device) -> dict | None:
     optimizer.load_state_dict(state.pop("optimizer"))
     scheduler.load_state_dict(state.pop("scheduler"))
     return state
+
+
+class Progress:
+    """A pretraining pass's progress, resumable: where it stands (``step``, ``tokens_seen``, ``seconds``), its history
+    (the mean of each score over every ``log_every`` steps) and a checkpoint every ``save_every`` steps, so the saved
+    state and the history always agree on a resume."""
+
+    def __init__(self, work: Path, parts: tuple, device, total: int, log_every: int, save_every: int):
+        self.work, self.parts, self.total = work, parts, total
+        self.log_every, self.save_every = log_every, save_every
+        state = load_state(work, *parts, device)
+        self.step, self.tokens_seen, self.seconds, self.history = (
+            (state["step"], state["tokens_seen"], state["seconds"], state["history"]) if state else (0, 0, 0.0, [])
+        )
+        self.window: list[dict] = []
+        self.began = time.time()
+
+    def done(self, step: int, tokens: int, scores: dict, bar) -> None:
+        """Step ``step`` (0-based) is trained on ``tokens`` tokens with these ``scores``: log and checkpoint if due."""
+        self.tokens_seen += tokens
+        self.window.append(scores)
+        if (step + 1) % self.log_every == 0 or step + 1 == self.total:
+            means = {k: float(np.mean([w[k] for w in self.window])) for k in self.window[0]}
+            self.history.append({"step": step + 1, "tokens_seen": self.tokens_seen, **means})
+            bar.set_postfix(mlm_acc=f"{means['mlm_accuracy']:.3f}")
+            self.window = []
+        if (step + 1) % self.save_every == 0 and step + 1 < self.total:
+            save_state(
+                self.work,
+                *self.parts,
+                step=step + 1,
+                tokens_seen=self.tokens_seen,
+                seconds=self.seconds + time.time() - self.began,
+                history=self.history,
+            )
+
+    def finish(self) -> None:
+        """The pass is over: its seconds, this run's and any before a resume."""
+        self.seconds += time.time() - self.began
