@@ -500,7 +500,7 @@ def _control_claim(
         return Claim.not_measured(
             "cls_head.reads_matching_heads",
             unit=CLS_SPREAD_VERSUS_RANDOM,
-            reason="Not measured: no random lower-head sets were masked (CONTROL_DRAWS)",
+            reason="Not measured: no random lower-head sets were masked (CLS_CONTROL_DRAWS)",
         )
     wide = control.pivot(index="draw", columns="example", values="entropy_delta").loc[:, deltas.index]
     versus = versus_random(deltas.to_numpy(), wide.to_numpy(), n_boot=n_boot, seed=seed)
