@@ -411,7 +411,9 @@ def test_the_deciding_share_gets_its_own_draws_and_keeps_the_first_ones():
     assert per_share(many)[("lower", 36 / 72)] == 1  # the whole half: one possible mask
     assert per_share(many)[("lower", 14 / 72)] == 3  # a share that decides nothing keeps its draws
     assert set(few) <= set(many)  # more draws add masks: the first three are the same heads (reused, not run again)
-    more = half_specs(6, 12, steps=5, draws=30, seed=0, deciding_draws=12)  # a GPU's HALF_DRAWS above the deciding count
+    more = half_specs(
+        6, 12, steps=5, draws=30, seed=0, deciding_draws=12
+    )  # a GPU's HALF_DRAWS above the deciding count
     assert Counter((s.kind, s.meta["share"]) for s in more)[("lower", 29 / 72)] == 30
 
 

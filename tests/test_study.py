@@ -124,6 +124,15 @@ def test_a_mask_spec_names_heads_that_exist(lab):
 def test_out_of_range_parameters_name_the_parameter():
     with pytest.raises(ValueError, match="EVAL_LIMIT"):
         Params(eval_limit=0, device="cpu")
+    with pytest.raises(ValueError, match="N_BOOT must be a positive integer"):
+        Params(n_boot=0, device="cpu")
+
+
+def test_the_lab_bootstraps_as_many_times_as_its_parameters_say(tmp_path):
+    lab = tiny_setup(tmp_path, n_right=3)
+    lab.params.n_boot = 50
+    assert lab.baseline_metrics()["n_boot"].eq(50).all() and lab.baseline_metrics(n_boot=20)["n_boot"].eq(20).all()
+    assert Params.from_globals({"N_BOOT": 300}).n_boot == 300
 
 
 def test_mean_ablation_sweeps_apart_from_zeroing_against_the_same_unmasked_model(tmp_path, monkeypatch):

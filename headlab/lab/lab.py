@@ -216,7 +216,7 @@ class Lab:
             )
         return self._mean_engine
 
-    def evaluate(self, drop=(), n_boot: int = 2000, ablation: Ablation | str = Ablation.ZERO) -> Evaluation:
+    def evaluate(self, drop=(), n_boot: int | None = None, ablation: Ablation | str = Ablation.ZERO) -> Evaluation:
         """Remove the heads in ``drop`` ((layer, head) pairs) and compare with the unmasked model, pair by pair;
         ``ablation="mean"`` replaces each removed head's output by its mean over training pairs instead of zero."""
         spec = MaskSpec("evaluate", tuple(sorted((int(l), int(h)) for l, h in drop)), "evaluate")
@@ -224,7 +224,7 @@ class Lab:
         base, probs = engine.probabilities([torch.ones(self.shape), spec.keep(*self.shape)])
         correct = (predicted_grades(probs) == self.encoded.grades).astype(int)
         base_correct = (predicted_grades(base) == self.encoded.grades).astype(int)
-        effect = relative_change(correct, base_correct, n_boot=n_boot, seed=self.params.seed)
+        effect = relative_change(correct, base_correct, n_boot=n_boot or self.params.n_boot, seed=self.params.seed)
         return Evaluation(
             spec.dropped,
             float(correct.mean()),
@@ -241,7 +241,7 @@ class Lab:
         self,
         specs: list[MaskSpec],
         name: str | None = None,
-        n_boot: int = 2000,
+        n_boot: int | None = None,
         progress: bool = True,
         ablation: Ablation | str = Ablation.ZERO,
     ) -> pd.DataFrame:
@@ -259,7 +259,7 @@ class Lab:
             per_example = pd.concat(
                 [per_example_table(s.mask_id, p, self.encoded.grades) for s, p in zip(specs, probs)], ignore_index=True
             )
-        return summarize(per_example, plan_table(specs), n_boot=n_boot, seed=self.params.seed)
+        return summarize(per_example, plan_table(specs), n_boot=n_boot or self.params.n_boot, seed=self.params.seed)
 
     def sweep(
         self,
@@ -290,7 +290,7 @@ class Lab:
             engine=self.ablation_engine(ablation) if encoded is None else None,
         )
 
-    def ablate_each_head(self, name: str | None = None, n_boot: int = 2000) -> pd.DataFrame:
+    def ablate_each_head(self, name: str | None = None, n_boot: int | None = None) -> pd.DataFrame:
         """Every head removed alone: one row per head (``layer``, ``head``), and the unmasked row."""
         return self.ablate(single_head_specs(*self.shape), name, n_boot)
 
@@ -384,9 +384,10 @@ class Lab:
             cache.save(path)
         return cache
 
-    def baseline_metrics(self, n_boot: int = 2000) -> pd.DataFrame:
+    def baseline_metrics(self, n_boot: int | None = None) -> pd.DataFrame:
         """Accuracy and macro-F1 of the unmasked model with 95% bootstrap intervals, and the majority-class rate."""
         grades, predicted = self.encoded.grades, predicted_grades(self.base_probs)
+        n_boot = n_boot or self.params.n_boot
         w = bootstrap_weights(len(grades), n_boot, self.params.seed)
         correct = (grades == predicted).astype(float)
         boot_acc = w @ correct / len(grades)

@@ -48,6 +48,7 @@ class Params:
     eval_limit: int | None = None
     batch_size: int = 64
     run_dir: str = "runs"
+    n_boot: int = 2000  # bootstrap resamples for every interval the lab computes
     cluster: str | None = None  # sweeps on Dask: "local:N" or a scheduler address (headlab.core.cluster)
 
     @classmethod
@@ -61,6 +62,8 @@ class Params:
             raise ValueError(f"EVAL_LIMIT must be a positive integer or None, got {self.eval_limit}")
         if int(self.batch_size) < 1:
             raise ValueError(f"BATCH_SIZE must be a positive integer, got {self.batch_size}")
+        if int(self.n_boot) < 1:
+            raise ValueError(f"N_BOOT must be a positive integer, got {self.n_boot}")
         self.torch_device = resolve_device(self.device)
 
     @property
