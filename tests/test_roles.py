@@ -5,7 +5,7 @@ import torch
 from conftest import minilm_tokenizer
 from transformers import BertConfig, BertForSequenceClassification
 
-from headlab.core.attention import attention_maps, token_roles
+from headlab.core.attention import attention_maps
 from headlab.core.evaluate import encode
 from headlab.findings.roles import (
     ENGLISH_STOPWORDS,
@@ -17,10 +17,10 @@ from headlab.findings.roles import (
     paired_delta,
     rank_heads,
     role_scores,
-    shared_terms,
     showcase_examples,
     summarize_roles,
 )
+from headlab.inputs.pair import read_pair
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +28,8 @@ def tokenizer():
     return minilm_tokenizer()
 
 
-def pair(tokenizer, query, title):
-    return token_roles(tokenizer, tokenizer(query, title)["input_ids"])
+def pair(tokenizer, query, title, stopwords=None):
+    return read_pair(tokenizer, tokenizer(query, title)["input_ids"], stopwords)
 
 
 @pytest.fixture
@@ -44,96 +44,12 @@ def uniform_maps(layers=2, heads=2, n=12):
     return np.full((layers, heads, n, n), 1.0 / n)
 
 
-def test_shared_terms_skip_punctuation_specials_and_stopwords(tokenizer, toy):
-    assert shared_terms(toy, tokenizer) == [(1, 9), (2, 7), (4, 9)]
-    assert shared_terms(toy, tokenizer, stopwords={"red"}) == [(2, 7)]
-
-
-def test_shared_terms_compare_whole_pieces_and_never_unknown_tokens(tokenizer):
-    tokens = pair(tokenizer, "unaffable 我在大", "unaffable 我在大")
-    by_text = {(tokens.tokens[q], tokens.tokens[t]) for q, t in shared_terms(tokens, tokenizer)}
-    assert "[UNK]" in tokens.tokens  # 在 is not in the MiniLM vocabulary
-    assert by_text == {("una", "una"), ("##ffa", "##ffa"), ("##ble", "##ble"), ("我", "我"), ("大", "大")}
-
-
-def test_shared_terms_are_whole_words_not_pieces_of_other_words(tokenizer):
-    tokens = pair(tokenizer, "xylophonist", "harpist cellist")
-    assert tokens.tokens == [
-        "[CLS]",
-        "x",
-        "##yl",
-        "##op",
-        "##hon",
-        "##ist",
-        "[SEP]",
-        "harp",
-        "##ist",
-        "cell",
-        "##ist",
-        "[SEP]",
-    ]
-    assert shared_terms(tokens, tokenizer) == []  # the same ##ist piece, in other words
-
-
-@pytest.mark.slow
-def test_e5_shared_terms_join_pieces_into_words_whatever_their_marks(e5_tokenizer):
-    tokens = pair(e5_tokenizer, "The plane is taking off.", "An air-plane: the plane is off.")
-    assert tokens.tokens == [
-        "<s>",
-        "▁The",
-        "▁plane",
-        "▁is",
-        "▁taking",
-        "▁off",
-        ".",
-        "</s>",
-        "</s>",
-        "▁An",
-        "▁air",
-        "-",
-        "plan",
-        "e",
-        ":",
-        "▁the",
-        "▁plane",
-        "▁is",
-        "▁off",
-        ".",
-        "</s>",
-    ]
-    by_text = {(tokens.tokens[q], tokens.tokens[t]) for q, t in shared_terms(tokens, e5_tokenizer)}
-    # ▁plane is the same word as "plan e" after the hyphen; "The" and "the" are one word, e5 keeps case
-    assert by_text == {
-        ("▁The", "▁the"),
-        ("▁plane", "▁plane"),
-        ("▁plane", "plan"),
-        ("▁plane", "e"),
-        ("▁is", "▁is"),
-        ("▁off", "▁off"),
-    }
-    assert not {"▁The", "▁is", "▁off"} & {
-        tokens.tokens[q] for q, _ in shared_terms(tokens, e5_tokenizer, ENGLISH_STOPWORDS)
-    }
-
-
-@pytest.mark.slow
-def test_e5_shared_terms_in_chinese_are_identical_pieces_and_never_the_bare_mark(e5_tokenizer):
-    tokens = pair(e5_tokenizer, "一个人在弹吉他。", "一个男人在弹吉他。")
-    assert tokens.tokens[:3] == ["<s>", "▁", "一个人"] and tokens.tokens[10:13] == ["▁", "一个", "男人"]
-    assert {(tokens.tokens[q], tokens.tokens[t]) for q, t in shared_terms(tokens, e5_tokenizer)} == {
-        ("在", "在"),
-        ("弹", "弹"),
-        ("吉", "吉"),
-        ("他", "他"),
-    }
-
-
 def test_match_of_a_head_that_looks_only_at_identical_terms(tokenizer, toy):
     maps = uniform_maps()
     for source, targets in {1: [9], 2: [7], 4: [9], 7: [2], 9: [1, 4]}.items():
         maps[0, 1, source] = 0
         maps[0, 1, source, targets] = 1 / len(targets)
-    scores = example_role_scores(maps, toy, tokenizer)
+    scores = example_role_scores(maps, toy)
     assert scores["match"][0, 1] == pytest.approx(1.0)
     # uniform share of the other sentence x identical targets: query rows 1/5 (5 title tokens),
     # title row 7 1/4, title row 9 2/4 (4 query tokens, two of them "red")
@@ -149,7 +65,7 @@ def test_match_of_a_head_that_looks_only_at_identical_terms(tokenizer, toy):
 
 def test_match_is_nan_without_shared_terms(tokenizer):
     tokens = pair(tokenizer, "red cat", "a dog")
-    scores = example_role_scores(uniform_maps(n=len(tokens.ids)), tokens, tokenizer)
+    scores = example_role_scores(uniform_maps(n=len(tokens.ids)), tokens)
     assert np.isnan(scores["match"]).all() and np.isnan(scores["match_excess"]).all()
     assert not np.isnan(scores["self"]).any()
 
@@ -164,7 +80,7 @@ def test_diagonal_sep_and_shifted_heads(tokenizer, toy):
     maps[0, 2, 0, 0] = 1
     maps[0, 3] = np.eye(n, k=1)
     maps[0, 3, n - 1, n - 1] = 1
-    s = example_role_scores(maps, toy, tokenizer)
+    s = example_role_scores(maps, toy)
     assert s["self"][0, 0] == 1 and s["sep"][0, 1] == 1 and s["prev"][0, 2] == 1 and s["next"][0, 3] == 1
     assert s["self"][0, 1] == 0 and s["cls"][0, 0] == 0 and s["match"][0, 0] == 0
     assert s["cls"][0, 2] == pytest.approx(1 / 9)  # only the first query token's previous token is [CLS]
@@ -174,7 +90,7 @@ def test_cls_row_on_one_shared_term(tokenizer, toy):
     maps = uniform_maps()
     maps[1, 0, toy.cls] = 0
     maps[1, 0, toy.cls, 2] = 1.0
-    got = cls_attention_on_shared(maps, toy, tokenizer)
+    got = cls_attention_on_shared(maps, toy)
     assert got["shared_share"][1, 0] == 1 and got["entropy"][1, 0] == 0 and got["n_effective"][1, 0] == 1
     assert got["n_shared_tokens"] == 5 and got["n_tokens"] == 9 and got["chance"] == pytest.approx(5 / 9)
     # the other heads' rows are uniform
@@ -183,7 +99,7 @@ def test_cls_row_on_one_shared_term(tokenizer, toy):
 
 
 def test_stopwords_shrink_the_shared_terms_and_the_chance(tokenizer, toy):
-    got = cls_attention_on_shared(uniform_maps(), toy, tokenizer, stopwords={"red"})
+    got = cls_attention_on_shared(uniform_maps(), read_pair(tokenizer, toy.ids, {"red"}))
     assert got["n_shared_tokens"] == 2 and got["chance"] == pytest.approx(2 / 9)
     assert {"the", "a", "is", "of"} <= ENGLISH_STOPWORDS and "cat" not in ENGLISH_STOPWORDS
 

@@ -3,7 +3,7 @@
 from headlab.core import head_grid, run_sweep, single_head_specs
 """
 
-from headlab.core.attention import AttentionCache, attention_maps, cls_attention_rows, token_roles
+from headlab.core.attention import AttentionCache, attention_maps, cls_attention_rows
 from headlab.core.evaluate import confusion, encode, predict, predicted_grades
 from headlab.core.gradients import gradient_importance
 from headlab.core.masking import Ablation, head_grid, head_means, mask_heads
@@ -43,5 +43,4 @@ __all__ = [
     "share_curve",
     "single_head_specs",
     "summarize",
-    "token_roles",
 ]

@@ -1,4 +1,4 @@
-"""Attention maps, per example, with the token roles needed to read them.
+"""Attention maps, per example (a pair's tokens and words: :func:`headlab.inputs.pair.read_pair`).
 
 sdpa (the default, and fastest) returns no attention weights, so maps are taken with eager attention
 inside :func:`eager_attention`, which switches back on exit. Maps are yielded one example at a time,
@@ -8,7 +8,6 @@ trimmed to the real tokens, so a whole test split never has to sit in memory at 
 from __future__ import annotations
 
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -28,29 +27,6 @@ def eager_attention(model):
     finally:
         if before != "eager":
             model.set_attn_implementation(before)
-
-
-@dataclass
-class Tokens:
-    """One tokenized pair: ``[CLS] query [SEP] title [SEP]`` and where each part sits."""
-
-    ids: list[int]
-    tokens: list[str]
-    cls: int
-    seps: list[int]
-    query: range
-    title: range
-
-
-def token_roles(tokenizer, input_ids: list[int]) -> Tokens:
-    """Locate ``[CLS]``, the ``[SEP]``s, and the query and title spans of one encoded pair."""
-    tokens = tokenizer.convert_ids_to_tokens(input_ids)
-    seps = [i for i, t in enumerate(input_ids) if t == tokenizer.sep_token_id]
-    if input_ids[0] != tokenizer.cls_token_id or len(seps) < 2:
-        raise ValueError(f"expected [CLS] query [SEP] title [SEP], got {tokens}")
-    # RoBERTa/MPNet style pairs put two separators between the sentences: <s> a </s></s> b </s>
-    title_start = seps[0] + 1 + (1 if len(seps) > 2 and seps[1] == seps[0] + 1 else 0)
-    return Tokens(list(input_ids), tokens, 0, seps, range(1, seps[0]), range(title_start, seps[-1]))
 
 
 def _chosen(encoded: Encoded, indices) -> tuple[Encoded, np.ndarray]:

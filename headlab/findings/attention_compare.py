@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from headlab.core.attention import attention_maps, token_roles
-from headlab.findings.roles import shared_terms
+from headlab.core.attention import attention_maps
+from headlab.inputs.pair import read_pair
 
 DIFFERENCE = "difference"
 
@@ -38,7 +38,7 @@ def compare_maps(
     split instead), the batch size, device and pad id. ``runs`` maps a name to ``(model, mask)`` (mask None: no head
     removed); with two runs, ``difference`` is the second minus the first. Columns: example, layer, head, head_label,
     query, key (positions; query attends to key), query_token, key_token (:func:`token_labels`), identical (query and
-    key are the same term in the two sentences, :func:`headlab.findings.roles.shared_terms`), key_shared (the key is
+    key are the same term in the two sentences, :attr:`headlab.inputs.pair.Pair.shared`), key_shared (the key is
     such a term), the runs' weights, and ``difference``. Cells where every run's weight is below ``min_weight`` are left
     out (drawn blank, i.e. about 0) so a page stays small; the diagonal and the identical-term cells are always kept, so
     every token keeps its row and column.
@@ -53,12 +53,11 @@ def compare_maps(
             picked[name, example] = np.stack([maps[l, h] for l, h in heads]).astype(np.float64)  # (heads, T, T)
     frames = []
     for example in examples:
-        tokens = token_roles(tokenizer, encoded.input_ids[example])
-        labels = token_labels(tokens.tokens)
-        pairs = shared_terms(tokens, tokenizer, stopwords)
-        identical = {*pairs, *((t, q) for q, t in pairs)}
-        shared = {i for pair in pairs for i in pair}
-        n = len(tokens.ids)
+        pair = read_pair(tokenizer, encoded.input_ids[example], stopwords)
+        labels = token_labels(pair.tokens)
+        identical = {*pair.shared, *((t, q) for q, t in pair.shared)}
+        shared = pair.shared_positions
+        n = len(pair.ids)
         which, query, key = [a.ravel() for a in np.indices((len(heads), n, n))]
         frame = pd.DataFrame(
             {

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from headlab.core.attention import attention_maps, cls_attention_rows, token_roles
+from headlab.core.attention import attention_maps, cls_attention_rows
 from headlab.core.masking import head_grid
 from headlab.core.stats import bootstrap_weights, mcnemar, relative_change, versus_random
 from headlab.core.sweep import (
@@ -40,10 +40,11 @@ from headlab.core.sweep import (
 from headlab.findings.attention_compare import token_labels
 from headlab.findings.importance import half_split
 from headlab.findings.layer_dependence import STUDY_HIGH_HEAD_LAYER, STUDY_LAYERS, study_layer_to_ours
-from headlab.findings.roles import cls_attention_on_shared, content_positions, paired_delta, shared_terms
+from headlab.findings.roles import cls_attention_on_shared, paired_delta
 from headlab.findings.term_matching import choice_limit, role_indices
 from headlab.findings.units import ACCURACY_CHANGE, CLS_CONCENTRATION, CLS_SPREAD, CLS_SPREAD_VERSUS_RANDOM
 from headlab.findings.verdicts import Claim
+from headlab.inputs.pair import read_pair
 
 SPREAD_METRICS = ["entropy", "shared_share", "content_mass"]
 MASK_METHOD = "paired bootstrap over the held-out test pairs (the half the head was not chosen on)"
@@ -320,8 +321,8 @@ def head_cls_profile(lab, examples, layer: int, head: int, drop=(), stopwords=No
     for example, row in cls_attention_rows(
         lab.model, lab.encoded, layer, head, examples, mask, lab.batch_size, lab.device, lab.pad_id
     ):
-        tokens = token_roles(lab.tokenizer, lab.encoded.input_ids[example])
-        scores = cls_attention_on_shared(row[None, None, None, :], tokens, lab.tokenizer, stopwords)
+        pair = read_pair(lab.tokenizer, lab.encoded.input_ids[example], stopwords)
+        scores = cls_attention_on_shared(row[None, None, None, :], pair)
         rows.append(
             {
                 "example": example,
@@ -407,10 +408,9 @@ def cls_rows(lab, runs: dict, examples, layer: int, head: int, stopwords=None) -
             weights[name, example] = maps[layer, head, 0].astype(np.float64)
     frames = []
     for example in examples:
-        tokens = token_roles(tokenizer, encoded.input_ids[example])
-        content = content_positions(tokens, tokenizer)
-        shared = {i for pair in shared_terms(tokens, tokenizer, stopwords) for i in pair}
-        labels = token_labels(tokens.tokens)
+        pair = read_pair(tokenizer, encoded.input_ids[example], stopwords)
+        content, shared = pair.content, pair.shared_positions
+        labels = token_labels(pair.tokens)
         frame = pd.DataFrame(
             {
                 "example": example,

@@ -4,7 +4,7 @@ Two contrasts, each keeping every position of the pair, so a head's output in on
 the other (:class:`headlab.core.patching.PatchEngine`), and never touching the query:
 
 - ``corrupted``: every title word that is also a query word (a shared term, as notebook 05 counts them:
-  :func:`headlab.findings.roles.term_words`) is replaced by a word of the split that is in neither the query nor
+  :attr:`headlab.inputs.pair.Pair.title_words`) is replaced by a word of the split that is in neither the query nor
   the title and has as many pieces (and, for SentencePiece, the same word-start mark). The pair keeps its
   length and loses every shared term: the information the term-matching heads are said to carry.
 - ``injected`` (Chen et al., SIGIR 2024, the TFC1 axiom: a document that gains a query term should score higher): one
@@ -22,9 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from headlab.core.attention import token_roles
 from headlab.core.evaluate import Encoded
-from headlab.findings.roles import shared_terms, term_words
+from headlab.inputs.pair import Pair, Word, read_pair
 from headlab.inputs.pieces import piece_convention
 
 KINDS = ("corrupted", "injected")
@@ -56,10 +55,17 @@ class Contrast:
         return len(self.examples) / self.n_pairs if self.n_pairs else 0.0
 
 
-def _shape(pieces, ids_tokens: list[str]) -> tuple[int, bool]:
+def _shape(pieces, tokens: list[str]) -> tuple[int, bool]:
     """What a replacement must match: the number of pieces, and whether the first carries a word-start mark."""
-    first = ids_tokens[0]
-    return len(ids_tokens), bool(pieces.word_start) and first.startswith(pieces.word_start)
+    return len(tokens), bool(pieces.word_start) and tokens[0].startswith(pieces.word_start)
+
+
+def _word(pair: Pair, pieces, word: Word) -> tuple[tuple[int, bool], tuple[str, tuple[int, ...]]]:
+    """A word's shape (:func:`_shape`) and its ``(text, piece ids)``."""
+    return _shape(pieces, [pair.tokens[i] for i in word.positions]), (
+        word.text,
+        tuple(pair.ids[i] for i in word.positions),
+    )
 
 
 def word_pool(encoded: Encoded, tokenizer, stopwords=None) -> dict[tuple[int, bool], list[tuple[str, tuple[int, ...]]]]:
@@ -68,11 +74,10 @@ def word_pool(encoded: Encoded, tokenizer, stopwords=None) -> dict[tuple[int, bo
     pieces = piece_convention(tokenizer)
     pool: dict[tuple[int, bool], set] = {}
     for ids in encoded.input_ids:
-        tokens = token_roles(tokenizer, ids)
-        for span in (tokens.query, tokens.title):
-            for text, _, positions in term_words(tokens, tokenizer, span, stopwords):
-                shape = _shape(pieces, [tokens.tokens[i] for i in positions])
-                pool.setdefault(shape, set()).add((text, tuple(ids[i] for i in positions)))
+        pair = read_pair(tokenizer, ids, stopwords)
+        for word in [*pair.query_words, *pair.title_words]:
+            shape, entry = _word(pair, pieces, word)
+            pool.setdefault(shape, set()).add(entry)
     return {shape: sorted(words) for shape, words in pool.items()}
 
 
@@ -81,48 +86,40 @@ def _pick(candidates, avoid: set[str], rng: np.random.Generator):
     return allowed[int(rng.integers(len(allowed)))] if allowed else None
 
 
-def _corrupt(tokens, tokenizer, pool, pieces, stopwords, rng):
-    query = {text for text, _, _ in term_words(tokens, tokenizer, tokens.query, stopwords)}
-    title = term_words(tokens, tokenizer, tokens.title, stopwords)
-    avoid = query | {text for text, _, _ in title}
-    ids, changes = list(tokens.ids), []
-    for text, _, positions in title:
-        if text not in query:
+def _corrupt(pair: Pair, pool, pieces, rng):
+    query = {word.text for word in pair.query_words}
+    avoid = query | {word.text for word in pair.title_words}
+    ids, changes = list(pair.ids), []
+    for word in pair.title_words:
+        if word.text not in query:
             continue
-        new = _pick(pool.get(_shape(pieces, [tokens.tokens[i] for i in positions]), ()), avoid, rng)
+        new = _pick(pool.get(_word(pair, pieces, word)[0], ()), avoid, rng)
         if new is None:
             return None
-        for i, piece in zip(positions, new[1]):
+        for i, piece in zip(word.positions, new[1]):
             ids[i] = piece
-        changes.append((positions[0], len(positions), text, new[0]))
+        changes.append((word.positions[0], len(word.positions), word.text, new[0]))
     return (ids, changes) if changes else None
 
 
-def _inject(tokens, tokenizer, pieces, stopwords, rng):
-    query = term_words(tokens, tokenizer, tokens.query, stopwords)
-    title = term_words(tokens, tokenizer, tokens.title, stopwords)
-    title_texts = {text for text, _, _ in title}
-    query_texts = {text for text, _, _ in query}
+def _inject(pair: Pair, pieces, rng):
+    title_texts = {word.text for word in pair.title_words}
+    query_texts = {word.text for word in pair.query_words}
     missing: dict[tuple[int, bool], list] = {}
-    for text, _, positions in query:
-        if text not in title_texts:
-            missing.setdefault(_shape(pieces, [tokens.tokens[i] for i in positions]), []).append(
-                (text, tuple(tokens.ids[i] for i in positions))
-            )
-    slots = [
-        (text, positions)
-        for text, _, positions in title
-        if text not in query_texts and _shape(pieces, [tokens.tokens[i] for i in positions]) in missing
-    ]
+    for word in pair.query_words:
+        if word.text not in title_texts:
+            shape, entry = _word(pair, pieces, word)
+            missing.setdefault(shape, []).append(entry)
+    slots = [w for w in pair.title_words if w.text not in query_texts and _word(pair, pieces, w)[0] in missing]
     if not slots:
         return None
-    text, positions = slots[int(rng.integers(len(slots)))]
-    options = sorted(set(missing[_shape(pieces, [tokens.tokens[i] for i in positions])]))
+    word = slots[int(rng.integers(len(slots)))]
+    options = sorted(set(missing[_word(pair, pieces, word)[0]]))
     new = options[int(rng.integers(len(options)))]
-    ids = list(tokens.ids)
-    for i, piece in zip(positions, new[1]):
+    ids = list(pair.ids)
+    for i, piece in zip(word.positions, new[1]):
         ids[i] = piece
-    return ids, [(positions[0], len(positions), text, new[0])]
+    return ids, [(word.positions[0], len(word.positions), word.text, new[0])]
 
 
 def contrast_pairs(
@@ -136,18 +133,13 @@ def contrast_pairs(
         pool = word_pool(encoded, tokenizer, stopwords)
     kept, changed_ids, rows = [], [], []
     for example, ids in enumerate(encoded.input_ids):
-        tokens = token_roles(tokenizer, ids)
+        pair = read_pair(tokenizer, ids, stopwords)
         rng = np.random.default_rng([seed, example])
-        made = (
-            _corrupt(tokens, tokenizer, pool, pieces, stopwords, rng)
-            if kind == "corrupted"
-            else _inject(tokens, tokenizer, pieces, stopwords, rng)
-        )
+        made = _corrupt(pair, pool, pieces, rng) if kind == "corrupted" else _inject(pair, pieces, rng)
         if made is None:
             continue
         new_ids, changes = made
-        before = len(shared_terms(tokens, tokenizer, stopwords))
-        after = len(shared_terms(token_roles(tokenizer, new_ids), tokenizer, stopwords))
+        before, after = len(pair.shared), len(read_pair(tokenizer, new_ids, stopwords).shared)
         if (kind == "corrupted" and after) or (kind == "injected" and after <= before):
             continue  # the pieces joined into another word than planned: no clean contrast for this pair
         kept.append(example)

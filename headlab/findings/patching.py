@@ -25,7 +25,6 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from headlab.core.attention import token_roles
 from headlab.core.masking import head_grid
 from headlab.core.patching import PatchEngine, single_head_patches
 from headlab.core.stats import bootstrap_weights, draw_counts
@@ -43,6 +42,7 @@ from headlab.findings.term_matching import (
 from headlab.findings.two_tower import shares_terms
 from headlab.findings.units import CARRY, MASK_SPECIFICITY, PATH
 from headlab.findings.verdicts import Claim
+from headlab.inputs.pair import read_pair
 
 
 def restored_shares(table: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
@@ -344,8 +344,8 @@ def contrast_examples(contrast: Contrast, lab, n: int = 6) -> pd.DataFrame:
     """The first ``n`` contrast pairs as a reader checks them: query, title, the changed title, the words replaced."""
     rows = []
     for i, example in enumerate(contrast.examples[:n]):
-        tokens = token_roles(lab.tokenizer, contrast.changed.input_ids[i])
-        changed = lab.tokenizer.decode([tokens.ids[j] for j in tokens.title])
+        pair = read_pair(lab.tokenizer, contrast.changed.input_ids[i])
+        changed = lab.tokenizer.decode([pair.ids[j] for j in pair.title])
         words = contrast.changes[contrast.changes["example"] == example]
         rows.append(
             {

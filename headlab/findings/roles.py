@@ -12,15 +12,12 @@ over that sentence's tokens; ``match_excess`` and ``match_ratio`` compare the tw
 
 from __future__ import annotations
 
-import unicodedata
-
 import numpy as np
 import pandas as pd
 
-from headlab.core.attention import Tokens, token_roles
 from headlab.core.evaluate import weights_digest
 from headlab.core.stats import bootstrap_weights
-from headlab.inputs.pieces import piece_convention, word_spans
+from headlab.inputs.pair import Pair, read_pair
 
 # A small English stopword list (articles, pronouns, prepositions, conjunctions, auxiliaries and the pieces
 # WordPiece cuts from contractions), lower case as an uncased tokenizer writes them. About half of the tokens
@@ -41,81 +38,28 @@ s t d ll m re ve
 """.split()
 )
 
-# What :func:`shared_terms` compares, named in the keys of saved role tables, so that a table scored under an
-# earlier definition (token ids, before SentencePiece models) is computed again rather than read.
+# What :attr:`headlab.inputs.pair.Pair.shared` compares, named in the keys of saved role tables, so that a table
+# scored under an earlier definition (token ids, before SentencePiece models) is computed again rather than read.
 SHARED_TERMS = "words"
 
 ROLE_COLUMNS = ["match", "match_baseline", "match_ratio", "match_excess", "self", "sep", "cls", "prev", "next"]
 
 
-def is_punctuation(text: str) -> bool:
-    """A text made only of punctuation characters."""
-    return bool(text) and all(unicodedata.category(c).startswith("P") for c in text)
-
-
-def content_positions(tokens: Tokens, tokenizer) -> list[int]:
-    """Query and title positions that hold no special token ([CLS], [SEP], [UNK], ...)."""
-    special = set(tokenizer.all_special_ids)
-    return [i for i in [*tokens.query, *tokens.title] if tokens.ids[i] not in special]
-
-
-def term_words(tokens: Tokens, tokenizer, span: range, stopwords=None) -> list[tuple[str, list[str], list[int]]]:
-    """The words of ``span`` that can be shared terms: ``(text, piece texts, positions)`` for each.
-
-    Words are joined from the tokenizer's pieces (:func:`headlab.inputs.pieces.word_spans`: ``una ##ffa ##ble``
-    and ``▁un believ able`` both make ``unaffable``; a Chinese character or SentencePiece's Chinese piece is a
-    word of its own) and their text is casefolded, as an uncased tokenizer already does. Words with an unknown
-    token (two unknown characters need not be the same), words made only of punctuation, and words in
-    ``stopwords`` are no terms.
-    """
-    pieces, stop = piece_convention(tokenizer), set(stopwords or ())
-    unknown = getattr(tokenizer, "unk_token_id", None)
-    specials = set(tokenizer.all_special_ids) - {unknown}
-    special = [i not in span or t in specials for i, t in enumerate(tokens.ids)]
-    words = []
-    for positions in word_spans(tokens.tokens, pieces, special):
-        texts = [pieces.text(tokens.tokens[i]).casefold() for i in positions]
-        text = "".join(texts)
-        if text and unknown not in [tokens.ids[i] for i in positions] and not is_punctuation(text) and text not in stop:
-            words.append((text, texts, positions))
-    return words
-
-
-def shared_terms(tokens: Tokens, tokenizer, stopwords=None) -> list[tuple[int, int]]:
-    """Every (query position, title position) pair of pieces of the same word (:func:`term_words`), sorted.
-
-    The same word cut the same way pairs piece by piece, as a token matches itself; cut differently (``▁plane``
-    at a word start, ``plane`` after a hyphen), every piece of one pairs with every piece of the other. A piece
-    matches no piece of another word (``play ##ing`` and ``runn ##ing`` share no term).
-    """
-    title: dict[str, list[tuple[list[str], list[int]]]] = {}
-    for text, texts, positions in term_words(tokens, tokenizer, tokens.title, stopwords):
-        title.setdefault(text, []).append((texts, positions))
-    pairs: set[tuple[int, int]] = set()
-    for text, texts, positions in term_words(tokens, tokenizer, tokens.query, stopwords):
-        for title_texts, title_positions in title.get(text, []):
-            if title_texts == texts:
-                pairs.update(zip(positions, title_positions))
-            else:
-                pairs.update((q, t) for q in positions for t in title_positions)
-    return sorted(pairs)
-
-
-def longest_shared_phrase(tokens: Tokens) -> tuple[int, int, int]:
+def longest_shared_phrase(pair: Pair) -> tuple[int, int, int]:
     """The longest run of identical consecutive tokens in query and title: (query start, title start, length).
 
-    Tokens are compared by id as in :func:`shared_terms`, but stopwords and punctuation count inside a
-    phrase ("grew up in iran"). Length 0 when the sentences share no token.
+    Tokens are compared by id, and stopwords and punctuation count inside a phrase ("grew up in iran"). Length 0
+    when the sentences share no token.
     """
-    query = [tokens.ids[i] for i in tokens.query]
-    title = [tokens.ids[i] for i in tokens.title]
-    best = (tokens.query.start, tokens.title.start, 0)
+    query = [pair.ids[i] for i in pair.query]
+    title = [pair.ids[i] for i in pair.title]
+    best = (pair.query.start, pair.title.start, 0)
     run = [0] * (len(title) + 1)  # run[j + 1]: length of the common run ending at query[i] and title[j]
     for i, q in enumerate(query):
         for j in range(len(title) - 1, -1, -1):
             run[j + 1] = run[j] + 1 if q == title[j] else 0
             if run[j + 1] > best[2]:
-                best = (tokens.query.start + i - run[j + 1] + 1, tokens.title.start + j - run[j + 1] + 1, run[j + 1])
+                best = (pair.query.start + i - run[j + 1] + 1, pair.title.start + j - run[j + 1] + 1, run[j + 1])
     return best
 
 
@@ -123,28 +67,27 @@ def showcase_examples(encoded, tokenizer, max_tokens: int = 32, stopwords=None) 
     """Pairs that show term matching best: the longest shared phrase first, among pairs of at most ``max_tokens``.
 
     One row per pair that shares at least one term: example, n_tokens, n_shared (shared-term pairs, as
-    :func:`shared_terms` counts them), phrase_terms (terms in the longest shared phrase), phrase_length
-    (its tokens), phrase (its text). Sorted by phrase_terms, then phrase_length (both descending), then
+    :attr:`headlab.inputs.pair.Pair.shared` counts them), phrase_terms (terms in the longest shared phrase),
+    phrase_length (its tokens), phrase (its text). Sorted by phrase_terms, then phrase_length (both descending), then
     n_tokens (short pairs are easier to read), then example.
     """
     rows = []
     for example, ids in enumerate(encoded.input_ids):
         if len(ids) > max_tokens:
             continue
-        tokens = token_roles(tokenizer, ids)
-        pairs = shared_terms(tokens, tokenizer, stopwords)
-        if not pairs:
+        pair = read_pair(tokenizer, ids, stopwords)
+        if not pair.shared:
             continue
-        start, _, length = longest_shared_phrase(tokens)
-        terms = {q for q, _ in pairs}
+        start, _, length = longest_shared_phrase(pair)
+        terms = {q for q, _ in pair.shared}
         rows.append(
             {
                 "example": example,
                 "n_tokens": len(ids),
-                "n_shared": len(pairs),
+                "n_shared": len(pair.shared),
                 "phrase_terms": sum(i in terms for i in range(start, start + length)),
                 "phrase_length": length,
-                "phrase": tokenizer.convert_tokens_to_string(tokens.tokens[start : start + length]),
+                "phrase": tokenizer.convert_tokens_to_string(pair.tokens[start : start + length]),
             }
         )
     columns = ["example", "n_tokens", "n_shared", "phrase_terms", "phrase_length", "phrase"]
@@ -156,18 +99,18 @@ def showcase_examples(encoded, tokenizer, max_tokens: int = 32, stopwords=None) 
     )
 
 
-def _match_scores(maps: np.ndarray, tokens: Tokens, pairs) -> dict[str, np.ndarray]:
+def _match_scores(maps: np.ndarray, pair: Pair) -> dict[str, np.ndarray]:
     """match and its identity-blind baseline per head; NaN when the pair shares no term."""
     n_layers, n_heads, n = maps.shape[:3]
-    if not pairs:
+    if not pair.shared:
         nan = np.full((n_layers, n_heads), np.nan)
         return {"match": nan, "match_baseline": nan.copy()}
     identical = np.zeros((n, n))
-    for q, t in pairs:
+    for q, t in pair.shared:
         identical[q, t] = identical[t, q] = 1.0
     other = np.zeros((n, n))  # query rows -> title columns and title rows -> query columns
-    other[np.ix_(tokens.query, tokens.title)] = 1.0
-    other[np.ix_(tokens.title, tokens.query)] = 1.0
+    other[np.ix_(pair.query, pair.title)] = 1.0
+    other[np.ix_(pair.title, pair.query)] = 1.0
     sources = np.flatnonzero(identical.sum(axis=1))
     on_identical = (maps * identical).sum(axis=-1)[..., sources]  # (L, H, sources)
     on_other = (maps * other).sum(axis=-1)[..., sources]
@@ -176,7 +119,7 @@ def _match_scores(maps: np.ndarray, tokens: Tokens, pairs) -> dict[str, np.ndarr
     return {"match": on_identical.mean(axis=-1), "match_baseline": uniform_on_identical.mean(axis=-1)}
 
 
-def example_role_scores(maps: np.ndarray, tokens: Tokens, tokenizer, stopwords=None) -> dict[str, np.ndarray]:
+def example_role_scores(maps: np.ndarray, pair: Pair) -> dict[str, np.ndarray]:
     """Role scores of every head for one example, each an (layers, heads) array keyed by ``ROLE_COLUMNS``.
 
     ``maps`` is (layers, heads, T, T) with rows attending to columns, as :func:`attention_maps` yields.
@@ -192,28 +135,29 @@ def example_role_scores(maps: np.ndarray, tokens: Tokens, tokenizer, stopwords=N
       [SEP]s together, on [CLS], on the token before / after it (whatever that is: the first query
       token's previous token is [CLS]), averaged over the non-special tokens.
     """
-    content = np.array(content_positions(tokens, tokenizer))
-    scores = _match_scores(maps, tokens, shared_terms(tokens, tokenizer, stopwords))
+    content = np.array(pair.content)
+    scores = _match_scores(maps, pair)
     with np.errstate(divide="ignore", invalid="ignore"):
         scores["match_ratio"] = scores["match"] / scores["match_baseline"]
     scores["match_excess"] = scores["match"] - scores["match_baseline"]
     rows = maps[..., content, :]  # (L, H, content, T)
     scores["self"] = rows[..., np.arange(len(content)), content].mean(axis=-1)
-    scores["sep"] = rows[..., tokens.seps].sum(axis=-1).mean(axis=-1)
-    scores["cls"] = rows[..., tokens.cls].mean(axis=-1)
+    scores["sep"] = rows[..., pair.seps].sum(axis=-1).mean(axis=-1)
+    scores["cls"] = rows[..., pair.cls].mean(axis=-1)
     scores["prev"] = rows[..., np.arange(len(content)), content - 1].mean(axis=-1)
     scores["next"] = rows[..., np.arange(len(content)), content + 1].mean(axis=-1)
     return {name: scores[name] for name in ROLE_COLUMNS}
 
 
-def per_head_rows(attention, encoded, tokenizer, score) -> pd.DataFrame:
-    """One row per (example, layer, head): ``score(maps, tokens)`` gives (layers, heads) arrays or scalars.
+def per_head_rows(attention, encoded, tokenizer, score, stopwords=None) -> pd.DataFrame:
+    """One row per (example, layer, head): ``score(maps, pair)`` gives (layers, heads) arrays or scalars (``pair``:
+    the example read by :func:`headlab.inputs.pair.read_pair` with ``stopwords``).
 
     ``attention`` yields ``(example, maps)``: :func:`headlab.core.attention.attention_maps` (one model pass) or an
     :class:`headlab.core.attention.AttentionCache` (no pass at all)."""
     frames = []
     for example, maps in attention:
-        scores = score(maps, token_roles(tokenizer, encoded.input_ids[example]))
+        scores = score(maps, read_pair(tokenizer, encoded.input_ids[example], stopwords))
         layers, heads = np.indices(maps.shape[:2])
         frames.append(
             pd.DataFrame(
@@ -235,9 +179,7 @@ def role_scores(attention, encoded, tokenizer, stopwords=None, per_example: bool
     the per-example table, or with ``per_example=True`` that table itself (example, layer, head, one
     column per role): the paired values that before/after comparisons (:func:`paired_delta`) need.
     """
-    long = per_head_rows(
-        attention, encoded, tokenizer, lambda maps, tokens: example_role_scores(maps, tokens, tokenizer, stopwords)
-    )
+    long = per_head_rows(attention, encoded, tokenizer, example_role_scores, stopwords)
     long = long.sort_values(["example", "layer", "head"], ignore_index=True)
     return long if per_example else summarize_roles(long)
 
@@ -281,7 +223,7 @@ def rank_heads(scores: pd.DataFrame, by: str = "match_excess", among_layers=None
     return [(int(layer), int(head)) for layer, head in zip(top["layer"], top["head"])], top
 
 
-def cls_attention_on_shared(maps: np.ndarray, tokens: Tokens, tokenizer, stopwords=None) -> dict:
+def cls_attention_on_shared(maps: np.ndarray, pair: Pair) -> dict:
     """How every head's [CLS] row spreads over the non-special tokens, and how much lands on shared terms.
 
     Each row is renormalised over the non-special tokens (``content_mass``, per head, is the share it had
@@ -291,11 +233,11 @@ def cls_attention_on_shared(maps: np.ndarray, tokens: Tokens, tokenizer, stopwor
     ``n_effective`` = exp(entropy) is the number of tokens a uniform row with that entropy would cover.
     Per-head values are (layers, heads) arrays; ``chance``, ``n_shared_tokens``, ``n_tokens`` are numbers.
     """
-    content = content_positions(tokens, tokenizer)
-    rows = maps[:, :, tokens.cls, content].astype(np.float64)  # (L, H, content)
+    content = pair.content
+    rows = maps[:, :, pair.cls, content].astype(np.float64)  # (L, H, content)
     content_mass = rows.sum(axis=-1)
     p = rows / content_mass[..., None]
-    shared = {i for pair in shared_terms(tokens, tokenizer, stopwords) for i in pair}
+    shared = pair.shared_positions
     on_shared = np.array([i in shared for i in content])
     entropy = -np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0).sum(axis=-1)
     return {
@@ -315,9 +257,7 @@ def cls_profile(attention, encoded, tokenizer, heads=None, stopwords=None) -> pd
     Maps taken with heads masked show how the remaining heads' [CLS] attention changes when the removed
     heads' features are missing. One row per example and head, sorted by example, layer, head.
     """
-    out = per_head_rows(
-        attention, encoded, tokenizer, lambda maps, tokens: cls_attention_on_shared(maps, tokens, tokenizer, stopwords)
-    )
+    out = per_head_rows(attention, encoded, tokenizer, cls_attention_on_shared, stopwords)
     if heads is not None:
         chosen = pd.DataFrame([(int(l), int(h)) for l, h in heads], columns=["layer", "head"])
         out = out.merge(chosen, on=["layer", "head"])

@@ -19,17 +19,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from headlab.core.attention import token_roles
 from headlab.core.device import precision
 from headlab.core.evaluate import GRADE_LABELS, metrics, predict, predicted_grades
 from headlab.core.masking import head_grid
 from headlab.core.stats import bootstrap_weights, mcnemar, relative_change
 from headlab.core.sweep import BASELINE, kappa_columns
 from headlab.findings.lexical import fit_lexical
-from headlab.findings.roles import shared_terms
 from headlab.findings.term_matching import term_matching_specs
 from headlab.findings.units import ACCURACY_CHANGE, PAIRED, TWO_TOWER_GAP
 from headlab.findings.verdicts import Claim
+from headlab.inputs.pair import read_pair
 from headlab.models.two_tower import finetune_two_tower, load_two_tower, pair_encodings, predict_two_tower
 
 REFERENCE = "cross-encoder"
@@ -198,10 +197,8 @@ def comparisons_text(tests: list[dict]) -> str:
 def shares_terms(encoded, tokenizer, stopwords=None) -> np.ndarray:
     """Per pair: whether query and title share a term, as notebook 05 counts shared terms (whole words joined from
     the tokenizer's pieces, casefolded; punctuation, unknown tokens and ``stopwords`` never count:
-    :func:`headlab.findings.roles.shared_terms`)."""
-    return np.array(
-        [bool(shared_terms(token_roles(tokenizer, ids), tokenizer, stopwords)) for ids in encoded.input_ids], dtype=bool
-    )
+    :attr:`headlab.inputs.pair.Pair.shared`)."""
+    return np.array([bool(read_pair(tokenizer, ids, stopwords).shared) for ids in encoded.input_ids], dtype=bool)
 
 
 GAP_METHOD = "bootstrap over test pairs, resampled within each group"
