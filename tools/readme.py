@@ -341,14 +341,11 @@ def builds_of(table: pd.DataFrame) -> list[tuple]:
 def cold_block(table: pd.DataFrame) -> list[str]:
     """The README's first screen: the latest cold and warm `make book` of the default preset against its budgets,
     and the machine it ran on."""
-    builds = builds_of(table)
-    lines = [line for line in budget_lines(table, builds) if line.startswith("* default,")]
-    machines = {
-        line: table[table["build"] == line.split("(", 1)[1].split(")", 1)[0]].iloc[0]
-        for line in lines
-        if "(" in line and not table[table["build"] == line.split("(", 1)[1].split(")", 1)[0]].empty
-    }
-    lines = [f"{line[:-1]}, on {machines[line].machine}." if line in machines else line for line in lines]
+    lines = []
+    for preset, build, line in budget_rows(table, builds_of(table)):
+        if preset == "default":
+            rows = table[table["build"] == build]
+            lines.append(f"{line[:-1]}, on {rows.iloc[0].machine}." if not rows.empty else line)
     return lines or ["No default build is recorded yet."]
 
 
@@ -387,9 +384,16 @@ def timings_block(table: pd.DataFrame) -> list[str]:
 
 
 def budget_lines(table: pd.DataFrame, builds: list) -> list[str]:
-    """Each budgeted preset's latest finished cold and warm build against its budget: the whole `make book` where the
-    build ran that preset alone, else the preset's own time in it (a build of several presets times them together):
-    its ``preset total``, or in builds that ran one notebook at a time and did not record one, its steps added up."""
+    """:func:`budget_rows` as the timings page's bullet list."""
+    lines = [line for _, _, line in budget_rows(table, builds)]
+    return [""] + lines if lines else []
+
+
+def budget_rows(table: pd.DataFrame, builds: list) -> list[tuple[str, str, str]]:
+    """``(preset, build, line)``: each budgeted preset's latest finished cold and warm build against its budget: the
+    whole `make book` where the build ran that preset alone, else the preset's own time in it (a build of several
+    presets times them together): its ``preset total``, or in builds that ran one notebook at a time and did not
+    record one, its steps added up."""
     lines = []
     for preset, budgets in BUDGETS.items():
         for kind, budget in budgets.items():
@@ -405,8 +409,12 @@ def budget_lines(table: pd.DataFrame, builds: list) -> list[str]:
             if shared(table[table["build"] == latest[0]]):
                 rows = table[table["build"] == latest[0]]
                 lines.append(
-                    f"* {preset}, {kind} ({latest[0]}): measured beside other work (highest load {_load(rows)} on "
-                    f"{_cores(rows)} cores), so not a budget figure."
+                    (
+                        preset,
+                        latest[0],
+                        f"* {preset}, {kind} ({latest[0]}): measured beside other work (highest load {_load(rows)} on "
+                        f"{_cores(rows)} cores), so not a budget figure.",
+                    )
                 )
             if not alone:
                 continue
@@ -430,8 +438,8 @@ def budget_lines(table: pd.DataFrame, builds: list) -> list[str]:
                 if total <= budget
                 else f"over its budget of {duration(budget)} by {duration(total - budget)}"
             )
-            lines.append(f"* {preset}, {kind} ({build}): {duration(total)} ({what}); {verdict}.")
-    return [""] + lines if lines else []
+            lines.append((preset, build, f"* {preset}, {kind} ({build}): {duration(total)} ({what}); {verdict}."))
+    return lines
 
 
 def _kind(rows: pd.DataFrame) -> str:

@@ -224,7 +224,9 @@ class Lab:
         base, probs = engine.probabilities([torch.ones(self.shape), spec.keep(*self.shape)])
         correct = (predicted_grades(probs) == self.encoded.grades).astype(int)
         base_correct = (predicted_grades(base) == self.encoded.grades).astype(int)
-        effect = relative_change(correct, base_correct, n_boot=n_boot or self.params.n_boot, seed=self.params.seed)
+        effect = relative_change(
+            correct, base_correct, n_boot=self.params.n_boot if n_boot is None else n_boot, seed=self.params.seed
+        )
         return Evaluation(
             spec.dropped,
             float(correct.mean()),
@@ -259,7 +261,12 @@ class Lab:
             per_example = pd.concat(
                 [per_example_table(s.mask_id, p, self.encoded.grades) for s, p in zip(specs, probs)], ignore_index=True
             )
-        return summarize(per_example, plan_table(specs), n_boot=n_boot or self.params.n_boot, seed=self.params.seed)
+        return summarize(
+            per_example,
+            plan_table(specs),
+            n_boot=self.params.n_boot if n_boot is None else n_boot,
+            seed=self.params.seed,
+        )
 
     def sweep(
         self,
@@ -387,7 +394,7 @@ class Lab:
     def baseline_metrics(self, n_boot: int | None = None) -> pd.DataFrame:
         """Accuracy and macro-F1 of the unmasked model with 95% bootstrap intervals, and the majority-class rate."""
         grades, predicted = self.encoded.grades, predicted_grades(self.base_probs)
-        n_boot = n_boot or self.params.n_boot
+        n_boot = self.params.n_boot if n_boot is None else n_boot
         w = bootstrap_weights(len(grades), n_boot, self.params.seed)
         correct = (grades == predicted).astype(float)
         boot_acc = w @ correct / len(grades)
