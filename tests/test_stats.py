@@ -35,6 +35,11 @@ def test_bootstrap_weights_resample_n_examples_each_and_repeat_with_the_seed():
     )
 
 
+def test_zero_resamples_are_refused_not_an_empty_interval():
+    with pytest.raises(ValueError, match="n_boot must be at least 1"):
+        bootstrap_weights(50, 0, seed=3)
+
+
 def test_bootstrap_weights_are_drawn_once_and_cannot_be_changed_by_a_caller(monkeypatch):
     from headlab.core import stats
 

@@ -19,6 +19,8 @@ def bootstrap_weights(n: int, n_boot: int, seed: int) -> np.ndarray:
 
     Drawn once per (n, n_boot, seed) in a process and then reused: a sweep's hundreds of effects resample the same
     pairs, and drawing 2000 resamples of a test split costs a tenth of a second each time."""
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be at least 1 resample, got {n_boot}")
     if n * n_boot > CACHED_WEIGHTS:
         return _bootstrap_weights.__wrapped__(int(n), int(n_boot), int(seed))
     return _bootstrap_weights(int(n), int(n_boot), int(seed))
