@@ -8,7 +8,7 @@ import torch
 from conftest import random_encoded, tiny_bert, tiny_mpnet
 
 from headlab.core.evaluate import Encoded, length_batches, model_inputs
-from headlab.core.patching import PatchEngine, expected_grade, patch_heads, recording_head_outputs
+from headlab.core.patching import PatchEngine, expected_grade, grade_logit, patch_heads, recording_head_outputs
 
 
 def _changed(encoded: Encoded, seed: int = 1) -> Encoded:
@@ -133,3 +133,63 @@ def test_path_patching_reads_the_receivers_cls_row_and_is_the_target_when_nothin
     np.testing.assert_allclose(same["grade_path"], same["grade_target"], atol=1e-6)
     with pytest.raises(ValueError, match="must all sit below the receiver's layer 1"):
         PatchEngine(model, source, target).path_patched([(1, 0)], (1, 3), positions)
+
+
+def test_the_grade_logit_is_linear_and_blind_to_a_shift_of_every_logit():
+    logits = np.array([[0.0, 1.0, 0.0, 0.0, 3.0], [2.0, 0.0, 0.0, 0.0, 0.0]])
+    np.testing.assert_allclose(grade_logit(logits), [-1.0 + 6.0, -4.0])
+    np.testing.assert_allclose(grade_logit(logits + 7.5), grade_logit(logits))
+    np.testing.assert_allclose(grade_logit(2 * logits), 2 * grade_logit(logits))
+    torch.testing.assert_close(
+        grade_logit(torch.tensor(logits)), torch.tensor(grade_logit(logits), dtype=torch.float32)
+    )
+
+
+def _scaled(engine: PatchEngine, eps: float) -> None:
+    """Make the engine's recorded source head outputs target + eps * (source - target): a patch that small is
+    linear in the model to first order, so attribution patching must equal it."""
+    engine._recorded = [
+        ([t + eps * (s - t) for s, t in zip(source, target)], *rest, target)
+        for (source, *rest, target) in engine._record()
+    ]
+
+
+@pytest.mark.parametrize("make", [tiny_bert, tiny_mpnet], ids=["bert", "mpnet"])
+def test_attribution_patching_is_activation_patching_to_first_order(make):
+    model, source = make().double(), random_encoded(8)
+    target = _changed(source)
+    engine = PatchEngine(model, source, target, batch_size=3, autocast=False)
+    attributed = engine.attribution()
+    assert [a.shape for a in attributed] == [(3, 4, len(x)) for x in source.input_ids]
+    assert all(p.requires_grad for p in model.parameters())  # the flags come back
+    eps = 1e-2  # small enough to be linear, large enough for the logits' float32 to resolve
+    _scaled(engine, eps)
+    base = grade_logit(engine.unpatched_logits()[1])
+    checked = [(0, 1, 1), (1, 2, 0), (1, 3, 2), (2, 0, 0)]  # layer, head, position
+    for layer, head, position in checked:
+        where = [[position] for _ in range(len(source))]
+        patched = grade_logit(engine.logits([[(layer, head)]], where=where)[0])
+        exact = (patched - base) / eps
+        first_order = np.array([a[layer, head, position] for a in attributed])
+        assert np.abs(first_order).max() > 1e-3  # not a trivially zero case
+        np.testing.assert_allclose(first_order, exact, rtol=0.05, atol=0.01 * np.abs(exact).max())
+    assert all(np.all(a[2, :, 1:] == 0) for a in attributed)  # the top layer reaches the grade through [CLS] alone
+
+
+def test_patching_at_positions_adds_up_where_the_model_is_linear_and_all_positions_are_the_whole_patch():
+    model, source = tiny_bert().double(), random_encoded(8)
+    target = _changed(source)
+    engine = PatchEngine(model, source, target, batch_size=3, autocast=False)
+    heads = [[(1, 2), (1, 0)]]  # one layer: across layers, a later head patched at some positions blocks paths
+    everywhere = [list(range(len(x))) for x in source.input_ids]
+    np.testing.assert_allclose(engine.logits(heads, where=everywhere), engine.logits(heads))
+    cls_only, rest = [[0] for _ in source.input_ids], [list(range(1, len(x))) for x in source.input_ids]
+    whole = engine.logits(heads)[0]
+    split = engine.logits(heads, where=cls_only)[0] + engine.logits(heads, where=rest)[0]
+    assert not np.allclose(split - engine.unpatched_logits()[1], whole)  # far from linear at full size
+    eps = 1e-2
+    _scaled(engine, eps)
+    base = engine.unpatched_logits()[1]
+    whole = (engine.logits(heads)[0] - base) / eps
+    split = (engine.logits(heads, where=cls_only)[0] - base + engine.logits(heads, where=rest)[0] - base) / eps
+    np.testing.assert_allclose(split, whole, rtol=0.05, atol=0.01 * np.abs(whole).max())

@@ -58,10 +58,11 @@ def recording_head_outputs(model):
 
 
 @contextmanager
-def patch_heads(model, heads, source: list[torch.Tensor | None]):
+def patch_heads(model, heads, source: list[torch.Tensor | None], where: torch.Tensor | None = None):
     """Inside the block, each head ``(layer, head)`` of ``heads`` outputs what it output in the source run
     (``source[layer]``: that layer's head outputs, batch x tokens x hidden, from :func:`recording_head_outputs`);
-    every other head computes as usual. A layer that computes ``[CLS]`` alone reads the source's first row."""
+    every other head computes as usual. ``where`` (batch x tokens, 1 or 0) limits the patch to those positions of
+    each pair (MechIR's head-by-position view). A layer that computes ``[CLS]`` alone reads the source's first row."""
     by_layer: dict[int, list[int]] = {}
     for layer, head in heads:
         by_layer.setdefault(int(layer), []).append(int(head))
@@ -77,7 +78,11 @@ def patch_heads(model, heads, source: list[torch.Tensor | None]):
             hidden, *rest = args
             patched = hidden.clone()
             from_source = source[layer][:, : hidden.shape[1]].to(device=hidden.device, dtype=hidden.dtype)
-            patched[..., columns] = from_source[..., columns]
+            if where is None:
+                patched[..., columns] = from_source[..., columns]
+            else:
+                keep = where[:, : hidden.shape[1], None].to(device=hidden.device, dtype=torch.bool)
+                patched[..., columns] = torch.where(keep, from_source[..., columns], hidden[..., columns])
             return (patched, *rest)
 
         handles.append(projections[layer].register_forward_pre_hook(swap))
@@ -88,10 +93,52 @@ def patch_heads(model, heads, source: list[torch.Tensor | None]):
             handle.remove()
 
 
-def expected_grade(logits: torch.Tensor) -> np.ndarray:
-    """The grade a pair is expected to get under the model's probabilities (1-5): what a patch restores."""
-    probs = torch.softmax(logits.float(), dim=-1).cpu().numpy()
+@contextmanager
+def head_output_gradients(model):
+    """Inside the block, a forward pass keeps every layer's head outputs (the output projections' inputs) in the
+    graph, and the list this yields gets them, one per layer, so ``.grad`` holds each after a backward pass. The
+    parameters need no gradient inside (their flags come back after), so the lowest layer's head outputs become a
+    leaf and nothing below them, and no weight, is differentiated."""
+    kept: list[torch.Tensor] = []
+    needed = [p.requires_grad for p in model.parameters()]
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+
+    def keep(module, args):
+        hidden, *rest = args
+        if not hidden.requires_grad:
+            hidden = hidden.detach().requires_grad_(True)
+        hidden.retain_grad()
+        kept.append(hidden)
+        return (hidden, *rest)
+
+    handles = [p.register_forward_pre_hook(keep) for p in output_projections(model)]
+    try:
+        yield kept
+    finally:
+        for handle in handles:
+            handle.remove()
+        for parameter, flag in zip(model.parameters(), needed):
+            parameter.requires_grad_(flag)
+
+
+def expected_grade(logits: torch.Tensor | np.ndarray) -> np.ndarray:
+    """The grade a pair is expected to get under the model's probabilities (1-5): bounded, so a patch can only
+    restore up to the source's grade."""
+    probs = torch.softmax(torch.as_tensor(logits).float(), dim=-1).cpu().numpy()
     return probs @ np.asarray(GRADE_LABELS, dtype=np.float64)
+
+
+GRADE_WEIGHTS = np.asarray(GRADE_LABELS, dtype=np.float64) - np.mean(GRADE_LABELS)  # -2 ... 2
+
+
+def grade_logit(logits: torch.Tensor | np.ndarray):
+    """``sum_g (g - 3) * logit_g``: a pair's grade read linearly off its logits (the patching literature's metric,
+    Heimersheim & Nanda 2024: unbounded, so a patch's restored share is not squeezed by a softmax). The weights sum
+    to 0, so adding one constant to every logit leaves it unchanged. A tensor in, a tensor out (for gradients)."""
+    if torch.is_tensor(logits):
+        return logits.float() @ torch.as_tensor(GRADE_WEIGHTS, dtype=torch.float32, device=logits.device)
+    return np.asarray(logits, dtype=np.float64) @ GRADE_WEIGHTS
 
 
 def first_layer(heads) -> int:
@@ -140,47 +187,87 @@ class PatchEngine:
 
     @torch.inference_mode()
     def _record(self):
-        """Per batch: the source's head outputs and grades, the target's layer outputs and grades."""
+        """Per batch: the source's head outputs and logits, the target's layer outputs, logits and head outputs."""
         if self._recorded is None:
             recorded = []
             with self._autocast():
                 for _, source, target in self.batches:
                     with recording_head_outputs(self.model) as passes:
-                        source_grades = expected_grade(self.model(**source).logits)
+                        source_logits = self.model(**source).logits.float().cpu().numpy()
                     outputs: list = []
                     hooks = [layer.register_forward_hook(appending_hook(outputs)) for layer in self.layers]
                     try:
                         with recording_head_outputs(self.model) as target_passes:
-                            target_grades = expected_grade(self.model(**target).logits)
+                            target_logits = self.model(**target).logits.float().cpu().numpy()
                     finally:
                         for hook in hooks:
                             hook.remove()
-                    recorded.append((passes[0], source_grades, outputs, target_grades, target_passes[0]))
+                    recorded.append((passes[0], source_logits, outputs, target_logits, target_passes[0]))
             self._recorded = recorded
         return self._recorded
 
-    def unpatched(self) -> tuple[np.ndarray, np.ndarray]:
-        """The expected grades of the source and of the target pairs, as the patched runs compute them."""
-        source, target = np.zeros(self.n), np.zeros(self.n)
-        for (idx, *_), (_, source_grades, _, target_grades, _) in zip(self.batches, self._record()):
-            source[idx], target[idx] = source_grades, target_grades
+    def unpatched_logits(self) -> tuple[np.ndarray, np.ndarray]:
+        """The logits (pairs x grades) of the source and of the target pairs, as the patched runs compute them."""
+        source, target = np.zeros((self.n, len(GRADE_LABELS))), np.zeros((self.n, len(GRADE_LABELS)))
+        for (idx, *_), (_, source_logits, _, target_logits, _) in zip(self.batches, self._record()):
+            source[idx], target[idx] = source_logits, target_logits
         return source, target
 
+    def unpatched(self) -> tuple[np.ndarray, np.ndarray]:
+        """The expected grades of the source and of the target pairs, as the patched runs compute them."""
+        source, target = self.unpatched_logits()
+        return expected_grade(source), expected_grade(target)
+
     @torch.inference_mode()
-    def expected_grades(self, patches: list, progress: bool = False) -> np.ndarray:
-        """(patches x pairs): the target's expected grades with each patch's heads (a list of ``(layer, head)``)
-        taken from the source; layers below a patch's lowest head are replayed from the target's recorded run."""
+    def logits(self, patches: list, where=None, progress: bool = False) -> np.ndarray:
+        """(patches x pairs x grades): the target's logits with each patch's heads (a list of ``(layer, head)``)
+        taken from the source, at every position or, given ``where`` (per pair in source order, its positions), at
+        those alone; layers below a patch's lowest head are replayed from the target's recorded run."""
         recorded = self._record()
-        out = np.zeros((len(patches), self.n))
+        out = np.zeros((len(patches), self.n, len(GRADE_LABELS)))
         with self._autocast():
             for p, heads in enumerate(tqdm(patches, desc="patches", disable=not progress)):
                 if not heads:
-                    out[p] = self.unpatched()[1]
+                    out[p] = self.unpatched_logits()[1]
                     continue
                 skip = first_layer(heads)
                 for (idx, _, target), (source_heads, _, outputs, _, _) in zip(self.batches, recorded):
-                    with replayed_layers(self.layers, outputs[:skip]), patch_heads(self.model, heads, source_heads):
-                        out[p, idx] = expected_grade(self.model(**target).logits)
+                    mask = None if where is None else _position_mask(where, idx, target["attention_mask"])
+                    with (
+                        replayed_layers(self.layers, outputs[:skip]),
+                        patch_heads(self.model, heads, source_heads, mask),
+                    ):
+                        out[p, idx] = self.model(**target).logits.float().cpu().numpy()
+        return out
+
+    def expected_grades(self, patches: list, progress: bool = False) -> np.ndarray:
+        """(patches x pairs): :meth:`logits` as expected grades."""
+        return expected_grade(self.logits(patches, progress=progress))
+
+    def attribution(self, progress: bool = False) -> list[np.ndarray]:
+        """Attribution patching (Nanda 2023; Kramar et al. 2024, AtP): per pair in source order, a (layers x heads x
+        tokens) array of the first-order estimate of what patching that head at that position alone from the source
+        changes in the target's :func:`grade_logit`: the gradient at the target run times (source - target) head
+        output, every head and position from one backward pass per batch. :meth:`logits` checks it exactly."""
+        recorded = self._record()
+        layers, heads = self.shape
+        out: list[np.ndarray] = [np.zeros(0)] * self.n
+        with self._autocast():
+            for (idx, _, target), (source_heads, _, _, _, target_heads) in tqdm(
+                list(zip(self.batches, recorded)), desc="attribution", disable=not progress
+            ):
+                with torch.enable_grad(), head_output_gradients(self.model) as kept:
+                    grade_logit(self.model(**target).logits).sum().backward()
+                per_layer = []
+                for layer in range(layers):
+                    delta = (source_heads[layer] - target_heads[layer]).float()
+                    grad = kept[layer].grad.float()
+                    effect = (grad * delta).reshape(*delta.shape[:2], heads, -1).sum(-1)  # batch x tokens x heads
+                    per_layer.append(effect.permute(0, 2, 1).cpu().numpy())
+                stacked = np.stack(per_layer, axis=1)  # batch x layers x heads x tokens
+                lengths = target["attention_mask"].sum(-1).tolist()
+                for row, example in enumerate(idx):
+                    out[example] = stacked[row, :, :, : int(lengths[row])]
         return out
 
     @torch.inference_mode()
@@ -202,7 +289,7 @@ class PatchEngine:
         receiver_head = _Head(self.model, layer, head)
         out = {f"{what}_{run}": np.zeros(self.n) for what in ("share", "grade") for run in ("source", "target", "path")}
         with self._autocast():
-            for (idx, source, target), (source_heads, source_grades, outputs, target_grades, target_heads) in zip(
+            for (idx, source, target), (source_heads, source_logits, outputs, target_logits, target_heads) in zip(
                 self.batches, self._record()
             ):
                 where = _position_mask(positions, idx, target["attention_mask"])
@@ -210,7 +297,10 @@ class PatchEngine:
                     with _receiver_row(receiver_head, inputs["attention_mask"]) as row:
                         self.model(**inputs)
                     out[f"share_{run}"][idx] = (row[0] * where).sum(-1).float().cpu().numpy()
-                out["grade_source"][idx], out["grade_target"][idx] = source_grades, target_grades
+                out["grade_source"][idx], out["grade_target"][idx] = (
+                    expected_grade(source_logits),
+                    expected_grade(target_logits),
+                )
                 residual = _layer_input(
                     self.model,
                     self.layers,
@@ -348,9 +438,9 @@ def run_patching(
     progress: bool = True,
 ) -> pd.DataFrame:
     """Every patch of ``patches`` (name -> heads) on the ``target`` pairs from the ``source`` pairs, saved patch by
-    patch in ``out_dir`` (``<patch>.npy``) and resumed there; the unpatched source and target are the rows
-    ``"source"`` and ``"target"``. Returns the tidy table: patch, example (the pair's position in ``source``),
-    expected (grade)."""
+    patch in ``out_dir`` (``<patch>.logits.npy``, pairs x grades) and resumed there; the unpatched source and target
+    are the rows ``"source"`` and ``"target"``. Returns the tidy table: patch, example (the pair's position in
+    ``source``), expected (grade) and grade_logit (:func:`grade_logit`)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     plan = _plan(patches)
@@ -358,24 +448,23 @@ def run_patching(
     if saved.exists() and not pd.read_csv(saved, dtype=str, keep_default_na=False).equals(plan):
         raise ValueError(f"{saved} describes other patches; use another folder or delete it to start over")
     plan.to_csv(saved, index=False)
-    todo = [name for name in patches if not (out_dir / f"{name}.npy").exists()]
-    for unpatched in ("source", "target"):
-        if not (out_dir / f"{unpatched}.npy").exists():
-            todo.append(unpatched)
+    names = ["source", "target", *patches]
+    todo = [name for name in names if not (out_dir / f"{name}.logits.npy").exists()]
     if todo:
         engine = PatchEngine(model, source, target, batch_size, device, pad_id)
         note_work(f"patching {out_dir.name}: {len(todo)} patches")
-        clean, corrupted = engine.unpatched()
+        clean, corrupted = engine.unpatched_logits()
         for name in tqdm(todo, desc=f"patching {out_dir.name}", disable=not progress):
-            grades = {"source": clean, "target": corrupted}.get(name)
-            grades = engine.expected_grades([patches[name]])[0] if grades is None else grades
-            np.save(out_dir / f"{name}.part.npy", grades)
-            os.replace(out_dir / f"{name}.part.npy", out_dir / f"{name}.npy")  # a patch counts once it is whole
-    names = ["source", "target", *patches]
+            logits = {"source": clean, "target": corrupted}.get(name)
+            logits = engine.logits([patches[name]])[0] if logits is None else logits
+            np.save(out_dir / f"{name}.part.npy", logits)
+            os.replace(out_dir / f"{name}.part.npy", out_dir / f"{name}.logits.npy")  # a patch counts once whole
+    logits = np.concatenate([np.load(out_dir / f"{name}.logits.npy") for name in names])
     return pd.DataFrame(
         {
             "patch": np.repeat(names, len(source)),
             "example": np.tile(np.arange(len(source)), len(names)),
-            "expected": np.concatenate([np.load(out_dir / f"{name}.npy") for name in names]),
+            "expected": expected_grade(logits),
+            "grade_logit": grade_logit(logits),
         }
     )
