@@ -1,0 +1,110 @@
+"""Where in the pair the matching signal lives, and which heads carry it: page 09's circuit view.
+
+- :func:`position_groups`: a contrast pair's positions in four groups: ``[CLS]``, the query's pieces of the terms
+  it shares with the title, the title's replaced pieces, and every other position (MechIR's head-by-position view).
+- :func:`restored_by_position`: the term-matching heads patched back at one group at a time, as shares of the grade
+  gap on :func:`headlab.core.patching.grade_logit` (linear in the logits, so shares above 100% mean overshoot, not
+  saturation), with paired bootstrap intervals over the pairs.
+- :func:`attribution_scores`: attribution patching (one backward pass per batch) per head, in the same share,
+  whole and per group; :func:`headlab.findings.patching.rank_agreement` checks it against exact patching.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from headlab.core.patching import PatchEngine, grade_logit
+from headlab.core.stats import bootstrap_weights
+from headlab.findings.contrast import Contrast
+from headlab.inputs.pair import read_pair
+
+GROUPS = ("[CLS]", "query terms", "title terms", "other")
+
+
+def position_groups(contrast: Contrast, tokenizer, stopwords=None) -> dict[str, list[list[int]]]:
+    """Per group of :data:`GROUPS`, per contrast pair in order, its positions: ``[CLS]``; the query's pieces of the
+    terms the query shares with the title in either pair (the original for a corrupted title, the changed one for
+    an injected term); the title's pieces the contrast replaced; every other position (separators, the rest)."""
+    groups: dict[str, list[list[int]]] = {g: [] for g in GROUPS}
+    for original, changed, replaced in zip(
+        contrast.original.input_ids, contrast.changed.input_ids, contrast.changed_positions()
+    ):
+        pairs = [read_pair(tokenizer, ids, stopwords) for ids in (original, changed)]
+        query = sorted({q for pair in pairs for q, _ in pair.shared})
+        title = sorted(replaced)
+        cls = [pairs[0].cls]
+        taken = set(query) | set(title) | set(cls)
+        groups["[CLS]"].append(cls)
+        groups["query terms"].append(query)
+        groups["title terms"].append(title)
+        groups["other"].append([i for i in range(len(original)) if i not in taken])
+    return groups
+
+
+def _share(moved: np.ndarray, gap: np.ndarray, weights: np.ndarray) -> tuple[float, float, float]:
+    """A ratio of means over the pairs and its 95% paired bootstrap interval."""
+    boot = (weights @ moved) / (weights @ gap)
+    lo, hi = np.quantile(boot, [0.025, 0.975])
+    return float(moved.mean() / gap.mean()), float(lo), float(hi)
+
+
+def restored_by_position(
+    engine: PatchEngine, heads, groups: dict[str, list[list[int]]], n_boot: int = 2000, seed: int = 0
+) -> pd.DataFrame:
+    """One row per group of :data:`GROUPS`, then ``all`` (every position at once) and ``sum of groups``: the share of
+    the source-target gap in :func:`headlab.core.patching.grade_logit` that patching ``heads`` back at those positions
+    alone restores, with a 95% paired bootstrap interval over the pairs (the same resamples for every row), and
+    n_positions (the group's positions per pair, on average)."""
+    source, target = (grade_logit(x) for x in engine.unpatched_logits())
+    gap = source - target
+    weights = bootstrap_weights(len(gap), n_boot, seed)
+    moved = {name: grade_logit(engine.logits([heads], where=where)[0]) - target for name, where in groups.items()}
+    moved["all"] = grade_logit(engine.logits([heads])[0]) - target
+    moved["sum of groups"] = sum(moved[g] for g in groups)
+    sizes = {g: float(np.mean([len(p) for p in where])) for g, where in groups.items()}
+    rows = []
+    for name, values in moved.items():
+        restored, lo, hi = _share(values, gap, weights)
+        rows.append(
+            {
+                "positions": name,
+                "restored": restored,
+                "lo": lo,
+                "hi": hi,
+                "n_positions": sizes.get(name, np.nan),
+                "gap": float(gap.mean()),
+                "n_examples": len(gap),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def attribution_scores(
+    engine: PatchEngine, groups: dict[str, list[list[int]]], n_boot: int = 2000, seed: int = 0
+) -> pd.DataFrame:
+    """Per head: attribution patching's estimate (:meth:`headlab.core.patching.PatchEngine.attribution`) of the share
+    of the grade-logit gap that patching the head alone restores (``estimate``, with a 95% paired bootstrap interval
+    over the pairs), and the same per group of positions (one column per group of :data:`GROUPS`)."""
+    source, target = (grade_logit(x) for x in engine.unpatched_logits())
+    gap = source - target
+    weights = bootstrap_weights(len(gap), n_boot, seed)
+    attributed = engine.attribution()
+    layers, heads = attributed[0].shape[:2]
+    whole = np.stack([a.sum(axis=-1) for a in attributed])  # pairs x layers x heads
+    by_group = {g: np.stack([a[:, :, where].sum(axis=-1) for a, where in zip(attributed, groups[g])]) for g in groups}
+    rows = []
+    for layer in range(layers):
+        for head in range(heads):
+            estimate, lo, hi = _share(whole[:, layer, head], gap, weights)
+            rows.append(
+                {
+                    "layer": layer,
+                    "head": head,
+                    "estimate": estimate,
+                    "lo": lo,
+                    "hi": hi,
+                    **{g: float(by_group[g][:, layer, head].mean() / gap.mean()) for g in groups},
+                }
+            )
+    return pd.DataFrame(rows)

@@ -1,0 +1,62 @@
+"""headlab.findings.circuit: a contrast pair's positions in four groups, the matching heads patched back group by
+group on the grade logit, and attribution patching per head and group."""
+
+import numpy as np
+import pytest
+from test_patching_page import _pairs
+from tiny_setup import tiny_setup
+
+from headlab.core.patching import PatchEngine, grade_logit
+from headlab.findings.circuit import GROUPS, attribution_scores, position_groups, restored_by_position
+from headlab.findings.patching import held_out_contrast
+from headlab.inputs.pair import read_pair
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    return tiny_setup(tmp_path_factory.mktemp("circuit"), _pairs(), batch_size=8)
+
+
+@pytest.fixture(scope="module")
+def contrast(setup):
+    return held_out_contrast(setup, None, None)
+
+
+@pytest.fixture(scope="module")
+def engine(setup, contrast):
+    return PatchEngine(setup.model, contrast.original, contrast.changed, 8, autocast=False)
+
+
+def test_the_groups_split_every_position_of_every_pair_once(setup, contrast):
+    groups = position_groups(contrast, setup.tokenizer)
+    assert list(groups) == list(GROUPS)
+    for i, ids in enumerate(contrast.original.input_ids):
+        taken = [p for g in GROUPS for p in groups[g][i]]
+        assert sorted(taken) == list(range(len(ids)))
+        pair = read_pair(setup.tokenizer, ids)
+        assert groups["[CLS]"][i] == [0] and set(groups["query terms"][i]) <= set(pair.query)
+        assert groups["title terms"][i] == sorted(contrast.changed_positions()[i])
+        assert groups["query terms"][i] and set(groups["title terms"][i]) <= set(pair.title)
+
+
+def test_the_heads_patched_back_by_position_and_everywhere(setup, contrast, engine):
+    groups = position_groups(contrast, setup.tokenizer)
+    heads = [(1, 0), (1, 2)]
+    table = restored_by_position(engine, heads, groups, n_boot=100).set_index("positions")
+    assert list(table.index) == [*GROUPS, "all", "sum of groups"]
+    source, target = (grade_logit(x) for x in engine.unpatched_logits())
+    whole = grade_logit(engine.logits([heads])[0])
+    assert table.loc["all", "restored"] == pytest.approx((whole - target).mean() / (source - target).mean())
+    assert (table["lo"] <= table["hi"]).all()
+    parts = table.loc[list(GROUPS), "restored"].sum()
+    assert table.loc["sum of groups", "restored"] == pytest.approx(parts)
+    assert table.loc["[CLS]", "n_positions"] == 1
+
+
+def test_attribution_per_head_adds_up_over_the_groups(setup, contrast, engine):
+    groups = position_groups(contrast, setup.tokenizer)
+    scores = attribution_scores(engine, groups, n_boot=100)
+    assert len(scores) == 16 and scores["estimate"].abs().max() > 0
+    np.testing.assert_allclose(scores[list(GROUPS)].sum(axis=1), scores["estimate"], rtol=1e-4)  # float32 sums
+    top = scores[scores["layer"] == 3]  # the top layer reaches the grade through [CLS] alone
+    np.testing.assert_allclose(top[["query terms", "title terms", "other"]].to_numpy(), 0.0, atol=1e-12)
