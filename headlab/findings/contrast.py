@@ -1,6 +1,6 @@
 """Contrast pairs for activation patching, made from the evaluated pairs themselves (no new data).
 
-Two contrasts, each keeping every position of the pair, so a head's output in one lines up with its output in
+Three contrasts, each keeping every position of the pair, so a head's output in one lines up with its output in
 the other (:class:`headlab.core.patching.PatchEngine`), and never touching the query:
 
 - ``corrupted``: every title word that is also a query word (a shared term, as notebook 05 counts them:
@@ -9,10 +9,14 @@ the other (:class:`headlab.core.patching.PatchEngine`), and never touching the q
   length and loses every shared term: the information the term-matching heads are said to carry.
 - ``injected`` (Chen et al., SIGIR 2024, the TFC1 axiom: a document that gains a query term should score higher): one
   title word that is not a query word is replaced by a query word the title lacks, with as many pieces.
+- ``unshared`` (the control, after the LNC axioms: a document that changes a word the query lacks should score about
+  the same): one title word that is not a query word is replaced as ``corrupted`` replaces shared ones. The pair
+  keeps every shared term, so what patching restores here is a word's identity, not term matching.
 
 A pair qualifies only when every replacement has a candidate and the result checks out (no shared term is left in
-a corrupted pair; an injected pair shares the new term). Replacements are drawn with a generator seeded by the
-run's seed and the pair's position, so a pair's contrast does not depend on which other pairs are evaluated.
+a corrupted pair; an injected pair shares the new term; an unshared pair shares exactly what it shared).
+Replacements are drawn with a generator seeded by the run's seed and the pair's position, so a pair's contrast does
+not depend on which other pairs are evaluated (another seed draws other replacements).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from headlab.core.evaluate import Encoded
 from headlab.inputs.pair import Pair, Word, read_pair
 from headlab.inputs.pieces import piece_convention
 
-KINDS = ("corrupted", "injected")
+KINDS = ("corrupted", "injected", "unshared")
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,22 @@ def _inject(pair: Pair, pieces, rng):
     return ids, [(word.positions[0], len(word.positions), word.text, new[0])]
 
 
+def _unshared(pair: Pair, pool, pieces, rng):
+    query = {word.text for word in pair.query_words}
+    avoid = query | {word.text for word in pair.title_words}
+    slots = [word for word in pair.title_words if word.text not in query]
+    if not slots:
+        return None
+    word = slots[int(rng.integers(len(slots)))]
+    new = _pick(pool.get(_word(pair, pieces, word)[0], ()), avoid, rng)
+    if new is None:
+        return None
+    ids = list(pair.ids)
+    for i, piece in zip(word.positions, new[1]):
+        ids[i] = piece
+    return ids, [(word.positions[0], len(word.positions), word.text, new[0])]
+
+
 def contrast_pairs(
     encoded: Encoded, tokenizer, kind: str = "corrupted", stopwords=None, seed: int = 0, pool=None
 ) -> Contrast:
@@ -129,18 +149,28 @@ def contrast_pairs(
     if kind not in KINDS:
         raise ValueError(f"contrast kind must be one of {KINDS}, got {kind!r}")
     pieces = piece_convention(tokenizer)
-    if kind == "corrupted" and pool is None:
+    if kind != "injected" and pool is None:
         pool = word_pool(encoded, tokenizer, stopwords)
     kept, changed_ids, rows = [], [], []
     for example, ids in enumerate(encoded.input_ids):
         pair = read_pair(tokenizer, ids, stopwords)
         rng = np.random.default_rng([seed, example])
-        made = _corrupt(pair, pool, pieces, rng) if kind == "corrupted" else _inject(pair, pieces, rng)
+        made = (
+            _corrupt(pair, pool, pieces, rng)
+            if kind == "corrupted"
+            else _inject(pair, pieces, rng)
+            if kind == "injected"
+            else _unshared(pair, pool, pieces, rng)
+        )
         if made is None:
             continue
         new_ids, changes = made
-        before, after = len(pair.shared), len(read_pair(tokenizer, new_ids, stopwords).shared)
-        if (kind == "corrupted" and after) or (kind == "injected" and after <= before):
+        before, after = pair.shared, read_pair(tokenizer, new_ids, stopwords).shared
+        if (
+            (kind == "corrupted" and after)
+            or (kind == "injected" and len(after) <= len(before))
+            or (kind == "unshared" and after != before)
+        ):
             continue  # the pieces joined into another word than planned: no clean contrast for this pair
         kept.append(example)
         changed_ids.append(new_ids)
