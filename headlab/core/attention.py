@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from headlab.core.evaluate import Encoded, length_batches, model_inputs
-from headlab.core.masking import encoder_layers, mask_heads
+from headlab.core.masking import encoder_layers, mask_heads, output_projections, query_key_value
 
 
 @contextmanager
@@ -53,6 +53,35 @@ def attention_maps(
             for row, i in enumerate(idx):
                 n = lengths[row]
                 yield int(positions[i]), stacked[row, :, :, :n, :n]
+
+
+def cls_value_weighted(model, encoded: Encoded, layer: int, indices=None, batch_size: int = 32, device="cpu", pad_id=0):
+    """Yield ``(example, rows)``: for every head of ``layer``, its ``[CLS]`` row weighted by what each token sends,
+    ``alpha_0j * |f_h(x_j)|`` (heads x tokens), where ``f_h(x_j)`` is token j's value through the head's slice of the
+    output projection (Kobayashi et al. 2020, "Attention is not only a weight"). A head can put most of its weight
+    on ``[SEP]`` while sending almost nothing from it: the norms show what the weights hide."""
+    subset, positions = _chosen(encoded, indices)
+    _, (_, _, value) = query_key_value(model, layer)
+    weight = output_projections(model)[layer].weight  # hidden x (heads * size)
+    heads = model.config.num_attention_heads
+    per_head = weight.reshape(weight.shape[0], heads, -1)  # hidden x heads x size
+    values: list[torch.Tensor] = []
+    hook = value.register_forward_hook(lambda module, args, out: values.append(out))
+    model.eval()
+    try:
+        with torch.inference_mode(), eager_attention(model):
+            for idx, batch in length_batches(subset, batch_size, pad_id):
+                values.clear()
+                out = model(**model_inputs(model, batch, device), output_attentions=True)
+                alpha = out.attentions[layer][:, :, 0].float()  # batch x heads x tokens
+                v = values[0].float().reshape(*values[0].shape[:2], heads, -1)  # batch x tokens x heads x size
+                sent = torch.einsum("bthd,ohd->bhto", v, per_head.float()).norm(dim=-1)  # batch x heads x tokens
+                rows = (alpha * sent).cpu().numpy()
+                lengths = batch["attention_mask"].sum(dim=1).tolist()
+                for row, i in enumerate(idx):
+                    yield int(positions[i]), rows[row, :, : lengths[row]]
+    finally:
+        hook.remove()
 
 
 class _Reached(Exception):
