@@ -96,6 +96,7 @@ def test_cls_row_on_one_shared_term(tokenizer, toy):
     # the other heads' rows are uniform
     assert got["shared_share"][0, 0] == pytest.approx(5 / 9) and got["entropy"][0, 0] == pytest.approx(np.log(9))
     assert got["n_effective"][0, 0] == pytest.approx(9) and got["content_mass"][0, 0] == pytest.approx(9 / 12)
+    assert got["shared_mass"][0, 0] == pytest.approx(5 / 12) and got["shared_mass"][1, 0] == pytest.approx(1.0)
 
 
 def test_stopwords_shrink_the_shared_terms_and_the_chance(tokenizer, toy):

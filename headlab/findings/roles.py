@@ -227,7 +227,8 @@ def cls_attention_on_shared(maps: np.ndarray, pair: Pair) -> dict:
     """How every head's [CLS] row spreads over the non-special tokens, and how much lands on shared terms.
 
     Each row is renormalised over the non-special tokens (``content_mass``, per head, is the share it had
-    before), so ``shared_share`` can be read against ``chance``, the share a uniform row would give
+    before, and ``shared_mass`` the row's own weight on shared terms, before renormalising: what the special tokens
+    leave), so ``shared_share`` can be read against ``chance``, the share a uniform row would give
     (shared-term tokens / non-special tokens). Both are NaN when the pair shares no term. ``entropy``
     (nats) of the renormalised row is 0 when all of it sits on one token and log(n_tokens) when uniform;
     ``n_effective`` = exp(entropy) is the number of tokens a uniform row with that entropy would cover.
@@ -240,8 +241,10 @@ def cls_attention_on_shared(maps: np.ndarray, pair: Pair) -> dict:
     shared = pair.shared_positions
     on_shared = np.array([i in shared for i in content])
     entropy = -np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0).sum(axis=-1)
+    shared_share = p[..., on_shared].sum(axis=-1) if shared else np.full(content_mass.shape, np.nan)
     return {
-        "shared_share": p[..., on_shared].sum(axis=-1) if shared else np.full(content_mass.shape, np.nan),
+        "shared_share": shared_share,
+        "shared_mass": shared_share * content_mass,
         "chance": len(shared) / len(content) if shared else float("nan"),
         "entropy": entropy,
         "n_effective": np.exp(entropy),
