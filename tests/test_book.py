@@ -17,8 +17,8 @@ from test_layers import LAYERS
 from transformers import MPNetConfig, MPNetForSequenceClassification, MPNetTokenizer
 
 from headlab.book.build import PRESETS, REPO
-from headlab.findings.claims import KINDS, STUDY_CLAIMS, quote_in
-from headlab.findings.verdicts import VERDICTS
+from headlab.findings.claims import STUDY_CLAIMS
+from headlab.findings.verdicts import KINDS, VERDICTS, quote_in
 from headlab.lab.pages import page_ids, parameters_cell
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))

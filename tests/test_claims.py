@@ -1,8 +1,11 @@
-"""headlab.findings.claims: one verdict rule for every claim (effect, no effect, a comparison), a smallest effect of
-interest for every claim, floor-aware accuracy effects, a correction across a model's claims widened once with the
-right small-sample quantiles, and claims that quote the study word for word."""
+"""The claims the findings modules declare (gathered in headlab.findings.claims): one verdict rule for every claim
+(effect, no effect, a comparison), a smallest effect of interest for every claim, floor-aware accuracy effects, a
+correction across a model's claims widened once with the right small-sample quantiles, and claims that quote the
+study word for word."""
 
+import importlib
 import math
+import pkgutil
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -10,18 +13,23 @@ from types import SimpleNamespace
 import pytest
 from scipy import stats as sps
 
-from headlab.findings.claims import FAMILIES, FAMILY, STUDY_CLAIMS, StudyClaim, check_families, quote_in
+import headlab.findings
+from headlab.findings.claims import MODULES, STUDY_CLAIMS, check_families, registered
 from headlab.findings.units import ACCURACY_CHANGE as CHANGE
 from headlab.findings.units import KAPPA_LOST, VERSUS_RANDOM, Kind, Unit, is_missing, unit_of, with_interval
 from headlab.findings.verdicts import (
     ALPHA,
+    FAMILIES,
+    FAMILY,
     RULE_VERSION,
     VERDICTS,
     Claim,
+    StudyClaim,
     adjusted,
     claims_file,
     claims_table,
     judge,
+    quote_in,
     render,
     save_claims,
     verdict_table,
@@ -41,12 +49,20 @@ def _measured(claim_id="term_matching.lower_half_costs", **changes):
         n_examples=1379,
         reason="The lower half masked",
     )
-    return Claim.measured(claim_id, **{**fields, **changes})
+    return Claim.measured(registered(claim_id), **{**fields, **changes})
 
 
 @pytest.mark.parametrize("claim_id", sorted(STUDY_CLAIMS))
 def test_every_registered_claim_quotes_the_study_word_for_word(claim_id):
     assert quote_in(STUDY_TEXT, STUDY_CLAIMS[claim_id].quote), STUDY_CLAIMS[claim_id].quote
+
+
+def test_every_module_that_declares_claims_is_in_the_registry_and_owns_its_pages_claims():
+    names = (f"headlab.findings.{m.name}" for m in pkgutil.iter_modules(headlab.findings.__path__))
+    declaring = [m for m in map(importlib.import_module, names) if hasattr(m, "CLAIMS")]
+    assert set(declaring) == set(MODULES) and len(MODULES) == len(set(MODULES))
+    for module in MODULES:
+        assert len({c.page for c in module.CLAIMS}) == 1, module.__name__  # one page's claims, beside its measurements
 
 
 def test_quotes_are_checked_word_for_word_not_loosely():
@@ -170,13 +186,14 @@ def test_a_chosen_head_is_widened_once_for_the_heads_and_the_claims_together():
 
 
 def test_a_sub_row_is_shown_but_not_judged():
-    sub = _measured("term_matching.lower_half_costs/part", claim="a part")
-    assert sub.verdict == "not judged" and "not judged" in sub.reason and sub.lo_adj < sub.lo
+    sub = _measured("term_matching.lower_half_costs", part="part", claim="a part")
+    assert sub.claim_id == "term_matching.lower_half_costs/part" and sub.verdict == "not judged"
+    assert "not judged" in sub.reason and sub.lo_adj < sub.lo
 
 
 def test_no_bound_prints_as_a_number_when_it_was_not_measured():
     row = Claim.measured(
-        "cls_head.concentrates_on_shared",
+        registered("cls_head.concentrates_on_shared"),
         ours=0.05,
         lo=math.nan,
         hi=math.nan,
@@ -216,7 +233,7 @@ def test_rows_carry_the_quote_the_rule_and_both_intervals():
 
 def test_a_tokenizer_that_gives_the_answer_away_is_not_comparable():
     row = Claim.measured(
-        "word_segmentation.single_head",
+        registered("word_segmentation.single_head"),
         ours=0.1,
         lo=0.05,
         hi=0.15,
@@ -233,7 +250,8 @@ def test_unknown_claims_are_refused_and_sub_rows_belong_to_their_claim():
     with pytest.raises(KeyError, match="not in headlab.findings.claims.STUDY_CLAIMS"):
         _measured("x.made_up")
     sub = _measured(
-        "sharpening.match_rises/all_heads",
+        "sharpening.match_rises",
+        part="all_heads",
         claim="all heads",
         unit=unit_of("change of attention share, after minus before"),
         ours=0.01,
@@ -244,7 +262,7 @@ def test_unknown_claims_are_refused_and_sub_rows_belong_to_their_claim():
 
 
 def test_not_measured_is_cannot_tell_with_the_reason():
-    row = Claim.not_measured("redundancy.falls_steadily", reason="No share was masked")
+    row = Claim.not_measured(registered("redundancy.falls_steadily"), reason="No share was masked")
     assert row.verdict == "cannot tell" and row.reason == "No share was masked." and math.isnan(row.ours)
     assert "not measured" in render([row])
 
@@ -269,7 +287,7 @@ def test_the_table_and_its_file_name_come_from_the_rows():
     assert set(table["rule_version"]) == {RULE_VERSION} and "p_adj" not in table.columns
     assert claims_file(rows) == "claims_05_term_matching"
     with pytest.raises(ValueError, match="claims of one page"):
-        claims_file([rows[0], Claim.not_measured("redundancy.falls_steadily", reason="x")])
+        claims_file([rows[0], Claim.not_measured(registered("redundancy.falls_steadily"), reason="x")])
 
 
 def test_differences_of_relative_changes_and_of_shares_print_in_points():
@@ -286,7 +304,9 @@ def test_a_verdict_that_changes_with_mean_ablation_is_marked_and_an_unmeasured_o
     zeroed = [_measured(), _measured("term_matching.matching_costs", ours=-0.5, lo=-0.55, hi=-0.45, n_draws=20)]
     mean = [
         _measured(ours=0.30, lo=0.25, hi=0.35),  # the opposite under mean-ablation
-        Claim.not_measured("term_matching.matching_costs", reason="its random controls were not mean-ablated"),
+        Claim.not_measured(
+            registered("term_matching.matching_costs"), reason="its random controls were not mean-ablated"
+        ),
     ]
     checked = with_mean_ablation(zeroed, mean)
     assert checked[0].mean_ablation == "opposite" and "(the verdict changes)" in checked[0].reason
@@ -299,7 +319,7 @@ def test_a_margin_is_written_in_its_claims_unit_and_no_interval_is_clipped():
     spec = STUDY_CLAIMS["term_matching.random_no_change"]
     assert "±2.0%" in judge(spec, 0.0, -0.01, 0.01, unit=unit_of("relative change of accuracy")).why
     row = Claim.measured(
-        "word_segmentation.single_head",
+        registered("word_segmentation.single_head"),
         ours=0.02,
         lo=0.005,
         hi=0.035,
@@ -313,7 +333,7 @@ def test_a_margin_is_written_in_its_claims_unit_and_no_interval_is_clipped():
 
 def test_a_share_of_a_difference_restored_is_not_clipped_to_0_1():
     row = Claim.measured(
-        "patching.cls_head_hands_on",
+        registered("patching.cls_head_hands_on"),
         ours=1.8,
         lo=1.5,
         hi=2.2,
@@ -336,7 +356,10 @@ def test_an_undecided_row_over_random_draws_asks_for_more_draws_not_only_more_pa
 
 
 def test_a_page_ends_on_a_table_of_its_verdicts_and_saves_its_claims_once(tmp_path):
-    rows = [_measured(), Claim.not_measured("term_matching.matching_costs", reason="Not measured: no sweep")]
+    rows = [
+        _measured(),
+        Claim.not_measured(registered("term_matching.matching_costs"), reason="Not measured: no sweep"),
+    ]
     table = verdict_table(rows).splitlines()
     assert len(table) == 2 + len(rows) and "| **cannot tell** | not measured |" in table[-1]
     assert f"| **{rows[0].verdict}** | -60.0% [-65.0%, -55.0%] |" in table[2]

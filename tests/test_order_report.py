@@ -1,4 +1,4 @@
-"""Finding 4's claims (one per part of the page), judged by the one rule of headlab.findings.claims, and the verdicts
+"""Finding 4's claims (one per part of the page), judged by the one rule of headlab.findings.verdicts, and the verdicts
 rendered from them, with the numbers behind them."""
 
 import math

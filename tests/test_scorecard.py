@@ -8,6 +8,7 @@ import pandas as pd
 
 from headlab.book.build import PRESETS, REPO, not_built_commands, site_toc
 from headlab.book.scorecard import scorecard_markdown, scorecard_table
+from headlab.findings.claims import registered
 from headlab.findings.units import STUDY_GRADE_SHIFT, unit_of
 from headlab.findings.verdicts import Claim, claims_file, claims_table
 from headlab.report.bookjs import VEGA_PATH
@@ -15,7 +16,7 @@ from headlab.report.bookjs import VEGA_PATH
 
 def _claim(claim_id="redundancy.no_loss_below_20", ours=0.012, half=0.004):
     return Claim.measured(
-        claim_id,
+        registered(claim_id),
         ours=ours,
         lo=ours - half,
         hi=ours + half,
@@ -38,10 +39,10 @@ def test_claims_of_each_preset_are_stacked_with_their_page_and_model(tmp_path, m
     monkeypatch.setenv("HEADLAB_CACHE", str(tmp_path / "cache"))
     first = {"RUN_DIR": str(tmp_path / "runs")}
     second = {**first, "MODEL": "minilm", "EPOCHS": 1}  # another checkpoint, so another results folder
-    _save(tmp_path, first, [_claim(), Claim.not_measured("redundancy.falls_steadily", reason="no share")])
+    _save(tmp_path, first, [_claim(), Claim.not_measured(registered("redundancy.falls_steadily"), reason="no share")])
     _save(tmp_path, second, [_claim(ours=-0.10, half=0.02)])
     two_tower = Claim.measured(
-        "two_tower.worse",
+        registered("two_tower.worse"),
         ours=-0.2,
         lo=-0.25,
         hi=-0.15,
@@ -56,7 +57,8 @@ def test_claims_of_each_preset_are_stacked_with_their_page_and_model(tmp_path, m
         [
             two_tower,
             Claim.measured(
-                "two_tower.worse/at_floor",
+                registered("two_tower.worse"),
+                part="at_floor",
                 claim="with the floor",
                 ours=-0.5,
                 lo=-0.55,
@@ -97,7 +99,7 @@ def test_claims_of_each_preset_are_stacked_with_their_page_and_model(tmp_path, m
 
 def test_the_study_number_is_shown_only_in_our_unit():
     row = Claim.measured(
-        "word_order.shuffle_lowers_grade",
+        registered("word_order.shuffle_lowers_grade"),
         ours=-0.025,
         lo=-0.036,
         hi=-0.014,
@@ -150,7 +152,7 @@ def test_each_model_shows_its_accuracy_floor_and_lexical_grader_with_a_warning_n
 
 def test_the_tallies_count_the_studys_claims_and_our_predictions_apart_and_mark_an_older_rule():
     ours = Claim.measured(
-        "patching.cls_head_hands_on",
+        registered("patching.cls_head_hands_on"),
         ours=0.3,
         lo=0.25,
         hi=0.35,
@@ -198,7 +200,8 @@ def test_the_page_opens_on_a_grid_with_one_cell_per_claim_and_model_drawn_by_the
     per study claim and model (sub-rows left out), a tooltip with the number, intervals and rule, and a link to the
     claim's page on each model."""
     sub = Claim.measured(
-        "redundancy.no_loss_below_20/part",
+        registered("redundancy.no_loss_below_20"),
+        part="part",
         claim="a part",
         ours=0.5,
         lo=0.4,
@@ -208,7 +211,7 @@ def test_the_page_opens_on_a_grid_with_one_cell_per_claim_and_model_drawn_by_the
         n_examples=1379,
         reason="why",
     )
-    rows = [_claim(), sub, Claim.not_measured("redundancy.falls_steadily", reason="no share")]
+    rows = [_claim(), sub, Claim.not_measured(registered("redundancy.falls_steadily"), reason="no share")]
     table = pd.concat(
         [
             claims_table(rows).assign(preset="a", model="minilm", data="stsb-en"),
@@ -257,8 +260,7 @@ def test_the_page_opens_on_a_grid_with_one_cell_per_claim_and_model_drawn_by_the
 
 
 def test_the_published_rows_of_this_rule_never_print_an_interval_narrower_adjusted_or_a_nan_bound():
-    from headlab.findings.claims import KINDS
-    from headlab.findings.verdicts import RULE_VERSION
+    from headlab.findings.verdicts import KINDS, RULE_VERSION
 
     table = pd.read_csv(REPO / "results" / "scorecard.csv")
     current = table[table["rule_version"] == RULE_VERSION] if "rule_version" in table else table.iloc[0:0]

@@ -11,8 +11,8 @@ import pytest
 from scipy import stats as sps
 
 from headlab.findings import calibration
-from headlab.findings.claims import FAMILIES, STUDY_CLAIMS
-from headlab.findings.verdicts import ALPHA
+from headlab.findings.claims import STUDY_CLAIMS
+from headlab.findings.verdicts import ALPHA, FAMILIES
 
 POWER = calibration.POWER  # "holds" at twice the smallest effect of interest, for sizes from the study's own number
 

@@ -32,9 +32,10 @@ import pandas as pd
 from headlab.book.build import PRESETS
 from headlab.book.records import outcome
 from headlab.book.scorecard import CORRECTION, claim_tables, column_label, is_main, with_rule
-from headlab.findings.claims import KINDS, STUDY_CLAIMS, TALLIES, study_claim_id
+from headlab.findings.claims import STUDY_CLAIMS
 from headlab.findings.pruning import speed_rows
 from headlab.findings.units import is_missing
+from headlab.findings.verdicts import KINDS, TALLIES, study_claim_id
 from headlab.lab.pages import PRESET_TOTAL, timing_steps
 from headlab.lab.params import REPO
 from headlab.report import charts

@@ -1,7 +1,7 @@
 """The scorecard: the study's claims (rows) against every model a site was built on (columns).
 
 Each notebook saves its claims as ``claims_<page>.csv`` in its preset's results folder
-(:mod:`headlab.findings.claims`, one verdict rule for all of them); the scorecard stacks them into one tidy table and
+(:mod:`headlab.findings.verdicts`, one verdict rule for all of them); the scorecard stacks them into one tidy table and
 renders the first page of the book from it: per model its accuracy, majority grade and lexical grader with a warning
 when the model is near its floor or beaten by the lexical grader; a tally of the study's claims per verdict; then per
 finding a table whose rows are the study's claims (sub-rows indented under their claim) and whose cells give the
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from headlab.findings.claims import FAMILIES, STUDY_CLAIMS, TALLIES, study_claim_id
+from headlab.findings.claims import STUDY_CLAIMS
 from headlab.findings.units import KAPPA_START, is_missing, unit_of
-from headlab.findings.verdicts import ALPHA, RULE_VERSION, RULES, VERDICTS
+from headlab.findings.verdicts import ALPHA, FAMILIES, RULE_VERSION, RULES, TALLIES, VERDICTS, study_claim_id
 from headlab.findings.verdicts import COLUMNS as CLAIM_COLUMNS
 from headlab.lab.params import Params
 from headlab.report.charts import verdict_grid
@@ -209,7 +209,7 @@ def grid_html(table: pd.DataFrame, pages: dict[str, str]) -> str:
 
 
 def tally(table: pd.DataFrame, preset: str, family: str = "study") -> pd.Series:
-    """Verdicts of one tally's claims (:data:`headlab.findings.claims.TALLIES`) on one preset (sub-rows not
+    """Verdicts of one tally's claims (:data:`headlab.findings.verdicts.TALLIES`) on one preset (sub-rows not
     counted)."""
     if table.empty:
         return pd.Series(dtype=int)

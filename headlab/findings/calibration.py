@@ -54,13 +54,13 @@ from scipy import stats as sps
 
 from headlab.core.stats import draws_df
 from headlab.findings import verdicts as verdicts_module
-from headlab.findings.claims import FAMILIES, STUDY_CLAIMS, StudyClaim
+from headlab.findings.claims import STUDY_CLAIMS
 from headlab.findings.importance import collapse_shares
 from headlab.findings.layer_dependence import (
     STUDY_GAIN_LAYERS,
     study_layers_to_ours,
 )
-from headlab.findings.verdicts import judge
+from headlab.findings.verdicts import FAMILIES, StudyClaim, judge
 from headlab.lab.pages import page
 
 REPO = Path(__file__).resolve().parents[2]  # the repository (not headlab.lab.params: it loads torch)

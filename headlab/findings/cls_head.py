@@ -18,6 +18,7 @@ renders as its verdict and saves. This page's ``cls_head.masking_hurts`` is the 
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -43,7 +44,7 @@ from headlab.findings.layer_dependence import STUDY_HIGH_HEAD_LAYER, STUDY_LAYER
 from headlab.findings.roles import cls_attention_on_shared, paired_delta
 from headlab.findings.term_matching import choice_limit, role_indices
 from headlab.findings.units import ACCURACY_CHANGE, CLS_CONCENTRATION, CLS_SPREAD, CLS_SPREAD_VERSUS_RANDOM
-from headlab.findings.verdicts import Claim
+from headlab.findings.verdicts import SMALLEST_CHANGE, SMALLEST_CHANGE_WHY, Claim, StudyClaim
 from headlab.inputs.pair import read_pair
 
 SPREAD_METRICS = ["entropy", "shared_share", "content_mass"]
@@ -171,6 +172,66 @@ def held_out_effect(
     }
 
 
+MASKING_HURTS = StudyClaim(
+    "cls_head.masking_hurts",
+    "07_cls_head",
+    "One high-layer head (layer 10 of 12) costs accuracy when masked",
+    "so does one high head in layer 10",
+    "effect",
+    direction=-1,
+    min_size=SMALLEST_CHANGE,
+    size_why=SMALLEST_CHANGE_WHY,
+    size_source="study scale",
+)
+MATCHING_HEADS_HURT = StudyClaim(
+    "cls_head.matching_heads_hurt",
+    "07_cls_head",
+    "Each of the term-matching heads (notebook 05's) costs accuracy when masked alone",
+    "the term-matching heads hurt when masked",
+    "effect",
+    direction=-1,
+    min_size=SMALLEST_CHANGE,
+    size_why=SMALLEST_CHANGE_WHY,
+    size_source="study scale",
+)
+CONCENTRATES_ON_SHARED = StudyClaim(
+    "cls_head.concentrates_on_shared",
+    "07_cls_head",
+    "That head's [CLS] attention concentrates on the terms query and title share",
+    "That head's `[CLS]` attention concentrates on the terms that query and title share",
+    "effect",
+    direction=1,
+    min_size=0.01,
+    size_why="concentrates: at least 1 point of the row more on the shared terms than a uniform row puts there",
+    size_source="precision",
+)
+SPREADS_WITHOUT_MATCHING = StudyClaim(
+    "cls_head.spreads_without_matching",
+    "07_cls_head",
+    "With the low-layer term-matching heads masked, its [CLS] attention spreads over many more terms",
+    "its `[CLS]` attention spreads out over many more terms",
+    "effect",
+    direction=1,
+    min_size=math.log(1.5),
+    size_why="many more terms: the effectively attended tokens (exp of the entropy) grow by at least a factor "
+    "1.5, an entropy rise of log 1.5 = 0.41 nats",
+    size_source="words",
+)
+READS_MATCHING_HEADS = StudyClaim(
+    "cls_head.reads_matching_heads",
+    "07_cls_head",
+    "It reads the matching heads: masking them spreads its [CLS] attention more than masking random lower heads",
+    "the high head reads the low heads' matching features",
+    "compare",
+    direction=1,
+    min_size=math.log(1.5) / 2,
+    size_why="reads them: masking them raises its entropy by at least half the claimed spread (log 1.5 / 2 = "
+    "0.20 nats) more than masking as many random lower heads",
+    size_source="words",
+)
+CLAIMS = (MASKING_HURTS, MATCHING_HEADS_HURT, CONCENTRATES_ON_SHARED, SPREADS_WITHOUT_MATCHING, READS_MATCHING_HEADS)
+
+
 def _kappa(effect: dict) -> dict:
     """``kappa``/``at_floor``/``floor_reason`` of :meth:`Claim.measured` from an effect with the kappa columns."""
     if "kappa_lost" not in effect:
@@ -205,7 +266,7 @@ def focus_claims(row: pd.Series, effect: dict, layers: int) -> list[Claim]:
     )
     return [
         Claim.measured(
-            "cls_head.masking_hurts",
+            MASKING_HURTS,
             ours=float(effect["rel_change"]),
             lo=float(effect["lo"]),
             hi=float(effect["hi"]),
@@ -237,14 +298,14 @@ def matching_hurt_claims(
         for l, h in matching
     }
     if not effects:
-        return [Claim.not_measured("cls_head.matching_heads_hurt", reason="Not measured: no term-matching heads")]
+        return [Claim.not_measured(MATCHING_HEADS_HURT, reason="Not measured: no term-matching heads")]
     (layer, head), weakest = max(effects.items(), key=lambda item: item[1]["hi"])
     each = "; ".join(
         f"{l}.{h}: {e['rel_change']:+.1%} [{e['lo']:+.1%}, {e['hi']:+.1%}]" for (l, h), e in effects.items()
     )
     return [
         Claim.measured(
-            "cls_head.matching_heads_hurt",
+            MATCHING_HEADS_HURT,
             ours=float(weakest["rel_change"]),
             lo=float(weakest["lo"]),
             hi=float(weakest["hi"]),
@@ -445,7 +506,7 @@ def concentration_claims(table: pd.DataFrame, layer: int, head: int) -> list[Cla
     )
     return [
         Claim.measured(
-            "cls_head.concentrates_on_shared",
+            CONCENTRATES_ON_SHARED,
             ours=float(row["excess"]),
             lo=float(row["lo"]),
             hi=float(row["hi"]),
@@ -479,7 +540,7 @@ def _spread_claim(change: pd.DataFrame, layer: int, head: int, k: int) -> Claim:
         f"{s['hi'] * 100:+.1f}]): {shared}"
     )
     return Claim.measured(
-        "cls_head.spreads_without_matching",
+        SPREADS_WITHOUT_MATCHING,
         ours=float(e["delta"]),
         lo=float(e["lo"]),
         hi=float(e["hi"]),
@@ -498,7 +559,7 @@ def _control_claim(
     e = change.set_index("metric").loc["entropy"]
     if control is None or not len(control) or deltas is None:
         return Claim.not_measured(
-            "cls_head.reads_matching_heads",
+            READS_MATCHING_HEADS,
             unit=CLS_SPREAD_VERSUS_RANDOM,
             reason="Not measured: no random lower-head sets were masked (CLS_CONTROL_DRAWS)",
         )
@@ -512,7 +573,7 @@ def _control_claim(
         f"at least as much in the same direction (description, not the verdict)"
     )
     return Claim.measured(
-        "cls_head.reads_matching_heads",
+        READS_MATCHING_HEADS,
         ours=versus["difference"],
         lo=versus["difference_lo"],
         hi=versus["difference_hi"],

@@ -16,7 +16,6 @@ import pandas as pd
 from scipy import stats as sps
 
 from headlab.core.stats import by_interval, equivalent
-from headlab.findings.claims import MARGIN_WHY, registered
 from headlab.findings.importance import collapse_shares
 from headlab.findings.units import (
     ACCURACY_CHANGE,
@@ -27,7 +26,16 @@ from headlab.findings.units import (
     TWO_STAGE,
     with_interval,
 )
-from headlab.findings.verdicts import Claim, draws_df_default, judge, render
+from headlab.findings.verdicts import (
+    MARGIN_WHY,
+    SMALLEST_CHANGE,
+    SMALLEST_CHANGE_WHY,
+    Claim,
+    StudyClaim,
+    draws_df_default,
+    judge,
+    render,
+)
 
 _pct = ACCURACY_CHANGE.number  # a relative change of accuracy as the pages write it
 
@@ -97,10 +105,9 @@ def _simultaneous(ours: float, lo: float, hi: float, m: int) -> tuple[float, flo
     return ours - (ours - lo) * scale, ours + (hi - ours) * scale
 
 
-def _weakest(claim_id: str, candidates, numbers, **judged):
+def _weakest(spec: StudyClaim, candidates, numbers, **judged):
     """The candidate whose judged (adjusted) interval reaches least far in the claim's direction: a claim about all
     of them is no stronger than its weakest."""
-    spec = registered(claim_id)
 
     def reach(c):
         ours, lo, hi = numbers(c)
@@ -113,8 +120,28 @@ def _weakest(claim_id: str, candidates, numbers, **judged):
 
 # --- low versus high layers ----------------------------------------------------------------------------
 
-COLLAPSE = "layer_dependence.low_heads_collapse"
-COSTS_LESS = "layer_dependence.high_heads_cost_less"
+COLLAPSE = StudyClaim(
+    "layer_dependence.low_heads_collapse",
+    "02_layer_dependence",
+    "Masking 80% and 100% of the low heads makes accuracy collapse",
+    "Masking 80% and 100% of the low heads (40% and 50% on the axis) makes accuracy collapse",
+    "effect",
+    direction=1,
+    min_size=0.5,
+    size_why="a collapse: more than half of the unmasked quadratic κ (agreement beyond chance) lost",
+    size_source="words",
+)
+COSTS_LESS = StudyClaim(
+    "layer_dependence.high_heads_cost_less",
+    "02_layer_dependence",
+    "Masking most of the high heads costs far less than masking the low heads",
+    "masking most of the high heads costs far less",
+    "compare",
+    direction=1,
+    min_size=0.2,
+    size_why="far less: the low half takes at least 20 points more of the unmasked quadratic κ than the high half",
+    size_source="words",
+)
 
 
 def _which_half(row) -> str:
@@ -280,8 +307,28 @@ def halves_verdict(gap: pd.DataFrame) -> str:
 
 # --- whole layers --------------------------------------------------------------------------------------
 
-GAINS = "layer_dependence.layers_5_9_gain"
-LAYER_8 = "layer_dependence.layer_8_gain"
+GAINS = StudyClaim(
+    "layer_dependence.layers_5_9_gain",
+    "02_layer_dependence",
+    "Masking any one of layers 5–9 (of 12) raises accuracy",
+    "masking any of layers 5-9 *improves* accuracy",
+    "effect",
+    direction=1,
+    min_size=SMALLEST_CHANGE,
+    size_why=SMALLEST_CHANGE_WHY,
+    size_source="study scale",
+)
+LAYER_8 = StudyClaim(
+    "layer_dependence.layer_8_gain",
+    "02_layer_dependence",
+    "Masking all of layer 8 (of 12) raises accuracy by 2.3%",
+    "masking all of layer 8 gives +2.3%",
+    "effect",
+    direction=1,
+    min_size=SMALLEST_CHANGE,
+    size_why="half the study's own number, +2.3%",
+    size_source="study",
+)
 
 
 def layer_reference(layers: int) -> pd.DataFrame:
@@ -406,8 +453,31 @@ def layers_verdict(table: pd.DataFrame, layers: int, n_examples: int, alpha: flo
 
 # --- single heads --------------------------------------------------------------------------------------
 
-NOTHING = "layer_dependence.most_heads_change_nothing"
-IMPROVE = "layer_dependence.some_heads_improve"
+NOTHING = StudyClaim(
+    "layer_dependence.most_heads_change_nothing",
+    "02_layer_dependence",
+    "Most single heads change nothing when masked",
+    "most single heads change nothing",
+    "effect",
+    direction=1,
+    null=0.5,
+    min_size=0.1,
+    size_why="most: more than half of the heads, each shown within the ±2% margin, by at least 10 points "
+    "(three heads in five), so that a bare majority within the interval's noise does not count",
+    size_source="words",
+)
+IMPROVE = StudyClaim(
+    "layer_dependence.some_heads_improve",
+    "02_layer_dependence",
+    "Masking some single heads improves the model (the study's open question)",
+    "heads whose removal *improves* the model",
+    "effect",
+    direction=1,
+    min_size=SMALLEST_CHANGE,
+    size_why=SMALLEST_CHANGE_WHY,
+    size_source="study scale",
+)
+CLAIMS = (COLLAPSE, COSTS_LESS, GAINS, LAYER_8, NOTHING, IMPROVE)
 HEAD_MARGIN = 0.02  # a head "changes nothing" when its 90% interval lies within this (MARGIN_WHY)
 
 

@@ -41,7 +41,7 @@ from headlab.findings.term_matching import (
 )
 from headlab.findings.two_tower import shares_terms
 from headlab.findings.units import CARRY, MASK_SPECIFICITY, PATH
-from headlab.findings.verdicts import Claim
+from headlab.findings.verdicts import Claim, StudyClaim
 from headlab.inputs.pair import read_pair
 
 
@@ -224,6 +224,45 @@ def path_restored(frame: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.
 CARRY_METHOD = "two-stage bootstrap over draws and contrast pairs"
 SPECIFIC_METHOD = "bootstrap over held-out pairs, resampled within each group"
 PATH_METHOD = "paired bootstrap over contrast pairs"
+CARRIES_MATCHING = StudyClaim(
+    "patching.matching_heads_carry_matching",
+    "09_patching",
+    "The term-matching heads carry the term-matching signal: patched back into pairs whose shared terms were "
+    "replaced, they restore more of the grade than as many random lower-half heads",
+    "Some heads put high attention between identical terms in the two sentences, most clearly 5 heads in layers 2-4",
+    "effect",
+    direction=1,
+    min_size=0.1,
+    size_why="at least 10 points more of the grade difference restored than by random heads",
+    size_source="precision",
+    tally="ours",
+)
+COST_SPECIFIC = StudyClaim(
+    "patching.cost_specific_to_shared_terms",
+    "09_patching",
+    "Masking the term-matching heads costs more on pairs that share a term than on pairs that share none",
+    "Whether query and title share terms is a key feature",
+    "effect",
+    direction=-1,
+    min_size=0.02,
+    size_why="at least 2 points of pairs graded right more lost on pairs that share a term",
+    size_source="precision",
+    tally="ours",
+)
+CLS_HEAD_HANDS_ON = StudyClaim(
+    "patching.cls_head_hands_on",
+    "09_patching",
+    "The high [CLS] head hands the matching heads' signal to the classifier: their outputs, reaching that head "
+    "alone (path patching), bring back part of the grade",
+    "hands them to the classifier",
+    "effect",
+    direction=1,
+    min_size=0.05,
+    size_why="at least 5% of the difference brought back through the one head",
+    size_source="precision",
+    tally="ours",
+)
+CLAIMS = (CARRIES_MATCHING, COST_SPECIFIC, CLS_HEAD_HANDS_ON)
 
 
 def _heads(heads) -> str:
@@ -247,7 +286,7 @@ def claims(
     names = _heads(matching)
     rows = [
         Claim.measured(
-            "patching.matching_heads_carry_matching",
+            CARRIES_MATCHING,
             ours=against["difference"],
             lo=against["lo"],
             hi=against["hi"],
@@ -263,31 +302,28 @@ def claims(
             ),
         )
     ]
-    for claim_id, result, what in (
-        ("patching.cost_specific_to_shared_terms", specificity, f"the matching heads ({names})"),
-        (
-            "patching.cost_specific_to_shared_terms/random",
-            specificity_random,
-            "random sets of as many lower-half heads",
-        ),
+    for part, result, what in (
+        ("", specificity, f"the matching heads ({names})"),
+        ("random", specificity_random, "random sets of as many lower-half heads"),
     ):
         if np.isnan(result["difference"]):
             rows.append(
-                Claim.not_measured(claim_id, reason="Not measured: one group of pairs is empty", unit=MASK_SPECIFICITY)
+                Claim.not_measured(
+                    COST_SPECIFIC, part=part, reason="Not measured: one group of pairs is empty", unit=MASK_SPECIFICITY
+                )
             )
             continue
         rows.append(
             Claim.measured(
-                claim_id,
+                COST_SPECIFIC,
+                part=part,
                 ours=result["difference"],
                 lo=result["lo"],
                 hi=result["hi"],
                 unit=MASK_SPECIFICITY,
                 method=SPECIFIC_METHOD,
                 n_examples=result["n_sharing"] + result["n_none"],
-                claim=None
-                if "/" not in claim_id
-                else "Masking 5 random lower-half heads instead (the same comparison)",
+                claim="Masking 5 random lower-half heads instead (the same comparison)" if part else None,
                 reason=(
                     f"Masking {what} changes the share graded right by {100 * result['cost_sharing']:+.1f} points on "
                     f"the {result['n_sharing']} pairs that share a term and by {100 * result['cost_none']:+.1f} "
@@ -298,28 +334,29 @@ def claims(
     if path is None:
         rows.append(
             Claim.not_measured(
-                "patching.cls_head_hands_on",
+                CLS_HEAD_HANDS_ON,
                 reason=f"Not measured. {path_not_measured(receiver, matching)}",
                 unit=PATH,
             )
         )
         return rows
     layer, head = receiver
-    for claim_id, measure, what in (
-        ("patching.cls_head_hands_on", "grade", "the expected grade"),
-        ("patching.cls_head_hands_on/attention", "share", "its [CLS] attention on the replaced words"),
+    for part, measure, what in (
+        ("", "grade", "the expected grade"),
+        ("attention", "share", "its [CLS] attention on the replaced words"),
     ):
         r = path.set_index("measure").loc[measure]
         rows.append(
             Claim.measured(
-                claim_id,
+                CLS_HEAD_HANDS_ON,
+                part=part,
                 ours=r["restored"],
                 lo=r["lo"],
                 hi=r["hi"],
                 unit=PATH,
                 method=PATH_METHOD,
                 n_examples=int(r["n_examples"]),
-                claim=None if "/" not in claim_id else "Its [CLS] attention on the replaced words comes back as well",
+                claim="Its [CLS] attention on the replaced words comes back as well" if part else None,
                 reason=(
                     f"Head {layer}.{head} (notebook 07's) reads the matching heads' outputs from the original pairs "
                     f"and everything else from the contrast pairs: {what} moves from {r['target']:.3g} to "

@@ -27,10 +27,10 @@ from headlab.core.sweep import (
     predicted_matrix,
     share_masks,
 )
-from headlab.findings.claims import STUDY_CLAIMS
 from headlab.findings.importance import half_pool
+from headlab.findings.redundancy import NO_LOSS
 from headlab.findings.units import DISTILL_GAP
-from headlab.findings.verdicts import Claim
+from headlab.findings.verdicts import Claim, StudyClaim
 from headlab.lab.lab import load
 from headlab.lab.params import REPO
 
@@ -75,7 +75,20 @@ def importance_specs(
 
 
 CURVE_KIND = "importance-all"
-DISTILL = "pruning.keep_low_heads"
+DISTILL = StudyClaim(
+    "pruning.keep_low_heads",
+    "10_pruning",
+    "For distillation, keep more low-level heads: removing the least important heads of the high half costs "
+    "less accuracy than removing as many of the low half",
+    "For distillation: keep more low-level heads.",
+    "compare",
+    direction=1,
+    min_size=0.05,
+    size_why="at least 5 points of the unmasked quadratic κ less lost by pruning the high half",
+    size_source="precision",
+    tally="ours",
+)
+CLAIMS = (DISTILL,)
 DISTILL_SHARES = (0.1, 0.2, 0.3, 0.4)  # shares of all heads, each within one half; 0.5 is the whole half (02)
 PAIRED = "paired bootstrap over test pairs (one resample for every share, both halves and the baseline)"
 
@@ -202,7 +215,7 @@ def distillation_claim(
     )
 
 
-SAFE_MARGIN = STUDY_CLAIMS["redundancy.no_loss_below_20"].margin  # the scorecard's margin for "no loss" (MARGIN_WHY)
+SAFE_MARGIN = NO_LOSS.margin  # the scorecard's margin for "no loss" (MARGIN_WHY)
 MICHEL = {"MNLI": 0.4, "SST-2": 0.6, "MRPC": 0.5}  # BERT-base, heads removable without a noticeable loss, as issue #34
 # summarizes Michel et al. (2019); not checked against the paper offline, so shown as a reference and never judged
 SPEED_TABLE = REPO / "results" / "prune_speed.csv"

@@ -3,7 +3,7 @@
 :func:`score_segmentation` turns the rule's calls (:class:`headlab.findings.segmentation.BoundaryData`) into the
 tables the notebook shows, on all tokens and on the tokens of multi-token words, where "word end" is not
 the answer almost everywhere. :func:`claims` gives the study's two claims as rows, each measured by what a rule adds
-to the majority class on held-out examples and judged by the one rule of :mod:`headlab.findings.claims`; a model
+to the majority class on held-out examples and judged by the one rule of :mod:`headlab.findings.verdicts`; a model
 whose pieces already mark the word ends (:func:`given_away`) says "not comparable". The verdicts render those rows,
 then put every number next to the baseline that needs no attention.
 No score counts the last token of a segment, whose "word end" is free
@@ -21,7 +21,6 @@ import pandas as pd
 from headlab.core.attention import attention_maps
 from headlab.core.evaluate import Encoded
 from headlab.core.stats import by_interval
-from headlab.findings.claims import registered
 from headlab.findings.segmentation import (
     BoundaryData,
     baselines,
@@ -35,7 +34,7 @@ from headlab.findings.segmentation import (
     shuffled_union_control,
 )
 from headlab.findings.units import SEGMENTATION_GAIN, SINGLE_HEAD_ACCURACY, UNION_ACCURACY
-from headlab.findings.verdicts import Claim, render
+from headlab.findings.verdicts import Claim, StudyClaim, render
 from headlab.inputs.pieces import piece_convention
 from headlab.inputs.pku import held_out_sentences
 from headlab.inputs.words import SEGMENTER, chinese_words, has_cjk
@@ -322,7 +321,31 @@ def _left_out(comparison: pd.DataFrame) -> list[str]:
     ]
 
 
-STUDY_UNITS = {"single_head": SINGLE_HEAD_ACCURACY, "head_union": UNION_ACCURACY}
+SINGLE_HEAD = StudyClaim(
+    "word_segmentation.single_head",
+    "03_word_segmentation",
+    "One head's attention segments words (70% right in the study)",
+    "Reading one head's attention this way segments words with 70% accuracy",
+    "effect",
+    direction=1,
+    min_size=0.05,
+    size_why="segments words: at least 5 points of tokens right above always answering the commonest class; "
+    "the study's 70% is not on the same scale (its majority class is not given)",
+    size_source="precision",
+)
+HEAD_UNION = StudyClaim(
+    "word_segmentation.head_union",
+    "03_word_segmentation",
+    "Several heads together segment words (96% right in the study)",
+    "counting a character as right when at least one of them is right gives 96%",
+    "effect",
+    direction=1,
+    min_size=0.05,
+    size_why="as for one head: at least 5 points above the commonest class",
+    size_source="precision",
+)
+CLAIMS = (SINGLE_HEAD, HEAD_UNION)
+STUDY_NUMBERS = {SINGLE_HEAD: (STUDY_SINGLE_HEAD, SINGLE_HEAD_ACCURACY), HEAD_UNION: (STUDY_UNION, UNION_ACCURACY)}
 METHOD = "bootstrap over held-out examples, whole pairs or sentences"
 CORPUS_TEXT = {
     "eval": "the evaluation pairs, word ends from the tokenizer's own pieces",
@@ -401,21 +424,19 @@ def character_level(tokenizer) -> bool:
     return all(len(pieces.text(t)) <= 1 or not has_cjk(pieces.text(t)) for t in tokens)
 
 
-def _held_out_claim(slug: str, row, reason: str, not_comparable: str, corpus: str | None) -> Claim:
+def _held_out_claim(spec: StudyClaim, row, reason: str, not_comparable: str, corpus: str | None) -> Claim:
     """A claim measured by what a rule adds to the majority class on held-out examples (``row`` of the comparison,
     None when it was not scored); ``corpus`` names a second corpus, whose row is a sub-row of the claim."""
-    claim_id = f"word_segmentation.{slug}"
-    claim = None
+    part, claim = "", None
     if corpus is not None:
-        claim_id += "/" + re.sub(r"[^a-z0-9]+", "_", corpus.lower()).strip("_")
-        claim = f"{registered(claim_id).claim}, on a second corpus: {corpus} ({CORPUS_TEXT.get(corpus, corpus)})"
-    study = {"single_head": STUDY_SINGLE_HEAD, "head_union": STUDY_UNION}[slug]
+        part = re.sub(r"[^a-z0-9]+", "_", corpus.lower()).strip("_")
+        claim = f"{spec.claim}, on a second corpus: {corpus} ({CORPUS_TEXT.get(corpus, corpus)})"
+    study, study_unit = STUDY_NUMBERS[spec]
     if row is None:
-        return Claim.not_measured(
-            claim_id, reason=f"{reason} {not_comparable}".strip(), unit=SEGMENTATION_GAIN, study=study, claim=claim
-        )
+        why = f"{reason} {not_comparable}".strip()
+        return Claim.not_measured(spec, part=part, reason=why, unit=SEGMENTATION_GAIN, study=study, claim=claim)
     return Claim.measured(
-        claim_id,
+        spec,
         ours=float(row.gain),
         lo=float(row.gain_lo),
         hi=float(row.gain_hi),
@@ -424,8 +445,9 @@ def _held_out_claim(slug: str, row, reason: str, not_comparable: str, corpus: st
         n_examples=int(row.n_test_examples),
         reason=reason,
         study=study,
-        study_unit=STUDY_UNITS[slug],
+        study_unit=study_unit,
         claim=claim,
+        part=part,
         not_comparable=not_comparable,
     )
 
@@ -433,9 +455,9 @@ def _held_out_claim(slug: str, row, reason: str, not_comparable: str, corpus: st
 def _single_head_claim(comparison: pd.DataFrame, not_comparable: str = "", corpus: str | None = None) -> Claim:
     held = _row(comparison, MULTI, "best head, chosen on other examples")
     if held is None:
-        return _held_out_claim("single_head", None, NOT_SCORED, not_comparable, corpus)
+        return _held_out_claim(SINGLE_HEAD, None, NOT_SCORED, not_comparable, corpus)
     return _held_out_claim(
-        "single_head",
+        SINGLE_HEAD,
         held,
         f'On the tokens of multi-token words, where "word end" is not the answer almost everywhere, the head chosen '
         f"on other examples ({held.heads}) reads {held.value:.1%} [{held.lo:.1%}, {held.hi:.1%}] of "
@@ -449,11 +471,11 @@ def _single_head_claim(comparison: pd.DataFrame, not_comparable: str = "", corpu
 def _union_claim(comparison: pd.DataFrame, not_comparable: str = "", corpus: str | None = None) -> Claim:
     probed = _row(comparison, MULTI, "probe on all heads, held-out examples")
     if probed is None:
-        return _held_out_claim("head_union", None, NOT_SCORED, not_comparable, corpus)
+        return _held_out_claim(HEAD_UNION, None, NOT_SCORED, not_comparable, corpus)
     union = _row(comparison, MULTI, "oracle union of heads")
     control = _row(comparison, MULTI, "oracle union of shuffled heads (control)")
     return _held_out_claim(
-        "head_union",
+        HEAD_UNION,
         probed,
         f"Measured by what a segmenter built from these heads reaches: a probe on all heads' attention, trained on "
         f"other examples, reads {probed.value:.1%} [{probed.lo:.1%}, {probed.hi:.1%}] of {int(probed.n_test_tokens)} "
@@ -479,16 +501,16 @@ def claims(comparison: pd.DataFrame, not_comparable: str = "", corpus: str | Non
     return [_single_head_claim(comparison, not_comparable, corpus), _union_claim(comparison, not_comparable, corpus)]
 
 
-def _one(claim: Claim, slug: str) -> Claim:
-    if claim.study_claim != f"word_segmentation.{slug}":
-        raise ValueError(f"expected a row of word_segmentation.{slug}, got {claim.claim_id}")
+def _one(claim: Claim, spec: StudyClaim) -> Claim:
+    if claim.study_claim != spec.claim_id:
+        raise ValueError(f"expected a row of {spec.claim_id}, got {claim.claim_id}")
     return claim
 
 
 def verdict_single_head(comparison: pd.DataFrame, claim: Claim) -> str:
     """Markdown: does one head's rule segment words (the study: 70%)? Its claim's row (``claim``, one of
     :func:`claims`' rows, rendered as built), then the numbers on both subsets against the trivial baselines."""
-    lines = [render([_one(claim, "single_head")]), *_left_out(comparison)]
+    lines = [render([_one(claim, SINGLE_HEAD)]), *_left_out(comparison)]
     for subset, what in (
         (ALL, "all {n} scored tokens"),
         (MULTI, "the {n} scored tokens of multi-token words, the harder sub-task"),
@@ -519,7 +541,7 @@ def verdict_single_head(comparison: pd.DataFrame, claim: Claim) -> str:
 def verdict_union(comparison: pd.DataFrame, claim: Claim) -> str:
     """Markdown: the study's 96% union of heads. Its claim's row (``claim``, one of :func:`claims`' rows, rendered as
     built), then the union, its shuffled control and the held-out probe on both subsets."""
-    lines = [render([_one(claim, "head_union")])]
+    lines = [render([_one(claim, HEAD_UNION)])]
     for subset in (ALL, MULTI):
         union = _row(comparison, subset, "oracle union of heads")
         if union is None:

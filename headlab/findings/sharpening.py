@@ -32,7 +32,7 @@ import pandas as pd
 from headlab.findings.importance import half_split
 from headlab.findings.roles import pair_role_scores, paired_delta, rank_heads
 from headlab.findings.units import ATTENTION_CHANGE
-from headlab.findings.verdicts import Claim, render
+from headlab.findings.verdicts import Claim, StudyClaim, render
 
 CHOICE_SPLIT = "dev"  # the split the term-matching heads are chosen on: never the test pairs they are measured on
 
@@ -44,34 +44,69 @@ class Change:
     text: str
     metric: str  # a role column of headlab.findings.roles
     expected: int  # +1 rises, -1 falls, 0 not claimed by the study (reported for context)
-    rows: dict[str, str] = field(default_factory=dict)  # scope key of SCOPES -> claim row id (none: not a claim)
+    rows: dict[str, tuple[StudyClaim, str]] = field(default_factory=dict)  # SCOPES key -> (claim, sub-row part or "")
 
 
+MATCH_RISES = StudyClaim(
+    "sharpening.match_rises",
+    "06_finetune_delta",
+    "Attention between identical query/title terms rises with fine-tuning",
+    "attention between identical query/title terms rises",
+    "effect",
+    direction=1,
+    min_size=0.005,
+    size_why="half a point of a token's attention: the smallest change a difference map shows (the study gives "
+    "no number)",
+    size_source="precision",
+)
+SELF_FALLS = StudyClaim(
+    "sharpening.self_falls",
+    "06_finetune_delta",
+    "Attention of a term to itself falls with fine-tuning",
+    "attention of a term to itself falls",
+    "effect",
+    direction=-1,
+    min_size=0.005,
+    size_why="half a point of a token's attention, as for the rise",
+    size_source="precision",
+)
+SEP_FALLS = StudyClaim(
+    "sharpening.sep_falls",
+    "06_finetune_delta",
+    "Attention to [SEP] falls with fine-tuning",
+    'attention to `[SEP]` (read as "no-op", nothing to attend to) falls',
+    "effect",
+    direction=-1,
+    min_size=0.005,
+    size_why="half a point of a token's attention, as for the rise",
+    size_source="precision",
+)
+CLAIMS = (MATCH_RISES, SELF_FALLS, SEP_FALLS)
 CHANGES = [
     Change(
         "Attention between identical query/title terms rises with fine-tuning",
         "match",
         +1,
-        {"all": "sharpening.match_rises", "subset": "sharpening.match_rises/matching_heads"},
+        {"all": (MATCH_RISES, ""), "subset": (MATCH_RISES, "matching_heads")},
     ),
     Change(
         "Attention between identical query/title terms rises with fine-tuning "
         "beyond what identity-blind attention on the other sentence gives",
         "match_excess",
         +1,
-        {"all": "sharpening.match_rises/excess_all_heads", "subset": "sharpening.match_rises/excess_matching_heads"},
+        {"all": (MATCH_RISES, "excess_all_heads"), "subset": (MATCH_RISES, "excess_matching_heads")},
     ),
     Change(
         "Attention of a term to itself falls with fine-tuning",
         "self",
         -1,
-        {"all": "sharpening.self_falls", "subset": "sharpening.self_falls/matching_heads"},
+        {"all": (SELF_FALLS, ""), "subset": (SELF_FALLS, "matching_heads")},
     ),
     Change(
         "Attention to [SEP] (the study's no-op) falls with fine-tuning",
         "sep",
         -1,
-        {"all": "sharpening.sep_falls", "subset": "sharpening.sep_falls/matching_heads"},
+        {"all": (SEP_FALLS, ""), "subset": (SEP_FALLS, "matching_heads")},
     ),
     Change("Attention to [CLS] (not in the study)", "cls", 0),
 ]
@@ -188,9 +223,9 @@ def scope_changes(delta_table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _claim_text(change: Change, key: str) -> str | None:
-    """The row's claim sentence: the registered one for a registered id, the change's own naming its scope for a
+    """The row's claim sentence: the registered one for a claim's own row, the change's own naming its scope for a
     sub-row."""
-    if "/" not in change.rows[key]:
+    if not change.rows[key][1]:
         return None
     return f"{change.text} ({SCOPES[key]})"
 
@@ -210,19 +245,21 @@ def _reason(r, choice: Choice) -> str:
 
 
 def _claim(change: Change, key: str, changes: pd.DataFrame, choice: Choice) -> Claim:
-    claim_id, claim, scope = change.rows[key], _claim_text(change, key), SCOPES[key]
+    (spec, part), claim, scope = change.rows[key], _claim_text(change, key), SCOPES[key]
     found = changes[(changes["metric"] == change.metric) & (changes["scope"] == scope)]
     if found.empty or not math.isfinite(found.iloc[0]["delta"]):
         return Claim.not_measured(
-            claim_id,
+            spec,
             reason=f"Not measured: no change of {change.metric} for the {scope} (no "
             "such heads, or no pair to measure it on)",
             unit=ATTENTION_CHANGE,
             claim=claim,
+            part=part,
         )
     r = found.iloc[0]
     return Claim.measured(
-        claim_id,
+        spec,
+        part=part,
         ours=float(r["delta"]),
         lo=float(r["lo"]),
         hi=float(r["hi"]),

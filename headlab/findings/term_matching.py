@@ -36,7 +36,7 @@ from headlab.findings.importance import half_pool, half_split
 from headlab.findings.layer_dependence import STUDY_MATCHING_LAYERS, study_layers_to_ours
 from headlab.findings.roles import SHARED_TERMS, rank_heads, role_scores
 from headlab.findings.units import ACCURACY_CHANGE, PAIRED, TWO_STAGE, VERSUS_RANDOM
-from headlab.findings.verdicts import Claim
+from headlab.findings.verdicts import MARGIN_WHY, Claim, StudyClaim
 
 _pct = ACCURACY_CHANGE.number  # a relative change of accuracy as the pages write it
 
@@ -363,6 +363,53 @@ VERSUS_METHOD = (
 )
 # the stricter control first: random heads of the matching heads' own half cost more than random heads of any layer
 CONTROLS = ("random_lower", "random")
+RANDOM_NO_CHANGE = StudyClaim(
+    "term_matching.random_no_change",
+    "05_term_matching",
+    "Masking 5 random heads changes no accuracy",
+    "| change | +0% | +0% | -52.4% | -86.5% | -18.1% |",
+    "no_effect",
+    margin=0.02,
+    size_why=MARGIN_WHY,
+    size_source="study",
+)
+MATCHING_COSTS = StudyClaim(
+    "term_matching.matching_costs",
+    "05_term_matching",
+    "Masking the 5 term-matching heads costs accuracy, far more than masking random heads",
+    "| change | +0% | +0% | -52.4% | -86.5% | -18.1% |",
+    "compare",
+    direction=-1,
+    min_size=0.262,
+    size_why="half the study's own number: the 5 matching heads cost 52.4% against +0% for 5 random heads, a "
+    "difference of 52.4 points",
+    size_source="study",
+)
+LOWER_HALF_COSTS = StudyClaim(
+    "term_matching.lower_half_costs",
+    "05_term_matching",
+    "Masking all heads of the lower half costs accuracy",
+    "| change | +0% | +0% | -52.4% | -86.5% | -18.1% |",
+    "effect",
+    direction=-1,
+    min_size=0.4325,
+    size_why="half the study's own number: all heads of the lower half cost 86.5%",
+    size_source="study",
+)
+MATCHING_KEEP_LOWER_HALF = StudyClaim(
+    "term_matching.matching_keep_lower_half",
+    "05_term_matching",
+    "Keeping only the 5 term-matching heads of the lower half keeps much of its accuracy, more than as many "
+    "random heads of it would",
+    "Keeping only those 5 heads in layers 0-5 keeps about 82% of baseline performance",
+    "compare",
+    direction=1,
+    min_size=0.05,
+    size_why="much more than random heads: at least 5 points of relative accuracy more kept than by as many "
+    "random heads of the half (the study gives no random counterpart); about the precision ~690 pairs give",
+    size_source="precision",
+)
+CLAIMS = (RANDOM_NO_CHANGE, MATCHING_COSTS, LOWER_HALF_COSTS, MATCHING_KEEP_LOWER_HALF)
 
 
 def _names(table: pd.DataFrame) -> dict[str, str]:
@@ -418,9 +465,9 @@ def _versus_text(r) -> str:
     )
 
 
-def _not_measured(claim_id: str, condition: str, what: str) -> Claim:
+def _not_measured(spec: StudyClaim, condition: str, what: str) -> Claim:
     return Claim.not_measured(
-        claim_id,
+        spec,
         reason=f"Not measured: no mask of {what} in the sweep",
         unit=ACCURACY_CHANGE,
         study=CONDITIONS[condition][1],
@@ -429,9 +476,8 @@ def _not_measured(claim_id: str, condition: str, what: str) -> Claim:
 
 def _random_claim(rows: pd.DataFrame, names: dict, selection: str) -> Claim:
     """The study's "+0%" for random heads: a claim of no effect, judged as equivalence within the registered margin."""
-    claim_id = "term_matching.random_no_change"
     if "random" not in rows.index:
-        return _not_measured(claim_id, "random", "random heads")
+        return _not_measured(RANDOM_NO_CHANGE, "random", "random heads")
     r = rows.loc["random"]
     spread = (
         f"; single draws {_pct(r['draw_lo'])} to {_pct(r['draw_hi'])} (2.5-97.5%)"
@@ -439,7 +485,7 @@ def _random_claim(rows: pd.DataFrame, names: dict, selection: str) -> Claim:
         else _mcnemar(r)
     )
     return Claim.measured(
-        claim_id,
+        RANDOM_NO_CHANGE,
         ours=r["rel_change"],
         lo=r["lo"],
         hi=r["hi"],
@@ -457,14 +503,13 @@ def _matching_claim(rows: pd.DataFrame, by_test: dict, names: dict, selection: s
     """Masking the matching heads costs far more than random heads: one row, the number the matching heads' change
     minus the mean change of the stricter control (random heads of their own half, where there are such draws),
     with the draws' spread in its interval."""
-    claim_id = "term_matching.matching_costs"
     if "matching" not in rows.index:
-        return _not_measured(claim_id, "matching", "the term-matching heads")
+        return _not_measured(MATCHING_COSTS, "matching", "the term-matching heads")
     m = rows.loc["matching"]
     tests = [by_test[("matching", c)] for c in CONTROLS if ("matching", c) in by_test]
     if not tests:
         return Claim.not_measured(
-            claim_id,
+            MATCHING_COSTS,
             reason=f"Not measured: masking {names['matching']} cost {_pct(m['rel_change'])}, but no random draws were "
             "masked to compare them with",
             unit=VERSUS_RANDOM,
@@ -484,7 +529,7 @@ def _matching_claim(rows: pd.DataFrame, by_test: dict, names: dict, selection: s
         + f": {_versus_text(strict)}."
     )
     return Claim.measured(
-        claim_id,
+        MATCHING_COSTS,
         ours=strict.difference,
         lo=strict.difference_lo,
         hi=strict.difference_hi,
@@ -500,12 +545,11 @@ def _matching_claim(rows: pd.DataFrame, by_test: dict, names: dict, selection: s
 
 
 def _lower_claim(rows: pd.DataFrame, names: dict, selection: str) -> Claim:
-    claim_id = "term_matching.lower_half_costs"
     if "lower" not in rows.index:
-        return _not_measured(claim_id, "lower", "the lower half")
+        return _not_measured(LOWER_HALF_COSTS, "lower", "the lower half")
     r = rows.loc["lower"]
     return Claim.measured(
-        claim_id,
+        LOWER_HALF_COSTS,
         ours=r["rel_change"],
         lo=r["lo"],
         hi=r["hi"],
@@ -523,9 +567,10 @@ def _lower_claim(rows: pd.DataFrame, names: dict, selection: str) -> Claim:
 def _keep_claim(rows: pd.DataFrame, by_test: dict, names: dict, selection: str) -> Claim:
     """Keeping only the matching heads of the lower half, against keeping as many random heads of it: the number is
     the change with the half masked but them, minus the mean change with the half masked but random sets of it."""
-    claim_id = "term_matching.matching_keep_lower_half"
     if "lower_but_matching" not in rows.index:
-        return _not_measured(claim_id, "lower_but_matching", "the lower half but the term-matching heads")
+        return _not_measured(
+            MATCHING_KEEP_LOWER_HALF, "lower_but_matching", "the lower half but the term-matching heads"
+        )
     keep = rows.loc["lower_but_matching"]
     r = by_test.get(("lower_but_matching", "lower_but_random"))
     text = (
@@ -536,7 +581,7 @@ def _keep_claim(rows: pd.DataFrame, by_test: dict, names: dict, selection: str) 
         text += f", against {rows.loc['lower', 'kept']:.0%} with the whole lower half masked"
     if r is None:
         return Claim.not_measured(
-            claim_id,
+            MATCHING_KEEP_LOWER_HALF,
             reason=f"{text}; no random sets of as many lower heads were kept to compare with",
             unit=VERSUS_RANDOM,
         )
@@ -546,7 +591,7 @@ def _keep_claim(rows: pd.DataFrame, by_test: dict, names: dict, selection: str) 
         f"least as much: {_versus_text(r)}"
     )
     return Claim.measured(
-        claim_id,
+        MATCHING_KEEP_LOWER_HALF,
         ours=r.difference,
         lo=r.difference_lo,
         hi=r.difference_hi,

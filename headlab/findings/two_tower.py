@@ -27,7 +27,7 @@ from headlab.core.sweep import BASELINE, kappa_columns
 from headlab.findings.lexical import fit_lexical
 from headlab.findings.term_matching import term_matching_specs
 from headlab.findings.units import ACCURACY_CHANGE, PAIRED, TWO_TOWER_GAP
-from headlab.findings.verdicts import Claim
+from headlab.findings.verdicts import SMALLEST_CHANGE, SMALLEST_CHANGE_WHY, Claim, StudyClaim
 from headlab.inputs.pair import read_pair
 from headlab.models.two_tower import finetune_two_tower, load_two_tower, pair_encodings, predict_two_tower
 
@@ -256,6 +256,33 @@ def _points(x: float) -> str:
     return f"{100 * x:+.1f} points"
 
 
+WORSE = StudyClaim(
+    "two_tower.worse",
+    "08_two_tower",
+    "A two-tower model grades worse than one cross-encoder",
+    "a two-tower (siamese) BERT, which encodes query and title apart, did badly here",
+    "effect",
+    direction=-1,
+    min_size=SMALLEST_CHANGE,
+    size_why=SMALLEST_CHANGE_WHY,
+    size_source="study scale",
+)
+FAILS_ON_SHARED_TERMS = StudyClaim(
+    "two_tower.fails_on_shared_terms",
+    "08_two_tower",
+    "Two towers did badly because they cannot match terms: their loss is larger on pairs that share terms",
+    "This is offered as the reason a two-tower (siamese) BERT",
+    "compare",
+    direction=-1,
+    min_size=0.02,
+    size_why="at least 2 points of pairs graded right more lost on pairs that share a term; about what ~1400 "
+    "pairs resolve",
+    size_source="precision",
+    tally="ours",
+)
+CLAIMS = (WORSE, FAILS_ON_SHARED_TERMS)
+
+
 def claims(conditions: pd.DataFrame, gap: dict | None, two_tower_label: str, shared: str = "a term") -> list[Claim]:
     """The study's two-tower claims as rows: two towers grade worse than one cross-encoder (:func:`condition_table`;
     its kappa columns put the loss on the chance-corrected scale), and they fail because they
@@ -268,7 +295,7 @@ def claims(conditions: pd.DataFrame, gap: dict | None, two_tower_label: str, sha
     if "at_floor" in tower.index and bool(tower.at_floor):
         floor_note = f" The two towers sit at the floor ({tower.floor_reason})."
     worse = Claim.measured(
-        "two_tower.worse",
+        WORSE,
         ours=tower.rel_change,
         lo=tower.lo,
         hi=tower.hi,
@@ -290,12 +317,10 @@ def claims(conditions: pd.DataFrame, gap: dict | None, two_tower_label: str, sha
             else f"{'no' if not gap['n_sharing'] else 'every'} test pair shares {shared}, so there is no group to "
             "compare with"
         )
-        terms = Claim.not_measured(
-            "two_tower.fails_on_shared_terms", reason=f"Not measured: {missing}", unit=TWO_TOWER_GAP
-        )
+        terms = Claim.not_measured(FAILS_ON_SHARED_TERMS, reason=f"Not measured: {missing}", unit=TWO_TOWER_GAP)
     else:
         terms = Claim.measured(
-            "two_tower.fails_on_shared_terms",
+            FAILS_ON_SHARED_TERMS,
             ours=gap["difference"],
             lo=gap["lo"],
             hi=gap["hi"],

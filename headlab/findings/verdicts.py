@@ -1,5 +1,12 @@
-"""The one verdict rule, and the rows it writes: a claim measured on a run (:class:`Claim`), judged by :func:`judge`
-against its registered row (:mod:`headlab.findings.claims`), rendered on its page and saved for the scorecard.
+"""The one verdict rule, and the rows it writes: a claim of the study (:class:`StudyClaim`, declared by the findings
+module that measures it), measured on a run (:class:`Claim`), judged by :func:`judge`, rendered on its page and saved
+for the scorecard (the registry of every claim: :mod:`headlab.findings.claims`).
+
+A :class:`StudyClaim` holds the study's sentence (``quote``, word for word), the page that tests it, its *tally*
+(:data:`TALLIES`: the study's claims; our own predictions that its reading implies; its objectives) and its *kind*:
+an ``effect`` in a stated direction of at least its smallest effect of interest (``min_size``, with why: half the
+study's own number, its words such as "collapse", or the test split's precision); ``no_effect`` beyond a ``margin``
+(an equivalence test); ``compare``, a difference of two effects (named heads against random ones) judged as an effect.
 
 :func:`judge` is the one verdict rule. "holds": the adjusted interval lies beyond the smallest effect of interest in
 the claimed direction (or, for no effect, within the margin); "does not hold": it lies short of that size (or outside
@@ -23,13 +30,96 @@ shows. Raw and adjusted intervals are both kept in the row, with :data:`RULE_VER
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, fields, replace
 
 import pandas as pd
 from scipy import stats as sps
 
-from headlab.findings.claims import FAMILY, StudyClaim, registered, study_claim_id
 from headlab.findings.units import KAPPA_START, Unit, unit_of
+from headlab.lab.pages import headings
+
+KINDS = ("effect", "no_effect", "compare")
+TALLIES = {
+    "study": "the study's claims",
+    "ours": "our own predictions",
+    "objectives": "the study's credit of its pretraining objectives (two Chinese models compared)",
+}  # tally -> its heading; the objectives are judged on two models' results at once (headlab.findings.objectives)
+# Each tally's Bonferroni family, stated (rule 3): a claim added or removed changes the level every verdict of its
+# tally is judged at, so it is a new rule: state the new family here and raise RULE_VERSION with it.
+FAMILIES = {"study": 26, "ours": 5, "objectives": 2}
+FAMILY = FAMILIES["study"]  # the study's claims on one model's scorecard: the family its correction is over
+# where a claim's smallest effect of interest comes from: half the claim's own number in the study ("study"); half the
+# smallest effect the study reports anywhere, for a claim it gives no number ("study scale"); the study's words
+# ("collapse", "far less"); the test split's precision
+SIZE_SOURCES = ("study", "study scale", "words", "precision")
+OTHER_FINDINGS = {"objectives": "the pretraining objectives: MLM+NSP against MLM alone"}  # claims on no one page
+
+MARGIN_WHY = (
+    "±2% relative: the study reports changes to the nearest 0.1% and calls +0% no change; 2% is a fifth of "
+    "the smallest effect it calls a loss or gain (the +2.3% of layer 8), and about the precision a test "
+    "split of ~1400 pairs gives a single mask (its 95% interval is about ±3%)"
+)
+SMALLEST_CHANGE = 0.023 / 2
+SMALLEST_CHANGE_WHY = (
+    "half the smallest change of accuracy the study reports as an effect (masking layer 8: +2.3%): the study gives "
+    "no number for this claim"
+)
+
+
+@dataclass(frozen=True)
+class StudyClaim:
+    """One claim of the study as the book tests it: what the study says (``quote``) and how a verdict is reached."""
+
+    claim_id: str
+    page: str
+    claim: str
+    quote: str
+    kind: str
+    direction: int = 0  # +1 / -1: the sign of the effect the claim expects (0 for no_effect)
+    min_size: float = 0.0  # the least effect the claim's words ask for, in the claim's unit, from `null`
+    size_why: str = ""  # why min_size (or the margin) has its value
+    margin: float = 0.0  # no_effect: the equivalence margin, in the claim's unit
+    null: float = 0.0  # the value that means "no effect" in the claim's unit
+    size_source: str = "precision"  # where min_size (or the margin) comes from: one of SIZE_SOURCES
+    tally: str = "study"  # the study's claim, or a prediction of ours (TALLIES): each tally is its own family
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"claim {self.claim_id}: kind {self.kind!r} is not one of {KINDS}")
+        if self.kind == "no_effect" and not self.margin > 0:
+            raise ValueError(f"claim {self.claim_id}: a no_effect claim needs a margin above 0")
+        if self.kind != "no_effect" and self.direction not in (-1, 1):
+            raise ValueError(f"claim {self.claim_id}: a {self.kind} claim needs a direction of +1 or -1")
+        if self.kind != "no_effect" and not self.min_size > 0:
+            raise ValueError(f"claim {self.claim_id}: a {self.kind} claim needs a smallest effect of interest above 0")
+        if not self.size_why or self.size_source not in SIZE_SOURCES or self.tally not in TALLIES:
+            raise ValueError(
+                f"claim {self.claim_id}: say why its size is what it is (size_why), from one of {SIZE_SOURCES}, in "
+                f"one of the tallies {sorted(TALLIES)}"
+            )
+
+    @property
+    def family(self) -> int:
+        """How many claims this claim's tally holds: the Bonferroni family it is judged in."""
+        return FAMILIES[self.tally]
+
+    @property
+    def finding(self) -> str:
+        """The name of the finding (notebook) the claim belongs to, e.g. ``word_order``."""
+        return {**headings(), **OTHER_FINDINGS}[self.page]
+
+
+def study_claim_id(claim_id: str) -> str:
+    """The registered claim a row's id belongs to: ``<id>`` itself, or ``<id>`` of a sub-row ``<id>/<part>``."""
+    return str(claim_id).split("/")[0]
+
+
+def quote_in(text: str, quote: str) -> bool:
+    """Whether ``quote`` is in ``text`` word for word (line breaks and runs of spaces read as one space)."""
+    squash = lambda s: re.sub(r"\s+", " ", s).strip()  # noqa: E731
+    return squash(quote) in squash(text)
+
 
 VERDICTS = ("holds", "does not hold", "opposite", "cannot tell", "not comparable", "not judged")
 ALPHA = 0.05
@@ -109,7 +199,7 @@ class Claim:
     @classmethod
     def measured(
         cls,
-        claim_id: str,
+        spec: StudyClaim,
         *,
         ours: float,
         lo: float,
@@ -128,6 +218,7 @@ class Claim:
         at_floor: bool = False,
         floor_reason: str = "",
         claim: str | None = None,
+        part: str = "",
         not_comparable: str = "",
     ) -> Claim:
         """A claim measured on this run, judged by :func:`judge`.
@@ -143,10 +234,9 @@ class Claim:
         (decided from their predictions, :func:`headlab.core.stats.at_floor`; ``floor_reason`` says what was checked),
         which makes a comparison saturated. ``study``: the study's number, only in ``unit``, or in
         ``study_unit`` when the study gave it in another. ``not_comparable``: why this run cannot speak to the claim.
-        ``claim_id`` may name a sub-row, ``<registered id>/<part>``, with its own ``claim`` sentence: it is shown with
-        its intervals but not judged (outside the family).
+        ``part`` makes the row a sub-row of ``spec``, ``<claim_id>/<part>``, with its own ``claim`` sentence: it is
+        shown with its intervals but not judged (outside the family).
         """
-        spec = registered(claim_id)
         lost, lost_lo, lost_hi = (
             (float(kappa["kappa_lost"]), float(kappa["kappa_lost_lo"]), float(kappa["kappa_lost_hi"]))
             if kappa is not None
@@ -161,11 +251,11 @@ class Claim:
             ("not comparable", not_comparable)
             if not_comparable
             else ("not judged", SUB_ROW)
-            if claim_id != spec.claim_id
+            if part
             else (judged.verdict, judged.why)
         )
         return cls(
-            claim_id,
+            f"{spec.claim_id}/{part}" if part else spec.claim_id,
             spec.finding,
             claim or spec.claim,
             spec.quote,
@@ -204,18 +294,18 @@ class Claim:
     @classmethod
     def not_measured(
         cls,
-        claim_id: str,
+        spec: StudyClaim,
         *,
         reason: str,
         unit: Unit | None = None,
         study: float | None = None,
         claim: str | None = None,
+        part: str = "",
     ) -> Claim:
         """A claim this run could not measure (``reason`` says why): "cannot tell", with no number."""
-        spec = registered(claim_id)
         nan = math.nan
         return cls(
-            claim_id,
+            f"{spec.claim_id}/{part}" if part else spec.claim_id,
             spec.finding,
             claim or spec.claim,
             spec.quote,
