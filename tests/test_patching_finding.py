@@ -21,7 +21,9 @@ def _table(n=200, seed=0):
         "1.0": target + 0.5 * gap,
         "1.1": target + 0.1 * gap + rng.normal(0, 0.2, n),
     }
-    return pd.concat([pd.DataFrame({"patch": k, "example": np.arange(n), "expected": v}) for k, v in rows.items()])
+    return pd.concat(
+        [pd.DataFrame({"patch": k, "example": np.arange(n), "expected": v, "grade_logit": v}) for k, v in rows.items()]
+    )
 
 
 def test_a_patch_restores_its_share_of_the_difference_with_an_interval():
@@ -37,8 +39,8 @@ def test_a_patch_restores_its_share_of_the_difference_with_an_interval():
 def test_a_contrast_that_moves_nothing_is_refused():
     table = _table()
     table.loc[table["patch"] == "target", "expected"] = table.loc[table["patch"] == "source", "expected"].to_numpy()
-    with pytest.raises(ValueError, match="does not change the expected grade"):
-        restored_shares(table)
+    with pytest.raises(ValueError, match="does not change the expected on average"):
+        restored_shares(table, metric="expected")
 
 
 def test_overlap_is_set_against_chance():
@@ -68,6 +70,31 @@ def test_a_mask_that_costs_only_where_terms_are_shared_is_specific():
     assert even["lo"] < 0 < even["hi"]
 
 
+def test_a_cost_that_follows_the_grade_is_not_specific_within_grades():
+    """Pairs that share terms are mostly high grades; a mask that costs only on high grades looks specific to shared
+    terms overall and is not within grades."""
+    rng = np.random.default_rng(1)
+    grades = rng.integers(1, 6, 2000)
+    shares = rng.random(2000) < np.where(grades >= 4, 0.9, 0.2)
+    base = np.ones(2000)
+    masked = np.where(grades >= 4, rng.random(2000) > 0.5, 1.0)
+    pooled = masking_specificity(masked, base, shares, n_boot=500)
+    assert pooled["hi"] < -0.15  # confounded: looks specific
+    within = masking_specificity(masked, base, shares, n_boot=500, strata=grades)
+    assert within["lo"] < 0 < within["hi"] and within["n_strata"] == 5 and within["n_left_out"] == 0
+    few = masking_specificity(masked, base, shares, n_boot=100, strata=grades, min_group=300)
+    assert few["n_strata"] < 5 and few["n_left_out"] > 0
+    none = masking_specificity(masked, base, shares, n_boot=100, strata=grades, min_group=5000)
+    assert np.isnan(none["difference"]) and none["n_left_out"] == 2000
+
+
+def test_a_contrast_that_does_not_move_the_metric_its_way_is_gated():
+    from headlab.findings.patching import gap_moves
+
+    assert gap_moves({"gap_lo": 0.1, "gap_hi": 0.5}, 1) and not gap_moves({"gap_lo": -0.1, "gap_hi": 0.5}, 1)
+    assert gap_moves({"gap_lo": -0.5, "gap_hi": -0.1}, -1) and not gap_moves({"gap_lo": 0.1, "gap_hi": 0.5}, -1)
+
+
 def test_a_patch_against_random_draws_covers_pairs_and_draws():
     from headlab.findings.patching import restored_against_draws
 
@@ -81,11 +108,13 @@ def test_a_patch_against_random_draws_covers_pairs_and_draws():
         share = rng.uniform(0.0, 0.2)
         draws.append(pd.DataFrame({"patch": name, "example": wide.index, "expected": wide["target"] + share * gap}))
     table = pd.concat([table, *draws])
-    result = restored_against_draws(table, "1.0", [f"draw{d}" for d in range(20)], n_boot=500)
+    result = restored_against_draws(table, "1.0", [f"draw{d}" for d in range(20)], n_boot=500, metric="expected")
     assert result["tested"] == pytest.approx(0.5) and 0.0 < result["draws_mean"] < 0.2
     assert result["difference"] == pytest.approx(result["tested"] - result["draws_mean"])
     assert 0.25 < result["lo"] < result["difference"] < result["hi"] < 0.5  # wider than the pairs alone give
     assert result["n_draws"] == 20
+    assert result["gap"] == pytest.approx(gap.mean())
+    assert 0.5 < result["gap_lo"] < result["gap"] < result["gap_hi"] < 1.5
 
 
 def test_a_constant_score_has_no_rank_correlation():

@@ -9,8 +9,10 @@ from headlab.findings.claims import STUDY_CLAIMS
 from headlab.findings.cls_head import single_head_correct
 from headlab.findings.patching import (
     agreement,
+    circuit_views,
     claims,
     cls_path,
+    contrast_controls,
     contrast_examples,
     head_views,
     held_out_contrast,
@@ -49,16 +51,29 @@ def test_page_09_runs_on_a_tiny_model_and_gives_one_row_per_claim(tmp_path):
     plan = patch_plan(4, 4, matching, 3, 0)
     restoring, breaking = patch_both_ways(setup, contrast, plan, progress=False)
     single_heads = single_head_correct(setup, progress=False)
-    views = head_views(setup, restoring, breaking, single_heads, None, None, "match_excess", n_boot=100)
-    assert len(views) == 16 and views[["restored", "breaks", "masking_cost", "role_score"]].notna().all().all()
+    positions, attributed = circuit_views(setup, contrast, matching, None, n_boot=100)
+    assert list(positions["positions"]) == ["[CLS]", "query terms", "title terms", "other", "all", "sum of groups"]
+    assert len(attributed) == 16
+    views = head_views(
+        setup, restoring, breaking, single_heads, None, None, "match_excess", n_boot=100, attributed=attributed
+    )
+    columns = ["restored", "breaks", "masking_cost", "role_score", "attribution"]
+    assert len(views) == 16 and views[columns].notna().all().all()
     agreed = agreement(views, matching, 2, n_boot=100)
-    assert len(agreed) == 4 and (agreed["chance"].iloc[:2] == 2 * 2 / 16).all()
+    assert len(agreed) == 6 and (agreed["chance"].iloc[:3] == 2 * 2 / 16).all()
     against = restored_against_draws(restoring, "matching", random_patches(plan), n_boot=100)
     assert against["n_draws"] == 3
+    controls = contrast_controls(setup, matching, plan, None, None, n_boot=100)
+    assert set(controls) == {"injected", "unshared"}
     specific, specific_random = specificity(setup, matching, None, 2, 2, None, n_boot=100)
     path, receiver = cls_path(setup, contrast, matching, single_heads, n_boot=100)
-    rows = claims(against, specific, specific_random, path, matching, receiver, len(contrast.examples))
+    rows = claims(against, controls, specific, specific_random, path, matching, receiver)
     assert claims_file(rows) == "claims_09_patching"
+    assert [c.claim_id for c in rows][:3] == [
+        "patching.matching_heads_carry_matching",
+        "patching.matching_heads_carry_matching/injected",
+        "patching.matching_heads_carry_matching/unshared",
+    ]
     registered = {c.study_claim for c in rows}
     assert registered == {k for k, c in STUDY_CLAIMS.items() if c.page == "09_patching"}
     # a second run reads the patches it saved
@@ -81,6 +96,9 @@ def test_an_unmeasured_path_says_why():
         "hi": 0.5,
         "n_examples": 10,
         "n_draws": 3,
+        "gap": 0.4,
+        "gap_lo": 0.2,
+        "gap_hi": 0.6,
     }
     specific = {
         "difference": -0.1,
@@ -90,7 +108,37 @@ def test_an_unmeasured_path_says_why():
         "cost_none": 0.0,
         "n_sharing": 5,
         "n_none": 5,
+        "n_strata": 2,
+        "n_left_out": 0,
     }
-    rows = claims(against, specific, specific, None, [(0, 0)], (3, 1), 10)
+    controls = {"injected": {**against, "gap": -0.4, "gap_lo": -0.6, "gap_hi": -0.2}, "unshared": {"n_examples": 1}}
+    rows = claims(against, controls, specific, specific, None, [(0, 0)], (3, 1))
     [path_row] = [r for r in rows if r.claim_id == "patching.cls_head_hands_on"]
     assert "not chosen on" in path_row.reason and path_row.verdict == "cannot tell"
+    by_id = {r.claim_id: r for r in rows}
+    assert by_id["patching.matching_heads_carry_matching"].verdict != "cannot tell"
+    assert by_id["patching.matching_heads_carry_matching/injected"].verdict == "not judged"
+    assert "only 1" in by_id["patching.matching_heads_carry_matching/unshared"].reason
+
+
+def test_a_contrast_that_raises_the_grade_is_not_measured_with_its_gap_said():
+    """zh-char's contrast raised the expected grade and the row still reported a restored share: now it is refused."""
+    against = {
+        "tested": 0.15,
+        "draws_mean": 0.1,
+        "draws_lo": 0.0,
+        "draws_hi": 0.2,
+        "difference": 0.05,
+        "lo": -0.3,
+        "hi": 0.5,
+        "n_examples": 40,
+        "n_draws": 3,
+        "gap": -0.15,
+        "gap_lo": -0.3,
+        "gap_hi": -0.01,
+    }
+    specific = {"difference": np.nan, "lo": np.nan, "hi": np.nan, "n_sharing": 0, "n_none": 0}
+    rows = claims(against, {"injected": against, "unshared": against}, specific, specific, None, [(0, 0)], (3, 1))
+    main, injected, unshared = rows[:3]
+    assert main.verdict == "cannot tell" and "-0.15 [-0.3, -0.01]" in main.reason
+    assert injected.verdict == "not judged" and unshared.verdict == "not judged"  # the other sign is theirs to have

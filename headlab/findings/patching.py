@@ -10,11 +10,14 @@ other views of the same heads: the attention-chosen term-matching heads (noteboo
   random sets of k heads share (hypergeometric), with its one-sided p.
 - :func:`rank_agreement`: Spearman's rank correlation of two per-head scores, with a bootstrap interval over heads.
 - :func:`masking_specificity`: a mask's cost on pairs that share a term minus its cost on pairs that share none, in
-  points of accuracy, with a bootstrap interval resampling pairs within each group.
+  points of accuracy, within gold grades, with a bootstrap interval resampling pairs within each grade and group.
 
-Page 09 runs them through :func:`held_out_contrast` (notebook 05's held-out pairs), :func:`patch_both_ways`,
-:func:`head_views` and :func:`agreement`, :func:`restored_against_draws`, :func:`specificity` (05's own masks, read per
-pair) and :func:`cls_path` (path patching into notebook 07's head), and judges them with :func:`claims`.
+Shares are of the grade logit (:data:`METRIC`), and a contrast that does not move it the way it should is not
+measured (:func:`gap_moves`). Page 09 runs them through :func:`held_out_contrast` (notebook 05's held-out pairs),
+:func:`patch_both_ways`, :func:`circuit_views` (per group of positions, and attribution patching), :func:`head_views`
+and :func:`agreement`, :func:`restored_against_draws`, :func:`contrast_controls` (TFC1 and the control),
+:func:`specificity` (05's own masks, read per pair) and :func:`cls_path` (path patching into notebook 07's head), and
+judges them with :func:`claims`.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from headlab.core.masking import head_grid
 from headlab.core.patching import PatchEngine, single_head_patches
 from headlab.core.stats import bootstrap_weights, draw_counts
 from headlab.core.sweep import BASELINE, correct_matrix
+from headlab.findings.circuit import attribution_scores, position_groups, restored_by_position
 from headlab.findings.cls_head import focus_head, selection_grid, split_halves
 from headlab.findings.contrast import Contrast, contrast_pairs
 from headlab.findings.term_matching import (
@@ -44,19 +48,21 @@ from headlab.findings.units import CARRY, MASK_SPECIFICITY, PATH
 from headlab.findings.verdicts import Claim, StudyClaim
 from headlab.inputs.pair import read_pair
 
+METRIC = "grade_logit"  # what a share is of: headlab.core.patching.grade_logit, linear in the logits
 
-def restored_shares(table: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+
+def restored_shares(table: pd.DataFrame, n_boot: int = 2000, seed: int = 0, metric: str = METRIC) -> pd.DataFrame:
     """One row per patch of a :func:`headlab.core.patching.run_patching` table: ``restored`` (the share of the
-    source-target difference in expected grade it restores; 1: all of it, 0: nothing), ``lo``, ``hi`` (95%
-    paired bootstrap over the pairs), ``gap`` (the mean source-target difference it is a share of), ``n_examples``;
-    and ``layer``, ``head`` for a single head named ``"<layer>.<head>"``."""
-    wide = table.pivot(index="example", columns="patch", values="expected")
+    source-target difference in ``metric`` it restores; 1: all of it, 0: nothing, above 1: overshoot), ``lo``,
+    ``hi`` (95% paired bootstrap over the pairs), ``gap`` (the mean source-target difference it is a share of),
+    ``n_examples``; and ``layer``, ``head`` for a single head named ``"<layer>.<head>"``."""
+    wide = table.pivot(index="example", columns="patch", values=metric)
     source, target = wide.pop("source").to_numpy(), wide.pop("target").to_numpy()
     gap = source - target
     weights = bootstrap_weights(len(gap), n_boot, seed)
     boot_gap = weights @ gap
     if abs(gap.mean()) < 1e-9:
-        raise ValueError("the contrast does not change the expected grade on average: no difference to restore")
+        raise ValueError(f"the contrast does not change the {metric} on average: no difference to restore")
     rows = []
     for patch in wide.columns:
         moved = wide[patch].to_numpy() - target
@@ -114,52 +120,78 @@ def rank_agreement(a, b, n_boot: int = 2000, seed: int = 0) -> dict:
     return {"rho": rho, "lo": float(lo), "hi": float(hi), "n_heads": len(a)}
 
 
-def masking_specificity(masked_correct, base_correct, shares, n_boot: int = 2000, seed: int = 0) -> dict:
+MIN_GROUP = 5  # pairs each group needs within a gold grade for that grade to count in the specificity
+
+
+def masking_specificity(
+    masked_correct, base_correct, shares, n_boot: int = 2000, seed: int = 0, strata=None, min_group: int = MIN_GROUP
+) -> dict:
     """A mask's cost (masked minus unmasked accuracy, points) on the pairs that share a term, minus its cost on the
     pairs that share none: negative when the mask costs more where there are terms to match. ``masked_correct`` is
-    one mask (pairs) or several draws of one kind of mask (draws x pairs, averaged). 95% interval: the pairs
-    resampled within each group, the draws kept."""
+    one mask (pairs) or several draws of one kind of mask (draws x pairs, averaged).
+
+    With ``strata`` (per pair, e.g. its gold grade), the difference is taken within each stratum that has at least
+    ``min_group`` pairs in both groups and averaged with the weights n_sharing x n_none / n of each (Cochran-Mantel-
+    Haenszel's): pairs that share terms are mostly graded high, and a mask that pushes every grade down costs most on
+    high-grade pairs whatever they share, so only a comparison within grades speaks to terms. 95% interval: the pairs
+    resampled within each stratum and group, the draws kept. ``cost_sharing``/``cost_none`` are the same weighted
+    means; ``n_left_out`` counts the pairs of strata too small to compare."""
     masked = np.atleast_2d(np.asarray(masked_correct, dtype=np.float64)).mean(axis=0)
     base = np.asarray(base_correct, dtype=np.float64)
     shares = np.asarray(shares, dtype=bool)
-    if not (len(masked) == len(base) == len(shares)):
-        raise ValueError(f"per-pair arrays differ in length: {len(masked)}, {len(base)}, {len(shares)}")
-    cost, boots = {}, {}
-    for group, where, group_seed in (("sharing", shares, seed), ("none", ~shares, seed + 1)):
-        moved = masked[where] - base[where]
-        if not len(moved):
-            return {
-                "difference": np.nan,
-                "lo": np.nan,
-                "hi": np.nan,
-                "n_sharing": int(shares.sum()),
-                "n_none": int((~shares).sum()),
-            }
-        cost[group] = float(moved.mean())
-        boots[group] = bootstrap_weights(len(moved), n_boot, group_seed) @ moved / len(moved)
-    lo, hi = np.quantile(boots["sharing"] - boots["none"], [0.025, 0.975])
+    strata = np.zeros(len(shares), dtype=int) if strata is None else np.asarray(strata)
+    if not (len(masked) == len(base) == len(shares) == len(strata)):
+        raise ValueError(f"per-pair arrays differ in length: {len(masked)}, {len(base)}, {len(shares)}, {len(strata)}")
+    moved = masked - base
+    kept, weights, costs, boots = [], [], [], []
+    for k, stratum in enumerate(np.unique(strata)):
+        groups = [(strata == stratum) & shares, (strata == stratum) & ~shares]
+        if min(g.sum() for g in groups) < max(1, min_group):
+            continue
+        kept.append(stratum)
+        n_sharing, n_none = (int(g.sum()) for g in groups)
+        weights.append(n_sharing * n_none / (n_sharing + n_none))
+        costs.append([moved[g].mean() for g in groups])
+        boots.append(
+            [
+                bootstrap_weights(int(g.sum()), n_boot, seed + 2 * k + j) @ moved[g] / g.sum()
+                for j, g in enumerate(groups)
+            ]
+        )
+    in_kept = np.isin(strata, kept)
+    counts = {"n_sharing": int((in_kept & shares).sum()), "n_none": int((in_kept & ~shares).sum())}
+    if not kept:
+        return {"difference": np.nan, "lo": np.nan, "hi": np.nan, "n_strata": 0, "n_left_out": len(strata), **counts}
+    w = np.asarray(weights) / np.sum(weights)
+    cost = w @ np.asarray(costs)  # (sharing, none)
+    boot = sum(wk * (b[0] - b[1]) for wk, b in zip(w, boots))
+    lo, hi = np.quantile(boot, [0.025, 0.975])
     return {
-        "cost_sharing": cost["sharing"],
-        "cost_none": cost["none"],
-        "difference": cost["sharing"] - cost["none"],
+        "cost_sharing": float(cost[0]),
+        "cost_none": float(cost[1]),
+        "difference": float(cost[0] - cost[1]),
         "lo": float(lo),
         "hi": float(hi),
-        "n_sharing": int(shares.sum()),
-        "n_none": int((~shares).sum()),
+        "n_strata": len(kept),
+        "n_left_out": int((~in_kept).sum()),
+        **counts,
     }
 
 
 def restored_against_draws(
-    table: pd.DataFrame, tested: str, draws: list[str], n_boot: int = 2000, seed: int = 0
+    table: pd.DataFrame, tested: str, draws: list[str], n_boot: int = 2000, seed: int = 0, metric: str = METRIC
 ) -> dict:
-    """The share of the difference that patch ``tested`` restores minus the mean share the patches ``draws``
-    (random head sets of its size) restore, with a 95% two-stage bootstrap interval: each replicate resamples the
-    draws and the pairs (the same pairs for both sides, so the comparison stays paired)."""
-    wide = table.pivot(index="example", columns="patch", values="expected")
+    """The share of the difference in ``metric`` that patch ``tested`` restores minus the mean share the patches
+    ``draws`` (random head sets of its size) restore, with a 95% two-stage bootstrap interval: each replicate
+    resamples the draws and the pairs (the same pairs for both sides, so the comparison stays paired). ``gap``,
+    ``gap_lo``, ``gap_hi``: the mean source-target difference and its 95% interval over the pairs (:func:`gap_moves`
+    reads it)."""
+    wide = table.pivot(index="example", columns="patch", values=metric)
     target = wide["target"].to_numpy()
     gap = wide["source"].to_numpy() - target
     weights = bootstrap_weights(len(gap), n_boot, seed)
     boot_gap = weights @ gap
+    gap_lo, gap_hi = np.quantile(boot_gap / len(gap), [0.025, 0.975])
     moved_tested = wide[tested].to_numpy() - target
     moved_draws = wide[list(draws)].to_numpy().T - target  # draws x pairs
     per_draw = (weights @ moved_draws.T) / boot_gap[:, None]  # n_boot x draws
@@ -177,7 +209,17 @@ def restored_against_draws(
         "hi": float(hi),
         "n_draws": len(draws),
         "n_examples": len(gap),
+        "gap": float(gap.mean()),
+        "gap_lo": float(gap_lo),
+        "gap_hi": float(gap_hi),
     }
+
+
+def gap_moves(result: dict, direction: int) -> bool:
+    """Whether a contrast moves the metric the way it should (``direction`` +1: the original pairs above their
+    contrast): the gap's 95% interval lies wholly on that side of 0. A contrast that does not has nothing to restore,
+    so a share of it is not measured (a share of a gap that may be 0 or of the other sign reads as anything)."""
+    return bool(result["gap_lo"] > 0) if direction > 0 else bool(result["gap_hi"] < 0)
 
 
 def patch_plan(layers: int, heads: int, matching, draws: int, seed: int) -> dict[str, list[tuple[int, int]]]:
@@ -269,39 +311,81 @@ def _heads(heads) -> str:
     return ", ".join(f"{l}.{h}" for l, h in heads)
 
 
+CONTRASTS = {
+    "": "held-out pairs whose shared terms were replaced",
+    "injected": "held-out pairs with a query term put into the title in place of a word the query lacks (TFC1)",
+    "unshared": "held-out pairs with a title word the query lacks replaced, every shared term kept (the control)",
+}
+CONTROL_CLAIMS = {
+    "injected": "The same on pairs that gained a query term instead (TFC1)",
+    "unshared": "The same on pairs that lost a word the query lacks (the control: little to restore)",
+}
+
+
+def _gap(result: dict) -> str:
+    return f"{result['gap']:+.3g} [{result['gap_lo']:+.3g}, {result['gap_hi']:+.3g}]"
+
+
+def _carry_row(result: dict, part: str, direction: int, names: str) -> Claim:
+    """The matching heads against random heads on one contrast (``part``: "" for the corrupted one), gated on its
+    gap (:func:`gap_moves`; ``direction`` 0: either sign)."""
+    claim = CONTROL_CLAIMS.get(part)
+    pairs = f"{result['n_examples']} {CONTRASTS[part]}"
+    if "gap" not in result:
+        return Claim.not_measured(
+            CARRIES_MATCHING, part=part, claim=claim, unit=CARRY, reason=f"Not measured: only {pairs}"
+        )
+    moves = gap_moves(result, direction) if direction else gap_moves(result, 1) or gap_moves(result, -1)
+    if not moves:
+        return Claim.not_measured(
+            CARRIES_MATCHING,
+            part=part,
+            claim=claim,
+            unit=CARRY,
+            reason=(
+                f"Not measured: on {pairs}, the contrast moves the grade logit by {_gap(result)} (original minus "
+                "contrast, mean and 95% interval), which does not exclude 0 on the side it should lie: no difference "
+                "to restore a share of"
+            ),
+        )
+    return Claim.measured(
+        CARRIES_MATCHING,
+        part=part,
+        claim=claim,
+        ours=result["difference"],
+        lo=result["lo"],
+        hi=result["hi"],
+        unit=CARRY,
+        method=CARRY_METHOD,
+        n_examples=result["n_examples"],
+        n_draws=result["n_draws"],
+        reason=(
+            f"On {pairs} (grade-logit difference {_gap(result)}), patching the term-matching heads ({names}) back from "
+            f"the original pairs restores {result['tested']:.1%} of it; {result['n_draws']} random sets of as many "
+            f"lower-half heads restore {result['draws_mean']:.1%} on average (single draws {result['draws_lo']:.1%} "
+            f"to {result['draws_hi']:.1%}); shares above 100% overshoot"
+        ),
+    )
+
+
 def claims(
     against: dict,
+    controls: dict[str, dict],
     specificity: dict,
     specificity_random: dict,
     path: pd.DataFrame | None,
     matching,
     receiver,
-    n_contrast: int,
 ) -> list[Claim]:
     """Page 09's claims, one row each, judged by :func:`headlab.findings.verdicts.judge`: the matching heads carry the
-    term-matching signal (patching them restores more than random heads: :func:`restored_against_draws`); their
-    masking cost is specific to pairs that share a term (:func:`masking_specificity`, random heads as a sub-row);
-    the ``[CLS]`` head hands what they carry to the classifier (:func:`path_restored`: the grade, and as a sub-row
-    its attention)."""
+    term-matching signal (patching them restores more of the grade logit than random heads:
+    :func:`restored_against_draws`, only where the contrast moves it, :func:`gap_moves`; the TFC1 and control
+    contrasts, :func:`contrast_controls`, as sub-rows); their masking cost is specific to pairs that share a term
+    within gold grades (:func:`masking_specificity`, random heads as a sub-row); the ``[CLS]`` head hands what they
+    carry to the classifier (:func:`path_restored`: the grade, and as a sub-row its attention)."""
     names = _heads(matching)
-    rows = [
-        Claim.measured(
-            CARRIES_MATCHING,
-            ours=against["difference"],
-            lo=against["lo"],
-            hi=against["hi"],
-            unit=CARRY,
-            method=CARRY_METHOD,
-            n_examples=against["n_examples"],
-            n_draws=against["n_draws"],
-            reason=(
-                f"On {n_contrast} held-out pairs whose shared terms were replaced, patching the term-matching heads "
-                f"({names}) back from the original pairs restores {against['tested']:.1%} of the grade difference; "
-                f"{against['n_draws']} random sets of as many lower-half heads restore {against['draws_mean']:.1%} on "
-                f"average (single draws {against['draws_lo']:.1%} to {against['draws_hi']:.1%})"
-            ),
-        )
-    ]
+    rows = [_carry_row(against, "", 1, names)]
+    rows += [_carry_row(controls[kind], kind, direction, names) for kind, direction in CONTROLS.items()]
     for part, result, what in (
         ("", specificity, f"the matching heads ({names})"),
         ("random", specificity_random, "random sets of as many lower-half heads"),
@@ -309,7 +393,10 @@ def claims(
         if np.isnan(result["difference"]):
             rows.append(
                 Claim.not_measured(
-                    COST_SPECIFIC, part=part, reason="Not measured: one group of pairs is empty", unit=MASK_SPECIFICITY
+                    COST_SPECIFIC,
+                    part=part,
+                    reason=f"Not measured: no gold grade has {MIN_GROUP} pairs in both groups",
+                    unit=MASK_SPECIFICITY,
                 )
             )
             continue
@@ -327,7 +414,8 @@ def claims(
                 reason=(
                     f"Masking {what} changes the share graded right by {100 * result['cost_sharing']:+.1f} points on "
                     f"the {result['n_sharing']} pairs that share a term and by {100 * result['cost_none']:+.1f} "
-                    f"points on the {result['n_none']} that share none"
+                    f"points on the {result['n_none']} that share none, compared within {result['n_strata']} gold "
+                    f"grades ({result['n_left_out']} pairs of grades with fewer than {MIN_GROUP} in a group left out)"
                 ),
             )
         )
@@ -415,11 +503,13 @@ def head_views(
     stopwords,
     by: str,
     n_boot: int = 2000,
+    attributed: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Per head, the three views of it: the share of the grade it restores and breaks (patching, with intervals), its
     masking cost on the held-out pairs (``single_heads``: notebook 02's single-head masks,
     :func:`headlab.findings.cls_head.single_head_correct`) and its role score ``by`` on the pairs the matching heads
-    were chosen on (notebook 05)."""
+    were chosen on (notebook 05); with ``attributed`` (:func:`circuit_views`), attribution patching's estimate of
+    the share each head restores (``attribution``)."""
     seed = lab.params.seed
     views = restored_shares(restoring, n_boot, seed)
     views = views[views["layer"] >= 0].drop(columns="patch")
@@ -442,13 +532,20 @@ def head_views(
         on=["layer", "head"],
     )
     roles = head_roles(lab, choice_limit(len(lab.encoded), limit), stopwords)
-    return views.merge(roles[["layer", "head", by]].rename(columns={by: "role_score"}), on=["layer", "head"])
+    views = views.merge(roles[["layer", "head", by]].rename(columns={by: "role_score"}), on=["layer", "head"])
+    if attributed is not None:
+        views = views.merge(
+            attributed[["layer", "head", "estimate"]].rename(columns={"estimate": "attribution"}), on=["layer", "head"]
+        )
+    return views
 
 
 def agreement(views: pd.DataFrame, matching, k: int, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
     """How the patching map agrees with the two other views: the top-k heads by restored share against the matching
     heads (05) and against the top-k by masking cost (02), each with its chance overlap and p; Spearman's rank
-    correlation of the restored share with the masking cost and with the role score, over every head."""
+    correlation of the restored share with the masking cost and with the role score, over every head. Where
+    ``views`` has attribution patching's estimate (``attribution``), the same two checks of it against exact
+    patching: does the one-backward-pass approximation rank the heads as patching each one does?"""
     n = len(views)
     top = top_heads(views, k)
     costly = top_heads(views, k, by="masking_cost")
@@ -466,7 +563,23 @@ def agreement(views: pd.DataFrame, matching, k: int, n_boot: int = 2000, seed: i
                 "heads": _heads(o["heads"]),
             }
         )
-    for column, name in (("masking_cost", "masking cost (02)"), ("role_score", "role score (05)")):
+    if "attribution" in views:
+        o = top_overlap(top_heads(views, k, by="attribution"), top, n)
+        rows.append(
+            {
+                "comparison": f"top {k} by attribution patching vs top {k} by patching",
+                "value": o["shared"],
+                "lo": np.nan,
+                "hi": np.nan,
+                "chance": o["chance"],
+                "p": o["p"],
+                "heads": _heads(o["heads"]),
+            }
+        )
+    others = {"masking_cost": "masking cost (02)", "role_score": "role score (05)"}
+    if "attribution" in views:
+        others["attribution"] = "estimate of attribution patching (one backward pass)"
+    for column, name in others.items():
         r = rank_agreement(views["restored"], views[column], n_boot, seed)
         rows.append(
             {
@@ -486,7 +599,8 @@ def specificity(
     lab, matching, limit: int | None, draws: int, keep_draws: int, stopwords, n_boot: int = 2000
 ) -> tuple[dict, dict]:
     """The matching heads' and random lower-half heads' masking cost on held-out pairs that share a term against
-    those that share none (:func:`masking_specificity`), read from notebook 05's sweep (the same masks)."""
+    those that share none, within gold grades (:func:`masking_specificity`), read from notebook 05's sweep (the same
+    masks)."""
     layers, heads = head_grid(lab.model)
     seed = lab.params.seed
     per_example = lab.sweep(
@@ -494,13 +608,63 @@ def specificity(
     )
     held = measured_examples(len(lab.encoded), limit, seed)
     correct = correct_matrix(on_examples(per_example, held))
-    shares = shares_terms(lab.encoded.subset(held), lab.tokenizer, stopwords)
+    pairs = lab.encoded.subset(held)
+    shares = shares_terms(pairs, lab.tokenizer, stopwords)
     base = correct.loc[BASELINE].to_numpy()
     drawn = [m for m in correct.index if str(m).startswith("random_lower-")]
     return (
-        masking_specificity(correct.loc["matching"].to_numpy(), base, shares, n_boot, seed),
-        masking_specificity(correct.loc[drawn].to_numpy(), base, shares, n_boot, seed),
+        masking_specificity(correct.loc["matching"].to_numpy(), base, shares, n_boot, seed, strata=pairs.grades),
+        masking_specificity(correct.loc[drawn].to_numpy(), base, shares, n_boot, seed, strata=pairs.grades),
     )
+
+
+CONTROLS = {"injected": -1, "unshared": 0}  # contrast kind -> the sign its gap should have (0: none expected)
+
+
+def contrast_controls(lab, matching, plan: dict, limit: int | None, stopwords, n_boot: int = 2000) -> dict[str, dict]:
+    """The matching heads against random heads (:func:`restored_against_draws`, on :data:`METRIC`) on the two other
+    contrasts of the held-out pairs: ``injected`` (TFC1: a query term put into the title, which should raise the grade,
+    so the original lies below its contrast) and ``unshared`` (the LNC-style control: a word the query lacks replaced,
+    which should move the grade little). A contrast of fewer than two pairs gives only ``n_examples``."""
+    results = {}
+    together = {name: heads for name, heads in plan.items() if name == "matching" or name.startswith("random-d")}
+    for kind in CONTROLS:
+        contrast = held_out_contrast(lab, limit, stopwords, kind)
+        if len(contrast.examples) < 2:
+            results[kind] = {"n_examples": len(contrast.examples)}
+            continue
+        table = lab.patch(contrast.original, contrast.changed, together, f"restore-{kind}", progress=False)
+        results[kind] = restored_against_draws(table, "matching", random_patches(plan), n_boot, lab.params.seed)
+    return results
+
+
+def controls_table(controls: dict[str, dict]) -> pd.DataFrame:
+    """:func:`contrast_controls` as a table, one row per contrast."""
+    return pd.DataFrame([{"contrast": kind, **result} for kind, result in controls.items()])
+
+
+def circuit_views(
+    lab, contrast: Contrast, matching, stopwords, n_boot: int = 2000
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(positions, attribution)`` on the contrast pairs: the matching heads patched back at each group of positions
+    (:func:`headlab.findings.circuit.restored_by_position`) and attribution patching per head
+    (:func:`headlab.findings.circuit.attribution_scores`), each kept (:meth:`headlab.lab.Lab.stored`)."""
+    key = {
+        "examples": [int(e) for e in contrast.examples],
+        "kind": contrast.kind,
+        "matching": sorted([int(l), int(h)] for l, h in matching),
+        "stopwords": sorted(stopwords or ()),
+        "n_boot": n_boot,
+        "seed": lab.params.seed,
+    }
+    engine = PatchEngine(lab.model, contrast.original, contrast.changed, lab.batch_size, lab.device, lab.pad_id)
+    groups = position_groups(contrast, lab.tokenizer, stopwords)
+    seed = lab.params.seed
+    positions = lab.stored(
+        "patching_positions", key, lambda: restored_by_position(engine, matching, groups, n_boot, seed)
+    )
+    attributed = lab.stored("patching_attribution", key, lambda: attribution_scores(engine, groups, n_boot, seed))
+    return positions, attributed
 
 
 def _above(receiver, matching) -> bool:

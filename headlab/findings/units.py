@@ -105,9 +105,11 @@ TWO_TOWER_GAP = Unit(
     P,
 )
 MASK_SPECIFICITY = Unit(
-    "share of pairs graded right, change with the mask on pairs that share a term minus on pairs that share none", P
+    "share of pairs graded right, change with the mask on pairs that share a term minus on pairs that share none, "
+    "within gold grades",
+    P,
 )
-CARRY = Unit("share of the grade difference restored, matching heads minus random lower-half heads (points)", P)
+CARRY = Unit("share of the grade-logit difference restored, matching heads minus random lower-half heads (points)", P)
 PATH = Unit("share of the source-target difference that comes back through the [CLS] head alone", S)
 # the pretraining objectives
 OBJECTIVES_MATCHING = Unit(
@@ -133,6 +135,11 @@ LEGACY = (
         P,
     ),
     Unit("share of the above-chance accuracy lost, lower half minus upper half, in points", P),
+    Unit("share of the grade difference restored, matching heads minus random lower-half heads (points)", P),
+    Unit(
+        "share of pairs graded right, change with the mask on pairs that share a term minus on pairs that share none",
+        P,
+    ),
 )
 UNITS = {
     u.label: u
