@@ -7,7 +7,7 @@ from test_patching_page import _pairs
 from tiny_setup import tiny_setup
 
 from headlab.core.patching import PatchEngine, grade_logit
-from headlab.findings.circuit import GROUPS, attribution_scores, position_groups, restored_by_position
+from headlab.findings.circuit import GROUPS, attribution_scores, position_groups, receiver_ranking, restored_by_position
 from headlab.findings.patching import held_out_contrast
 from headlab.inputs.pair import read_pair
 
@@ -60,3 +60,14 @@ def test_attribution_per_head_adds_up_over_the_groups(setup, contrast, engine):
     np.testing.assert_allclose(scores[list(GROUPS)].sum(axis=1), scores["estimate"], rtol=1e-4)  # float32 sums
     top = scores[scores["layer"] == 3]  # the top layer reaches the grade through [CLS] alone
     np.testing.assert_allclose(top[["query terms", "title terms", "other"]].to_numpy(), 0.0, atol=1e-12)
+
+
+def test_receivers_are_ranked_by_what_comes_back_through_each_alone(engine):
+    senders, receivers = [(0, 1), (1, 2)], [(2, 0), (2, 3), (3, 1)]
+    table = receiver_ranking(engine, senders, receivers, n_boot=100)
+    assert list(table["rank"]) == [1, 2, 3] and table["restored"].is_monotonic_decreasing
+    source, target = (grade_logit(x) for x in engine.unpatched_logits())
+    through = grade_logit(engine.path_logits(senders, [(3, 1)])[0])
+    row = table.set_index(["layer", "head"]).loc[(3, 1)]
+    assert row["restored"] == pytest.approx((through - target).mean() / (source - target).mean())
+    assert (table["restored"] != table["cls_restored"]).any()

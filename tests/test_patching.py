@@ -193,3 +193,51 @@ def test_patching_at_positions_adds_up_where_the_model_is_linear_and_all_positio
     whole = (engine.logits(heads)[0] - base) / eps
     split = (engine.logits(heads, where=cls_only)[0] - base + engine.logits(heads, where=rest)[0] - base) / eps
     np.testing.assert_allclose(split, whole, rtol=0.05, atol=0.01 * np.abs(whole).max())
+
+
+@pytest.mark.parametrize("make", [tiny_bert, tiny_mpnet], ids=["bert", "mpnet"])
+def test_path_logits_read_the_senders_change_through_one_receiver_at_a_time(make):
+    model, source = make(), random_encoded(10)
+    target = _changed(source)
+    engine = PatchEngine(model, source, target, batch_size=4, autocast=False)
+    positions = [[1, 2] for _ in range(len(source))]
+    old = engine.path_patched([(0, 1), (1, 2)], (2, 3), positions)
+    new = engine.path_logits([(0, 1), (1, 2)], [(2, 3), (2, 0)])
+    np.testing.assert_allclose(expected_grade(new[0]), old["grade_path"], atol=1e-6)
+    target_logits = engine.unpatched_logits()[1]
+    assert not np.allclose(new[1], target_logits) and not np.allclose(new[0], new[1])
+    only_cls = engine.path_logits([(0, 1), (1, 2)], [(2, 3)], cls_only=True)
+    assert not np.allclose(only_cls[0], new[0]) and not np.allclose(only_cls[0], target_logits)
+    same = PatchEngine(model, target, target, batch_size=4, autocast=False).path_logits([(0, 1)], [(2, 3), (1, 0)])
+    np.testing.assert_allclose(same, np.stack([target_logits, target_logits]), atol=1e-5)  # the zero path
+    with pytest.raises(ValueError, match="must all sit above the senders"):
+        engine.path_logits([(1, 0)], [(1, 3)])
+
+
+@torch.inference_mode()
+def test_path_patching_from_every_head_below_is_activation_patching_at_the_receivers_input():
+    """With every head of the layers below a sender, nothing is frozen: the receiver reads exactly the input its layer
+    gets when those heads are patched (activation patching), and every other head of the run is the target's."""
+    import headlab.core.patching as patching
+
+    model, source = tiny_bert(), random_encoded(10)
+    target = _changed(source)
+    senders = [(l, h) for l in range(2) for h in range(4)]
+    engine = PatchEngine(model, source, target, batch_size=len(source), autocast=False)
+    got = engine.path_logits(senders, [(2, 1)])[0]
+    s, t = _batch(model, source), _batch(model, target)
+    order = np.argsort([len(x) for x in source.input_ids], kind="stable")
+    with recording_head_outputs(model) as passes:
+        model(**s)
+    captured = []
+    hook = model.bert.encoder.layer[2].register_forward_pre_hook(
+        lambda m, args, kwargs: captured.append(args[0] if args else kwargs["hidden_states"]), with_kwargs=True
+    )
+    try:
+        with patch_heads(model, senders, passes[0]):
+            model(**t)
+    finally:
+        hook.remove()
+    with patching._reading(patching._Head(model, 2, 1), captured[0]):
+        expected = model(**t).logits.numpy()  # the target run, head 2.1 alone reading the patched input
+    np.testing.assert_allclose(got[order], expected, atol=1e-5)

@@ -20,6 +20,7 @@ from headlab.findings.patching import (
     patch_plan,
     path_not_measured,
     random_patches,
+    receivers_view,
     restored_against_draws,
     specificity,
 )
@@ -67,6 +68,9 @@ def test_page_09_runs_on_a_tiny_model_and_gives_one_row_per_claim(tmp_path):
     assert set(controls) == {"injected", "unshared"}
     specific, specific_random = specificity(setup, matching, None, 2, 2, None, n_boot=100)
     path, receiver = cls_path(setup, contrast, matching, single_heads, n_boot=100)
+    ranking, same_receiver = receivers_view(setup, contrast, matching, single_heads, n_boot=100)
+    assert same_receiver == receiver
+    assert len(ranking) == 4 * (3 - max(l for l, _ in matching)) and (ranking["layer"] > max(matching)[0]).all()
     rows = claims(against, controls, specific, specific_random, path, matching, receiver)
     assert claims_file(rows) == "claims_09_patching"
     assert [c.claim_id for c in rows][:3] == [

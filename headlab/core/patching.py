@@ -318,6 +318,41 @@ class PatchEngine:
                 out["share_path"][idx] = (row[0] * where).sum(-1).float().cpu().numpy()
         return pd.DataFrame({"example": np.arange(self.n), **out})
 
+    @torch.inference_mode()
+    def path_logits(self, senders, receivers, cls_only: bool = False) -> np.ndarray:
+        """(receivers x pairs x grades): the target's logits with each receiver head (layer, head) alone reading the
+        senders' change (path patching as :meth:`path_patched`, every receiver above the senders), the rest of the
+        run the target's. The patched input of a layer is computed once for all its receivers. ``cls_only``: the
+        receiver reads it only through its ``[CLS]`` query (its keys and values stay the target's), the route by
+        which a head hands a feature to the classifier."""
+        low = first_layer(senders)
+        receivers = [(int(l), int(h)) for l, h in receivers]
+        if not receivers or min(l for l, _ in receivers) <= max(int(l) for l, _ in senders):
+            raise ValueError(f"receivers {receivers} must all sit above the senders {sorted(senders)}")
+        out = np.zeros((len(receivers), self.n, len(GRADE_LABELS)))
+        recorded = self._record()
+        with self._autocast():
+            for layer in sorted({l for l, _ in receivers}):
+                frozen = [(l, h) for l in range(low, layer) for h in range(self.shape[1]) if (l, h) not in set(senders)]
+                for (idx, _, target), (source_heads, _, outputs, _, target_heads) in zip(self.batches, recorded):
+                    residual = _layer_input(
+                        self.model,
+                        self.layers,
+                        layer,
+                        outputs[:low],
+                        target,
+                        [(senders, source_heads), (frozen, target_heads)],
+                    )
+                    for r, (l, h) in enumerate(receivers):
+                        if l != layer:
+                            continue
+                        with (
+                            replayed_layers(self.layers, outputs[:layer]),
+                            _reading(_Head(self.model, l, h), residual, cls_only),
+                        ):
+                            out[r, idx] = self.model(**target).logits.float().cpu().numpy()
+        return out
+
 
 class _Stop(Exception):
     """Ends a forward pass once the input it was run for is captured."""
@@ -355,18 +390,23 @@ class _Head:
 
 
 @contextmanager
-def _reading(receiver: _Head, residual: torch.Tensor):
-    """The receiver head's query, key and value computed from ``residual`` (its columns of each projection only)."""
+def _reading(receiver: _Head, residual: torch.Tensor, cls_only: bool = False):
+    """The receiver head's query, key and value computed from ``residual`` (its columns of each projection only);
+    ``cls_only``: its query at ``[CLS]`` alone."""
     columns = receiver.columns
+    rows = slice(0, 1) if cls_only else slice(None)
 
     def from_residual(module, args, output):
         changed = output.clone()
-        changed[..., columns] = torch.nn.functional.linear(
-            residual.to(output.dtype), module.weight[columns].to(output.dtype), module.bias[columns].to(output.dtype)
+        changed[:, rows, columns] = torch.nn.functional.linear(
+            residual[:, rows].to(output.dtype),
+            module.weight[columns].to(output.dtype),
+            module.bias[columns].to(output.dtype),
         )
         return changed
 
-    handles = [p.register_forward_hook(from_residual) for p in receiver.projections]
+    projections = receiver.projections[:1] if cls_only else receiver.projections
+    handles = [p.register_forward_hook(from_residual) for p in projections]
     try:
         yield
     finally:

@@ -7,6 +7,8 @@
   saturation), with paired bootstrap intervals over the pairs.
 - :func:`attribution_scores`: attribution patching (one backward pass per batch) per head, in the same share,
   whole and per group; :func:`headlab.findings.patching.rank_agreement` checks it against exact patching.
+- :func:`receiver_ranking`: path patching from the matching heads to every head above them, one at a time, whole and
+  through its ``[CLS]`` query alone: which heads read what the matching heads carry, found rather than assumed.
 """
 
 from __future__ import annotations
@@ -108,3 +110,34 @@ def attribution_scores(
                 }
             )
     return pd.DataFrame(rows)
+
+
+def receiver_ranking(engine: PatchEngine, senders, receivers, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """Per receiver head (layer, head), sorted best first with its ``rank``: the share of the grade-logit gap that
+    comes back when it alone reads the ``senders``' change (:meth:`headlab.core.patching.PatchEngine.path_logits`),
+    ``restored`` with ``lo``, ``hi`` (95% paired bootstrap over the pairs, the same resamples for every receiver),
+    and the same through its ``[CLS]`` query alone (``cls_restored``, ``cls_lo``, ``cls_hi``)."""
+    source, target = (grade_logit(x) for x in engine.unpatched_logits())
+    gap = source - target
+    weights = bootstrap_weights(len(gap), n_boot, seed)
+    whole = grade_logit(engine.path_logits(senders, receivers)) - target
+    through_cls = grade_logit(engine.path_logits(senders, receivers, cls_only=True)) - target
+    rows = []
+    for r, (layer, head) in enumerate(receivers):
+        restored, lo, hi = _share(whole[r], gap, weights)
+        cls_restored, cls_lo, cls_hi = _share(through_cls[r], gap, weights)
+        rows.append(
+            {
+                "layer": int(layer),
+                "head": int(head),
+                "restored": restored,
+                "lo": lo,
+                "hi": hi,
+                "cls_restored": cls_restored,
+                "cls_lo": cls_lo,
+                "cls_hi": cls_hi,
+                "n_examples": len(gap),
+            }
+        )
+    table = pd.DataFrame(rows).sort_values(["restored", "layer", "head"], ascending=[False, True, True])
+    return table.assign(rank=np.arange(1, len(table) + 1)).reset_index(drop=True)

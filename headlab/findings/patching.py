@@ -16,8 +16,8 @@ Shares are of the grade logit (:data:`METRIC`), and a contrast that does not mov
 measured (:func:`gap_moves`). Page 09 runs them through :func:`held_out_contrast` (notebook 05's held-out pairs),
 :func:`patch_both_ways`, :func:`circuit_views` (per group of positions, and attribution patching), :func:`head_views`
 and :func:`agreement`, :func:`restored_against_draws`, :func:`contrast_controls` (TFC1 and the control),
-:func:`specificity` (05's own masks, read per pair) and :func:`cls_path` (path patching into notebook 07's head), and
-judges them with :func:`claims`.
+:func:`specificity` (05's own masks, read per pair), :func:`receivers_view` (path patching to every head above the
+matching heads) and :func:`cls_path` (into notebook 07's head), and judges them with :func:`claims`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from headlab.core.masking import head_grid
 from headlab.core.patching import PatchEngine, single_head_patches
 from headlab.core.stats import bootstrap_weights, draw_counts
 from headlab.core.sweep import BASELINE, correct_matrix
-from headlab.findings.circuit import attribution_scores, position_groups, restored_by_position
+from headlab.findings.circuit import attribution_scores, position_groups, receiver_ranking, restored_by_position
 from headlab.findings.cls_head import focus_head, selection_grid, split_halves
 from headlab.findings.contrast import Contrast, contrast_pairs
 from headlab.findings.term_matching import (
@@ -665,6 +665,64 @@ def circuit_views(
     )
     attributed = lab.stored("patching_attribution", key, lambda: attribution_scores(engine, groups, n_boot, seed))
     return positions, attributed
+
+
+def receivers_view(lab, contrast: Contrast, matching, single_heads, n_boot: int = 2000) -> tuple[pd.DataFrame, tuple]:
+    """``(ranking, receiver)``: path patching from the matching heads to every head in a layer above them
+    (:func:`headlab.findings.circuit.receiver_ranking`), on the contrast pairs of notebook 07's held-out half (as
+    :func:`cls_path`), kept (:meth:`headlab.lab.Lab.stored`); ``receiver`` is 07's head, to find in the ranking. An
+    empty table where no layer lies above the matching heads or no pair lies in that half."""
+    layers, heads = head_grid(lab.model)
+    select, estimate = split_halves(len(lab.encoded), lab.params.seed)
+    focus = focus_head(selection_grid(single_heads.correct, single_heads.base_correct, select), layers)
+    receiver = (int(focus["layer"]), int(focus["head"]))
+    top = max(int(l) for l, _ in matching)
+    receivers = [(l, h) for l in range(top + 1, layers) for h in range(heads)]
+    keep = np.flatnonzero(np.isin(contrast.examples, estimate))
+    if not receivers or not len(keep):
+        return pd.DataFrame(), receiver
+    key = {
+        "examples": [int(e) for e in contrast.examples[keep]],
+        "kind": contrast.kind,
+        "matching": sorted([int(l), int(h)] for l, h in matching),
+        "n_boot": n_boot,
+        "seed": lab.params.seed,
+    }
+
+    def rank() -> pd.DataFrame:
+        engine = PatchEngine(
+            lab.model,
+            contrast.original.subset(keep),
+            contrast.changed.subset(keep),
+            lab.batch_size,
+            lab.device,
+            lab.pad_id,
+        )
+        return receiver_ranking(engine, matching, receivers, n_boot, lab.params.seed)
+
+    return lab.stored("patching_receivers", key, rank), receiver
+
+
+def receiver_note(ranking: pd.DataFrame, receiver) -> str:
+    """One sentence: where notebook 07's ``[CLS]`` head ranks among the heads that read the matching heads, and which
+    head leads (the circuit found, set against the one assumed)."""
+    layer, head = receiver
+    if ranking.empty:
+        return "No head lies above the matching heads on pairs of 07's held-out half: no receiver to rank."
+    lead = ranking.iloc[0]
+    mine = ranking[(ranking["layer"] == layer) & (ranking["head"] == head)]
+    where = (
+        f"head {layer}.{head} (notebook 07's) ranks {int(mine['rank'].iloc[0])} of {len(ranking)}, restoring "
+        f"{mine['restored'].iloc[0]:.1%} [{mine['lo'].iloc[0]:.1%}, {mine['hi'].iloc[0]:.1%}]"
+        if len(mine)
+        else f"head {layer}.{head} (notebook 07's) is not above them"
+    )
+    return (
+        f"Of the {len(ranking)} heads above the matching heads, each alone reading their change on "
+        f"{int(lead['n_examples'])} contrast pairs: head {int(lead['layer'])}.{int(lead['head'])} restores most, "
+        f"{lead['restored']:.1%} [{lead['lo']:.1%}, {lead['hi']:.1%}] of the grade-logit drop "
+        f"({lead['cls_restored']:.1%} through its [CLS] query alone); {where}."
+    )
 
 
 def _above(receiver, matching) -> bool:
