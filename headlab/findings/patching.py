@@ -444,7 +444,10 @@ def claims(
                 unit=PATH,
                 method=PATH_METHOD,
                 n_examples=int(r["n_examples"]),
-                claim="Its [CLS] attention on the replaced words comes back as well" if part else None,
+                claim="Its [CLS] attention on the replaced words, an absolute share of its whole row (special tokens "
+                "included), comes back as well"
+                if part
+                else None,
                 reason=(
                     f"Head {layer}.{head} (notebook 07's) reads the matching heads' outputs from the original pairs "
                     f"and everything else from the contrast pairs: {what} moves from {r['target']:.3g} to "

@@ -354,10 +354,11 @@ PAGES = (
     Page(
         "09_patching",
         "09 activation patching",
-        "(5, tested causally) the term-matching heads carry the term-matching signal and the high `[CLS]` head reads "
-        "it",
-        "activation patching per head on contrast titles (shared words replaced), its overlap with 05 and 02, masking "
-        "specificity, one step of path patching",
+        "(5, tested causally) the term-matching heads carry the term-matching signal, and some head above them reads "
+        "it (the study names the high `[CLS]` head)",
+        "activation patching per head and per position on contrast titles (shared words replaced; TFC1 and a control), "
+        "attribution patching against it, its overlap with 05 and 02, masking specificity within grades, path "
+        "patching to every head above",
         "whether the term-matching heads carry the signal, patched in from a contrast pair",
         (
             tiny("PATCH_DRAWS", 12, "random sets of K_MATCHING lower-half heads patched instead", 2),
