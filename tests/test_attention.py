@@ -30,7 +30,8 @@ def test_one_heads_cls_row_is_that_of_the_full_maps(make):
 def test_value_weighted_rows_are_the_weights_times_what_each_token_sends(make):
     model, encoded = make(), random_encoded(7)
     layer = 1
-    got = dict(cls_value_weighted(model, encoded, layer, [4, 1], batch_size=2))
+    yielded = list(cls_value_weighted(model, encoded, layer, [4, 1], batch_size=2))
+    got = {example: rows for example, _, rows in yielded}
     assert sorted(got) == [1, 4]
     _, (_, _, value) = query_key_value(model, layer)
     out_weight = output_projections(model)[layer].weight
@@ -45,6 +46,7 @@ def test_value_weighted_rows_are_the_weights_times_what_each_token_sends(make):
                 sent = (v[:, cols] @ out_weight[:, cols].T).norm(dim=-1)
                 expected = out.attentions[layer][0, head, 0] * sent
                 np.testing.assert_allclose(rows[head], expected.numpy(), rtol=1e-4, atol=1e-6)
-    assert not np.allclose(
-        got[1] / got[1].sum(-1, keepdims=True), dict(attention_maps(model, encoded, [1]))[1][layer, :, 0]
-    )
+    maps = dict(attention_maps(model, encoded, [1]))[1][layer, :, 0]
+    weights = {example: w for example, w, _ in yielded}
+    np.testing.assert_allclose(weights[1], maps, atol=1e-6)
+    assert not np.allclose(got[1] / got[1].sum(-1, keepdims=True), maps)

@@ -467,3 +467,19 @@ def test_the_spread_under_masks_is_computed_once_and_read_back(tmp_path, monkeyp
     pd.testing.assert_frame_equal(first, again)
     spread_under_masks(setup, 3, 1, sets[:1], before, stopwords=ENGLISH_STOPWORDS)
     assert len(passes) == 3  # other head sets: computed
+
+
+def test_what_the_cls_row_takes_by_weight_and_by_what_is_sent(tmp_path):
+    setup = tiny_setup(tmp_path)
+    examples = list(range(len(setup.encoded)))
+    table = cls_head.what_it_sends(setup, examples, 3, 1, ENGLISH_STOPWORDS, n_boot=100).set_index("measure")
+    assert list(table.index) == list(cls_head.WEIGHED)
+    assert ((table["lo"] <= table["mean"]) & (table["mean"] <= table["hi"])).all()
+    assert ((table["mean"] >= 0) & (table["mean"] <= 1)).all()
+    profile = cls_profile(setup.attention(examples), setup.encoded, setup.tokenizer, stopwords=ENGLISH_STOPWORDS)
+    mine = profile[(profile["layer"] == 3) & (profile["head"] == 1)]
+    special = 1 - mine["content_mass"].mean()  # the same row, its mass off the non-special tokens
+    assert table.loc["attention on special tokens", "mean"] == pytest.approx(special, abs=1e-5)
+    shared = mine.dropna(subset=["shared_share"])["shared_mass"].mean()
+    assert table.loc["attention on shared terms", "mean"] == pytest.approx(shared, abs=1e-5)
+    assert table.loc["value-weighted, on shared terms", "mean"] != pytest.approx(shared, abs=1e-3)

@@ -56,10 +56,11 @@ def attention_maps(
 
 
 def cls_value_weighted(model, encoded: Encoded, layer: int, indices=None, batch_size: int = 32, device="cpu", pad_id=0):
-    """Yield ``(example, rows)``: for every head of ``layer``, its ``[CLS]`` row weighted by what each token sends,
-    ``alpha_0j * |f_h(x_j)|`` (heads x tokens), where ``f_h(x_j)`` is token j's value through the head's slice of the
-    output projection (Kobayashi et al. 2020, "Attention is not only a weight"). A head can put most of its weight
-    on ``[SEP]`` while sending almost nothing from it: the norms show what the weights hide."""
+    """Yield ``(example, weights, rows)``: for every head of ``layer``, its ``[CLS]`` attention row (``weights``) and
+    that row weighted by what each token sends, ``alpha_0j * |f_h(x_j)|`` (``rows``; both heads x tokens), where
+    ``f_h(x_j)`` is token j's value through the head's slice of the output projection (Kobayashi et al. 2020,
+    "Attention is not only a weight"). A head can put most of its weight on ``[SEP]`` while sending almost nothing
+    from it: the norms show what the weights hide."""
     subset, positions = _chosen(encoded, indices)
     _, (_, _, value) = query_key_value(model, layer)
     weight = output_projections(model)[layer].weight  # hidden x (heads * size)
@@ -76,10 +77,10 @@ def cls_value_weighted(model, encoded: Encoded, layer: int, indices=None, batch_
                 alpha = out.attentions[layer][:, :, 0].float()  # batch x heads x tokens
                 v = values[0].float().reshape(*values[0].shape[:2], heads, -1)  # batch x tokens x heads x size
                 sent = torch.einsum("bthd,ohd->bhto", v, per_head.float()).norm(dim=-1)  # batch x heads x tokens
-                rows = (alpha * sent).cpu().numpy()
+                weights, rows = alpha.cpu().numpy(), (alpha * sent).cpu().numpy()
                 lengths = batch["attention_mask"].sum(dim=1).tolist()
                 for row, i in enumerate(idx):
-                    yield int(positions[i]), rows[row, :, : lengths[row]]
+                    yield int(positions[i]), weights[row, :, : lengths[row]], rows[row, :, : lengths[row]]
     finally:
         hook.remove()
 

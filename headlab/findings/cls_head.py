@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from headlab.core.attention import attention_maps, cls_attention_rows
+from headlab.core.attention import attention_maps, cls_attention_rows, cls_value_weighted
 from headlab.core.masking import head_grid
 from headlab.core.stats import bootstrap_weights, mcnemar, relative_change, versus_random
 from headlab.core.sweep import (
@@ -350,6 +350,47 @@ def concentration(profile: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> p
     )
     table["ratio"] = table["shared_share"] / table["chance"]
     return table
+
+
+WEIGHED = {  # measure -> (which row, where)
+    "attention on shared terms": ("weights", "shared"),
+    "attention on special tokens": ("weights", "special"),
+    "value-weighted, on shared terms": ("sent", "shared"),
+    "value-weighted, on special tokens": ("sent", "special"),
+}
+
+
+def what_it_sends(lab, examples, layer: int, head: int, stopwords=None, n_boot: int = 2000) -> pd.DataFrame:
+    """What the head's ``[CLS]`` row takes from where, on ``examples``, by its attention weights and by the norms of
+    what each token sends (:func:`headlab.core.attention.cls_value_weighted`, Kobayashi et al. 2020): the share of
+    the whole row (special tokens included, no renormalising) on the shared-term tokens and on the special tokens,
+    each a mean over the pairs (shared terms: over the pairs that share one) with a 95% bootstrap interval. A row
+    that sits on ``[SEP]`` by weight may take almost nothing from it."""
+    key = {"examples": [int(e) for e in examples], "head": [layer, head], "stopwords": sorted(stopwords or ())}
+
+    def measure() -> pd.DataFrame:
+        values: dict[str, list[float]] = {name: [] for name in WEIGHED}
+        encoded = lab.encoded
+        for example, weights, sent in cls_value_weighted(
+            lab.model, encoded, layer, list(examples), lab.batch_size, lab.device, lab.pad_id
+        ):
+            pair = read_pair(lab.tokenizer, encoded.input_ids[example], stopwords)
+            where = {"shared": sorted(pair.shared_positions), "special": np.flatnonzero(pair.special)}
+            rows = {"weights": weights[head], "sent": sent[head] / sent[head].sum()}
+            for name, (row, place) in WEIGHED.items():
+                if place != "shared" or where["shared"]:
+                    values[name].append(float(rows[row][where[place]].sum()))
+        out = []
+        for name, xs in values.items():
+            x = np.asarray(xs)
+            boots = bootstrap_weights(len(x), n_boot, lab.params.seed) @ x / len(x)
+            lo, hi = np.quantile(boots, [0.025, 0.975])
+            out.append(
+                {"measure": name, "mean": float(x.mean()), "lo": float(lo), "hi": float(hi), "n_examples": len(x)}
+            )
+        return pd.DataFrame(out)
+
+    return lab.stored("cls_what_it_sends", key, measure)
 
 
 def _one_head(profile: pd.DataFrame, layer: int, head: int) -> pd.DataFrame:
