@@ -85,3 +85,13 @@ def test_the_same_seed_gives_the_same_contrast_and_a_bad_kind_is_named(encoded):
     assert a.changed.input_ids == b.changed.input_ids and np.array_equal(a.examples, b.examples)
     with pytest.raises(ValueError, match="contrast kind must be one of"):
         contrast_pairs(encoded, tokenizer, "swapped")
+
+
+def test_another_draw_replaces_the_same_pairs_words_with_other_words(encoded):
+    tokenizer = minilm_tokenizer()
+    first = contrast_pairs(encoded, tokenizer, "corrupted", ENGLISH_STOPWORDS, seed=0)
+    again = contrast_pairs(encoded, tokenizer, "corrupted", ENGLISH_STOPWORDS, seed=0, draw=0)
+    other = contrast_pairs(encoded, tokenizer, "corrupted", ENGLISH_STOPWORDS, seed=0, draw=1)
+    assert again.changed.input_ids == first.changed.input_ids
+    assert list(other.changes["was"]) == list(first.changes["was"])  # the same shared words go
+    assert list(other.changes["now"]) != list(first.changes["now"])  # for other words

@@ -120,3 +120,33 @@ def test_a_patch_against_random_draws_covers_pairs_and_draws():
 def test_a_constant_score_has_no_rank_correlation():
     result = rank_agreement(np.zeros(16), np.arange(16.0), n_boot=50)
     assert np.isnan(result["rho"]) and np.isnan(result["lo"]) and result["n_heads"] == 16
+
+
+def _with_random_sets(table, shares, seed=2):
+    wide = table.pivot(index="example", columns="patch", values="grade_logit")
+    gap = wide["source"] - wide["target"]
+    rng = np.random.default_rng(seed)
+    extra = [
+        pd.DataFrame({"patch": f"draw{d}", "example": wide.index, "grade_logit": wide["target"] + s * gap})
+        for d, s in enumerate(rng.uniform(*shares, 10))
+    ]
+    return pd.concat([table, *extra])
+
+
+def test_draws_of_the_replacement_words_are_averaged_and_widen_the_interval():
+    from headlab.findings.patching import restored_against_draws
+
+    names = [f"draw{d}" for d in range(10)]
+    one = _with_random_sets(_table(), (0.0, 0.1))
+    single = restored_against_draws(one, "1.0", names, n_boot=400)
+    twice = restored_against_draws([one, one], "1.0", names, n_boot=400)
+    assert twice["difference"] == pytest.approx(single["difference"]) and twice["n_replacements"] == 2
+    other = one.copy()
+    wide = one.pivot(index="example", columns="patch", values="grade_logit")
+    moved = (wide["target"] + 0.9 * (wide["source"] - wide["target"])).to_numpy()
+    other.loc[other["patch"] == "1.0", "grade_logit"] = moved  # another draw of words: the heads restore 90%
+    both = restored_against_draws([one, other], "1.0", names, n_boot=400)
+    assert both["tested"] == pytest.approx(0.7)
+    assert both["hi"] - both["lo"] > 3 * (single["hi"] - single["lo"])  # which words were drawn is in the interval
+    with pytest.raises(ValueError, match="the same pairs"):
+        restored_against_draws([one, one[one["example"] > 0]], "1.0", names, n_boot=50)

@@ -21,6 +21,7 @@ from headlab.findings.patching import (
     path_not_measured,
     random_patches,
     receivers_view,
+    replacement_tables,
     restored_against_draws,
     specificity,
 )
@@ -62,8 +63,11 @@ def test_page_09_runs_on_a_tiny_model_and_gives_one_row_per_claim(tmp_path):
     assert len(views) == 16 and views[columns].notna().all().all()
     agreed = agreement(views, matching, 2, n_boot=100)
     assert len(agreed) == 6 and (agreed["chance"].iloc[:3] == 2 * 2 / 16).all()
-    against = restored_against_draws(restoring, "matching", random_patches(plan), n_boot=100)
-    assert against["n_draws"] == 3
+    tables = replacement_tables(setup, contrast, restoring, plan, 2, None, None)
+    assert len(tables) == 2 and tables[0]["example"].isin(contrast.examples).all()
+    assert set(tables[0]["example"]) == set(tables[1]["example"])
+    against = restored_against_draws(tables, "matching", random_patches(plan), n_boot=100)
+    assert against["n_draws"] == 3 and against["n_replacements"] == 2
     controls = contrast_controls(setup, matching, plan, None, None, n_boot=100)
     assert set(controls) == {"injected", "unshared"}
     specific, specific_random = specificity(setup, matching, None, 2, 2, None, n_boot=100)

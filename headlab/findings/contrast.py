@@ -143,9 +143,10 @@ def _unshared(pair: Pair, pool, pieces, rng):
 
 
 def contrast_pairs(
-    encoded: Encoded, tokenizer, kind: str = "corrupted", stopwords=None, seed: int = 0, pool=None
+    encoded: Encoded, tokenizer, kind: str = "corrupted", stopwords=None, seed: int = 0, pool=None, draw: int = 0
 ) -> Contrast:
-    """The ``kind`` contrast (see the module's docstring) of every pair that qualifies for it."""
+    """The ``kind`` contrast (see the module's docstring) of every pair that qualifies for it; ``draw`` > 0 draws
+    other replacement words for the same pairs (draw 0 is the seed's own)."""
     if kind not in KINDS:
         raise ValueError(f"contrast kind must be one of {KINDS}, got {kind!r}")
     pieces = piece_convention(tokenizer)
@@ -154,7 +155,7 @@ def contrast_pairs(
     kept, changed_ids, rows = [], [], []
     for example, ids in enumerate(encoded.input_ids):
         pair = read_pair(tokenizer, ids, stopwords)
-        rng = np.random.default_rng([seed, example])
+        rng = np.random.default_rng([seed, example] if draw == 0 else [seed, example, draw])
         made = (
             _corrupt(pair, pool, pieces, rng)
             if kind == "corrupted"

@@ -179,35 +179,46 @@ def masking_specificity(
 
 
 def restored_against_draws(
-    table: pd.DataFrame, tested: str, draws: list[str], n_boot: int = 2000, seed: int = 0, metric: str = METRIC
+    tables, tested: str, draws: list[str], n_boot: int = 2000, seed: int = 0, metric: str = METRIC
 ) -> dict:
     """The share of the difference in ``metric`` that patch ``tested`` restores minus the mean share the patches
-    ``draws`` (random head sets of its size) restore, with a 95% two-stage bootstrap interval: each replicate
-    resamples the draws and the pairs (the same pairs for both sides, so the comparison stays paired). ``gap``,
-    ``gap_lo``, ``gap_hi``: the mean source-target difference and its 95% interval over the pairs (:func:`gap_moves`
-    reads it)."""
-    wide = table.pivot(index="example", columns="patch", values=metric)
-    target = wide["target"].to_numpy()
-    gap = wide["source"].to_numpy() - target
-    weights = bootstrap_weights(len(gap), n_boot, seed)
-    boot_gap = weights @ gap
-    gap_lo, gap_hi = np.quantile(boot_gap / len(gap), [0.025, 0.975])
-    moved_tested = wide[tested].to_numpy() - target
-    moved_draws = wide[list(draws)].to_numpy().T - target  # draws x pairs
-    per_draw = (weights @ moved_draws.T) / boot_gap[:, None]  # n_boot x draws
+    ``draws`` (random head sets of its size) restore, with a 95% bootstrap interval over every source of chance:
+    each replicate resamples the pairs (the same pairs for both sides and every replacement, so the comparison stays
+    paired), the random sets and, given several ``tables`` (one per draw of the contrast's replacement words, on the
+    same pairs: :func:`replacement_tables`), those draws. ``gap``, ``gap_lo``, ``gap_hi``: the mean source-target
+    difference and its 95% interval over the pairs (:func:`gap_moves` reads it)."""
+    tables = [tables] if isinstance(tables, pd.DataFrame) else list(tables)
+    wides = [t.pivot(index="example", columns="patch", values=metric) for t in tables]
+    if any(not w.index.equals(wides[0].index) for w in wides):
+        raise ValueError("replacement draws must cover the same pairs: take their common pairs first")
+    targets = [w["target"].to_numpy() for w in wides]
+    gaps = np.stack([w["source"].to_numpy() - t for w, t in zip(wides, targets)])  # replacements x pairs
+    tested_moved = np.stack([w[tested].to_numpy() - t for w, t in zip(wides, targets)])
+    draws_moved = np.stack([w[list(draws)].to_numpy().T - t for w, t in zip(wides, targets)])  # r x draws x pairs
+    gap = gaps.mean(axis=0)
+    weights = bootstrap_weights(gaps.shape[1], n_boot, seed)
+    gap_lo, gap_hi = np.quantile(weights @ gap / len(gap), [0.025, 0.975])
     counts = draw_counts(len(draws), n_boot, [seed, len(draws)])
-    boot = (weights @ moved_tested) / boot_gap - (counts * per_draw).sum(axis=1) / len(draws)
-    restored_draws = moved_draws.mean(axis=1) / gap.mean()
+    replaced = draw_counts(len(tables), n_boot, [seed, len(draws), len(tables)])
+    boot = np.zeros(n_boot)
+    for r in range(len(tables)):
+        boot_gap = weights @ gaps[r]
+        per_draw = (weights @ draws_moved[r].T) / boot_gap[:, None]  # n_boot x draws
+        boot += replaced[:, r] * ((weights @ tested_moved[r]) / boot_gap - (counts * per_draw).sum(axis=1) / len(draws))
+    boot /= len(tables)
+    restored_tested = np.mean(tested_moved.sum(axis=1) / gaps.sum(axis=1))
+    restored_draws = (draws_moved.sum(axis=2) / gaps.sum(axis=1)[:, None]).mean(axis=0)  # per random set
     lo, hi = np.quantile(boot, [0.025, 0.975])
     return {
-        "tested": float(moved_tested.mean() / gap.mean()),
+        "tested": float(restored_tested),
         "draws_mean": float(restored_draws.mean()),
         "draws_lo": float(np.quantile(restored_draws, 0.025)),
         "draws_hi": float(np.quantile(restored_draws, 0.975)),
-        "difference": float(moved_tested.mean() / gap.mean() - restored_draws.mean()),
+        "difference": float(restored_tested - restored_draws.mean()),
         "lo": float(lo),
         "hi": float(hi),
         "n_draws": len(draws),
+        "n_replacements": len(tables),
         "n_examples": len(gap),
         "gap": float(gap.mean()),
         "gap_lo": float(gap_lo),
@@ -348,6 +359,7 @@ def _carry_row(result: dict, part: str, direction: int, names: str) -> Claim:
                 "to restore a share of"
             ),
         )
+    replacements = result.get("n_replacements", 1)
     return Claim.measured(
         CARRIES_MATCHING,
         part=part,
@@ -356,7 +368,9 @@ def _carry_row(result: dict, part: str, direction: int, names: str) -> Claim:
         lo=result["lo"],
         hi=result["hi"],
         unit=CARRY,
-        method=CARRY_METHOD,
+        method=CARRY_METHOD
+        if replacements == 1
+        else f"{CARRY_METHOD}, over {replacements} draws of the replaced words",
         n_examples=result["n_examples"],
         n_draws=result["n_draws"],
         reason=(
@@ -458,11 +472,11 @@ def claims(
     return rows
 
 
-def held_out_contrast(lab, limit: int | None, stopwords=None, kind: str = "corrupted") -> Contrast:
+def held_out_contrast(lab, limit: int | None, stopwords=None, kind: str = "corrupted", draw: int = 0) -> Contrast:
     """The ``kind`` contrast of notebook 05's held-out pairs (those its term-matching heads were not chosen on), with
-    ``examples`` and ``changes`` naming positions in the evaluated split."""
+    ``examples`` and ``changes`` naming positions in the evaluated split; ``draw`` > 0: other replacement words."""
     held = measured_examples(len(lab.encoded), limit, lab.params.seed)
-    made = contrast_pairs(lab.encoded.subset(held), lab.tokenizer, kind, stopwords, lab.params.seed)
+    made = contrast_pairs(lab.encoded.subset(held), lab.tokenizer, kind, stopwords, lab.params.seed, draw=draw)
     return replace(
         made, examples=held[made.examples], changes=made.changes.assign(example=held[made.changes["example"]])
     )
@@ -622,6 +636,31 @@ def specificity(
 
 
 CONTROLS = {"injected": -1, "unshared": 0}  # contrast kind -> the sign its gap should have (0: none expected)
+
+
+def replacement_tables(
+    lab, contrast: Contrast, restoring: pd.DataFrame, plan: dict, draws: int, limit: int | None, stopwords
+) -> list[pd.DataFrame]:
+    """The matching heads and the random sets of ``plan`` patched back on ``draws`` draws of the contrast's replacement
+    words (the first is ``contrast`` itself, whose patches ``restoring`` holds), each table on the pairs every draw
+    qualifies, its ``example`` the pair's position in the evaluated split: what :func:`restored_against_draws` takes
+    to put the choice of replacement words in its interval."""
+    together = {name: heads for name, heads in plan.items() if name == "matching" or name.startswith("random-d")}
+    made = [(contrast, restoring)]
+    for draw in range(1, draws):
+        other = held_out_contrast(lab, limit, stopwords, contrast.kind, draw)
+        made.append(
+            (other, lab.patch(other.original, other.changed, together, f"restore-{contrast.kind}-{draw}", False))
+        )
+    common = set(contrast.examples)
+    for other, _ in made[1:]:
+        common &= set(other.examples)
+    tables = []
+    for other, table in made:
+        named = table[table["patch"].isin(["source", "target", *together])]
+        named = named.assign(example=other.examples[named["example"].to_numpy()])
+        tables.append(named[named["example"].isin(common)].reset_index(drop=True))
+    return tables
 
 
 def contrast_controls(lab, matching, plan: dict, limit: int | None, stopwords, n_boot: int = 2000) -> dict[str, dict]:

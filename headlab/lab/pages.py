@@ -362,6 +362,12 @@ PAGES = (
         "whether the term-matching heads carry the signal, patched in from a contrast pair",
         (
             tiny("PATCH_DRAWS", 12, "random sets of K_MATCHING lower-half heads patched instead", 2),
+            tiny(
+                "CONTRAST_DRAWS",
+                3,
+                "draws of the replacement words; the matching heads and random sets patched on each",
+                2,
+            ),
             Parameter("N_SHOWN", 6, "contrast pairs shown"),
         ),
         reads=("layer_dependence", "head_roles", "term_matching_heads", "term_matching"),
