@@ -237,11 +237,17 @@ def models_block(table: pd.DataFrame) -> list[str]:
 
 
 def tuning_block(table: pd.DataFrame) -> list[str]:
-    """Every fine-tuning setting a preset's grid tried, scored on the dev split after its last epoch."""
-    lines = ["| preset | LR | epochs | dev accuracy | dev macro-F1 | chosen |", "|---|---|---|---|---|---|"]
+    """Every fine-tuning setting a preset's grid tried, scored on the dev split after its last epoch; the model column
+    names the model where a grid ran on several (``model``, :func:`headlab.book.tuning.choose_over_models`), else the
+    preset's own."""
+    lines = [
+        "| preset | model | LR | epochs | dev accuracy | dev macro-F1 | chosen |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for _, r in table.iterrows():
+        model = "" if is_missing(r.get("model")) else r.model
         lines.append(
-            f"| {r.preset} | {r.lr:g} | {int(r.epochs)} | {_pct(r.dev_accuracy)} | {r.dev_macro_f1:.3f} | "
+            f"| {r.preset} | {model} | {r.lr:g} | {int(r.epochs)} | {_pct(r.dev_accuracy)} | {r.dev_macro_f1:.3f} | "
             f"{'**yes**' if bool(r.chosen) else ''} |"
         )
     return lines
