@@ -16,6 +16,7 @@ from headlab.findings.patching import (
     contrast_examples,
     head_views,
     held_out_contrast,
+    masking_specificity,
     patch_both_ways,
     patch_plan,
     path_not_measured,
@@ -24,6 +25,7 @@ from headlab.findings.patching import (
     replacement_tables,
     restored_against_draws,
     specificity,
+    specificity_note,
 )
 from headlab.findings.term_matching import matching_heads
 from headlab.findings.verdicts import claims_file
@@ -150,3 +152,6 @@ def test_a_contrast_that_raises_the_grade_is_not_measured_with_its_gap_said():
     main, injected, unshared = rows[:3]
     assert main.verdict == "cannot tell" and "-0.15 [-0.3, -0.01]" in main.reason
     assert injected.verdict == "not judged" and unshared.verdict == "not judged"  # the other sign is theirs to have
+    assert "No gold grade has" in specificity_note(specific, specific)
+    counted = masking_specificity(np.ones(4), np.ones(4), [True, False, True, False], strata=[1, 1, 2, 2])
+    assert np.isnan(counted["cost_sharing"]) and counted["n_left_out"] == 4

@@ -161,7 +161,13 @@ def masking_specificity(
     in_kept = np.isin(strata, kept)
     counts = {"n_sharing": int((in_kept & shares).sum()), "n_none": int((in_kept & ~shares).sum())}
     if not kept:
-        return {"difference": np.nan, "lo": np.nan, "hi": np.nan, "n_strata": 0, "n_left_out": len(strata), **counts}
+        nan = np.nan
+        return {
+            **dict.fromkeys(["cost_sharing", "cost_none", "difference", "lo", "hi"], nan),
+            "n_strata": 0,
+            "n_left_out": len(strata),
+            **counts,
+        }
     w = np.asarray(weights) / np.sum(weights)
     cost = w @ np.asarray(costs)  # (sharing, none)
     boot = sum(wk * (b[0] - b[1]) for wk, b in zip(w, boots))
@@ -764,6 +770,21 @@ def receiver_note(ranking: pd.DataFrame, receiver) -> str:
         f"{int(lead['n_examples'])} contrast pairs: head {int(lead['layer'])}.{int(lead['head'])} restores most, "
         f"{lead['restored']:.1%} [{lead['lo']:.1%}, {lead['hi']:.1%}] of the grade-logit drop "
         f"({lead['cls_restored']:.1%} through its [CLS] query alone); {where}."
+    )
+
+
+def specificity_note(specific: dict, specific_random: dict) -> str:
+    """One sentence on :func:`specificity`'s two results, or why there are none."""
+    if np.isnan(specific["difference"]):
+        return (
+            f"No gold grade has {MIN_GROUP} held-out pairs that share a term and {MIN_GROUP} that share none: "
+            "the masks' costs cannot be compared within grades."
+        )
+    return (
+        f"Within {specific['n_strata']} gold grades ({specific['n_left_out']} pairs of smaller grades left out): "
+        f"the matching heads {100 * specific['cost_sharing']:+.1f} points on {specific['n_sharing']} pairs that "
+        f"share a term, {100 * specific['cost_none']:+.1f} on {specific['n_none']} that share none; random lower-half "
+        f"sets {100 * specific_random['cost_sharing']:+.1f} and {100 * specific_random['cost_none']:+.1f}."
     )
 
 
