@@ -164,3 +164,21 @@ def test_map_panels_take_more_cells_than_altairs_row_limit(setup):
     assert len(cells) > 5000
     spec = charts.map_panels(cells, ["all"]).to_dict()
     assert sum(len(v) for v in spec["datasets"].values()) == len(cells)  # once, not once per layer
+
+
+def test_the_circuit_graph_joins_every_matching_head_to_each_top_receiver():
+    ranking = pd.DataFrame(
+        {
+            "layer": [3, 3, 4, 5],
+            "head": [9, 5, 1, 0],
+            "restored": [0.2, 0.04, 0.03, 0.01],
+            "lo": [0.18, 0.03, 0.02, 0.0],
+            "hi": [0.22, 0.05, 0.04, 0.02],
+        }
+    )
+    spec = charts.circuit_graph(ranking, [(1, 1), (2, 9)], k=3).to_dict()
+    edges, nodes = (next(v for v in spec["datasets"].values() if len(v) == n) for n in (6, 5))
+    assert {(e["layer"], e["head"], e["receiver"]) for e in edges} == {
+        (l, h, r) for l, h in [(1, 1), (2, 9)] for r in ("3.9", "3.5", "4.1")
+    }
+    assert sorted(n["name"] for n in nodes) == ["1.1", "2.9", "3.5", "3.9", "4.1"]
