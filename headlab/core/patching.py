@@ -284,8 +284,6 @@ class PatchEngine:
         layer, head = int(receiver[0]), int(receiver[1])
         if not senders or max(int(l) for l, _ in senders) >= layer:
             raise ValueError(f"senders {sorted(senders)} must all sit below the receiver's layer {layer}")
-        low = first_layer(senders)
-        frozen = [(l, h) for l in range(low, layer) for h in range(self.shape[1]) if (l, h) not in set(senders)]
         receiver_head = _Head(self.model, layer, head)
         out = {f"{what}_{run}": np.zeros(self.n) for what in ("share", "grade") for run in ("source", "target", "path")}
         with self._autocast():
@@ -301,14 +299,7 @@ class PatchEngine:
                     expected_grade(source_logits),
                     expected_grade(target_logits),
                 )
-                residual = _layer_input(
-                    self.model,
-                    self.layers,
-                    layer,
-                    outputs[:low],
-                    target,
-                    [(senders, source_heads), (frozen, target_heads)],
-                )
+                residual = self._path_input(senders, layer, target, source_heads, outputs, target_heads)
                 with (
                     replayed_layers(self.layers, outputs[:layer]),
                     _reading(receiver_head, residual),
@@ -318,6 +309,15 @@ class PatchEngine:
                 out["share_path"][idx] = (row[0] * where).sum(-1).float().cpu().numpy()
         return pd.DataFrame({"example": np.arange(self.n), **out})
 
+    def _path_input(self, senders, layer: int, target, source_heads, outputs, target_heads) -> torch.Tensor:
+        """The input of ``layer`` in the target run with the senders' outputs from the source and every other head
+        from the lowest sender's layer up frozen at its target output: the senders' change, by the residual alone."""
+        low, chosen = first_layer(senders), {(int(l), int(h)) for l, h in senders}
+        frozen = [(l, h) for l in range(low, layer) for h in range(self.shape[1]) if (l, h) not in chosen]
+        return _layer_input(
+            self.model, self.layers, layer, outputs[:low], target, [(senders, source_heads), (frozen, target_heads)]
+        )
+
     @torch.inference_mode()
     def path_logits(self, senders, receivers, cls_only: bool = False) -> np.ndarray:
         """(receivers x pairs x grades): the target's logits with each receiver head (layer, head) alone reading the
@@ -325,7 +325,6 @@ class PatchEngine:
         run the target's. The patched input of a layer is computed once for all its receivers. ``cls_only``: the
         receiver reads it only through its ``[CLS]`` query (its keys and values stay the target's), the route by
         which a head hands a feature to the classifier."""
-        low = first_layer(senders)
         receivers = [(int(l), int(h)) for l, h in receivers]
         if not receivers or min(l for l, _ in receivers) <= max(int(l) for l, _ in senders):
             raise ValueError(f"receivers {receivers} must all sit above the senders {sorted(senders)}")
@@ -333,16 +332,8 @@ class PatchEngine:
         recorded = self._record()
         with self._autocast():
             for layer in sorted({l for l, _ in receivers}):
-                frozen = [(l, h) for l in range(low, layer) for h in range(self.shape[1]) if (l, h) not in set(senders)]
                 for (idx, _, target), (source_heads, _, outputs, _, target_heads) in zip(self.batches, recorded):
-                    residual = _layer_input(
-                        self.model,
-                        self.layers,
-                        layer,
-                        outputs[:low],
-                        target,
-                        [(senders, source_heads), (frozen, target_heads)],
-                    )
+                    residual = self._path_input(senders, layer, target, source_heads, outputs, target_heads)
                     for r, (l, h) in enumerate(receivers):
                         if l != layer:
                             continue

@@ -572,25 +572,20 @@ def agreement(views: pd.DataFrame, matching, k: int, n_boot: int = 2000, seed: i
     n = len(views)
     top = top_heads(views, k)
     costly = top_heads(views, k, by="masking_cost")
-    rows = []
-    for against, chosen in (("term-matching heads (05)", matching), (f"top {k} by masking cost (02)", costly)):
-        o = top_overlap(top, chosen, n)
-        rows.append(
-            {
-                "comparison": f"top {k} by patching vs {against}",
-                "value": o["shared"],
-                "lo": np.nan,
-                "hi": np.nan,
-                "chance": o["chance"],
-                "p": o["p"],
-                "heads": _heads(o["heads"]),
-            }
-        )
+    overlaps = [
+        (f"top {k} by patching vs term-matching heads (05)", top, matching),
+        (f"top {k} by patching vs top {k} by masking cost (02)", top, costly),
+    ]
     if "attribution" in views:
-        o = top_overlap(top_heads(views, k, by="attribution"), top, n)
+        overlaps.append(
+            (f"top {k} by attribution patching vs top {k} by patching", top_heads(views, k, "attribution"), top)
+        )
+    rows = []
+    for comparison, ranked, chosen in overlaps:
+        o = top_overlap(ranked, chosen, n)
         rows.append(
             {
-                "comparison": f"top {k} by attribution patching vs top {k} by patching",
+                "comparison": comparison,
                 "value": o["shared"],
                 "lo": np.nan,
                 "hi": np.nan,
