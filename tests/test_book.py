@@ -75,7 +75,7 @@ STUDY = REPO / "docs" / "study.md"
 SHARED_STUDY = REPO.parent / "shared" / "STUDY.md"
 # numbers a page may state without computing them, all choices of method: interval levels and the test level, the
 # bootstrap's percentile bounds, a notebook's number when it names another page, and the year of a cited paper
-STATED_NUMBERS = {"90%", "95%", "5%", "2.5", "97.5%", "01", "02", "05", "07", "2019", "2024", "2025"}
+STATED_NUMBERS = {"90%", "95%", "5%", "2.5", "97.5%", "2019", "2024", "2025", *(i.split("_")[0] for i in page_ids())}
 
 
 def markdown_cells(path) -> list[str]:

@@ -18,6 +18,7 @@ from headlab.book.build import (
     main,
     parse_setting,
     reading_tags,
+    with_needs,
 )
 from headlab.book.tuning import GRIDS
 from headlab.inputs.assets import is_asset
@@ -149,8 +150,9 @@ def test_no_site_writes_the_tables_and_the_build_time_and_builds_no_site(tmp_pat
     assert not (tmp_path / "book" / "_build").exists()
     calls = []
     monkeypatch.setattr(book, "build", lambda *args: calls.append(args) or built)
-    assert main(["--preset", "tiny", "--no-site"]) == 0 and calls[0][-1] is False
-    assert main(["--preset", "tiny"]) == 0 and calls[1][-1] is True
+    assert main(["--preset", "tiny", "--no-site"]) == 0 and calls[0][-2:] == (False, None)
+    assert main(["--preset", "tiny"]) == 0 and calls[1][-2:] == (True, None)
+    assert main(["--preset", "tiny", "--pages", "09_patching"]) == 0 and calls[2][-1] == ["09_patching"]
 
 
 def test_a_notebook_declares_what_its_parameters_cell_assigns(tmp_path):
@@ -167,3 +169,17 @@ def test_a_notebook_declares_what_its_parameters_cell_assigns(tmp_path):
     nbformat.write(nb, source)
     with pytest.raises(BookError, match="2 cells tagged 'parameters'"):
         notebook_parameters(source)
+
+
+def test_a_few_pages_bring_the_pages_they_read_and_the_setup():
+    assert with_needs(["09_patching"]) == ["00_setup", "02_layer_dependence", "05_term_matching", "09_patching"]
+    assert with_needs(["06_finetune_delta", "01_redundancy"]) == [
+        "00_setup",
+        "01_redundancy",
+        "05_term_matching",
+        "06_finetune_delta",
+    ]
+    with pytest.raises(BookError, match="no page 11_nothing"):
+        with_needs(["11_nothing"])
+    with pytest.raises(BookError, match="do not go together"):
+        build({"tiny": PRESETS["tiny"]}, only=["00_setup"], pages=["09_patching"])

@@ -166,7 +166,7 @@ def test_map_panels_take_more_cells_than_altairs_row_limit(setup):
     assert sum(len(v) for v in spec["datasets"].values()) == len(cells)  # once, not once per layer
 
 
-def test_the_circuit_graph_joins_every_matching_head_to_each_top_receiver():
+def test_the_circuit_graph_draws_one_edge_per_sender_and_receiver_signed():
     ranking = pd.DataFrame(
         {
             "layer": [3, 3, 4, 5],
@@ -176,9 +176,16 @@ def test_the_circuit_graph_joins_every_matching_head_to_each_top_receiver():
             "hi": [0.22, 0.05, 0.04, 0.02],
         }
     )
-    spec = charts.circuit_graph(ranking, [(1, 1), (2, 9)], k=3).to_dict()
-    edges, nodes = (next(v for v in spec["datasets"].values() if len(v) == n) for n in (6, 5))
-    assert {(e["layer"], e["head"], e["receiver"]) for e in edges} == {
-        (l, h, r) for l, h in [(1, 1), (2, 9)] for r in ("3.9", "3.5", "4.1")
+    senders, receivers = [(1, 1), (2, 9)], [(3, 9), (3, 5), (4, 1)]
+    shares = [0.1, -0.02, 0.03, 0.05, 0.01, 0.0]
+    edges = pd.DataFrame(
+        [{"sender_layer": s[0], "sender_head": s[1], "layer": r[0], "head": r[1]} for s in senders for r in receivers]
+    ).assign(restored=shares, lo=lambda t: t["restored"] - 0.01, hi=lambda t: t["restored"] + 0.01)
+    spec = charts.circuit_graph(edges, ranking, senders).to_dict()
+    drawn, nodes = (next(v for v in spec["datasets"].values() if len(v) == n) for n in (6, 5))
+    assert {e["edge"] for e in drawn} == {f"{s[0]}.{s[1]} → {r[0]}.{r[1]}" for s in senders for r in receivers}
+    assert {(e["edge"], e["size"], e["direction"]) for e in drawn if e["restored"] < 0} == {
+        ("1.1 → 3.5", 0.02, "pushes the other way")
     }
     assert sorted(n["name"] for n in nodes) == ["1.1", "2.9", "3.5", "3.9", "4.1"]
+    assert {n["name"]: n.get("restored") for n in nodes}["3.9"] == 0.2  # a receiver shows what it reads of all

@@ -7,7 +7,14 @@ from test_patching_page import _pairs
 from tiny_setup import tiny_setup
 
 from headlab.core.patching import PatchEngine, grade_logit
-from headlab.findings.circuit import GROUPS, attribution_scores, position_groups, receiver_ranking, restored_by_position
+from headlab.findings.circuit import (
+    GROUPS,
+    attribution_scores,
+    found_circuit,
+    position_groups,
+    receiver_ranking,
+    restored_by_position,
+)
 from headlab.findings.patching import held_out_contrast
 from headlab.inputs.pair import read_pair
 
@@ -71,3 +78,24 @@ def test_receivers_are_ranked_by_what_comes_back_through_each_alone(engine):
     row = table.set_index(["layer", "head"]).loc[(3, 1)]
     assert row["restored"] == pytest.approx((through - target).mean() / (source - target).mean())
     assert (table["restored"] != table["cls_restored"]).any()
+    others = table["restored"].sum() - row["restored"]
+    assert row["over_others"] == pytest.approx(row["restored"] - others / 2)  # against the mean of the other two
+    assert (table["over_lo"] < table["over_hi"]).all()
+    one = receiver_ranking(engine, senders, [(3, 1)], n_boot=100)
+    assert one["over_others"].isna().all()  # no other receiver: no baseline
+
+
+def test_the_found_circuit_has_an_edge_per_sender_and_receiver_and_its_faithfulness(engine):
+    senders, receivers = [(0, 1), (1, 2)], [(2, 0), (3, 1)]
+    edges, faithful = found_circuit(engine, senders, receivers, n_boot=100)
+    assert len(edges) == 4 and set(zip(edges["sender_layer"], edges["sender_head"])) == set(senders)
+    source, target = (grade_logit(x) for x in engine.unpatched_logits())
+    gap = (source - target).mean()
+    alone = grade_logit(engine.path_logits([(1, 2)], [(3, 1)])[0])
+    edge = edges.set_index(["sender_layer", "sender_head", "layer", "head"]).loc[(1, 2, 3, 1)]
+    assert edge["restored"] == pytest.approx((alone - target).mean() / gap)
+    whole, through, ratio = faithful["share"]
+    assert whole == pytest.approx((grade_logit(engine.logits([senders])[0]) - target).mean() / gap)
+    assert through == pytest.approx((grade_logit(engine.circuit_logits(senders, receivers)) - target).mean() / gap)
+    assert ratio == pytest.approx(through / whole)
+    assert (faithful["lo"] < faithful["hi"]).all()

@@ -112,29 +112,6 @@ def test_patching_saves_patch_by_patch_and_resumes(tmp_path, monkeypatch):
         patching.run_patching(model, source, target, {"x": [(0, 0)]}, tmp_path, progress=False)
 
 
-@pytest.mark.parametrize("make", [tiny_bert, tiny_mpnet], ids=["bert", "mpnet"])
-@torch.inference_mode()
-def test_path_patching_reads_the_receivers_cls_row_and_is_the_target_when_nothing_differs(make):
-    model, source = make(), random_encoded(10)
-    target = _changed(source)
-    positions = [[1, 2] for _ in range(len(source))]
-    result = PatchEngine(model, source, target, batch_size=4, autocast=False).path_patched(
-        [(0, 1), (1, 2)], (2, 3), positions
-    )
-    # the receiver's [CLS] row, as the model's own attention weights give it
-    s = _batch(model, source)
-    order = np.argsort([len(x) for x in source.input_ids], kind="stable")
-    rows = model(**s, output_attentions=True).attentions[2][:, 3, 0]
-    np.testing.assert_allclose(result["share_source"].to_numpy()[order], rows[:, 1:3].sum(-1).numpy(), atol=1e-5)
-    assert not np.allclose(result["share_path"], result["share_target"])  # the senders' change reaches it
-    assert not np.allclose(result["grade_path"], result["grade_target"])
-    same = PatchEngine(model, target, target, batch_size=4, autocast=False).path_patched([(0, 1)], (2, 3), positions)
-    np.testing.assert_allclose(same["share_path"], same["share_target"], atol=1e-6)
-    np.testing.assert_allclose(same["grade_path"], same["grade_target"], atol=1e-6)
-    with pytest.raises(ValueError, match="must all sit below the receiver's layer 1"):
-        PatchEngine(model, source, target).path_patched([(1, 0)], (1, 3), positions)
-
-
 def test_the_grade_logit_is_linear_and_blind_to_a_shift_of_every_logit():
     logits = np.array([[0.0, 1.0, 0.0, 0.0, 3.0], [2.0, 0.0, 0.0, 0.0, 0.0]])
     np.testing.assert_allclose(grade_logit(logits), [-1.0 + 6.0, -4.0])
@@ -200,10 +177,7 @@ def test_path_logits_read_the_senders_change_through_one_receiver_at_a_time(make
     model, source = make(), random_encoded(10)
     target = _changed(source)
     engine = PatchEngine(model, source, target, batch_size=4, autocast=False)
-    positions = [[1, 2] for _ in range(len(source))]
-    old = engine.path_patched([(0, 1), (1, 2)], (2, 3), positions)
     new = engine.path_logits([(0, 1), (1, 2)], [(2, 3), (2, 0)])
-    np.testing.assert_allclose(expected_grade(new[0]), old["grade_path"], atol=1e-6)
     target_logits = engine.unpatched_logits()[1]
     assert not np.allclose(new[1], target_logits) and not np.allclose(new[0], new[1])
     only_cls = engine.path_logits([(0, 1), (1, 2)], [(2, 3)], cls_only=True)
@@ -212,6 +186,24 @@ def test_path_logits_read_the_senders_change_through_one_receiver_at_a_time(make
     np.testing.assert_allclose(same, np.stack([target_logits, target_logits]), atol=1e-5)  # the zero path
     with pytest.raises(ValueError, match="must all sit above the senders"):
         engine.path_logits([(1, 0)], [(1, 3)])
+
+
+@pytest.mark.parametrize("make", [tiny_bert, tiny_mpnet], ids=["bert", "mpnet"])
+def test_a_circuit_of_receivers_reads_the_senders_change_together(make):
+    model, source = make(), random_encoded(10)
+    target = _changed(source)
+    engine = PatchEngine(model, source, target, batch_size=4, autocast=False)
+    senders, receivers = [(0, 1), (0, 2)], [(1, 3), (2, 0), (2, 1)]
+    alone = engine.path_logits(senders, receivers)
+    for r, receiver in enumerate(receivers):  # a circuit of one receiver is that receiver's path
+        np.testing.assert_allclose(engine.circuit_logits(senders, [receiver]), alone[r], atol=1e-5)
+    together = engine.circuit_logits(senders, receivers)
+    assert all(not np.allclose(together, alone[r], atol=1e-4) for r in range(len(receivers)))
+    target_logits = engine.unpatched_logits()[1]
+    same = PatchEngine(model, target, target, batch_size=4, autocast=False).circuit_logits(senders, receivers)
+    np.testing.assert_allclose(same, target_logits, atol=1e-5)  # the zero path
+    with pytest.raises(ValueError, match="must all sit above the senders"):
+        engine.circuit_logits([(1, 0)], [(1, 3), (2, 0)])
 
 
 @torch.inference_mode()

@@ -1,5 +1,5 @@
 """Page 09 end to end on a tiny random model: the contrast, the patches both ways, the three views, the control, the
-specificity and the path to the [CLS] head, and its claims."""
+specificity, the receivers of the matching heads and the circuit found, and its claims."""
 
 import numpy as np
 import pandas as pd
@@ -9,9 +9,9 @@ from headlab.findings.claims import STUDY_CLAIMS
 from headlab.findings.cls_head import single_head_correct
 from headlab.findings.patching import (
     agreement,
+    circuit_view,
     circuit_views,
     claims,
-    cls_path,
     contrast_controls,
     contrast_examples,
     head_views,
@@ -73,11 +73,14 @@ def test_page_09_runs_on_a_tiny_model_and_gives_one_row_per_claim(tmp_path):
     controls = contrast_controls(setup, matching, plan, None, None, n_boot=100)
     assert set(controls) == {"injected", "unshared"}
     specific, specific_random = specificity(setup, matching, None, 2, 2, None, n_boot=100)
-    path, receiver = cls_path(setup, contrast, matching, single_heads, n_boot=100)
-    ranking, same_receiver = receivers_view(setup, contrast, matching, single_heads, n_boot=100)
-    assert same_receiver == receiver
+    ranking, receiver = receivers_view(setup, contrast, matching, single_heads, n_boot=100)
     assert len(ranking) == 4 * (3 - max(l for l, _ in matching)) and (ranking["layer"] > max(matching)[0]).all()
-    rows = claims(against, controls, specific, specific_random, path, matching, receiver)
+    edges, faithful = circuit_view(setup, contrast, matching, single_heads, ranking, 2, n_boot=100)
+    assert len(edges) == 2 * len(matching) and set(zip(edges["layer"], edges["head"])) == set(
+        zip(ranking["layer"].head(2), ranking["head"].head(2))
+    )
+    assert len(faithful) == 3
+    rows = claims(against, controls, specific, specific_random, ranking, matching, receiver)
     assert claims_file(rows) == "claims_09_patching"
     assert [c.claim_id for c in rows][:3] == [
         "patching.matching_heads_carry_matching",
@@ -122,9 +125,11 @@ def test_an_unmeasured_path_says_why():
         "n_left_out": 0,
     }
     controls = {"injected": {**against, "gap": -0.4, "gap_lo": -0.6, "gap_hi": -0.2}, "unshared": {"n_examples": 1}}
-    rows = claims(against, controls, specific, specific, None, [(0, 0)], (3, 1))
+    rows = claims(against, controls, specific, specific, pd.DataFrame(), [(0, 0)], (3, 1))
     [path_row] = [r for r in rows if r.claim_id == "patching.cls_head_hands_on"]
     assert "not chosen on" in path_row.reason and path_row.verdict == "cannot tell"
+    below = claims(against, controls, specific, specific, pd.DataFrame(), [(3, 0)], (3, 1))
+    assert "sits no higher" in below[-1].reason
     by_id = {r.claim_id: r for r in rows}
     assert by_id["patching.matching_heads_carry_matching"].verdict != "cannot tell"
     assert by_id["patching.matching_heads_carry_matching/injected"].verdict == "not judged"
@@ -148,10 +153,43 @@ def test_a_contrast_that_raises_the_grade_is_not_measured_with_its_gap_said():
         "gap_hi": -0.01,
     }
     specific = {"difference": np.nan, "lo": np.nan, "hi": np.nan, "n_sharing": 0, "n_none": 0}
-    rows = claims(against, {"injected": against, "unshared": against}, specific, specific, None, [(0, 0)], (3, 1))
+    rows = claims(
+        against, {"injected": against, "unshared": against}, specific, specific, pd.DataFrame(), [(0, 0)], (3, 1)
+    )
     main, injected, unshared = rows[:3]
     assert main.verdict == "cannot tell" and "-0.15 [-0.3, -0.01]" in main.reason
     assert injected.verdict == "not judged" and unshared.verdict == "not judged"  # the other sign is theirs to have
     assert "No gold grade has" in specificity_note(specific, specific)
     counted = masking_specificity(np.ones(4), np.ones(4), [True, False, True, False], strata=[1, 1, 2, 2])
     assert np.isnan(counted["cost_sharing"]) and counted["n_left_out"] == 4
+
+
+def _ranking(restored, cls_restored, over, cls_over) -> pd.DataFrame:
+    columns = {}
+    for prefix, shares, overs in (("", restored, over), ("cls_", cls_restored, cls_over)):
+        columns.update(
+            {
+                f"{prefix}restored": shares,
+                f"{prefix}lo": [r - 0.01 for r in shares],
+                f"{prefix}hi": [r + 0.01 for r in shares],
+                f"{prefix}over_others": overs,
+                f"{prefix}over_lo": [o - 0.02 for o in overs],
+                f"{prefix}over_hi": [o + 0.02 for o in overs],
+            }
+        )
+    return pd.DataFrame({"layer": [3, 3, 2], "head": [1, 0, 3], **columns, "n_examples": 40})
+
+
+def test_the_cls_head_is_judged_against_the_other_receivers_not_against_nothing():
+    """A head that restores 6.7% holds only if the other heads above restore less by the claim's size: here every
+    receiver restores about as much, so the [CLS] head's own 0.2 is no evidence that it is the reader."""
+    nothing = {"n_examples": 1}
+    specific = {"difference": np.nan, "lo": np.nan, "hi": np.nan, "n_sharing": 0, "n_none": 0}
+    controls = {"injected": nothing, "unshared": nothing}
+    alike = _ranking([0.21, 0.2, 0.19], [0.05, 0.0, 0.0], [0.01, 0.0, -0.01], [0.05, -0.025, -0.025])
+    rows = claims(nothing, controls, specific, specific, alike, [(0, 0)], (3, 1))
+    whole, through_cls = rows[-2:]
+    assert whole.claim_id == "patching.cls_head_hands_on" and through_cls.claim_id == "patching.cls_head_hands_on/cls"
+    assert whole.verdict != "holds" and "ranks 1 of 3" in whole.reason and "20.0% on average" in whole.reason
+    leads = _ranking([0.4, 0.05, 0.03], [0.1, 0.0, 0.0], [0.36, -0.125, -0.135], [0.1, -0.05, -0.05])
+    assert claims(nothing, controls, specific, specific, leads, [(0, 0)], (3, 1))[-2].verdict == "holds"

@@ -11,7 +11,7 @@ from tiny_setup import tiny_setup
 import headlab
 from headlab.core.engine import MaskEngine
 from headlab.core.evaluate import predict
-from headlab.core.masking import head_grid
+from headlab.core.masking import head_grid, mask_heads
 from headlab.core.pruning import KEPT_HEADS, kept_heads, prune_heads
 from headlab.models.loading import ModelError, is_pruned_folder, load_classifier
 
@@ -88,5 +88,35 @@ def test_weights_that_do_not_fit_the_kept_heads_are_refused(tmp_path):
     config = pd.read_json(tmp_path / "config.json", typ="series")
     config[KEPT_HEADS] = [[0, 1, 2, 3]] * len(config[KEPT_HEADS])  # a config that keeps more heads than the weights
     (tmp_path / "config.json").write_text(config.to_json())
-    with pytest.raises(ModelError, match="the weights do not fit the heads its config keeps"):
+    with pytest.raises(ModelError, match="the weights do not fit the heads and neurons its config keeps"):
         load_classifier(str(tmp_path))
+
+
+def test_neurons_cut_from_the_feed_forward_blocks_grade_as_masking_them_and_load_back(tmp_path):
+    from headlab.core.compress import mask_neurons
+    from headlab.core.pruning import KEPT_NEURONS, kept_neurons, prune_neurons
+
+    lab = tiny_setup(tmp_path / "runs", layers=2)
+    size = lab.model.config.intermediate_size
+    keep = [list(range(0, size, 3)), []]  # the second layer keeps no neuron: its block adds the bias alone
+    mask = torch.zeros(2, size)
+    mask[0, keep[0]] = 1
+    with mask_neurons(lab.model, mask):
+        masked = predict(lab.model, lab.encoded)
+    cut = prune_neurons(prune_heads(lab.model, [(1, 2)]), keep)
+    with mask_heads(lab.model, torch.tensor([[1.0] * 4, [1.0, 1.0, 0.0, 1.0]])), mask_neurons(lab.model, mask):
+        both = predict(lab.model, lab.encoded)
+    np.testing.assert_allclose(predict(cut, lab.encoded), both, atol=1e-5)
+    assert not np.allclose(masked, both)  # the head counts too
+    assert kept_neurons(cut) == keep and sum(p.numel() for p in cut.parameters()) < sum(
+        p.numel() for p in lab.model.parameters()
+    )
+    cut.save_pretrained(tmp_path / "cut", safe_serialization=True)
+    assert is_pruned_folder(str(tmp_path / "cut"))
+    loaded = load_classifier(str(tmp_path / "cut"))
+    assert getattr(loaded.config, KEPT_NEURONS) == keep
+    np.testing.assert_allclose(predict(loaded, lab.encoded), predict(cut, lab.encoded), atol=1e-6)
+    with pytest.raises(ValueError, match="already cut"):
+        prune_neurons(cut, keep)
+    with pytest.raises(ValueError, match="neurons in"):
+        prune_neurons(prune_heads(lab.model, []), [[size], []])

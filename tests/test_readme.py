@@ -277,6 +277,29 @@ def test_a_builds_tables_merge_into_results_by_preset(tmp_path):
     assert len(pd.read_csv(results / "timings.csv")) == 2
 
 
+def test_a_build_of_a_few_pages_replaces_those_pages_rows_alone(tmp_path):
+    runs, results = tmp_path / "runs", tmp_path / "results"
+    runs.mkdir()
+    first, later = _claim_row("zh-char", "does not hold", -0.05), _claim_row("zh-char", "holds", 0.01)
+    other = {**_claim_row("zh-char", "cannot tell", 0.0), "page": "09_patching", "claim_id": "x"}
+    pd.DataFrame([other, first]).to_csv(runs / "scorecard.csv", index=False)
+    readme.collect(runs, results)
+    pd.DataFrame([later]).to_csv(runs / "scorecard.csv", index=False)  # --pages 01_redundancy
+    readme.collect(runs, results)
+    scorecard = pd.read_csv(results / "scorecard.csv")
+    assert list(zip(scorecard["page"], scorecard["verdict"])) == [("01_redundancy", "holds")]  # x: not registered
+    kept = {**other, "claim_id": "patching.matching_heads_carry_matching"}
+    pd.DataFrame([kept, first]).to_csv(runs / "scorecard.csv", index=False)
+    readme.collect(runs, results)
+    pd.DataFrame([later]).to_csv(runs / "scorecard.csv", index=False)
+    readme.collect(runs, results)
+    scorecard = pd.read_csv(results / "scorecard.csv")
+    assert list(zip(scorecard["page"], scorecard["verdict"])) == [
+        ("01_redundancy", "holds"),
+        ("09_patching", "cannot tell"),
+    ]
+
+
 def test_rows_judged_by_an_older_rule_are_dropped_not_shown_beside_the_new(tmp_path):
     runs, results = tmp_path / "runs", tmp_path / "results"
     runs.mkdir()

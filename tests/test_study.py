@@ -135,6 +135,19 @@ def test_the_lab_bootstraps_as_many_times_as_its_parameters_say(tmp_path):
     assert Params.from_globals({"N_BOOT": 300}).n_boot == 300
 
 
+def test_the_baseline_gives_the_quadratic_kappa_every_claim_is_judged_on(tmp_path):
+    from headlab.core import predicted_grades
+    from headlab.core.stats import kappa_lost, quadratic_kappa
+
+    lab = tiny_setup(tmp_path, n_right=3)
+    kappa = lab.baseline_metrics().set_index("metric").loc["quadratic_kappa"]
+    predicted = predicted_grades(lab.base_probs)
+    assert kappa["value"] == pytest.approx(quadratic_kappa(predicted, lab.encoded.grades))
+    same = kappa_lost(predicted, predicted, lab.encoded.grades, lab.params.n_boot, lab.params.seed)
+    assert (kappa["lo"], kappa["hi"]) == (same["kappa_base_lo"], same["kappa_base_hi"])  # page 08's interval
+    assert kappa["lo"] < kappa["hi"]
+
+
 def test_mean_ablation_sweeps_apart_from_zeroing_against_the_same_unmasked_model(tmp_path, monkeypatch):
     """Removed heads take their mean output over training pairs: the unmasked row is the zero sweep's, a masked row
     differs from zeroing, the sweep is saved apart, and a bad name for the method is refused by name."""

@@ -40,11 +40,27 @@ from headlab.lab.pages import PRESET_TOTAL, timing_steps
 from headlab.lab.params import REPO
 from headlab.report import charts
 from headlab.report.bookjs import VEGA_LITE
+from headlab.report.standing import standing, standing_markdown, standing_note
 
 RESULTS = REPO / "results"
 # every generated block, each in exactly one document (README.md or a docs/ page; tests/test_readme.py)
-BLOCKS = ("cold", "scorecard", "claims", "models", "tuning", "two_tower", "pruning", "timings", "calibration")
-SOURCE = {"claims": "scorecard", "cold": "timings"}  # blocks drawn from another's table (the rest: results/<block>.csv)
+BLOCKS = (
+    "cold",
+    "scorecard",
+    "claims",
+    "models",
+    "standing",
+    "tuning",
+    "two_tower",
+    "pruning",
+    "timings",
+    "calibration",
+)
+SOURCE = {
+    "claims": "scorecard",
+    "cold": "timings",
+    "standing": "models",
+}  # blocks drawn from another's table (the rest: results/<block>.csv)
 # the pictures results/<name>.png, each drawn from these tables of results/ (draw_figure)
 FIGURES = {"scorecard": ("scorecard",), "two_tower": ("two_tower",)}
 LOCK = "pictures.lock"  # results/pictures.lock: each picture and the sha256 of the tables it was drawn from
@@ -74,16 +90,20 @@ def end(name: str) -> str:
 # --- copying a build's tables into results/ -------------------------------------------------------------------------
 
 
-def merge_by_preset(new: pd.DataFrame, old: pd.DataFrame | None) -> pd.DataFrame:
-    """``new``'s presets replace their rows of ``old``; the other presets' rows stay. Presets come in the order of
-    :data:`headlab.book.build.PRESETS` (any other after them), whichever was built last."""
+def merge_by_preset(new: pd.DataFrame, old: pd.DataFrame | None, by: tuple[str, ...] = ("preset",)) -> pd.DataFrame:
+    """``new``'s presets replace their rows of ``old``; the other presets' rows stay. ``by`` ("preset", "page"): a
+    preset's rows of the pages ``new`` has replace those pages' rows alone (a build of a few pages, ``--pages``).
+    Presets come in the order of :data:`headlab.book.build.PRESETS` (any other after them), whichever was built
+    last."""
     both = new
     if old is not None and not old.empty:
-        kept = old[~old["preset"].isin(set(new["preset"]))]
+        key = lambda t: pd.MultiIndex.from_frame(t[list(by)].astype(str))  # noqa: E731
+        kept = old[~key(old).isin(key(new).unique())]
         both = pd.concat([new, kept], ignore_index=True) if not kept.empty else new
     rank = {preset: i for i, preset in enumerate(PRESETS)}
-    order = both["preset"].map(lambda preset: rank.get(preset, len(rank))).to_numpy()
-    return both.iloc[order.argsort(kind="stable")].reset_index(drop=True)
+    order = both.assign(_rank=both["preset"].map(lambda preset: rank.get(preset, len(rank))))
+    keys = ["_rank", *(["page"] if "page" in by else [])]
+    return order.sort_values(keys, kind="stable").drop(columns="_rank").reset_index(drop=True)
 
 
 def collect(runs: Path, results: Path = RESULTS) -> list[str]:
@@ -94,7 +114,10 @@ def collect(runs: Path, results: Path = RESULTS) -> list[str]:
         source = runs / f"{name}.csv"
         if source.exists() and not pd.read_csv(source).empty:
             _merge_into(
-                results / f"{name}.csv", pd.read_csv(source), judged_by_this_rule if name == "scorecard" else None
+                results / f"{name}.csv",
+                pd.read_csv(source),
+                judged_by_this_rule if name == "scorecard" else None,
+                ("preset", "page") if name == "scorecard" else ("preset",),
             )
             updated.append(name)
     tuning = [pd.read_csv(p).assign(preset=p.stem.removeprefix("tuning-")) for p in sorted(runs.glob("tuning-*.csv"))]
@@ -110,11 +133,11 @@ def collect(runs: Path, results: Path = RESULTS) -> list[str]:
     return updated
 
 
-def _merge_into(target: Path, new: pd.DataFrame, keep_old=None) -> None:
+def _merge_into(target: Path, new: pd.DataFrame, keep_old=None, by: tuple[str, ...] = ("preset",)) -> None:
     old = pd.read_csv(target) if target.exists() else None
     if old is not None and keep_old is not None:
         old = keep_old(old)
-    merge_by_preset(new, old).to_csv(target, index=False, float_format="%.6g")
+    merge_by_preset(new, old, by).to_csv(target, index=False, float_format="%.6g")
 
 
 def judged_by_this_rule(old: pd.DataFrame) -> pd.DataFrame:
@@ -234,6 +257,14 @@ def models_block(table: pd.DataFrame) -> list[str]:
             f"{_pct(r.majority)} | {pretraining} |"
         )
     return lines
+
+
+def standing_block(results: Path = RESULTS) -> list[str]:
+    """The models that grade Chinese pairs side by side (:func:`headlab.book.standing.standing`), and which column is
+    shaped like the study (:func:`headlab.book.standing.standing_note`)."""
+    table = standing(results)
+    note = standing_note(table)
+    return [*standing_markdown(table), *(["", note] if note else [])]
 
 
 def tuning_block(table: pd.DataFrame) -> list[str]:
@@ -540,6 +571,8 @@ def block(name: str, results: Path = RESULTS) -> str:
         body = (scorecard_block if name == "scorecard" else claims_block)(pd.read_csv(path), results)
     elif name == "pruning":
         body = pruning_block(pd.read_csv(path), results)
+    elif name == "standing":
+        body = standing_block(results)
     else:
         body = RENDER[name](pd.read_csv(path))
     return "\n".join([begin(name), "", *body, "", end(name)])

@@ -534,6 +534,22 @@ def not_built_commands(built: list[str]) -> dict[str, str]:
     return {p: command(p) for p in PRESETS if p not in built and p != "tiny"}
 
 
+def with_needs(pages: list[str]) -> list[str]:
+    """``pages``, every page they read from (:func:`headlab.lab.pages.page_needs`, transitively) and 00 (whose
+    baseline every models table reads), in the book's order; an unregistered page is an error that names it."""
+    known, reads = page_ids(), page_needs()
+    unknown = [p for p in pages if p not in known]
+    if unknown:
+        raise BookError(f"--pages: no page {', '.join(unknown)} (the pages: {', '.join(known)})")
+    wanted, todo = {known[0]}, list(pages)
+    while todo:
+        name = todo.pop()
+        if name not in wanted:
+            wanted.add(name)
+            todo.extend(reads.get(name, ()))
+    return [name for name in known if name in wanted]
+
+
 def build(
     presets: dict[str, dict],
     work: Path | None = None,
@@ -541,6 +557,7 @@ def build(
     only: list[str] | None = None,
     lanes: int | None = None,
     site: bool = True,
+    pages: list[str] | None = None,
 ) -> Path:
     """Execute the toc's notebooks for every preset (``{name: settings}``, in order), ``lanes`` at a time
     (:func:`lanes_and_threads`), and build one site whose first page is the scorecard across them; return the path
@@ -548,8 +565,14 @@ def build(
 
     The first preset's pages are ``executed/NAME``, every other preset's ``executed/<preset>/NAME``. With ``site``
     False (``--no-site``: a GPU machine without jupyter-book) the pages are executed and every table and timing is
-    written, but no site is built; the path returned is then that of the scorecard table.
+    written, but no site is built; the path returned is then that of the scorecard table. ``pages`` (``--pages``)
+    executes only those pages and what they need (:func:`with_needs`) and builds no site: the tables and claims of a
+    few pages, which :mod:`tools.readme` merges page by page into ``results/``.
     """
+    if pages:
+        if only:
+            raise BookError("--pages and --only do not go together: --pages runs its pages and what they read")
+        site = False
     lanes, threads = lanes_and_threads(lanes)
     cell_timeout()  # a bad HEADLAB_CELL_TIMEOUT stops the build here, not after its models are trained
     source = REPO / "book"
@@ -561,7 +584,7 @@ def build(
     os.environ.update(
         {"HEADLAB_BOOK": "1", "HEADLAB_NO_NETWORK": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     )
-    names = page_ids()
+    names = with_needs(pages) if pages else page_ids()
     for settings in presets.values():
         _check_settings(settings, [REPO / "notebooks" / f"{name}.ipynb" for name in names])
     folders = {name: "executed" if i == 0 else f"executed/{name}" for i, name in enumerate(presets)}
@@ -640,6 +663,13 @@ def main(argv=None) -> int:
     parser.add_argument("--work", type=Path, help="build folder (default: book/)")
     parser.add_argument("--run-dir", type=Path, help="where result tables go (default: runs/)")
     parser.add_argument("--only", nargs="*", help="execute only these notebooks (others must have run before)")
+    parser.add_argument(
+        "--pages",
+        nargs="+",
+        metavar="PAGE",
+        help="execute only these pages, the pages they read and 00, into a fresh folder if need be; no site "
+        "(python -m tools.readme merges their rows page by page)",
+    )
     parser.add_argument("--lanes", type=int, help="notebooks run at once (default: 2, or 1 on a one-core machine)")
     parser.add_argument(
         "--no-site",
@@ -658,11 +688,12 @@ def main(argv=None) -> int:
             args.only,
             args.lanes,
             args.site,
+            args.pages,
         )
     except BookError as err:
         print(f"[book] ERROR: {err}", file=sys.stderr)
         return 1
-    print(f"[book] built: {index}" if args.site else f"[book] executed, no site built: {index}")
+    print(f"[book] built: {index}" if args.site and not args.pages else f"[book] executed, no site built: {index}")
     return 0
 
 

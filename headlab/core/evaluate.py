@@ -149,8 +149,10 @@ def predict(
     pad_id: int = 0,
     block_across: int | None = None,
     precision: str = "fp32",
+    logits: bool = False,
 ) -> np.ndarray:
-    """Grade probabilities (examples x 5) of the model, with the heads of ``mask`` removed if given.
+    """Grade probabilities (examples x 5) of the model, with the heads of ``mask`` removed if given; ``logits``:
+    the logits instead (what a student is distilled from, :mod:`headlab.models.distill`).
 
     ``block_across=sep_id`` keeps attention inside each sentence (:func:`within_sentence_mask`); ``precision="bf16"``
     computes under bf16 autocast, as the sweeps do where :func:`headlab.core.device.precision` chooses it, so the
@@ -161,8 +163,8 @@ def predict(
         for idx, batch in length_batches(encoded, batch_size, pad_id):
             if block_across is not None:
                 batch["attention_mask"] = within_sentence_mask(batch, block_across)
-            logits = model(**model_inputs(model, batch, device)).logits
-            probs[idx] = torch.softmax(logits.float(), dim=-1).cpu().numpy()
+            out = model(**model_inputs(model, batch, device)).logits.float()
+            probs[idx] = (out if logits else torch.softmax(out, dim=-1)).cpu().numpy()
     return probs
 
 

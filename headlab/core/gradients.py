@@ -18,7 +18,7 @@ from headlab.core.masking import head_grid, mask_heads
 
 
 @contextmanager
-def _only_mask_needs_grad(model):
+def only_masks_need_grad(model):
     """Eval mode and no parameter gradients inside the block; both restored after it.
 
     With every parameter frozen, backward reaches only the head mask, so it is cheaper and leaves each
@@ -53,7 +53,7 @@ def gradient_importance(
     """
     layers, heads = head_grid(model)
     total = torch.zeros(layers, heads, dtype=torch.float64)
-    with _only_mask_needs_grad(model):
+    with only_masks_need_grad(model):
         for idx, batch in length_batches(encoded, batch_size, pad_id):
             xi = torch.ones(len(idx), layers, heads, device=device, requires_grad=True)
             labels = torch.as_tensor(encoded.grades[idx] - 1, dtype=torch.long, device=device)

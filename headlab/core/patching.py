@@ -18,7 +18,7 @@ precision, so a patch's effect is never a difference of computation.
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -270,45 +270,6 @@ class PatchEngine:
                     out[example] = stacked[row, :, :, : int(lengths[row])]
         return out
 
-    @torch.inference_mode()
-    def path_patched(self, senders, receiver: tuple[int, int], positions) -> pd.DataFrame:
-        """Path patching, one step (Wang et al. 2023): how much of the source-target difference reaches the
-        ``receiver`` head (layer, head) through the ``senders`` alone.
-
-        The target runs with the senders' outputs taken from the source and every other head from the lowest
-        sender's layer up to the receiver's frozen at its target output, so the senders' change reaches the
-        receiver's layer only along the residual stream; the receiver's query, key and value are then computed from
-        that layer input, everything else from the target's. Per pair (in source order): the receiver's ``[CLS]``
-        attention share on ``positions`` (per pair, e.g. the title words the contrast changed) in the source, the
-        target and the path-patched run, and the expected grade of each."""
-        layer, head = int(receiver[0]), int(receiver[1])
-        if not senders or max(int(l) for l, _ in senders) >= layer:
-            raise ValueError(f"senders {sorted(senders)} must all sit below the receiver's layer {layer}")
-        receiver_head = _Head(self.model, layer, head)
-        out = {f"{what}_{run}": np.zeros(self.n) for what in ("share", "grade") for run in ("source", "target", "path")}
-        with self._autocast():
-            for (idx, source, target), (source_heads, source_logits, outputs, target_logits, target_heads) in zip(
-                self.batches, self._record()
-            ):
-                where = _position_mask(positions, idx, target["attention_mask"])
-                for run, inputs in (("source", source), ("target", target)):
-                    with _receiver_row(receiver_head, inputs["attention_mask"]) as row:
-                        self.model(**inputs)
-                    out[f"share_{run}"][idx] = (row[0] * where).sum(-1).float().cpu().numpy()
-                out["grade_source"][idx], out["grade_target"][idx] = (
-                    expected_grade(source_logits),
-                    expected_grade(target_logits),
-                )
-                residual = self._path_input(senders, layer, target, source_heads, outputs, target_heads)
-                with (
-                    replayed_layers(self.layers, outputs[:layer]),
-                    _reading(receiver_head, residual),
-                    _receiver_row(receiver_head, target["attention_mask"]) as row,
-                ):
-                    out["grade_path"][idx] = expected_grade(self.model(**target).logits)
-                out["share_path"][idx] = (row[0] * where).sum(-1).float().cpu().numpy()
-        return pd.DataFrame({"example": np.arange(self.n), **out})
-
     def _path_input(self, senders, layer: int, target, source_heads, outputs, target_heads) -> torch.Tensor:
         """The input of ``layer`` in the target run with the senders' outputs from the source and every other head
         from the lowest sender's layer up frozen at its target output: the senders' change, by the residual alone."""
@@ -321,10 +282,12 @@ class PatchEngine:
     @torch.inference_mode()
     def path_logits(self, senders, receivers, cls_only: bool = False) -> np.ndarray:
         """(receivers x pairs x grades): the target's logits with each receiver head (layer, head) alone reading the
-        senders' change (path patching as :meth:`path_patched`, every receiver above the senders), the rest of the
-        run the target's. The patched input of a layer is computed once for all its receivers. ``cls_only``: the
-        receiver reads it only through its ``[CLS]`` query (its keys and values stay the target's), the route by
-        which a head hands a feature to the classifier."""
+        senders' change, the rest of the run the target's. Path patching, one step (Wang et al. 2023): the senders'
+        outputs come from the source and every other head from the lowest sender's layer up is frozen at its target
+        output, so their change reaches the receiver's layer along the residual stream and through the MLPs alone;
+        the receiver computes its query, key and value from that input. The patched input of a layer is computed
+        once for all its receivers. ``cls_only``: the receiver reads it only through its ``[CLS]`` query (its keys
+        and values stay the target's), the route by which a head hands a feature to the classifier."""
         receivers = [(int(l), int(h)) for l, h in receivers]
         if not receivers or min(l for l, _ in receivers) <= max(int(l) for l, _ in senders):
             raise ValueError(f"receivers {receivers} must all sit above the senders {sorted(senders)}")
@@ -342,6 +305,30 @@ class PatchEngine:
                             _reading(_Head(self.model, l, h), residual, cls_only),
                         ):
                             out[r, idx] = self.model(**target).logits.float().cpu().numpy()
+        return out
+
+    @torch.inference_mode()
+    def circuit_logits(self, senders, receivers) -> np.ndarray:
+        """(pairs x grades): the target's logits with every receiver head reading the senders' change at once, each
+        from its own layer's path-patched input (:meth:`path_logits`), the rest of the run the target's: the
+        senders' effect through the receivers alone, whose share of the senders' whole effect is the circuit's
+        faithfulness (Wang et al. 2023)."""
+        receivers = [(int(l), int(h)) for l, h in receivers]
+        if not receivers or min(l for l, _ in receivers) <= max(int(l) for l, _ in senders):
+            raise ValueError(f"receivers {receivers} must all sit above the senders {sorted(senders)}")
+        out = np.zeros((self.n, len(GRADE_LABELS)))
+        low = min(l for l, _ in receivers)
+        with self._autocast():
+            for (idx, _, target), (source_heads, _, outputs, _, target_heads) in zip(self.batches, self._record()):
+                residuals = {
+                    layer: self._path_input(senders, layer, target, source_heads, outputs, target_heads)
+                    for layer in sorted({l for l, _ in receivers})
+                }
+                with ExitStack() as reading:
+                    reading.enter_context(replayed_layers(self.layers, outputs[:low]))
+                    for l, h in receivers:
+                        reading.enter_context(_reading(_Head(self.model, l, h), residuals[l]))
+                    out[idx] = self.model(**target).logits.float().cpu().numpy()
         return out
 
 
@@ -400,39 +387,6 @@ def _reading(receiver: _Head, residual: torch.Tensor, cls_only: bool = False):
     handles = [p.register_forward_hook(from_residual) for p in projections]
     try:
         yield
-    finally:
-        for handle in handles:
-            handle.remove()
-
-
-@contextmanager
-def _receiver_row(receiver: _Head, attention_mask: torch.Tensor):
-    """Yields a list that gets the receiver head's ``[CLS]`` attention row (batch x tokens) of the next pass, from
-    its query and key (after any :func:`_reading` hook, which registers first) and its score bias."""
-    got: dict = {}
-    rows: list = []
-    columns = receiver.columns
-
-    def keep_bias(module, args, kwargs):
-        bias = kwargs.get("position_bias", args[2] if len(args) > 2 else None)
-        got["bias"] = 0.0 if bias is None else bias[:, receiver.head, 0].float()
-
-    def keep(name):
-        def hook(module, args, output):
-            got[name] = output[..., columns].float()
-            if "query" in got and "key" in got:
-                scores = (got.pop("query")[:, :1] @ got.pop("key").transpose(1, 2))[:, 0] * receiver.scaling
-                scores = scores + got.get("bias", 0.0)
-                rows.append(torch.softmax(scores.masked_fill(attention_mask == 0, float("-inf")), dim=-1))
-
-        return hook
-
-    query, key, _ = receiver.projections
-    handles = [query.register_forward_hook(keep("query")), key.register_forward_hook(keep("key"))]
-    if receiver.relative:
-        handles.append(receiver.attention.register_forward_pre_hook(keep_bias, with_kwargs=True))
-    try:
-        yield rows
     finally:
         for handle in handles:
             handle.remove()

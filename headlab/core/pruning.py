@@ -19,6 +19,8 @@ import torch
 
 from headlab.core.masking import KEPT_HEADS, encoder_layers
 
+KEPT_NEURONS = "headlab_kept_neurons"  # a compressed model's config field: its kept feed-forward neurons per layer
+
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
@@ -111,7 +113,55 @@ def prune_heads(model: PreTrainedModel, drop) -> PreTrainedModel:
     return pruned.eval()
 
 
-def shape_for_kept_heads(model: PreTrainedModel) -> PreTrainedModel:
-    """Give a freshly built BERT the smaller layers its config's :data:`KEPT_HEADS` name (weights to be loaded)."""
+def _shrink_feed_forward(layer, neurons: list[int], copy_weights: bool) -> None:
+    """Give ``layer``'s feed-forward block the rows (in) and columns (out) of ``neurons`` only."""
+    inner, outer = layer.intermediate.dense, layer.output.dense
+    index = torch.as_tensor(neurons, dtype=torch.long, device=inner.weight.device)
+    with warnings.catch_warnings():  # a layer that keeps no neuron has matrices with nothing to initialise
+        warnings.filterwarnings("ignore", "Initializing zero-element tensors is a no-op")
+        new_in = torch.nn.Linear(inner.in_features, len(neurons), device=inner.weight.device, dtype=inner.weight.dtype)
+        new_out = torch.nn.Linear(
+            len(neurons), outer.out_features, device=outer.weight.device, dtype=outer.weight.dtype
+        )
+    if copy_weights:
+        new_in.weight.data.copy_(inner.weight.data[index])
+        new_in.bias.data.copy_(inner.bias.data[index])
+        new_out.weight.data.copy_(outer.weight.data[:, index])
+        new_out.bias.data.copy_(outer.bias.data)
+    layer.intermediate.dense, layer.output.dense = new_in, new_out
+
+
+def kept_neurons(model) -> list[list[int]] | None:
+    """Per layer, the original indices of the feed-forward neurons a compressed model keeps; None if it keeps all."""
+    kept = getattr(model.config, KEPT_NEURONS, None)
+    return None if kept is None else [list(map(int, layer)) for layer in kept]
+
+
+def prune_neurons(model: PreTrainedModel, keep) -> PreTrainedModel:
+    """``model`` (changed in place, and returned) with each layer's feed-forward block cut to the neurons ``keep``
+    names (per layer, neuron indices): the same function as masking the others (a removed neuron adds nothing
+    through the output matrix). The kept neurons are recorded in its config (:data:`KEPT_NEURONS`)."""
     _check_bert(model)
-    return _shrink_layers(model, kept_heads(model) or [], copy_weights=False)
+    if kept_neurons(model) is not None:
+        raise ValueError("this model's feed-forward blocks are already cut; cut the original model")
+    size = int(model.config.intermediate_size)
+    keep = [sorted({int(n) for n in layer}) for layer in keep]
+    if len(keep) != len(encoder_layers(model)) or any(n < 0 or n >= size for layer in keep for n in layer):
+        raise ValueError(f"keep must name, for each of {len(encoder_layers(model))} layers, neurons in [0, {size})")
+    for layer, neurons in zip(encoder_layers(model), keep):
+        if len(neurons) < size:
+            _shrink_feed_forward(layer, neurons, copy_weights=True)
+    setattr(model.config, KEPT_NEURONS, keep)
+    return model
+
+
+def shape_for_kept_heads(model: PreTrainedModel) -> PreTrainedModel:
+    """Give a freshly built BERT the smaller layers its config's :data:`KEPT_HEADS` (and :data:`KEPT_NEURONS`)
+    name (weights to be loaded)."""
+    _check_bert(model)
+    _shrink_layers(model, kept_heads(model) or [], copy_weights=False)
+    size = int(model.config.intermediate_size)
+    for layer, neurons in zip(encoder_layers(model), kept_neurons(model) or []):
+        if len(neurons) < size:
+            _shrink_feed_forward(layer, neurons, copy_weights=False)
+    return model

@@ -8,7 +8,11 @@
 - :func:`attribution_scores`: attribution patching (one backward pass per batch) per head, in the same share,
   whole and per group; :func:`headlab.findings.patching.rank_agreement` checks it against exact patching.
 - :func:`receiver_ranking`: path patching from the matching heads to every head above them, one at a time, whole and
-  through its ``[CLS]`` query alone: which heads read what the matching heads carry, found rather than assumed.
+  through its ``[CLS]`` query alone: which heads read what the matching heads carry, found rather than assumed, each
+  set against the other receivers.
+- :func:`found_circuit`: the matching heads and the receivers that read most, per sender and receiver (the edges),
+  and the circuit's faithfulness: the share of the matching heads' whole effect that comes back through the found
+  receivers alone (Wang et al. 2023).
 """
 
 from __future__ import annotations
@@ -112,32 +116,86 @@ def attribution_scores(
     return pd.DataFrame(rows)
 
 
+def _boot_shares(moved: np.ndarray, gap: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """(rows x resamples): each row of ``moved`` (rows x pairs) as a share of the gap, per bootstrap resample."""
+    return (moved @ weights.T) / (weights @ gap)
+
+
 def receiver_ranking(engine: PatchEngine, senders, receivers, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
     """Per receiver head (layer, head), sorted best first with its ``rank``: the share of the grade-logit gap that
     comes back when it alone reads the ``senders``' change (:meth:`headlab.core.patching.PatchEngine.path_logits`),
-    ``restored`` with ``lo``, ``hi`` (95% paired bootstrap over the pairs, the same resamples for every receiver),
-    and the same through its ``[CLS]`` query alone (``cls_restored``, ``cls_lo``, ``cls_hi``)."""
+    ``restored`` with ``lo``, ``hi`` (95% paired bootstrap over the pairs, the same resamples for every receiver);
+    ``over_others`` (``over_lo``, ``over_hi``): that share minus the mean share of every other receiver, the
+    baseline a single reader is judged against; and the same through its ``[CLS]`` query alone (``cls_`` columns)."""
     source, target = (grade_logit(x) for x in engine.unpatched_logits())
     gap = source - target
     weights = bootstrap_weights(len(gap), n_boot, seed)
-    whole = grade_logit(engine.path_logits(senders, receivers)) - target
-    through_cls = grade_logit(engine.path_logits(senders, receivers, cls_only=True)) - target
-    rows = []
-    for r, (layer, head) in enumerate(receivers):
-        restored, lo, hi = _share(whole[r], gap, weights)
-        cls_restored, cls_lo, cls_hi = _share(through_cls[r], gap, weights)
-        rows.append(
-            {
-                "layer": int(layer),
-                "head": int(head),
-                "restored": restored,
-                "lo": lo,
-                "hi": hi,
-                "cls_restored": cls_restored,
-                "cls_lo": cls_lo,
-                "cls_hi": cls_hi,
-                "n_examples": len(gap),
-            }
-        )
-    table = pd.DataFrame(rows).sort_values(["restored", "layer", "head"], ascending=[False, True, True])
+    columns = {}
+    for prefix, cls_only in (("", False), ("cls_", True)):
+        moved = grade_logit(engine.path_logits(senders, receivers, cls_only=cls_only)) - target
+        shares, boot = moved.mean(axis=1) / gap.mean(), _boot_shares(moved, gap, weights)
+        n = len(receivers)
+        others = (shares.sum() - shares) / max(n - 1, 1)
+        boot_over = boot - (boot.sum(axis=0, keepdims=True) - boot) / max(n - 1, 1)
+        columns[f"{prefix}restored"] = shares
+        columns[f"{prefix}lo"], columns[f"{prefix}hi"] = np.quantile(boot, [0.025, 0.975], axis=1)
+        columns[f"{prefix}over_others"] = shares - others if n > 1 else np.full(n, np.nan)
+        over_lo, over_hi = np.quantile(boot_over, [0.025, 0.975], axis=1)
+        columns[f"{prefix}over_lo"] = over_lo if n > 1 else np.full(n, np.nan)
+        columns[f"{prefix}over_hi"] = over_hi if n > 1 else np.full(n, np.nan)
+    table = pd.DataFrame(
+        {
+            "layer": [int(l) for l, _ in receivers],
+            "head": [int(h) for _, h in receivers],
+            **columns,
+            "n_examples": len(gap),
+        }
+    )
+    table = table.sort_values(["restored", "layer", "head"], ascending=[False, True, True])
     return table.assign(rank=np.arange(1, len(table) + 1)).reset_index(drop=True)
+
+
+def found_circuit(
+    engine: PatchEngine, senders, receivers, n_boot: int = 2000, seed: int = 0
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(edges, faithfulness)`` of the circuit ``senders`` -> ``receivers`` on the engine's pairs, as shares of the
+    grade-logit gap with 95% paired bootstrap intervals (the same resamples throughout).
+
+    ``edges``: per sender and receiver, the share that comes back when that receiver alone reads that sender's
+    change alone (:meth:`headlab.core.patching.PatchEngine.path_logits`). ``faithfulness``: three rows, the senders
+    patched back everywhere (their whole effect), the same effect through the receivers alone, all reading at once
+    (:meth:`headlab.core.patching.PatchEngine.circuit_logits`), and the second as a share of the first (IOI's
+    faithfulness, Wang et al. 2023: 100% where the receivers carry all the senders do)."""
+    source, target = (grade_logit(x) for x in engine.unpatched_logits())
+    gap = source - target
+    weights = bootstrap_weights(len(gap), n_boot, seed)
+    rows = []
+    for layer, head in senders:
+        moved = grade_logit(engine.path_logits([(layer, head)], receivers)) - target
+        boot = _boot_shares(moved, gap, weights)
+        for r, (receiver_layer, receiver_head) in enumerate(receivers):
+            lo, hi = np.quantile(boot[r], [0.025, 0.975])
+            rows.append(
+                {
+                    "sender_layer": int(layer),
+                    "sender_head": int(head),
+                    "layer": int(receiver_layer),
+                    "head": int(receiver_head),
+                    "restored": float(moved[r].mean() / gap.mean()),
+                    "lo": float(lo),
+                    "hi": float(hi),
+                    "n_examples": len(gap),
+                }
+            )
+    whole = grade_logit(engine.logits([list(senders)])[0]) - target
+    through = grade_logit(engine.circuit_logits(senders, receivers)) - target
+    boot_whole, boot_through = _boot_shares(np.stack([whole, through]), gap, weights)
+    faithful = []
+    for what, value, boot in (
+        ("the matching heads patched back everywhere", whole.mean() / gap.mean(), boot_whole),
+        ("through the found receivers alone", through.mean() / gap.mean(), boot_through),
+        ("faithfulness (second / first)", through.mean() / whole.mean(), boot_through / boot_whole),
+    ):
+        lo, hi = np.quantile(boot, [0.025, 0.975])
+        faithful.append({"what": what, "share": float(value), "lo": float(lo), "hi": float(hi), "n_examples": len(gap)})
+    return pd.DataFrame(rows), pd.DataFrame(faithful)

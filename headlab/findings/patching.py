@@ -17,7 +17,8 @@ measured (:func:`gap_moves`). Page 09 runs them through :func:`held_out_contrast
 :func:`patch_both_ways`, :func:`circuit_views` (per group of positions, and attribution patching), :func:`head_views`
 and :func:`agreement`, :func:`restored_against_draws`, :func:`contrast_controls` (TFC1 and the control),
 :func:`specificity` (05's own masks, read per pair), :func:`receivers_view` (path patching to every head above the
-matching heads) and :func:`cls_path` (into notebook 07's head), and judges them with :func:`claims`.
+matching heads, notebook 07's head among them) and :func:`circuit_view` (the circuit found, with its faithfulness),
+and judges them with :func:`claims`.
 """
 
 from __future__ import annotations
@@ -32,7 +33,13 @@ from headlab.core.masking import head_grid
 from headlab.core.patching import PatchEngine, single_head_patches
 from headlab.core.stats import bootstrap_weights, draw_counts
 from headlab.core.sweep import BASELINE, correct_matrix
-from headlab.findings.circuit import attribution_scores, position_groups, receiver_ranking, restored_by_position
+from headlab.findings.circuit import (
+    attribution_scores,
+    found_circuit,
+    position_groups,
+    receiver_ranking,
+    restored_by_position,
+)
 from headlab.findings.cls_head import focus_head, selection_grid, split_halves
 from headlab.findings.contrast import Contrast, contrast_pairs
 from headlab.findings.term_matching import (
@@ -44,7 +51,7 @@ from headlab.findings.term_matching import (
     term_matching_specs,
 )
 from headlab.findings.two_tower import shares_terms
-from headlab.findings.units import CARRY, MASK_SPECIFICITY, PATH
+from headlab.findings.units import CARRY, MASK_SPECIFICITY, RECEIVER
 from headlab.findings.verdicts import Claim, StudyClaim
 from headlab.inputs.pair import read_pair
 
@@ -255,34 +262,9 @@ def random_patches(plan: dict) -> list[str]:
     return [name for name in plan if name.startswith("random-d")]
 
 
-def path_restored(frame: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """From :meth:`headlab.core.patching.PatchEngine.path_patched`: for the receiver's ``[CLS]`` attention share on the
-    changed words and for the expected grade, the share of the source-target difference that comes back through the
-    path (ratio of means over the pairs, 95% paired bootstrap interval)."""
-    weights = bootstrap_weights(len(frame), n_boot, seed)
-    rows = []
-    for what in ("share", "grade"):
-        gap = frame[f"{what}_source"].to_numpy() - frame[f"{what}_target"].to_numpy()
-        moved = frame[f"{what}_path"].to_numpy() - frame[f"{what}_target"].to_numpy()
-        lo, hi = np.quantile((weights @ moved) / (weights @ gap), [0.025, 0.975])
-        rows.append(
-            {
-                "measure": what,
-                "source": float(frame[f"{what}_source"].mean()),
-                "target": float(frame[f"{what}_target"].mean()),
-                "path": float(frame[f"{what}_path"].mean()),
-                "restored": float(moved.mean() / gap.mean()),
-                "lo": float(lo),
-                "hi": float(hi),
-                "n_examples": len(frame),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
 CARRY_METHOD = "two-stage bootstrap over draws and contrast pairs"
 SPECIFIC_METHOD = "bootstrap over held-out pairs, resampled within each group"
-PATH_METHOD = "paired bootstrap over contrast pairs"
+RECEIVER_METHOD = "paired bootstrap over contrast pairs, the same resamples for every receiver"
 CARRIES_MATCHING = StudyClaim(
     "patching.matching_heads_carry_matching",
     "09_patching",
@@ -311,13 +293,13 @@ COST_SPECIFIC = StudyClaim(
 CLS_HEAD_HANDS_ON = StudyClaim(
     "patching.cls_head_hands_on",
     "09_patching",
-    "The high [CLS] head hands the matching heads' signal to the classifier: their outputs, reaching that head "
-    "alone (path patching), bring back part of the grade",
+    "The high [CLS] head reads the matching heads' signal more than other heads do: of the grade-logit difference, "
+    "more comes back through it alone (path patching) than through the other heads above the matching heads",
     "hands them to the classifier",
     "effect",
     direction=1,
     min_size=0.05,
-    size_why="at least 5% of the difference brought back through the one head",
+    size_why="at least 5 points more of the difference through the one head than through the average other head",
     size_source="precision",
     tally="ours",
 )
@@ -393,7 +375,7 @@ def claims(
     controls: dict[str, dict],
     specificity: dict,
     specificity_random: dict,
-    path: pd.DataFrame | None,
+    ranking: pd.DataFrame,
     matching,
     receiver,
 ) -> list[Claim]:
@@ -401,8 +383,9 @@ def claims(
     term-matching signal (patching them restores more of the grade logit than random heads:
     :func:`restored_against_draws`, only where the contrast moves it, :func:`gap_moves`; the TFC1 and control
     contrasts, :func:`contrast_controls`, as sub-rows); their masking cost is specific to pairs that share a term
-    within gold grades (:func:`masking_specificity`, random heads as a sub-row); the ``[CLS]`` head hands what they
-    carry to the classifier (:func:`path_restored`: the grade, and as a sub-row its attention)."""
+    within gold grades (:func:`masking_specificity`, random heads as a sub-row); notebook 07's ``[CLS]`` head reads
+    what they carry more than the other heads above them (``ranking``, :func:`receivers_view`: whole, and as a
+    sub-row through its ``[CLS]`` query alone)."""
     names = _heads(matching)
     rows = [_carry_row(against, "", 1, names)]
     rows += [_carry_row(controls[kind], kind, direction, names) for kind, direction in CONTROLS.items()]
@@ -439,39 +422,41 @@ def claims(
                 ),
             )
         )
-    if path is None:
-        rows.append(
-            Claim.not_measured(
-                CLS_HEAD_HANDS_ON,
-                reason=f"Not measured. {path_not_measured(receiver, matching)}",
-                unit=PATH,
-            )
-        )
-        return rows
+    rows += _receiver_rows(ranking, matching, receiver)
+    return rows
+
+
+def _receiver_rows(ranking: pd.DataFrame, matching, receiver) -> list[Claim]:
+    """The ``[CLS]`` head against the other receivers (:func:`receivers_view`): whole, and through its query alone."""
     layer, head = receiver
-    for part, measure, what in (
-        ("", "grade", "the expected grade"),
-        ("attention", "share", "its [CLS] attention on the replaced words"),
-    ):
-        r = path.set_index("measure").loc[measure]
+    mine = ranking[(ranking["layer"] == layer) & (ranking["head"] == head)] if len(ranking) else ranking
+    if not len(mine) or len(ranking) < 2:
+        why = path_not_measured(receiver, matching) if not len(mine) else "It is the only head above them."
+        return [Claim.not_measured(CLS_HEAD_HANDS_ON, reason=f"Not measured. {why}", unit=RECEIVER)]
+    r, others = mine.iloc[0], len(ranking) - 1
+    rows = []
+    for part, prefix, route in (("", "", "alone"), ("cls", "cls_", "through its [CLS] query alone")):
+        mean_others = r[f"{prefix}restored"] - r[f"{prefix}over_others"]
+        rank = int((ranking[f"{prefix}restored"] > r[f"{prefix}restored"]).sum()) + 1
         rows.append(
             Claim.measured(
                 CLS_HEAD_HANDS_ON,
                 part=part,
-                ours=r["restored"],
-                lo=r["lo"],
-                hi=r["hi"],
-                unit=PATH,
-                method=PATH_METHOD,
+                ours=r[f"{prefix}over_others"],
+                lo=r[f"{prefix}over_lo"],
+                hi=r[f"{prefix}over_hi"],
+                unit=RECEIVER,
+                method=RECEIVER_METHOD,
                 n_examples=int(r["n_examples"]),
-                claim="Its [CLS] attention on the replaced words, an absolute share of its whole row (special tokens "
-                "included), comes back as well"
+                claim="The same through its [CLS] query alone (its keys and values left as in the contrast pair)"
                 if part
                 else None,
                 reason=(
-                    f"Head {layer}.{head} (notebook 07's) reads the matching heads' outputs from the original pairs "
-                    f"and everything else from the contrast pairs: {what} moves from {r['target']:.3g} to "
-                    f"{r['path']:.3g}, where the original pairs give {r['source']:.3g}"
+                    f"Head {layer}.{head} (notebook 07's) reading the matching heads' change {route} brings back "
+                    f"{r[f'{prefix}restored']:.1%} [{r[f'{prefix}lo']:.1%}, {r[f'{prefix}hi']:.1%}] of the "
+                    f"grade-logit drop on {int(r['n_examples'])} contrast pairs of 07's held-out half; the {others} "
+                    f"other heads above the matching heads {mean_others:.1%} on average; it ranks {rank} of "
+                    f"{others + 1}"
                 ),
             )
         )
@@ -710,21 +695,32 @@ def circuit_views(
     return positions, attributed
 
 
-def receivers_view(lab, contrast: Contrast, matching, single_heads, n_boot: int = 2000) -> tuple[pd.DataFrame, tuple]:
-    """``(ranking, receiver)``: path patching from the matching heads to every head in a layer above them
-    (:func:`headlab.findings.circuit.receiver_ranking`), on the contrast pairs of notebook 07's held-out half (as
-    :func:`cls_path`), kept (:meth:`headlab.lab.Lab.stored`); ``receiver`` is 07's head, to find in the ranking. An
-    empty table where no layer lies above the matching heads or no pair lies in that half."""
+def _held_out_receivers(lab, contrast: Contrast, matching, single_heads):
+    """Notebook 07's head (chosen, as there, on its selection half of ``single_heads``), every head in a layer above
+    the matching heads, and the contrast pairs of 07's held-out half (the half 05 did not choose its heads on
+    either), by their index in ``contrast``."""
     layers, heads = head_grid(lab.model)
     select, estimate = split_halves(len(lab.encoded), lab.params.seed)
     focus = focus_head(selection_grid(single_heads.correct, single_heads.base_correct, select), layers)
     receiver = (int(focus["layer"]), int(focus["head"]))
     top = max(int(l) for l, _ in matching)
     receivers = [(l, h) for l in range(top + 1, layers) for h in range(heads)]
-    keep = np.flatnonzero(np.isin(contrast.examples, estimate))
-    if not receivers or not len(keep):
-        return pd.DataFrame(), receiver
-    key = {
+    return receiver, receivers, np.flatnonzero(np.isin(contrast.examples, estimate))
+
+
+def _engine(lab, contrast: Contrast, keep) -> PatchEngine:
+    return PatchEngine(
+        lab.model,
+        contrast.original.subset(keep),
+        contrast.changed.subset(keep),
+        lab.batch_size,
+        lab.device,
+        lab.pad_id,
+    )
+
+
+def _circuit_key(lab, contrast: Contrast, matching, keep, n_boot: int) -> dict:
+    return {
         "examples": [int(e) for e in contrast.examples[keep]],
         "kind": contrast.kind,
         "matching": sorted([int(l), int(h)] for l, h in matching),
@@ -732,18 +728,44 @@ def receivers_view(lab, contrast: Contrast, matching, single_heads, n_boot: int 
         "seed": lab.params.seed,
     }
 
-    def rank() -> pd.DataFrame:
-        engine = PatchEngine(
-            lab.model,
-            contrast.original.subset(keep),
-            contrast.changed.subset(keep),
-            lab.batch_size,
-            lab.device,
-            lab.pad_id,
-        )
-        return receiver_ranking(engine, matching, receivers, n_boot, lab.params.seed)
 
-    return lab.stored("patching_receivers", key, rank), receiver
+def receivers_view(lab, contrast: Contrast, matching, single_heads, n_boot: int = 2000) -> tuple[pd.DataFrame, tuple]:
+    """``(ranking, receiver)``: path patching from the matching heads to every head in a layer above them
+    (:func:`headlab.findings.circuit.receiver_ranking`), on the contrast pairs of notebook 07's held-out half, kept
+    (:meth:`headlab.lab.Lab.stored`); ``receiver`` is 07's head, to find in the ranking. An empty table where no
+    layer lies above the matching heads or no pair lies in that half."""
+    receiver, receivers, keep = _held_out_receivers(lab, contrast, matching, single_heads)
+    if not receivers or not len(keep):
+        return pd.DataFrame(), receiver
+    key = {**_circuit_key(lab, contrast, matching, keep, n_boot), "baseline": "the other receivers"}
+    return lab.stored(
+        "patching_receivers",
+        key,
+        lambda: receiver_ranking(_engine(lab, contrast, keep), matching, receivers, n_boot, lab.params.seed),
+    ), receiver
+
+
+def circuit_view(
+    lab, contrast: Contrast, matching, single_heads, ranking: pd.DataFrame, k: int, n_boot: int = 2000
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(edges, faithfulness)`` of the circuit found: the matching heads and the ``k`` receivers of ``ranking`` that
+    read most (:func:`headlab.findings.circuit.found_circuit`, on the pairs :func:`receivers_view` ranked on),
+    kept; empty tables where there is no ranking."""
+    if ranking.empty:
+        return pd.DataFrame(), pd.DataFrame()
+    _, _, keep = _held_out_receivers(lab, contrast, matching, single_heads)
+    top = [(int(l), int(h)) for l, h in zip(ranking["layer"].head(k), ranking["head"].head(k))]
+    key = {**_circuit_key(lab, contrast, matching, keep, n_boot), "receivers": [list(r) for r in top]}
+    found: list = []  # found_circuit's two tables, computed at most once for both
+
+    def table(part: int) -> pd.DataFrame:
+        if not found:
+            found.extend(found_circuit(_engine(lab, contrast, keep), matching, top, n_boot, lab.params.seed))
+        return found[part]
+
+    edges = lab.stored("patching_circuit_edges", key, lambda: table(0))
+    faithful = lab.stored("patching_faithfulness", key, lambda: table(1))
+    return edges, faithful
 
 
 def receiver_note(ranking: pd.DataFrame, receiver) -> str:
@@ -789,9 +811,9 @@ def _above(receiver, matching) -> bool:
 
 
 def path_not_measured(receiver, matching) -> str:
-    """Why :func:`cls_path` measured nothing: the ``[CLS]`` head sits no higher than the matching heads, or no contrast
-    pair lies in notebook 07's held-out half (which is 05's held-out half: with 05's heads chosen on fewer pairs,
-    ``ROLE_LIMIT``, or on all of them, its contrast pairs can miss that half)."""
+    """Why :func:`receivers_view` has no row for the ``[CLS]`` head: it sits no higher than the matching heads, or no
+    contrast pair lies in notebook 07's held-out half (which is 05's held-out half: with 05's heads chosen on fewer
+    pairs, ``ROLE_LIMIT``, or on all of them, its contrast pairs can miss that half)."""
     layer, head = receiver
     if not _above(receiver, matching):
         return f"Head {layer}.{head} sits no higher than the matching heads: no path to patch."
@@ -799,26 +821,3 @@ def path_not_measured(receiver, matching) -> str:
         f"No contrast pair lies in the half of the pairs head {layer}.{head} was not chosen on (notebook 07's held-out "
         "half): the path is not measured on pairs that chose the head."
     )
-
-
-def cls_path(
-    lab, contrast: Contrast, matching, single_heads, n_boot: int = 2000
-) -> tuple[pd.DataFrame | None, tuple[int, int]]:
-    """Path patching from the matching heads to notebook 07's ``[CLS]`` head (chosen, as there, on its selection
-    half of ``single_heads``), measured on the contrast pairs of 07's held-out half: :func:`path_restored` and the
-    head."""
-    layers, _ = head_grid(lab.model)
-    select, estimate = split_halves(len(lab.encoded), lab.params.seed)
-    correct, base = single_heads.correct, single_heads.base_correct
-    focus = focus_head(selection_grid(correct, base, select), layers)
-    receiver = (int(focus["layer"]), int(focus["head"]))
-    if not _above(receiver, matching):
-        return None, receiver
-    keep = np.flatnonzero(np.isin(contrast.examples, estimate))
-    if not len(keep):
-        return None, receiver
-    engine = PatchEngine(
-        lab.model, contrast.original.subset(keep), contrast.changed.subset(keep), lab.batch_size, lab.device, lab.pad_id
-    )
-    positions = [contrast.changed_positions()[i] for i in keep]
-    return path_restored(engine.path_patched(matching, receiver, positions), n_boot, lab.params.seed), receiver

@@ -110,7 +110,11 @@ MASK_SPECIFICITY = Unit(
     P,
 )
 CARRY = Unit("share of the grade-logit difference restored, matching heads minus random lower-half heads (points)", P)
-PATH = Unit("share of the source-target difference that comes back through the [CLS] head alone", S)
+RECEIVER = Unit(
+    "share of the grade-logit difference that comes back through the head alone, minus the other heads above the "
+    "matching heads on average (points)",
+    P,
+)
 # the pretraining objectives
 OBJECTIVES_MATCHING = Unit(
     "relative change of accuracy with the 5 term-matching heads masked, MLM+NSP model minus MLM-only model", P
@@ -136,6 +140,7 @@ LEGACY = (
     ),
     Unit("share of the above-chance accuracy lost, lower half minus upper half, in points", P),
     Unit("share of the grade difference restored, matching heads minus random lower-half heads (points)", P),
+    Unit("share of the source-target difference that comes back through the [CLS] head alone", S),
     Unit(
         "share of pairs graded right, change with the mask on pairs that share a term minus on pairs that share none",
         P,

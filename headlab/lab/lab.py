@@ -31,7 +31,7 @@ from headlab.core.gradients import gradient_importance
 from headlab.core.masking import Ablation, head_grid, head_means
 from headlab.core.patching import run_patching, single_head_patches
 from headlab.core.pruning import prune_heads
-from headlab.core.stats import Floor, bootstrap_weights, mcnemar, relative_change
+from headlab.core.stats import Floor, bootstrap_weights, kappa_lost, mcnemar, relative_change
 from headlab.core.sweep import (
     MaskSpec,
     SweepError,
@@ -392,7 +392,8 @@ class Lab:
         return cache
 
     def baseline_metrics(self, n_boot: int | None = None) -> pd.DataFrame:
-        """Accuracy and macro-F1 of the unmasked model with 95% bootstrap intervals, and the majority-class rate."""
+        """Accuracy and macro-F1 of the unmasked model with 95% bootstrap intervals, the majority-class rate, and its
+        quadratic κ with its interval (the same resamples as the κ scale every claim is judged on)."""
         grades, predicted = self.encoded.grades, predicted_grades(self.base_probs)
         n_boot = self.params.n_boot if n_boot is None else n_boot
         w = bootstrap_weights(len(grades), n_boot, self.params.seed)
@@ -414,6 +415,15 @@ class Lab:
                 "hi": np.nan,
             },
         ]
+        kappa = kappa_lost(predicted, predicted, grades, n_boot, self.params.seed)  # its kappa_base: page 08's too
+        rows.append(
+            {
+                "metric": "quadratic_kappa",
+                "value": kappa["kappa_base"],
+                "lo": kappa["kappa_base_lo"],
+                "hi": kappa["kappa_base_hi"],
+            }
+        )
         table = pd.DataFrame(rows)
         table["n_examples"] = len(grades)
         table["n_boot"] = n_boot

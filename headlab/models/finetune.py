@@ -137,19 +137,32 @@ def _train(config: FinetuneConfig, work: Path, device: torch.device, progress: b
     model.get_input_embeddings().requires_grad_(not config.freeze_word_embeddings)  # no gradient: AdamW skips it
 
     def batch_loss(idx):
-        sub = train_enc.subset(idx)
-        ((rows, batch),) = length_batches(sub, len(idx), pad_id)
-        labels = torch.as_tensor(sub.grades[rows] - 1, device=device)
-        return model(**model_inputs(model, batch, device), labels=labels).loss
+        inputs, labels, _ = training_batch(model, train_enc, idx, pad_id, device)
+        return model(**inputs, labels=labels).loss
+
+    started = time.time()
+    fit_and_save(model, config, work, device, progress, tokenizer, train_enc, dev_enc, batch_loss)
+    write_training_report(work, config, train_enc, dev_enc, device, started)
+
+
+def training_batch(model, train_enc, idx, pad_id: int, device):
+    """The examples ``idx`` of ``train_enc`` as one padded batch: the model's inputs, their gold grades (0-based) and
+    ``rows``, the batch's order (its row ``r`` is example ``idx[rows[r]]``)."""
+    sub = train_enc.subset(idx)
+    ((rows, batch),) = length_batches(sub, len(idx), pad_id)
+    return model_inputs(model, batch, device), torch.as_tensor(sub.grades[rows] - 1, device=device), rows
+
+
+def fit_and_save(model, config, work: Path, device, progress: bool, tokenizer, train_enc, dev_enc, batch_loss) -> None:
+    """:func:`fit` with the dev pairs scored after each epoch, then the model and its tokenizer saved in ``work``."""
+    pad_id = tokenizer.pad_token_id or 0
 
     def dev_probs():
         return predict(model, dev_enc, batch_size=64, device=device, pad_id=pad_id)
 
-    started = time.time()
     fit(model, config, work, device, progress, train_enc, batch_loss, dev_probs, dev_enc.grades)
     model.save_pretrained(work, safe_serialization=True)
     tokenizer.save_pretrained(work)
-    write_training_report(work, config, train_enc, dev_enc, device, started)
 
 
 def fit(

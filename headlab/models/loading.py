@@ -15,7 +15,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassificati
 
 from headlab.core.evaluate import NUM_GRADES
 from headlab.core.masking import OUTPUT_PROJECTION
-from headlab.core.pruning import KEPT_HEADS, shape_for_kept_heads
+from headlab.core.pruning import KEPT_HEADS, KEPT_NEURONS, shape_for_kept_heads
 from headlab.inputs.assets import ASSETS, asset_path, is_asset
 from headlab.models.names import MODELS, is_pretrained_name, named_model_dir
 from headlab.models.training import is_complete
@@ -59,7 +59,9 @@ def is_pruned_folder(spec: str) -> bool:
     :meth:`headlab.lab.Lab.prune` saved (its config names the kept heads): a fine-tuned grader, used as it is."""
     config = Path(str(spec)).expanduser() / "config.json"
     try:
-        return config.is_file() and KEPT_HEADS in json.loads(config.read_text(encoding="utf-8"))
+        return config.is_file() and bool(
+            {KEPT_HEADS, KEPT_NEURONS} & set(json.loads(config.read_text(encoding="utf-8")))
+        )
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return False
 
@@ -101,7 +103,7 @@ def _load(loader, spec: str, allow_pickle: bool, attn: str, **kwargs):
         )
 
     def load(implementation: str):
-        if getattr(config, KEPT_HEADS, None) is not None:
+        if any(getattr(config, field, None) is not None for field in (KEPT_HEADS, KEPT_NEURONS)):
             return _load_pruned(loader, Path(path), config, implementation)
         return loader.from_pretrained(
             path,
@@ -135,7 +137,10 @@ def _load_pruned(loader, folder: Path, config, attn: str) -> torch.nn.Module:
     try:
         model.load_state_dict(weights, strict=True)
     except RuntimeError as err:
-        raise ModelError(f"{folder}: the weights do not fit the heads its config keeps ({KEPT_HEADS}): {err}") from None
+        raise ModelError(
+            f"{folder}: the weights do not fit the heads and neurons its config keeps ({KEPT_HEADS}, {KEPT_NEURONS}): "
+            f"{err}"
+        ) from None
     return model
 
 

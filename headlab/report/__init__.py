@@ -8,6 +8,7 @@ from headlab.report.compare_explorer import live_explorer
 from headlab.report.explore import attention_table, head_explorer, head_explorer_chart
 from headlab.report.explore_words import case_texts, order_explorer, segmentation_explorer
 from headlab.report.render import show
+from headlab.report.standing import standing_page
 from headlab.report.views import head_view
 
 __all__ = [
@@ -21,4 +22,5 @@ __all__ = [
     "order_explorer",
     "segmentation_explorer",
     "show",
+    "standing_page",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
 GRADE_SCALE = alt.Scale(domain=[1, 2, 3, 4, 5])
@@ -857,52 +858,68 @@ def condition_accuracy(table: pd.DataFrame, title: str = "") -> alt.VConcatChart
     return alt.vconcat(*panels, spacing=12, title=alt.TitleParams(title, anchor="start")).resolve_scale(x="shared")
 
 
-def circuit_graph(ranking: pd.DataFrame, matching, k: int = 5, title: str = "") -> alt.LayerChart:
-    """The circuit page 09 finds: the matching heads (senders, at their layer and head) and the ``k`` heads above
-    them that restore most when each alone reads their change (path patching, :func:`headlab.findings.circuit.
-    receiver_ranking`), an edge from every sender to each receiver, its width the receiver's restored share (the
-    senders act together: an edge is the set's path, not one head's), its tooltip the share with its interval."""
-    top = ranking.head(k)
+def circuit_graph(edges: pd.DataFrame, ranking: pd.DataFrame, matching, title: str = "") -> alt.LayerChart:
+    """The circuit page 09 finds (:func:`headlab.findings.circuit.found_circuit`): the matching heads (senders, at
+    their layer and head) and the receivers above them that read most of their change, an edge from each sender to
+    each receiver, its width the share of the grade-logit drop that comes back when that receiver alone reads that
+    sender alone (grey where it restores, red where it pushes the other way), its tooltip the share with its
+    interval; a receiver's tooltip gives what it reads of every sender at once (``ranking``)."""
     senders = pd.DataFrame([{"layer": int(l), "head": int(h), "role": "matching head"} for l, h in matching])
-    receivers = top.assign(role="receiver")[["layer", "head", "role", "restored", "lo", "hi"]]
+    found = edges[["layer", "head"]].drop_duplicates().merge(ranking, on=["layer", "head"], how="left")
+    receivers = found.assign(role="receiver")[["layer", "head", "role", "restored", "lo", "hi"]]
     nodes = pd.concat([senders, receivers], ignore_index=True).assign(
         name=lambda t: t["layer"].astype(str) + "." + t["head"].astype(str)
     )
-    edges = pd.DataFrame(
-        [
-            {
-                "head": int(s.head),
-                "layer": int(s.layer),
-                "head2": int(r.head),
-                "layer2": int(r.layer),
-                "receiver": f"{int(r.layer)}.{int(r.head)}",
-                "restored": float(r.restored),
-                "lo": float(r.lo),
-                "hi": float(r.hi),
-            }
-            for s in senders.itertuples()
-            for r in top.itertuples()
-        ]
+    lines_data = edges.assign(
+        head2=edges["head"],
+        layer2=edges["layer"],
+        head=edges["sender_head"],
+        layer=edges["sender_layer"],
+        edge=lambda t: (
+            t["sender_layer"].astype(str)
+            + "."
+            + t["sender_head"].astype(str)
+            + " → "
+            + t["layer2"].astype(str)
+            + "."
+            + t["head2"].astype(str)
+        ),
+        size=edges["restored"].abs(),
+        direction=np.where(edges["restored"] >= 0, "restores", "pushes the other way"),
     )
     x = alt.X("head:Q", title="head", scale=alt.Scale(padding=12))
     y = alt.Y("layer:Q", title="layer", scale=alt.Scale(padding=12))
     share = [alt.Tooltip(c, format=".1%") for c in ("restored:Q", "lo:Q", "hi:Q")]
     lines = (
-        alt.Chart(edges)
-        .mark_rule(opacity=0.5, color="grey")
+        alt.Chart(lines_data)
+        .mark_rule(opacity=0.6)
         .encode(
             x=x,
             y=y,
             x2="head2:Q",
             y2="layer2:Q",
-            strokeWidth=alt.StrokeWidth("restored:Q", title="share restored", legend=alt.Legend(format=".0%")),
-            tooltip=["receiver:N", *share],
+            strokeWidth=alt.StrokeWidth("size:Q", title="share restored (size)", legend=alt.Legend(format=".0%")),
+            color=alt.Color(
+                "direction:N",
+                title=None,
+                scale=alt.Scale(domain=["restores", "pushes the other way"], range=["grey", "#d62728"]),
+            ),
+            tooltip=["edge:N", *share],
         )
     )
     points = (
         alt.Chart(nodes)
         .mark_circle(size=260, opacity=0.9)
-        .encode(x=x, y=y, color=alt.Color("role:N", title=None), tooltip=["name:N", "role:N", *share])
+        .encode(
+            x=x,
+            y=y,
+            fill=alt.Fill("role:N", title=None),
+            tooltip=["name:N", "role:N", *share],
+        )
     )
     labels = alt.Chart(nodes).mark_text(dy=-14, fontSize=10).encode(x=x, y=y, text="name:N")
-    return alt.layer(lines, points, labels).properties(width=360, height=240, title=title)
+    return (
+        alt.layer(lines, points, labels)
+        .properties(width=360, height=240, title=title)
+        .resolve_scale(color="independent")
+    )

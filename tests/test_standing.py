@@ -1,0 +1,76 @@
+"""headlab.book.standing: the models on one data set side by side from results/, and which column is shaped like
+the study (a character-reading model above the lexical grader), read from tables made up here."""
+
+import pandas as pd
+
+from headlab.report.standing import SEGMENTATION, standing, standing_markdown, standing_note, study_shaped
+
+
+def _results(tmp_path, char_accuracy=(0.55, 0.52, 0.58)):
+    models = pd.DataFrame(
+        [
+            {"preset": p, "model": m, "data": d, "accuracy": a, "accuracy_lo": lo, "accuracy_hi": hi, "majority": 0.32}
+            for p, m, d, (a, lo, hi) in (
+                ("default", "minilm", "stsb-en", (0.55, 0.52, 0.57)),
+                ("zh-char", "zh-char", "stsb-zh", (0.40, 0.37, 0.42)),
+                ("e5-zh", "e5-small", "stsb-zh", (0.53, 0.50, 0.55)),
+                ("e5-zh-char", "e5-small-char", "stsb-zh", char_accuracy),
+            )
+        ]
+    )
+    two_tower = pd.DataFrame(
+        [
+            {
+                "preset": p,
+                "label": label,
+                "accuracy": acc,
+                "kappa_base": k,
+                "kappa_base_lo": k - 0.02,
+                "kappa_base_hi": k + 0.02,
+            }
+            for p, k in (("zh-char", float("nan")), ("e5-zh", 0.6), ("e5-zh-char", 0.62))
+            for label, acc in (("cross-encoder", 0.5), ("lexical overlap grader", 0.496))
+        ]
+    )
+    verdict = {"zh-char": "holds", "e5-zh": "not comparable", "e5-zh-char": "cannot tell"}
+    scorecard = pd.DataFrame(
+        [
+            {"preset": p, "claim_id": c, "ours": 0.1, "lo": 0.05, "hi": 0.15, "verdict": v}
+            for p, v in verdict.items()
+            for c in SEGMENTATION
+        ]
+    )
+    for name, table in (("models", models), ("two_tower", two_tower), ("scorecard", scorecard)):
+        table.to_csv(tmp_path / f"{name}.csv", index=False)
+    return tmp_path
+
+
+def test_the_chinese_columns_side_by_side_with_their_reading_kappa_and_floors(tmp_path):
+    table = standing(_results(tmp_path))
+    assert list(table["preset"]) == ["zh-char", "e5-zh", "e5-zh-char"]  # the data's presets only, in results' order
+    by = table.set_index("preset")
+    assert by.loc["e5-zh", "reading"] == "pieces that give word ends away"
+    assert by.loc["e5-zh-char", "reading"] == by.loc["zh-char", "reading"] == "one character per token"
+    assert by.loc["e5-zh-char", "kappa"] == 0.62 and by.loc["e5-zh-char", "lexical"] == 0.496
+    lines = standing_markdown(table)
+    assert len(lines) == 2 + 3 and "| — |" in lines[2]  # zh-char recorded no κ
+    assert "+10.0 [+5.0, +15.0], cannot tell" in lines[4]
+
+
+def test_the_study_shaped_column_reads_characters_and_beats_the_lexical_grader(tmp_path):
+    table = standing(_results(tmp_path))
+    assert study_shaped(table) == "e5-zh-char"  # e5-zh grades about as well, but reads pieces
+    assert "The column shaped like the study is e5-zh-char" in standing_note(table)
+    level = standing(_results(tmp_path, char_accuracy=(0.51, 0.49, 0.54)))  # its interval reaches the grader's 49.6%
+    assert study_shaped(level) is None
+    assert "No column is shaped like the study" in standing_note(level) and "+1.4 points" in standing_note(level)
+
+
+def test_data_no_character_model_reads_has_no_note_and_missing_tables_give_no_rows(tmp_path):
+    results = _results(tmp_path)
+    english = standing(results, "stsb-en")
+    assert list(english["preset"]) == ["default"] and standing_note(english) == ""
+    (results / "models.csv").unlink()
+    assert standing(results).empty and standing_markdown(standing(results)) == [
+        "No preset on this data is in `results/` yet."
+    ]
