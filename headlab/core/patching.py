@@ -18,7 +18,7 @@ precision, so a patch's effect is never a difference of computation.
 from __future__ import annotations
 
 import os
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -286,8 +286,9 @@ class PatchEngine:
         outputs come from the source and every other head from the lowest sender's layer up is frozen at its target
         output, so their change reaches the receiver's layer along the residual stream and through the MLPs alone;
         the receiver computes its query, key and value from that input. The patched input of a layer is computed
-        once for all its receivers. ``cls_only``: the receiver reads it only through its ``[CLS]`` query (its keys
-        and values stay the target's), the route by which a head hands a feature to the classifier."""
+        once for all its receivers. ``cls_only``: the receiver's new output is kept at ``[CLS]`` alone (at every other
+        position it outputs what it output in the target run), the route by which a head hands a feature to the
+        classifier, which reads ``[CLS]``."""
         receivers = [(int(l), int(h)) for l, h in receivers]
         if not receivers or min(l for l, _ in receivers) <= max(int(l) for l, _ in senders):
             raise ValueError(f"receivers {receivers} must all sit above the senders {sorted(senders)}")
@@ -302,7 +303,10 @@ class PatchEngine:
                             continue
                         with (
                             replayed_layers(self.layers, outputs[:layer]),
-                            _reading(_Head(self.model, l, h), residual, cls_only),
+                            _reading(_Head(self.model, l, h), residual),
+                            patch_heads(self.model, [(l, h)], target_heads, _off_cls(target))
+                            if cls_only
+                            else nullcontext(),
                         ):
                             out[r, idx] = self.model(**target).logits.float().cpu().numpy()
         return out
@@ -367,24 +371,28 @@ class _Head:
         self.relative = model.config.model_type == "mpnet"
 
 
+def _off_cls(inputs) -> torch.Tensor:
+    """(batch x tokens) 1 at every position of each pair but ``[CLS]`` (position 0), 0 there and at padding."""
+    where = inputs["attention_mask"].float().clone()
+    where[:, 0] = 0.0
+    return where
+
+
 @contextmanager
-def _reading(receiver: _Head, residual: torch.Tensor, cls_only: bool = False):
-    """The receiver head's query, key and value computed from ``residual`` (its columns of each projection only);
-    ``cls_only``: its query at ``[CLS]`` alone."""
+def _reading(receiver: _Head, residual: torch.Tensor):
+    """The receiver head's query, key and value computed from ``residual`` (its columns of each projection only)."""
     columns = receiver.columns
-    rows = slice(0, 1) if cls_only else slice(None)
 
     def from_residual(module, args, output):
         changed = output.clone()
-        changed[:, rows, columns] = torch.nn.functional.linear(
-            residual[:, rows].to(output.dtype),
+        changed[..., columns] = torch.nn.functional.linear(
+            residual.to(output.dtype),
             module.weight[columns].to(output.dtype),
             module.bias[columns].to(output.dtype),
         )
         return changed
 
-    projections = receiver.projections[:1] if cls_only else receiver.projections
-    handles = [p.register_forward_hook(from_residual) for p in projections]
+    handles = [p.register_forward_hook(from_residual) for p in receiver.projections]
     try:
         yield
     finally:

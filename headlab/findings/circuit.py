@@ -8,7 +8,7 @@
 - :func:`attribution_scores`: attribution patching (one backward pass per batch) per head, in the same share,
   whole and per group; :func:`headlab.findings.patching.rank_agreement` checks it against exact patching.
 - :func:`receiver_ranking`: path patching from the matching heads to every head above them, one at a time, whole and
-  through its ``[CLS]`` query alone: which heads read what the matching heads carry, found rather than assumed, each
+  through its output at ``[CLS]`` alone: which heads read what the matching heads carry, found rather than assumed, each
   set against the other receivers.
 - :func:`found_circuit`: the matching heads and the receivers that read most, per sender and receiver (the edges),
   and the circuit's faithfulness: the share of the matching heads' whole effect that comes back through the found
@@ -126,7 +126,8 @@ def receiver_ranking(engine: PatchEngine, senders, receivers, n_boot: int = 2000
     comes back when it alone reads the ``senders``' change (:meth:`headlab.core.patching.PatchEngine.path_logits`),
     ``restored`` with ``lo``, ``hi`` (95% paired bootstrap over the pairs, the same resamples for every receiver);
     ``over_others`` (``over_lo``, ``over_hi``): that share minus the mean share of every other receiver, the
-    baseline a single reader is judged against; and the same through its ``[CLS]`` query alone (``cls_`` columns)."""
+    baseline a single reader is judged against; and the same through its output at ``[CLS]`` alone (``cls_``
+    columns)."""
     source, target = (grade_logit(x) for x in engine.unpatched_logits())
     gap = source - target
     weights = bootstrap_weights(len(gap), n_boot, seed)

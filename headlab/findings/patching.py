@@ -385,7 +385,7 @@ def claims(
     contrasts, :func:`contrast_controls`, as sub-rows); their masking cost is specific to pairs that share a term
     within gold grades (:func:`masking_specificity`, random heads as a sub-row); notebook 07's ``[CLS]`` head reads
     what they carry more than the other heads above them (``ranking``, :func:`receivers_view`: whole, and as a
-    sub-row through its ``[CLS]`` query alone)."""
+    sub-row through its output at ``[CLS]`` alone)."""
     names = _heads(matching)
     rows = [_carry_row(against, "", 1, names)]
     rows += [_carry_row(controls[kind], kind, direction, names) for kind, direction in CONTROLS.items()]
@@ -427,7 +427,8 @@ def claims(
 
 
 def _receiver_rows(ranking: pd.DataFrame, matching, receiver) -> list[Claim]:
-    """The ``[CLS]`` head against the other receivers (:func:`receivers_view`): whole, and through its query alone."""
+    """The ``[CLS]`` head against the other receivers (:func:`receivers_view`): whole, and through its output at
+    ``[CLS]`` alone."""
     layer, head = receiver
     mine = ranking[(ranking["layer"] == layer) & (ranking["head"] == head)] if len(ranking) else ranking
     if not len(mine) or len(ranking) < 2:
@@ -435,7 +436,7 @@ def _receiver_rows(ranking: pd.DataFrame, matching, receiver) -> list[Claim]:
         return [Claim.not_measured(CLS_HEAD_HANDS_ON, reason=f"Not measured. {why}", unit=RECEIVER)]
     r, others = mine.iloc[0], len(ranking) - 1
     rows = []
-    for part, prefix, route in (("", "", "alone"), ("cls", "cls_", "through its [CLS] query alone")):
+    for part, prefix, route in (("", "", "alone"), ("cls", "cls_", "through its output at [CLS] alone")):
         mean_others = r[f"{prefix}restored"] - r[f"{prefix}over_others"]
         rank = int((ranking[f"{prefix}restored"] > r[f"{prefix}restored"]).sum()) + 1
         rows.append(
@@ -448,7 +449,8 @@ def _receiver_rows(ranking: pd.DataFrame, matching, receiver) -> list[Claim]:
                 unit=RECEIVER,
                 method=RECEIVER_METHOD,
                 n_examples=int(r["n_examples"]),
-                claim="The same through its [CLS] query alone (its keys and values left as in the contrast pair)"
+                claim="The same through its output at [CLS] alone (elsewhere it outputs what it did on the contrast "
+                "pair)"
                 if part
                 else None,
                 reason=(
@@ -737,7 +739,7 @@ def receivers_view(lab, contrast: Contrast, matching, single_heads, n_boot: int 
     receiver, receivers, keep = _held_out_receivers(lab, contrast, matching, single_heads)
     if not receivers or not len(keep):
         return pd.DataFrame(), receiver
-    key = {**_circuit_key(lab, contrast, matching, keep, n_boot), "baseline": "the other receivers"}
+    key = {**_circuit_key(lab, contrast, matching, keep, n_boot), "baseline": "the other receivers", "cls": "output"}
     return lab.stored(
         "patching_receivers",
         key,
@@ -786,7 +788,7 @@ def receiver_note(ranking: pd.DataFrame, receiver) -> str:
         f"Of the {len(ranking)} heads above the matching heads, each alone reading their change on "
         f"{int(lead['n_examples'])} contrast pairs: head {int(lead['layer'])}.{int(lead['head'])} restores most, "
         f"{lead['restored']:.1%} [{lead['lo']:.1%}, {lead['hi']:.1%}] of the grade-logit drop "
-        f"({lead['cls_restored']:.1%} through its [CLS] query alone); {where}."
+        f"({lead['cls_restored']:.1%} through its output at [CLS] alone); {where}."
     )
 
 
