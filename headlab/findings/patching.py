@@ -438,6 +438,7 @@ def _receiver_rows(ranking: pd.DataFrame, matching, receiver) -> list[Claim]:
     rows = []
     for part, prefix, route in (("", "", "alone"), ("cls", "cls_", "through its output at [CLS] alone")):
         mean_others = r[f"{prefix}restored"] - r[f"{prefix}over_others"]
+        share = lambda x: f"{x:.2%}" if abs(x) < 0.01 else f"{x:.1%}"  # noqa: E731  (a small share keeps its digits)
         rank = int((ranking[f"{prefix}restored"] > r[f"{prefix}restored"]).sum()) + 1
         rows.append(
             Claim.measured(
@@ -455,9 +456,9 @@ def _receiver_rows(ranking: pd.DataFrame, matching, receiver) -> list[Claim]:
                 else None,
                 reason=(
                     f"Head {layer}.{head} (notebook 07's) reading the matching heads' change {route} brings back "
-                    f"{r[f'{prefix}restored']:.1%} [{r[f'{prefix}lo']:.1%}, {r[f'{prefix}hi']:.1%}] of the "
+                    f"{share(r[f'{prefix}restored'])} [{share(r[f'{prefix}lo'])}, {share(r[f'{prefix}hi'])}] of the "
                     f"grade-logit drop on {int(r['n_examples'])} contrast pairs of 07's held-out half; the {others} "
-                    f"other heads above the matching heads {mean_others:.1%} on average; it ranks {rank} of "
+                    f"other heads above the matching heads {share(mean_others)} on average; it ranks {rank} of "
                     f"{others + 1}"
                 ),
             )
