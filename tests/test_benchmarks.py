@@ -25,3 +25,27 @@ def test_prune_speed_times_the_two_models_in_turn_after_one_untimed_pass_of_each
     assert {pairs for _, pairs in calls} == {16}
     assert {name: len(timed) for name, timed in rates.items()} == {"unpruned": 3, "pruned": 3}
     assert all(rate > 0 for timed in rates.values() for rate in timed)
+
+
+def test_serve_speed_reads_a_paired_accuracy_change_and_chooses_the_smallest_budget_within_reach(tmp_path):
+    import numpy as np
+    from tiny_setup import tiny_setup
+
+    from headlab.core.compress import fisher_importance
+
+    bench = _benchmark("serve_speed")
+    grades, base, other = np.array([1, 2, 3, 4]), np.array([1, 2, 3, 1]), np.array([1, 2, 1, 4])
+    change = bench.accuracy_change(grades, base, other, n_boot=200)
+    assert change["accuracy"] == 0.75 and change["change"] == 0.0 and change["change_lo"] < 0 < change["change_hi"]
+    lab = tiny_setup(tmp_path, layers=2)
+    fisher = fisher_importance(lab.model, lab.encoded, batch_size=2)
+    (budget, heads, neurons, small), base_acc, tried = bench.choose_budget(
+        lab.model, lab.encoded, fisher, [1.0, 0.3], within=1.0, tune_pairs=5, tokens=8.0, pad_id=0
+    )
+    assert budget == 0.3 and set(tried) == {0.3, 1.0}  # any accuracy is within 100 points: the smallest budget
+    full = bench.encoder_flops(lab.model, np.ones_like(heads), np.ones_like(neurons), 8.0)
+    assert bench.encoder_flops(lab.model, heads, neurons, 8.0) <= 0.3 * full
+    (budget, *_), _, tried = bench.choose_budget(
+        lab.model, lab.encoded, fisher, [0.3, 1.0], within=-1.0, tune_pairs=5, tokens=8.0, pad_id=0
+    )
+    assert budget == 1.0 and set(tried) == {0.3, 1.0}  # none within reach: the largest budget
