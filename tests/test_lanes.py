@@ -24,7 +24,7 @@ from headlab.book.build import (
 )
 from headlab.book.records import recorded_seconds
 from headlab.core.engine import MaskEngine
-from headlab.lab.pages import CROSS_ENCODER, TWO_TOWER, page_ids, page_needs, training_needs
+from headlab.lab.pages import CROSS_ENCODER, STUDENTS, TWO_TOWER, page_ids, page_needs, training_needs
 
 PAGES = page_ids()
 NEEDS = page_needs()  # what each page reads of the others, from the page registry (headlab.lab.pages)
@@ -148,21 +148,23 @@ def test_the_order_shortens_the_cold_default_build_against_dependents_first():
 
 
 def test_the_fine_tunes_are_steps_the_pages_wait_for_and_train_side_by_side():
-    """Every page waits for the cross-encoder, page 08 for the two towers too, on top of what it reads; both fine-tunes
-    start first, side by side, and the pages start as soon as the cross-encoder is trained (seconds: the cold default
-    build of 9380b2a, the fine-tunes' as estimated one thread each beside the other on a 2-core AMD EPYC)."""
+    """Every page waits for the cross-encoder, page 08 for the two towers too and page 10 for its students (trained
+    from the cross-encoder), on top of what it reads; both fine-tunes start first, side by side, and the pages start
+    as soon as the cross-encoder is trained (seconds: the cold default build of 9380b2a, the fine-tunes' as estimated
+    one thread each beside the other on a 2-core AMD EPYC)."""
     needs = step_needs(PAGES)
     assert all(CROSS_ENCODER in needs[p] and set(NEEDS.get(p, ())) <= set(needs[p]) for p in PAGES)
     assert [p for p in PAGES if TWO_TOWER in needs[p]] == ["08_two_tower"]
-    assert list(training_needs([p for p in PAGES if p != "08_two_tower"])) == [CROSS_ENCODER]
-    seconds = {**COLD, CROSS_ENCODER: 300, TWO_TOWER: 405}
+    assert [p for p in PAGES if STUDENTS in needs[p]] == ["10_pruning"] and needs[STUDENTS] == (CROSS_ENCODER,)
+    assert list(training_needs([p for p in PAGES if p not in ("08_two_tower", "10_pruning")])) == [CROSS_ENCODER]
+    seconds = {**COLD, CROSS_ENCODER: 300, TWO_TOWER: 405, STUDENTS: 150}
     steps = [*training_needs(PAGES), *PAGES]
     order = critical_path_first(steps, needs, seconds)
     assert order[0] == CROSS_ENCODER
     assert [n for n in order if not set(needs.get(n, ())) & set(steps)] == [CROSS_ENCODER, TWO_TOWER]  # start at once
     side_by_side = _simulated_end(order, needs, seconds)
     # against both trained one after the other on both cores first (a step took 0.39 s on two threads, 0.55 s on one)
-    first_then_pages = (seconds[CROSS_ENCODER] + seconds[TWO_TOWER]) * 0.39 / 0.55 + _simulated_end(
+    first_then_pages = (seconds[CROSS_ENCODER] + seconds[TWO_TOWER] + seconds[STUDENTS]) * 0.39 / 0.55 + _simulated_end(
         critical_path_first(PAGES, NEEDS, COLD), NEEDS, COLD
     )
     assert side_by_side < first_then_pages - 100

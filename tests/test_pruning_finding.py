@@ -82,26 +82,27 @@ def _rows(mask_id, correct, grades):
     )
 
 
-def test_the_safe_share_is_the_last_of_an_unbroken_run_within_the_margin():
-    per_example, plan = _sweep(
-        {("importance-all", 0.25, 0): 0.9975, ("importance-all", 0.5, 0): 0.995, ("importance-all", 0.75, 0): 0.90}
+def test_the_safe_share_is_chosen_on_dev_on_the_kappa_scale_and_only_measured_on_test():
+    grades = np.arange(N) % 5
+    dev = _sweep(
+        {("importance-all", 0.25, 0): 0.995, ("importance-all", 0.5, 0): 0.99, ("importance-all", 0.75, 0): 0.8}, grades
     )
-    safe = safe_share(per_example, plan, "importance-all", 0.02, n_boot=200)
-    assert (safe["share"], safe["lo"], safe["hi"]) == (0.5, 0.5, 0.5) and safe["n_examples"] == N
-    broken, plan = _sweep({("importance-all", 0.25, 0): 0.95, ("importance-all", 0.5, 0): 0.99})
-    assert safe_share(broken, plan, "importance-all", 0.02, n_boot=200)["share"] == 0.0  # the first share fails
-
-
-def test_random_draws_are_averaged_and_widen_the_safe_shares_interval():
-    per_example, plan = _sweep(
-        {("random", 0.25, 0): 1.0, ("random", 0.25, 1): 0.965, ("random", 0.5, 0): 0.5, ("random", 0.5, 1): 0.5}
+    test = _sweep(
+        {("importance-all", 0.25, 0): 0.99, ("importance-all", 0.5, 0): 0.85, ("importance-all", 0.75, 0): 0.99}, grades
     )
-    safe = safe_share(per_example, plan, "random", 0.02, n_boot=400)
-    assert safe["share"] == 0.25 and safe["n_draws"] == 2  # the mean of 100% and 96.5% loses 1.75%
-    assert safe["lo"] == 0.0 and safe["hi"] == 0.25  # resampling the two draws can give 96.5% twice
+    safe = safe_share(dev, test, "importance-all", 0.02, n_boot=200)
+    test_grades = test[0].pivot(index="mask_id", columns="example", values="predicted")
+    lost = 1 - quadratic_kappa(test_grades.loc["importance-all-s0.500-d0"], grades + 1)  # the unmasked kappa is 1
+    assert safe["share"] == 0.5 and safe["n_heads"] == 20 and safe["dev_kappa_lost"] <= 0.02  # dev chose it
+    assert safe["kappa_lost"] == pytest.approx(lost) and safe["kappa_lost_lo"] < lost < safe["kappa_lost_hi"]
+    assert safe["rel_change"] == pytest.approx(-0.15) and not safe["within"]  # test disagrees: said, not re-chosen
+    assert safe["n_dev"] == N and safe["n_examples"] == N
+    broken = _sweep({("importance-all", 0.25, 0): 0.9, ("importance-all", 0.5, 0): 0.999}, grades)
+    nothing = safe_share(broken, test, "importance-all", 0.02, n_boot=200)
+    assert (nothing["share"], nothing["n_heads"], nothing["kappa_lost"], nothing["within"]) == (0.0, 0, 0.0, True)
 
 
-def test_keeping_the_low_heads_holds_when_pruning_the_high_half_costs_less():
+def test_pruning_without_retraining_is_the_sub_row_its_sign_the_cheaper_half():
     shares = (0.1, 0.2)
     grades = np.arange(N) % 5  # majority grade 20%: the floor is far below
     cheap_high = {
@@ -113,8 +114,9 @@ def test_keeping_the_low_heads_holds_when_pruning_the_high_half_costs_less():
     grades_of = per_example.pivot(index="mask_id", columns="example", values="predicted")
     lost = {m: 1 - quadratic_kappa(grades_of.loc[m], grades + 1) for m in grades_of.index}  # the unmasked kappa is 1
     low, high = (np.mean([lost[f"importance-{h}-s{s:.3f}-d0"] for s in shares]) for h in ("lower", "upper"))
-    assert claim.verdict == "holds" and claim.ours == pytest.approx(low - high) and claim.lo < claim.ours < claim.hi
-    assert claim.claim_id == "pruning.keep_low_heads" and not claim.at_floor
+    assert claim.ours == pytest.approx(low - high) and claim.lo > 0.05 and claim.lo < claim.ours < claim.hi
+    assert claim.claim_id == "pruning.keep_low_heads/pruning" and not claim.at_floor
+    assert claim.verdict == "not judged" and claim.claim.startswith("At a budget of zero")  # the students' sub-row
     assert claim.unit.startswith("share of the unmasked quadratic κ lost, low-half pruning minus high-half")
     assert claim.quote == "For distillation: keep more low-level heads."
     cheap_low = {
@@ -122,10 +124,10 @@ def test_keeping_the_low_heads_holds_when_pruning_the_high_half_costs_less():
         **{("importance-upper", s, 0): 0.6 for s in shares},
     }
     per_example, plan = _sweep(cheap_low, grades)
-    assert distillation_claim(per_example, plan, shares, n_boot=300).verdict == "opposite"
+    assert distillation_claim(per_example, plan, shares, n_boot=300).hi < -0.05
 
 
-def test_two_halves_both_at_the_floor_are_saturated_not_evidence_against_and_missing_shares_are_named():
+def test_two_halves_both_at_the_floor_are_marked_saturated_and_missing_shares_are_named():
     shares = (0.1, 0.2)
     grades = np.where(np.arange(N) < 0.5 * N, 0, np.arange(N) % 4 + 1)  # majority grade: half the pairs
     # the high half's pruning costs more, but both sit at or below always answering the majority grade
@@ -136,7 +138,7 @@ def test_two_halves_both_at_the_floor_are_saturated_not_evidence_against_and_mis
     per_example, plan = _sweep(floor_level, grades)
     per_example.loc[per_example["mask_id"] != "none", "predicted"] = 1  # every pruned model answers one grade
     claim = distillation_claim(per_example, plan, shares, n_boot=300)
-    assert claim.at_floor and claim.verdict == "cannot tell" and "Saturated" in claim.reason
+    assert claim.at_floor and claim.verdict == "not judged"
     assert "high half at 20%: κ interval reaches 0; 100% of pairs get one grade" in claim.floor_reason
     with pytest.raises(ValueError, match=r"needs both halves' masks at shares \[0.1, 0.2, 0.3\]"):
         distillation_claim(per_example, plan, (0.1, 0.2, 0.3), n_boot=300)
@@ -220,3 +222,30 @@ def test_a_model_that_cannot_be_pruned_gets_a_note_not_a_failure(tmp_path):
     lab.model.config.model_type = "mpnet"  # pruning rebuilds BERT layers only
     table = pruned_model(lab, [(0, 0)], pd.DataFrame(), pd.DataFrame())
     assert list(table.columns) == ["note"] and "model_type='mpnet' is not one" in table["note"].iloc[0]
+
+
+def test_serving_rows_are_summarised_per_machine_and_the_goal_is_reached_only_with_both_intervals(tmp_path):
+    from headlab.findings.pruning import serve_summary, serve_text
+
+    assert serve_summary("minilm", "stsb-en", tmp_path / "none.csv").empty
+    assert "No serving speed measured" in serve_text(pd.DataFrame())
+    row = dict(model="minilm", data="stsb-en", budget=0.7, flop_ceiling=1.4, machine="m", test_pairs=100)
+    row.update(speedup_1=1.2, p50_ms=9.0, p95_ms=11.0, base_p50_ms=12.0, base_p95_ms=14.0)
+    fast_but_costly = dict(row, variant="both", change=-0.05, change_lo=-0.08, change_hi=-0.02)
+    cheap = dict(row, variant="int8", change=-0.002, change_lo=-0.009, change_hi=0.005)
+    rows = [
+        dict(fast_but_costly, speedup_64=1.9, speedup_64_lo=1.8, speedup_64_hi=2.0),
+        dict(cheap, speedup_64=1.6, speedup_64_lo=1.55, speedup_64_hi=1.7),
+        dict(fast_but_costly, speedup_64=1.8, speedup_64_lo=1.7, speedup_64_hi=1.9),
+        dict(cheap, speedup_64=1.52, speedup_64_lo=1.45, speedup_64_hi=1.6),  # one invocation's interval below 1.5
+        dict(cheap, model="e5-small", speedup_64=3.0, speedup_64_lo=3.0, speedup_64_hi=3.0),
+    ]
+    pd.DataFrame(rows).to_csv(tmp_path / "serve.csv", index=False)
+    summary = serve_summary("minilm", "stsb-en", tmp_path / "serve.csv").set_index("variant")
+    assert summary["invocations"].to_dict() == {"both": 2, "int8": 2}
+    assert summary.at["both", "speedup_64_min"] == 1.8 and summary.at["both", "speedup_64_hi"] == 2.0
+    assert not summary["reached"].any()  # both: 5 points lost; int8: an interval reaches below 1.5
+    assert "**not reached**" in serve_text(summary.reset_index())
+    pd.DataFrame(rows[:2]).to_csv(tmp_path / "serve.csv", index=False)
+    summary = serve_summary("minilm", "stsb-en", tmp_path / "serve.csv")
+    assert list(summary[summary["reached"]]["variant"]) == ["int8"] and "reached by int8" in serve_text(summary)

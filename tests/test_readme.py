@@ -486,22 +486,21 @@ def test_the_pruning_block_reads_each_presets_page_and_the_benchmarks_speedups(t
         pd.DataFrame(
             [
                 {
-                    "kind": "random",
-                    "share": 0.0,
-                    "n_heads": 0,
-                    "lo": 0.0,
-                    "hi": 0.1,
-                    "margin": 0.02,
-                    "n_examples": 1379,
-                },
-                {
                     "kind": "importance-all",
                     "share": share,
                     "n_heads": 14,
-                    "lo": 0.1,
-                    "hi": 0.3,
                     "margin": 0.02,
+                    "dev_kappa_lost": 0.015,
+                    "n_dev": 1500,
+                    "kappa_lost": 0.031,
+                    "kappa_lost_lo": 0.012,
+                    "kappa_lost_hi": 0.05,
+                    "rel_change": -0.02,
+                    "lo": -0.04,
+                    "hi": 0.0,
+                    "within": False,
                     "n_examples": 1379,
+                    "n_boot": 2000,
                 },
             ]
         ).to_csv(folder / "pruning_safe_share.csv", index=False)
@@ -524,7 +523,7 @@ def test_the_pruning_block_reads_each_presets_page_and_the_benchmarks_speedups(t
         ).to_csv(folder / "pruning_model.csv", index=False)
     table = pruning_table(built)
     assert list(table["preset"]) == ["default", "e5-en"] and list(table["model"]) == ["minilm", "e5-small"]
-    assert list(table["importance_share"]) == [0.2, 0.3] and list(table["random_hi"]) == [0.1, 0.1]
+    assert list(table["importance_share"]) == [0.2, 0.3] and list(table["kappa_lost_hi"]) == [0.05, 0.05]
     row = dict(
         model="minilm",
         data="stsb-en",
@@ -549,10 +548,38 @@ def test_the_pruning_block_reads_each_presets_page_and_the_benchmarks_speedups(t
     ).to_csv(tmp_path / "prune_speed.csv", index=False)
     lines = readme.pruning_block(table, tmp_path)
     default, e5 = (next(line for line in lines if line.startswith(f"| {p} |")) for p in ("default", "e5-en"))
-    assert "**20%** (14 heads) [10%, 30%]" in default and "**0%** (0 heads) [0%, 10%]" in default
+    assert "**20%** (14 heads; 1.5% lost on 1500 dev pairs) | 3.1% [1.2%, 5.0%]" in default
     assert "1.25x at batch 64 (cpu, AMD EPYC)" in default and "99.9% of 1379" in default and "0.50" not in default
     assert "not measured yet" in e5 and "58, 22.0M of 22.7M, 84 of 87 MB" in e5
-    assert any("less than 2% of the unmasked accuracy" in line for line in lines)
+    assert any("at most 2% of the unmasked quadratic κ on the dev pairs" in line for line in lines)
+    assert not any(line.startswith("Serving") for line in lines)  # no serve_speed.csv beside: nothing said
+    pd.DataFrame(
+        [
+            dict(
+                model="minilm",
+                data="stsb-en",
+                variant="int8",
+                budget=1.0,
+                flop_ceiling=1.0,
+                machine="AMD EPYC",
+                speedup_64=1.4,
+                speedup_64_lo=1.35,
+                speedup_64_hi=1.45,
+                speedup_1=1.5,
+                p50_ms=9.0,
+                p95_ms=11.0,
+                base_p50_ms=13.0,
+                base_p95_ms=15.0,
+                change=-0.02,
+                change_lo=-0.04,
+                change_hi=0.0,
+                test_pairs=1379,
+            )
+        ]
+    ).to_csv(tmp_path / "serve_speed.csv", index=False)
+    serving = [line for line in readme.pruning_block(table, tmp_path) if line.startswith("Serving")]
+    assert len(serving) == 1 and "`minilm`" in serving[0] and "int8 x1.40-1.40" in serving[0]
+    assert "**not reached**" in serving[0]
 
 
 def test_the_first_screen_gives_the_default_books_latest_cold_and_warm_times_and_machines():

@@ -357,3 +357,11 @@ def test_kappa_contrast_is_a_signed_sum_of_shares_lost_with_one_bootstrap_for_al
     assert math.isnan(flat["contrast"]) and "no agreement beyond chance" in flat["reason"]
     with pytest.raises(ValueError, match="one sign per condition"):
         kappa_contrast([worse], [1.0, -1.0], base, gold)
+
+
+def test_a_model_within_ten_points_of_its_majority_grade_is_warned_of_as_near_its_floor():
+    from headlab.core.stats import Floor
+
+    assert Floor(0.55, 0.25, 1379).near_floor_warning() == ""
+    warning = Floor(0.398, 0.319, 1361).near_floor_warning()
+    assert "near its floor" in warning and "7.9 points" in warning and "1361 pairs" in warning

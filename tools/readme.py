@@ -33,7 +33,7 @@ from headlab.book.build import PRESETS
 from headlab.book.records import outcome
 from headlab.book.scorecard import CORRECTION, claim_tables, column_label, is_main, with_rule
 from headlab.findings.claims import STUDY_CLAIMS
-from headlab.findings.pruning import speed_rows
+from headlab.findings.pruning import serve_summary, serve_text, speed_rows
 from headlab.findings.units import is_missing
 from headlab.findings.verdicts import KINDS, TALLIES, study_claim_id
 from headlab.lab.pages import PRESET_TOTAL, timing_steps
@@ -301,37 +301,44 @@ def two_tower_block(table: pd.DataFrame) -> list[str]:
 
 
 def pruning_block(table: pd.DataFrame, results: Path = RESULTS) -> list[str]:
-    """Notebook 10 on every model: how many heads can go within the margin, chosen by importance and at random, and
-    the pruned model at the importance share: its size, its grades beside masking, and its speed-up where
-    ``benchmarks/prune_speed.py`` measured one (``results/prune_speed.csv``) at that share."""
+    """Notebook 10 on every model: how many heads can go within the margin by importance (chosen on dev, measured on
+    test), the pruned model at that share: its size, its grades beside masking, and its speed-up where
+    ``benchmarks/prune_speed.py`` measured one (``results/prune_speed.csv``) at that share; then, per model that
+    ``benchmarks/serve_speed.py`` measured, the compressed models' speed and cost and whether the goal was reached."""
     lines = [
-        "| preset | heads removed within the margin: by importance | at random | pruned model: heads kept, "
-        "parameters, file | grades as masking | speed-up (pairs/s, pruned over unpruned) |",
+        "| preset | heads removed within the margin by importance (chosen on dev) | κ lost on test | pruned model: "
+        "heads kept, parameters, file | grades as masking | speed-up (pairs/s, pruned over unpruned) |",
         "|---|---|---|---|---|---|",
     ]
     for _, r in table.iterrows():
         grades = "" if is_missing(r.get("grades_as_masking")) else f"{r.grades_as_masking:.1%} of {int(r.n_examples)}"
-        lines.append(
-            f"| {r.preset} | {_share_cell(r, 'importance')} | {_share_cell(r, 'random')} | {_pruned_cell(r)} | "
-            f"{grades} | {speedup_text(results / 'prune_speed.csv', r)} |"
+        chosen, lost = (
+            (
+                f"**{r.importance_share:.0%}** ({int(r.importance_heads)} heads; {r.dev_kappa_lost:.1%} lost on "
+                f"{int(r.n_dev)} dev pairs)",
+                f"{r.kappa_lost:.1%} [{r.kappa_lost_lo:.1%}, {r.kappa_lost_hi:.1%}]",
+            )
+            if not is_missing(r.get("dev_kappa_lost"))
+            else (f"not chosen on dev yet: `python -m headlab.book --preset {r.preset} --pages 10_pruning`", "")
         )
-    margin = table["margin"].dropna()
+        lines.append(
+            f"| {r.preset} | {chosen} | {lost} | {_pruned_cell(r)} | {grades} | "
+            f"{speedup_text(results / 'prune_speed.csv', r) if lost else ''} |"
+        )
+    margin = table["margin"].dropna() if "margin" in table else pd.Series(dtype=float)
     if not margin.empty:
         lines += [
             "",
-            f"Within the margin: every share up to it loses less than {margin.iloc[0]:.0%} of the unmasked "
-            "accuracy (relative); 95% bootstrap intervals over the test pairs (and the random draws). The "
-            "speed-ups are ratios of the medians of repeated timed passes, the two models timed in turn, on the "
-            "machine named.",
+            f"Within the margin: every share up to it loses at most {margin.iloc[0]:.0%} of the unmasked quadratic "
+            "κ on the dev pairs; the test column is the share chosen there, with a 95% paired bootstrap interval "
+            "over the test pairs. The speed-ups are ratios of the medians of repeated timed passes, the two models "
+            "timed in turn, on the machine named.",
         ]
+    for r in table.drop_duplicates(["model", "data"]).itertuples():
+        serving = serve_summary(r.model, r.data, results / "serve_speed.csv")
+        if not serving.empty:
+            lines += ["", f"Serving `{r.model}` compressed (`benchmarks/serve_speed.py`): {serve_text(serving)}"]
     return lines
-
-
-def _share_cell(r, kind: str) -> str:
-    """The largest share of heads removed (by importance or at random) within the margin, its heads and interval."""
-    return (
-        f"**{r[f'{kind}_share']:.0%}** ({int(r[f'{kind}_heads'])} heads) [{r[f'{kind}_lo']:.0%}, {r[f'{kind}_hi']:.0%}]"
-    )
 
 
 def _pruned_cell(r) -> str:

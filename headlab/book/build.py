@@ -53,10 +53,13 @@ from headlab.book.records import (
 from headlab.book.scorecard import scorecard_markdown, scorecard_table
 from headlab.core.device import resolve_device
 from headlab.core.worklog import WORK_LOG, logging_work, work_noted
+from headlab.findings.students import train_students
 from headlab.lab.pages import (
     CROSS_ENCODER,
     PRESET_TOTAL,
     PRETRAINING,
+    STUDENTS,
+    TRAINING_WAITS,
     page_ids,
     page_needs,
     tiny_settings,
@@ -302,7 +305,8 @@ def _pretrain_if_needed(settings: dict) -> float | None:
 
 def fine_tune_step(label: str, settings: dict, which: str, log: Path) -> float:
     """Fine-tune, or find in the cache, one model the notebooks load, in a lane's worker process with its own work
-    log: ``which`` is :data:`CROSS_ENCODER`, the model every page reads, or :data:`TWO_TOWER`, page 08's two towers.
+    log: ``which`` is :data:`CROSS_ENCODER`, the model every page reads, :data:`TWO_TOWER`, page 08's two towers, or
+    :data:`STUDENTS`, page 10's students distilled from the first (:func:`headlab.findings.students.train_students`).
     A fine-tune runs on one torch thread wherever it runs (:func:`headlab.models.training.one_thread`; this worker's
     torch is already started, so thread variables would not reach it), so the two share a 2-core machine and give
     the weights a notebook run alone gives. The seconds."""
@@ -313,6 +317,8 @@ def fine_tune_step(label: str, settings: dict, which: str, log: Path) -> float:
     started = time.time()
     if which == CROSS_ENCODER:
         params.fine_tune()
+    elif which == STUDENTS:
+        train_students(settings)
     else:
         finetune_two_tower(params.finetune_config, device=params.torch_device)
     return time.time() - started
@@ -325,6 +331,7 @@ def step_needs(names: list[str]) -> dict[str, tuple]:
     reads = page_needs()
     needs = {name: tuple(reads.get(name, ())) for name in names}
     for step, pages in training_needs(names).items():
+        needs[step] = TRAINING_WAITS.get(step, ())
         for page in pages:
             needs[page] = (*needs[page], step)
     return needs

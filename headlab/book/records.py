@@ -268,17 +268,17 @@ def stacked(built: dict[str, dict], name: str) -> pd.DataFrame:
 
 def pruning_table(built: dict[str, dict]) -> pd.DataFrame:
     """Each preset's pruning page (``10_pruning``) in one row: its model and data, the largest share of heads removed
-    within the margin by importance and at random (``<kind>_share``, ``_lo``, ``_hi``, ``_heads``), and the pruned
-    model's size and grades beside masking (``pruning_model.csv``)."""
+    by importance within the margin, chosen on dev (``importance_share``, ``importance_heads``, ``dev_kappa_lost``)
+    and measured on test (``kappa_lost`` with ``_lo``/``_hi``, ``within``), and the pruned model's size and grades
+    beside masking (``pruning_model.csv``)."""
     safe = stacked(built, "pruning_safe_share")
     if safe.empty:
         return pd.DataFrame(columns=["preset"])
-    safe["kind"] = safe["kind"].map(lambda kind: "importance" if kind.startswith("importance") else kind)
-    wide = safe.pivot(index="preset", columns="kind", values=["share", "lo", "hi", "n_heads"])
-    wide.columns = [f"{kind}_{value if value != 'n_heads' else 'heads'}" for value, kind in wide.columns]
-    wide = wide.reset_index().merge(safe.groupby("preset")[["margin"]].first().reset_index(), on="preset")
+    table = safe.rename(columns={"share": "importance_share", "n_heads": "importance_heads"}).drop(
+        columns=["kind", "lo", "hi", "rel_change", "n_examples", "n_boot"], errors="ignore"
+    )
     model = stacked(built, "pruning_model")
-    table = wide.merge(model, on="preset", how="left") if not model.empty else wide
+    table = table.merge(model, on="preset", how="left") if not model.empty else table
     studies = {preset: Params.from_globals(settings) for preset, settings in built.items()}
     names = pd.DataFrame([{"preset": p, "model": s.model, "data": s.data} for p, s in studies.items()])
     table = names.merge(table, on="preset")

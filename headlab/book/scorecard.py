@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from headlab.core.stats import NEAR_FLOOR
 from headlab.findings.claims import STUDY_CLAIMS
 from headlab.findings.units import KAPPA_START, is_missing, unit_of
 from headlab.findings.verdicts import ALPHA, FAMILIES, RULE_VERSION, RULES, TALLIES, VERDICTS, study_claim_id
@@ -30,7 +31,6 @@ from headlab.report.render import BookChart
 
 CLAIM_FILES = "claims_*.csv"
 COLUMNS = ["preset", "model", "data", *CLAIM_COLUMNS]
-NEAR_FLOOR = 0.10  # a model less than 10 points of accuracy above its majority grade is near its floor
 FLOOR_MARK = "⌊floor⌋"
 MEAN_MARK = "≠"  # a verdict that changes when removed heads are mean-ablated instead of zeroed
 GRID_TOOLTIP = ("our number", "95% interval", "adjusted", "rule", "size or margin")  # after claim, model, verdict

@@ -249,6 +249,9 @@ def by_interval(lo: float, hi: float, above: str, below: str, neither: str) -> s
     return above if lo > 0 else below if hi < 0 else neither
 
 
+NEAR_FLOOR = 0.10  # a model less than 10 points of accuracy above its majority grade is near its floor
+
+
 @dataclass(frozen=True)
 class Floor:
     """A model's accuracy unmasked (``base``) and the accuracy of always answering its majority grade (``majority``),
@@ -258,6 +261,19 @@ class Floor:
     base: float
     majority: float
     n: int
+
+    def near_floor_warning(self) -> str:
+        """A warning when the model is near its floor (less than :data:`NEAR_FLOOR` of accuracy above always
+        answering its majority grade), else "": a mask or a smaller model then has little accuracy to take."""
+        gap = self.base - self.majority
+        if gap >= NEAR_FLOOR:
+            return ""
+        return (
+            f"**This model is near its floor**: {100 * abs(gap):.1f} points of accuracy "
+            f"{'above' if gap >= 0 else 'below'} always answering its "
+            f"majority grade ({self.base:.1%} against {self.majority:.1%} on {self.n} pairs), so removing heads has "
+            'little accuracy to take and "no loss" says little.'
+        )
 
     @classmethod
     def of(cls, correct, grades, split_grades=None) -> Floor:

@@ -3,7 +3,9 @@
 Michel et al. (2019) remove heads in order of gradient importance and find that many can go before accuracy
 falls; the study's redundancy finding reads the same way, and its advice for distillation is to "keep more
 low-level heads". The order is computed on pairs the curve is not measured on (the dev split, by
-:meth:`headlab.lab.Lab.importance` on a dev-split lab), so no test pair chooses the heads it then measures.
+:meth:`headlab.lab.Lab.importance` on a dev-split lab), so no test pair chooses the heads it then measures, and
+the safe share is chosen on the dev pairs too. The advice itself is judged on retrained students
+(:mod:`headlab.findings.students`); pruning without retraining is its zero-budget sub-row.
 """
 
 from __future__ import annotations
@@ -16,12 +18,11 @@ import pandas as pd
 
 from headlab.core.evaluate import predicted_grades
 from headlab.core.pruning import cannot_prune
-from headlab.core.stats import boot_means, bootstrap_weights, kappa_contrast
+from headlab.core.stats import kappa_contrast, kappa_lost, relative_change
 from headlab.core.sweep import (
     MaskSpec,
     baseline_correct,
     baseline_grades,
-    draw_seed,
     heads_key,
     kappa_columns,
     predicted_matrix,
@@ -78,18 +79,22 @@ CURVE_KIND = "importance-all"
 DISTILL = StudyClaim(
     "pruning.keep_low_heads",
     "10_pruning",
-    "For distillation, keep more low-level heads: removing the least important heads of the high half costs "
-    "less accuracy than removing as many of the low half",
+    "For distillation, keep more low-level heads: a student distilled from the teacher that keeps every low head "
+    "loses less of the teacher's quadratic κ than a student of the same size that keeps every high head",
     "For distillation: keep more low-level heads.",
     "compare",
     direction=1,
     min_size=0.05,
-    size_why="at least 5 points of the unmasked quadratic κ less lost by pruning the high half",
+    size_why="at least 5 points of the teacher's quadratic κ less lost by the student keeping the low heads",
     size_source="precision",
     tally="ours",
 )
 CLAIMS = (DISTILL,)
 DISTILL_SHARES = (0.1, 0.2, 0.3, 0.4)  # shares of all heads, each within one half; 0.5 is the whole half (02)
+ZERO_BUDGET = (
+    "At a budget of zero (pruned, not retrained): removing the least important heads of the high half costs less "
+    "than removing as many of the low half"
+)
 PAIRED = "paired bootstrap over test pairs (one resample for every share, both halves and the baseline)"
 
 
@@ -113,47 +118,58 @@ def _by_share(per_example: pd.DataFrame, plan: pd.DataFrame, kind: str) -> pd.Da
     return pd.DataFrame(rows)
 
 
-def _largest_safe(changes: np.ndarray, margin: float) -> np.ndarray:
-    """Per row of ``changes`` (replicates x shares, shares ascending), how many shares in a row from the first lose
-    less than ``margin``: the index of the largest safe share plus one (0: not even the first)."""
-    return np.cumprod(changes >= -margin, axis=1).sum(axis=1)
-
-
 def safe_share(
-    per_example: pd.DataFrame, plan: pd.DataFrame, kind: str, margin: float, n_boot: int = 2000, seed: int = 0
+    dev: tuple[pd.DataFrame, pd.DataFrame],
+    test: tuple[pd.DataFrame, pd.DataFrame],
+    kind: str,
+    margin: float,
+    n_boot: int = 2000,
+    seed: int = 0,
 ) -> dict:
-    """The largest share of heads that ``kind``'s masks remove while accuracy stays within ``margin`` of the
-    unmasked model (a relative change of at least ``-margin`` at that share and at every smaller one), with a 95%
-    bootstrap interval: the test pairs resampled (one resample for every share and the baseline) and, for random
-    masks, each share's draws too (:func:`headlab.core.stats.boot_means`), so the interval also covers which heads
-    were drawn. A model that loses more than the margin at the smallest share has a safe share of 0.
+    """The largest share of heads ``kind``'s masks remove, *chosen on the dev pairs* and *measured on the test pairs*.
 
-    Returns ``kind, share, n_heads, lo, hi, n_examples, n_draws, n_boot, margin``."""
-    rows = _by_share(per_example, plan, kind)
-    shares = np.concatenate([[0.0], rows["share"].to_numpy()])
-    heads = np.concatenate([[0], rows["n_heads"].to_numpy()])
-    base = baseline_correct(per_example).astype(np.float64)
-    weights = bootstrap_weights(len(base), n_boot, seed)
-    base_boot = weights @ base / len(base)
-    boots = np.column_stack(
-        [
-            boot_means(c, weights, draw_seed(seed, kind, s)) / base_boot - 1.0
-            for s, c in zip(rows["share"], rows["correct"])
-        ]
-    )
-    point = np.array([[c.mean() / base.mean() - 1.0 for c in rows["correct"]]])
-    found = int(_largest_safe(point, margin)[0])
-    replicates = shares[_largest_safe(boots, margin)]
+    Chosen: the largest share whose masks lose at most ``margin`` of the unmasked model's quadratic kappa on the dev
+    sweep, at that share and every smaller one (the floor-aware scale of every claim; 0 when the first share loses
+    more). Measured: the share of kappa lost at that share on the test sweep and the relative accuracy change, each
+    with a 95% paired bootstrap interval over the test pairs; ``within`` says whether the test interval's upper end
+    stays within the margin. ``dev`` and ``test``: ``(per_example, plan)`` of each split's sweep.
+
+    Returns ``kind, share, n_heads, margin, dev_kappa_lost, n_dev, kappa_lost, kappa_lost_lo, kappa_lost_hi,
+    rel_change, lo, hi, within, n_examples, n_boot``."""
+    dev_rows, test_rows = _by_share(*dev, kind), _by_share(*test, kind).set_index("share")
+    dev_base, dev_gold = baseline_grades(dev[0])
+    share, n_heads, dev_lost = 0.0, 0, 0.0
+    for r in dev_rows.itertuples():
+        lost = kappa_lost(r.predicted, dev_base, dev_gold, n_boot=1, seed=seed)["kappa_lost"]
+        if not lost <= margin:  # a NaN (no kappa scale) stops the run as a loss does
+            break
+        share, n_heads, dev_lost = float(r.share), int(r.n_heads), float(lost)
+    base_correct = baseline_correct(test[0]).astype(np.float64)
+    base_predicted, gold = baseline_grades(test[0])
+    if share > 0 and share not in test_rows.index:
+        raise ValueError(f"the test sweep has no {kind} mask at the share {share} chosen on dev")
+    if share > 0:
+        change = relative_change(test_rows.at[share, "correct"], base_correct, n_boot, seed)
+        kappa = kappa_columns(test_rows.at[share, "predicted"], base_predicted, gold, n_boot, seed)
+    else:  # nothing removed: nothing lost
+        change = dict.fromkeys(("rel_change", "lo", "hi"), 0.0)
+        kappa = dict.fromkeys(("kappa_lost", "kappa_lost_lo", "kappa_lost_hi"), 0.0)
     return {
         "kind": kind,
-        "share": float(shares[found]),
-        "n_heads": int(heads[found]),
-        "lo": float(np.quantile(replicates, 0.025)),
-        "hi": float(np.quantile(replicates, 0.975)),
-        "n_examples": len(base),
-        "n_draws": int(max(c.shape[0] for c in rows["correct"])),
-        "n_boot": int(n_boot),
+        "share": share,
+        "n_heads": n_heads,
         "margin": margin,
+        "dev_kappa_lost": dev_lost,
+        "n_dev": len(dev_gold),
+        "kappa_lost": kappa["kappa_lost"],
+        "kappa_lost_lo": kappa["kappa_lost_lo"],
+        "kappa_lost_hi": kappa["kappa_lost_hi"],
+        "rel_change": change["rel_change"],
+        "lo": change["lo"],
+        "hi": change["hi"],
+        "within": bool(kappa["kappa_lost_hi"] <= margin),
+        "n_examples": len(gold),
+        "n_boot": int(n_boot),
     }
 
 
@@ -164,13 +180,15 @@ def distillation_claim(
     n_boot: int = 2000,
     seed: int = 0,
 ) -> Claim:
-    """The study's "for distillation: keep more low-level heads", as a comparison at equal cost: at each share of
-    all heads in ``shares``, the least important heads are removed within the low half only and within the high half
-    only (keeping every low head); the number is how much more of the unmasked model's quadratic kappa (the
-    chance-corrected scale, as 02's halves) the first loses than the second, averaged over the shares, with one paired
-    bootstrap over test pairs for every share and both halves (:func:`headlab.core.stats.kappa_contrast`). Positive:
-    keeping the low heads costs less. The head order comes from the dev pairs, so no test
-    pair chooses the heads it measures."""
+    """The study's "for distillation: keep more low-level heads" at a budget of zero, pruning without retraining:
+    the sub-row ``pruning.keep_low_heads/pruning`` under the students' row
+    (:func:`headlab.findings.students.student_claim`).
+    At each share of all heads in ``shares``, the least important heads are removed within the low half only and
+    within the high half only (keeping every low head); the number is how much more of the unmasked model's quadratic
+    kappa (the chance-corrected scale, as 02's halves) the first loses than the second, averaged over the shares, with
+    one paired bootstrap over test pairs for every share and both halves (:func:`headlab.core.stats.kappa_contrast`).
+    Positive: keeping the low heads costs less. The head order comes from the dev pairs, so no test pair chooses the
+    heads it measures."""
     lower = _by_share(per_example, plan, "importance-lower").set_index("share")
     upper = _by_share(per_example, plan, "importance-upper").set_index("share")
     wanted = [s for s in shares if s in lower.index and s in upper.index]
@@ -185,7 +203,13 @@ def distillation_claim(
     conditions = [lower.at[s, "predicted"] for s in wanted] + [upper.at[s, "predicted"] for s in wanted]
     lost = kappa_contrast(conditions, [1.0 / k] * k + [-1.0 / k] * k, base_predicted, gold, n_boot, seed)
     if lost["reason"]:
-        return Claim.not_measured(DISTILL, reason=f"Not measured: no kappa scale ({lost['reason']})", unit=DISTILL_GAP)
+        return Claim.not_measured(
+            DISTILL,
+            reason=f"Not measured: no kappa scale ({lost['reason']})",
+            unit=DISTILL_GAP,
+            claim=ZERO_BUDGET,
+            part="pruning",
+        )
     floors = [kappa_columns(c, base_predicted, gold, n_boot, seed) for c in conditions]
     at_floor = all(f["at_floor"] for f in floors)  # every pruned model at the floor: the comparison is saturated
     floor_reason = "; ".join(
@@ -208,6 +232,8 @@ def distillation_claim(
         n_examples=len(base),
         at_floor=at_floor,
         floor_reason=floor_reason,
+        claim=ZERO_BUDGET,
+        part="pruning",
         reason=(
             "The least important heads by gradient importance on the dev pairs removed within one half, measured on "
             f"the test pairs; relative change of accuracy at each share of all heads: {per_share}"
@@ -222,18 +248,18 @@ MICHEL = {"MNLI": 0.4}
 SPEED_TABLE = REPO / "results" / "prune_speed.csv"
 
 
-def safe_share_text(safe: pd.DataFrame, n_heads: int) -> str:
-    """The safe shares of :func:`safe_share` (one row per kind) in a sentence, Michel et al.'s beside them."""
-    parts = []
-    for r in safe.itertuples():
-        how = "by importance" if r.kind == CURVE_KIND else f"at random ({r.n_draws} draws per share)"
-        parts.append(f"{how}, {r.share:.0%} of the heads ({r.n_heads} of {n_heads}) [{r.lo:.0%}, {r.hi:.0%}]")
+def safe_share_text(safe: dict, n_heads: int) -> str:
+    """The safe share of :func:`safe_share` in a sentence, Michel et al.'s beside it."""
     michel = ", ".join(f"{v:.0%} on {k}" for k, v in MICHEL.items())
-    margin = float(safe["margin"].iloc[0])
+    verdict = "stays within" if safe["within"] else "does not stay within"
     return (
-        f"Largest share removed with every share up to it within {margin:.0%} of the unmasked accuracy: "
-        f"{'; '.join(parts)} (95% bootstrap intervals over {int(safe['n_examples'].iloc[0])} test pairs, and "
-        f"over the draws at random). Michel et al.'s BERT-base pruning curve, read off their figure: about {michel}."
+        f"Chosen on {safe['n_dev']} dev pairs: the largest share of heads removed by importance with every share up "
+        f"to it losing at most {safe['margin']:.0%} of the unmasked quadratic κ is {safe['share']:.0%} "
+        f"({safe['n_heads']} of {n_heads} heads; {safe['dev_kappa_lost']:.1%} lost on dev). On the "
+        f"{safe['n_examples']} test pairs it loses {safe['kappa_lost']:.1%} [{safe['kappa_lost_lo']:.1%}, "
+        f"{safe['kappa_lost_hi']:.1%}] of κ, accuracy {safe['rel_change']:+.1%} [{safe['lo']:+.1%}, {safe['hi']:+.1%}] "
+        f"(relative; 95% paired bootstrap intervals): its interval {verdict} the margin. Michel et al.'s BERT-base "
+        f"pruning curve, read off their figure: about {michel}."
     )
 
 
@@ -327,3 +353,71 @@ def speed_rows(model: str, data: str, path=SPEED_TABLE) -> pd.DataFrame:
             "file_mb",
         ]
     ].reset_index(drop=True)
+
+
+SERVE_TABLE = REPO / "results" / "serve_speed.csv"
+SERVE_GOAL = (1.5, 0.01)  # the issue's goal: at least 1.5x pairs/s at batch 64, accuracy within 1 point
+
+
+def serve_summary(model: str, data: str, path=SERVE_TABLE, goal=SERVE_GOAL) -> pd.DataFrame:
+    """``benchmarks/serve_speed.py``'s invocations for one model and data, one row per machine and variant: the
+    FLOP ceiling, the speed-up at batch 64 (lowest and highest of the invocations' medians, and the lowest and highest
+    ends of their bootstrap intervals), at batch 1 likewise, p50/p95 latency at batch 1 (median over invocations), the
+    test accuracy change with its paired interval, and ``reached``: every invocation's batch-64 interval at or above
+    ``goal[0]`` and the accuracy interval's lower end within ``goal[1]``. Empty when it has not run."""
+    path = Path(path)
+    if not path.exists():
+        return pd.DataFrame()
+    table = pd.read_csv(path)
+    table = table[(table["model"] == model) & (table["data"] == data)]
+    rows = []
+    for (machine, variant), runs in table.groupby(["machine", "variant"], sort=False):
+        last = runs.iloc[-1]
+        rows.append(
+            {
+                "machine": machine,
+                "variant": variant,
+                "budget": float(last["budget"]),
+                "flop_ceiling": float(last["flop_ceiling"]),
+                "invocations": len(runs),
+                "speedup_64_min": runs["speedup_64"].min(),
+                "speedup_64_max": runs["speedup_64"].max(),
+                "speedup_64_lo": runs["speedup_64_lo"].min(),
+                "speedup_64_hi": runs["speedup_64_hi"].max(),
+                "speedup_1_min": runs["speedup_1"].min(),
+                "speedup_1_max": runs["speedup_1"].max(),
+                "p50_ms": runs["p50_ms"].median(),
+                "p95_ms": runs["p95_ms"].median(),
+                "base_p50_ms": runs["base_p50_ms"].median(),
+                "base_p95_ms": runs["base_p95_ms"].median(),
+                "change": float(last["change"]),
+                "change_lo": float(last["change_lo"]),
+                "change_hi": float(last["change_hi"]),
+                "test_pairs": int(last["test_pairs"]),
+                "reached": bool(runs["speedup_64_lo"].min() >= goal[0] and last["change_lo"] >= -goal[1]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def serve_text(summary: pd.DataFrame, goal=SERVE_GOAL) -> str:
+    """:func:`serve_summary` in sentences: per machine, whether any compression reached the goal, and each one's
+    speed-up beside its ceiling and its accuracy change."""
+    if summary.empty:
+        return "No serving speed measured for this model yet: run `python benchmarks/serve_speed.py` three times."
+    parts = []
+    for machine, rows in summary.groupby("machine", sort=False):
+        reached = rows[rows["reached"]]
+        each = "; ".join(
+            f"{r.variant} x{r.speedup_64_min:.2f}-{r.speedup_64_max:.2f} at batch 64 "
+            f"(FLOP ceiling x{r.flop_ceiling:.2f}), accuracy {100 * r.change:+.1f} points "
+            f"[{100 * r.change_lo:+.1f}, {100 * r.change_hi:+.1f}]"
+            for r in rows.itertuples()
+        )
+        verdict = f"reached by {', '.join(reached['variant'])}" if len(reached) else "**not reached** by any of them"
+        parts.append(
+            f"On {machine} ({int(rows['invocations'].max())} invocations, {int(rows['test_pairs'].iloc[0])} test "
+            f"pairs): {each}. The goal, at least x{goal[0]:g} at batch 64 with accuracy within {100 * goal[1]:g} "
+            f"point, is {verdict}."
+        )
+    return " ".join(parts)

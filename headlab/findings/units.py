@@ -78,6 +78,9 @@ KAPPA_LOST = Unit(f"{KAPPA_START} (0: unmasked, 100%: no agreement with the gold
 # 01, 02, 10: differences of shares of kappa lost
 RISE = Unit(f"{KAPPA_START}, largest share minus first share with a loss, in points", P)
 HALF_GAP = Unit(f"{KAPPA_START}, lower half minus upper half, in points", P)
+STUDENT_GAP = Unit(
+    f"{KAPPA_START}, student keeping the high heads minus student keeping the low heads, same size, in points", P
+)
 DISTILL_GAP = Unit(f"{KAPPA_START}, low-half pruning minus high-half pruning, mean over the shares, in points", P)
 HEADS_NOTHING = Unit("share of heads shown to change nothing", S)
 # 03

@@ -188,6 +188,11 @@ class Lab:
         frame = params.eval_frame()
         return Lab(params, self.model, self.tokenizer, frame, encode(self.tokenizer, frame))
 
+    def with_model(self, model: PreTrainedModel) -> Lab:
+        """The same pairs graded by another model of this tokenizer (a student distilled from this one): its own
+        baseline, this lab's parameters (so it stores no tables of its own)."""
+        return Lab(self.params, model.to(self.device), self.tokenizer, self.frame, self.encoded)
+
     def means(self) -> torch.Tensor:
         """(layers, hidden): each head's mean output over the real tokens of MEAN_PAIRS training pairs (seeded),
         computed once per Lab: what mean-ablation puts in place of a removed head. Training pairs, so the test pairs

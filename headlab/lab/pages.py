@@ -20,6 +20,9 @@ from pathlib import Path
 
 TABLE, SWEEP = "table", "sweep"
 CROSS_ENCODER, TWO_TOWER = "fine-tuning", "two-tower fine-tuning"  # the training steps a page can wait on
+STUDENTS = "students"  # page 10's distilled students: trained from the cross-encoder, so after it
+TRAINING_STEPS = (CROSS_ENCODER, TWO_TOWER, STUDENTS)
+TRAINING_WAITS = {STUDENTS: (CROSS_ENCODER,)}  # a training step that starts from another's model waits for it
 PRETRAINING, PRESET_TOTAL = "pretraining", "preset total"  # the timings' first and last steps of a preset
 KEEP = None  # a parameter's tiny value when the tiny preset keeps its default
 
@@ -383,9 +386,25 @@ PAGES = (
         (
             Parameter("ORDER_SPLIT", "dev", "the split the importance order is computed on (never EVAL_SPLIT)"),
             tiny("HALF_SHARES", [0.1, 0.2, 0.3, 0.4, 0.5], "shares of all heads removed within one half", [0.2, 0.5]),
+            tiny(
+                "STUDENT_SHARE",
+                0.3,
+                "share of all heads each distilled student lacks (within one half, or anywhere)",
+                0.2,
+            ),
+            tiny("STUDENT_SEEDS", 2, "seeds per student kind (their chance is in the intervals)", 1),
+            Parameter("STUDENT_EPOCHS", 1, "distillation epochs per student (the same budget for every kind)"),
+            tiny("STUDENT_TRAIN_LIMIT", 2000, "training pairs a student is distilled on (None: all)", 64, hint="int"),
+            tiny(
+                "STUDENT_TEMPERATURES",
+                [1.0, 4.0],
+                "distillation temperatures tried on ORDER_SPLIT with the important-heads student",
+                [2.0],
+            ),
         ),
         reads=("redundancy", "layer_dependence"),
         groups=(REDUNDANCY,),
+        trains=(CROSS_ENCODER, STUDENTS),
     ),
 )
 
@@ -427,7 +446,7 @@ def page_needs() -> dict[str, tuple[str, ...]]:
 def training_needs(names: list[str]) -> dict[str, tuple[str, ...]]:
     """The training steps the pages ``names`` wait for: ``{step: (the pages that need it)}``, in training order."""
     wanted = [page(n) for n in names]
-    steps = {step: tuple(p.id for p in wanted if step in p.trains) for step in (CROSS_ENCODER, TWO_TOWER)}
+    steps = {step: tuple(p.id for p in wanted if step in p.trains) for step in TRAINING_STEPS}
     return {step: ids for step, ids in steps.items() if ids}
 
 
@@ -445,7 +464,7 @@ def tiny_settings() -> dict[str, object]:
 
 def timing_steps() -> tuple[str, ...]:
     """A preset's steps in the timings ledger, in the order they start: its models trained, its pages, its total."""
-    return (PRETRAINING, CROSS_ENCODER, TWO_TOWER, *(p.id for p in PAGES), PRESET_TOTAL)
+    return (PRETRAINING, *TRAINING_STEPS, *(p.id for p in PAGES), PRESET_TOTAL)
 
 
 def headings() -> dict[str, str]:

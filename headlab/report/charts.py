@@ -923,3 +923,40 @@ def circuit_graph(edges: pd.DataFrame, ranking: pd.DataFrame, matching, title: s
         .properties(width=360, height=240, title=title)
         .resolve_scale(color="independent")
     )
+
+
+def students(table: pd.DataFrame, title: str = "") -> alt.LayerChart:
+    """Share of the teacher's quadratic κ each distilled student loses, with its 95% interval (over test pairs and
+    seeds), and, as a hollow mark, what the same heads masked without retraining lose: where the student started.
+
+    ``table``: kind, kappa_lost, kappa_lost_lo, kappa_lost_hi, zero_budget_kappa_lost, seeds, accuracy
+    (:func:`headlab.findings.students.student_table`).
+    """
+    y = alt.Y("kind:N", sort=list(table["kind"]), title=None)
+    axis = alt.Axis(format="%")
+    base = alt.Chart(table)
+    return alt.layer(
+        alt.Chart(pd.DataFrame({"zero": [0.0]})).mark_rule(color="gray").encode(x="zero:Q"),
+        base.mark_rule(strokeWidth=2).encode(
+            y=y,
+            x=alt.X("kappa_lost_lo:Q", title="share of the teacher's quadratic κ lost", axis=axis),
+            x2="kappa_lost_hi:Q",
+        ),
+        base.mark_point(filled=True, size=70).encode(
+            y=y,
+            x="kappa_lost:Q",
+            tooltip=[
+                "kind",
+                alt.Tooltip("kappa_lost:Q", format=".1%", title="distilled"),
+                alt.Tooltip("kappa_lost_lo:Q", format=".1%"),
+                alt.Tooltip("kappa_lost_hi:Q", format=".1%"),
+                alt.Tooltip("accuracy:Q", format=".1%"),
+                "seeds",
+            ],
+        ),
+        base.mark_point(shape="circle", size=70, color="#e45756").encode(
+            y=y,
+            x="zero_budget_kappa_lost:Q",
+            tooltip=["kind", alt.Tooltip("zero_budget_kappa_lost:Q", format=".1%", title="pruned, not retrained")],
+        ),
+    ).properties(width=420, height=40 * len(table), title=title)
