@@ -13,6 +13,7 @@ processes): each appends its rows to ``--out``, so the spread between invocation
 
     python benchmarks/serve_speed.py --invocation 1
     python benchmarks/serve_speed.py --budgets 0.5 0.6 0.7 --rounds 12 --invocation 2
+    python benchmarks/serve_speed.py --save compressed   # also keep the model: compressed/, compressed-transformers/
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from headlab.core.compress import (
     tune_masks,
 )
 from headlab.core.evaluate import predict, predicted_grades
+from headlab.core.pruning import expanded
 from headlab.core.stats import bootstrap_weights
 from headlab.core.timing import abba_rounds, latency_percentiles, ratio_interval
 
@@ -94,6 +96,12 @@ def main(argv=None) -> int:
     parser.add_argument("--invocation", type=int, default=1, help="which run this is (rows pool over invocations)")
     parser.add_argument("--out", default="results/serve_speed.csv")
     parser.add_argument("--run-dir", default="runs")
+    parser.add_argument(
+        "--save",
+        type=Path,
+        help="save the compressed model here (headlab.load reads its smaller matrices) and, full size with zeros, "
+        "in <save>-transformers (plain transformers loads it: the same grades, no speed-up)",
+    )
     args = parser.parse_args(argv)
 
     test = headlab.load(model=args.model, data=args.data, split="test", device="cpu", run_dir=args.run_dir)
@@ -105,6 +113,14 @@ def main(argv=None) -> int:
         model, dev.encoded, fisher, args.budgets, args.within, args.tune_pairs, tokens, pad
     )
     print(f"dev accuracy unpruned {dev_base:.3f}; compressed by budget: {tried}; chosen {budget}", flush=True)
+    if args.save:
+        for folder, saved in (
+            (args.save, small),
+            (args.save.with_name(args.save.name + "-transformers"), expanded(small)),
+        ):
+            saved.save_pretrained(folder)
+            test.tokenizer.save_pretrained(folder)
+            print(f"saved {folder}", flush=True)
     variants = {"compressed": small, "int8": int8_dynamic(model), "compressed+int8": int8_dynamic(small)}
     full = encoder_flops(model, np.ones_like(heads), np.ones_like(neurons), tokens)
     ceilings = {"compressed": full / encoder_flops(model, heads, neurons, tokens), "int8": 1.0}

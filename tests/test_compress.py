@@ -119,3 +119,38 @@ def test_int8_dynamic_quantization_replaces_every_linear_and_grades_close_to_fp3
     assert not any(type(m) is torch.nn.Linear for m in quantized.modules())
     assert any(type(m) is torch.nn.Linear for m in model.modules())  # the original is untouched
     np.testing.assert_allclose(predict(quantized, encoded), predict(model, encoded), atol=0.05)
+
+
+def test_a_compressed_model_loads_with_headlab_and_full_size_with_plain_transformers_grading_as_masking(
+    setup, tmp_path
+):
+    """Heads and neurons cut (a whole layer's heads too) with tuned scales folded in: saved, it loads with headlab in
+    its smaller matrices, and expanded to full size with zeros it loads with plain transformers; both grade the pairs
+    as masking with the same scales does (up to float rounding)."""
+    from transformers import AutoModelForSequenceClassification
+
+    from headlab.core.compress import compressed_model
+    from headlab.core.pruning import KEPT_HEADS, KEPT_NEURONS, expanded
+    from headlab.models.loading import load_classifier
+
+    model, encoded = setup.model, setup.encoded
+    head_scale = np.ones((2, 4))
+    head_scale[0] = 0.0  # no head left in layer 0
+    head_scale[1, 2], head_scale[1, 0] = 0.0, 0.7
+    neuron_scale = np.ones((2, 32))
+    neuron_scale[:, ::3], neuron_scale[1, 1] = 0.0, 1.3
+    with (
+        mask_heads(model, torch.as_tensor(head_scale, dtype=torch.float32)),
+        mask_neurons(model, torch.as_tensor(neuron_scale, dtype=torch.float32)),
+    ):
+        masked = predict(model, encoded)
+    assert not np.allclose(masked, predict(model, encoded), atol=1e-3)  # the cut changes the grades
+    small = compressed_model(model, head_scale, neuron_scale)
+    small.save_pretrained(tmp_path / "small")
+    np.testing.assert_allclose(predict(load_classifier(str(tmp_path / "small")), encoded), masked, atol=1e-5)
+    expanded(small).save_pretrained(tmp_path / "plain")
+    config = (tmp_path / "plain" / "config.json").read_text()
+    assert KEPT_HEADS not in config and KEPT_NEURONS not in config
+    plain = AutoModelForSequenceClassification.from_pretrained(str(tmp_path / "plain")).eval()
+    np.testing.assert_allclose(predict(plain, encoded), masked, atol=1e-5)
+    assert sum(p.numel() for p in plain.parameters()) == sum(p.numel() for p in model.parameters())

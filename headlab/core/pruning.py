@@ -12,6 +12,7 @@ loaded from safetensors (:func:`headlab.models.loading.load_classifier`); no rem
 from __future__ import annotations
 
 import copy
+import re
 import warnings
 from typing import TYPE_CHECKING
 
@@ -165,3 +166,54 @@ def shape_for_kept_heads(model: PreTrainedModel) -> PreTrainedModel:
         if len(neurons) < size:
             _shrink_feed_forward(layer, neurons, copy_weights=False)
     return model
+
+
+_LAYER_KEY = re.compile(
+    r"encoder\.layer\.(\d+)\.(attention\.self\.(?:query|key|value)|attention\.output\.dense|"
+    r"intermediate\.dense|output\.dense)\.(weight|bias)$"
+)
+
+
+def expanded(model: PreTrainedModel) -> PreTrainedModel:
+    """A full-size copy of a pruned or compressed BERT (:func:`prune_heads`, :func:`prune_neurons`): every removed
+    head's and neuron's rows and columns put back as zeros, the kept ones in their places, the kept-heads and
+    kept-neurons fields gone from its config. The same function (a zero head or neuron adds nothing: its query, key,
+    value and bias are zero, so is its column of the output matrix), in the shapes plain ``transformers`` builds from
+    a config: ``save_pretrained`` gives a folder any ``AutoModelForSequenceClassification.from_pretrained`` loads,
+    which transformers 5 cannot do for layers of different widths (it has no ``pruned_heads`` and one
+    ``intermediate_size``). No faster: the speed needs the smaller matrices, which :func:`headlab.load` builds."""
+    _check_bert(model)
+    config = copy.deepcopy(model.config)
+    for field in (KEPT_HEADS, KEPT_NEURONS):
+        if hasattr(config, field):
+            delattr(config, field)
+    full = type(model)(config).to(next(model.parameters()).device).eval()
+    layers = len(encoder_layers(full))
+    heads = kept_heads(model) or [list(range(config.num_attention_heads))] * layers
+    neurons = kept_neurons(model) or [list(range(config.intermediate_size))] * layers
+    size = config.hidden_size // config.num_attention_heads
+    small, target = model.state_dict(), full.state_dict()
+    with torch.no_grad():
+        for key, tensor in target.items():
+            match = _LAYER_KEY.search(key)
+            if match is None:
+                tensor.copy_(small[key])
+                continue
+            layer, part, kind = int(match.group(1)), match.group(2), match.group(3)
+            tensor.zero_()
+            if part == "intermediate.dense" or part.startswith("attention.self"):  # rows: the kept outputs
+                index = neurons[layer] if part == "intermediate.dense" else _head_rows(heads[layer], size)
+                if key in small and len(index):
+                    tensor[torch.as_tensor(index, dtype=torch.long)] = small[key]
+            elif kind == "bias":  # the output matrices' biases keep their full size
+                tensor.copy_(small[key])
+            else:  # columns: the kept inputs of the output matrices
+                index = neurons[layer] if part == "output.dense" else _head_rows(heads[layer], size)
+                if len(index):
+                    tensor[:, torch.as_tensor(index, dtype=torch.long)] = small[key]
+    return full
+
+
+def _head_rows(heads: list[int], size: int) -> list[int]:
+    """The rows of a layer's query, key and value matrices (and columns of its output matrix) that ``heads`` own."""
+    return [h * size + i for h in heads for i in range(size)]

@@ -45,7 +45,7 @@ class StudentSettings:
     (epochs over at most ``train_limit`` training pairs), the temperatures tried on the dev split, and that split."""
 
     share: float = 0.25
-    seeds: int = 2
+    seeds: int = 3
     epochs: int = 1
     train_limit: int | None = 2000
     temperatures: tuple[float, ...] = (1.0, 4.0)

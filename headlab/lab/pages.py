@@ -380,9 +380,11 @@ PAGES = (
         "10_pruning",
         "10 pruning by importance",
         "(1, in practice) for distillation, keep more low-level heads",
-        "heads pruned in order of gradient importance beside random draws, the safe share, the pruned model saved, "
+        "heads pruned in order of gradient importance beside random draws, the safe share chosen on dev, students of "
+        "the same size distilled from the teacher (low, high or important heads kept), the pruned model saved, "
         "reloaded and timed",
-        "how many heads can go in order of importance, and how a pruned model serves",
+        "how many heads can go in order of importance, which heads a distilled student should keep, and how a smaller "
+        "model serves",
         (
             Parameter("ORDER_SPLIT", "dev", "the split the importance order is computed on (never EVAL_SPLIT)"),
             tiny("HALF_SHARES", [0.1, 0.2, 0.3, 0.4, 0.5], "shares of all heads removed within one half", [0.2, 0.5]),
@@ -392,7 +394,7 @@ PAGES = (
                 "share of all heads each distilled student lacks (within one half, or anywhere)",
                 0.2,
             ),
-            tiny("STUDENT_SEEDS", 2, "seeds per student kind (their chance is in the intervals)", 1),
+            tiny("STUDENT_SEEDS", 3, "seeds per student kind (their chance is in the intervals)", 1),
             Parameter("STUDENT_EPOCHS", 1, "distillation epochs per student (the same budget for every kind)"),
             tiny("STUDENT_TRAIN_LIMIT", 2000, "training pairs a student is distilled on (None: all)", 64, hint="int"),
             tiny(
