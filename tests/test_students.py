@@ -55,6 +55,9 @@ def test_the_temperature_is_the_best_on_dev_ties_to_the_lower():
 def test_student_settings_come_from_the_pages_parameters_and_refuse_bad_values():
     s = StudentSettings.from_globals({"STUDENT_SHARE": 0.3, "STUDENT_TEMPERATURES": [4, 1, 4], "ORDER_SPLIT": "dev"})
     assert s.share == 0.3 and s.temperatures == (1.0, 4.0) and s.seeds == StudentSettings().seeds
+    from headlab.lab.pages import page
+
+    assert StudentSettings() == StudentSettings.from_globals(page("10_pruning").defaults())  # one set of defaults
     with pytest.raises(ValueError, match="STUDENT_SHARE"):
         StudentSettings(share=0.6)
     with pytest.raises(ValueError, match="STUDENT_TEMPERATURES"):

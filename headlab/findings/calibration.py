@@ -144,6 +144,7 @@ def book_designs(
     rows = rows[rows["preset"] == preset].set_index("claim_id")
     p01, p02, p04 = (page_parameters(p) for p in ("01_redundancy", "02_layer_dependence", "04_word_order"))
     p05, p07, p09 = (page_parameters(p) for p in ("05_term_matching", "07_cls_head", "09_patching"))
+    p10 = page_parameters("10_pruning")
     grid = _share_grid(int(p02["HALF_STEPS"]))
     collapse_points = len(collapse_shares(grid))
     wiring: dict[str, dict] = {  # as the finding modules build each row (headlab/findings/<page>.py)
@@ -169,6 +170,8 @@ def book_designs(
         "cls_head.reads_matching_heads": dict(n_draws=p07["CLS_CONTROL_DRAWS"], judged_df="welch"),
         # patching.claims passes n_draws without df: Claim.measured's default, n_draws - 1
         "patching.matching_heads_carry_matching": dict(n_draws=p09["PATCH_DRAWS"], judged_df="draws - 1"),
+        # students.student_claim: each kind's seeds are its draws, the kappa contrast's Welch–Satterthwaite df
+        "pruning.keep_low_heads": dict(n_draws=p10["STUDENT_SEEDS"], judged_df="welch"),
     }
     designs = {}
     for claim_id, spec in STUDY_CLAIMS.items():

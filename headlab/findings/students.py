@@ -41,10 +41,11 @@ STUDENT_KIND = "student"  # the sweep's mask kind for a student's heads masked o
 
 @dataclass(frozen=True)
 class StudentSettings:
-    """Page 10's student parameters: the share of all heads each student lacks, the seeds per kind, the budget
-    (epochs over at most ``train_limit`` training pairs), the temperatures tried on the dev split, and that split."""
+    """Page 10's student parameters (defaults: the registry's, :mod:`headlab.lab.pages`): the share of all heads each
+    student lacks, the seeds per kind, the budget (epochs over at most ``train_limit`` training pairs), the
+    temperatures tried (each scored on the dev split), and the split the head order comes from."""
 
-    share: float = 0.25
+    share: float = 0.3
     seeds: int = 3
     epochs: int = 1
     train_limit: int | None = 2000
