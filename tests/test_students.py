@@ -16,6 +16,7 @@ from headlab.findings.students import (
     choose_temperature,
     student_claim,
     student_drops,
+    student_note,
     student_specs,
     student_table,
 )
@@ -183,3 +184,24 @@ def test_the_build_trains_the_students_and_the_page_only_loads_them(
     chosen = temperatures.loc[temperatures["chosen"], "temperature"].iloc[0]
     assert (students["temperature"] == chosen).all() and (students["heads_removed"] == 2).all()  # 0.25 of 2x4
     assert all(len(p) == len(lab.encoded) and set(p) <= {1, 2, 3, 4, 5} for p in students["predicted"])
+
+
+def test_a_model_whose_heads_cannot_be_removed_has_no_students_and_the_claim_says_so(mpnet_folder):
+    from types import SimpleNamespace
+
+    from headlab.findings.students import (
+        STUDENT_COLUMNS,
+        TEMPERATURE_COLUMNS,
+        distilled_students,
+        temperature_text,
+    )
+    from headlab.models.loading import load_classifier
+
+    lab = SimpleNamespace(model=load_classifier(str(mpnet_folder)))  # an MPNet: pruning rebuilds BERT layers only
+    students, temperatures = distilled_students(lab, _importance(), StudentSettings())
+    assert students.empty and list(students.columns) == STUDENT_COLUMNS and list(temperatures) == TEMPERATURE_COLUMNS
+    assert "mpnet" in student_note(lab) and "No temperature was tried" in temperature_text(temperatures)
+    per_example, plan = _sweep()
+    assert student_table(students, per_example, plan).empty
+    claim = student_claim(students, per_example, StudentSettings())
+    assert claim.verdict == "cannot tell" and "no student was distilled" in claim.reason

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from headlab.core.evaluate import predicted_grades
+from headlab.core.pruning import cannot_prune
 from headlab.core.stats import kappa_contrast, relative_change
 from headlab.core.sweep import BASELINE, MaskSpec, baseline_grades, kappa_columns, summarize
 from headlab.findings.importance import half_pool
@@ -35,6 +36,8 @@ from headlab.models.loading import load_classifier
 from headlab.models.training import one_thread
 
 KINDS = ("low heads kept", "high heads kept", "important heads kept")
+STUDENT_COLUMNS = ["kind", "seed", "temperature", "heads_removed", "folder", "predicted"]
+TEMPERATURE_COLUMNS = ["temperature", "dev_accuracy", "n_dev", "chosen"]
 LOW, HIGH, IMPORTANT = KINDS
 STUDENT_KIND = "student"  # the sweep's mask kind for a student's heads masked on the teacher (its zero-budget point)
 
@@ -118,7 +121,9 @@ def distilled_students(lab, importance: pd.DataFrame, settings: StudentSettings,
     is run twice); every kind is then distilled with seeds 0 .. seeds-1 at that temperature. Returns
     ``(students, temperatures)``: one row per kind and seed (kind, seed, temperature, heads_removed, folder, and
     ``predicted``: its grades of ``lab``'s pairs), and one row per temperature tried (temperature, dev_accuracy,
-    n_dev, chosen)."""
+    n_dev, chosen); both empty for a model whose heads cannot be removed (:func:`student_note` says why)."""
+    if cannot_prune(lab.model):  # no smaller model to start a student from: nothing distilled, the page says why
+        return pd.DataFrame(columns=STUDENT_COLUMNS), pd.DataFrame(columns=TEMPERATURE_COLUMNS)
     layers, heads = lab.shape
     drops = student_drops(importance, layers, heads, settings.share)
 
@@ -163,6 +168,27 @@ def distilled_students(lab, importance: pd.DataFrame, settings: StudentSettings,
     return pd.DataFrame(rows), temperatures
 
 
+def student_note(lab) -> str:
+    """Why no student is distilled for ``lab``'s model (its heads cannot be removed for real), or ""."""
+    why = cannot_prune(lab.model)
+    return f"No student is distilled for this model: {why}." if why else ""
+
+
+def temperature_text(temperatures: pd.DataFrame) -> str:
+    """The temperatures tried, each with the important-heads student's dev accuracy, the chosen one marked."""
+    if temperatures.empty:
+        return "No temperature was tried: no student was distilled."
+    return (
+        f"Temperatures tried, by the important-heads student's accuracy on the {int(temperatures['n_dev'].iloc[0])} "
+        "dev pairs after its last epoch: "
+        + ", ".join(
+            f"{r.temperature:g}: {r.dev_accuracy:.1%}" + (" (chosen)" if r.chosen else "")
+            for r in temperatures.itertuples()
+        )
+        + "."
+    )
+
+
 def train_students(settings: dict) -> None:
     """The build's ``students`` step: page 10's students of the preset's model trained into the cache (the teacher is
     fine-tuned in the step before), so the page and any rerun only load them. ``settings``: the preset's notebook
@@ -199,6 +225,8 @@ def student_table(
     students' accuracy (mean over seeds) and its relative change from the teacher's, and the share of the teacher's
     quadratic kappa they lose, each with a 95% interval over test pairs and seeds; beside them the same heads masked
     on the teacher without retraining (:func:`zero_budget`, from the sweep ``per_example`` and ``plan``)."""
+    if students.empty:
+        return pd.DataFrame(columns=TABLE_COLUMNS)
     base_predicted, gold = baseline_grades(per_example)
     base_correct = (base_predicted == gold).astype(float)
     start = zero_budget(per_example, plan, n_boot, seed).set_index("student")
@@ -229,7 +257,27 @@ def student_table(
                 "n_examples": len(gold),
             }
         )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+
+
+TABLE_COLUMNS = [
+    "kind",
+    "heads_removed",
+    "seeds",
+    "temperature",
+    "teacher_accuracy",
+    "accuracy",
+    "rel_change",
+    "lo",
+    "hi",
+    "kappa_lost",
+    "kappa_lost_lo",
+    "kappa_lost_hi",
+    "at_floor",
+    "zero_budget_accuracy",
+    "zero_budget_kappa_lost",
+    "n_examples",
+]
 
 
 def student_claim(
@@ -241,6 +289,12 @@ def student_claim(
     (:func:`headlab.core.stats.kappa_contrast`; a t interval on Welch–Satterthwaite degrees of freedom with several
     seeds). Positive: keeping the low heads costs less. Saturated where both students sit at the kappa floor.
     ``per_example``: the page's sweep, whose unmasked row is the teacher's grades of the same pairs."""
+    if students.empty:
+        return Claim.not_measured(
+            DISTILL,
+            reason="Not measured: no student was distilled (this model's heads cannot be removed)",
+            unit=STUDENT_GAP,
+        )
     high, low = _by_kind(students, HIGH), _by_kind(students, LOW)
     base_predicted, gold = baseline_grades(per_example)  # the teacher: the sweep's unmasked row
     seeds = [[seed, 1], [seed, 2]]
