@@ -172,13 +172,14 @@ def test_the_build_trains_the_students_and_the_page_only_loads_them(
     names = {**page("10_pruning").defaults(), **settings}
     student_settings = StudentSettings.from_globals(names)
     importance = lab.on_split("dev").importance()
+    drops = student_drops(importance, *lab.shape, student_settings.share)
     monkeypatch.setenv(NO_TRAINING, "1")  # a notebook of the book: nothing trained yet, so nothing to load
     with pytest.raises(TrainingError, match="may not train"):
-        distilled_students(lab, importance, student_settings)
+        distilled_students(lab, drops, student_settings)
     monkeypatch.delenv(NO_TRAINING)
     train_students(settings)
     monkeypatch.setenv(NO_TRAINING, "1")
-    students, temperatures = distilled_students(lab, importance, student_settings)
+    students, temperatures = distilled_students(lab, drops, student_settings)
     assert sorted(temperatures["temperature"]) == [1.0, 3.0] and temperatures["chosen"].sum() == 1
     assert len(students) == 3 * 2 and students["folder"].nunique() == 6  # each kind and seed its own student
     chosen = temperatures.loc[temperatures["chosen"], "temperature"].iloc[0]
@@ -198,7 +199,7 @@ def test_a_model_whose_heads_cannot_be_removed_has_no_students_and_the_claim_say
     from headlab.models.loading import load_classifier
 
     lab = SimpleNamespace(model=load_classifier(str(mpnet_folder)))  # an MPNet: pruning rebuilds BERT layers only
-    students, temperatures = distilled_students(lab, _importance(), StudentSettings())
+    students, temperatures = distilled_students(lab, student_drops(_importance(), 4, 3, 0.25), StudentSettings())
     assert students.empty and list(students.columns) == STUDENT_COLUMNS and list(temperatures) == TEMPERATURE_COLUMNS
     assert "mpnet" in student_note(lab) and "No temperature was tried" in temperature_text(temperatures)
     per_example, plan = _sweep()

@@ -2,7 +2,7 @@
 most important heads, each distilled from the teacher for the same budget (:mod:`headlab.models.distill`).
 
 - :func:`student_drops`: the heads each student lacks, the same count for all three: the least important heads by
-  gradient importance on the dev pairs (:func:`headlab.findings.pruning.importance_order`) within the upper half (it
+  gradient importance on the dev pairs (:func:`headlab.findings.pruning.importance_specs`) within the upper half (it
   keeps every low head), within the lower half (it keeps every high head), or anywhere.
 - :func:`distilled_students`: every student trained (the build's ``students`` step) or found in the cache (the
   notebook), the temperature chosen on the dev split with the important-heads student (:func:`choose_temperature`),
@@ -26,7 +26,7 @@ from headlab.core.pruning import cannot_prune
 from headlab.core.stats import kappa_contrast, relative_change
 from headlab.core.sweep import BASELINE, MaskSpec, baseline_grades, kappa_columns, summarize
 from headlab.findings.importance import half_pool
-from headlab.findings.pruning import DISTILL, importance_order
+from headlab.findings.pruning import DISTILL, importance_specs
 from headlab.findings.units import STUDENT_GAP
 from headlab.findings.verdicts import Claim
 from headlab.lab.lab import Lab
@@ -38,6 +38,24 @@ from headlab.models.training import one_thread
 KINDS = ("low heads kept", "high heads kept", "important heads kept")
 STUDENT_COLUMNS = ["kind", "seed", "temperature", "heads_removed", "folder", "predicted"]
 TEMPERATURE_COLUMNS = ["temperature", "dev_accuracy", "n_dev", "chosen"]
+TABLE_COLUMNS = [
+    "kind",
+    "heads_removed",
+    "seeds",
+    "temperature",
+    "teacher_accuracy",
+    "accuracy",
+    "rel_change",
+    "lo",
+    "hi",
+    "kappa_lost",
+    "kappa_lost_lo",
+    "kappa_lost_hi",
+    "at_floor",
+    "zero_budget_accuracy",
+    "zero_budget_kappa_lost",
+    "n_examples",
+]
 LOW, HIGH, IMPORTANT = KINDS
 STUDENT_KIND = "student"  # the sweep's mask kind for a student's heads masked on the teacher (its zero-budget point)
 
@@ -80,19 +98,15 @@ class StudentSettings:
 
 def student_drops(importance: pd.DataFrame, layers: int, heads: int, share: float) -> dict[str, list[tuple[int, int]]]:
     """Per student kind of :data:`KINDS`, the heads it lacks: ``share`` of all heads (rounded), the least important
-    first, taken within the upper half, within the lower half, or anywhere (sorted)."""
-    order = importance_order(importance)
-    if len(order) != layers * heads:
-        raise ValueError(f"the importance table has {len(order)} heads, the model {layers * heads}")
-    upper, lower = set(half_pool(layers, heads, "upper")), set(half_pool(layers, heads, "lower"))
+    first, taken within the upper half, within the lower half, or anywhere (sorted): the masks
+    :func:`headlab.findings.pruning.importance_specs` removes at that share."""
+    if len(importance) != layers * heads:
+        raise ValueError(f"the importance table has {len(importance)} heads, the model {layers * heads}")
     n = int(round(share * layers * heads))
-    if not 0 < n <= min(len(upper), len(lower)):
+    if not 0 < n <= min(len(half_pool(layers, heads, where)) for where in ("upper", "lower")):
         raise ValueError(f"a share of {share} is {n} heads: it must be at least one head and at most one half")
-    return {
-        LOW: sorted([h for h in order if h in upper][:n]),
-        HIGH: sorted([h for h in order if h in lower][:n]),
-        IMPORTANT: sorted(order[:n]),
-    }
+    drop = lambda where: list(importance_specs(importance, layers, heads, [share], where)[0].dropped)  # noqa: E731
+    return {LOW: drop("upper"), HIGH: drop("lower"), IMPORTANT: drop("all")}
 
 
 def student_specs(drops: dict[str, list[tuple[int, int]]]) -> list[MaskSpec]:
@@ -112,8 +126,9 @@ def choose_temperature(dev_accuracy: dict[float, float]) -> float:
     return min(dev_accuracy, key=lambda t: (-dev_accuracy[t], t))
 
 
-def distilled_students(lab, importance: pd.DataFrame, settings: StudentSettings, progress: bool = False):
-    """Every student of ``lab``'s model, trained or found in the cache (:func:`headlab.models.distill.distill`: a
+def distilled_students(lab, drops: dict, settings: StudentSettings, progress: bool = False):
+    """Every student of ``lab``'s model that lacks the heads ``drops`` names per kind (:func:`student_drops`), trained
+    or found in the cache (:func:`headlab.models.distill.distill`: a
     notebook of the book only finds them, the build trains them first), and its grades of ``lab``'s pairs.
 
     The temperature is chosen first with the important-heads student of seed 0 (:func:`choose_temperature`), by its
@@ -124,8 +139,6 @@ def distilled_students(lab, importance: pd.DataFrame, settings: StudentSettings,
     n_dev, chosen); both empty for a model whose heads cannot be removed (:func:`student_note` says why)."""
     if cannot_prune(lab.model):  # no smaller model to start a student from: nothing distilled, the page says why
         return pd.DataFrame(columns=STUDENT_COLUMNS), pd.DataFrame(columns=TEMPERATURE_COLUMNS)
-    layers, heads = lab.shape
-    drops = student_drops(importance, layers, heads, settings.share)
 
     def student(kind: str, temperature: float, seed: int) -> Path:
         config = DistillConfig(
@@ -198,7 +211,8 @@ def train_students(settings: dict) -> None:
     with one_thread():  # the dev importance as the build's notebooks compute it (one thread each), beside a lane
         lab = Lab.from_globals(names)
         importance = lab.on_split(student_settings.order_split, names.get("EVAL_LIMIT")).importance()
-        distilled_students(lab, importance, student_settings, progress=True)
+        drops = student_drops(importance, *lab.shape, student_settings.share)
+        distilled_students(lab, drops, student_settings, progress=True)
 
 
 def _by_kind(students: pd.DataFrame, kind: str) -> np.ndarray:
@@ -258,26 +272,6 @@ def student_table(
             }
         )
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
-
-
-TABLE_COLUMNS = [
-    "kind",
-    "heads_removed",
-    "seeds",
-    "temperature",
-    "teacher_accuracy",
-    "accuracy",
-    "rel_change",
-    "lo",
-    "hi",
-    "kappa_lost",
-    "kappa_lost_lo",
-    "kappa_lost_hi",
-    "at_floor",
-    "zero_budget_accuracy",
-    "zero_budget_kappa_lost",
-    "n_examples",
-]
 
 
 def student_claim(
