@@ -10,20 +10,28 @@ and on the CPU with its products through torch's default (MKL), to show what one
     python benchmarks/sweep_speed.py                    # both workloads, every mask, both ways
     python benchmarks/sweep_speed.py --naive-sample 12  # time the naive loop on 12 masks per workload only
     python benchmarks/sweep_speed.py --masks 20 --naive-sample 2   # 20 masks per workload (a few minutes)
+    python benchmarks/sweep_speed.py --engine-only      # the roofline alone: the engine against this machine's peak
 
-Prints both times, their ratio, the largest accuracy difference between the two (0 expected on a CPU), and
-the achieved FLOP/s against this machine's measured fp32 matmul peak.
+Prints both times, their ratio, the largest accuracy difference between the two (0 expected on a CPU), and a
+roofline: the FLOP/s of the products the engine computes (``MaskEngine.matmul_flops``: the work done, removed
+heads and skipped layers not counted) beside this machine's fp32 and bf16 matmul peaks, measured in the same run on
+the same threads (a large square product; and at the feed-forward's shape, what the model's layer width can reach). The
+roofline rows are appended to ``results/roofline.csv`` (``--out``), so each processor's share is on record.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 
-from headlab.core.engine import MaskEngine, first_masked_layer
+from headlab.book.records import machine
+from headlab.core.device import precision
+from headlab.core.engine import MaskEngine
 from headlab.core.evaluate import NUM_GRADES, Encoded
 from headlab.core.masking import mask_heads
 from headlab.core.onednn import dense, onednn_available
@@ -53,31 +61,92 @@ def naive_probabilities(model, encoded: Encoded, mask, batch_size: int, device) 
     return probs
 
 
-def matmul_peak(device, n: int = 2048, repeats: int = 10, onednn: bool = False) -> float:
-    """Measured fp32 matmul FLOP/s (torch's default, or oneDNN's): the practical ceiling for this model's work."""
-    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
-    product = dense(b, None) if onednn else (lambda x: x @ b)
-    product(a)
+def matmul_rate(device, dtype=torch.float32, onednn: bool = False, shape=(2048, 2048, 2048), seconds=1.0) -> float:
+    """Measured FLOP/s of an ``m x k`` by ``k x n`` product in ``dtype`` through torch (oneDNN's fp32 products with
+    ``onednn``), repeated for at least ``seconds`` after one untimed product, on torch's threads as they are now. A
+    large square product is this machine's practical peak; a layer's shape is what a model's products can reach."""
+    m, k, n = shape
+    device = torch.device(device)
+    a, b = torch.randn(m, k, device=device, dtype=dtype), torch.randn(n, k, device=device, dtype=dtype)
+    product = dense(b, None) if onednn else (lambda x: torch.nn.functional.linear(x, b))
+
+    def timed(repeats: int) -> float:
+        started = time.perf_counter()
+        for _ in range(repeats):
+            product(a)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter() - started
+
+    repeats = 1
+    timed(1)
+    while (elapsed := timed(repeats)) < seconds:
+        repeats *= 2
+    return 2 * m * k * n * repeats / elapsed
+
+
+def peaks(device, ffn_shape) -> dict[str, float]:
+    """This machine's matmul FLOP/s, same run and threads as the engine: fp32 and bf16 at a large square product
+    (the peak) and at the feed-forward's shape, and fp32 through oneDNN where the engine uses it."""
+    rates = {}
+    for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        rates[f"{name} peak"] = matmul_rate(device, dtype)
+        rates[f"{name} at the feed-forward's shape"] = matmul_rate(device, dtype, shape=ffn_shape)
+    if onednn_available(device):
+        rates["fp32 peak through oneDNN"] = matmul_rate(device, onednn=True)
+    return rates
+
+
+def engine_peak(engine: MaskEngine, rates: dict[str, float]) -> tuple[str, float]:
+    """The peak of the products the engine computes: bf16 under autocast, else fp32 (through oneDNN if it uses it)."""
+    name = "bf16 peak" if engine.autocast else "fp32 peak through oneDNN" if engine.onednn else "fp32 peak"
+    return name, rates[name]
+
+
+def compare(engine_probs, masks, model, encoded, args, device, rng) -> dict[str, float]:
+    """The engine's grades and time against the naive loop, the engine with removed heads computed and zeroed, and
+    (on the CPU in fp32) the engine with MKL's products instead of oneDNN's: seconds of each, printed as it goes."""
+    fast, t_engine, engine = engine_probs
     started = time.perf_counter()
-    for _ in range(repeats):
-        product(a)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return 2 * n**3 * repeats / (time.perf_counter() - started)
+    zeroed = MaskEngine(
+        model, encoded, args.batch_size, device, masks_per_pass=args.masks_per_pass, leave_out_removed=False
+    ).probabilities(masks)
+    t_zeroed = time.perf_counter() - started
+    agree = min(float(np.mean(a.argmax(1) == b.argmax(1))) for a, b in zip(fast, zeroed))
+    t_mkl = 0.0
+    if engine.onednn:
+        started = time.perf_counter()
+        default = MaskEngine(
+            model, encoded, args.batch_size, device, masks_per_pass=args.masks_per_pass, onednn=False
+        ).probabilities(masks)
+        t_mkl = time.perf_counter() - started
+        agree_mkl = min(float(np.mean(a.argmax(1) == b.argmax(1))) for a, b in zip(fast, default))
+    picked = (
+        np.arange(len(masks)) if not args.naive_sample else np.sort(rng.choice(len(masks), args.naive_sample, False))
+    )
+    model.set_attn_implementation("eager")
+    started = time.perf_counter()
+    slow = {i: naive_probabilities(model, encoded, masks[i], args.batch_size, device) for i in picked}
+    t_naive = (time.perf_counter() - started) * len(masks) / len(picked)
+    model.set_attn_implementation("sdpa")
 
+    def acc(probs):
+        return float(np.mean(probs.argmax(1) + 1 == encoded.grades))
 
-def engine_flops(model, encoded: Encoded, masks, batch_size: int) -> float:
-    """Matmul FLOPs the engine performs (skipped layers excluded): projections, attention and feed-forward."""
-    cfg = model.config
-    d, inner, layers = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
-    lengths = np.sort([len(x) for x in encoded.input_ids])
-    per_layer = 0.0
-    for start in range(0, len(lengths), batch_size):
-        t = lengths[start : start + batch_size].max()
-        rows = len(lengths[start : start + batch_size])
-        per_layer += rows * (2 * 4 * t * d * d + 2 * 2 * t * t * d + 2 * 2 * t * d * inner)
-    computed_layers = sum(layers - min(first_masked_layer(m), layers) for m in masks)
-    return per_layer * (computed_layers + layers)  # + the one unmasked pass that records layer outputs
+    diff = max(abs(acc(fast[i]) - acc(slow[i])) for i in picked)
+    note = "" if len(picked) == len(masks) else f" (extrapolated from {len(picked)} of {len(masks)} masks)"
+    print(f"  naive loop : {t_naive:8.1f} s{note}")
+    print(f"  speed-up   : {t_naive / t_engine:8.2f}x   largest accuracy difference: {diff:.6f}")
+    print(
+        f"  removed heads computed and zeroed: {t_zeroed:8.1f} s ({t_zeroed / t_engine:.2f}x headlab's time; "
+        f"grades agree on at least {agree:.4%} of pairs per mask)"
+    )
+    if engine.onednn:
+        print(
+            f"  products through torch's default (MKL), not oneDNN: {t_mkl:8.1f} s ({t_mkl / t_engine:.2f}x "
+            f"headlab's time; grades agree on at least {agree_mkl:.4%} of pairs per mask)"
+        )
+    return {"naive": t_naive, "zeroed": t_zeroed, "mkl": t_mkl}
 
 
 def main() -> None:
@@ -91,6 +160,10 @@ def main() -> None:
     parser.add_argument(
         "--masks", type=int, default=0, help="time this many masks of each workload, drawn at random (0: all)"
     )
+    parser.add_argument(
+        "--engine-only", action="store_true", help="the engine and the roofline only (no naive loop or variants)"
+    )
+    parser.add_argument("--out", default="results/roofline.csv", help="the roofline rows are appended here")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
@@ -108,7 +181,7 @@ def main() -> None:
         "10 shares x 10 draws": random_share_specs(layers, heads, [i / 10 for i in range(1, 11)], 10, args.seed),
     }
     rng = np.random.default_rng(args.seed)
-    total_engine = total_naive = total_zeroed = total_mkl = 0.0
+    timed, totals = {}, {"engine": 0.0, "naive": 0.0, "zeroed": 0.0, "mkl": 0.0}
     for name, specs in workloads.items():
         if args.masks and args.masks < len(specs):
             specs = [specs[i] for i in np.sort(rng.choice(len(specs), args.masks, replace=False))]
@@ -117,67 +190,64 @@ def main() -> None:
         engine = MaskEngine(model, encoded, args.batch_size, device, masks_per_pass=args.masks_per_pass)
         fast = engine.probabilities(masks)
         t_engine = time.perf_counter() - started
-        flops = engine_flops(model, encoded, masks, args.batch_size)
-        started = time.perf_counter()
-        zeroed = MaskEngine(
-            model, encoded, args.batch_size, device, masks_per_pass=args.masks_per_pass, leave_out_removed=False
-        ).probabilities(masks)
-        t_zeroed = time.perf_counter() - started
-        agree = min(float(np.mean(a.argmax(1) == b.argmax(1))) for a, b in zip(fast, zeroed))
-        t_mkl = agree_mkl = None
-        if engine.onednn:
-            started = time.perf_counter()
-            default = MaskEngine(
-                model, encoded, args.batch_size, device, masks_per_pass=args.masks_per_pass, onednn=False
-            ).probabilities(masks)
-            t_mkl = time.perf_counter() - started
-            agree_mkl = min(float(np.mean(a.argmax(1) == b.argmax(1))) for a, b in zip(fast, default))
-            total_mkl += t_mkl
-
-        picked = (
-            np.arange(len(masks))
-            if not args.naive_sample
-            else np.sort(rng.choice(len(masks), args.naive_sample, replace=False))
-        )
-        model.set_attn_implementation("eager")
-        started = time.perf_counter()
-        slow = {i: naive_probabilities(model, encoded, masks[i], args.batch_size, device) for i in picked}
-        t_naive = (time.perf_counter() - started) * len(masks) / len(picked)
-        model.set_attn_implementation("sdpa")
-
-        def acc(probs):
-            return float(np.mean(probs.argmax(1) + 1 == encoded.grades))
-
-        diff = max(abs(acc(fast[i]) - acc(slow[i])) for i in picked)
-        note = "" if len(picked) == len(masks) else f" (extrapolated from {len(picked)} of {len(masks)} masks)"
+        timed[name] = (len(masks), t_engine, engine.matmul_flops(masks))
+        totals["engine"] += t_engine
         print(f"\n{name}: {len(masks)} masks")
-        print(f"  naive loop : {t_naive:8.1f} s{note}")
-        print(f"  headlab    : {t_engine:8.1f} s   ({flops / t_engine / 1e9:.1f} GFLOP/s of a pass with every head)")
-        print(f"  speed-up   : {t_naive / t_engine:8.2f}x   largest accuracy difference: {diff:.6f}")
+        rate = timed[name][2] / t_engine / 1e9
+        print(f"  headlab    : {t_engine:8.1f} s   ({rate:.1f} GFLOP/s of the products it computes)")
+        if not args.engine_only:
+            for key, seconds in compare((fast, t_engine, engine), masks, model, encoded, args, device, rng).items():
+                totals[key] += seconds
+    if not args.engine_only:
         print(
-            f"  removed heads computed and zeroed: {t_zeroed:8.1f} s ({t_zeroed / t_engine:.2f}x headlab's time; "
-            f"grades agree on at least {agree:.4%} of pairs per mask)"
+            f"\nall workloads: naive {totals['naive']:.1f} s, headlab {totals['engine']:.1f} s, "
+            f"speed-up {totals['naive'] / totals['engine']:.2f}x; "
+            f"removed heads zeroed instead of left out: {totals['zeroed']:.1f} s"
+            + (f"; with MKL's products instead of oneDNN's: {totals['mkl']:.1f} s" if engine.onednn else "")
         )
-        if t_mkl is not None:
-            print(
-                f"  products through torch's default (MKL), not oneDNN: {t_mkl:8.1f} s ({t_mkl / t_engine:.2f}x "
-                f"headlab's time; grades agree on at least {agree_mkl:.4%} of pairs per mask)"
-            )
-        total_engine += t_engine
-        total_naive += t_naive
-        total_zeroed += t_zeroed
-    peak = matmul_peak(device)
-    print(
-        f"\nall workloads: naive {total_naive:.1f} s, headlab {total_engine:.1f} s, "
-        f"speed-up {total_naive / total_engine:.2f}x; "
-        f"removed heads zeroed instead of left out: {total_zeroed:.1f} s"
-    )
-    print(f"measured fp32 matmul peak on this machine: {peak / 1e9:.1f} GFLOP/s")
-    if onednn_available(device):
+    record_roofline(engine, timed, device, Path(args.out))
+
+
+def record_roofline(engine: MaskEngine, timed: dict, device, out: Path) -> None:
+    """Print the engine's achieved FLOP/s beside this machine's measured fp32 and bf16 peaks (measured now, same
+    threads) and append one row per workload to ``out``."""
+    cells = [inputs["input_ids"].numel() for _, inputs in engine.batches]
+    config = engine.model.config
+    rates = peaks(device, (int(np.mean(cells)), config.hidden_size, config.intermediate_size))
+    own, own_peak = engine_peak(engine, rates)
+    native = precision(device) == "bf16"
+    print("\nthis machine's matmul FLOP/s, measured now on the same threads:")
+    for name, rate in rates.items():
+        print(f"  {name:45s} {rate / 1e9:8.1f} GFLOP/s")
+    if not native:
+        print("  (no native bf16 here: its bf16 products are emulated, so the fp32 peak is the physical limit)")
+    rows = []
+    for name, (n_masks, seconds, flops) in timed.items():
+        achieved = flops / seconds
+        of_bf16 = achieved / rates["bf16 peak"] if native else float("nan")  # an emulated bf16 is no ceiling
         print(
-            f"  through oneDNN: {matmul_peak(device, onednn=True) / 1e9:.1f} GFLOP/s; the engine with MKL's products "
-            f"instead: {total_mkl:.1f} s"
+            f"{name}: the engine reached {achieved / 1e9:.1f} GFLOP/s, {achieved / own_peak:.0%} of the {own} it "
+            f"computes in" + (f" and {of_bf16:.0%} of the bf16 peak" if native else "")
         )
+        rows.append(
+            {
+                "workload": name,
+                "masks": n_masks,
+                "seconds": seconds,
+                "engine_gflops": achieved / 1e9,
+                "engine_precision": own,
+                "share_of_own_peak": achieved / own_peak,
+                "share_of_bf16_peak": of_bf16,
+                "native_bf16": native,
+                **{f"{key.replace(' ', '_').replace(chr(39), '')}_gflops": r / 1e9 for key, r in rates.items()},
+                "machine": machine(1, torch.get_num_threads()),
+                "device": str(device),
+                "torch": torch.__version__,
+            }
+        )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(out, mode="a", header=not out.exists(), index=False, float_format="%.6g")
+    print(f"appended to {out}")
 
 
 if __name__ == "__main__":

@@ -49,3 +49,25 @@ def test_serve_speed_reads_a_paired_accuracy_change_and_chooses_the_smallest_bud
         lab.model, lab.encoded, fisher, [0.3, 1.0], within=-1.0, tune_pairs=5, tokens=8.0, pad_id=0
     )
     assert budget == 1.0 and set(tried) == {0.3, 1.0}  # none within reach: the largest budget
+
+
+def test_the_roofline_divides_the_engines_work_by_the_peak_of_the_products_it_computes(tmp_path, monkeypatch):
+    import numpy as np
+    import pandas as pd
+    from conftest import tiny_bert
+
+    from headlab.core.engine import MaskEngine
+
+    bench = _benchmark("sweep_speed")
+    assert bench.matmul_rate("cpu", shape=(8, 16, 32), seconds=0.01) > 0
+    rates = {"fp32 peak": 4e9, "fp32 peak through oneDNN": 8e9, "bf16 peak": 16e9}
+    monkeypatch.setattr(bench, "peaks", lambda device, shape: rates)
+    timed = {"grid": (2, 2.0, 4e9)}  # 2 GFLOP/s
+    for native, autocast, own in (("fp32", False, 0.25), ("bf16", True, 0.125)):
+        monkeypatch.setattr(bench, "precision", lambda device, chosen=native: chosen)
+        engine = MaskEngine(tiny_bert(), random_encoded(8), batch_size=4, autocast=autocast)
+        out = tmp_path / f"{native}.csv"
+        bench.record_roofline(engine, timed, "cpu", out)
+        row = pd.read_csv(out).iloc[0]
+        assert row["engine_gflops"] == 2 and row["share_of_own_peak"] == own
+        assert np.isnan(row["share_of_bf16_peak"]) if native == "fp32" else row["share_of_bf16_peak"] == 0.125

@@ -172,3 +172,26 @@ def test_head_means_average_each_projection_input_over_real_tokens_only():
     real = torch.cat([h[b["attention_mask"].bool()] for h, b in zip(seen, batches)])
     assert any(bool((b["attention_mask"] == 0).any()) for b in batches)  # some pairs are padded
     torch.testing.assert_close(head_means(model, batches)[1], real.mean(dim=0), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"cls_only": False}, {"leave_out_removed": False}, {"masks_per_pass": 2}, {"reuse_layers": False}],
+)
+def test_matmul_flops_counts_the_products_the_engine_performs(options):
+    """The roofline's numerator is the work done: torch's own count of every product (eager attention, products
+    through torch) equals the engine's count, the unmasked recording pass included; a removed head saves work."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model, encoded = tiny_bert("eager"), random_encoded(11)
+    masks = _masks() + [_whole_layer_and_a_last_layer_head()]
+    engine = MaskEngine(model, encoded, batch_size=4, onednn=False, autocast=False, **options)
+    with FlopCounterMode(display=False) as counter:
+        engine.probabilities(masks)
+    assert engine.matmul_flops(masks) == counter.get_total_flops()
+    with FlopCounterMode(display=False) as counter:
+        engine.probabilities(masks[1:2])  # layers already recorded
+    assert engine.matmul_flops(masks[1:2], recording=False) == counter.get_total_flops()
+    fewer = engine.matmul_flops([_whole_layer_and_a_last_layer_head()])
+    more = engine.matmul_flops([torch.zeros(3, 4) + (torch.arange(3)[:, None] > 0)])  # layer 0 removed only
+    assert (fewer < more) == engine.leave_out_removed  # a removed head costs nothing only where it is left out

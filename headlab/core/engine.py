@@ -305,6 +305,49 @@ class MaskEngine:
                 out[:, idx] = probs
         return list(out)
 
+    def matmul_flops(self, masks: list[torch.Tensor], recording: bool = True) -> float:
+        """Floating-point operations (two per multiply-add) of the matrix products :meth:`probabilities` performs
+        for ``masks``: projections, attention scores and sums, feed-forward, pooler and classifier, in the layers it
+        computes (from each pass's first masked layer, the kept heads only where it leaves removed heads out, the last
+        layer at ``[CLS]`` alone), on its padded batches; with ``recording`` the unmasked pass that records every
+        layer's output too. The work done, not a pass's nominal work: the numerator of a roofline."""
+        if not prunes_heads(self.model):
+            raise ValueError(f"matmul_flops counts a BERT encoder's work, not a {self.model.config.model_type}'s")
+        config = self.model.config
+        d, inner, heads = config.hidden_size, config.intermediate_size, config.num_attention_heads
+        size, last = d // heads, len(self.layers) - 1
+        cls_only = self.cls_only and reads_cls_only(self.model)
+
+        def layer(rows: int, length: int, kept: int, at_cls: bool) -> float:
+            queries, width = (1 if at_cls else length), kept * size
+            attention = 2 * rows * (queries * d * width + 2 * length * d * width + 2 * queries * length * width)
+            return attention + 2 * rows * width * d * queries * (kept > 0) + 4 * rows * queries * d * inner
+
+        def passes(kept_per_layer, skip: int, copies: int, at_cls: bool) -> float:
+            total = 0.0
+            for _, inputs in self.batches:
+                rows, length = inputs["input_ids"].shape
+                rows *= copies
+                total += sum(
+                    layer(rows, length, kept_per_layer[i], at_cls and i == last) for i in range(skip, last + 1)
+                )
+                total += 2 * rows * d * (d + NUM_GRADES)  # pooler and classifier, at [CLS]
+            return total
+
+        masks = [torch.as_tensor(m, dtype=torch.float32) for m in masks]
+        every = [heads] * (last + 1)
+        total = passes(every, 0, 1, False) if recording and self.reuse_layers else 0.0
+        order = sorted(masks, key=first_masked_layer)
+        for start in range(0, len(order), self.masks_per_pass):
+            chunk = order[start : start + self.masks_per_pass]
+            skip = min(first_masked_layer(m) for m in chunk) if self.reuse_layers else 0
+            skip = min(skip, last + 1)
+            binary = bool(((chunk[0] == 0) | (chunk[0] == 1)).all())
+            left_out = self.leave_out_removed and len(chunk) == 1 and binary
+            kept = [int(chunk[0][i].sum()) for i in range(last + 1)] if left_out else every
+            total += passes(kept, skip, len(chunk), cls_only and skip <= last)
+        return total
+
     def _heads(self, mask: torch.Tensor, skip: int):
         """How the layers from ``skip`` up apply ``mask``: left-out heads (one 0/1 mask, a BERT encoder) or hooks."""
         cls_only = self.cls_only and skip < len(self.layers) and reads_cls_only(self.model)
