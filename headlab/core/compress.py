@@ -162,24 +162,32 @@ def _capture(model, layer: int, inputs, head_scale, neuron_scale, which: str):
     return got[0]
 
 
-def _target(model, layer: int, inputs, which: str) -> torch.Tensor:
-    """The input of ``layer``'s LayerNorm after its attention or feed-forward block in the original model."""
+def _targets(model, layer: int, inputs) -> dict[str, torch.Tensor]:
+    """The inputs of ``layer``'s two LayerNorms in the original model, after its attention and its feed-forward
+    block (``{"attention": ..., "feed-forward": ...}``), from one pass stopped at the second."""
     block = encoder_layers(model)[layer]
-    norm = block.attention.output.LayerNorm if which == "attention" else block.output.LayerNorm
-    got = []
+    got: dict[str, torch.Tensor] = {}
 
-    def keep(mod, args):
-        got.append(args[0].detach())
-        raise _Stop
+    def keeper(which: str):
+        def keep(mod, args):
+            got[which] = args[0].detach()
+            if which == "feed-forward":
+                raise _Stop
 
-    handle = norm.register_forward_pre_hook(keep)
+        return keep
+
+    handles = [
+        block.attention.output.LayerNorm.register_forward_pre_hook(keeper("attention")),
+        block.output.LayerNorm.register_forward_pre_hook(keeper("feed-forward")),
+    ]
     try:
         model(**inputs)
     except _Stop:
         pass
     finally:
-        handle.remove()
-    return got[0]
+        for handle in handles:
+            handle.remove()
+    return got
 
 
 def tune_masks(
@@ -206,7 +214,10 @@ def tune_masks(
     model.eval()
     with torch.inference_mode():
         for layer in range(layers):
+            if not (np.any(heads_kept[layer]) or np.any(neurons_kept[layer])):
+                continue  # nothing kept to scale
             block = encoder_layers(model)[layer]
+            targets = [_targets(model, layer, inputs) for inputs in batches]  # the original's, once per layer
             for which, kept, weight, bias in (
                 (
                     "attention",
@@ -223,8 +234,7 @@ def tune_masks(
                     torch.zeros(len(units), len(units), dtype=torch.float64),
                     torch.zeros(len(units), dtype=torch.float64),
                 )
-                for inputs in batches:
-                    target = _target(model, layer, inputs, which)
+                for inputs, target in zip(batches, (t[which] for t in targets)):
                     hidden, residual = _capture(model, layer, inputs, head_scale, neuron_scale, which)
                     valid = inputs["attention_mask"].bool()
                     left = (target - residual - bias)[valid].double()  # tokens x hidden

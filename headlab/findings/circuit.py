@@ -48,10 +48,14 @@ def position_groups(contrast: Contrast, tokenizer, stopwords=None) -> dict[str, 
     return groups
 
 
+def _boot_shares(moved: np.ndarray, gap: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """(rows x resamples): each row of ``moved`` (rows x pairs) as a share of the gap, per bootstrap resample."""
+    return (moved @ weights.T) / (weights @ gap)
+
+
 def _share(moved: np.ndarray, gap: np.ndarray, weights: np.ndarray) -> tuple[float, float, float]:
     """A ratio of means over the pairs and its 95% paired bootstrap interval."""
-    boot = (weights @ moved) / (weights @ gap)
-    lo, hi = np.quantile(boot, [0.025, 0.975])
+    lo, hi = np.quantile(_boot_shares(moved[None, :], gap, weights)[0], [0.025, 0.975])
     return float(moved.mean() / gap.mean()), float(lo), float(hi)
 
 
@@ -114,11 +118,6 @@ def attribution_scores(
                 }
             )
     return pd.DataFrame(rows)
-
-
-def _boot_shares(moved: np.ndarray, gap: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """(rows x resamples): each row of ``moved`` (rows x pairs) as a share of the gap, per bootstrap resample."""
-    return (moved @ weights.T) / (weights @ gap)
 
 
 def receiver_ranking(engine: PatchEngine, senders, receivers, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
