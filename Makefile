@@ -1,5 +1,7 @@
 # Each command does all set-up on a fresh machine:
 #   make book   venv + install + offline assets + fine-tuning (cached) + notebooks (papermill) + static site
+#   make site   the same for every preset of the README's scorecard, in one site and one runs/ (resumable: a killed
+#               build picks up at the step it lost; each step's time in runs/timings.csv)
 #   make test   venv + install + the whole test suite (what .ci/run calls)
 #   make lab    venv + install + offline assets, then JupyterLab on this folder (live notebooks, sliders)
 #   make test-fast   ruff, mypy, then the tests not marked slow, offline (the developer loop)
@@ -24,6 +26,7 @@ MODEL ?=
 CHINESE_PRESETS := zh-char zh-char-mlm
 PRESET ?= $(if $(filter $(CHINESE_PRESETS),$(MODEL)),$(MODEL),default)
 PRESETS ?= $(PRESET)
+SITE_PRESETS := default zh-char e5-zh e5-en e5-zh-char
 SET ?=
 ASSETS ?= minilm stsb-en $(if $(filter mpnet,$(PRESETS)),mpnet) \
 	$(if $(filter $(CHINESE_PRESETS) e5-zh e5-zh-char,$(PRESETS)),pku-1998 stsb-zh) \
@@ -32,7 +35,7 @@ BIN := $(VENV)/bin
 BOOK_DIR ?= book
 RUN_DIR ?= runs
 
-.PHONY: book test test-fast lab venv assets clean publish dist
+.PHONY: book site test test-fast lab venv assets clean publish dist
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +53,9 @@ assets: venv
 book: export HEADLAB_MAKE_STARTED := $(shell date +%s)
 book: assets
 	$(BIN)/python -m headlab.book --presets $(PRESETS) $(if $(MODEL),--set MODEL=$(MODEL)) $(foreach s,$(SET),--set $(s))
+
+site:
+	$(MAKE) book PRESETS="$(SITE_PRESETS)"
 
 lab: assets
 	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks \

@@ -14,3 +14,13 @@ def timed_step(name: str, seconds: float, folder: str, fail: bool = False) -> st
     with open(os.path.join(folder, f"{name}.json"), "w") as out:
         json.dump({"start": started, "end": time.time(), "pid": os.getpid()}, out)
     return name
+
+
+def labelled_step(function, label: str, *args) -> float:
+    """In place of a build step (a notebook or a fine-tune, ``function(label, ...)``): note its label, start and end
+    in the folder named by ``HEADLAB_TEST_STEPS`` and take a moment."""
+    started = time.time()
+    time.sleep(0.5)
+    with open(os.path.join(os.environ["HEADLAB_TEST_STEPS"], f"{label.replace(': ', '--')}.json"), "w") as out:
+        json.dump({"function": function.__name__, "start": started, "end": time.time()}, out)
+    return time.time() - started

@@ -206,6 +206,17 @@ def test_make_book_presets_builds_one_site_with_every_presets_assets():
     assert all(f" {name}" in fetch for name in ["minilm", "stsb-en", "pku-1998", "stsb-zh"])
 
 
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_site_builds_every_scorecard_preset_into_one_site_with_their_assets():
+    plan = subprocess.run(["make", "-n", "site"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    build = next(line for line in plan.splitlines() if "-m headlab.book " in line)
+    presets = build.split("--presets", 1)[1].split()
+    assert presets[0] == "default" and {"zh-char", "e5-zh", "e5-en", "e5-zh-char"} <= set(presets)
+    assert set(presets) <= set(PRESETS) - {"tiny"}
+    fetch = set(next(line for line in plan.splitlines() if "-m headlab.inputs fetch" in line).split())
+    assert {"minilm", "stsb-en", "pku-1998", "stsb-zh", "e5-small", "e5-small-char"} <= fetch
+
+
 @pytest.mark.slow  # builds the whole book on the real minilm and STS-B assets
 def test_tiny_book_builds_with_real_numbers(tiny_book):
     work, runs = tiny_book.work, tiny_book.runs
@@ -255,7 +266,7 @@ def test_tiny_book_builds_with_real_numbers(tiny_book):
 def test_every_notebook_runs_on_a_tiny_random_mpnet_on_cpu(tmp_path):
     """The `mpnet` preset's architecture through the whole book (tiny sizes, CPU; the GPU run needs a GPU):
     a random 4 x 4 MPNet with the real WordPiece vocabulary laid out the MPNet way, fine-tuned and taken apart."""
-    from headlab.book.build import PRESETS, execute_preset, lanes_and_threads
+    from headlab.book.build import PRESETS, execute_presets, lanes_and_threads
     from headlab.inputs.assets import asset_path
 
     pieces = (asset_path("minilm") / "vocab.txt").read_text(encoding="utf-8").split("\n")
@@ -282,15 +293,7 @@ def test_every_notebook_runs_on_a_tiny_random_mpnet_on_cpu(tmp_path):
         "EVAL_LIMIT": 24,
     }
     (tmp_path / "logs").mkdir()
-    execute_preset(
-        "tiny-mpnet",
-        settings,
-        tmp_path / "executed",
-        page_ids(),
-        None,
-        tmp_path / "logs",
-        None,
-        *lanes_and_threads(),
-    )  # as the build does: models first, pages side by side
+    presets = {"tiny-mpnet": (settings, tmp_path / "executed")}
+    execute_presets(presets, page_ids(), None, tmp_path / "logs", None, *lanes_and_threads())  # as the build does
     grid = pd.read_csv(next((tmp_path / "runs").glob("*/head_grid.csv")))
     assert len(grid) == 4 * 4  # every head of the MPNet was masked once

@@ -136,7 +136,7 @@ def test_no_site_writes_the_tables_and_the_build_time_and_builds_no_site(tmp_pat
 
     for name in ("HEADLAB_BOOK", "HEADLAB_NO_NETWORK", "HF_HUB_OFFLINE", "TOKENIZERS_PARALLELISM"):
         monkeypatch.setenv(name, os.environ.get(name, ""))  # build() sets them: undone after this test, not leaked
-    monkeypatch.setattr(book, "execute_preset", lambda *args, **kwargs: ("cold", True))  # the pages, run
+    monkeypatch.setattr(book, "execute_presets", lambda presets, *args: dict.fromkeys(presets, ("cold", True)))
     (tmp_path / "runs").mkdir()  # where the pages write their tables
     monkeypatch.setattr(book, "scorecard_table", lambda presets: pd.DataFrame({"claim_id": ["a.b"]}))
     monkeypatch.setattr(book, "models_table", lambda presets: pd.DataFrame({"preset": list(presets)}))

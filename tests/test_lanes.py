@@ -231,3 +231,34 @@ def test_grades_do_not_depend_on_the_thread_count():
     for one, two in zip(probs[1], probs[2]):
         np.testing.assert_array_equal(one.argmax(1), two.argmax(1))
         np.testing.assert_allclose(one, two, atol=1e-5)
+
+
+@pytest.mark.slow  # its two worker processes import headlab's build (torch, transformers) to unpickle the steps
+def test_several_presets_share_one_pool_each_step_after_its_own_presets_needs(tmp_path, monkeypatch):
+    """One build of two presets: their fine-tunes run side by side (one pool, not one preset after the other), each
+    page after its own preset's model, every step recorded under its preset, and a preset total for each."""
+    from lane_steps import labelled_step
+
+    from headlab.book.build import PRESETS, execute_presets
+    from headlab.book.records import BuildClock
+
+    monkeypatch.setenv("HEADLAB_TEST_STEPS", str(tmp_path))
+    presets = {
+        name: ({**PRESETS["tiny"], "RUN_DIR": str(tmp_path / name)}, tmp_path / "executed" / name)
+        for name in ("first", "second")
+    }
+    clock = BuildClock(tmp_path / "timings.csv", "cpu", 2, 1)
+    (tmp_path / "logs").mkdir()
+    pages = ["00_setup", "01_redundancy"]
+    states = execute_presets(presets, pages, None, tmp_path / "logs", clock, 2, 1, run=labelled_step)
+    assert list(states) == ["first", "second"] and not any(computed for _, computed in states.values())
+    times = _times(tmp_path)
+    steps = [f"{p}--{s}" for p in presets for s in (CROSS_ENCODER, *pages)]
+    assert sorted(times) == sorted(steps)
+    assert {times[f"{p}--{CROSS_ENCODER}"]["function"] for p in presets} == {"fine_tune_step"}
+    first, second = times[f"first--{CROSS_ENCODER}"], times[f"second--{CROSS_ENCODER}"]
+    assert first["start"] < second["end"] and second["start"] < first["end"]  # the two presets' fine-tunes at once
+    for p in presets:
+        assert all(times[f"{p}--{page}"]["start"] >= times[f"{p}--{CROSS_ENCODER}"]["end"] for page in pages)
+    recorded = pd.read_csv(tmp_path / "timings.csv")
+    assert sorted(recorded[recorded["preset"] == "second"]["step"]) == sorted([CROSS_ENCODER, *pages, "preset total"])

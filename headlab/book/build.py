@@ -11,7 +11,8 @@ cores shared out between them): the cross-encoder and page 08's two towers train
 thread wherever it runs, so its weights are those a notebook run alone trains), each notebook after the models and
 pages it reads (:func:`step_needs`: the artifact registry and the fine-tunes), the longest chain of work first
 (:func:`critical_path_first`, from the last build's timings), so no lane idles at the end while the other runs a long
-page; their single-threaded parts (a kernel's start, tables, charts) overlap.
+page; their single-threaded parts (a kernel's start, tables, charts) overlap. Several presets share one pool
+(:func:`execute_presets`): one progress view, and one preset's last long page runs beside another's work.
 Inference with fewer threads gives the same grades (probabilities can differ in their last float digits), so the
 claims are those of a build that runs one notebook at a time.
 
@@ -443,72 +444,84 @@ def site_toc(template: Path, folders: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def execute_preset(
-    preset: str,
-    settings: dict,
-    executed: Path,
+def execute_presets(
+    presets: dict[str, tuple[dict, Path]],
     names: list[str],
     only: list[str] | None,
     logs: Path,
     clock: BuildClock | None = None,
     lanes: int = 1,
     threads: int = 1,
-) -> tuple[str, bool]:
-    """Pretrain the preset's model if headlab pretrains it, then fine-tune its models and run the toc's notebooks for
-    it into ``executed``, ``lanes`` at a time with ``threads`` threads each (a notebook once the models and pages it
-    reads are done: :func:`step_needs`), tagged for reading, widgets made static. Each step's seconds go to ``clock``
-    with the cache state the preset started from and whether the step computed anything (its work log in ``logs``), and
-    the preset's whole time as the step ``preset total``. Returns that state and whether any step computed anything."""
-    executed.mkdir(parents=True, exist_ok=True)
-    for name in names:
-        if only and name not in only and not (executed / f"{name}.ipynb").exists():
-            raise BookError(f"--only skips {name}, but it has never been executed into {executed}")
-    run = [name for name in names if not only or name in only]
-    state, computed_any, started = cache_state(settings), False, time.time()
+    run=call,
+) -> dict[str, tuple[str, bool]]:
+    """Run every preset's work (``{name: (settings, executed folder)}``): first each model headlab pretrains, in this
+    process with all of torch's threads; then every preset's fine-tunes and toc notebooks in one pool of ``lanes``
+    (``threads`` threads each), a step once the models and pages of its own preset that it reads are done
+    (:func:`step_needs`), the longest chain of work across all presets first (each preset's recorded seconds), so a
+    preset's last long page runs beside another preset's work. Each step's seconds go to ``clock`` under its preset,
+    with the cache state the preset started from and whether the step computed anything (its work log in ``logs``),
+    and each preset's wall time, from its pretraining (else from the start of the lanes) to the end of its last
+    step, as the step ``preset total``; ``run`` runs a step in its lane (:func:`in_lanes`). Returns each
+    preset's state and whether any of its steps computed anything."""
+    runs, began = {}, time.time()
+    for preset, (_, executed) in presets.items():
+        executed.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            if only and name not in only and not (executed / f"{name}.ipynb").exists():
+                raise BookError(f"--only skips {name}, but it has never been executed into {executed}")
+        runs[preset] = [name for name in names if not only or name in only]
+    states = {preset: cache_state(settings) for preset, (settings, _) in presets.items()}  # before anything runs
+    computed = dict.fromkeys(presets, False)
+    started: dict[str, float] = {}
+    done = 0
 
-    def record(step: str, seconds: float, log: Path) -> None:
-        nonlocal computed_any
+    def record(preset: str, step: str, seconds: float, log: Path, total: int | None = None) -> None:
         work = work_noted(log)
-        computed_any = computed_any or bool(work)
+        computed[preset] = computed[preset] or bool(work)
+        progress = f" ({done} of {total} steps done, {(time.time() - began) / 60:.0f} min in)" if total else ""
         print(
-            f"[book] {preset}: {step}: {seconds:.0f} s, " + ("; ".join(work) if work else "all of it cached"),
+            f"[book] {preset}: {step}: {seconds:.0f} s, "
+            + ("; ".join(work) if work else "all of it cached")
+            + progress,
             flush=True,
         )
         if clock:
-            clock.record(preset, state, step, seconds, bool(work))
+            clock.record(preset, states[preset], step, seconds, bool(work))
 
-    with logging_work(logs / f"{preset}-pretraining.log") as log:
-        seconds = _pretrain_if_needed(settings)
-    if seconds is not None:
-        record(PRETRAINING, seconds, log)
-    timings = [Path(settings.get("RUN_DIR", "runs")) / "timings.csv", REPO / "results" / "timings.csv"]
-    expected = recorded_seconds(preset, state, timings)
-    needs = step_needs(run)
-    steps = {
-        name: (fine_tune_step, f"{preset}: {name}", settings, name, logs / f"{preset}-{name}.log")
-        for name in training_needs(run)
-    }
-    steps.update(
-        {
-            name: (
-                run_step,
-                f"{preset}: {name}",
-                REPO / "notebooks" / f"{name}.ipynb",
-                executed / f"{name}.ipynb",
-                settings,
-                threads,
-                logs / f"{preset}-{name}.log",
-            )
-            for name in run
-        }
-    )
-    for name, seconds in in_lanes(
-        {n: steps[n] for n in critical_path_first(list(steps), needs, expected)}, needs, lanes
-    ):
-        record(name, seconds, steps[name][-1])
-    if clock:
-        clock.record(preset, state, PRESET_TOTAL, time.time() - started, computed_any)
-    return state, computed_any
+    for preset, (settings, _) in presets.items():
+        with logging_work(logs / f"{preset}-pretraining.log") as log:
+            before = time.time()
+            seconds = _pretrain_if_needed(settings)
+        if seconds is not None:
+            started[preset] = before
+            record(preset, PRETRAINING, seconds, log)
+    steps, needs, expected = {}, {}, {}
+    for preset, (settings, executed) in presets.items():
+        timings = [Path(settings.get("RUN_DIR", "runs")) / "timings.csv", REPO / "results" / "timings.csv"]
+        seconds_of = recorded_seconds(preset, states[preset], timings)
+        own = step_needs(runs[preset])
+        for name in (*training_needs(runs[preset]), *runs[preset]):
+            key, log = f"{preset}/{name}", logs / f"{preset}-{name}.log"
+            needs[key] = tuple(f"{preset}/{n}" for n in own.get(name, ()))
+            if name in seconds_of:
+                expected[key] = seconds_of[name]
+            if name in runs[preset]:
+                source, target = REPO / "notebooks" / f"{name}.ipynb", executed / f"{name}.ipynb"
+                steps[key] = (run_step, f"{preset}: {name}", source, target, settings, threads, log)
+            else:
+                steps[key] = (fine_tune_step, f"{preset}: {name}", settings, name, log)
+    lanes_started, ended = time.time(), {}
+    ordered = {key: steps[key] for key in critical_path_first(list(steps), needs, expected)}
+    for key, seconds in in_lanes(ordered, needs, lanes, run):
+        preset, name = key.split("/", 1)
+        done += 1
+        record(preset, name, seconds, steps[key][-1], len(steps))
+        ended[preset] = time.time()
+    for preset in presets:
+        if clock:
+            total = ended.get(preset, time.time()) - started.get(preset, lanes_started)
+            clock.record(preset, states[preset], PRESET_TOTAL, total, computed[preset])
+    return {preset: (states[preset], computed[preset]) for preset in presets}
 
 
 def site_config(template: Path, target: Path) -> Path:
@@ -600,11 +613,16 @@ def build(
         Path(run_dir) / "timings.csv", str(resolve_device(str(first.get("DEVICE", "auto")))), lanes, threads
     )
     with tempfile.TemporaryDirectory(prefix="headlab-work-") as logs:
-        runs = [
-            execute_preset(name, settings, work / folders[name], names, only, Path(logs), clock, lanes, threads)
-            for name, settings in presets.items()
-        ]
-    state = overall_state([s for s, _ in runs], any(computed for _, computed in runs))
+        runs = execute_presets(
+            {name: (settings, work / folders[name]) for name, settings in presets.items()},
+            names,
+            only,
+            Path(logs),
+            clock,
+            lanes,
+            threads,
+        )
+    state = overall_state([s for s, _ in runs.values()], any(computed for _, computed in runs.values()))
     table, models, two_tower = scorecard_table(presets), models_table(presets), stacked(presets, "two_tower_conditions")
     table.to_csv(Path(run_dir) / "scorecard.csv", index=False)
     models.to_csv(Path(run_dir) / "models.csv", index=False, float_format="%.6g")
