@@ -87,13 +87,14 @@ def matmul_rate(device, dtype=torch.float32, onednn: bool = False, shape=(2048, 
 
 def peaks(device, ffn_shape) -> dict[str, float]:
     """This machine's matmul FLOP/s, same run and threads as the engine: fp32 and bf16 at a large square product
-    (the peak) and at the feed-forward's shape, and fp32 through oneDNN where the engine uses it."""
+    (the peak) and at the feed-forward's shape, and both fp32 ones through oneDNN where the engine can use it."""
     rates = {}
     for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
         rates[f"{name} peak"] = matmul_rate(device, dtype)
         rates[f"{name} at the feed-forward's shape"] = matmul_rate(device, dtype, shape=ffn_shape)
     if onednn_available(device):
         rates["fp32 peak through oneDNN"] = matmul_rate(device, onednn=True)
+        rates["fp32 at the feed-forward's shape through oneDNN"] = matmul_rate(device, onednn=True, shape=ffn_shape)
     return rates
 
 
