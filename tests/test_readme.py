@@ -588,3 +588,28 @@ def test_the_first_screen_gives_the_default_books_latest_cold_and_warm_times_and
     assert [line.split(" (")[0] for line in lines] == ["* default, cold", "* default, warm"]
     assert all("budget of" in line and ", on " in line for line in lines)
     assert readme.cold_block(table[table["preset"] != "default"]) == ["No default build is recorded yet."]
+
+
+def test_the_roofline_block_gives_each_processors_latest_share_of_its_own_peak():
+    row = {
+        "workload": "single-head grid",
+        "masks": 20,
+        "seconds": 10.0,
+        "engine_gflops": 40.0,
+        "engine_precision": "fp32 peak through oneDNN",
+        "share_of_own_peak": 0.5,
+        "share_of_bf16_peak": float("nan"),
+        "native_bf16": False,
+        "fp32_at_the_feed-forwards_shape_gflops": 60.0,
+        "fp32_at_the_feed-forwards_shape_through_oneDNN_gflops": 55.0,
+        "machine": "AMD EPYC (family 25, model 1)",
+    }
+    newer = {**row, "engine_gflops": 48.0, "share_of_own_peak": 0.6}
+    native = {**row, "machine": "Xeon", "engine_precision": "bf16 peak", "native_bf16": True}
+    native["share_of_bf16_peak"] = 0.25
+    lines = readme.roofline_block(pd.DataFrame([row, newer, native]))
+    body = [line for line in lines if line.startswith("| AMD") or line.startswith("| Xeon")]
+    assert len(body) == 2  # the latest run of each processor and workload
+    assert "| 48.0 GFLOP/s | fp32 through oneDNN | 80.0 GFLOP/s | 60.0% | no native bf16" in body[0]
+    assert "| 60.0 GFLOP/s / 55.0 GFLOP/s |" in body[0]
+    assert "| bf16 | 80.0 GFLOP/s | 50.0% | 25.0% |" in body[1]

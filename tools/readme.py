@@ -54,6 +54,7 @@ BLOCKS = (
     "two_tower",
     "pruning",
     "timings",
+    "roofline",
     "calibration",
 )
 SOURCE = {
@@ -559,6 +560,30 @@ def calibration_block(table: pd.DataFrame) -> list[str]:
     return lines
 
 
+def roofline_block(table: pd.DataFrame) -> list[str]:
+    """``benchmarks/sweep_speed.py``'s roofline, the latest run per processor and workload: the FLOP/s of the
+    products the sweep engine computes beside that processor's peak for the precision it computes in, both measured
+    in the same run on the same threads, and the fp32 products at the feed-forward's shape through torch's default
+    and through oneDNN."""
+    lines = [
+        "| processor | workload (masks) | engine | computes in | peak of that | share of it | share of the bf16 peak "
+        "| fp32 at the feed-forward's shape: torch's default / oneDNN |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    rate = lambda value: "" if is_missing(value) else f"{value:.1f} GFLOP/s"  # noqa: E731
+    for _, r in table.groupby(["machine", "workload"], sort=False).tail(1).iterrows():
+        peak = r["engine_gflops"] / r["share_of_own_peak"]
+        bf16 = _pct(r["share_of_bf16_peak"]) if r["native_bf16"] else "no native bf16: emulated, not a ceiling"
+        ffn = f"{rate(r.get('fp32_at_the_feed-forwards_shape_gflops'))} / "
+        ffn += rate(r.get("fp32_at_the_feed-forwards_shape_through_oneDNN_gflops")) or "not measured"
+        lines.append(
+            f"| {r['machine']} | {r['workload']} ({int(r['masks'])}) | {rate(r['engine_gflops'])} "
+            f"| {r['engine_precision'].removesuffix(' peak').replace(' peak ', ' ')} | {rate(peak)} "
+            f"| {_pct(r['share_of_own_peak'])} | {bf16} | {ffn} |"
+        )
+    return lines
+
+
 RENDER = {
     "calibration": calibration_block,
     "cold": cold_block,
@@ -566,6 +591,7 @@ RENDER = {
     "tuning": tuning_block,
     "two_tower": two_tower_block,
     "timings": timings_block,
+    "roofline": roofline_block,
 }  # each from its own table; the scorecard block reads two more (scorecard_block)
 
 
