@@ -613,3 +613,35 @@ def test_the_roofline_block_gives_each_processors_latest_share_of_its_own_peak()
     assert "| 48.0 GFLOP/s | fp32 through oneDNN | 80.0 GFLOP/s | 60.0% | no native bf16" in body[0]
     assert "| 60.0 GFLOP/s / 55.0 GFLOP/s |" in body[0]
     assert "| bf16 | 80.0 GFLOP/s | 50.0% | 25.0% |" in body[1]
+
+
+def test_a_build_of_a_few_pages_on_another_model_is_refused_whole(tmp_path, capsys, monkeypatch):
+    """A column is one model: pages rebuilt on another fine-tune (another precision, say) may not join the rows the
+    first one gave; the same model, or every page, may."""
+    runs, results = tmp_path / "runs", tmp_path / "results"
+    runs.mkdir()
+    patching = {**_claim_row("e5-zh"), "page": "09_patching", "claim_id": "patching.matching_heads_carry_matching"}
+    pd.DataFrame([_claim_row("e5-zh"), patching]).to_csv(runs / "scorecard.csv", index=False)
+    pd.DataFrame([{"preset": "e5-zh", "accuracy": 0.529023}]).to_csv(runs / "models.csv", index=False)  # no checkpoint
+    readme.collect(runs, results)
+    pd.DataFrame([patching]).to_csv(runs / "scorecard.csv", index=False)  # --pages 09_patching
+    pd.DataFrame([{"preset": "e5-zh", "accuracy": 0.528288, "checkpoint": "e5-fp32"}]).to_csv(
+        runs / "models.csv", index=False
+    )
+    with pytest.raises(ValueError, match=r"e5-zh: .*test accuracy 52.8288%.* rows of 01_redundancy .*52.9023%"):
+        readme.collect(runs, results)
+    monkeypatch.setattr(readme, "REPO", tmp_path)
+    monkeypatch.setattr(readme, "RESULTS", results)
+    assert readme.main([str(runs)]) == 1 and "nothing copied into results/" in capsys.readouterr().err
+    pd.DataFrame([{"preset": "e5-zh", "accuracy": 0.529023, "checkpoint": "e5-bf16"}]).to_csv(
+        runs / "models.csv", index=False
+    )
+    assert "scorecard" in readme.collect(runs, results)  # the same model: its pages replace their rows
+    pd.DataFrame([{"preset": "e5-zh", "accuracy": 0.529023, "checkpoint": "e5-fp32"}]).to_csv(
+        runs / "models.csv", index=False
+    )
+    with pytest.raises(ValueError, match="checkpoint e5-fp32"):
+        readme.collect(runs, results)  # both named: the checkpoints differ
+    pd.DataFrame([_claim_row("e5-zh"), patching]).to_csv(runs / "scorecard.csv", index=False)
+    readme.collect(runs, results)  # every page on the new model: the column is that model's
+    assert pd.read_csv(results / "models.csv")["checkpoint"].tolist() == ["e5-fp32"]

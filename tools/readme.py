@@ -107,9 +107,43 @@ def merge_by_preset(new: pd.DataFrame, old: pd.DataFrame | None, by: tuple[str, 
     return order.sort_values(keys, kind="stable").drop(columns="_rank").reset_index(drop=True)
 
 
+def other_models(runs: Path, results: Path) -> list[str]:
+    """Where a build of a few pages (``--pages``) would put its rows beside a preset's rows of other pages that another
+    model gave: its model's checkpoint differs from the one ``results/models.csv`` names (its accuracy, where that
+    table names none: a different accuracy on the same test pairs is a different model). A column is one model, so
+    such a build goes in whole (every page) or not at all; one line per preset."""
+    paths = [runs / "models.csv", results / "models.csv", runs / "scorecard.csv", results / "scorecard.csv"]
+    if not all(path.exists() for path in paths):
+        return []
+    new_models, old_models, new_card, old_card = (pd.read_csv(path) for path in paths)
+    found = []
+    for new in new_models.itertuples():
+        old = old_models[old_models["preset"] == new.preset]
+        others = set(old_card.loc[old_card["preset"] == new.preset, "page"])
+        others -= set(new_card.loc[new_card["preset"] == new.preset, "page"])
+        if old.empty or not others:
+            continue
+        was, now = old.iloc[0].get("checkpoint"), getattr(new, "checkpoint", None)
+        if is_missing(was) or is_missing(now):
+            differs, what = abs(float(old.iloc[0]["accuracy"]) - float(new.accuracy)) > 1e-9, "test accuracy"
+            was, now = f"{float(old.iloc[0]['accuracy']):.4%}", f"{float(new.accuracy):.4%}"
+        else:
+            differs, what = was != now, "checkpoint"
+        if differs:
+            found.append(
+                f"{new.preset}: this build's model ({what} {now}) is not the one behind its rows of "
+                f"{', '.join(sorted(others))} ({what} {was}); build every page of it, or these pages on that model"
+            )
+    return found
+
+
 def collect(runs: Path, results: Path = RESULTS) -> list[str]:
-    """Copy what ``runs`` holds into ``results``; the names of the tables updated."""
+    """Copy what ``runs`` holds into ``results``; the names of the tables updated. Refuses (``ValueError``) a build
+    of a few pages whose model is not the one behind the preset's other rows (:func:`other_models`)."""
     results.mkdir(parents=True, exist_ok=True)
+    mixed = other_models(runs, results)
+    if mixed:
+        raise ValueError("a column would mix two models:\n" + "\n".join(mixed))
     updated = []
     for name in ("scorecard", "models", "two_tower", "pruning"):
         source = runs / f"{name}.csv"
@@ -760,7 +794,11 @@ def main(argv=None) -> int:
     if not args.runs.is_dir():
         print(f"no results at {args.runs}: build the book first (make book PRESETS=...)", file=sys.stderr)
         return 1
-    updated = collect(args.runs, results)
+    try:
+        updated = collect(args.runs, results)
+    except ValueError as err:
+        print(f"nothing copied into results/: {err}", file=sys.stderr)
+        return 1
     rewritten = []
     for path in documents(repo):
         text = path.read_text(encoding="utf-8")

@@ -44,6 +44,7 @@ MODEL_COLUMNS = [
     "macro_f1_hi",
     "majority",
     "finetune_seconds",
+    "checkpoint",
     "pretrain_seconds",
     "masked_token_accuracy",
     "masked_token_accuracy_lo",
@@ -211,8 +212,9 @@ def overall_state(states: list[str], computed: bool = False) -> str:
 
 
 def model_row(preset: str, settings: dict) -> dict:
-    """One preset's model: its shape, fine-tuning settings and time, the test metrics notebook 00 saved, and for a
-    model headlab pretrained its pretraining time and held-out masked-token accuracy."""
+    """One preset's model: its shape, fine-tuning settings and time, its checkpoint (the fine-tune's cache folder,
+    named by the hash of its settings), the test metrics notebook 00 saved, and for a model headlab pretrained its
+    pretraining time and held-out masked-token accuracy."""
     params = Params.from_globals(settings)
     folder = params.checkpoint
     config = json.loads((folder / "config.json").read_text())
@@ -239,6 +241,7 @@ def model_row(preset: str, settings: dict) -> dict:
         "macro_f1_hi": metrics.loc["macro_f1", "hi"],
         "majority": float(majority.iloc[0]) if len(majority) else float("nan"),
         "finetune_seconds": training.get("seconds_this_run"),
+        "checkpoint": folder.name,  # its settings' hash, the precision of its products included
     }
     if is_pretrained_name(params.model):
         report = json.loads((named_model_dir(params.model) / "pretraining.json").read_text(encoding="utf-8"))
