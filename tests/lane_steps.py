@@ -24,3 +24,10 @@ def labelled_step(function, label: str, *args) -> float:
     with open(os.path.join(os.environ["HEADLAB_TEST_STEPS"], f"{label.replace(': ', '--')}.json"), "w") as out:
         json.dump({"function": function.__name__, "start": started, "end": time.time()}, out)
     return time.time() - started
+
+
+def pid_then_sleep(folder: str) -> None:
+    """Write this worker's pid to ``folder``/worker.pid, then sleep long: a step the build is killed during."""
+    with open(os.path.join(folder, "worker.pid"), "w") as out:
+        out.write(str(os.getpid()))
+    time.sleep(300)

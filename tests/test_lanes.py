@@ -262,3 +262,45 @@ def test_several_presets_share_one_pool_each_step_after_its_own_presets_needs(tm
         assert all(times[f"{p}--{page}"]["start"] >= times[f"{p}--{CROSS_ENCODER}"]["end"] for page in pages)
     recorded = pd.read_csv(tmp_path / "timings.csv")
     assert sorted(recorded[recorded["preset"] == "second"]["step"]) == sorted([CROSS_ENCODER, *pages, "preset total"])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")  # a zombie has exited
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.slow  # its worker imports headlab's build (torch, transformers) to start
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads /proc (Linux)")
+def test_a_killed_build_takes_its_lane_workers_with_it(tmp_path):
+    """A build killed outright (SIGKILL: no clean-up runs in it) leaves no worker computing on its own."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    tests = Path(__file__).parent
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from lane_steps import pid_then_sleep; "
+        "from headlab.book.build import in_lanes; "
+        "list(in_lanes({'a': (sys.argv[2],)}, {}, 1, run=pid_then_sleep))"
+    )
+    build = subprocess.Popen([sys.executable, "-c", script, str(tests), str(tmp_path)])
+    pid_file, waited = tmp_path / "worker.pid", 0.0
+    while not pid_file.exists() and waited < 120:
+        time.sleep(0.5)
+        waited += 0.5
+    assert pid_file.exists(), "the worker never started its step"
+    time.sleep(0.5)
+    worker = int(pid_file.read_text())
+    assert _alive(worker)
+    build.send_signal(signal.SIGKILL)
+    build.wait()
+    for _ in range(60):
+        if not _alive(worker):
+            break
+        time.sleep(0.5)
+    assert not _alive(worker), "the lane worker outlived the build"
