@@ -398,9 +398,10 @@ PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 
 def die_with_the_build() -> None:
     """A lane worker's start: it is sent SIGTERM when the build that started it dies (Linux's parent-death signal),
-    and SIGTERM raises ``SystemExit`` in it, so the notebook it runs shuts its kernel down on the way out. A killed
-    build leaves no worker training or sweeping on its own: the next build finds the cores free and every model,
-    mask and table saved so far. Where there is no ``prctl`` (not Linux) nothing changes."""
+    and SIGTERM makes it exit; the kernel of the notebook it ran exits in turn (ipykernel polls its parent, the
+    ``JPY_PARENT_PID`` jupyter_client gives it). A killed build leaves no worker training or sweeping on its own:
+    the next build finds the cores free and every model, mask and table saved so far. Where there is no ``prctl``
+    (not Linux) nothing changes."""
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
