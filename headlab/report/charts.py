@@ -805,7 +805,18 @@ def verdict_grid(
         "model:N",
         sort=list(dict.fromkeys(table["model"])),
         title=None,
-        axis=alt.Axis(orient="top", labelAngle=0, labelLimit=170, ticks=False, domain=False, labelFontSize=11),
+        axis=alt.Axis(
+            orient="top",
+            labelAngle=0,
+            labelLimit=170,
+            ticks=False,
+            domain=False,
+            labelFontSize=11,
+            labelPadding=16,  # a two-line label grows downward from its baseline: lifted clear of the first row
+            # "preset (model, data)" on two lines: the preset, then what it is, so five columns fit side by side
+            labelExpr="indexof(datum.label, ' (') > 0 ? [substring(datum.label, 0, indexof(datum.label, ' (')), "
+            "substring(datum.label, indexof(datum.label, ' (') + 1)] : datum.label",
+        ),
     )
     colour = alt.Color(
         "verdict:N",
