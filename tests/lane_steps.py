@@ -18,10 +18,16 @@ def timed_step(name: str, seconds: float, folder: str, fail: bool = False) -> st
 
 def labelled_step(function, label: str, *args) -> float:
     """In place of a build step (a notebook or a fine-tune, ``function(label, ...)``): note its label, start and end
-    in the folder named by ``HEADLAB_TEST_STEPS`` and take a moment."""
-    started = time.time()
+    in the folder named by ``HEADLAB_TEST_STEPS`` and take a moment. A fine-tune first waits (at most a minute) until
+    ``HEADLAB_TEST_MEET`` fine-tunes have started: two run at once only if two lanes took them."""
+    started, folder = time.time(), os.environ["HEADLAB_TEST_STEPS"]
+    if function.__name__ == "fine_tune_step":
+        open(os.path.join(folder, f"{label.replace(': ', '--')}.started"), "w").close()
+        meet = int(os.environ.get("HEADLAB_TEST_MEET", "1"))
+        while len([n for n in os.listdir(folder) if n.endswith(".started")]) < meet and time.time() - started < 60:
+            time.sleep(0.05)
     time.sleep(0.5)
-    with open(os.path.join(os.environ["HEADLAB_TEST_STEPS"], f"{label.replace(': ', '--')}.json"), "w") as out:
+    with open(os.path.join(folder, f"{label.replace(': ', '--')}.json"), "w") as out:
         json.dump({"function": function.__name__, "start": started, "end": time.time()}, out)
     return time.time() - started
 

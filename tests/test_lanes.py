@@ -243,6 +243,7 @@ def test_several_presets_share_one_pool_each_step_after_its_own_presets_needs(tm
     from headlab.book.records import BuildClock
 
     monkeypatch.setenv("HEADLAB_TEST_STEPS", str(tmp_path))
+    monkeypatch.setenv("HEADLAB_TEST_MEET", "2")  # each fine-tune waits for the other: at once, or a minute apart
     presets = {
         name: ({**PRESETS["tiny"], "RUN_DIR": str(tmp_path / name)}, tmp_path / "executed" / name)
         for name in ("first", "second")
