@@ -487,13 +487,12 @@ def execute_presets(
     and each preset's wall time, from its pretraining (else from the start of the lanes) to the end of its last
     step, as the step ``preset total``; ``run`` runs a step in its lane (:func:`in_lanes`). Returns each
     preset's state and whether any of its steps computed anything."""
-    runs, began = {}, time.time()
-    for preset, (_, executed) in presets.items():
+    began, run_names = time.time(), [name for name in names if not only or name in only]
+    for _, executed in presets.values():
         executed.mkdir(parents=True, exist_ok=True)
         for name in names:
             if only and name not in only and not (executed / f"{name}.ipynb").exists():
                 raise BookError(f"--only skips {name}, but it has never been executed into {executed}")
-        runs[preset] = [name for name in names if not only or name in only]
     states = {preset: cache_state(settings) for preset, (settings, _) in presets.items()}  # before anything runs
     computed = dict.fromkeys(presets, False)
     started: dict[str, float] = {}
@@ -523,13 +522,13 @@ def execute_presets(
     for preset, (settings, executed) in presets.items():
         timings = [Path(settings.get("RUN_DIR", "runs")) / "timings.csv", REPO / "results" / "timings.csv"]
         seconds_of = recorded_seconds(preset, states[preset], timings)
-        own = step_needs(runs[preset])
-        for name in (*training_needs(runs[preset]), *runs[preset]):
+        own = step_needs(run_names)
+        for name in (*training_needs(run_names), *run_names):
             key, log = f"{preset}/{name}", logs / f"{preset}-{name}.log"
             needs[key] = tuple(f"{preset}/{n}" for n in own.get(name, ()))
             if name in seconds_of:
                 expected[key] = seconds_of[name]
-            if name in runs[preset]:
+            if name in run_names:
                 source, target = REPO / "notebooks" / f"{name}.ipynb", executed / f"{name}.ipynb"
                 steps[key] = (run_step, f"{preset}: {name}", source, target, settings, threads, log)
             else:
@@ -541,8 +540,8 @@ def execute_presets(
         done += 1
         record(preset, name, seconds, steps[key][-1], len(steps))
         ended[preset] = time.time()
-    for preset in presets:
-        if clock:
+    if clock:
+        for preset in presets:
             total = ended.get(preset, time.time()) - started.get(preset, lanes_started)
             clock.record(preset, states[preset], PRESET_TOTAL, total, computed[preset])
     return {preset: (states[preset], computed[preset]) for preset in presets}

@@ -321,7 +321,7 @@ class MaskEngine:
         def layer(rows: int, length: int, kept: int, at_cls: bool) -> float:
             queries, width = (1 if at_cls else length), kept * size
             attention = 2 * rows * (queries * d * width + 2 * length * d * width + 2 * queries * length * width)
-            return attention + 2 * rows * width * d * queries * (kept > 0) + 4 * rows * queries * d * inner
+            return attention + 2 * rows * width * d * queries + 4 * rows * queries * d * inner
 
         def passes(kept_per_layer, skip: int, copies: int, at_cls: bool) -> float:
             total = 0.0
@@ -342,16 +342,20 @@ class MaskEngine:
             chunk = order[start : start + self.masks_per_pass]
             skip = min(first_masked_layer(m) for m in chunk) if self.reuse_layers else 0
             skip = min(skip, last + 1)
-            binary = bool(((chunk[0] == 0) | (chunk[0] == 1)).all())
-            left_out = self.leave_out_removed and len(chunk) == 1 and binary
+            left_out = len(chunk) == 1 and self._leaves_out(chunk[0])  # several masks a pass: the hooks, every head
             kept = [int(chunk[0][i].sum()) for i in range(last + 1)] if left_out else every
             total += passes(kept, skip, len(chunk), cls_only and skip <= last)
         return total
 
+    def _leaves_out(self, mask: torch.Tensor) -> bool:
+        """Whether ``mask``'s removed heads are left out of the computation (one 0/1 mask, a BERT encoder) rather
+        than zeroed by the masking hooks."""
+        return self.leave_out_removed and mask.dim() == 2 and bool(((mask == 0) | (mask == 1)).all())
+
     def _heads(self, mask: torch.Tensor, skip: int):
-        """How the layers from ``skip`` up apply ``mask``: left-out heads (one 0/1 mask, a BERT encoder) or hooks."""
+        """How the layers from ``skip`` up apply ``mask``: left-out heads (:meth:`_leaves_out`) or hooks."""
         cls_only = self.cls_only and skip < len(self.layers) and reads_cls_only(self.model)
-        if self.leave_out_removed and mask.dim() == 2 and bool(((mask == 0) | (mask == 1)).all()):
+        if self._leaves_out(mask):
             return computed_heads(
                 self.model, mask, skip, cls_only, onednn=self.onednn, means=self.means, dtype=self._packed_dtype
             )
