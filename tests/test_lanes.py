@@ -273,6 +273,24 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def test_a_worker_whose_parent_is_no_longer_the_build_exits_even_without_the_death_signal():
+    """The parent check is the way out where the parent-death signal is not delivered: it keeps a worker whose
+    parent is the build, and ends one whose parent is another process, with SIGTERM's exit status."""
+    import signal
+    import subprocess
+    import sys
+
+    script = (
+        "import os, sys, threading; from headlab.book.build import _exit_when_orphaned; "
+        "kept = threading.Thread(target=_exit_when_orphaned, args=(os.getppid(), 0.01), daemon=True); "
+        "kept.start(); kept.join(0.5); print('kept', flush=True); "
+        "_exit_when_orphaned(os.getppid() + 1, 0.01); print('not ended', flush=True)"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["kept"], done.stderr
+    assert done.returncode == 128 + signal.SIGTERM
+
+
 @pytest.mark.slow  # its worker imports headlab's build (torch, transformers) to start
 @pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads /proc (Linux)")
 def test_a_killed_build_takes_its_lane_workers_with_it(tmp_path):

@@ -39,6 +39,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
@@ -396,20 +397,28 @@ def run_step(label: str, source: Path, target: Path, settings: dict, threads: in
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 
 
-def die_with_the_build() -> None:
-    """A lane worker's start: it is sent SIGTERM when the build that started it dies (Linux's parent-death signal),
-    and SIGTERM makes it exit; the kernel of the notebook it ran exits in turn (ipykernel polls its parent, the
-    ``JPY_PARENT_PID`` jupyter_client gives it). A killed build leaves no worker training or sweeping on its own:
-    the next build finds the cores free and every model, mask and table saved so far. Where there is no ``prctl``
-    (not Linux) nothing changes."""
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+def die_with_the_build(build: int) -> None:
+    """A lane worker's start: it exits at once when the build (process ``build``) that started it dies, two ways.
+    Linux sends it SIGTERM (the parent-death signal), which ends it with ``os._exit``: a ``SystemExit`` would be
+    caught by the pool's worker loop, which then waits for work forever. And a thread checks every second that
+    its parent is still the build, for where that signal is not delivered (a sandbox's kernel, not Linux). Every
+    model, mask and table is written atomically, so exiting mid-step loses only the step's unsaved work; the
+    kernel of the notebook it ran exits in turn (ipykernel polls its parent, ``JPY_PARENT_PID``). A killed build
+    leaves no worker training or sweeping on its own: the next build finds the cores free."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(128 + signum))
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except (OSError, AttributeError):
         pass
-    if os.getppid() == 1:  # the build died before the signal was set
-        sys.exit(128 + signal.SIGTERM)
+    threading.Thread(target=_exit_when_orphaned, args=(build,), name="die-with-the-build", daemon=True).start()
+
+
+def _exit_when_orphaned(build: int, every: float = 1.0) -> None:
+    """Exit this process once its parent is no longer ``build`` (it died and another process adopted this one)."""
+    while os.getppid() == build:
+        time.sleep(every)
+    os._exit(128 + signal.SIGTERM)
 
 
 def in_lanes(steps: dict[str, tuple], needs: dict[str, tuple], lanes: int, run=call):
@@ -420,7 +429,7 @@ def in_lanes(steps: dict[str, tuple], needs: dict[str, tuple], lanes: int, run=c
     raised."""
     pending, running, done, failure = list(steps), {}, set(), None
     spawn = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(lanes, mp_context=spawn, initializer=die_with_the_build) as pool:
+    with ProcessPoolExecutor(lanes, mp_context=spawn, initializer=die_with_the_build, initargs=(os.getpid(),)) as pool:
         while running or (pending and failure is None):
             for name in [n for n in pending if failure is None and set(needs.get(n, ())) & set(steps) <= done]:
                 if len(running) == lanes:
