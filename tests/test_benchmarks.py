@@ -63,10 +63,14 @@ def test_the_roofline_divides_the_engines_work_by_the_peak_of_the_products_it_co
     rates = {"fp32 peak": 4e9, "fp32 peak through oneDNN": 8e9, "bf16 peak": 16e9}
     monkeypatch.setattr(bench, "peaks", lambda device, shape: rates)
     timed = {"grid": (2, 2.0, 4e9)}  # 2 GFLOP/s
-    for native, autocast, own in (("fp32", False, 0.25), ("bf16", True, 0.125)):
+    for native, autocast, onednn, own in (
+        ("fp32", False, True, 0.25),  # its products through oneDNN: oneDNN's peak
+        ("fp32", False, False, 0.5),  # through MKL (an AVX2 processor): torch's own peak
+        ("bf16", True, None, 0.125),
+    ):
         monkeypatch.setattr(bench, "precision", lambda device, chosen=native: chosen)
-        engine = MaskEngine(tiny_bert(), random_encoded(8), batch_size=4, autocast=autocast)
-        out = tmp_path / f"{native}.csv"
+        engine = MaskEngine(tiny_bert(), random_encoded(8), batch_size=4, autocast=autocast, onednn=onednn)
+        out = tmp_path / f"{native}-{onednn}.csv"
         bench.record_roofline(engine, timed, "cpu", out)
         row = pd.read_csv(out).iloc[0]
         assert row["engine_gflops"] == 2 and row["share_of_own_peak"] == own

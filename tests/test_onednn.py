@@ -37,9 +37,10 @@ def _masks():
     return [torch.ones(3, 4), removed, layer]
 
 
-def test_the_engine_computes_its_layers_through_onednn_on_the_cpu(monkeypatch):
+def test_the_engine_computes_its_layers_through_onednn_on_a_cpu_with_avx512(monkeypatch):
     """No Linear of the encoder runs during a sweep (the recording included), oneDNN does, and the grades are those of
     torch's own products."""
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
     model, encoded = tiny_bert("sdpa"), random_encoded(11)
     linear_calls, onednn_calls = [], []
     for layer in encoder_layers(model):
@@ -77,3 +78,16 @@ def test_float_masks_keep_the_hooks_and_torchs_products():
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
 def test_freed_memory_is_kept_for_reuse_under_glibc():
     assert keep_freed_memory() and keep_freed_memory()  # once per process; the second call changes nothing
+
+
+def test_on_a_cpu_without_avx512_the_engine_keeps_mkl_and_its_results_are_kept_apart(monkeypatch):
+    """Where MKL is the faster library (an AVX2 processor) the engine leaves torch's products alone; the library is
+    part of the results key, so a sweep never mixes masks computed through the two."""
+    model, encoded = tiny_bert("sdpa"), random_encoded(11)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    on_avx2 = MaskEngine(model, encoded, batch_size=4, autocast=False)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    on_avx512 = MaskEngine(model, encoded, batch_size=4, autocast=False)
+    assert not on_avx2.onednn and on_avx512.onednn
+    assert on_avx2.results_key() != on_avx512.results_key()
+    assert on_avx2.precision_key() == on_avx512.precision_key()  # the same precision check serves both

@@ -294,3 +294,25 @@ def test_share_curves_put_the_draws_on_the_kappa_scale_with_the_accuracy_interva
         expected = kappa_lost(predicted.loc[masks].to_numpy(), base, grades, n_boot=200, seed=2, draw_seed=seeds)
         assert {k: getattr(row, k) for k in expected} == pytest.approx(expected, nan_ok=True)
         assert row.kappa_lost_lo < row.kappa_lost < row.kappa_lost_hi
+
+
+def test_a_sweep_resumed_on_another_engine_is_marked_mixed_and_shares_nothing(tmp_path, monkeypatch):
+    """Its masks were evaluated by two engines (a resume on another product library, say), so no sweep copies them as
+    one engine's; a folder whose engine did not change keeps its key and shares as before."""
+    model, encoded = tiny_bert(), random_encoded(n=12)
+    heads = single_head_specs(3, 4)
+    run_sweep(model, encoded, heads[:4], tmp_path / "resumed", batch_size=4, progress=False)
+    for spec in heads[2:4]:  # as if killed before these two
+        sweep_module._mask_file(tmp_path / "resumed", spec.mask_id).unlink()
+    (tmp_path / "resumed" / sweep_module.ENGINE_KEY).write_text("an engine of another key")
+    run_sweep(model, encoded, heads[:4], tmp_path / "resumed", batch_size=4, progress=False)
+    assert (tmp_path / "resumed" / sweep_module.ENGINE_KEY).read_text() == sweep_module.MIXED
+    evaluated = []
+    real = MaskEngine.probabilities
+    monkeypatch.setattr(MaskEngine, "probabilities", lambda self, masks: evaluated.extend(masks) or real(self, masks))
+    run_sweep(model, encoded, heads[2:4], tmp_path / "new", batch_size=4, progress=False)
+    assert len(evaluated) == 3  # the unmasked row and both heads, evaluated again
+    key = (tmp_path / "new" / sweep_module.ENGINE_KEY).read_text()
+    sweep_module._mask_file(tmp_path / "new", heads[3].mask_id).unlink()
+    run_sweep(model, encoded, heads[2:4], tmp_path / "new", batch_size=4, progress=False)
+    assert (tmp_path / "new" / sweep_module.ENGINE_KEY).read_text() == key

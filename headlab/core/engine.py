@@ -13,8 +13,9 @@ What makes a sweep fast, and what this module does about each:
   AVX512-BF16 or AMX: :func:`headlab.core.device.precision`), checked against fp32 by :meth:`precision_check`; its
   layers' weights are cast to bf16 once (autocast keeps its cast of a parameter, but casts the kept heads' sliced
   weights again at every call), the unmasked recording included;
-- on a CPU in fp32, every layer's products go through oneDNN (:mod:`headlab.core.onednn`: twice MKL's speed on an
-  AMD EPYC), the unmasked recording included, so a mask and its baseline are computed by the same function;
+- on a CPU with AVX-512 in fp32, every layer's products go through oneDNN (:mod:`headlab.core.onednn`: twice MKL's
+  speed on an AMD EPYC Zen 5; on an AVX2 Zen 3 MKL was faster, and is used), the unmasked recording included, so a
+  mask and its baseline are computed by the same function;
 - several masks per forward pass (``masks_per_pass``): the batch is repeated, one mask per copy.
 """
 
@@ -29,7 +30,7 @@ import torch
 from headlab.core.device import autocast, precision
 from headlab.core.evaluate import NUM_GRADES, Encoded, length_batches, model_inputs, weights_digest
 from headlab.core.masking import KEPT_HEADS, encoder_layers, head_grid, mask_heads
-from headlab.core.onednn import dense, keep_freed_memory, onednn_available
+from headlab.core.onednn import dense, keep_freed_memory, onednn_pays
 
 
 def first_masked_layer(mask: torch.Tensor) -> int:
@@ -227,8 +228,9 @@ class MaskEngine:
         self.cls_only = cls_only
         self.leave_out_removed = leave_out_removed and prunes_heads(model)
         self.autocast = precision(self.device) == "bf16" if autocast is None else autocast
-        # oneDNN products (headlab.core.onednn): by default on the CPU, for the layers this engine computes itself
-        use_onednn = onednn_available(self.device) if onednn is None else onednn
+        # oneDNN products (headlab.core.onednn): by default on a CPU where they are faster than MKL's, for the layers
+        # this engine computes itself
+        use_onednn = onednn_pays(self.device) if onednn is None else onednn
         self.onednn = bool(use_onednn and self.leave_out_removed and not self.autocast)
         if self.onednn:
             keep_freed_memory()

@@ -218,16 +218,21 @@ def record_precision(out_dir: Path, check: dict | None, tolerance: float = PRECI
 
 
 ENGINE_KEY = "engine.txt"  # in a sweep folder: the results key of the engine that evaluated its masks
+MIXED = "mixed"  # the key of a folder whose masks two engines evaluated (a resume on another): no engine's key
 
 
 def reuse_evaluated(out_dir: Path, key: str, groups: list) -> list:
     """Copy into ``out_dir`` every mask of ``groups`` (lists of specs removing the same heads, with their keep mask)
     that a sweep folder beside it already evaluated with an engine of the same results key
     (:meth:`headlab.core.engine.MaskEngine.results_key`: same weights, inputs, precision and ablation), so no mask
-    is evaluated twice across a model's sweeps; return the groups left to evaluate. The folder records its key."""
+    is evaluated twice across a model's sweeps; return the groups left to evaluate. The folder records its key; one
+    resumed on an engine of another key (another product library, say) records :data:`MIXED`, so no sweep copies
+    masks from it as if one engine had evaluated them all."""
     marker = out_dir / ENGINE_KEY
     if not marker.exists():
         write_atomically(marker, key)
+    elif marker.read_text() != key:
+        write_atomically(marker, MIXED)
     done: dict[tuple, Path] = {}
     for folder in sorted(p for p in out_dir.parent.iterdir() if p != out_dir and (p / ENGINE_KEY).is_file()):
         if (folder / ENGINE_KEY).read_text() != key or not (folder / "plan.csv").is_file():
