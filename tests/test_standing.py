@@ -7,6 +7,7 @@ from headlab.report.standing import SEGMENTATION, standing, standing_markdown, s
 
 
 def _results(tmp_path, char_accuracy=(0.55, 0.52, 0.58)):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     models = pd.DataFrame(
         [
             {"preset": p, "model": m, "data": d, "accuracy": a, "accuracy_lo": lo, "accuracy_hi": hi, "majority": 0.32}
@@ -74,3 +75,22 @@ def test_data_no_character_model_reads_has_no_note_and_missing_tables_give_no_ro
     assert standing(results).empty and standing_markdown(standing(results)) == [
         "No preset on this data is in `results/` yet."
     ]
+
+
+def test_the_study_shaped_column_comes_first_of_the_chinese_columns_once_results_show_it(tmp_path):
+    """tools.readme orders the columns (the rows of every table it merges) by PRESETS, except that the column shaped
+    like the study moves ahead of the other presets on its data; a column that is not (its interval reaches the
+    lexical grader) keeps its place."""
+    from tools import readme
+
+    results = _results(tmp_path / "results")
+    order = readme.column_order(results)
+    assert order.index("e5-zh-char") < min(order.index("zh-char"), order.index("e5-zh"))
+    assert order.index("default") < order.index("e5-zh-char") and sorted(order) == sorted(readme.PRESETS)
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    pd.read_csv(results / "models.csv").query("preset == 'zh-char'").to_csv(runs / "models.csv", index=False)
+    readme.collect(runs, results)  # any merge puts every table it touched in column order
+    assert list(pd.read_csv(results / "models.csv")["preset"]) == ["default", "e5-zh-char", "zh-char", "e5-zh"]
+    level = _results(tmp_path / "level", char_accuracy=(0.51, 0.49, 0.54))
+    assert readme.column_order(level) == list(readme.PRESETS)

@@ -40,7 +40,7 @@ from headlab.lab.pages import PRESET_TOTAL, timing_steps
 from headlab.lab.params import REPO
 from headlab.report import charts
 from headlab.report.bookjs import VEGA_LITE
-from headlab.report.standing import standing, standing_markdown, standing_note
+from headlab.report.standing import standing, standing_markdown, standing_note, study_shaped
 
 RESULTS = REPO / "results"
 # every generated block, each in exactly one document (README.md or a docs/ page; tests/test_readme.py)
@@ -91,20 +91,43 @@ def end(name: str) -> str:
 # --- copying a build's tables into results/ -------------------------------------------------------------------------
 
 
-def merge_by_preset(new: pd.DataFrame, old: pd.DataFrame | None, by: tuple[str, ...] = ("preset",)) -> pd.DataFrame:
+def merge_by_preset(
+    new: pd.DataFrame, old: pd.DataFrame | None, by: tuple[str, ...] = ("preset",), order: list[str] | None = None
+) -> pd.DataFrame:
     """``new``'s presets replace their rows of ``old``; the other presets' rows stay. ``by`` ("preset", "page"): a
     preset's rows of the pages ``new`` has replace those pages' rows alone (a build of a few pages, ``--pages``).
-    Presets come in the order of :data:`headlab.book.build.PRESETS` (any other after them), whichever was built
-    last."""
+    Presets come in ``order`` (by default that of :data:`headlab.book.build.PRESETS`; any other after them),
+    whichever was built last."""
     both = new
     if old is not None and not old.empty:
         key = lambda t: pd.MultiIndex.from_frame(t[list(by)].astype(str))  # noqa: E731
         kept = old[~key(old).isin(key(new).unique())]
         both = pd.concat([new, kept], ignore_index=True) if not kept.empty else new
-    rank = {preset: i for i, preset in enumerate(PRESETS)}
-    order = both.assign(_rank=both["preset"].map(lambda preset: rank.get(preset, len(rank))))
-    keys = ["_rank", *(["page"] if "page" in by else [])]
-    return order.sort_values(keys, kind="stable").drop(columns="_rank").reset_index(drop=True)
+    return in_column_order(both, order, ["page"] if "page" in by else [])
+
+
+def in_column_order(table: pd.DataFrame, order: list[str] | None = None, within: list[str] | None = None):
+    """``table``'s rows by preset in ``order`` (by default :data:`headlab.book.build.PRESETS`'; any other preset
+    after them), then by ``within``, otherwise as they were: the README's, the picture's and the site's columns
+    follow the row order."""
+    rank = {preset: i for i, preset in enumerate(order or PRESETS)}
+    ranked = table.assign(_rank=table["preset"].map(lambda preset: rank.get(preset, len(rank))))
+    return ranked.sort_values(["_rank", *(within or [])], kind="stable").drop(columns="_rank").reset_index(drop=True)
+
+
+def column_order(results: Path = RESULTS) -> list[str]:
+    """:data:`headlab.book.build.PRESETS`' order, except that the column shaped like the study
+    (:func:`headlab.report.standing.study_shaped`, from the tables in ``results``) comes first of the presets on
+    its data: the Chinese column to read the study beside is the first Chinese column."""
+    order = list(PRESETS)
+    models = pd.read_csv(results / "models.csv") if (results / "models.csv").exists() else pd.DataFrame()
+    chosen = study_shaped(standing(results)) if {"data", "accuracy_lo"} <= set(models.columns) else None
+    if chosen in order:
+        data = PRESETS[chosen].get("DATA")
+        first = next(preset for preset in order if PRESETS[preset].get("DATA") == data)
+        order.remove(chosen)
+        order.insert(order.index(first), chosen)
+    return order
 
 
 def other_models(runs: Path, results: Path) -> list[str]:
@@ -159,6 +182,10 @@ def collect(runs: Path, results: Path = RESULTS) -> list[str]:
     if tuning:
         _merge_into(results / "tuning.csv", pd.concat(tuning, ignore_index=True))
         updated.append("tuning")
+    order = column_order(results)  # the merged models may have made another column the study's
+    for name in updated:
+        path = results / f"{name}.csv"
+        in_column_order(pd.read_csv(path), order).to_csv(path, index=False, float_format="%.6g")
     source = runs / "timings.csv"
     if source.exists():
         target = results / "timings.csv"

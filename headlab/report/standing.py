@@ -164,7 +164,7 @@ def standing_note(table: pd.DataFrame) -> str:
         )
     return (
         f"The column shaped like the study is {chosen}: it reads one character per token and its accuracy interval "
-        f"lies above the lexical grader's accuracy ({gaps})."
+        f"lies above the lexical grader's accuracy ({gaps}), so it is the first of the columns on these pairs."
     )
 
 
