@@ -273,9 +273,9 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_a_worker_whose_parent_is_no_longer_the_build_exits_even_without_the_death_signal():
-    """The parent check is the way out where the parent-death signal is not delivered: it keeps a worker whose
-    parent is the build, and ends one whose parent is another process, with SIGTERM's exit status."""
+def test_a_worker_whose_parent_is_no_longer_the_build_exits():
+    """The parent check keeps a worker whose parent is the build, and ends one whose parent is another process (the
+    build died and it was adopted), with SIGTERM's exit status."""
     import signal
     import subprocess
     import sys

@@ -91,19 +91,17 @@ def end(name: str) -> str:
 # --- copying a build's tables into results/ -------------------------------------------------------------------------
 
 
-def merge_by_preset(
-    new: pd.DataFrame, old: pd.DataFrame | None, by: tuple[str, ...] = ("preset",), order: list[str] | None = None
-) -> pd.DataFrame:
+def merge_by_preset(new: pd.DataFrame, old: pd.DataFrame | None, by: tuple[str, ...] = ("preset",)) -> pd.DataFrame:
     """``new``'s presets replace their rows of ``old``; the other presets' rows stay. ``by`` ("preset", "page"): a
     preset's rows of the pages ``new`` has replace those pages' rows alone (a build of a few pages, ``--pages``).
-    Presets come in ``order`` (by default that of :data:`headlab.book.build.PRESETS`; any other after them),
-    whichever was built last."""
+    Presets come in the order of :data:`headlab.book.build.PRESETS` (any other after them), whichever was built
+    last; :func:`collect` then moves the study's column (:func:`column_order`)."""
     both = new
     if old is not None and not old.empty:
         key = lambda t: pd.MultiIndex.from_frame(t[list(by)].astype(str))  # noqa: E731
         kept = old[~key(old).isin(key(new).unique())]
         both = pd.concat([new, kept], ignore_index=True) if not kept.empty else new
-    return in_column_order(both, order, ["page"] if "page" in by else [])
+    return in_column_order(both, within=["page"] if "page" in by else [])
 
 
 def in_column_order(table: pd.DataFrame, order: list[str] | None = None, within: list[str] | None = None):

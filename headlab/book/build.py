@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import ctypes
-import ctypes.util
 import multiprocessing
 import os
 import re
@@ -394,23 +392,13 @@ def run_step(label: str, source: Path, target: Path, settings: dict, threads: in
     return seconds
 
 
-PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
-
-
 def die_with_the_build(build: int) -> None:
-    """A lane worker's start: it exits at once when the build (process ``build``) that started it dies, two ways.
-    Linux sends it SIGTERM (the parent-death signal), which ends it with ``os._exit``: a ``SystemExit`` would be
-    caught by the pool's worker loop, which then waits for work forever. And a thread checks every second that
-    its parent is still the build, for where that signal is not delivered (a sandbox's kernel, not Linux). Every
-    model, mask and table is written atomically, so exiting mid-step loses only the step's unsaved work; the
+    """A lane worker's start: a thread ends it (``os._exit``, SIGTERM's exit status) within a second of the build
+    (process ``build``) that started it dying, when another process adopts it; on any POSIX system, whatever
+    signals the kernel delivers. Not ``sys.exit``: the pool's worker loop would catch that and wait for work forever.
+    Every model, mask and table is written atomically, so exiting mid-step loses only the step's unsaved work; the
     kernel of the notebook it ran exits in turn (ipykernel polls its parent, ``JPY_PARENT_PID``). A killed build
     leaves no worker training or sweeping on its own: the next build finds the cores free."""
-    signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(128 + signum))
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
     threading.Thread(target=_exit_when_orphaned, args=(build,), name="die-with-the-build", daemon=True).start()
 
 
