@@ -237,3 +237,30 @@ def test_path_patching_from_every_head_below_is_activation_patching_at_the_recei
     with patching._reading(patching._Head(model, 2, 1), captured[0]):
         expected = model(**t).logits.numpy()  # the target run, head 2.1 alone reading the patched input
     np.testing.assert_allclose(got[order], expected, atol=1e-5)
+
+
+def test_the_last_layer_at_cls_alone_changes_no_number_the_engine_reports():
+    """A BERT classifier reads its last layer at [CLS] only: the engine computes that row alone there (its recorded
+    last-layer head outputs are one row), and every patch, path, circuit and attribution agrees with full passes."""
+    model, source = tiny_bert(), random_encoded(10)
+    target = _changed(source)
+    fast, full = (
+        PatchEngine(model, source, target, batch_size=4, autocast=False, last_at_cls=c) for c in (True, False)
+    )
+    assert fast.last_at_cls and not full.last_at_cls
+    assert all(rec[0][2].shape[1] == rec[4][2].shape[1] == 1 < rec[0][1].shape[1] for rec in fast._record())
+    assert all(rec[0][2].shape[1] > 1 for rec in full._record())
+    patches = [[(2, 1)], [(0, 3), (2, 2)], [(1, 0)]]
+    where = [[0, len(x) - 2] for x in source.input_ids]
+    for got, want in (
+        (fast.unpatched_logits(), full.unpatched_logits()),
+        (fast.logits(patches), full.logits(patches)),
+        (fast.logits(patches, where=where), full.logits(patches, where=where)),
+        (fast.path_logits([(0, 1)], [(2, 3), (1, 2)]), full.path_logits([(0, 1)], [(2, 3), (1, 2)])),
+        (fast.path_logits([(0, 1)], [(2, 3)], cls_only=True), full.path_logits([(0, 1)], [(2, 3)], cls_only=True)),
+        (fast.circuit_logits([(0, 1)], [(1, 2), (2, 0)]), full.circuit_logits([(0, 1)], [(1, 2), (2, 0)])),
+    ):
+        np.testing.assert_allclose(got, want, atol=1e-5)
+    for got, want in zip(fast.attribution(), full.attribution()):
+        np.testing.assert_allclose(got, want, atol=1e-6)
+    assert not np.allclose(fast.logits(patches)[0], fast.unpatched_logits()[1])  # the patches move the grades

@@ -11,8 +11,9 @@ undoes itself.
 :class:`PatchEngine` does it for many patches over one set of pairs: batches built once (source and target pairs
 have the same lengths, so their batches line up position by position), the source's head outputs and the target's
 layer outputs recorded once, and a patch whose lowest head is in layer ``l`` starts from the target's recorded
-output of layer ``l - 1``, as the sweep engine does. The unpatched target goes through the same function and
-precision, so a patch's effect is never a difference of computation.
+output of layer ``l - 1``, as the sweep engine does; a BERT classifier's last layer is computed at ``[CLS]`` alone,
+the one row its grade reads (keys and values from every token, as in the sweep engine). The unpatched source and
+target go through the same function and precision, so a patch's effect is never a difference of computation.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import torch
 from tqdm.auto import tqdm
 
 from headlab.core.device import autocast, precision
-from headlab.core.engine import appending_hook, replayed_layers
+from headlab.core.engine import appending_hook, computed_heads, reads_cls_only, replayed_layers
 from headlab.core.evaluate import GRADE_LABELS, Encoded, length_batches, model_inputs
 from headlab.core.masking import encoder_layers, head_grid, output_projections, query_key_value
 from headlab.core.worklog import note_work
@@ -159,6 +160,7 @@ class PatchEngine:
         device="cpu",
         pad_id: int = 0,
         autocast: bool | None = None,
+        last_at_cls: bool = True,
     ):
         if len(source) != len(target):
             raise ValueError(f"source has {len(source)} pairs, target {len(target)}: patching pairs them one to one")
@@ -173,6 +175,7 @@ class PatchEngine:
         self.layers = encoder_layers(model)
         self.shape = head_grid(model)
         self.autocast = precision(self.device) == "bf16" if autocast is None else autocast
+        self.last_at_cls = last_at_cls and reads_cls_only(model)
         # the same lengths, so one order of the pairs (sorted by length, stable) makes both sides' batches
         self.batches = [
             (idx, model_inputs(model, s, self.device), model_inputs(model, t, self.device))
@@ -185,12 +188,20 @@ class PatchEngine:
     def _autocast(self):
         return autocast(self.device, "bf16" if self.autocast else "fp32")
 
+    def _last_layer(self):
+        """Inside the block, with :attr:`last_at_cls`, the last layer computes its output at ``[CLS]`` alone (its
+        modules, so patching and reading hooks still apply; they see one row there, ``[CLS]``'s): every run of the
+        engine, recorded or patched, goes through it, so its head outputs in that layer are ``[CLS]``'s only."""
+        if not self.last_at_cls:
+            return nullcontext()
+        return computed_heads(self.model, torch.ones(self.shape), len(self.layers) - 1, cls_only=True)
+
     @torch.inference_mode()
     def _record(self):
         """Per batch: the source's head outputs and logits, the target's layer outputs, logits and head outputs."""
         if self._recorded is None:
             recorded = []
-            with self._autocast():
+            with self._autocast(), self._last_layer():
                 for _, source, target in self.batches:
                     with recording_head_outputs(self.model) as passes:
                         source_logits = self.model(**source).logits.float().cpu().numpy()
@@ -235,6 +246,7 @@ class PatchEngine:
                     mask = None if where is None else _position_mask(where, idx, target["attention_mask"])
                     with (
                         replayed_layers(self.layers, outputs[:skip]),
+                        self._last_layer(),
                         patch_heads(self.model, heads, source_heads, mask),
                     ):
                         out[p, idx] = self.model(**target).logits.float().cpu().numpy()
@@ -256,13 +268,16 @@ class PatchEngine:
             for (idx, _, target), (source_heads, _, _, _, target_heads) in tqdm(
                 list(zip(self.batches, recorded)), desc="attribution", disable=not progress
             ):
-                with torch.enable_grad(), head_output_gradients(self.model) as kept:
+                with torch.enable_grad(), self._last_layer(), head_output_gradients(self.model) as kept:
                     grade_logit(self.model(**target).logits).sum().backward()
                 per_layer = []
+                tokens = target["input_ids"].shape[1]
                 for layer in range(layers):
                     delta = (source_heads[layer] - target_heads[layer]).float()
                     grad = kept[layer].grad.float()
                     effect = (grad * delta).reshape(*delta.shape[:2], heads, -1).sum(-1)  # batch x tokens x heads
+                    # a last layer computed at [CLS] alone: elsewhere its heads reach nothing the grade reads (0)
+                    effect = torch.nn.functional.pad(effect, (0, 0, 0, tokens - effect.shape[1]))
                     per_layer.append(effect.permute(0, 2, 1).cpu().numpy())
                 stacked = np.stack(per_layer, axis=1)  # batch x layers x heads x tokens
                 lengths = target["attention_mask"].sum(-1).tolist()
@@ -303,6 +318,7 @@ class PatchEngine:
                             continue
                         with (
                             replayed_layers(self.layers, outputs[:layer]),
+                            self._last_layer(),
                             _reading(_Head(self.model, l, h), residual),
                             patch_heads(self.model, [(l, h)], target_heads, _off_cls(target))
                             if cls_only
@@ -330,6 +346,7 @@ class PatchEngine:
                 }
                 with ExitStack() as reading:
                     reading.enter_context(replayed_layers(self.layers, outputs[:low]))
+                    reading.enter_context(self._last_layer())
                     for l, h in receivers:
                         reading.enter_context(_reading(_Head(self.model, l, h), residuals[l]))
                     out[idx] = self.model(**target).logits.float().cpu().numpy()
@@ -380,13 +397,14 @@ def _off_cls(inputs) -> torch.Tensor:
 
 @contextmanager
 def _reading(receiver: _Head, residual: torch.Tensor):
-    """The receiver head's query, key and value computed from ``residual`` (its columns of each projection only)."""
+    """The receiver head's query, key and value computed from ``residual`` (its columns of each projection only;
+    a projection that computes ``[CLS]`` alone reads the residual's first row)."""
     columns = receiver.columns
 
     def from_residual(module, args, output):
         changed = output.clone()
         changed[..., columns] = torch.nn.functional.linear(
-            residual.to(output.dtype),
+            residual[:, : output.shape[1]].to(output.dtype),
             module.weight[columns].to(output.dtype),
             module.bias[columns].to(output.dtype),
         )
