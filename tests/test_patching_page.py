@@ -193,3 +193,32 @@ def test_the_cls_head_is_judged_against_the_other_receivers_not_against_nothing(
     assert whole.verdict != "holds" and "ranks 1 of 3" in whole.reason and "20.0% on average" in whole.reason
     leads = _ranking([0.4, 0.05, 0.03], [0.1, 0.0, 0.0], [0.36, -0.125, -0.135], [0.1, -0.05, -0.05])
     assert claims(nothing, controls, specific, specific, leads, [(0, 0)], (3, 1))[-2].verdict == "holds"
+
+
+def test_a_specificity_measured_on_a_model_at_its_floor_is_saturated():
+    """e5-zh-char's matching heads masked give 99% of pairs one grade: within that gold grade every pair is then
+    graded right, sharing terms or not, so the comparison reads which grade the collapse lands on (it showed +19.3
+    points, "opposite"). At the floor it is cannot tell, with the floor said; the same numbers off the floor decide."""
+    nothing = {"n_examples": 1}
+    controls = {"injected": nothing, "unshared": nothing}
+    specific = {
+        "difference": 0.19,
+        "lo": 0.14,
+        "hi": 0.24,
+        "cost_sharing": 0.19,
+        "cost_none": 0.0,
+        "n_sharing": 218,
+        "n_none": 7,
+        "n_strata": 1,
+        "n_left_out": 456,
+    }
+    floored = {**specific, "at_floor": True, "floor_reason": "99% of pairs get one grade"}
+
+    def row(result):
+        rows = claims(nothing, controls, result, specific, pd.DataFrame(), [(0, 0)], (3, 1))
+        return next(r for r in rows if r.claim_id == "patching.cost_specific_to_shared_terms")
+
+    assert row(specific).verdict == "opposite" and not row(specific).at_floor
+    saturated = row(floored)
+    assert saturated.verdict == "cannot tell" and saturated.at_floor
+    assert "99% of pairs get one grade" in saturated.reason and "Saturated" in saturated.reason

@@ -32,7 +32,7 @@ from scipy import stats as sps
 from headlab.core.masking import head_grid
 from headlab.core.patching import PatchEngine, single_head_patches
 from headlab.core.stats import bootstrap_weights, draw_counts
-from headlab.core.sweep import BASELINE, correct_matrix
+from headlab.core.sweep import BASELINE, correct_matrix, kappa_columns, predicted_matrix
 from headlab.findings.circuit import (
     attribution_scores,
     found_circuit,
@@ -283,7 +283,7 @@ COST_SPECIFIC = StudyClaim(
     "09_patching",
     "Masking the term-matching heads costs more on pairs that share a term than on pairs that share none",
     "Whether query and title share terms is a key feature",
-    "effect",
+    "compare",
     direction=-1,
     min_size=0.02,
     size_why="at least 2 points of pairs graded right more lost on pairs that share a term",
@@ -413,12 +413,21 @@ def claims(
                 unit=MASK_SPECIFICITY,
                 method=SPECIFIC_METHOD,
                 n_examples=result["n_sharing"] + result["n_none"],
+                at_floor=result.get("at_floor", False),
+                floor_reason=result.get("floor_reason", ""),
                 claim="Masking 5 random lower-half heads instead (the same comparison)" if part else None,
                 reason=(
                     f"Masking {what} changes the share graded right by {100 * result['cost_sharing']:+.1f} points on "
                     f"the {result['n_sharing']} pairs that share a term and by {100 * result['cost_none']:+.1f} "
                     f"points on the {result['n_none']} that share none, compared within {result['n_strata']} gold "
                     f"grades ({result['n_left_out']} pairs of grades with fewer than {MIN_GROUP} in a group left out)"
+                    + (
+                        f". With them masked the model sits at its floor ({result['floor_reason']}): within a grade, "
+                        "a model that gives nearly every pair one grade is right wherever that grade is the gold one, "
+                        "whatever the pair shares"
+                        if result.get("at_floor")
+                        else ""
+                    )
                 ),
             )
         )
@@ -613,13 +622,21 @@ def specificity(
         term_matching_specs(layers, heads, matching, draws, keep_draws, seed), "term_matching", progress=False
     )
     held = measured_examples(len(lab.encoded), limit, seed)
-    correct = correct_matrix(on_examples(per_example, held))
+    on_held = on_examples(per_example, held)
+    correct, predicted = correct_matrix(on_held), predicted_matrix(on_held)
     pairs = lab.encoded.subset(held)
     shares = shares_terms(pairs, lab.tokenizer, stopwords)
     base = correct.loc[BASELINE].to_numpy()
     drawn = [m for m in correct.index if str(m).startswith("random_lower-")]
+    floor = kappa_columns(
+        predicted.loc["matching"].to_numpy(), predicted.loc[BASELINE].to_numpy(), pairs.grades, n_boot, seed
+    )
     return (
-        masking_specificity(correct.loc["matching"].to_numpy(), base, shares, n_boot, seed, strata=pairs.grades),
+        {
+            **masking_specificity(correct.loc["matching"].to_numpy(), base, shares, n_boot, seed, strata=pairs.grades),
+            "at_floor": bool(floor["at_floor"]),
+            "floor_reason": floor["floor_reason"],
+        },
         masking_specificity(correct.loc[drawn].to_numpy(), base, shares, n_boot, seed, strata=pairs.grades),
     )
 
