@@ -236,7 +236,7 @@ class PatchEngine:
         those alone; layers below a patch's lowest head are replayed from the target's recorded run."""
         recorded = self._record()
         out = np.zeros((len(patches), self.n, len(GRADE_LABELS)))
-        with self._autocast():
+        with self._autocast(), self._last_layer():
             for p, heads in enumerate(tqdm(patches, desc="patches", disable=not progress)):
                 if not heads:
                     out[p] = self.unpatched_logits()[1]
@@ -246,7 +246,6 @@ class PatchEngine:
                     mask = None if where is None else _position_mask(where, idx, target["attention_mask"])
                     with (
                         replayed_layers(self.layers, outputs[:skip]),
-                        self._last_layer(),
                         patch_heads(self.model, heads, source_heads, mask),
                     ):
                         out[p, idx] = self.model(**target).logits.float().cpu().numpy()
@@ -264,11 +263,11 @@ class PatchEngine:
         recorded = self._record()
         layers, heads = self.shape
         out: list[np.ndarray] = [np.zeros(0)] * self.n
-        with self._autocast():
+        with self._autocast(), self._last_layer():
             for (idx, _, target), (source_heads, _, _, _, target_heads) in tqdm(
                 list(zip(self.batches, recorded)), desc="attribution", disable=not progress
             ):
-                with torch.enable_grad(), self._last_layer(), head_output_gradients(self.model) as kept:
+                with torch.enable_grad(), head_output_gradients(self.model) as kept:
                     grade_logit(self.model(**target).logits).sum().backward()
                 per_layer = []
                 tokens = target["input_ids"].shape[1]
