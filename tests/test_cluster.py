@@ -8,32 +8,33 @@ import pandas as pd
 import pytest
 from conftest import random_encoded, tiny_bert
 
-from headlab.core.cluster import EXTRA, ClusterError, connect
+from headlab.core.cluster import EXTRA, ClusterError, _new_client, connect
 from headlab.core.sweep import load_sweep, random_share_specs, run_sweep, single_head_specs
 
 distributed = pytest.importorskip("distributed", reason=f"Dask is the optional extra {EXTRA}")
 starts_a_cluster = pytest.mark.slow  # two worker processes: seconds to start, so out of the fast loop
 
 
-@pytest.fixture(scope="module")
-def client():
-    """Two worker processes of one thread each, as CLUSTER='local:2' starts them."""
-    client = connect("local:2")
+def _closing(client):
+    """Yields ``client``, then closes it and its cluster."""
     yield client
     cluster = client.cluster
     client.close()
     cluster.close()
 
 
+@pytest.fixture(scope="module")
+def client():
+    """Two worker processes of one thread each, as CLUSTER='local:2' starts them."""
+    yield from _closing(connect("local:2"))
+
+
 @pytest.fixture
 def own_client():
-    """A cluster of its own for the test that kills a worker: a scheduler that has just lost a worker can stall a
-    later broadcast scatter (dask/distributed#5704), so the shared cluster never sees a death."""
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0")
-    client = distributed.Client(cluster)
-    yield client
-    client.close()
-    cluster.close()
+    """The same cluster, started anew for the test that kills a worker (``connect`` would hand back the shared
+    one): a scheduler that has just lost a worker can stall a later broadcast scatter (dask/distributed#5704), so
+    the shared cluster never sees a death."""
+    yield from _closing(_new_client(distributed, "local:2", "local:2"))
 
 
 def _sweep():
