@@ -5,7 +5,9 @@ weights, two readings; e5-zh-char and zh-char: the same reading, real or brief p
 :func:`standing` reads the committed tables of ``results/`` (each build's models, page 08's cross-encoder row with
 its quadratic κ and the lexical grader, page 03's segmentation rows) into one row per preset on that data, and
 :func:`standing_note` says which of them is the column shaped like the study: the best-grading model that reads one
-character per token, provided it grades better than the lexical grader (else no column is, and the note says so).
+character per token, provided it grades better than the lexical grader on the same test pairs (page 08's paired
+bootstrap of the grader's change of accuracy against the model lies below 0; else no column is, and the note says
+so).
 Notebook 00 and ``docs/models.md`` show them; nothing here computes a number a build did not record.
 """
 
@@ -27,13 +29,16 @@ SEGMENTATION = {  # page 03's rows: claim id -> what it scores (Chinese: People'
 }
 NOT_COMPARABLE = "not comparable"  # page 03's verdict where the tokenizer's pieces give word ends away
 CROSS_ENCODER, LEXICAL = "cross-encoder", "lexical"  # page 08's rows: the model itself, and the lexical grader
+NAN = float("nan")
 
 
 def standing(results: Path, data: str = "stsb-zh") -> pd.DataFrame:
     """One row per preset of ``results/models.csv`` on ``data``: its model, how it reads the text (one character per
     token where page 03 judged its segmentation, pieces where it found them not comparable), test accuracy with its
     95% interval, quadratic κ with its interval (page 08's cross-encoder row), the majority grade's and the lexical
-    grader's accuracy, and per row of :data:`SEGMENTATION` our number, interval and verdict (``seg_<i>``,
+    grader's accuracy with page 08's paired comparison on the same pairs (``lexical_change``, ``lexical_change_lo``,
+    ``lexical_change_hi``: the grader's relative change of accuracy against the model, paired bootstrap interval;
+    ``lexical_p``: exact McNemar p), and per row of :data:`SEGMENTATION` our number, interval and verdict (``seg_<i>``,
     ``seg_<i>_lo``, ``seg_<i>_hi``, ``seg_<i>_verdict``). Missing tables or rows give missing cells."""
     models = _read(results / "models.csv")
     if models.empty:
@@ -49,10 +54,8 @@ def standing(results: Path, data: str = "stsb-zh") -> pd.DataFrame:
             "accuracy_lo": m.accuracy_lo,
             "accuracy_hi": m.accuracy_hi,
             "majority": m.majority,
-            "kappa": float("nan"),
-            "kappa_lo": float("nan"),
-            "kappa_hi": float("nan"),
-            "lexical": float("nan"),
+            **dict.fromkeys(["kappa", "kappa_lo", "kappa_hi"], NAN),
+            **dict.fromkeys(["lexical", "lexical_change", "lexical_change_lo", "lexical_change_hi", "lexical_p"], NAN),
         }
         if not two_tower.empty:
             mine = two_tower[two_tower["preset"] == m.preset]
@@ -62,7 +65,14 @@ def standing(results: Path, data: str = "stsb-zh") -> pd.DataFrame:
                 row.update(kappa=c["kappa_base"], kappa_lo=c["kappa_base_lo"], kappa_hi=c["kappa_base_hi"])
             lexical = mine[mine["label"].str.startswith(LEXICAL)]
             if len(lexical):
-                row["lexical"] = float(lexical["accuracy"].iloc[0])
+                g = lexical.iloc[0]
+                row.update(
+                    lexical=g["accuracy"],
+                    lexical_change=g["rel_change"],
+                    lexical_change_lo=g["lo"],
+                    lexical_change_hi=g["hi"],
+                    lexical_p=g["p_mcnemar"],
+                )
         verdicts = []
         for i, claim in enumerate(SEGMENTATION):
             found = (
@@ -103,6 +113,7 @@ def _interval(value, lo, hi, style: str = "share") -> str:
         "share": lambda x: f"{100 * x:.1f}%",
         "points": lambda x: f"{100 * x:+.1f}",
         "number": lambda x: f"{x:.3f}",
+        "change": lambda x: f"{100 * x:+.1f}%",
     }[style]
     return show(value) + ("" if is_missing(lo) else f" [{show(lo)}, {show(hi)}]")
 
@@ -129,17 +140,27 @@ def standing_markdown(table: pd.DataFrame) -> list[str]:
             f"| {r['preset']} | `{r['model']}` | {r['reading'] or '—'} | "
             f"**{_interval(r['accuracy'], r['accuracy_lo'], r['accuracy_hi'])}** | "
             f"{_interval(r['kappa'], r['kappa_lo'], r['kappa_hi'], 'number')} | {_pct(r['majority'])} | "
-            f"{_pct(r['lexical'])} | " + " | ".join(segmentation) + " |"
+            f"{_lexical(r)} | " + " | ".join(segmentation) + " |"
         )
     return lines
 
 
+def _lexical(r: dict) -> str:
+    """The lexical grader's accuracy and, where page 08 recorded it, its paired change against the model."""
+    if is_missing(r["lexical_change"]):
+        return _pct(r["lexical"])
+    change = _interval(r["lexical_change"], r["lexical_change_lo"], r["lexical_change_hi"], "change")
+    return f"{_pct(r['lexical'])} ({change} relative to the model on the same pairs; McNemar p = {r['lexical_p']:.2g})"
+
+
 def study_shaped(table: pd.DataFrame) -> str | None:
-    """The preset shaped like the study: of those reading one character per token whose accuracy interval lies
-    above the lexical grader, the one that grades best; None when there is none."""
+    """The preset shaped like the study: of those reading one character per token that grade better than the
+    lexical grader on the same test pairs (the paired interval of the grader's change lies below 0, which an
+    interval of the model's accuracy alone set beside the grader's point cannot show), the one that grades best;
+    None when there is none."""
     if table.empty:
         return None
-    able = table[(table["reading"] == "one character per token") & (table["accuracy_lo"] > table["lexical"])]
+    able = table[(table["reading"] == "one character per token") & (table["lexical_change_hi"] < 0)]
     return None if able.empty else str(able.sort_values("accuracy", ascending=False)["preset"].iloc[0])
 
 
@@ -151,20 +172,22 @@ def standing_note(table: pd.DataFrame) -> str:
         return ""
     gaps = "; ".join(
         f"{r.preset} {_pct(r.accuracy)} against the lexical grader's {_pct(r.lexical)} "
-        f"({100 * (r.accuracy - r.lexical):+.1f} points)"
+        f"({100 * (r.accuracy - r.lexical):+.1f} points; the grader's accuracy relative to the model's on the same "
+        f"pairs {_interval(r.lexical_change, r.lexical_change_lo, r.lexical_change_hi, 'change')}, "
+        f"McNemar p = {r.lexical_p:.2g})"
         for r in chars.itertuples()
-        if not is_missing(r.lexical)
+        if not is_missing(r.lexical_change)
     )
     chosen = study_shaped(table)
     if chosen is None:
         return (
-            "No model that reads one character per token grades better than the lexical grader (its accuracy "
-            f"interval above the grader's accuracy): {gaps or 'no lexical grader recorded'}. No column is shaped "
-            "like the study."
+            "No model that reads one character per token grades better than the lexical grader on the same test "
+            f"pairs (the paired interval of the grader's change below 0): {gaps or 'no lexical grader recorded'}. "
+            "No column is shaped like the study."
         )
     return (
-        f"The column shaped like the study is {chosen}: it reads one character per token and its accuracy interval "
-        f"lies above the lexical grader's accuracy ({gaps}), so it is the first of the columns on these pairs."
+        f"The column shaped like the study is {chosen}: it reads one character per token and grades better than the "
+        f"lexical grader on the same test pairs ({gaps}), so it is the first of the columns on these pairs."
     )
 
 
