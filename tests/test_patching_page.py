@@ -1,5 +1,5 @@
-"""Page 09 end to end on a tiny random model: the contrast, the patches both ways, the three views, the control, the
-specificity, the receivers of the matching heads and the circuit found, and its claims."""
+"""Page 09 end to end on a tiny random model: the contrast, the patches that restore the grade, the three views, the
+control, the specificity, the receivers of the matching heads and the circuit found, and its claims."""
 
 import numpy as np
 import pandas as pd
@@ -17,13 +17,13 @@ from headlab.findings.patching import (
     head_views,
     held_out_contrast,
     masking_specificity,
-    patch_both_ways,
     patch_plan,
     path_not_measured,
     random_patches,
     receivers_view,
     replacement_tables,
     restored_against_draws,
+    restoring_patches,
     specificity,
     specificity_note,
 )
@@ -53,15 +53,13 @@ def test_page_09_runs_on_a_tiny_model_and_gives_one_row_per_claim(tmp_path):
     shown = contrast_examples(contrast, setup, 3)
     assert list(shown["changed title"]) != list(shown["title"]) and shown["replaced"].str.contains("→").all()
     plan = patch_plan(4, 4, matching, 3, 0)
-    restoring, breaking = patch_both_ways(setup, contrast, plan, progress=False)
+    restoring = restoring_patches(setup, contrast, plan, progress=False)
     single_heads = single_head_correct(setup, progress=False)
     positions, attributed = circuit_views(setup, contrast, matching, None, n_boot=100)
     assert list(positions["positions"]) == ["[CLS]", "query terms", "title terms", "other", "all", "sum of groups"]
     assert len(attributed) == 16
-    views = head_views(
-        setup, restoring, breaking, single_heads, None, None, "match_excess", n_boot=100, attributed=attributed
-    )
-    columns = ["restored", "breaks", "masking_cost", "role_score", "attribution"]
+    views = head_views(setup, restoring, single_heads, None, None, "match_excess", n_boot=100, attributed=attributed)
+    columns = ["restored", "masking_cost", "role_score", "attribution"]
     assert len(views) == 16 and views[columns].notna().all().all()
     agreed = agreement(views, matching, 2, n_boot=100)
     assert len(agreed) == 6 and (agreed["chance"].iloc[:3] == 2 * 2 / 16).all()
@@ -90,7 +88,7 @@ def test_page_09_runs_on_a_tiny_model_and_gives_one_row_per_claim(tmp_path):
     registered = {c.study_claim for c in rows}
     assert registered == {k for k, c in STUDY_CLAIMS.items() if c.page == "09_patching"}
     # a second run reads the patches it saved
-    again, _ = patch_both_ways(setup, contrast, plan, progress=False)
+    again = restoring_patches(setup, contrast, plan, progress=False)
     pd.testing.assert_frame_equal(again, restoring)
 
 

@@ -14,7 +14,7 @@ other views of the same heads: the attention-chosen term-matching heads (noteboo
 
 Shares are of the grade logit (:data:`METRIC`), and a contrast that does not move it the way it should is not
 measured (:func:`gap_moves`). Page 09 runs them through :func:`held_out_contrast` (notebook 05's held-out pairs),
-:func:`patch_both_ways`, :func:`circuit_views` (per group of positions, and attribution patching), :func:`head_views`
+:func:`restoring_patches`, :func:`circuit_views` (per group of positions, and attribution patching), :func:`head_views`
 and :func:`agreement`, :func:`restored_against_draws`, :func:`contrast_controls` (TFC1 and the control),
 :func:`specificity` (05's own masks, read per pair), :func:`receivers_view` (path patching to every head above the
 matching heads, notebook 07's head among them) and :func:`circuit_view` (the circuit found, with its faithfulness),
@@ -504,20 +504,17 @@ def contrast_examples(contrast: Contrast, lab, n: int = 6) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def patch_both_ways(lab, contrast: Contrast, plan: dict, progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``(restoring, breaking)``: the contrast pairs with each patch of ``plan`` taken from the original pairs (does
-    the head restore the grade?), and the original pairs with each single head and the matching heads taken from the
-    contrast pairs (does it break it?). Both :func:`headlab.core.patching.run_patching` tables."""
-    restoring = lab.patch(contrast.original, contrast.changed, plan, f"restore-{contrast.kind}", progress)
-    singles = {name: heads for name, heads in plan.items() if not name.startswith("random-d")}
-    breaking = lab.patch(contrast.changed, contrast.original, singles, f"break-{contrast.kind}", progress)
-    return restoring, breaking
+def restoring_patches(lab, contrast: Contrast, plan: dict, progress: bool = True) -> pd.DataFrame:
+    """The contrast pairs with each patch of ``plan`` taken from the original pairs (does the head restore the
+    grade?): a :func:`headlab.core.patching.run_patching` table. Only this direction is patched per head: every claim
+    reads it, and the other (the original pairs with a head taken from the contrast pairs: does it break the grade?)
+    fed only a column of the table of top heads, at the cost of as many patches again (#51)."""
+    return lab.patch(contrast.original, contrast.changed, plan, f"restore-{contrast.kind}", progress)
 
 
 def head_views(
     lab,
     restoring: pd.DataFrame,
-    breaking: pd.DataFrame,
     single_heads,
     limit: int | None,
     stopwords,
@@ -525,7 +522,7 @@ def head_views(
     n_boot: int = 2000,
     attributed: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """Per head, the three views of it: the share of the grade it restores and breaks (patching, with intervals), its
+    """Per head, the three views of it: the share of the grade it restores (patching, with its interval), its
     masking cost on the held-out pairs (``single_heads``: notebook 02's single-head masks,
     :func:`headlab.findings.cls_head.single_head_correct`) and its role score ``by`` on the pairs the matching heads
     were chosen on (notebook 05); with ``attributed`` (:func:`circuit_views`), attribution patching's estimate of
@@ -533,11 +530,6 @@ def head_views(
     seed = lab.params.seed
     views = restored_shares(restoring, n_boot, seed)
     views = views[views["layer"] >= 0].drop(columns="patch")
-    broken = restored_shares(breaking, n_boot, seed)
-    broken = broken[broken["layer"] >= 0][["layer", "head", "restored", "lo", "hi"]]
-    views = views.merge(
-        broken.rename(columns={"restored": "breaks", "lo": "breaks_lo", "hi": "breaks_hi"}), on=["layer", "head"]
-    )
     correct, base = single_heads.correct, single_heads.base_correct
     held = measured_examples(len(lab.encoded), limit, seed)
     cost = base[held].mean() - correct.iloc[:, held].to_numpy(dtype=np.float64).mean(axis=1)
