@@ -265,6 +265,43 @@ def test_several_presets_share_one_pool_each_step_after_its_own_presets_needs(tm
     assert sorted(recorded[recorded["preset"] == "second"]["step"]) == sorted([CROSS_ENCODER, *pages, "preset total"])
 
 
+def test_a_model_headlab_pretrains_is_a_lane_step_beside_other_work_that_its_fine_tunes_wait_for(tmp_path, monkeypatch):
+    """zh-char's pretraining runs on one thread in a lane (not alone on every core before the lanes start): another
+    preset's fine-tune runs beside it, its own fine-tune and pages start once it is done, and it is timed under its
+    preset; a preset on a published model has no such step."""
+    from lane_steps import labelled_step
+
+    from headlab.book.build import PRESETS, execute_presets, pretrains
+    from headlab.book.records import BuildClock
+
+    monkeypatch.setenv("HEADLAB_TEST_STEPS", str(tmp_path))
+    monkeypatch.setenv("HEADLAB_TEST_MEET", "2")  # the pretraining and the other preset's fine-tune meet: at once
+    settings = {"first": PRESETS["tiny"], "second": {**PRESETS["tiny"], "MODEL": "zh-char"}}
+    assert [pretrains(s) for s in settings.values()] == [False, True]
+    presets = {
+        name: ({**s, "RUN_DIR": str(tmp_path / name)}, tmp_path / "executed" / name) for name, s in settings.items()
+    }
+    clock = BuildClock(tmp_path / "timings.csv", "cpu", 2, 1)
+    (tmp_path / "logs").mkdir()
+    execute_presets(presets, ["00_setup"], None, tmp_path / "logs", clock, 2, 1, run=labelled_step)
+    times = _times(tmp_path)
+    assert sorted(times) == sorted(
+        [
+            "first--00_setup",
+            f"first--{CROSS_ENCODER}",
+            "second--00_setup",
+            f"second--{CROSS_ENCODER}",
+            "second--pretraining",
+        ]
+    )
+    pretraining, beside = times["second--pretraining"], times[f"first--{CROSS_ENCODER}"]
+    assert pretraining["start"] < beside["end"] and beside["start"] < pretraining["end"]
+    assert times[f"second--{CROSS_ENCODER}"]["start"] >= pretraining["end"]
+    assert times["second--00_setup"]["start"] >= times[f"second--{CROSS_ENCODER}"]["end"]
+    recorded = pd.read_csv(tmp_path / "timings.csv")
+    assert list(recorded[recorded["step"] == "pretraining"]["preset"]) == ["second"]
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as stat:

@@ -6,9 +6,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from headlab.core.device import PRECISION
 from headlab.core.evaluate import encode
 from headlab.inputs import pku
 from headlab.models.loading import ModelError, load_classifier, load_encoder, load_tokenizer, resolve_model
+from headlab.models.names import model_dir
 from headlab.models.pretrain import (
     SPECIALS,
     PretrainConfig,
@@ -167,6 +169,36 @@ def test_a_run_stopped_after_a_checkpoint_resumes_where_it_stopped(tiny_corpus, 
     reference = pretrain(config, "reference", progress=False, save_every=1000)
     a, b = load_file(folder / "model.safetensors"), load_file(reference / "model.safetensors")
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("chosen", ["fp32", "bf16"])
+def test_pretraining_runs_on_one_thread_in_the_precision_of_its_key(tiny_corpus, monkeypatch, chosen):
+    """Whatever threads the process has, every step trains on one (its weights do not depend on the machine's cores,
+    and the build runs it in a lane), under bf16 autocast exactly where the precision says so; the report says which,
+    and a bf16 and an fp32 pretraining of one config are two cache entries."""
+    import headlab.models.pretrain as pt
+
+    monkeypatch.setenv(PRECISION, chosen)
+    seen, real = [], pt.pretraining_losses
+
+    def noting(model, batch, objective):
+        seen.append((torch.get_num_threads(), torch.is_autocast_enabled("cpu")))
+        return real(model, batch, objective)
+
+    monkeypatch.setattr(pt, "pretraining_losses", noting)
+    config = PretrainConfig(**TINY, steps=3)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        folder = pretrain(config, "threads", progress=False)
+        assert torch.get_num_threads() == 2  # given back afterwards
+    finally:
+        torch.set_num_threads(threads)
+    assert seen == [(1, chosen == "bf16")] * 3
+    report = pretraining_report(folder)
+    assert report["precision"] == chosen and "1 torch threads" in report["hardware"]
+    monkeypatch.setenv(PRECISION, "bf16" if chosen == "fp32" else "fp32")
+    assert model_dir(config, "threads") != folder
 
 
 def test_a_named_model_that_was_never_trained_says_how_to_train_it(tmp_path, monkeypatch):

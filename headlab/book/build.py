@@ -5,10 +5,10 @@ The pages are :data:`headlab.lab.pages.PAGES` (``book/_toc.yml`` is generated fr
 (:func:`site_toc`): the scorecard first, then the pages once per preset built. A notebook that fails stops the build
 with its name and cell; Sphinx warnings (a missing page, an output it cannot show) are errors.
 
-A model headlab pretrains is pretrained first, in this process with all of torch's threads. Then the fine-tunes and
-the notebooks, which only load the models, run side by side (:func:`in_lanes`, by default two at a time with the
-cores shared out between them): the cross-encoder and page 08's two towers train at once (a fine-tune runs on one
-thread wherever it runs, so its weights are those a notebook run alone trains), each notebook after the models and
+The training steps and the notebooks, which only load the models, run side by side (:func:`in_lanes`, by default
+two at a time with the cores shared out between them): a model headlab pretrains first, then the cross-encoder and
+page 08's two towers at once (a pretraining or fine-tune runs on one thread wherever it runs, so its weights are
+those a notebook run alone trains, and another preset's work runs beside it), each notebook after the models and
 pages it reads (:func:`step_needs`: the artifact registry and the fine-tunes), the longest chain of work first
 (:func:`critical_path_first`, from the last build's timings), so no lane idles at the end while the other runs a long
 page; their single-threaded parts (a kernel's start, tables, charts) overlap. Several presets share one pool
@@ -55,7 +55,7 @@ from headlab.book.records import (
 )
 from headlab.book.scorecard import scorecard_markdown, scorecard_table
 from headlab.core.device import resolve_device
-from headlab.core.worklog import WORK_LOG, logging_work, work_noted
+from headlab.core.worklog import WORK_LOG, work_noted
 from headlab.findings.students import train_students
 from headlab.lab.pages import (
     CROSS_ENCODER,
@@ -292,33 +292,28 @@ def _check_settings(settings: dict, notebooks: list[Path]) -> None:
         raise BookError(f"no notebook declares the parameter(s) {unknown}; declared: {sorted(declared)}")
 
 
-def _pretrain_if_needed(settings: dict) -> float | None:
-    """A model headlab pretrains (``zh-char``) is trained, or found in the cache, before any notebook runs; the
-    seconds it took, or None for any other model."""
+def pretrains(settings: dict) -> bool:
+    """Whether the preset's model is one headlab pretrains (``zh-char``): its build has a :data:`PRETRAINING` step."""
     model = settings.get("MODEL")
-    if not (isinstance(model, str) and is_pretrained_name(model)):
-        return None
-    print(f"[book] pretraining {model} (cached after the first run) ...", flush=True)
-    started = time.time()
-    folder = ensure_named(model, resolve_device(str(settings.get("DEVICE", "auto"))))
-    seconds = time.time() - started
-    print(f"[book] {model}: {folder} ({seconds:.0f} s)", flush=True)
-    return seconds
+    return isinstance(model, str) and is_pretrained_name(model)
 
 
 def fine_tune_step(label: str, settings: dict, which: str, log: Path) -> float:
-    """Fine-tune, or find in the cache, one model the notebooks load, in a lane's worker process with its own work
-    log: ``which`` is :data:`CROSS_ENCODER`, the model every page reads, :data:`TWO_TOWER`, page 08's two towers, or
-    :data:`STUDENTS`, page 10's students distilled from the first (:func:`headlab.findings.students.train_students`).
-    A fine-tune runs on one torch thread wherever it runs (:func:`headlab.models.training.one_thread`; this worker's
-    torch is already started, so thread variables would not reach it), so the two share a 2-core machine and give
-    the weights a notebook run alone gives. The seconds."""
+    """Train, or find in the cache, one model the notebooks load, in a lane's worker process with its own work
+    log: ``which`` is :data:`PRETRAINING`, the model headlab pretrains that the others start from
+    (:func:`headlab.models.pretrain.ensure_named`), :data:`CROSS_ENCODER`, the model every page reads,
+    :data:`TWO_TOWER`, page 08's two towers, or :data:`STUDENTS`, page 10's students distilled from the cross-encoder
+    (:func:`headlab.findings.students.train_students`). Each trains on one torch thread wherever it runs
+    (:func:`headlab.models.training.one_thread`; this worker's torch is already started, so thread variables would
+    not reach it), so two share a 2-core machine and give the weights a notebook run alone gives. The seconds."""
     os.environ[WORK_LOG] = str(log)
     os.environ.pop(NO_TRAINING, None)
     params = Params.from_globals(settings)
     print(f"[book] {label}: {which} of {params.model} on {params.data} (cached after the first run) ...", flush=True)
     started = time.time()
-    if which == CROSS_ENCODER:
+    if which == PRETRAINING:
+        ensure_named(params.model, params.torch_device)
+    elif which == CROSS_ENCODER:
         params.fine_tune()
     elif which == STUDENTS:
         train_students(settings)
@@ -475,15 +470,15 @@ def execute_presets(
     threads: int = 1,
     run=call,
 ) -> dict[str, tuple[str, bool]]:
-    """Run every preset's work (``{name: (settings, executed folder)}``): first each model headlab pretrains, in this
-    process with all of torch's threads; then every preset's fine-tunes and toc notebooks in one pool of ``lanes``
-    (``threads`` threads each), a step once the models and pages of its own preset that it reads are done
-    (:func:`step_needs`), the longest chain of work across all presets first (each preset's recorded seconds), so a
-    preset's last long page runs beside another preset's work. Each step's seconds go to ``clock`` under its preset,
-    with the cache state the preset started from and whether the step computed anything (its work log in ``logs``),
-    and each preset's wall time, from its pretraining (else from the start of the lanes) to the end of its last
-    step, as the step ``preset total``; ``run`` runs a step in its lane (:func:`in_lanes`). Returns each
-    preset's state and whether any of its steps computed anything."""
+    """Run every preset's work (``{name: (settings, executed folder)}``) in one pool of ``lanes`` (``threads``
+    threads each): its model's pretraining where headlab pretrains it (:func:`pretrains`), its fine-tunes and its toc
+    notebooks, a step once the models and pages of its own preset that it reads are done (:func:`step_needs`), the
+    longest chain of work across all presets first (each preset's recorded seconds), so a preset's pretraining or
+    last long page runs beside another preset's work. Each step's seconds go to ``clock`` under its preset, with the
+    cache state the preset started from and whether the step computed anything (its work log in ``logs``), and each
+    preset's wall time, from the start of the lanes to the end of its last step, as the step ``preset total``;
+    ``run`` runs a step in its lane (:func:`in_lanes`). Returns each preset's state and whether any of its steps
+    computed anything."""
     began, run_names = time.time(), [name for name in names if not only or name in only]
     for _, executed in presets.values():
         executed.mkdir(parents=True, exist_ok=True)
@@ -492,7 +487,6 @@ def execute_presets(
                 raise BookError(f"--only skips {name}, but it has never been executed into {executed}")
     states = {preset: cache_state(settings) for preset, (settings, _) in presets.items()}  # before anything runs
     computed = dict.fromkeys(presets, False)
-    started: dict[str, float] = {}
     done = 0
 
     def record(preset: str, step: str, seconds: float, log: Path, total: int | None = None) -> None:
@@ -508,19 +502,13 @@ def execute_presets(
         if clock:
             clock.record(preset, states[preset], step, seconds, bool(work))
 
-    for preset, (settings, _) in presets.items():
-        with logging_work(logs / f"{preset}-pretraining.log") as log:
-            before = time.time()
-            seconds = _pretrain_if_needed(settings)
-        if seconds is not None:
-            started[preset] = before
-            record(preset, PRETRAINING, seconds, log)
     steps, needs, expected = {}, {}, {}
     for preset, (settings, executed) in presets.items():
         timings = [Path(settings.get("RUN_DIR", "runs")) / "timings.csv", REPO / "results" / "timings.csv"]
         seconds_of = recorded_seconds(preset, states[preset], timings)
         own = step_needs(run_names)
-        for name in (*training_needs(run_names), *run_names):
+        trained = (*((PRETRAINING,) if pretrains(settings) else ()), *training_needs(run_names))
+        for name in (*trained, *run_names):
             key, log = f"{preset}/{name}", logs / f"{preset}-{name}.log"
             needs[key] = tuple(f"{preset}/{n}" for n in own.get(name, ()))
             if name in seconds_of:
@@ -539,7 +527,7 @@ def execute_presets(
         ended[preset] = time.time()
     if clock:
         for preset in presets:
-            total = ended.get(preset, time.time()) - started.get(preset, lanes_started)
+            total = ended.get(preset, time.time()) - lanes_started
             clock.record(preset, states[preset], PRESET_TOTAL, total, computed[preset])
     return {preset: (states[preset], computed[preset]) for preset in presets}
 

@@ -137,7 +137,7 @@ def cache_state(settings: dict) -> str:
     ``cached`` (some of them). Whether the build was then warm, nothing left to compute, the steps say (each step's
     work log: :mod:`headlab.core.worklog`)."""
     params = Params.from_globals(settings)
-    if is_pretrained_name(params.model) and not is_complete(named_model_dir(params.model)):
+    if is_pretrained_name(params.model) and not is_complete(named_model_dir(params.model, params.torch_device)):
         return "cold"  # nothing can have been fine-tuned on, or measured with, a model that does not exist yet
     cached = is_complete(params.checkpoint) or any(params.results_folder.glob("sweeps/*/masks/*.csv"))
     return "cached" if cached else "cold"
@@ -244,7 +244,9 @@ def model_row(preset: str, settings: dict) -> dict:
         "checkpoint": folder.name,  # its settings' hash, the precision of its products included
     }
     if is_pretrained_name(params.model):
-        report = json.loads((named_model_dir(params.model) / "pretraining.json").read_text(encoding="utf-8"))
+        report = json.loads(
+            (named_model_dir(params.model, params.torch_device) / "pretraining.json").read_text(encoding="utf-8")
+        )
         row.update(
             pretrain_seconds=report["seconds"],
             masked_token_accuracy=report["masked_token_accuracy"],

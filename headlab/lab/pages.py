@@ -22,8 +22,10 @@ TABLE, SWEEP = "table", "sweep"
 CROSS_ENCODER, TWO_TOWER = "fine-tuning", "two-tower fine-tuning"  # the training steps a page can wait on
 STUDENTS = "students"  # page 10's distilled students: trained from the cross-encoder, so after it
 TRAINING_STEPS = (CROSS_ENCODER, TWO_TOWER, STUDENTS)
-TRAINING_WAITS = {STUDENTS: (CROSS_ENCODER,)}  # a training step that starts from another's model waits for it
 PRETRAINING, PRESET_TOTAL = "pretraining", "preset total"  # the timings' first and last steps of a preset
+# a training step that starts from another's model waits for it (pretraining: only a preset whose model headlab
+# pretrains has that step; elsewhere the wait names no step and is no wait)
+TRAINING_WAITS = {STUDENTS: (CROSS_ENCODER,), CROSS_ENCODER: (PRETRAINING,), TWO_TOWER: (PRETRAINING,)}
 KEEP = None  # a parameter's tiny value when the tiny preset keeps its default
 
 

@@ -29,13 +29,21 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from headlab.core.device import resolve_device
+from headlab.core.device import autocast, resolve_device
 from headlab.core.stats import bootstrap_weights
 from headlab.inputs.pku import held_out_sentences, training_runs
 from headlab.models.adapt import continue_pretraining, describe_continued
 from headlab.models.loading import resolve_model
-from headlab.models.names import MODELS, REPORT, ContinuedPretraining, PretrainConfig, model_dir, named_model_dir
-from headlab.models.training import Progress, cached, optimizer_and_schedule, train_step
+from headlab.models.names import (
+    MODELS,
+    REPORT,
+    ContinuedPretraining,
+    PretrainConfig,
+    model_dir,
+    named_model_dir,
+    pretraining_precision,
+)
+from headlab.models.training import Progress, cached, one_thread, optimizer_and_schedule, train_step
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -257,7 +265,7 @@ def pretrain(
     save_every: int = 100,
 ) -> Path:
     """Return the folder of the pretrained model, training it first if it is not cached."""
-    out = model_dir(config, name)
+    out = model_dir(config, name, torch.device(device))
     return cached(out, lambda work: _train(config, work, out.name, torch.device(device), progress, save_every))
 
 
@@ -274,6 +282,17 @@ def ensure_named(name: str, device="cpu", progress: bool = True) -> Path:
 def _train(
     config: PretrainConfig, work: Path, folder_name: str, device: torch.device, progress: bool, save_every: int
 ) -> None:
+    """One thread, as a fine-tune (:func:`headlab.models.training.one_thread`): the weights do not depend on the
+    machine's cores, and the build trains the model in a lane beside other work; bf16 autocast where ``device``
+    computes it natively (:func:`headlab.models.names.pretraining_precision`, part of the cache key)."""
+    with one_thread():
+        _pretrain(config, work, folder_name, device, progress, save_every)
+
+
+def _pretrain(
+    config: PretrainConfig, work: Path, folder_name: str, device: torch.device, progress: bool, save_every: int
+) -> None:
+    chosen = pretraining_precision(device)
     runs = training_runs(config.held_out_share, config.seed)
     vocab = build_vocab((s for run in runs for s in run), config.min_char_count)
     tokenizer = char_tokenizer(vocab, config.max_length)
@@ -294,7 +313,8 @@ def _train(
     for step in bar:
         torch.manual_seed(config.seed * 100_003 + step)  # dropout stream, reproducible after a resume
         batch = {k: v.to(device) for k, v in make_batch(corpus, config, step).items()}
-        loss, scores = pretraining_losses(model, batch, config.objective)
+        with autocast(device, chosen):
+            loss, scores = pretraining_losses(model, batch, config.objective)
         train_step(model, loss, optimizer, scheduler)
         run.done(step, int(batch["attention_mask"].sum()), scores, bar)
     run.finish()
@@ -316,6 +336,7 @@ def _train(
         "history": run.history,
         "seconds": round(run.seconds, 1),
         "hardware": hardware(device),
+        "precision": chosen,
         "torch": torch.__version__,
     }
     model.save_pretrained(work, safe_serialization=True)

@@ -59,7 +59,7 @@ def cached(out: Path, train) -> Path:
     if os.environ.get(NO_TRAINING):
         raise TrainingError(
             f"{out.name} is not in the cache, and this run may not train it ({NO_TRAINING} is set): "
-            "the book trains every model before its notebooks run side by side, with all threads; "
+            "the book trains every model in steps of its own, before the notebooks that load it; "
             "train it first (a notebook run alone does) or unset the variable"
         )
     with exclusive_lock(out.with_name(out.name + ".lock")):
