@@ -425,6 +425,31 @@ def test_a_build_over_its_budget_says_by_how_much_and_a_shared_build_is_judged_o
     assert not any(line.startswith("* e5-zh, cold") for line in lines)  # never built cold: no line
 
 
+def test_a_preset_that_shared_a_pool_with_others_is_no_budget_figure_and_its_latest_own_build_keeps_the_verdict():
+    """In one pool with other presets (its preset total recorded), a preset's steps run interleaved with theirs,
+    last when the pool puts its chain last: that build says so, with its lane time, and the budget is judged on its
+    latest build of its own."""
+    own, pool = "2026-12-02T00:00:00Z", "2026-12-05T00:00:00Z"
+    rows = [_timing(own, "default", "cold", "00_setup", 1100.0), _timing(own, "all", "cold", "build", 1150.0)]
+    rows += [_timing(own, "all", "cold", "make book", 1162.0)]
+    rows += [
+        _timing(pool, "default", "cold", "00_setup", 2071.0),
+        _timing(pool, "default", "cold", "preset total", 5365.0),
+        _timing(pool, "e5-en", "cold", "00_setup", 4830.0),
+        _timing(pool, "e5-en", "cold", "preset total", 5304.0),
+        _timing(pool, "all", "cold", "build", 5380.0),
+        _timing(pool, "all", "cold", "make book", 5447.0),
+    ]
+    lines = readme.timings_block(pd.DataFrame(rows))
+    assert (
+        "* default, cold (2026-12-05T00:00:00Z): built in one pool with e5-en (1 h 30 min for all of them), its steps "
+        "34 min 31 s of lane time, interleaved with theirs: not a budget figure."
+    ) in lines
+    judged = "* default, cold (2026-12-02T00:00:00Z): 19 min 22 s (`make book`); within its budget of 30 min 00 s."
+    assert judged in lines
+    assert not any("over its budget" in line for line in lines)
+
+
 def test_a_build_beside_other_work_is_no_budget_figure_and_the_latest_alone_keeps_the_verdict():
     """A build whose load passed its cores (other work on the machine) is said to be that, and the budget is judged
     on the latest build that ran alone."""
@@ -445,8 +470,10 @@ def test_a_build_beside_other_work_is_no_budget_figure_and_the_latest_alone_keep
     assert readme.shared(pd.DataFrame(rows[3:])) and not readme.shared(pd.DataFrame(rows[:3]))
 
 
-def test_a_shared_build_that_ran_notebooks_side_by_side_is_judged_on_each_presets_own_time():
-    """Notebooks run two at a time overlap, so their seconds add up to more than the preset took: its total counts."""
+def test_a_shared_build_that_ran_notebooks_side_by_side_is_no_budget_figure_for_a_preset_with_a_total():
+    """Notebooks run two at a time overlap, so a preset's seconds add up to more than it took, and in one pool with
+    another preset its total is the pool's order as much as its own work: no budget figure. A preset without a total
+    (a build that ran one notebook at a time) is judged on its steps."""
     build = "2026-12-04T00:00:00Z"
     rows = [
         _timing(build, "default", "cold", "fine-tuning", 500.0),
@@ -458,8 +485,8 @@ def test_a_shared_build_that_ran_notebooks_side_by_side_is_judged_on_each_preset
     ]
     lines = readme.timings_block(pd.DataFrame(rows))
     assert (
-        "* default, cold (2026-12-04T00:00:00Z): 20 min 50 s (its time, in a build of default e5-en); within its "
-        "budget of 30 min 00 s."
+        "* default, cold (2026-12-04T00:00:00Z): built in one pool with e5-en (1 h 13 min for all of them), its steps "
+        "31 min 40 s of lane time, interleaved with theirs: not a budget figure."
     ) in lines
     assert "* e5-en, cold (2026-12-04T00:00:00Z): 50 min 00 s (its steps, in a build of default e5-en)" in "\n".join(
         lines

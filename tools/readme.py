@@ -445,10 +445,10 @@ def builds_of(table: pd.DataFrame) -> list[tuple]:
 
 def cold_block(table: pd.DataFrame) -> list[str]:
     """The README's first screen: the latest cold and warm `make book` of the default preset against its budgets,
-    and the machine it ran on."""
+    and the machine it ran on (a later build that is no budget figure is on the timings page only)."""
     lines = []
     for preset, build, line in budget_rows(table, builds_of(table)):
-        if preset == "default":
+        if preset == "default" and "budget of" in line:
             rows = table[table["build"] == build]
             lines.append(f"{line[:-1]}, on {rows.iloc[0].machine}." if not rows.empty else line)
     return lines or ["No default build is recorded yet."]
@@ -496,9 +496,11 @@ def budget_lines(table: pd.DataFrame, builds: list) -> list[str]:
 
 def budget_rows(table: pd.DataFrame, builds: list) -> list[tuple[str, str, str]]:
     """``(preset, build, line)``: each budgeted preset's latest finished cold and warm build against its budget: the
-    whole `make book` where the build ran that preset alone, else the preset's own time in it (a build of several
-    presets times them together): its ``preset total``, or in builds that ran one notebook at a time and did not
-    record one, its steps added up."""
+    whole `make book` where the build ran that preset alone; in a build of several presets that ran one notebook at a
+    time, its steps added up. A build that shared its lanes between presets (its ``preset total`` recorded) gives no
+    budget figure: its steps ran interleaved with the others', as the pool's order put them, so its last one ending
+    late says nothing of its own `make book`; it is said so, with its steps' lane time, and the latest build that
+    can be judged keeps the verdict, as after a build measured beside other work."""
     lines = []
     for preset, budgets in BUDGETS.items():
         for kind, budget in budgets.items():
@@ -509,21 +511,36 @@ def budget_rows(table: pd.DataFrame, builds: list) -> list[tuple[str, str, str]]
             ]
             if not found:
                 continue
-            alone = [(build, presets) for build, presets in found if not shared(table[table["build"] == build])]
-            latest = found[-1]
-            if shared(table[table["build"] == latest[0]]):
-                rows = table[table["build"] == latest[0]]
+            judged = [(b, presets) for b, presets in found if not shared(table[table["build"] == b])]
+            judged = [(b, presets) for b, presets in judged if not pooled(table[table["build"] == b], preset, presets)]
+            latest, presets = found[-1]
+            rows = table[table["build"] == latest]
+            if shared(rows):
                 lines.append(
                     (
                         preset,
-                        latest[0],
-                        f"* {preset}, {kind} ({latest[0]}): measured beside other work (highest load {_load(rows)} on "
+                        latest,
+                        f"* {preset}, {kind} ({latest}): measured beside other work (highest load {_load(rows)} on "
                         f"{_cores(rows)} cores), so not a budget figure.",
                     )
                 )
-            if not alone:
+            elif pooled(rows, preset, presets):
+                mine = rows[(rows["preset"] == preset) & (rows["step"] != PRESET_TOTAL)]
+                whole = rows[(rows["preset"] == "all") & (rows["step"] == "make book")]["seconds"]
+                lines.append(
+                    (
+                        preset,
+                        latest,
+                        f"* {preset}, {kind} ({latest}): built in one pool with "
+                        + " ".join(p for p in presets if p != preset)
+                        + (f" ({duration(float(whole.iloc[0]))} for all of them)" if len(whole) else "")
+                        + f", its steps {duration(float(mine['seconds'].sum()))} of lane time, interleaved with "
+                        "theirs: not a budget figure.",
+                    )
+                )
+            if not judged:
                 continue
-            build, presets = alone[-1]
+            build, presets = judged[-1]
             rows = table[table["build"] == build]
             if presets == (preset,):
                 seconds, what = (
@@ -531,10 +548,8 @@ def budget_rows(table: pd.DataFrame, builds: list) -> list[tuple[str, str, str]]
                     "`make book`",
                 )
             else:
-                mine = rows[rows["preset"] == preset]
-                recorded = mine[mine["step"] == PRESET_TOTAL]["seconds"]
-                seconds = recorded if not recorded.empty else mine["seconds"]
-                what = ("its time" if not recorded.empty else "its steps") + ", in a build of " + " ".join(presets)
+                seconds = rows[rows["preset"] == preset]["seconds"]
+                what = "its steps, in a build of " + " ".join(presets)
             if seconds.empty:
                 continue
             total = float(seconds.sum())
@@ -567,6 +582,12 @@ def _cores(rows: pd.DataFrame) -> int | None:
     """The cores of the machine a build ran on, as its records name them (``..., 2 cores, ...``)."""
     found = rows["machine"].astype(str).str.extract(r"(\d+) cores", expand=False).dropna() if "machine" in rows else []
     return int(found.iloc[0]) if len(found) else None
+
+
+def pooled(rows: pd.DataFrame, preset: str, presets: tuple) -> bool:
+    """Whether ``preset`` shared a build's lanes with other presets (several presets, its ``preset total``
+    recorded): its steps then ran interleaved with theirs."""
+    return len(presets) > 1 and bool(((rows["preset"] == preset) & (rows["step"] == PRESET_TOTAL)).any())
 
 
 def shared(rows: pd.DataFrame) -> bool:
