@@ -31,7 +31,15 @@ def test_the_loss_is_the_softened_kl_times_t_squared_plus_the_gold_cross_entropy
         DistillConfig(FinetuneConfig(), (), temperature=0)
 
 
-def test_a_student_is_the_pruned_teacher_trained_again_the_same_way_twice(fresh_cache, tiny_model_folder, pairs_file):
+def test_a_student_is_the_pruned_teacher_trained_again_the_same_way_twice(
+    fresh_cache, tiny_model_folder, pairs_file, monkeypatch
+):
+    """... and a second student of the same teacher reuses the teacher's logits, computed once: the same weights."""
+    import headlab.models.distill as distilling
+
+    monkeypatch.setattr(distilling, "TEACHER_LOGITS", {})
+    passes, real = [], distilling.predict
+    monkeypatch.setattr(distilling, "predict", lambda *a, **k: passes.append(1) or real(*a, **k))
     teacher = FinetuneConfig(model=str(tiny_model_folder), data=str(pairs_file), epochs=1, train_limit=64, seed=2)
     teacher_folder = finetune(teacher, progress=False)
     config = DistillConfig(teacher, drop=[(1, 3), (0, 1), (1, 0)], temperature=2.0, epochs=1, lr=1e-3, seed=5)
@@ -46,7 +54,12 @@ def test_a_student_is_the_pruned_teacher_trained_again_the_same_way_twice(fresh_
     assert not np.allclose(trained_probs, pruned_probs, atol=1e-4)  # it was trained
     weights = (folder / "model.safetensors").read_bytes()
     shutil.rmtree(folder)
-    assert (distill(config, progress=False) / "model.safetensors").read_bytes() == weights
+    assert (distill(config, progress=False) / "model.safetensors").read_bytes() == weights  # with the kept logits
+    assert len(passes) == 1
+    distilling.TEACHER_LOGITS.clear()
+    shutil.rmtree(folder)
+    assert (distill(config, progress=False) / "model.safetensors").read_bytes() == weights  # computed again
+    assert len(passes) == 2
     others = [
         DistillConfig(teacher, drop=[(0, 1)], epochs=1, lr=1e-3, seed=5),
         DistillConfig(teacher, drop=config.drop, temperature=4.0, epochs=1, lr=1e-3, seed=5),

@@ -4,7 +4,8 @@ layers' heads") tested as advice, not by pruning alone.
 A student is the teacher with some heads removed for real (:func:`headlab.core.pruning.prune_heads`: it starts as
 the pruned teacher, so a budget of zero is the pruning curve's point), trained on the teacher's training pairs to
 match the teacher's grade distribution softened by a temperature T (Hinton et al. 2015: the KL divergence times T²)
-and the gold grades, ``alpha`` of the first and the rest of the second. The teacher's logits are computed once; the
+and the gold grades, ``alpha`` of the first and the rest of the second. The teacher's logits are computed once per
+process (:data:`TEACHER_LOGITS`: every student of a build step shares them); the
 loop is the fine-tune's own (:func:`headlab.models.finetune.fit`: seeded, one thread, resumable), and the student is
 cached under a key of the teacher's, the heads removed and every setting, so every notebook that asks for it gets the
 same weights.
@@ -34,6 +35,9 @@ from headlab.models.loading import load_classifier
 from headlab.models.training import cached
 
 DISTILL_PROCEDURE = 1  # bump when the loop changes what a config trains to
+# the teacher's logits on its training pairs, kept for this process by teacher (folder and weights' time), pairs,
+# precision and device: a preset's students (10, in one build step) share them, the same numbers each would compute
+TEACHER_LOGITS: dict[tuple, torch.Tensor] = {}
 
 
 @dataclass(frozen=True)
@@ -97,11 +101,26 @@ def _train(config: DistillConfig, work: Path, device: torch.device, progress: bo
     if not (teacher_folder / "model.safetensors").exists():
         raise FileNotFoundError(f"the teacher {teacher_folder} is not in the cache: fine-tune it before its students")
     teacher = load_classifier(str(teacher_folder)).to(device)
-    teacher_logits = torch.as_tensor(
-        predict(
-            teacher, train_enc, batch_size=64, device=device, pad_id=pad_id, precision=training.precision, logits=True
-        )
+    key = (
+        str(teacher_folder),
+        (teacher_folder / "model.safetensors").stat().st_mtime_ns,
+        config.train_limit,
+        training.precision,
+        str(device),
     )
+    if key not in TEACHER_LOGITS:
+        TEACHER_LOGITS[key] = torch.as_tensor(
+            predict(
+                teacher,
+                train_enc,
+                batch_size=64,
+                device=device,
+                pad_id=pad_id,
+                precision=training.precision,
+                logits=True,
+            )
+        )
+    teacher_logits = TEACHER_LOGITS[key]
     torch.manual_seed(config.seed)
     student = prune_heads(teacher, config.drop).to(device)
     del teacher
