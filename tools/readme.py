@@ -447,8 +447,8 @@ def cold_block(table: pd.DataFrame) -> list[str]:
     """The README's first screen: the latest cold and warm `make book` of the default preset against its budgets,
     and the machine it ran on (a later build that is no budget figure is on the timings page only)."""
     lines = []
-    for preset, build, line in budget_rows(table, builds_of(table)):
-        if preset == "default" and "budget of" in line:
+    for preset, build, line, judged in budget_rows(table, builds_of(table)):
+        if preset == "default" and judged:
             rows = table[table["build"] == build]
             lines.append(f"{line[:-1]}, on {rows.iloc[0].machine}." if not rows.empty else line)
     return lines or ["No default build is recorded yet."]
@@ -490,17 +490,18 @@ def timings_block(table: pd.DataFrame) -> list[str]:
 
 def budget_lines(table: pd.DataFrame, builds: list) -> list[str]:
     """:func:`budget_rows` as the timings page's bullet list."""
-    lines = [line for _, _, line in budget_rows(table, builds)]
+    lines = [line for _, _, line, _ in budget_rows(table, builds)]
     return [""] + lines if lines else []
 
 
-def budget_rows(table: pd.DataFrame, builds: list) -> list[tuple[str, str, str]]:
-    """``(preset, build, line)``: each budgeted preset's latest finished cold and warm build against its budget: the
-    whole `make book` where the build ran that preset alone; in a build of several presets that ran one notebook at a
-    time, its steps added up. A build that shared its lanes between presets (its ``preset total`` recorded) gives no
-    budget figure: its steps ran interleaved with the others', as the pool's order put them, so its last one ending
-    late says nothing of its own `make book`; it is said so, with its steps' lane time, and the latest build that
-    can be judged keeps the verdict, as after a build measured beside other work."""
+def budget_rows(table: pd.DataFrame, builds: list) -> list[tuple[str, str, str, bool]]:
+    """``(preset, build, line, judged)``: each budgeted preset's latest finished cold and warm build against its
+    budget: the whole `make book` where the build ran that preset alone; in a build of several presets that ran one
+    notebook at a time, its steps added up. A build that shared its lanes between presets (its ``preset total``
+    recorded) gives no budget figure: its steps ran interleaved with the others', as the pool's order put them, so
+    its last one ending late says nothing of its own `make book`; it is said so, with its steps' lane time, and the
+    latest build that can be judged keeps the verdict, as after a build measured beside other work (``judged``: the
+    line is a verdict against the budget, not a build said to be no budget figure)."""
     lines = []
     for preset, budgets in BUDGETS.items():
         for kind, budget in budgets.items():
@@ -511,8 +512,11 @@ def budget_rows(table: pd.DataFrame, builds: list) -> list[tuple[str, str, str]]
             ]
             if not found:
                 continue
-            judged = [(b, presets) for b, presets in found if not shared(table[table["build"] == b])]
-            judged = [(b, presets) for b, presets in judged if not pooled(table[table["build"] == b], preset, presets)]
+            judgeable = [
+                (b, presets)
+                for b, presets in found
+                if not shared(rows := table[table["build"] == b]) and not pooled(rows, preset, presets)
+            ]
             latest, presets = found[-1]
             rows = table[table["build"] == latest]
             if shared(rows):
@@ -522,11 +526,12 @@ def budget_rows(table: pd.DataFrame, builds: list) -> list[tuple[str, str, str]]
                         latest,
                         f"* {preset}, {kind} ({latest}): measured beside other work (highest load {_load(rows)} on "
                         f"{_cores(rows)} cores), so not a budget figure.",
+                        False,
                     )
                 )
             elif pooled(rows, preset, presets):
                 mine = rows[(rows["preset"] == preset) & (rows["step"] != PRESET_TOTAL)]
-                whole = rows[(rows["preset"] == "all") & (rows["step"] == "make book")]["seconds"]
+                whole = _make_book(rows)
                 lines.append(
                     (
                         preset,
@@ -536,17 +541,15 @@ def budget_rows(table: pd.DataFrame, builds: list) -> list[tuple[str, str, str]]
                         + (f" ({duration(float(whole.iloc[0]))} for all of them)" if len(whole) else "")
                         + f", its steps {duration(float(mine['seconds'].sum()))} of lane time, interleaved with "
                         "theirs: not a budget figure.",
+                        False,
                     )
                 )
-            if not judged:
+            if not judgeable:
                 continue
-            build, presets = judged[-1]
+            build, presets = judgeable[-1]
             rows = table[table["build"] == build]
             if presets == (preset,):
-                seconds, what = (
-                    rows[(rows["preset"] == "all") & (rows["step"] == "make book")]["seconds"],
-                    "`make book`",
-                )
+                seconds, what = _make_book(rows), "`make book`"
             else:
                 seconds = rows[rows["preset"] == preset]["seconds"]
                 what = "its steps, in a build of " + " ".join(presets)
@@ -558,8 +561,13 @@ def budget_rows(table: pd.DataFrame, builds: list) -> list[tuple[str, str, str]]
                 if total <= budget
                 else f"over its budget of {duration(budget)} by {duration(total - budget)}"
             )
-            lines.append((preset, build, f"* {preset}, {kind} ({build}): {duration(total)} ({what}); {verdict}."))
+            lines.append((preset, build, f"* {preset}, {kind} ({build}): {duration(total)} ({what}); {verdict}.", True))
     return lines
+
+
+def _make_book(rows: pd.DataFrame) -> pd.Series:
+    """The seconds of a build's whole `make book` (none where it was not timed)."""
+    return rows[(rows["preset"] == "all") & (rows["step"] == "make book")]["seconds"]
 
 
 def _kind(rows: pd.DataFrame) -> str:

@@ -279,19 +279,13 @@ def ensure_named(name: str, device="cpu", progress: bool = True) -> Path:
     return pretrain(config, name, device, progress)
 
 
+@one_thread()
 def _train(
     config: PretrainConfig, work: Path, folder_name: str, device: torch.device, progress: bool, save_every: int
 ) -> None:
     """One thread, as a fine-tune (:func:`headlab.models.training.one_thread`): the weights do not depend on the
     machine's cores, and the build trains the model in a lane beside other work; bf16 autocast where ``device``
     computes it natively (:func:`headlab.models.names.pretraining_precision`, part of the cache key)."""
-    with one_thread():
-        _pretrain(config, work, folder_name, device, progress, save_every)
-
-
-def _pretrain(
-    config: PretrainConfig, work: Path, folder_name: str, device: torch.device, progress: bool, save_every: int
-) -> None:
     chosen = pretraining_precision(device)
     runs = training_runs(config.held_out_share, config.seed)
     vocab = build_vocab((s for run in runs for s in run), config.min_char_count)
