@@ -179,12 +179,23 @@ def test_the_build_trains_the_students_and_the_page_only_loads_them(
     monkeypatch.delenv(NO_TRAINING)
     train_students(settings)
     monkeypatch.setenv(NO_TRAINING, "1")
+    graded = lambda self, model: pytest.fail("the page graded a student again")  # noqa: E731
+    monkeypatch.setattr(Lab, "with_model", graded)  # the step graded them: the page reads the kept grades
     students, temperatures = distilled_students(lab, drops, student_settings)
     assert sorted(temperatures["temperature"]) == [1.0, 3.0] and temperatures["chosen"].sum() == 1
     assert len(students) == 3 * 2 and students["folder"].nunique() == 6  # each kind and seed its own student
     chosen = temperatures.loc[temperatures["chosen"], "temperature"].iloc[0]
     assert (students["temperature"] == chosen).all() and (students["heads_removed"] == 2).all()  # 0.25 of 2x4
     assert all(len(p) == len(lab.encoded) and set(p) <= {1, 2, 3, 4, 5} for p in students["predicted"])
+    # only the students the temperature is chosen with are scored on the dev pairs (2 of the 7 trained)
+    scored = {
+        folder.name: bool(pd.read_csv(folder / "history.csv")["dev_accuracy"].notna().all())
+        for folder in (fresh_cache / "finetuned").glob("student-*")
+        if folder.is_dir()
+    }
+    assert len(scored) == 7 and sum(scored.values()) == 2
+    important = students[students["kind"] == IMPORTANT].set_index("seed")["folder"]
+    assert scored[important[0]] and not scored[important[1]]
 
 
 def test_a_model_whose_heads_cannot_be_removed_has_no_students_and_the_claim_says_so(mpnet_folder):

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from headlab.core.evaluate import predicted_grades
+from headlab.core.evaluate import predicted_grades, weights_digest
 from headlab.core.pruning import cannot_prune
 from headlab.core.stats import kappa_contrast, relative_change
 from headlab.core.sweep import BASELINE, MaskSpec, baseline_grades, kappa_columns, summarize
@@ -133,9 +133,10 @@ def distilled_students(lab, drops: dict, settings: StudentSettings, progress: bo
 
     The temperature is chosen first with the important-heads student of seed 0 (:func:`choose_temperature`), by its
     accuracy on the dev split, which distillation scores after its last epoch (the student's ``history.csv``: no pass
-    is run twice); every kind is then distilled with seeds 0 .. seeds-1 at that temperature. Returns
-    ``(students, temperatures)``: one row per kind and seed (kind, seed, temperature, heads_removed, folder, and
-    ``predicted``: its grades of ``lab``'s pairs), and one row per temperature tried (temperature, dev_accuracy,
+    is run twice; no other student is scored on dev); every kind is then distilled with seeds 0 .. seeds-1 at that
+    temperature. Returns ``(students, temperatures)``: one row per kind and seed (kind, seed, temperature,
+    heads_removed, folder, and ``predicted``: its grades of ``lab``'s pairs, :func:`student_grades`), and one row per
+    temperature tried (temperature, dev_accuracy,
     n_dev, chosen); both empty for a model whose heads cannot be removed (:func:`student_note` says why)."""
     if cannot_prune(lab.model):  # no smaller model to start a student from: nothing distilled, the page says why
         return pd.DataFrame(columns=STUDENT_COLUMNS), pd.DataFrame(columns=TEMPERATURE_COLUMNS)
@@ -149,7 +150,8 @@ def distilled_students(lab, drops: dict, settings: StudentSettings, progress: bo
             train_limit=settings.train_limit,
             seed=seed,
         )
-        return distill(config, device=lab.params.torch_device, progress=progress)
+        scored = kind == IMPORTANT and seed == 0  # the temperature is chosen on its dev score; no other is scored
+        return distill(config, device=lab.params.torch_device, progress=progress, score_dev=scored)
 
     tried = {t: student(IMPORTANT, t, 0) for t in settings.temperatures}
     dev_accuracy = {
@@ -160,7 +162,6 @@ def distilled_students(lab, drops: dict, settings: StudentSettings, progress: bo
     for kind in KINDS:
         for seed in range(int(settings.seeds)):
             folder = student(kind, chosen, seed)
-            model = load_classifier(str(folder))
             rows.append(
                 {
                     "kind": kind,
@@ -168,7 +169,7 @@ def distilled_students(lab, drops: dict, settings: StudentSettings, progress: bo
                     "temperature": chosen,
                     "heads_removed": len(drops[kind]),
                     "folder": folder.name,
-                    "predicted": predicted_grades(lab.with_model(model).base_probs),
+                    "predicted": student_grades(lab, folder),
                 }
             )
     n_dev = {t: json.loads((folder / "training.json").read_text())["dev_examples"] for t, folder in tried.items()}
@@ -179,6 +180,18 @@ def distilled_students(lab, drops: dict, settings: StudentSettings, progress: bo
         ]
     )
     return pd.DataFrame(rows), temperatures
+
+
+def student_grades(lab, folder: Path) -> np.ndarray:
+    """The grades the student in ``folder`` gives ``lab``'s pairs (its unmasked pass through the sweep engine, as the
+    teacher's baseline is), computed once and kept (:meth:`headlab.lab.Lab.stored`, keyed by the student's weights):
+    the build's students step grades them and page 10 reads them, so no student grades the test pairs twice."""
+    model = load_classifier(str(folder))
+    return lab.stored(
+        "student_grades",
+        {"student": folder.name, "weights": weights_digest(model)},
+        lambda: pd.DataFrame({"predicted": predicted_grades(lab.with_model(model).base_probs)}),
+    )["predicted"].to_numpy()
 
 
 def student_note(lab) -> str:

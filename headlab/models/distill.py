@@ -88,12 +88,14 @@ def distillation_loss(student_logits, teacher_logits, labels, temperature: float
     return alpha * temperature**2 * soft + (1 - alpha) * F.cross_entropy(student_logits, labels)
 
 
-def distill(config: DistillConfig, device="cpu", progress: bool = True) -> Path:
-    """The student's folder, trained first if it is not cached (the teacher must be: it is fine-tuned first)."""
-    return cached(student_dir(config), lambda work: _train(config, work, torch.device(device), progress))
+def distill(config: DistillConfig, device="cpu", progress: bool = True, score_dev: bool = True) -> Path:
+    """The student's folder, trained first if it is not cached (the teacher must be: it is fine-tuned first); with
+    ``score_dev`` False its history leaves the dev scores empty (a pass over the dev pairs saved where none reads
+    them; the weights are the same)."""
+    return cached(student_dir(config), lambda work: _train(config, work, torch.device(device), progress, score_dev))
 
 
-def _train(config: DistillConfig, work: Path, device: torch.device, progress: bool) -> None:
+def _train(config: DistillConfig, work: Path, device: torch.device, progress: bool, score_dev: bool) -> None:
     training = config.training()
     tokenizer, _, _, train_enc, dev_enc = training_pairs(replace(config.teacher, train_limit=config.train_limit))
     pad_id = tokenizer.pad_token_id or 0
@@ -132,7 +134,7 @@ def _train(config: DistillConfig, work: Path, device: torch.device, progress: bo
         return distillation_loss(logits, teacher_logits[idx[rows]].to(device), labels, config.temperature, config.alpha)
 
     started = time.time()
-    fit_and_save(student, training, work, device, progress, tokenizer, train_enc, dev_enc, batch_loss)
+    fit_and_save(student, training, work, device, progress, tokenizer, train_enc, dev_enc, batch_loss, score_dev)
     (work / "training.json").write_text(
         json.dumps(
             {

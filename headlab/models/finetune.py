@@ -153,14 +153,17 @@ def training_batch(model, train_enc, idx, pad_id: int, device):
     return model_inputs(model, batch, device), torch.as_tensor(sub.grades[rows] - 1, device=device), rows
 
 
-def fit_and_save(model, config, work: Path, device, progress: bool, tokenizer, train_enc, dev_enc, batch_loss) -> None:
-    """:func:`fit` with the dev pairs scored after each epoch, then the model and its tokenizer saved in ``work``."""
+def fit_and_save(
+    model, config, work: Path, device, progress: bool, tokenizer, train_enc, dev_enc, batch_loss, score_dev: bool = True
+) -> None:
+    """:func:`fit` with the dev pairs scored after each epoch (unless ``score_dev`` is False: a run whose dev scores
+    nobody reads), then the model and its tokenizer saved in ``work``."""
     pad_id = tokenizer.pad_token_id or 0
 
     def dev_probs():
         return predict(model, dev_enc, batch_size=64, device=device, pad_id=pad_id)
 
-    fit(model, config, work, device, progress, train_enc, batch_loss, dev_probs, dev_enc.grades)
+    fit(model, config, work, device, progress, train_enc, batch_loss, dev_probs if score_dev else None, dev_enc.grades)
     model.save_pretrained(work, safe_serialization=True)
     tokenizer.save_pretrained(work)
 
@@ -172,8 +175,8 @@ def fit(
     saved after each epoch (an interrupted run resumes to the same weights), dev scores per epoch; one torch thread
     (:func:`headlab.models.training.one_thread`: the same weights wherever it runs).
 
-    ``batch_loss(example indices)`` gives a batch's loss and ``dev_probs()`` the dev grade probabilities; the
-    history is written to ``work/history.csv`` and returned."""
+    ``batch_loss(example indices)`` gives a batch's loss and ``dev_probs()`` the dev grade probabilities (None: the
+    dev scores are left empty, NaN); the history is written to ``work/history.csv`` and returned."""
     with one_thread():
         return _fit(model, config, work, device, progress, train_enc, batch_loss, dev_probs, dev_grades)
 
@@ -204,8 +207,10 @@ def _fit(
             total_loss += loss.item()
             bar.set_postfix(loss=f"{total_loss / (step + 1):.3f}")
         model.eval()
-        with autocast(device, config.precision):
-            dev_scores = metrics(dev_grades, predicted_grades(dev_probs()))
+        dev_scores = {"accuracy": float("nan"), "macro_f1": float("nan")}
+        if dev_probs is not None:
+            with autocast(device, config.precision):
+                dev_scores = metrics(dev_grades, predicted_grades(dev_probs()))
         history.append(
             {
                 "epoch": epoch + 1,
