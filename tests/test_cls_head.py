@@ -1,5 +1,6 @@
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -402,10 +403,20 @@ def test_the_reading_is_the_matching_heads_against_the_mean_of_random_sets_over_
 
 
 def test_notebook_draws_enough_control_sets_for_the_draws_spread():
+    """The notebook's CLS_CONTROL_DRAWS, simulated at the book's design (headlab.findings.calibration): a true effect
+    twice the smallest of interest is found ("holds") on at least 80% of scorecards, though the t interval over the
+    draws widens as they get fewer."""
+    from headlab.findings import calibration
+
     cells = json.loads(NOTEBOOK.read_text())["cells"]
     parameters = next("".join(c["source"]) for c in cells if "parameters" in c["metadata"].get("tags", []))
     draws = int(re.search(r"^CLS_CONTROL_DRAWS: int = (\d+)", parameters, re.M).group(1))
-    assert draws >= 20  # a t interval over fewer draws than this is too wide to decide at the adjusted level
+    design = calibration.book_designs()["cls_head.reads_matching_heads"]
+    assert design.n_draws == draws
+    found = calibration.simulate("cls_head.reads_matching_heads", "twice the smallest", design, n_sim=300)
+    assert (found == "holds").mean() >= calibration.POWER
+    few = calibration.simulate("cls_head.reads_matching_heads", "twice the smallest", replace(design, n_draws=2), 300)
+    assert (few == "holds").mean() < (found == "holds").mean()  # the check can fail: two draws find it less often
 
 
 def test_spread_under_masks_and_cls_rows_on_a_tiny_model(tmp_path):

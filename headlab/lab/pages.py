@@ -265,7 +265,7 @@ PAGES = (
         "whether some heads carry word order, and what shuffling a title's words does",
         (
             Parameter("ORDER_K", 7, "order heads masked (the study: 7)"),
-            tiny("ORDER_DRAWS", 20, "random head sets, one head from each order head's layer (the study: 100)", 3),
+            tiny("ORDER_DRAWS", 15, "random head sets, one head from each order head's layer (the study: 100)", 3),
             Parameter("ORDER_LIMIT", None, "pairs used to rank the heads (None: all of EVAL_SPLIT)", hint="int"),
             Parameter("MIN_GRADE", 4, "a case is a pair with gold and predicted grade at least this"),
             Parameter("MIN_DROP", 2, "... whose predicted grade falls by at least this many grades when shuffled"),
@@ -337,7 +337,7 @@ PAGES = (
         "terms against chance, before/after masking",
         "whether a high head's `[CLS]` attention reads the shared terms",
         (
-            tiny("CLS_CONTROL_DRAWS", 20, "random lower-half head sets masked instead of the matching heads", 2),
+            tiny("CLS_CONTROL_DRAWS", 15, "random lower-half head sets masked instead of the matching heads", 2),
             Parameter("EXAMPLE", None, "index of the pair shown first (None: the longest shared phrase)", hint="int"),
             SHOWN,
             EXPLORE,
