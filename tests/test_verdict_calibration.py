@@ -75,7 +75,10 @@ def test_the_designs_follow_the_pages_parameters(designs):
         designs["word_order.order_heads_carry_order"].n_draws
         == calibration.page_parameters("04_word_order")["ORDER_DRAWS"]
     )
-    assert designs["patching.matching_heads_carry_matching"].n_draws == 12
+    assert (
+        designs["patching.matching_heads_carry_matching"].n_draws
+        == calibration.page_parameters("09_patching")["PATCH_DRAWS"]
+    )
     assert designs["layer_dependence.some_heads_improve"].search == 72  # all heads of the 6 x 12 default model
     assert designs["cls_head.matching_heads_hurt"].weakest_of == 5  # each of notebook 05's heads alone
     assert all(d.se > 0 and d.family == FAMILIES[STUDY_CLAIMS[k].tally] for k, d in designs.items())

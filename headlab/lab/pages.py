@@ -159,8 +159,8 @@ MATCHING_HEADS = (
 )
 # 05's random sets, whose sweep 08 and 09 read
 MATCHING_SETS = (
-    tiny("MATCHING_DRAWS", 20, "random head sets per random condition (their spread is in the t interval)", 2),
-    tiny("KEEP_DRAWS", 20, "random lower-half head sets kept (the control for keeping the matching heads)", 2),
+    tiny("MATCHING_DRAWS", 15, "random head sets per random condition (their spread is in the t interval)", 2),
+    tiny("KEEP_DRAWS", 15, "random lower-half head sets kept (the control for keeping the matching heads)", 2),
 )
 EXPLORE = tiny("N_EXPLORE", 4, "pairs precomputed for the static explorer", 2)
 SHOWN = Parameter("MAX_TOKENS", 32, "longest pair considered for the maps")
@@ -366,7 +366,7 @@ PAGES = (
         "patching to every head above",
         "whether the term-matching heads carry the signal, patched in from a contrast pair",
         (
-            tiny("PATCH_DRAWS", 12, "random sets of K_MATCHING lower-half heads patched instead", 2),
+            tiny("PATCH_DRAWS", 8, "random sets of K_MATCHING lower-half heads patched instead", 2),
             tiny(
                 "CONTRAST_DRAWS",
                 3,
