@@ -136,8 +136,8 @@ def distilled_students(lab, drops: dict, settings: StudentSettings, progress: bo
     is run twice; no other student is scored on dev); every kind is then distilled with seeds 0 .. seeds-1 at that
     temperature. Returns ``(students, temperatures)``: one row per kind and seed (kind, seed, temperature,
     heads_removed, folder, and ``predicted``: its grades of ``lab``'s pairs, :func:`student_grades`), and one row per
-    temperature tried (temperature, dev_accuracy,
-    n_dev, chosen); both empty for a model whose heads cannot be removed (:func:`student_note` says why)."""
+    temperature tried (temperature, dev_accuracy, n_dev, chosen); both empty for a model whose heads cannot be removed
+    (:func:`student_note` says why)."""
     if cannot_prune(lab.model):  # no smaller model to start a student from: nothing distilled, the page says why
         return pd.DataFrame(columns=STUDENT_COLUMNS), pd.DataFrame(columns=TEMPERATURE_COLUMNS)
 
