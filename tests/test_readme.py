@@ -80,6 +80,15 @@ def _timing(build, preset, state, step, seconds, computed=True):
     }
 
 
+def _built_alone(build, preset, setup, whole, make_book):
+    """A cold build of ``preset`` alone: its setup step, the whole build and the whole `make book` (seconds)."""
+    return [
+        _timing(build, preset, "cold", "00_setup", setup),
+        _timing(build, "all", "cold", "build", whole),
+        _timing(build, "all", "cold", "make book", make_book),
+    ]
+
+
 def test_every_generated_block_lives_in_exactly_one_document_and_is_what_results_gives():
     """A figure edited by hand in a block, a block copied into a second page, or a results/ table changed without
     regenerating the documents fails here."""
@@ -401,9 +410,7 @@ def test_the_blocks_render_the_tables(tmp_path):
 
 def test_a_build_over_its_budget_says_by_how_much_and_a_shared_build_is_judged_on_its_own_steps():
     rows = [
-        _timing("2026-12-02T00:00:00Z", "default", "cold", "00_setup", 2000.0),
-        _timing("2026-12-02T00:00:00Z", "all", "cold", "build", 2010.0),
-        _timing("2026-12-02T00:00:00Z", "all", "cold", "make book", 2107.0),
+        *_built_alone("2026-12-02T00:00:00Z", "default", 2000.0, 2010.0, 2107.0),
         _timing("2026-12-03T00:00:00Z", "default", "cached", "00_setup", 100.0, computed=False),
         _timing("2026-12-03T00:00:00Z", "e5-zh", "cached", "00_setup", 700.0, computed=False),
         _timing("2026-12-03T00:00:00Z", "all", "warm", "build", 900.0),
@@ -430,8 +437,7 @@ def test_a_preset_that_shared_a_pool_with_others_is_no_budget_figure_and_its_lat
     last when the pool puts its chain last: that build says so, with its lane time, and the budget is judged on its
     latest build of its own."""
     own, pool = "2026-12-02T00:00:00Z", "2026-12-05T00:00:00Z"
-    rows = [_timing(own, "default", "cold", "00_setup", 1100.0), _timing(own, "all", "cold", "build", 1150.0)]
-    rows += [_timing(own, "all", "cold", "make book", 1162.0)]
+    rows = _built_alone(own, "default", 1100.0, 1150.0, 1162.0)
     rows += [
         _timing(pool, "default", "cold", "00_setup", 2071.0),
         _timing(pool, "default", "cold", "preset total", 5365.0),
@@ -454,8 +460,7 @@ def test_a_build_beside_other_work_is_no_budget_figure_and_the_latest_alone_keep
     """A build whose load passed its cores (other work on the machine) is said to be that, and the budget is judged
     on the latest build that ran alone."""
     alone, beside = "2026-12-02T00:00:00Z", "2026-12-05T00:00:00Z"
-    rows = [_timing(alone, "e5-zh", "cold", "00_setup", 3000.0), _timing(alone, "all", "cold", "build", 3050.0)]
-    rows += [_timing(alone, "all", "cold", "make book", 3100.0)]
+    rows = _built_alone(alone, "e5-zh", 3000.0, 3050.0, 3100.0)
     rows += [
         {**_timing(beside, "e5-zh", "cold", "00_setup", 9000.0), "load": 5.2},
         {**_timing(beside, "all", "cold", "build", 9050.0), "load": 3.1},
