@@ -150,6 +150,7 @@ def _sweep_without_students():
 def test_the_build_trains_the_students_and_the_page_only_loads_them(
     fresh_cache, tiny_model_folder, pairs_file, tmp_path, monkeypatch
 ):
+    from headlab.findings import students as students_module
     from headlab.findings.students import distilled_students, train_students
     from headlab.lab.lab import Lab
     from headlab.models.training import NO_TRAINING, TrainingError
@@ -181,6 +182,8 @@ def test_the_build_trains_the_students_and_the_page_only_loads_them(
     monkeypatch.setenv(NO_TRAINING, "1")
     graded = lambda self, model: pytest.fail("the page graded a student again")  # noqa: E731
     monkeypatch.setattr(Lab, "with_model", graded)  # the step graded them: the page reads the kept grades
+    loaded = lambda folder: pytest.fail("the page loaded a student to read its kept grades")  # noqa: E731
+    monkeypatch.setattr(students_module, "load_classifier", loaded)
     students, temperatures = distilled_students(lab, drops, student_settings)
     assert sorted(temperatures["temperature"]) == [1.0, 3.0] and temperatures["chosen"].sum() == 1
     assert len(students) == 3 * 2 and students["folder"].nunique() == 6  # each kind and seed its own student

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from headlab.core.evaluate import predicted_grades, weights_digest
+from headlab.core.evaluate import predicted_grades
 from headlab.core.pruning import cannot_prune
 from headlab.core.stats import kappa_contrast, relative_change
 from headlab.core.sweep import BASELINE, MaskSpec, baseline_grades, kappa_columns, summarize
@@ -184,14 +184,16 @@ def distilled_students(lab, drops: dict, settings: StudentSettings, progress: bo
 
 def student_grades(lab, folder: Path) -> np.ndarray:
     """The grades the student in ``folder`` gives ``lab``'s pairs (its unmasked pass through the sweep engine, as the
-    teacher's baseline is), computed once and kept (:meth:`headlab.lab.Lab.stored`, keyed by the student's weights):
-    the build's students step grades them and page 10 reads them, so no student grades the test pairs twice."""
-    model = load_classifier(str(folder))
-    return lab.stored(
-        "student_grades",
-        {"student": folder.name, "weights": weights_digest(model)},
-        lambda: pd.DataFrame({"predicted": predicted_grades(lab.with_model(model).base_probs)}),
-    )["predicted"].to_numpy()
+    teacher's baseline is), computed once and kept (:meth:`headlab.lab.Lab.stored`, keyed by the student's folder and
+    its weights file's time, as the teacher's logits are in :mod:`headlab.models.distill`): the build's students step
+    grades them and page 10 reads them, so no student grades the test pairs twice, and a kept grading loads no model."""
+
+    def grade() -> pd.DataFrame:
+        model = load_classifier(str(folder))
+        return pd.DataFrame({"predicted": predicted_grades(lab.with_model(model).base_probs)})
+
+    weights = (folder / "model.safetensors").stat().st_mtime_ns
+    return lab.stored("student_grades", {"student": folder.name, "weights": weights}, grade)["predicted"].to_numpy()
 
 
 def student_note(lab) -> str:
