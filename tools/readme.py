@@ -451,18 +451,22 @@ def cold_block(table: pd.DataFrame) -> list[str]:
     """The README's first screen: the latest cold and warm `make book` of the default preset, and the latest cold one
     of the whole site (:func:`site_rows`), against their budgets and with the machine each ran on (a later build that
     is no budget figure is on the timings page only)."""
-    lines = []
     builds = builds_of(table)
-    for preset, build, line, judged in budget_rows(table, builds):
-        if preset == "default" and judged:
-            rows = table[table["build"] == build]
-            lines.append(f"{line[:-1]}, on {rows.iloc[0].machine}." if not rows.empty else line)
+    lines = [
+        _on_machine(line, table[table["build"] == build])
+        for preset, build, line, judged in budget_rows(table, builds)
+        if preset == "default" and judged
+    ]
     if not lines:
         return ["No default build is recorded yet."]
-    for build, line, judged in site_rows(table, builds):
-        if judged:
-            lines.append(f"{line[:-1]}, on {table[table['build'] == build].iloc[0].machine}.")
-    return lines
+    return lines + [
+        _on_machine(line, table[table["build"] == build]) for build, line, judged in site_rows(table, builds) if judged
+    ]
+
+
+def _on_machine(line: str, rows: pd.DataFrame) -> str:
+    """A budget line with the machine its build ran on."""
+    return f"{line[:-1]}, on {rows.iloc[0].machine}." if not rows.empty else line
 
 
 def timings_block(table: pd.DataFrame) -> list[str]:
@@ -509,32 +513,28 @@ def site_rows(table: pd.DataFrame, builds: list) -> list[tuple[str, str, bool]]:
     """``(build, line, judged)``: the latest finished build of the site (:data:`SITE`: those presets and no other,
     every one cold) against :data:`SITE_BUDGET`, its whole `make book`; a later one run beside other work is said to
     be that, and the latest one that ran alone keeps the verdict, as in :func:`budget_rows`."""
-    timed = [
-        build
+    rows_of = {
+        build: table[table["build"] == build]
         for presets, kinds, build in builds
-        if set(presets) == set(SITE)
-        and kinds != "unfinished"
-        and set(kinds) == {"cold"}
-        and len(_make_book(table[table["build"] == build]))
-    ]
+        if set(presets) == set(SITE) and kinds != "unfinished" and set(kinds) == {"cold"}
+    }
+    timed = [build for build, rows in rows_of.items() if len(_make_book(rows))]
     name, lines = f"the site ({' '.join(SITE)}), cold", []
-    if timed and shared(rows := table[table["build"] == timed[-1]]):
-        lines.append(
-            (
-                timed[-1],
-                f"* {name} ({timed[-1]}): measured beside other work (highest load {_load(rows)} on {_cores(rows)} "
-                "cores), so not a budget figure.",
-                False,
-            )
-        )
-    alone = [build for build in timed if not shared(table[table["build"] == build])]
+    if timed and shared(rows_of[timed[-1]]):
+        lines.append((timed[-1], f"* {name} ({timed[-1]}): {_beside(rows_of[timed[-1]])}", False))
+    alone = [build for build in timed if not shared(rows_of[build])]
     if alone:
-        total = float(_make_book(table[table["build"] == alone[-1]]).iloc[0])
+        total = float(_make_book(rows_of[alone[-1]]).iloc[0])
         command = f'`make book PRESETS="{" ".join(SITE)}"`'
         lines.append(
             (alone[-1], f"* {name} ({alone[-1]}): {duration(total)} ({command}); {_verdict(total, SITE_BUDGET)}.", True)
         )
     return lines
+
+
+def _beside(rows: pd.DataFrame) -> str:
+    """Why a build run beside other work gives no budget figure."""
+    return f"measured beside other work (highest load {_load(rows)} on {_cores(rows)} cores), so not a budget figure."
 
 
 def _verdict(seconds: float, budget: float) -> str:
@@ -570,15 +570,7 @@ def budget_rows(table: pd.DataFrame, builds: list) -> list[tuple[str, str, str, 
             latest, presets = found[-1]
             rows = table[table["build"] == latest]
             if shared(rows):
-                lines.append(
-                    (
-                        preset,
-                        latest,
-                        f"* {preset}, {kind} ({latest}): measured beside other work (highest load {_load(rows)} on "
-                        f"{_cores(rows)} cores), so not a budget figure.",
-                        False,
-                    )
-                )
+                lines.append((preset, latest, f"* {preset}, {kind} ({latest}): {_beside(rows)}", False))
             elif pooled(rows, preset, presets):
                 mine = rows[(rows["preset"] == preset) & (rows["step"] != PRESET_TOTAL)]
                 whole = _make_book(rows)
