@@ -4,11 +4,12 @@ worker, resumes with only what is missing, and without Dask says which extra to 
 import os
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 from conftest import random_encoded, tiny_bert
 
-from headlab.core.cluster import EXTRA, ClusterError, _new_client, connect
+from headlab.core.cluster import EXTRA, ClusterError, _new_client, cluster_results, connect
 from headlab.core.sweep import load_sweep, random_share_specs, run_sweep, single_head_specs
 
 distributed = pytest.importorskip("distributed", reason=f"Dask is the optional extra {EXTRA}")
@@ -102,6 +103,22 @@ def test_a_restarted_sweep_submits_only_what_is_missing(tmp_path, client, monkey
     assert sum(len(keeps) for keeps in submitted) == len(lost)
     pd.testing.assert_frame_equal(again, first)
     pd.testing.assert_frame_equal(load_sweep(out), first)
+
+
+@starts_a_cluster
+@pytest.mark.timeout(120)  # the race below hung CI until its 900 s limit; a recurrence fails here in minutes
+def test_the_same_sweep_sent_again_and_again_to_one_cluster_always_finishes(client):
+    """Each sweep scatters its model and split under keys of its own: data scattered under the key of its
+    content, just released by the sweep before, can be lost or hang the scatter (dask/distributed#8576)."""
+    model, encoded, specs = _sweep()
+    keeps = [spec.keep(3, 4) for spec in specs[:2]]
+    first = None
+    for _ in range(30):
+        results = list(cluster_results(client, model, encoded, [keeps], 8, 0, 4, None))
+        probabilities = np.stack(results[0][1])
+        if first is None:
+            first = probabilities
+        np.testing.assert_array_equal(probabilities, first)
 
 
 def test_cluster_specs_that_cannot_work_are_refused_with_the_parameter():

@@ -129,7 +129,9 @@ def cluster_results(
     on_cpu = next(model.parameters()).device.type == "cpu"
     payload = pickle.dumps(model if on_cpu else copy.deepcopy(model).cpu())  # workers may have no GPU
     shipped = (hashlib.sha256(payload).hexdigest(), payload)
-    model_ref, encoded_ref = client.scatter([shipped, encoded], broadcast=True)
+    # Keys of this sweep's own (hash=False): the content's key, released by the sweep before, can still be
+    # leaving the workers as it is scattered again, and the data is lost or the scatter hangs (dask/distributed#8576).
+    model_ref, encoded_ref = client.scatter([shipped, encoded], broadcast=True, hash=False)
     futures = {
         client.submit(
             evaluate_chunk, model_ref, encoded_ref, keeps, batch_size, pad_id, masks_per_pass, autocast, pure=False
