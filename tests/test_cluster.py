@@ -112,13 +112,16 @@ def test_the_same_sweep_sent_again_and_again_to_one_cluster_always_finishes(clie
     content, just released by the sweep before, can be lost or hang the scatter (dask/distributed#8576)."""
     model, encoded, specs = _sweep()
     keeps = [spec.keep(3, 4) for spec in specs[:2]]
-    first = None
-    for _ in range(30):
-        results = list(cluster_results(client, model, encoded, [keeps], 8, 0, 4, None))
-        probabilities = np.stack(results[0][1])
-        if first is None:
-            first = probabilities
-        np.testing.assert_array_equal(probabilities, first)
+
+    def probabilities():
+        ((_, probs, _),) = cluster_results(
+            client, model, encoded, [keeps], batch_size=8, pad_id=0, masks_per_pass=4, autocast=None
+        )
+        return np.stack(probs)
+
+    first = probabilities()
+    for _ in range(29):
+        np.testing.assert_array_equal(probabilities(), first)
 
 
 def test_cluster_specs_that_cannot_work_are_refused_with_the_parameter():
