@@ -98,10 +98,25 @@ def test_an_effect_holds_is_opposite_or_cannot_be_told_by_the_adjusted_interval(
     spec = STUDY_CLAIMS["cls_head.matching_heads_hurt"]  # an effect, direction -1, at least 1.15%
     assert judge(spec, -0.30, -0.35, -0.25).verdict == "holds"
     assert judge(spec, 0.30, 0.25, 0.35).verdict == "opposite"
-    # the raw 95% interval excludes 0, the adjusted one does not: not decided after the correction
-    near = judge(spec, -0.03, -0.055, -0.005)
-    assert near.verdict == "cannot tell" and near.lo_adj < -0.055 and near.hi_adj > 0
-    assert VERDICTS == ("holds", "does not hold", "opposite", "cannot tell", "not comparable", "not judged")
+    # the raw 95% interval excludes 0, the adjusted one does not: not decided after the correction, at a design
+    # precise enough to decide the claim (its minimum detectable effect within twice the smallest effect)
+    near = judge(spec, -0.007, -0.012, -0.002)
+    assert near.verdict == "cannot tell" and near.lo_adj < -0.012 and near.hi_adj > 0
+    assert near.lo_adj < -spec.min_size and near.mde <= 2 * spec.min_size
+    assert near.why.endswith(f"At this design the minimum detectable effect (80% power) is {near.mde:.3g}.")
+    # as undecided, but too wide to have decided it: its minimum detectable effect is past twice the size
+    wide = judge(spec, -0.03, -0.055, -0.005)
+    assert wide.verdict == "underpowered" and wide.lo_adj < -0.055 and wide.hi_adj > 0
+    assert wide.mde > 2 * spec.min_size and "so this design could not have decided it" in wide.why
+    assert VERDICTS == (
+        "holds",
+        "does not hold",
+        "opposite",
+        "cannot tell",
+        "underpowered",
+        "not comparable",
+        "not judged",
+    )
 
 
 def test_the_adjusted_interval_is_the_95_interval_widened_to_the_bonferroni_level():
@@ -122,11 +137,22 @@ def test_no_effect_is_an_equivalence_test_with_a_stated_margin():
     assert judge(spec, 0.001, -0.009, 0.011).verdict == "holds"
     assert judge(spec, -0.10, -0.14, -0.06).verdict == "does not hold"
     # a loss distinguishable from zero but not beyond the margin is not "does not hold": the data do not exclude it
-    assert judge(spec, -0.049, -0.087, -0.014).verdict == "cannot tell"
+    assert judge(spec, -0.015, -0.021, -0.009).verdict == "cannot tell"
+    # as much, at a design too wide to show a true null within the margin: underpowered
+    loss = judge(spec, -0.049, -0.087, -0.014)
+    assert loss.verdict == "underpowered" and loss.mde > spec.margin and "beyond the margin" in loss.why
     assert "margin" in judge(spec, 0.0, -0.01, 0.01).why and spec.size_why
     # undecided at this precision: it says how many pairs would decide it
+    undecided = judge(spec, 0.012, 0.006, 0.018, n_examples=1379)
+    assert undecided.verdict == "cannot tell" and undecided.mde <= spec.margin
+    needed = int(re.search(r"about (\d+) pairs \(not 1379\) would decide it", undecided.why).group(1))
+    room = spec.margin - 0.012
+    assert needed == math.ceil(1379 * ((undecided.hi_adj - undecided.lo_adj) / 2 / room) ** 2) > 1379
+    # too wide for the design to show a true null within the margin: how many pairs would bring the MDE to it
     wide = judge(spec, 0.0, -0.03, 0.03, n_examples=1379)
-    assert wide.verdict == "cannot tell" and "pairs (not 1379) would decide it" in wide.why
+    assert wide.verdict == "underpowered" and "pairs (not 1379) would decide it" in wide.why
+    needed = int(re.search(r"about (\d+) pairs \(not 1379\) would bring it to 0\.02\.$", wide.why).group(1))
+    assert needed == math.ceil(1379 * (wide.mde / spec.margin) ** 2) > 1379
 
 
 def test_a_comparison_of_two_conditions_at_the_floor_is_saturated_not_evidence():
@@ -140,15 +166,25 @@ def test_a_comparison_of_two_conditions_at_the_floor_is_saturated_not_evidence()
 def test_an_undecided_effect_says_how_many_pairs_would_show_twice_its_smallest_size():
     spec = STUDY_CLAIMS["layer_dependence.layer_8_gain"]  # at least 1.15%: half the study's +2.3%
     wide = judge(spec, 0.01, -0.04, 0.06, n_examples=1379)
-    assert wide.verdict == "cannot tell" and "pairs (not 1379) would show twice that size" in wide.why
-    needed = int(wide.why.split("about ")[1].split(" pairs")[0])
-    assert needed == math.ceil(1379 * ((wide.hi_adj - wide.lo_adj) / 2 / spec.min_size) ** 2) > 1379
+    # the minimum detectable effect (80% power) at this design: the size plus the adjusted and the power quantiles
+    # times the standard error, far beyond twice the size, so the design could not have decided it
+    each = ALPHA / FAMILIES[spec.tally]
+    se = 0.05 / sps.norm.ppf(0.975)
+    assert wide.mde == pytest.approx(spec.min_size + (sps.norm.ppf(1 - each / 2) + sps.norm.ppf(0.8)) * se)
+    assert wide.verdict == "underpowered" and wide.mde > 2 * spec.min_size
+    twice = f"beyond twice the smallest effect of interest ({2 * spec.min_size:.3g})"  # no unit: 3 digits
+    assert twice in wide.why and "so this design could not have decided it" in wide.why
+    found = re.search(r"about (\d+) pairs \(not 1379\) would bring it to (\S+)\.$", wide.why)
+    needed, target = int(found.group(1)), found.group(2)
+    assert target == f"{2 * spec.min_size:.3g}"
+    assert needed == math.ceil(1379 * ((wide.mde - spec.min_size) / spec.min_size) ** 2) > 1379
     # beyond no effect but astride the size: the direction is shown, the size not decided
     astride = judge(STUDY_CLAIMS["word_order.order_heads_carry_order"], -0.028, -0.034, -0.022, n_examples=1379)
     assert astride.verdict == "cannot tell" and "an effect is shown, not its size" in astride.why
     needed = int(re.search(r"about (\d+) pairs \(not 1379\) would decide it", astride.why).group(1))  # below 0.8 points
     assert needed == math.ceil(1379 * ((astride.hi_adj - astride.lo_adj) / 2 / 0.008) ** 2) > 1379
     assert "by at least 2.0" in astride.why or "by at least 0.02" in astride.why
+    assert astride.mde <= 2 * 0.02 and astride.why.endswith(f"(80% power) is {astride.mde:.3g}.")
 
 
 def test_a_collapse_that_reaches_the_floor_holds_only_comparisons_saturate():
@@ -159,10 +195,19 @@ def test_a_collapse_that_reaches_the_floor_holds_only_comparisons_saturate():
 
 def test_a_comparison_with_random_draws_is_an_effect_read_with_t_quantiles_for_few_draws():
     spec = STUDY_CLAIMS["term_matching.matching_costs"]  # named heads minus the mean of random sets
-    many = judge(spec, -0.5, -0.55, -0.45, df=math.inf)
-    few = judge(spec, -0.5, -0.55, -0.45, df=2)
+    many = judge(spec, -0.45, -0.49, -0.41, df=math.inf)
+    few = judge(spec, -0.45, -0.49, -0.41, df=2)
     assert many.verdict == "holds" and few.lo_adj < many.lo_adj and few.hi_adj > many.hi_adj
-    assert few.verdict == "cannot tell"  # t with 2 degrees of freedom at the adjusted level: about 25 / 4.3 wider
+    # t with 2 degrees of freedom at the adjusted level: about 23 / 4.3 wider, astride the size, still powered
+    assert few.verdict == "cannot tell" and few.mde <= 2 * spec.min_size and "not its size" in few.why
+    # a little wider, the two draws' design could not have shown twice the size
+    wider = judge(spec, -0.5, -0.55, -0.45, df=2)
+    assert wider.verdict == "underpowered" and wider.mde > 2 * spec.min_size
+    assert judge(spec, -0.5, -0.55, -0.45, df=math.inf).verdict == "holds"
+    # a row over 3 random draws is read at their 2 degrees of freedom, not its Welch df of 19
+    drawn = judge(spec, -0.45, -0.49, -0.41, df=19, n_draws=3)
+    assert judge(spec, -0.45, -0.49, -0.41, df=19).verdict == "holds" and drawn.verdict == "underpowered"
+    assert drawn.lo_adj < few.lo_adj
     assert judge(spec, 0.1, 0.05, 0.15, df=19).verdict == "opposite"
     assert judge(spec, -0.1, -0.12, -0.08, df=19).verdict == "does not hold"  # short of half the study's 52.4 points
 

@@ -189,8 +189,17 @@ def test_focus_claims_say_where_the_head_was_chosen_and_measured():
     assert "McNemar p = 0.0001" in text
     assert "layer 10 of 12: the relative depth of our layer 5, this head's layer." in text
     assert "of our layer 10." in focus_claims(row, effect, layers=12)[0].reason
-    [unclear] = focus_claims(row, {**effect, "lo": -0.1, "hi": 0.02, "p_mcnemar": 0.3}, layers=6)
-    assert unclear.verdict == "cannot tell"
+    # reaching both sides of no effect at a design that could show twice the smallest effect: undecided
+    unsure = {"rel_change": -0.006, "lo": -0.0105, "hi": -0.0015, "p_mcnemar": 0.01}
+    [unclear] = focus_claims(row, {**effect, **unsure}, layers=6)
+    assert unclear.verdict == "cannot tell" and unclear.lo_adj < -unclear.min_size and unclear.hi_adj > 0
+    assert unclear.mde <= 2 * unclear.min_size
+    # as undecided, too wide to have shown twice the smallest effect (2.3%): underpowered, and by how much
+    [wide] = focus_claims(row, {**effect, "lo": -0.1, "hi": 0.02, "p_mcnemar": 0.3}, layers=6)
+    assert wide.verdict == "underpowered" and wide.mde > 2 * wide.min_size
+    twice = "beyond twice the smallest effect of interest (2.3%), so this design could not have decided it"
+    assert twice in wide.reason
+    assert wide.reason.endswith("pairs (not 689) would bring it to 2.3%.")
     [helps] = focus_claims(row, {**effect, "rel_change": 0.05, "lo": 0.03, "hi": 0.07}, layers=6)
     assert helps.verdict == "opposite"
     [floored] = focus_claims(
@@ -300,8 +309,11 @@ def test_concentration_is_judged_on_the_interval_the_sign_test_beside_it():
     assert concentration_claims(table, 1, 0)[0].verdict == "opposite"
     assert concentration_claims(table, 1, 1)[0].verdict == "holds"
     assert concentration_claims(table.assign(p_sign=0.2), 1, 1)[0].verdict == "holds"  # kept, not a second rule
-    [claim] = concentration_claims(table.assign(excess=0.005, lo=-0.01, hi=0.02, above_chance=0.3), 1, 0)
+    [claim] = concentration_claims(table.assign(excess=0.005, lo=0.0005, hi=0.0095, above_chance=0.3), 1, 0)
     assert claim.verdict == "cannot tell" and "above chance on 30% of pairs" in claim.reason
+    assert claim.lo_adj < 0 < claim.min_size < claim.hi_adj and claim.mde <= 2 * claim.min_size
+    [wide] = concentration_claims(table.assign(excess=0.005, lo=-0.01, hi=0.02, above_chance=0.3), 1, 0)
+    assert wide.verdict == "underpowered" and wide.mde > 2 * wide.min_size and "above chance on 30%" in wide.reason
 
 
 def test_spread_and_its_claims():
@@ -355,7 +367,11 @@ def test_a_spread_short_of_many_more_terms_does_not_hold():
     assert slight.lo > 0 and slight.verdict == "does not hold"
     assert "factor 1.01" in slight.reason and "its interval reaches 0" in slight.reason
     wide = change.assign(lo=[small - 0.5, -0.01], hi=[small + 0.5, 0.01])
-    assert spread_claims(wide, None, 1, 0, k=5)[0].verdict == "cannot tell"
+    assert spread_claims(wide, None, 1, 0, k=5)[0].verdict == "underpowered"  # could not show a factor 1.5^2
+    # a factor 1.4 astride 1.5, measured precisely enough to show a factor 1.5^2: undecided
+    astride = change.assign(delta=[np.log(1.4), 0.0], lo=[np.log(1.4) - 0.15, -0.01], hi=[np.log(1.4) + 0.15, 0.01])
+    undecided = spread_claims(astride, None, 1, 0, k=5)[0]
+    assert undecided.verdict == "cannot tell" and undecided.mde <= 2 * undecided.min_size
     many = change.assign(delta=[np.log(2), 0.0], lo=[np.log(1.8), -0.01], hi=[np.log(2.2), 0.01])
     assert spread_claims(many, None, 1, 0, k=5)[0].verdict == "holds"
 
@@ -394,7 +410,9 @@ def test_the_reading_is_the_matching_heads_against_the_mean_of_random_sets_over_
     many = reads(_control([0.0] * 20, n, noise=0.05))
     assert many.verdict == "holds" and many.n_draws == 20 and many.df >= 19  # 0.3 nats more than random sets
     few = reads(_control([0.0, 0.25, -0.2], n, noise=0.05))  # three sets that disagree: t with few df
-    assert few.verdict == "cannot tell" and few.df < 5 and few.hi - few.lo > many.hi - many.lo
+    assert few.df < 5 and few.hi - few.lo > many.hi - many.lo
+    # read at the 3 sets' 2 degrees of freedom, this design could not have shown twice the smallest effect
+    assert few.verdict == "underpowered" and few.mde > 2 * few.min_size > many.mde
     similar = reads(_control([0.28, 0.3, 0.32] * 7, n, noise=0.05))
     assert similar.verdict in ("does not hold", "cannot tell") and abs(similar.ours) < 0.05
     assert reads(_control([0.9] * 20, n, noise=0.05)).verdict == "opposite"
@@ -403,20 +421,22 @@ def test_the_reading_is_the_matching_heads_against_the_mean_of_random_sets_over_
 
 
 def test_notebook_draws_enough_control_sets_for_the_draws_spread():
-    """The notebook's CLS_CONTROL_DRAWS, simulated at the book's design (headlab.findings.calibration): a true effect
-    twice the smallest of interest is found ("holds") on at least 80% of scorecards, though the t interval over the
-    draws widens as they get fewer."""
+    """The notebook's CLS_CONTROL_DRAWS, simulated on the default row's own design (headlab.findings.calibration):
+    a true effect twice the smallest of interest is found ("holds") on at least 80% of scorecards, though the t
+    interval over the draws widens as they get fewer."""
     from headlab.findings import calibration
+    from headlab.findings.verdicts import VERDICTS
 
     cells = json.loads(NOTEBOOK.read_text())["cells"]
     parameters = next("".join(c["source"]) for c in cells if "parameters" in c["metadata"].get("tags", []))
     draws = int(re.search(r"^CLS_CONTROL_DRAWS: int = (\d+)", parameters, re.M).group(1))
-    design = calibration.book_designs()["cls_head.reads_matching_heads"]
+    design = calibration.preset_designs("default")["cls_head.reads_matching_heads"]
     assert design.n_draws == draws
-    found = calibration.simulate("cls_head.reads_matching_heads", "twice the smallest", design, n_sim=300)
-    assert (found == "holds").mean() >= calibration.POWER
-    few = calibration.simulate("cls_head.reads_matching_heads", "twice the smallest", replace(design, n_draws=2), 300)
-    assert (few == "holds").mean() < (found == "holds").mean()  # the check can fail: two draws find it less often
+    holds = VERDICTS.index("holds")
+    found = (calibration.simulate(design, "twice it", 2000) == holds).mean()
+    assert found >= calibration.POWER
+    few = (calibration.simulate(replace(design, n_draws=2, df=1.0), "twice it", 2000) == holds).mean()
+    assert few < found  # the check can fail: two draws find it less often
 
 
 def test_spread_under_masks_and_cls_rows_on_a_tiny_model(tmp_path):

@@ -128,9 +128,17 @@ def test_halves_claims_are_judged_on_the_kappa_scale_at_the_weaker_of_80_and_100
     unknown = halves_claims(_with_kappa(gap).assign(kappa_reason="unmasked kappa -0.020 <= 0: no agreement"))
     assert [c.verdict for c in unknown] == ["cannot tell"] * 2 and all(np.isnan(c.ours) for c in unknown)
     assert "no kappa scale (unmasked kappa -0.020 <= 0" in unknown[0].reason
-    # a difference not distinguishable at 50% leaves "far less" undecided (the claim names both points)
-    open_ = _by_slug(_claims(gap.assign(gap_lo=[0, -0.01, 0.48, -0.01])))["high_heads_cost_less"]
+    # a difference astride "far" at 50% leaves "far less" undecided (the claim names both points), at a design that
+    # could show twice its size (the far end widened for the 2 points)
+    astride = gap.assign(gap=[0, 0.08, 0.55, 0.10], gap_lo=[0, -0.01, 0.48, 0.06], gap_hi=[0, 0.15, 0.62, 0.14])
+    open_ = _by_slug(_claims(astride))["high_heads_cost_less"]
     assert open_.verdict == "cannot tell" and "the weaker, 50% of all heads" in open_.reason
+    assert open_.weakest_of == 2 and open_.mde <= 2 * open_.min_size
+    assert "an effect is shown, not its size" in open_.reason
+    # not distinguishable from no difference at 50%, on an interval too wide to show twice "far": underpowered
+    wide = _by_slug(_claims(gap.assign(gap_lo=[0, -0.01, 0.48, -0.01])))["high_heads_cost_less"]
+    assert wide.verdict == "underpowered" and "the weaker, 50% of all heads" in wide.reason
+    assert wide.mde > 2 * wide.min_size and "pairs (not 500) would bring it to 40.0 points." in wide.reason
     # the upper half costing more, distinguishably, at both points is the opposite of the claim
     reversed_ = gap.assign(gap=[0, 0.05, -0.15, -0.25], gap_lo=[0, -0.01, -0.2, -0.3], gap_hi=[0, 0.15, -0.1, -0.2])
     assert _by_slug(_claims(reversed_))["high_heads_cost_less"].verdict == "opposite"
@@ -237,8 +245,14 @@ def test_layers_claims_are_judged_at_the_weakest_layer_of_the_studys_depth():
     rows = _by_slug(layers_claims(table, 6, n_examples=400))
     assert list(rows) == ["layers_5_9_gain", "layer_8_gain"]
     gains, eight = rows["layers_5_9_gain"], rows["layer_8_gain"]
-    # shown: layer 3, whose interval reaches lowest; it contains 0, so the claim of a gain at every layer is open
-    assert gains.verdict == "cannot tell" and "the row shows layer 3, whose interval reaches lowest" in gains.reason
+    # shown: layer 3, whose interval reaches lowest; it contains 0, so the claim of a gain at every layer is open, and
+    # at ±1% for the weakest of 3 layers the design could not have shown twice the smallest gain (2.3%)
+    assert gains.verdict == "underpowered" and "the row shows layer 3, whose interval reaches lowest" in gains.reason
+    assert gains.weakest_of == 3 and gains.mde > 2 * gains.min_size and "bring it to 2.3%" in gains.reason
+    # measured to ±0.45%, layer 3's +0.5% leaves the gain at every layer open at a design that could decide it
+    narrow = _by_slug(layers_claims(_layers([-0.5, -0.2, 0.03, 0.005, 0.06, -0.1], half_width=0.0045), 6, 400))
+    assert narrow["layers_5_9_gain"].verdict == "cannot tell" and narrow["layers_5_9_gain"].ours == 0.005
+    assert narrow["layers_5_9_gain"].mde <= 2 * narrow["layers_5_9_gain"].min_size
     assert (gains.ours, gains.lo, gains.hi, gains.p) == (0.0, -0.01, 0.01, table.at[3, "p_holm"])
     assert gains.method == "paired bootstrap over test pairs" and gains.kappa_lost == 0.0  # kappa beside the accuracy
     assert "(0% [-2%, 2%] of the unmasked quadratic κ lost)" in render([gains])
@@ -259,7 +273,8 @@ def test_layers_claims_are_judged_at_the_weakest_layer_of_the_studys_depth():
     assert losing["layers_5_9_gain"].verdict == "opposite" and losing["layer_8_gain"].verdict == "opposite"
     unclear = _by_slug(layers_claims(_layers([0.0, 0.0, 0.0, 0.0, 0.01, 0.0], p_values=[1] * 6), 6, 400))
     eight = unclear["layer_8_gain"]
-    assert eight.verdict == "cannot tell" and "Holm p = 1 over the 6 layers" in eight.reason
+    assert eight.verdict == "underpowered" and "Holm p = 1 over the 6 layers" in eight.reason  # ±1%: MDE 3.2%
+    assert eight.mde > 2 * eight.min_size
     missing = layers_claims(_layers([-0.5, -0.2]), 6, 400)  # only layers 0 and 1 were masked
     assert [c.verdict for c in missing] == ["cannot tell"] * 2 and all(np.isnan(c.ours) for c in missing)
 
@@ -269,7 +284,7 @@ def test_layers_verdict_compares_by_depth_and_with_the_study_numbers():
     text = layers_verdict(table, 6, 400)
     assert text == render(layers_claims(table, 6, 400)) + "\n" + layers_details(table, 6)
     assert "study layers → our layer" in text
-    assert "*Masking any one of layers 5–9 (of 12) raises accuracy* **cannot be told** here" in text
+    assert "*Masking any one of layers 5–9 (of 12) raises accuracy* is **underpowered at this design** here" in text
     assert "layer 2: +3.0% [+2.0%, +4.0%] (gain after Holm); layer 3: +0.0% [-1.0%, +1.0%];" in text
     assert (
         "*Masking all of layer 8 (of 12) raises accuracy by 2.3%* **holds** here: +6.0% [+5.0%, +7.0%]" in text
@@ -289,7 +304,7 @@ def test_layers_verdict_needs_holm_across_layers_not_one_interval():
     table = _layers([0.0, 0.0, 0.03, 0.0, 0.0, 0.0], p_values=[1, 1, 0.02, 1, 1, 1])
     text = layers_verdict(table, 6, 400)
     assert "layer 2: +3.0% [+2.0%, +4.0%];" in text and "gain after Holm at no layer" in text
-    assert _by_slug(layers_claims(table, 6, 400))["layers_5_9_gain"].verdict == "cannot tell"
+    assert _by_slug(layers_claims(table, 6, 400))["layers_5_9_gain"].verdict == "underpowered"  # ±1%, 3 layers
 
 
 def _grid(rows):
@@ -319,7 +334,9 @@ def test_heads_claims_rules():
     assert list(rows) == ["most_heads_change_nothing", "some_heads_improve"]  # the matching heads: page 07
     # only head 0.1 lies within ±2%: 1 of 6, with a Clopper–Pearson interval over the heads reaching past one half
     nothing = rows["most_heads_change_nothing"]
-    assert (nothing.verdict, nothing.ours, nothing.n_examples) == ("cannot tell", pytest.approx(1 / 6), 300)
+    # 6 heads cannot show a share 20 points past one half: underpowered
+    assert (nothing.verdict, nothing.ours, nothing.n_examples) == ("underpowered", pytest.approx(1 / 6), 300)
+    assert nothing.mde > 2 * nothing.min_size
     assert nothing.lo < 1 / 6 < 0.5 < nothing.hi and "Clopper–Pearson" in nothing.method
     assert nothing.unit.startswith("share") and "1 of 6 heads pass" in nothing.reason
     improve = rows["some_heads_improve"]
@@ -330,7 +347,13 @@ def test_heads_claims_rules():
     quiet = _by_slug(
         heads_claims(_grid([(0, 0, 0.0, 1.0, 1.0), (0, 1, 0.001, 0.9, 1.0), (1, 0, 0.03, 0.04, 0.12)]), 2, 300)
     )
-    assert quiet["some_heads_improve"].verdict == "cannot tell" and quiet["some_heads_improve"].ours == 0.03
+    assert quiet["some_heads_improve"].verdict == "underpowered" and quiet["some_heads_improve"].ours == 0.03
+    # measured to ±0.6%, the best head's +0.8% leaves it open at a design that could show twice 1.15%
+    close = _grid([(0, 0, 0.0, 1.0, 1.0), (0, 1, 0.001, 0.9, 1.0), (1, 0, 0.008, 0.04, 0.12)])
+    close = close.assign(lo=close["rel_change"] - 0.006, hi=close["rel_change"] + 0.006)
+    undecided = _by_slug(heads_claims(close, 2, 300))["some_heads_improve"]
+    assert undecided.verdict == "cannot tell" and undecided.ours == 0.008 and undecided.search == 3
+    assert undecided.mde <= 2 * undecided.min_size
     # most of 40 heads shown to change nothing: the share's interval lies above one half
     many = _by_slug(
         heads_claims(
@@ -360,7 +383,7 @@ def test_heads_verdict_counts_and_names_the_heads():
     assert "2 hurt when masked: 0.0 -30.0%" in text and "1 help: 2.0 +5.0%" in text
     # only head 0.1 (+0.0% [-1.5%, +1.5%]) lies within ±2%; 1.0 and 2.1 are not significant, yet not shown null
     assert "1 of 6 heads pass. 3 show no change that survives the Holm correction" in text
-    assert "*Most single heads change nothing when masked* **cannot be told** here" in text
+    assert "*Most single heads change nothing when masked* is **underpowered at this design** here" in text
     assert "2.0 +5.0% [+3.0%, +7.0%] (p = 0.001, Holm 0.01), 2.1 +2.0%" in text  # the uncorrected gains, with p
     assert "the term-matching heads" not in text.split("\n")[0]  # their claim is page 07's, on 05's heads
     # the layer-10 head: listed, but its claim is page 07's

@@ -174,13 +174,17 @@ def _masking(*args, **kwargs):
 
 def test_the_masking_claim_is_the_difference_from_random_heads_judged_with_its_degrees_of_freedom():
     """Masking the order heads cuts the shuffle's move by 13 points more than random heads: it holds with 19 degrees
-    of freedom; the same interval over 3 draws (2 degrees of freedom) cannot decide it."""
+    of freedom; the same interval over 3 draws (2 degrees of freedom) is too wide for the design to decide it."""
     row = _masking(0.05, 20, -0.15, -0.11)
     assert (row.claim_id, row.verdict, row.n_draws, row.df) == ("word_order.order_heads_carry_order", "holds", 20, 19)
     assert (row.ours, row.lo, row.hi, row.n_examples) == pytest.approx((0.05 - 0.18, -0.15, -0.11, 100))
     assert "0 of the 20 draws" in row.reason and "not the verdict" in row.reason
     assert _masking(0.05, 20, -0.17, -0.09, df=19).verdict == "holds"
-    assert _masking(0.05, 3, -0.17, -0.09, df=2).verdict == "cannot tell"
+    few = _masking(0.05, 3, -0.17, -0.09, df=2)
+    assert few.verdict == "underpowered" and few.mde > 2 * few.min_size
+    # over 3 draws the verdict reads their 2 degrees of freedom, whatever the Welch df of the 95% interval
+    welch = _masking(0.05, 3, -0.17, -0.09, df=19)
+    assert welch.verdict == "underpowered" and welch.df == 19 and welch.lo_adj < few.lo_adj
     text = verdict_masking(*_comparison(0.05, 20, -0.15, -0.11), k=7, rows=[row])
     assert text.startswith(render([row]) + "\n")
     assert "a cut of 75%" in text and "random other heads of the same layers masked" in text
@@ -189,7 +193,10 @@ def test_the_masking_claim_is_the_difference_from_random_heads_judged_with_its_d
 def test_the_masking_claim_can_be_opposite_or_short_of_its_size():
     assert _masking(0.3, 20, 0.1, 0.14).verdict == "opposite"  # more sensitive than with random heads
     assert _masking(0.175, 20, -0.008, -0.002).verdict == "does not hold"  # less, but by under 2 points
-    assert "**cannot be told** here" in verdict_masking(*_comparison(0.17, 20, -0.06, 0.04), k=7)
+    assert "is **underpowered at this design** here" in verdict_masking(*_comparison(0.17, 20, -0.06, 0.04), k=7)
+    # measured precisely enough to show twice 2 points, an interval reaching both sides is undecided
+    assert "**cannot be told** here" in verdict_masking(*_comparison(0.172, 20, -0.016, 0.0), k=7)
+    assert _masking(0.172, 20, -0.016, 0.0).mde <= 2 * 0.02
 
 
 def test_sensitivity_reduction_counts_the_draws_as_insensitive_by_hand():

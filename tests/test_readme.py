@@ -43,10 +43,12 @@ def test_the_readme_example_runs_on_a_tiny_model(tmp_path, monkeypatch, capsys):
 
 
 def _claim_row(preset="default", verdict="holds", ours=0.012):
-    """A scorecard row judged by the current rule; ``verdict`` picks numbers that give it (no_effect, margin 2%)."""
+    """A scorecard row judged by the current rule; ``verdict`` picks numbers that give it (no_effect, margin 2%;
+    "cannot tell" moves the number to the margin, precise enough not to be underpowered)."""
+    ours += 0.018 if verdict == "cannot tell" else 0.0
     lo, hi = {
         "holds": (ours - 0.004, ours + 0.004),
-        "cannot tell": (ours - 0.03, ours + 0.03),
+        "cannot tell": (ours - 0.004, ours + 0.004),
         "does not hold": (ours - 0.01, ours + 0.01),
     }[verdict]
     claim = Claim.measured(
@@ -387,7 +389,7 @@ def test_the_blocks_render_the_tables(tmp_path):
         tmp_path,
     )
     row = next(line for line in text.splitlines() if line.startswith("| Masking fewer than 20%"))
-    assert row.endswith("| +1.0% | **holds** +1.2% [+0.8%, +1.6%], adjusted [+0.5%, +1.9%] |")
+    assert row.endswith("| +1.0% | **holds** +1.2% [+0.8%, +1.6%], adjusted [+0.4%, +2.0%]; MDE 1.0% |")
     assert ">no_effect</abbr>" in row
     assert "two-stage bootstrap over draws and test pairs" in row and "Bonferroni" in text
     summary, claims = readme.block("scorecard", tmp_path), readme.block("claims", tmp_path)

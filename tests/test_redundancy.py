@@ -60,8 +60,10 @@ def test_no_loss_is_an_equivalence_judged_at_the_weakest_share_below_20():
         ]
     )
     row = _by_slug(claims(wide))["no_loss_below_20"]
-    # the interval contains zero, but a 9% loss is not excluded: that is not "no loss"; 10% is the weaker share
-    assert row.verdict == "cannot tell"
+    # the interval contains zero, but a 9% loss is not excluded: that is not "no loss"; 10% is the weaker share, and
+    # over 10 draws (read at 9 degrees of freedom) it is too wide to show a true null within ±2%
+    assert row.verdict == "underpowered" and row.weakest_of == 2 and row.mde > row.margin
+    assert "times the evidence (random draws and pairs alike; df 9) would bring it to 2.0%." in row.reason
     assert (row.ours, row.lo, row.hi, row.n_examples, row.n_draws, row.study) == (-0.01, -0.09, 0.02, 100, 10, 0.01)
     assert row.method == "two-stage bootstrap over draws and test pairs"
     assert "5%: +0.0% [-0.4%, +0.4%]; 10%: -1.0% [-9.0%, +2.0%]" in row.reason
@@ -69,12 +71,25 @@ def test_no_loss_is_an_equivalence_judged_at_the_weakest_share_below_20():
     assert "(2% [-4%, 18%] of the unmasked quadratic κ lost)" in render([row])
     narrow = wide.assign(lo=[0, -0.004, -0.015, -0.08], hi=[0, 0.004, -0.005, -0.02])
     assert _verdicts(narrow)["no_loss_below_20"] == "holds"
-    loss = wide.assign(lo=[0, -0.004, -0.08, -0.08], hi=[0, 0.004, -0.035, -0.02], rel_change=[0, 0, -0.05, -0.05])
+    # a loss of 5% [4%, 6%] at 10%: its far end, widened for the 2 shares below 20%, lies past the margin
+    loss = wide.assign(lo=[0, -0.004, -0.06, -0.08], hi=[0, 0.004, -0.04, -0.02], rel_change=[0, 0, -0.05, -0.05])
     assert _verdicts(loss)["no_loss_below_20"] == "does not hold"
     assert (
-        "*Masking fewer than 20% of the heads costs no accuracy (about +1% at 10% in the study)* **cannot be "
-        "told** here" in verdict(wide)
+        "*Masking fewer than 20% of the heads costs no accuracy (about +1% at 10% in the study)* is **underpowered "
+        "at this design** here" in verdict(wide)
     )
+    # a loss of 1.5% [1.0%, 2.0%] at 10%, precise enough to show a true null within ±2%: not excluded, not shown
+    open_ = _curve(
+        [
+            (0.0, 0, 0, 0, 0, 0),
+            (0.05, 0.0, -0.004, 0.004, -0.003, 0.003),
+            (0.1, -0.015, -0.020, -0.010, -0.019, -0.011),
+            (0.2, -0.05, -0.08, -0.02, -0.07, -0.03),
+        ]
+    )
+    undecided = _by_slug(claims(open_))["no_loss_below_20"]
+    assert undecided.verdict == "cannot tell" and undecided.ours == -0.015 and undecided.mde <= undecided.margin
+    assert "**cannot be told** here" in verdict(open_)
 
 
 FALLING = [

@@ -8,7 +8,7 @@ import pandas as pd
 
 from headlab.book.build import PRESETS, REPO, not_built_commands, site_toc
 from headlab.book.scorecard import scorecard_markdown, scorecard_table
-from headlab.findings.claims import registered
+from headlab.findings.claims import STUDY_CLAIMS, registered
 from headlab.findings.units import STUDY_GRADE_SHIFT, unit_of
 from headlab.findings.verdicts import Claim, claims_file, claims_table
 from headlab.report.bookjs import VEGA_PATH
@@ -81,10 +81,15 @@ def test_claims_of_each_preset_are_stacked_with_their_page_and_model(tmp_path, m
     page = scorecard_markdown(table, {"a": "executed", "b": "executed/b"}, {"e5-zh": 'make book PRESETS="a b e5-zh"'})
     assert page.startswith("# Scorecard") and "Bonferroni" in page
     row = next(line for line in page.splitlines() if line.startswith("| Masking fewer than 20%"))
+    # the adjusted intervals are the rule's (verdicts.judge, over 10 draws), each wider than the raw one
+    a, b = _claim(), _claim(ours=-0.10, half=0.02)
+    assert a.lo_adj < a.lo < a.hi < a.hi_adj and b.lo_adj < b.lo < b.hi < b.hi_adj
+    # each cell says its design's minimum detectable effect (80% power), in the claim's unit
+    assert a.mde < a.margin < b.mde and f"{a.mde:.1%}" == "1.0%" and f"{b.mde:.1%}" == "5.0%"
     assert row.endswith(
-        "| +1.0% | {doc}`holds <executed/01_redundancy>` +1.2% [+0.8%, +1.6%], adjusted [+0.5%, +1.9%] | "
-        "{doc}`does not hold <executed/b/01_redundancy>` -10.0% [-12.0%, -8.0%], adjusted [-13.4%, "
-        "-6.6%] |"
+        f"| +1.0% | {{doc}}`holds <executed/01_redundancy>` +1.2% [+0.8%, +1.6%], adjusted [{a.lo_adj:+.1%}, "
+        f"{a.hi_adj:+.1%}]; MDE 1.0% | {{doc}}`does not hold <executed/b/01_redundancy>` -10.0% [-12.0%, -8.0%], "
+        f"adjusted [{b.lo_adj:+.1%}, {b.hi_adj:+.1%}]; MDE 5.0% |"
     )
     assert "<abbr title=" in row and "(two-stage bootstrap over draws and test pairs)" in row
     unmeasured = next(line for line in page.splitlines() if "cannot tell" in line and line.startswith("| Past"))
@@ -168,7 +173,11 @@ def test_the_tallies_count_the_studys_claims_and_our_predictions_apart_and_mark_
     lines = page.splitlines()
     study = lines.index(next(line for line in lines if line.startswith("| model | the study's claims |")))
     predictions = lines.index(next(line for line in lines if line.startswith("| model | our own predictions |")))
-    assert lines[study + 2].startswith("| a (minilm, stsb-en) | 1 | 1 | 0 | 0 | 0 | 0 | 1 | 0 |")
+    assert lines[study].startswith(
+        "| model | the study's claims | holds | does not hold | opposite | cannot tell | underpowered | "
+        "not comparable |"
+    )
+    assert lines[study + 2].startswith("| a (minilm, stsb-en) | 1 | 1 | 0 | 0 | 0 | 0 | 0 | 1 | 0 |")
     assert lines[study + 3].startswith("| b (e5-small, stsb-zh) ⟨rule v2⟩ | 1 | 0 | 1 |")
     assert lines[predictions + 2].startswith("| a (minilm, stsb-en) | 1 | 1 |")
     assert "## Our own predictions" in page and "⟨rule v2⟩" in page and "judged at 5% / 26" in page
@@ -264,7 +273,11 @@ def test_the_published_rows_of_this_rule_never_print_an_interval_narrower_adjust
 
     table = pd.read_csv(REPO / "results" / "scorecard.csv")
     current = table[table["rule_version"] == RULE_VERSION] if "rule_version" in table else table.iloc[0:0]
-    assert len(current), "results/scorecard.csv holds no row of the current rule"
+    if current.empty:  # a new rule before its rebuild: its verdicts on the committed numbers are published instead
+        rejudged = pd.read_csv(REPO / "results" / "sensitivity.csv")
+        assert (rejudged["rule"] == RULE_VERSION).all() and len(rejudged) == sum(
+            table["claim_id"].isin(list(STUDY_CLAIMS)) & ~table["verdict"].isin(["not comparable", "not judged"])
+        ), "results/scorecard.csv holds no row of the current rule, and results/sensitivity.csv not its verdicts"
     assert table["kind"].isin(KINDS).all()  # no row of any rule judged by a kind that cannot reach a verdict
     both = table.dropna(subset=["lo", "hi", "lo_adj", "hi_adj"])  # older rules' rows too
     assert ((both["lo_adj"] <= both["lo"] + 1e-12) & (both["hi_adj"] >= both["hi"] - 1e-12)).all()

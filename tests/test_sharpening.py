@@ -212,7 +212,12 @@ def test_the_verdict_is_the_adjusted_interval_s():
     found = _by_id(changes)
     assert found["sharpening.sep_falls/matching_heads"].verdict == "not judged"  # a sub-row: shown, not judged
     raw_only = found["sharpening.sep_falls"]  # the raw interval above 0, the adjusted one not
-    assert raw_only.verdict == "cannot tell" and raw_only.lo_adj < 0 < raw_only.lo
+    # not "opposite": the adjusted interval reaches past the smallest fall, on a design too wide to show twice it
+    assert raw_only.verdict == "underpowered" and raw_only.lo_adj < -raw_only.min_size and 0 < raw_only.lo
+    assert raw_only.mde > 2 * raw_only.min_size
+    # the same raw interval above 0, narrow: the adjusted one reaches 0 but not the smallest fall, which it rules out
+    narrow = _by_id(changes.assign(delta=[-0.1, 0.002], lo=[-0.2, 0.0005], hi=[0.01, 0.0035]))["sharpening.sep_falls"]
+    assert narrow.verdict == "does not hold" and -narrow.min_size < narrow.lo_adj < 0 < narrow.lo
     assert (raw_only.ours, raw_only.lo, raw_only.hi, raw_only.n_examples) == (0.02, 0.001, 0.04, 40)
     opposite = _by_id(changes.assign(lo=[-0.2, 0.01], hi=[0.01, 0.03]))["sharpening.sep_falls"]
     assert opposite.verdict == "opposite" and opposite.lo_adj > 0

@@ -104,16 +104,22 @@ def _sweep(starts: dict[str, np.ndarray] | None = None):
 
 
 def test_the_claim_holds_when_the_student_keeping_the_low_heads_loses_less_kappa():
-    students = _students({LOW: 0.05, HIGH: 0.6, IMPORTANT: 0.05})
+    seeds = StudentSettings().seeds  # 3: the verdict reads the seeds' 2 degrees of freedom
+    students = _students({LOW: 0.05, HIGH: 0.6, IMPORTANT: 0.05}, seeds=seeds)
     per_example, _ = _sweep()
     claim = student_claim(students, per_example, StudentSettings(), n_boot=300)
     lost = lambda k: np.mean([1 - quadratic_kappa(p, GOLD) for p in students[students.kind == k].predicted])  # noqa: E731
     assert claim.claim_id == "pruning.keep_low_heads" and claim.verdict == "holds"
     assert claim.ours == pytest.approx(lost(HIGH) - lost(LOW)) and claim.lo < claim.ours < claim.hi
-    assert claim.n_draws == 2 and np.isfinite(claim.df) and claim.unit.startswith("share of the unmasked quadratic κ")
+    assert claim.n_draws == 3 and np.isfinite(claim.df) and claim.unit.startswith("share of the unmasked quadratic κ")
     assert "Welch" in claim.method and not claim.at_floor
-    reverse = student_claim(_students({LOW: 0.6, HIGH: 0.05, IMPORTANT: 0.05}), per_example, StudentSettings(), 300)
+    reverse = student_claim(
+        _students({LOW: 0.6, HIGH: 0.05, IMPORTANT: 0.05}, seeds=seeds), per_example, StudentSettings(), 300
+    )
     assert reverse.verdict == "opposite"
+    # two seeds a kind: read at 1 degree of freedom, whatever its Welch df, the design cannot decide the claim
+    two = student_claim(_students({LOW: 0.05, HIGH: 0.6, IMPORTANT: 0.05}), per_example, StudentSettings(), n_boot=300)
+    assert two.n_draws == 2 and two.df > 1 and two.verdict == "underpowered" and two.mde > 2 * two.min_size
     one_seed = student_claim(_students({LOW: 0.05, HIGH: 0.6, IMPORTANT: 0.0}, seeds=1), per_example, StudentSettings())
     assert one_seed.n_draws == 1 and "not covered" in one_seed.method
 

@@ -251,7 +251,11 @@ def test_matching_costs_is_one_row_judged_against_the_stricter_control():
     reverse = pd.DataFrame([_control("matching", "random_lower", 20, 19, reverse=0, difference=0.2)])
     assert _verdicts(table, reverse)["matching_costs"] == "opposite"
     wide = pd.DataFrame([_control("matching", "random_lower", 3, 0, difference=-0.45, half=0.2, df=2)])
-    assert _verdicts(table, wide)["matching_costs"] == "cannot tell"  # few draws, t with 2 degrees of freedom
+    assert _verdicts(table, wide)["matching_costs"] == "underpowered"  # few draws, t with 2 degrees of freedom
+    # as few draws, measured to ±4 points: astride 26.2 points, at a design that could show twice it
+    few = pd.DataFrame([_control("matching", "random_lower", 3, 0, difference=-0.45, half=0.04, df=2)])
+    [open_] = [c for c in claims(table, few) if c.claim_id == "term_matching.matching_costs"]
+    assert open_.verdict == "cannot tell" and open_.mde <= 2 * open_.min_size
     only_random = pd.DataFrame([_control("matching", "random", 20, 0)])
     assert {c.claim_id: c for c in claims(table, only_random)}["term_matching.matching_costs"].verdict == "holds"
     none = {c.claim_id: c for c in claims(table, comparison.iloc[:0])}["term_matching.matching_costs"]
@@ -299,7 +303,11 @@ def test_the_studys_zero_for_random_heads_is_tested_as_equivalence():
     assert (first.ours, first.n_draws, first.p, first.margin) == (0.0, 20, None, 0.02)
     assert first.lo_adj < first.lo and "averaged over 20 draws" in first.reason
     wide = pd.DataFrame([_row("random", 0.0, 0.5, n_draws=20, p_mcnemar=np.nan, half=0.05)])
-    assert _verdicts(wide, empty)["random_no_change"] == "cannot tell"  # contains zero, yet a 5% loss is not excluded
+    # contains zero, yet a 5% loss is not excluded, on an interval too wide to show a true null within ±2%
+    assert _verdicts(wide, empty)["random_no_change"] == "underpowered"
+    # a loss of 1.2% [0.4%, 2.0%]: neither within ±2% nor beyond it, at a design that could show a null within
+    undecided = claims(pd.DataFrame([_row("random", -0.012, 0.5, n_draws=20, p_mcnemar=np.nan, half=0.008)]), empty)
+    assert undecided[0].verdict == "cannot tell" and undecided[0].mde <= undecided[0].margin
     loss = pd.DataFrame([_row("random", -0.06, 0.5, n_draws=20, p_mcnemar=np.nan, half=0.01)])
     assert _verdicts(loss, empty)["random_no_change"] == "does not hold"
     # the conditions this table lacks are rows all the same, not measured
@@ -326,10 +334,13 @@ def test_keeping_only_the_matching_heads_is_judged_against_keeping_random_heads_
         [_control("lower_but_matching", "lower_but_random", 20, 6, reverse=12, difference=0.02, half=0.01)]
     )
     assert claims(table, often)[3].verdict == "does not hold"  # keeps 2 points more: short of 5
+    # keeps 6 points more [1, 11]: too wide to show twice 5 points
+    wide = claims(table, pd.DataFrame([_control("lower_but_matching", "lower_but_random", 20, 3, difference=0.06)]))[3]
+    assert wide.verdict == "underpowered" and wide.mde > 2 * wide.min_size
     undecided = claims(
-        table, pd.DataFrame([_control("lower_but_matching", "lower_but_random", 20, 3, difference=0.06)])
+        table, pd.DataFrame([_control("lower_but_matching", "lower_but_random", 20, 3, difference=0.06, half=0.02)])
     )[3]
-    assert undecided.verdict == "cannot tell"
+    assert undecided.verdict == "cannot tell" and undecided.mde <= 2 * undecided.min_size  # 6 points [4, 8]: astride
     assert claims(table, comparison.iloc[:0])[3].verdict == "cannot tell"  # no random sets kept
     assert _verdicts(table, comparison)["lower_half_costs"] == "holds"
 

@@ -67,7 +67,13 @@ def test_the_two_towers_claims_are_worse_and_worse_where_terms_are_shared():
     assert claims_file(rows) == "claims_08_two_tower"
     even = shared_term_gap(*_gap(100, 0.3, 0.3, n=400, seed=3), n_boot=500)  # the towers lose as much everywhere
     assert even["lo"] < 0 < even["hi"]
-    assert claims(conditions, even, "two towers")[1].verdict == "cannot tell"
+    wide = claims(conditions, even, "two towers")[1]  # 400 pairs cannot show twice 2 points
+    assert wide.verdict == "underpowered" and wide.mde > 2 * wide.min_size
+    # on 4000 pairs, wrong on 3% and 2%: the adjusted interval reaches past 0 and past 2 points, a powered design
+    close = shared_term_gap(*_gap(2000, 0.03, 0.02, n=4000, seed=1), n_boot=500)
+    undecided = claims(conditions, close, "two towers")[1]
+    assert undecided.verdict == "cannot tell" and undecided.lo_adj < -undecided.min_size and undecided.hi_adj > 0
+    assert undecided.mde <= 2 * undecided.min_size
     # no pair without shared terms: nothing to compare with
     alone = claims(conditions, shared_term_gap(*_gap(200, 0.5, 0.0), n_boot=100), "two towers")[1]
     assert alone.verdict == "cannot tell" and "every test pair shares a term" in alone.reason

@@ -56,6 +56,7 @@ BLOCKS = (
     "timings",
     "roofline",
     "calibration",
+    "sensitivity",
 )
 SOURCE = {
     "claims": "scorecard",
@@ -651,38 +652,84 @@ def _load(rows: pd.DataFrame) -> str:
 
 
 def calibration_block(table: pd.DataFrame) -> list[str]:
-    """The verdict rule's error rates at the book's defaults (:mod:`headlab.findings.calibration`): per claim its
-    design, generated from the pages' parameters, and the share of simulated scorecards giving each verdict under each
-    planted truth; then each tally's familywise rate of a wrong decisive verdict when nothing is true."""
+    """The verdict rule's error rates on the rows' own designs (:mod:`headlab.findings.calibration`): per preset and
+    tally the familywise rate of a wrong decisive verdict where nothing is true and where every claim sits at its
+    smallest effect, with its Clopper–Pearson interval; then per row and preset its design's MDE beside its size and
+    the share of simulated scorecards giving "holds" at twice its size (the power)."""
     familywise = table["claim_id"].str.startswith("familywise")
-    claims, n_sim = table[~familywise], int(table["n_sim"].iloc[0])
-    rate = lambda x: "0" if x == 0 else f"{100 * x:.3g}%"  # noqa: E731  (a rare wrong verdict is never rounded away)
+    n_sim = int(table["n_sim"].iloc[0])
+    presets = list(dict.fromkeys(table["preset"]))
     lines = [
-        f"Each cell: holds / does not hold / opposite / cannot tell, as shares of {n_sim} simulated scorecards with "
-        "that truth planted (a no-effect claim: no effect, the margin, twice the margin).",
+        f"The familywise rate of a wrong decisive verdict, per column and tally, over {n_sim} simulated scorecards "
+        "on that column's own rows (95% Clopper–Pearson interval); a tally's familywise rate is per column, and a "
+        "wrong verdict somewhere on a page of five columns is bounded by the sum over its columns:",
         "",
-        "| claim | design at the defaults | no effect | smallest effect | twice it | the opposite, twice |",
-        "|---|---|---|---|---|---|",
+        "| column | tally | claims | nothing true | every claim at its smallest effect |",
+        "|---|---|---|---|---|",
     ]
-    for claim_id, rows in claims.groupby("claim_id", sort=False):
-        d = rows.iloc[0]
-        design = f"a share of {int(d.heads)} heads" if d.heads > 0 else f"{int(d.n_examples)} pairs"
-        df = "Welch–Satterthwaite" if d.judged_df == "welch" else f"{int(d.n_draws) - 1}"
-        design += f", {int(d.n_draws)} draws (df {df})" if d.n_draws > 1 else ""
-        design += f", search {int(d.search)}" if d.search > 1 else ""
-        design += f", weakest of {int(d.weakest_of)}" if d.weakest_of > 1 else ""
-        cells = [
-            " / ".join(rate(r[k]) for k in ("holds", "does_not_hold", "opposite", "cannot_tell"))
-            for _, r in rows.iterrows()
-        ]
-        lines.append(f"| `{claim_id}` | {design} | {' | '.join(cells + ['—'] * (4 - len(cells)))} |")
-    lines.append("")
-    for r in table[familywise].itertuples():
-        name = TALLIES[r.tally]
-        lines.append(
-            f"* {name[0].upper()}{name[1:]} ({int(r.family)}): a wrong holds, opposite or (no-effect claim) does "
-            f"not hold on {r.wrong:.1%} of {int(r.n_sim)} simulated scorecards with nothing true."
-        )
+    rate = lambda r: f"{r.wrong:.2%} [{r.wrong_lo:.2%}, {r.wrong_hi:.2%}]"  # noqa: E731
+    for (preset, tally), rows in table[familywise].groupby(["preset", "tally"], sort=False):
+        by_truth = {r.truth: r for r in rows.itertuples()}
+        null, smallest = by_truth["no effect"], by_truth["smallest effect"]
+        lines.append(f"| {preset} | {TALLIES[tally]} | {int(null.claims)} | {rate(null)} | {rate(smallest)} |")
+    lines += [
+        "",
+        "Each row's minimum detectable effect (80% power, from its own interval, df, search and weakest-of count) "
+        "against its smallest effect of interest (no effect: the margin it could show against the margin), and in "
+        "brackets the share of simulated scorecards giving holds at twice the size; **bold**: underpowered at this "
+        "design (it cannot read holds 80% of the time where the truth is twice its size, or a true null within its "
+        "margin).",
+        "",
+        f"| claim | size | {' | '.join(presets)} |",
+        f"|---|---|{'---|' * len(presets)}",
+    ]
+    twice = table[~familywise & (table["truth"] == "twice it")]
+    for claim_id, rows in twice.groupby("claim_id", sort=False):
+        spec = STUDY_CLAIMS[claim_id]
+        size = spec.margin if spec.kind == "no_effect" else spec.min_size
+        cells = []
+        for preset in presets:
+            row = rows[rows["preset"] == preset]
+            if row.empty:
+                cells.append("—")
+                continue
+            r = row.iloc[0]
+            weak = r["mde"] > (size if spec.kind == "no_effect" else 2 * size)
+            text = f"{r['mde']:.3g}" + ("" if spec.kind == "no_effect" else f" ({r['holds']:.0%})")
+            cells.append(f"**{text}**" if weak else text)
+        lines.append(f"| `{claim_id}` | {size:.3g} | {' | '.join(cells)} |")
+    return lines
+
+
+def sensitivity_block(table: pd.DataFrame) -> list[str]:
+    """Which verdicts hang on the size (:mod:`headlab.findings.sensitivity`): per column the study's claims counted
+    by verdict at half, at and at twice their smallest effect of interest, then every row whose verdict moves with
+    the size, and every row the current rule judges otherwise than the rule it was kept under."""
+    verdicts = [v for v in ("holds", "does not hold", "opposite", "cannot tell", "underpowered") if v]
+    lines = [
+        "The study's claims per column, by verdict, judged by the current rule on each row's own numbers at half "
+        "its smallest effect of interest (or margin), at it, and at twice it (half / at / twice):",
+        "",
+        f"| column | {' | '.join(verdicts)} |",
+        f"|---|{'---|' * len(verdicts)}",
+    ]
+    study = table[table["tally"] == "study"]
+    for preset, rows in study.groupby("preset", sort=False):
+        cells = [" / ".join(str(int((rows[at] == v).sum())) for at in ("half", "size", "twice")) for v in verdicts]
+        lines.append(f"| {preset} | {' | '.join(cells)} |")
+    moving = table[table["moves"].astype(bool)]
+    lines += ["", f"Rows whose verdict moves with the size ({len(moving)} of {len(table)}):", ""]
+    lines += ["| column | claim | half | at | twice |", "|---|---|---|---|---|"]
+    lines += [f"| {r.preset} | `{r.claim_id}` | {r.half} | {r.size} | {r.twice} |" for r in moving.itertuples()]
+    ruled = table[table["kept"] != table["size"]]
+    lines += [
+        "",
+        f"Rows the current rule (v{int(table['rule'].iloc[0])}) judges otherwise than the verdict kept in "
+        f"`results/scorecard.csv` ({len(ruled)}; the same numbers, so the rule's doing alone):",
+        "",
+    ]
+    lines += ["| column | claim | kept (rule) | now |", "|---|---|---|---|"]
+    lines += [f"| {r.preset} | `{r.claim_id}` | {r.kept} (v{r.kept_rule}) | {r.size} |" for r in ruled.itertuples()]
     return lines
 
 
@@ -712,6 +759,7 @@ def roofline_block(table: pd.DataFrame) -> list[str]:
 
 RENDER = {
     "calibration": calibration_block,
+    "sensitivity": sensitivity_block,
     "cold": cold_block,
     "models": models_block,
     "tuning": tuning_block,

@@ -44,10 +44,17 @@ CORRECTION = (
     f"{FAMILIES['study']} claims of the study are one family, its {FAMILIES['ours']} predictions of our own another, "
     f"so each claim of the study is judged at {ALPHA:.0%} / {FAMILIES['study']} = {ALPHA / FAMILIES['study']:.2g}, "
     f"and a row chosen among k candidates on its page (a head among the heads of some layers) at {ALPHA:.0%} / "
-    "(family × k). Each 95% interval is widened once to that level, each side by the ratio of t quantiles with the "
-    "interval's degrees of freedom (normal where only pairs are resampled, Welch–Satterthwaite where random draws "
-    "are too), so an adjusted interval is never narrower than the raw one; the pages show both. An equivalence "
-    "(no effect) is two one-sided tests at the same level. "
+    "(family × k). Each 95% interval is widened once to that level, each side at half of it, by the ratio of "
+    "quantiles (normal where only pairs are resampled; where random draws are too, the pairs' and the draws' parts "
+    "of the variance each at its own quantile, the draws' with their own degrees of freedom), so an adjusted interval "
+    "is never narrower than the raw one; the pages show both. An equivalence (no effect) is two one-sided tests at "
+    "the same level. A row shown as the weakest of k conditions has the end that would reject the claim widened for "
+    "the k; a claim that some candidate has the effect (some head improves) is rejected only when every candidate's "
+    "interval says so. A row the data cannot decide whose design could not show twice its smallest effect 80% of "
+    "the time (its minimum detectable effect, MDE, on every row) reads **underpowered at this design**, counted apart. "
+    "The rate of a wrong decisive verdict is held per column (docs/judging.md simulates it on each column's own "
+    "rows, where nothing is true and where every claim sits at its smallest effect); across the columns of this page "
+    "it is bounded by their sum: the columns are separate studies, not corrected together. "
     f"Rows judged by a verdict rule older than this one (v{RULE_VERSION}) are marked ⟨rule vN⟩."
 )
 OLD_RULE = "⟨rule v{}⟩"
@@ -117,7 +124,13 @@ def _numbers(row) -> str:
     floor = f" {FLOOR_MARK}" if bool(getattr(row, "at_floor", False)) is True else ""
     mean = getattr(row, "mean_ablation", "")
     method = f" ({MEAN_MARK} mean-ablation: {mean})" if isinstance(mean, str) and mean and mean != row.verdict else ""
-    return number + interval + lost + floor + method + _old_rule(row)
+    return number + interval + lost + _mde(row) + floor + method + _old_rule(row)
+
+
+def _mde(row) -> str:
+    """The design's minimum detectable effect beside the number (rows of rule 4 on)."""
+    mde = getattr(row, "mde", None)
+    return "" if is_missing(mde) else f"; MDE {unit_of(row.unit).size(mde)}"
 
 
 def _lost(row) -> str:

@@ -149,6 +149,24 @@ def draws_df(var_total: float, var_pairs: float, n_draws: int, n_examples: int) 
     return float(max(n_draws - 1, min(var_total**2 / denominator, max(n_examples - 1, 1))))
 
 
+def pairs_share(df, n_draws: int, n_examples: int):
+    """The share f of an effect's variance that its pairs carry, solved from the Welch–Satterthwaite df
+    :func:`draws_df` gave it (1 / (f² / (n - 1) + (1 - f)² / (D - 1)), clipped to [D - 1, n - 1]): the root below
+    the peak; a df at D - 1 means the draws carry it all, one at n - 1 or beyond (or one draw) the pairs. Arrays
+    welcome."""
+    df = np.asarray(df, dtype=float)
+    if n_draws < 2:
+        return np.ones_like(df) if df.ndim else 1.0
+    a, b = 1.0 / max(n_examples - 1, 1), 1.0 / (n_draws - 1)
+    lo, hi = np.zeros_like(df), np.full_like(df, b / (a + b))  # the df peaks at f = b / (a + b)
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        below = 1.0 / (a * mid**2 + b * (1 - mid) ** 2) < df
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+    share = np.where(df <= n_draws - 1, 0.0, np.where(df >= n_examples - 1, 1.0, (lo + hi) / 2))
+    return share if share.ndim else float(share)
+
+
 def versus_random(
     named: np.ndarray,
     random: np.ndarray,

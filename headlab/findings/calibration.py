@@ -1,37 +1,40 @@
-"""How often the verdict rule is wrong, and how often it finds a true effect, at the book's own settings (issue #46,
-item 12): every registered claim is simulated with a planted truth and judged by the real
-:func:`headlab.findings.verdicts.judge`, over many simulated scorecards.
+"""How often the verdict rule is wrong, and how often it finds a true effect, on the designs the rows really use
+(verdicts v4, issue #64): every judged row of every preset is simulated with a planted truth and decided by the rule's
+own core (:func:`headlab.findings.verdicts.decide`, the function :func:`~headlab.findings.verdicts.judge` words),
+over many simulated scorecards.
 
-Why: a verdict is worth what its error rates are. The rule widens each interval for the family and a page's search
-(Bonferroni), so a wrong "holds" or "opposite" on a scorecard where nothing is true should be rarer than 5%; and a
-claim whose smallest effect of interest comes from the study's own number should be found ("holds") when the truth is
-twice that size. Both depend on the design (pairs, draws, degrees of freedom, search), which is read here from the
-pages' parameters (:func:`page_parameters`), the model's shape and the default preset's rows of
-``results/scorecard.csv``, never typed.
+Why: a verdict is worth what its error rates are, and they are worst where a claim's truth sits *at* its smallest
+effect of interest (for no effect: at the margin): there "holds" and "does not hold" are both wrong, and each side of
+the adjusted interval spends its share of the family's 5%. So the familywise rate of a wrong decisive verdict is
+simulated at the null *and* at the smallest effect, per tally and per preset, with a Clopper–Pearson bound.
 
-**What is simulated**, per claim and planted truth (:data:`TRUTHS`, in the claim's own unit), for each scorecard:
+**The design of a row** (:class:`Design`, :func:`preset_designs`) is read off that preset's own row of
+``results/scorecard.csv``, never from a stand-in: the standard error from its 95% interval ((hi - lo) / 2 over the
+interval's own t quantile), its pairs, draws and degrees of freedom, its search; how much of its variance the random
+draws carry is solved from its Welch–Satterthwaite df (:func:`pairs_share`: the df the two-stage bootstrap gave is a
+function of that share); the weakest-of count from the row (``weakest_of``) or, for a row written before it was kept,
+from the page's parameters and the model's shape (:func:`weakest_of`); a share of heads from the model's shape.
 
-- the estimate: truth + the pairs' error N(0, se_pairs²) + the mean of ``n_draws`` random draws' deviations
-  N(0, tau²) (random head sets), where se² = se_pairs² + tau² / n_draws is the claim's realistic standard error:
-  (hi - lo) / 3.92 of the default preset's row (:func:`book_designs` says where each comes from);
-- its 95% interval as the book computes it: over pairs alone (one mask) point ± 1.96 se, as the paired bootstrap on
-  ~700 to 1400 pairs gives; over draws a t interval on the two-stage bootstrap's standard error,
-  sqrt(se_pairs² + var(draws) / n_draws) with the draws' spread drawn anew in every scorecard, and Welch–Satterthwaite
-  degrees of freedom (:func:`headlab.core.stats.draws_df`), as ``relative_change`` and ``versus_random`` compute it;
-- the claim's own choice: a claim about every one of ``weakest_of`` conditions is judged at the weakest (as the pages
-  do); a row chosen among ``search`` candidates (a head among heads) takes the one reaching furthest in the claimed
-  direction, the truth planted in one candidate and the others at no effect; "most heads change nothing" is a count
-  of heads with a Clopper–Pearson interval, as page 02 computes it.
+**What is simulated**, per row and planted truth (:func:`truths`):
 
-Then the real ``judge`` decides each row with the page's df, search and the claim's family.
+- a fixed mask: the estimate N(truth, se²) and its 95% interval ± z se;
+- random draws (D): the pairs' error N(0, f se²), the draws' mean N(0, (1 - f) se²) and their sample variance
+  (1 - f) se² D χ²(D - 1) / (D - 1) (independent for normal draws), the interval a t interval with
+  Welch–Satterthwaite df recomputed from them (:func:`headlab.core.stats.draws_df`), as the pages compute it;
+- a share of heads: a binomial count over the model's heads with a Clopper–Pearson interval (page 02);
+- a search (the row chosen among ``search`` candidates): the truth planted in *every* candidate (a truth in one only
+  hides the search's error: ``tests/test_verdict_calibration.py``), the row the candidate with the highest widened
+  end, and an existential claim (``StudyClaim.existential``: some candidate has the effect) told "does not hold" or
+  "opposite" only when every candidate's far end says so;
+- weakest of k: k conditions at the truth, the row the one reaching least far (as the pages choose), its far end
+  widened for k.
 
-**What is approximated**: per-pair right/wrong data are replaced by their sufficient statistic, a normal estimate with
-the realistic standard error (a mean of 0/1 per pair over ~700 pairs or more is close to normal), and the bootstrap's
-own Monte Carlo error is left out; the share of the variance due to the draws is not in the scorecard, so it is taken
-as :data:`DRAW_SHARE`; claims are simulated independently (in the book they share test pairs: Bonferroni bounds the
-familywise rate under any dependence) and so are a search's candidates; no condition sits at the floor (saturation
-is not simulated). The scorecard's rows may come from an older rule (``rule_version``): their intervals still give the
-precision of the pairs and draws, which is all that is read from them.
+**What is approximated**: a row's per-pair data by the normal sufficient statistic (a mean of 0/1 over ~150 to 1400
+pairs, or a bootstrap's spread), the bootstrap's own Monte Carlo error left out; a search's candidates and a
+weakest-of's conditions as independent with the row's precision; claims as independent of each other (in the book
+they share test pairs: Bonferroni bounds the familywise rate under any dependence, so the simulated rate, taken as
+independent, is the harder case); no condition at the floor (saturation is not simulated). A row not measured or not
+comparable on a preset is no design there (the objectives, judged on two models no site builds, have none yet).
 
 ``python -m headlab.findings.calibration --out results/calibration.csv`` writes the table (:func:`calibration_table`).
 """
@@ -39,88 +42,95 @@ precision of the pairs and draws, which is all that is read from them.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import zlib
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
-from scipy import special
 from scipy import stats as sps
+from scipy.special import ndtri
 
-from headlab.core.stats import draws_df
-from headlab.findings import verdicts as verdicts_module
+from headlab.core.stats import pairs_share
 from headlab.findings.claims import STUDY_CLAIMS
 from headlab.findings.importance import collapse_shares
-from headlab.findings.layer_dependence import (
-    STUDY_GAIN_LAYERS,
-    study_layers_to_ours,
+from headlab.findings.layer_dependence import STUDY_GAIN_LAYERS, study_layers_to_ours
+from headlab.findings.verdicts import (
+    ALPHA,
+    DECISIVE,
+    FAMILIES,
+    POWER,
+    VERDICTS,
+    StudyClaim,
+    decide,
+    each_level,
+    far_end,
+    minimum_detectable,
+    quantile,
 )
-from headlab.findings.verdicts import FAMILIES, StudyClaim, judge
 from headlab.lab.pages import page
 
 REPO = Path(__file__).resolve().parents[2]  # the repository (not headlab.lab.params: it loads torch)
-N_SIM = 500  # simulated scorecards per planted truth
+N_SIM = 20_000  # simulated scorecards per planted truth: a 5% rate's Clopper–Pearson bound within about ±0.3 points
 SEED = 0
-DRAW_SHARE = 0.5  # assumed share of an estimate's variance due to its random draws (the scorecard does not split it)
-NEARLY_NOISE_FREE = 0.1  # reachability: intervals down to this share of the book's width (ten times the precision)
-Z95 = float(sps.norm.ppf(0.975))
-WRONG = {"effect": ("holds", "opposite"), "compare": ("holds", "opposite"), "no_effect": ("does not hold",)}
-DECISIVE: dict[str, tuple[str, ...]] = {
-    "effect": ("holds", "does not hold", "opposite"),
-    "compare": ("holds", "does not hold", "opposite"),
-    "no_effect": ("holds", "does not hold"),
-}  # the verdicts that decide, which every claim of a kind must be able to reach
-RATES = ("holds", "does not hold", "opposite", "cannot tell")
-# a row whose unit the scorecard's own row does not share: its precision is taken from this row (same pairs, unit)
-BORROWED_SE = {
-    "cls_head.reads_matching_heads": "cls_head.spreads_without_matching",
-    "cls_head.matching_heads_hurt": "cls_head.masking_hurts",  # one head masked alone, on the same held-out pairs
-    # the objectives: one model's single mask (or segmentation gain) on the same pairs, differenced between two models
-    "objectives.nsp_made_matching_heads": "term_matching.lower_half_costs",
-    "objectives.mlm_made_segmentation_heads": "word_segmentation.single_head",
-}
-TWO_MODELS = ("objectives.nsp_made_matching_heads", "objectives.mlm_made_segmentation_heads")  # se x sqrt(2)
-# rows the scorecard's older rule judged by an empirical p: their interval is the named heads' change alone
-NAMED_ONLY = ("term_matching.matching_costs", "term_matching.matching_keep_lower_half")
+RATES = ("holds", "does not hold", "opposite", "cannot tell", "underpowered")
+NULL, SMALLEST = "no effect", "smallest effect"  # the two points the familywise rate is held at
+WRONG_AT = {NULL: {"effect": ("holds", "opposite"), "compare": ("holds", "opposite"), "no_effect": ("does not hold",)}}
+WRONG_AT[SMALLEST] = dict.fromkeys(("effect", "compare", "no_effect"), DECISIVE)  # any verdict on one side is wrong
 
 
 def truths(spec: StudyClaim) -> dict[str, float]:
-    """The planted truths, in the claim's unit: no effect, the smallest effect of interest, twice it, and the opposite
-    at twice it (a no-effect claim: no effect, the margin itself, twice the margin)."""
-    if spec.kind == "no_effect":
-        return {
-            "no effect": spec.null,
-            "at the margin": spec.null + spec.margin,
-            "twice the margin": spec.null + 2 * spec.margin,
-        }
-    step = spec.direction * spec.min_size
+    """The planted truths, in the claim's unit: no effect, the smallest effect of interest (a no-effect claim: the
+    margin), twice it, and the opposite at twice it."""
+    size = spec.margin if spec.kind == "no_effect" else spec.min_size
+    step = (spec.direction or 1) * size
     return {
-        "no effect": spec.null,
-        "smallest effect": spec.null + step,
-        "twice the smallest": spec.null + 2 * step,
-        "opposite, twice": spec.null - 2 * step,
+        NULL: spec.null,
+        SMALLEST: spec.null + step,
+        "twice it": spec.null + 2 * step,
+        "opposite": spec.null - 2 * step,
     }
 
 
 @dataclass(frozen=True)
 class Design:
-    """A claim's design at the book's defaults: what its row is computed over and how it is judged."""
+    """A row's design, as judged on one preset: what it is computed over and how it is judged."""
 
+    preset: str
     claim_id: str
     n_examples: int  # test pairs the row is measured on
-    se: float  # the realistic standard error of its estimate, in its unit
-    se_source: str  # where ``se`` comes from
+    se: float  # its standard error, from its own 95% interval
     n_draws: int = 1  # random draws averaged in the estimate (1: a fixed mask)
-    judged_df: str = "pairs"  # the df judge reads: "pairs" (infinite), "welch" (the interval's), "draws - 1"
+    df: float = math.inf  # the df the row was judged at
+    pairs_share: float = 1.0  # the share of its variance from the pairs (the rest from the draws)
     search: int = 1  # candidates the row is chosen among on its page
     weakest_of: int = 1  # conditions the claim names every one of, judged at the weakest
     heads: int = 0  # > 0: a share of this many heads, with a Clopper–Pearson interval over them
     family: int = 0  # the claims of its tally
+
+    @property
+    def spec(self) -> StudyClaim:
+        """The registered claim the row judges."""
+        return STUDY_CLAIMS[self.claim_id]
+
+    @property
+    def mde(self) -> float:
+        """The design's minimum detectable effect, as its row states it."""
+        half = quantile(0.975, self.df) * self.se
+        return float(
+            minimum_detectable(
+                self.spec,
+                -half,
+                half,
+                self.df,
+                each=each_level(self.spec, self.search),
+                weakest_of=self.weakest_of,
+                search=self.search,
+                n_draws=self.n_draws,
+                n_examples=self.n_examples,
+            )
+        )
 
 
 def page_parameters(page_id: str) -> dict:
@@ -128,326 +138,244 @@ def page_parameters(page_id: str) -> dict:
     return page(page_id).defaults()
 
 
-def _share_grid(steps: int) -> list[float]:
-    return [0.5 * i / steps for i in range(1, steps + 1)]  # page 02's shares of all heads within one half
+def weakest_of(claim_id: str, layers: int) -> int:
+    """How many conditions a claim names every one of, as its page judges it at the defaults: for rows written
+    before the row kept it (``weakest_of``)."""
+    shares = page_parameters("01_redundancy")["SHARES"]
+    steps = int(page_parameters("02_layer_dependence")["HALF_STEPS"])
+    collapse_points = len(collapse_shares([0.5 * i / steps for i in range(1, steps + 1)]))
+    return {
+        "redundancy.no_loss_below_20": sum(0 < s < 0.2 for s in shares),
+        "layer_dependence.low_heads_collapse": collapse_points,
+        "layer_dependence.high_heads_cost_less": collapse_points,
+        "layer_dependence.layers_5_9_gain": len(study_layers_to_ours(STUDY_GAIN_LAYERS, layers)),
+        "cls_head.matching_heads_hurt": int(page_parameters("07_cls_head")["K_MATCHING"]),
+    }.get(claim_id, 1)
 
 
-def book_designs(
-    scorecard: Path = REPO / "results" / "scorecard.csv", preset: str = "default", repo: Path = REPO
+def preset_designs(
+    preset: str, scorecard: Path = REPO / "results" / "scorecard.csv", repo: Path = REPO
 ) -> dict[str, Design]:
-    """Every registered claim's :class:`Design` at the book's defaults: draws from the pages' parameters, the
-    model's shape from ``results/models.csv``, pairs and the realistic standard error from the preset's rows of
-    ``results/scorecard.csv`` ((hi - lo) / 3.92), and df, search and weakest-of as the finding modules pass them."""
+    """Every judged row's :class:`Design` on ``preset``, read off its row of ``scorecard``: claims the preset did not
+    measure, or cannot compare, have none."""
     models = pd.read_csv(repo / "results" / "models.csv").set_index("preset")
     layers, heads = int(models.at[preset, "layers"]), int(models.at[preset, "heads"])
     rows = pd.read_csv(scorecard)
-    rows = rows[rows["preset"] == preset].set_index("claim_id")
-    p01, p02, p04 = (page_parameters(p) for p in ("01_redundancy", "02_layer_dependence", "04_word_order"))
-    p05, p07, p09 = (page_parameters(p) for p in ("05_term_matching", "07_cls_head", "09_patching"))
-    p10 = page_parameters("10_pruning")
-    grid = _share_grid(int(p02["HALF_STEPS"]))
-    collapse_points = len(collapse_shares(grid))
-    wiring: dict[str, dict] = {  # as the finding modules build each row (headlab/findings/<page>.py)
-        "redundancy.no_loss_below_20": dict(
-            n_draws=p01["REDUNDANCY_DRAWS"], judged_df="welch", weakest_of=sum(0 < s < 0.2 for s in p01["SHARES"])
-        ),
-        "redundancy.falls_steadily": dict(n_draws=p01["REDUNDANCY_DRAWS"], judged_df="welch"),
-        # layer_dependence._collapse/_costs_less: the half gap's Welch–Satterthwaite df; both points judged
-        "layer_dependence.low_heads_collapse": dict(
-            n_draws=p02["DECIDING_DRAWS"], judged_df="welch", weakest_of=collapse_points
-        ),
-        "layer_dependence.high_heads_cost_less": dict(
-            n_draws=p02["DECIDING_DRAWS"], judged_df="welch", weakest_of=collapse_points
-        ),
-        "layer_dependence.layers_5_9_gain": dict(weakest_of=len(study_layers_to_ours(STUDY_GAIN_LAYERS, layers))),
-        "layer_dependence.most_heads_change_nothing": dict(heads=layers * heads),
-        "cls_head.matching_heads_hurt": dict(weakest_of=int(p07["K_MATCHING"])),  # each of 05's heads alone
-        "layer_dependence.some_heads_improve": dict(search=layers * heads),
-        "word_order.order_heads_carry_order": dict(n_draws=p04["ORDER_DRAWS"], judged_df="welch"),
-        "term_matching.random_no_change": dict(n_draws=p05["MATCHING_DRAWS"], judged_df="welch"),
-        "term_matching.matching_costs": dict(n_draws=p05["MATCHING_DRAWS"], judged_df="welch"),
-        "term_matching.matching_keep_lower_half": dict(n_draws=p05["KEEP_DRAWS"], judged_df="welch"),
-        "cls_head.reads_matching_heads": dict(n_draws=p07["CLS_CONTROL_DRAWS"], judged_df="welch"),
-        # patching.claims passes n_draws without df: Claim.measured's default, n_draws - 1
-        "patching.matching_heads_carry_matching": dict(n_draws=p09["PATCH_DRAWS"], judged_df="draws - 1"),
-        # students.student_claim: each kind's seeds are its draws, the kappa contrast's Welch–Satterthwaite df
-        "pruning.keep_low_heads": dict(n_draws=p10["STUDENT_SEEDS"], judged_df="welch"),
-    }
+    rows = rows[(rows["preset"] == preset) & rows["claim_id"].isin(list(STUDY_CLAIMS))].set_index("claim_id")
     designs = {}
-    for claim_id, spec in STUDY_CLAIMS.items():
-        wired = wiring.get(claim_id, {})
-        n_draws = int(wired.get("n_draws", 1))
-        se, source = _realistic_se(claim_id, spec, rows, n_draws)
+    for claim_id, row in rows.iterrows():
+        if row["verdict"] in ("not comparable", "not judged") or not np.isfinite([row["lo"], row["hi"]]).all():
+            continue
+        df = float(row["df"]) if pd.notna(row["df"]) else math.inf
+        n_draws, n_examples = int(row["n_draws"]), int(row["n_examples"])
+        kept = row.get("weakest_of")
         designs[claim_id] = Design(
-            claim_id,
-            int(rows.at[BORROWED_SE.get(claim_id, claim_id), "n_examples"]),
-            se,
-            source,
-            family=FAMILIES[spec.tally],
-            **{**wired, "n_draws": n_draws},
+            preset,
+            str(claim_id),
+            n_examples,
+            float(row["hi"] - row["lo"]) / 2 / quantile(0.975, df),
+            n_draws,
+            df,
+            pairs_share(df, n_draws, n_examples),
+            int(row["search"]),
+            int(kept) if pd.notna(kept) and int(kept) > 0 else weakest_of(str(claim_id), layers),
+            layers * heads if claim_id == "layer_dependence.most_heads_change_nothing" else 0,
+            FAMILIES[STUDY_CLAIMS[str(claim_id)].tally],
         )
     return designs
 
 
-def _realistic_se(claim_id: str, spec: StudyClaim, rows: pd.DataFrame, n_draws: int) -> tuple[float, str]:
-    """The standard error the simulation gives a claim's estimate, and where it comes from: the row's (hi - lo) /
-    3.92, or, where the row measured a part of what the rule now judges, that part's with the draws' share added."""
-    source_id = BORROWED_SE.get(claim_id, claim_id)
-    row = rows.loc[source_id]
-    se = float(row["hi"] - row["lo"]) / (2 * Z95)
-    where = f"the default row of results/scorecard.csv ({source_id})"
-    if claim_id in TWO_MODELS:
-        return se * math.sqrt(2), f"{where}: one model's, times √2 for the difference of two independent models"
-    if source_id != claim_id:
-        return se / math.sqrt(1 - DRAW_SHARE), f"{where}: the same pairs and unit, as the pairs' part; draws added"
-    if claim_id in NAMED_ONLY:
-        return se / math.sqrt(1 - DRAW_SHARE), f"{where}: the named heads' interval, as the pairs' part; draws added"
-    return se, where
+def presets(scorecard: Path = REPO / "results" / "scorecard.csv") -> list[str]:
+    """The presets the scorecard holds, in its order."""
+    return list(dict.fromkeys(pd.read_csv(scorecard, usecols=["preset"])["preset"]))
 
 
-@dataclass(frozen=True)
-class Row:
-    """One simulated row, as a page hands it to ``judge``."""
-
-    ours: float
-    lo: float
-    hi: float
-    df: float  # the df judge reads
-    search: int
-    n_examples: int
-    draw_differences: np.ndarray | None = None  # each draw's own estimate (for a rule that reads an empirical p)
-    se: float = math.nan  # the standard error the interval rests on (for a rule that builds its own)
+def _rng(seed: int, *keys: str) -> np.random.Generator:
+    return np.random.default_rng([seed, *(zlib.crc32(k.encode()) for k in keys)])
 
 
-Decide = Callable[[str, Row], SimpleNamespace | verdicts_module.Judgement]
+def _draws_df(var_total, var_pairs, n_draws: int, n_examples: int):
+    """:func:`headlab.core.stats.draws_df`, elementwise."""
+    var_draws = np.maximum(var_total - var_pairs, 0.0)
+    var_pairs = np.minimum(var_pairs, var_total)
+    denominator = var_pairs**2 / max(n_examples - 1, 1) + var_draws**2 / (n_draws - 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = np.where(denominator > 0, var_total**2 / denominator, np.inf)
+    return np.maximum(n_draws - 1, np.minimum(df, max(n_examples - 1, 1)))
 
 
-def current_rule(claim_id: str, row: Row) -> verdicts_module.Judgement:
-    """The book's rule: :func:`headlab.findings.verdicts.judge` on the registered claim, as ``Claim.measured`` does."""
-    return judge(
-        STUDY_CLAIMS[claim_id], row.ours, row.lo, row.hi, df=row.df, search=row.search, n_examples=row.n_examples
-    )
-
-
-def _t(p, df):
-    """scipy.stats' t and normal quantiles by the special functions they call, without the per-call overhead."""
-    return special.stdtrit(df, p) if np.isfinite(df) else special.ndtri(p)
-
-
-FAST_STATS = SimpleNamespace(
-    t=SimpleNamespace(ppf=lambda p, df: float(special.stdtrit(df, p))),
-    norm=SimpleNamespace(ppf=lambda p: float(special.ndtri(p))),
-)
-
-
-@contextlib.contextmanager
-def fast_quantiles(*modules) -> Iterator[None]:
-    """``judge`` with scipy.stats' ``t.ppf``/``norm.ppf`` replaced by the special functions they evaluate
-    (``stdtrit``, ``ndtri``; equal to the last bit, tests/test_verdict_calibration.py), so ~10^5 verdicts take
-    seconds, not minutes; the rule's logic is untouched."""
-    modules = modules or (verdicts_module,)
-    saved = [m.sps for m in modules]
-    try:
-        for m in modules:
-            m.sps = FAST_STATS
-        yield
-    finally:
-        for m, s in zip(modules, saved):
-            m.sps = s
-
-
-def _rng(seed: int, claim_id: str, truth: str) -> np.random.Generator:
-    return np.random.default_rng([seed, zlib.crc32(claim_id.encode()), zlib.crc32(truth.encode())])
-
-
-def _rows(spec: StudyClaim, d: Design, values: np.ndarray, rng: np.random.Generator) -> list[Row]:
-    """One simulated row per value of ``values`` (the truths of the candidates), computed as the design does."""
+def simulated_rows(d: Design, truth: np.ndarray, rng: np.random.Generator):
+    """Rows measured as ``d`` measures them, one per value of ``truth`` (any shape): (ours, lo, hi, df)."""
     if d.heads:  # a share of heads: a count over the heads, Clopper–Pearson
-        count = rng.binomial(d.heads, np.clip(values, 0, 1))
+        count = rng.binomial(d.heads, np.clip(truth, 0, 1))
         lo = np.nan_to_num(sps.beta.ppf(0.025, count, d.heads - count + 1), nan=0.0)
         hi = np.nan_to_num(sps.beta.ppf(0.975, count + 1, d.heads - count), nan=1.0)
-        return [Row(c / d.heads, a, b, math.inf, d.search, d.n_examples) for c, a, b in zip(count, lo, hi)]
-    if d.n_draws == 1:
-        ours = values + rng.normal(0, d.se, len(values))
-        return [Row(o, o - Z95 * d.se, o + Z95 * d.se, math.inf, d.search, d.n_examples, None, d.se) for o in ours]
-    se_pairs = d.se * math.sqrt(1 - DRAW_SHARE)
-    tau = d.se * math.sqrt(DRAW_SHARE * d.n_draws)
-    deviations = rng.normal(0, tau, (len(values), d.n_draws))
-    draws = values[:, None] + rng.normal(0, se_pairs, len(values))[:, None] + deviations
-    out = []
-    for each in draws:
-        var_total = se_pairs**2 + float(np.var(each, ddof=1)) / d.n_draws  # as headlab.core.stats.two_stage
-        df = draws_df(var_total, se_pairs**2, d.n_draws, d.n_examples)
-        half = float(_t(0.975, df)) * math.sqrt(var_total)
-        judged = df if d.judged_df == "welch" else float(d.n_draws - 1)
-        o = float(each.mean())
-        out.append(Row(o, o - half, o + half, judged, d.search, d.n_examples, each, math.sqrt(var_total)))
-    return out
-
-
-def _reach(spec: StudyClaim, judged) -> float:
-    """How far an adjusted interval's end nearest no effect lies in the claimed direction (weakest: smallest)."""
-    near = judged.lo_adj if spec.direction > 0 else judged.hi_adj
-    return spec.direction * (near - spec.null)
+        return count / d.heads, lo, hi, np.full(truth.shape, math.inf)
+    if d.n_draws <= 1:
+        ours = truth + rng.normal(0, d.se, truth.shape)
+        half = quantile(0.975, math.inf) * d.se
+        return ours, ours - half, ours + half, np.full(truth.shape, math.inf)
+    f, n = d.pairs_share, d.n_draws
+    var_pairs = f * d.se**2
+    var_draw = (1 - f) * d.se**2 * n  # one draw's variance about the draws' mean
+    ours = (
+        truth + rng.normal(0, math.sqrt(var_pairs), truth.shape) + rng.normal(0, math.sqrt(var_draw / n), truth.shape)
+    )
+    sample_var = var_draw * rng.chisquare(n - 1, truth.shape) / (n - 1)
+    var_total = var_pairs + sample_var / n  # as headlab.core.stats.two_stage
+    df = _draws_df(var_total, var_pairs, n, d.n_examples)
+    half = quantile(0.975, df) * np.sqrt(var_total)
+    return ours, ours - half, ours + half, df
 
 
 def simulate(
-    claim_id: str,
+    d: Design,
     truth: str,
-    design: Design,
     n_sim: int = N_SIM,
     seed: int = SEED,
-    decide: Decide = current_rule,
-    spec: StudyClaim | None = None,
+    *,
+    search_widened: bool = True,
+    planted_in_every: bool = True,
 ) -> np.ndarray:
-    """The verdicts of ``n_sim`` simulated scorecards for one claim at one planted truth (see the module's
-    docstring): ``decide`` (default the book's rule) judges each row; ``spec`` plants the truths (default the
-    registered claim)."""
-    spec = spec or STUDY_CLAIMS[claim_id]
+    """The verdicts of ``n_sim`` simulated scorecards for one row at one planted truth (see the module's
+    docstring), as indices into :data:`headlab.findings.verdicts.VERDICTS`. ``search_widened=False`` judges a
+    searched row as if it had not been chosen (no widening for the search) and ``planted_in_every=False`` plants the
+    truth in one candidate only, the others at no effect: both only to show what the design guards against."""
+    spec = d.spec
     value = truths(spec)[truth]
-    rng = _rng(seed, claim_id, truth)
-    k, m = design.weakest_of, design.search
-    candidates = np.full(k * m, spec.null, dtype=float)
-    candidates[::m] = value  # the truth in one candidate of each search (all of them when nothing is searched)
-    verdicts = []
-    for _ in range(n_sim):
-        rows = _rows(spec, design, candidates, rng)
-        if m > 1:  # the candidate reaching furthest in the claimed direction, in each group searched
-            rows = [max(rows[i : i + m], key=lambda r: spec.direction * r.ours) for i in range(0, len(rows), m)]
-        judged = [decide(claim_id, r) for r in rows]
-        verdicts.append((min(judged, key=lambda j: _reach(spec, j)) if len(judged) > 1 else judged[0]).verdict)
-    return np.array(verdicts)
+    rng = _rng(seed, d.preset, d.claim_id, truth)
+    k, m = d.weakest_of, d.search
+    each = each_level(spec, m if search_widened else 1)
+    sign = spec.direction or 1
+    every_far = None
+    if m > 1 and planted_in_every and d.n_draws <= 1 and not d.heads:
+        # m fixed masks of one precision, all at the truth: the one chosen is the largest in the claimed direction,
+        # and so is every candidate's far end; the largest of m normals drawn at once (its inverse CDF)
+        top = ndtri(rng.random((n_sim, k)) ** (1 / m))
+        ours = value + sign * d.se * top
+        half = quantile(0.975, math.inf) * d.se
+        lo, hi, df = ours - half, ours + half, np.full(ours.shape, math.inf)
+        if spec.existential:
+            every_far = far_end(spec, ours, lo, hi, df, each, k)[1 if sign > 0 else 0]
+    else:
+        planted = np.full((n_sim, k, m), value)
+        if not planted_in_every:
+            planted[:, :, 1:] = spec.null
+        ours, lo, hi, df = simulated_rows(d, planted, rng)
+        if m > 1:  # the candidate whose adjusted interval reaches furthest in the claimed direction
+            ends = far_end(spec, ours, lo, hi, df, each, 1, d.n_draws, d.n_examples)
+            pick = np.argmax(sign * ends[0 if sign > 0 else 1], axis=2)[..., None]
+            if spec.existential:
+                far = far_end(spec, ours, lo, hi, df, each, k, d.n_draws, d.n_examples)[1 if sign > 0 else 0]
+                every_far = sign * np.max(sign * far, axis=2)
+            ours, lo, hi, df = (np.take_along_axis(x, pick, axis=2)[..., 0] for x in (ours, lo, hi, df))
+        else:
+            ours, lo, hi, df = (x[..., 0] for x in (ours, lo, hi, df))
+    design = dict(n_draws=d.n_draws, n_examples=d.n_examples)
+    code, a, b, _ = decide(spec, ours, lo, hi, df, each=each, weakest_of=k, every_far=every_far, **design)
+    mde = minimum_detectable(spec, lo, hi, df, each=each, weakest_of=k, search=m, **design)
+    limit = spec.margin if spec.kind == "no_effect" else 2 * spec.min_size
+    code = np.where((code == VERDICTS.index("cannot tell")) & (mde > limit), VERDICTS.index("underpowered"), code)
+    if k > 1:  # the row is the condition reaching least far in the claimed direction (as the pages choose)
+        if spec.kind == "no_effect":
+            reach = -np.maximum(np.abs(a - spec.null), np.abs(b - spec.null))
+        else:
+            reach = sign * ((a if sign > 0 else b) - spec.null)
+        return np.take_along_axis(code, np.argmin(reach, axis=1)[:, None], axis=1)[:, 0]
+    return code[:, 0]
 
 
-def simulate_all(
-    designs: dict[str, Design] | None = None, n_sim: int = N_SIM, seed: int = SEED, decide: Decide = current_rule
-) -> dict[tuple[str, str], np.ndarray]:
-    """Every claim at every planted truth: (claim_id, truth) -> the verdicts of ``n_sim`` scorecards; scorecard i of
-    every claim at "no effect" together make one simulated scorecard with nothing true."""
-    designs = designs or book_designs()
-    with fast_quantiles():
-        return {
-            (claim_id, truth): simulate(claim_id, truth, designs[claim_id], n_sim, seed, decide)
-            for claim_id, spec in STUDY_CLAIMS.items()
-            for truth in truths(spec)
-        }
+def clopper_pearson(x: int, n: int) -> tuple[float, float]:
+    """The exact 95% interval of a rate seen ``x`` times in ``n``."""
+    lo = float(sps.beta.ppf(0.025, x, n - x + 1)) if x > 0 else 0.0
+    hi = float(sps.beta.ppf(0.975, x + 1, n - x)) if x < n else 1.0
+    return lo, hi
 
 
-def familywise(verdicts: dict[tuple[str, str], np.ndarray], tally: str) -> float:
-    """The share of simulated scorecards with nothing true on which some claim of the tally gets a wrong decisive
-    verdict: "holds" or "opposite" for an effect, "does not hold" for a no-effect claim."""
-    wrong = [
-        np.isin(verdicts[(claim_id, "no effect")], WRONG[spec.kind])
-        for claim_id, spec in STUDY_CLAIMS.items()
-        if spec.tally == tally
-    ]
-    return float(np.any(wrong, axis=0).mean())
+def calibration_table(
+    scorecard: Path = REPO / "results" / "scorecard.csv", n_sim: int = N_SIM, seed: int = SEED, repo: Path = REPO
+) -> pd.DataFrame:
+    """The tidy table: per preset, row and planted truth the rates of each verdict, with the design it was
+    simulated at and its MDE; then per preset, tally and point (no effect, smallest effect) the familywise rate of a
+    wrong decisive verdict with its Clopper–Pearson interval.
 
-
-POWER = 0.8  # the share of scorecards on which a claim sized by the study should hold at twice its size
-
-
-def resolvable(spec: StudyClaim, d: Design) -> bool:
-    """Whether the design can find a true effect of twice the smallest effect of interest at least :data:`POWER` of
-    the time, by the textbook power sum: the smallest effect must be at least (adjusted quantile + the power's
-    normal quantile) standard errors, with the cautious df of the draws (a no-effect claim: the margin against the
-    same sum). Where it is not, the book's precision cannot show the study's size, and the rows say how many pairs
-    would (:func:`headlab.findings.verdicts.judge`)."""
-    level = 1 - verdicts_module.ALPHA / (2 * d.family * d.search)
-    df = math.inf if d.n_draws <= 1 else float(d.n_draws - 1)
-    q = float(_t(level, df)) + float(sps.norm.ppf(POWER))
-    size = spec.margin if spec.kind == "no_effect" else spec.min_size
-    return bool(size >= q * d.se)
-
-
-def calibration_table(designs: dict[str, Design] | None = None, n_sim: int = N_SIM, seed: int = SEED) -> pd.DataFrame:
-    """The tidy table: per claim and planted truth the rates of each verdict (and of a wrong one at no effect), with
-    the design it was simulated at; then one row per tally with the familywise rate of a wrong verdict.
-
-    Columns: claim_id, tally, kind, size_source, truth, truth_value, n_sim, holds, does_not_hold, opposite,
-    cannot_tell, wrong (no effect only: the rate of a wrong decisive verdict), resolvable (:func:`resolvable`),
-    n_examples, se, se_source, n_draws, judged_df, search, weakest_of, heads, family.
+    Columns: preset, claim_id, tally, kind, truth, truth_value, n_sim, holds, does_not_hold, opposite, cannot_tell,
+    underpowered, wrong (at no effect and at the smallest effect), mde, and the design's fields; the familywise rows
+    have claim_id "familywise (<tally>)", wrong, wrong_lo, wrong_hi and family (the claims the tally holds) beside
+    claims (the rows it has on that preset).
     """
-    designs = designs or book_designs()
-    verdicts = simulate_all(designs, n_sim, seed)
     rows = []
-    for (claim_id, truth), v in verdicts.items():
-        spec, d = STUDY_CLAIMS[claim_id], designs[claim_id]
-        rows.append(
-            {
-                "claim_id": claim_id,
-                "tally": spec.tally,
-                "kind": spec.kind,
-                "size_source": spec.size_source,
-                "truth": truth,
-                "truth_value": truths(spec)[truth],
-                "n_sim": len(v),
-                **{rate.replace(" ", "_"): float(np.mean(v == rate)) for rate in RATES},
-                "wrong": float(np.isin(v, WRONG[spec.kind]).mean()) if truth == "no effect" else math.nan,
-                "resolvable": resolvable(spec, d),
-                **{f.name: getattr(d, f.name) for f in fields(Design) if f.name != "claim_id"},
-            }
-        )
-    for tally in FAMILIES:
-        rows.append(
-            {"claim_id": f"familywise ({tally})", "tally": tally, "truth": "no effect", "n_sim": n_sim}
-            | {"wrong": familywise(verdicts, tally), "family": FAMILIES[tally]}
-        )
+    for preset in presets(scorecard):
+        designs = preset_designs(preset, scorecard, repo)
+        wrong: dict[tuple[str, str], list[np.ndarray]] = {}
+        for claim_id, d in designs.items():
+            spec = d.spec
+            for truth, value in truths(spec).items():
+                codes = np.asarray(VERDICTS)[simulate(d, truth, n_sim, seed)]
+                row = {
+                    "preset": preset,
+                    "claim_id": claim_id,
+                    "tally": spec.tally,
+                    "kind": spec.kind,
+                    "truth": truth,
+                    "truth_value": value,
+                    "n_sim": n_sim,
+                    **{rate.replace(" ", "_"): float(np.mean(codes == rate)) for rate in RATES},
+                    "wrong": math.nan,
+                    "mde": d.mde,
+                    **{f.name: getattr(d, f.name) for f in fields(Design) if f.name not in ("preset", "claim_id")},
+                }
+                if truth in WRONG_AT:
+                    hit = np.isin(codes, WRONG_AT[truth][spec.kind])
+                    row["wrong"] = float(hit.mean())
+                    wrong.setdefault((spec.tally, truth), []).append(hit)
+                rows.append(row)
+        for (tally, truth), hits in wrong.items():
+            x = int(np.any(hits, axis=0).sum())
+            lo, hi = clopper_pearson(x, n_sim)
+            rows.append(
+                {"preset": preset, "claim_id": f"familywise ({tally})", "tally": tally, "truth": truth, "n_sim": n_sim}
+                | {"wrong": x / n_sim, "wrong_lo": lo, "wrong_hi": hi, "family": FAMILIES[tally], "claims": len(hits)}
+            )
     return pd.DataFrame(rows)
 
 
-# --- reachability: can each decisive verdict be reached by some data at the defaults? ----------------------------
+# --- reachability: can each decisive verdict be reached by some data at the book's own precision? -----------------
 
 
-def _steady_row(d: Design, value: float, width: float) -> Row:
-    """A row with nothing left to chance but the pairs: draws that agree (their df the pairs'), ``width`` times the
-    book's standard error."""
-    se = d.se * width
-    df = float(d.n_examples - 1) if d.n_draws > 1 else math.inf  # draws_df when the draws agree
-    half = float(_t(0.975, df)) * se
-    judged = df if d.judged_df in ("welch", "pairs") else float(d.n_draws - 1)
-    draws = np.full(d.n_draws, value) if d.n_draws > 1 else None
-    return Row(value, value - half, value + half, judged, d.search, d.n_examples, draws, se)
-
-
-def reachable(
-    claim_id: str, design: Design, decide: Decide = current_rule, spec: StudyClaim | None = None
-) -> dict[str, tuple[float, float] | None]:
-    """For each decisive verdict the claim's kind allows, a (planted value, interval width as a share of the book's)
-    at which the rule reaches it, or None where no data do: effects from -4 to +4 times the smallest effect of
-    interest (or the margin), intervals from the book's width down to :data:`NEARLY_NOISE_FREE` of it; a share of
-    heads over every possible count."""
-    spec = spec or STUDY_CLAIMS[claim_id]
+def reachable(d: Design) -> dict[str, float | None]:
+    """For each decisive verdict a claim's kind allows, a planted value at which a row as precise as ``d``'s (the
+    book's own interval width, steady draws) reaches it, or None where no value does: effects from -4 to +4 times
+    the smallest effect of interest (or the margin) and from -40 to +40 standard errors; a share of heads over every
+    possible count."""
+    spec = d.spec
     scale = spec.margin if spec.kind == "no_effect" else spec.min_size
-    step = spec.direction or 1
-    found: dict[str, tuple[float, float] | None] = dict.fromkeys(DECISIVE[spec.kind])
-    if design.heads:
-        candidates = []
-        for count in range(design.heads + 1):
-            lo = float(sps.beta.ppf(0.025, count, design.heads - count + 1)) if count else 0.0
-            hi = float(sps.beta.ppf(0.975, count + 1, design.heads - count)) if count < design.heads else 1.0
-            candidates.append((count / design.heads, 1.0, Row(count / design.heads, lo, hi, math.inf, 1, 0)))
+    allowed = ("holds", "does not hold") if spec.kind == "no_effect" else DECISIVE
+    if d.heads:
+        counts = np.arange(d.heads + 1)
+        values = counts / d.heads
+        lo = np.nan_to_num(sps.beta.ppf(0.025, counts, d.heads - counts + 1), nan=0.0)
+        hi = np.nan_to_num(sps.beta.ppf(0.975, counts + 1, d.heads - counts), nan=1.0)
+        df = math.inf
     else:
-        values = [spec.null + step * x * scale for x in (-4, -2, -1, -0.5, 0, 0.25, 0.5, 0.75, 1, 1.5, 2, 4)]
-        widths = [1.0, 0.5, 0.2, NEARLY_NOISE_FREE]
-        candidates = [(v, w, _steady_row(design, v, w)) for v in values for w in widths]
-    with fast_quantiles():
-        for value, width, row in candidates:
-            verdict = decide(claim_id, row).verdict
-            if verdict in found and found[verdict] is None:
-                found[verdict] = (value, width)
+        steps = np.concatenate([scale * np.linspace(-4, 4, 161), d.se * np.linspace(-40, 40, 1601)])
+        values = spec.null + (spec.direction or 1) * np.sort(steps)
+        half = quantile(0.975, d.df) * d.se
+        lo, hi, df = values - half, values + half, d.df
+    each = each_level(spec, d.search)
+    code = decide(
+        spec, values, lo, hi, df, each=each, weakest_of=d.weakest_of, n_draws=d.n_draws, n_examples=d.n_examples
+    )[0]
+    found: dict[str, float | None] = dict.fromkeys(allowed)
+    for verdict in allowed:
+        at = np.flatnonzero(code == VERDICTS.index(verdict))
+        found[verdict] = float(values[at[0]]) if len(at) else None
     return found
 
 
-def unreachable(designs: dict[str, Design] | None = None, decide: Decide = current_rule) -> list[str]:
-    """Every (claim, verdict) no data reach at the defaults, as "claim_id: verdict"."""
-    designs = designs or book_designs()
-    return [
-        f"{claim_id}: {verdict}"
-        for claim_id in STUDY_CLAIMS
-        for verdict, where in reachable(claim_id, designs[claim_id], decide).items()
-        if where is None
-    ]
+def unreachable(designs: dict[str, Design]) -> list[str]:
+    """Every (claim, verdict) no data reach at the book's own precision, as "claim_id: verdict"."""
+    return [f"{c}: {v}" for c, d in designs.items() for v, where in reachable(d).items() if where is None]
 
 
 def main(argv=None) -> int:
@@ -468,16 +396,16 @@ if __name__ == "__main__":
 
 
 __all__ = [
+    "ALPHA",
     "Design",
-    "Row",
-    "book_designs",
+    "POWER",
     "calibration_table",
-    "current_rule",
-    "familywise",
-    "page_parameters",
+    "clopper_pearson",
+    "preset_designs",
+    "presets",
     "reachable",
     "simulate",
-    "simulate_all",
     "truths",
     "unreachable",
+    "weakest_of",
 ]

@@ -312,6 +312,7 @@ def matching_hurt_claims(
             unit=ACCURACY_CHANGE,
             method=MASK_METHOD,
             n_examples=int(weakest["n_examples"]),
+            weakest_of=len(effects),
             p=float(weakest["p_mcnemar"]),
             reason=f"Each of the {len(effects)} term-matching heads masked alone, on the {int(weakest['n_examples'])} "
             f"held-out pairs (layer.head: relative change): {each}. The claim speaks of every one, so the row shows "

@@ -12,6 +12,9 @@ shows those rows rendered, then the numbers behind them (``halves_details``, ``l
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
@@ -33,6 +36,8 @@ from headlab.findings.verdicts import (
     Claim,
     StudyClaim,
     draws_df_default,
+    each_level,
+    far_end,
     judge,
     render,
 )
@@ -186,6 +191,7 @@ def _collapse(points: pd.DataFrame, at: str) -> Claim:
         n_examples=shown.n_examples,
         n_draws=shown.lower_draws,
         df=_df(shown, "lower_kappa_df"),
+        weakest_of=len(points),
         at_floor=bool(shown.lower_at_floor),
         floor_reason=str(shown.lower_floor_reason),
         reason=f"With the low heads masked at {at} of all heads, {_lost(points['lower_kappa_lost'])} of the "
@@ -238,6 +244,7 @@ def _costs_less(points: pd.DataFrame, at: str) -> Claim:
         n_examples=shown.n_examples,
         n_draws=shown.lower_draws,
         df=_df(shown, "kappa_gap_df"),
+        weakest_of=len(informative or rows),
         at_floor=_saturated(shown),
         floor_reason=f"lower half: {shown.lower_floor_reason}; upper half: {shown.upper_floor_reason}",
         reason=f"At {at} of all heads, masking the lower half loses {_lost(points['lower_kappa_lost'])} of the "
@@ -381,6 +388,7 @@ def _gains(rows: pd.DataFrame, layers: int, n_examples: int) -> Claim:
         unit=ACCURACY_CHANGE,
         method=PAIRED,
         n_examples=n_examples,
+        weakest_of=len(effects),
         p=shown.p_holm,
         kappa=_kappa(shown),
         reason=f"At the same depth, our layers {_span(ours)}: {parts}. The claim says every one of them, so the row "
@@ -476,6 +484,7 @@ IMPROVE = StudyClaim(
     min_size=SMALLEST_CHANGE,
     size_why=SMALLEST_CHANGE_WHY,
     size_source="study scale",
+    existential=True,
 )
 CLAIMS = (COLLAPSE, COSTS_LESS, GAINS, LAYER_8, NOTHING, IMPROVE)
 HEAD_MARGIN = 0.02  # a head "changes nothing" when its 90% interval lies within this (MARGIN_WHY)
@@ -538,6 +547,8 @@ def _improving(tested: pd.DataFrame, n_examples: int, alpha: float) -> Claim:
     better = tested[(tested["p_mcnemar"] < alpha) & (tested["rel_change"] > 0)]
     shown, widened, m = _chosen(tested, "gain")
     named = f": {_heads(helps)}" if len(helps) else ""
+    # an existential claim: it fails only if every head's adjusted upper end lies short of the size (judge)
+    _, upper = far_end(IMPROVE, tested["rel_change"], tested["lo"], tested["hi"], math.inf, each_level(IMPROVE, m))
     return Claim.measured(
         IMPROVE,
         ours=shown.rel_change,
@@ -546,6 +557,7 @@ def _improving(tested: pd.DataFrame, n_examples: int, alpha: float) -> Claim:
         unit=ACCURACY_CHANGE,
         method=_selected_method(m, "masked"),
         search=m,
+        every_far=float(np.max(upper)),
         n_examples=n_examples,
         p=shown.p_holm,
         kappa=_kappa(shown),

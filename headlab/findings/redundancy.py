@@ -38,7 +38,7 @@ STUDY_REFERENCE = pd.DataFrame(
 )
 
 STUDY_GAIN_AT_10 = 0.01
-_ORDER = {"does not hold": 0, "opposite": 0, "cannot tell": 1, "holds": 2, "not comparable": 3}
+_ORDER = {"does not hold": 0, "opposite": 0, "cannot tell": 1, "underpowered": 1, "holds": 2, "not comparable": 3}
 
 
 def _interval(r) -> str:
@@ -101,7 +101,9 @@ def _no_loss(masked: pd.DataFrame) -> Claim:
         )
 
     def weakness(r):
-        j = judge(NO_LOSS, float(r.rel_change), float(r.lo), float(r.hi), df=_df(r))
+        j = judge(
+            NO_LOSS, float(r.rel_change), float(r.lo), float(r.hi), df=_df(r), n_draws=r.n_draws, weakest_of=len(below)
+        )
         return _ORDER[j.verdict], -max(abs(j.lo_adj), abs(j.hi_adj))
 
     shown = min(below.itertuples(), key=weakness)
@@ -122,6 +124,7 @@ def _no_loss(masked: pd.DataFrame) -> Claim:
         n_examples=shown.n_examples,
         n_draws=shown.n_draws,
         df=_df(shown),
+        weakest_of=len(below),
         kappa=shown._asdict() if "kappa_lost" in masked else None,
         study=STUDY_GAIN_AT_10 if abs(shown.share - 0.1) < 1e-9 else None,
         reason=f"Every share masked below 20% is judged on its own and the row shows the weakest, {shown.share:.0%} of "

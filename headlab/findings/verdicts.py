@@ -11,19 +11,23 @@ study's own number, its words such as "collapse", or the test split's precision)
 :func:`judge` is the one verdict rule. "holds": the adjusted interval lies beyond the smallest effect of interest in
 the claimed direction (or, for no effect, within the margin); "does not hold": it lies short of that size (or outside
 the margin); "opposite": it lies beyond no effect in the other direction; "cannot tell": the data decide neither, with
-the reason; "not comparable": the measurement cannot speak to the claim on this model (e.g. a tokenizer that already
-marks the word ends a head is scored on). A comparison whose two conditions both sit at the model's floor is
-*saturated* (cannot tell); a single effect that reaches the floor is judged as measured (a collapse to the floor is
-the collapse claimed). Sub-rows (``<claim>/<part>``) are evidence shown under their claim, outside the family:
-"not judged".
+the reason; "underpowered": a "cannot tell" whose design could not have decided it (its minimum detectable effect,
+:func:`minimum_detectable`, beyond twice the size, or for no effect beyond the margin); "not comparable": the
+measurement cannot speak to the claim on this model (e.g. a tokenizer that already marks the word ends a head is
+scored on). A row shown as the weakest of several conditions is rejected on its far end widened for them; an
+existential claim (some candidate has the effect) only when every candidate's far end rejects it (:func:`decide`).
+A comparison whose two conditions both sit at the model's floor is *saturated* (cannot tell); a single effect that
+reaches the floor is judged as measured (a collapse to the floor is the collapse claimed). Sub-rows
+(``<claim>/<part>``) are evidence shown under their claim, outside the family: "not judged".
 
 A correction across claims (Bonferroni): the family is one model's claims of one tally (:data:`FAMILIES`), each
 judged at ``ALPHA / family``; a claim whose row was chosen among ``search`` candidates on the page (a head among the
 heads of some layers) is judged at ``ALPHA / (family * search)``: the interval is widened once, for both. The page's
-95% interval is widened to that level on each side by the ratio of t quantiles with the interval's degrees of
-freedom (``df``: infinite for pairs alone; Welch–Satterthwaite over the draws where random draws are resampled), so
-an adjusted interval is never narrower than the raw one, and the verdict a page shows is the verdict the scorecard
-shows. Raw and adjusted intervals are both kept in the row, with :data:`RULE_VERSION`.
+95% interval is widened to that level, each side at half of it, by the ratio of quantiles: the interval's own for
+pairs alone, and for random draws each part of the variance at its own (:func:`judged_quantile`), so an adjusted
+interval is never narrower than the raw one, and the verdict a page shows is the verdict the scorecard shows. Raw and
+adjusted intervals are both kept in the row, with the MDE and :data:`RULE_VERSION`. The rule's error rates on the
+rows' own designs: :mod:`headlab.findings.calibration`.
 
 """
 
@@ -33,9 +37,12 @@ import math
 import re
 from dataclasses import asdict, dataclass, fields, replace
 
+import numpy as np
 import pandas as pd
+from scipy import special
 from scipy import stats as sps
 
+from headlab.core.stats import pairs_share
 from headlab.findings.units import KAPPA_START, Unit, unit_of
 from headlab.lab.pages import headings
 
@@ -83,6 +90,7 @@ class StudyClaim:
     null: float = 0.0  # the value that means "no effect" in the claim's unit
     size_source: str = "precision"  # where min_size (or the margin) comes from: one of SIZE_SOURCES
     tally: str = "study"  # the study's claim, or a prediction of ours (TALLIES): each tally is its own family
+    existential: bool = False  # "some candidate has the effect": not holding needs every candidate short (judge)
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -121,14 +129,17 @@ def quote_in(text: str, quote: str) -> bool:
     return squash(quote) in squash(text)
 
 
-VERDICTS = ("holds", "does not hold", "opposite", "cannot tell", "not comparable", "not judged")
+VERDICTS = ("holds", "does not hold", "opposite", "cannot tell", "underpowered", "not comparable", "not judged")
+DECISIVE = ("holds", "does not hold", "opposite")  # the verdicts that put the effect on one side of its size or of 0
 ALPHA = 0.05
-RULE_VERSION = 3  # the verdict rule's version, kept in every row (older rows are marked, never silently mixed)
+POWER = 0.8  # a design is powered for a claim when it gives "holds" this often at twice the smallest effect
+RULE_VERSION = 4  # the verdict rule's version, kept in every row (older rows are marked, never silently mixed)
 _WORDS = {
     "holds": "**holds** here",
     "does not hold": "does **not** hold here",
     "opposite": "the **opposite** holds here",
     "cannot tell": "**cannot be told** here",
+    "underpowered": "is **underpowered at this design** here",
     "not comparable": "is **not comparable** here",
     "not judged": "is shown as evidence, **not judged** on its own",
 }
@@ -186,6 +197,9 @@ class Claim:
     tally: str = "study"  # the family it is judged in (TALLIES)
     size_source: str = ""  # where min_size (or the margin) comes from (SIZE_SOURCES)
     rule_version: int = RULE_VERSION
+    weakest_of: int = 1  # the conditions the row is the weakest of (its far end widened for them)
+    far_adj: float = math.nan  # the far end "does not hold" / "opposite" were read off (judge)
+    mde: float = math.nan  # the design's minimum detectable effect (POWER), in the claim's unit (minimum_detectable)
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -212,6 +226,8 @@ class Claim:
         p: float | None = None,
         df: float | None = None,
         search: int = 1,
+        weakest_of: int = 1,
+        every_far: float | None = None,
         study: float | None = None,
         study_unit: Unit | None = None,
         kappa=None,
@@ -227,7 +243,9 @@ class Claim:
         pairs"). ``df``: the interval's degrees of freedom (default: infinite for one draw, else ``n_draws - 1``, the
         most cautious reading of draws resampled; pass the Welch–Satterthwaite value where the page has it).
         ``search``: how many candidates the page chose this row among (a head among a layer's heads), so the verdict's
-        interval is widened once for them and for the family. ``p``: an exact test's p, kept beside the interval.
+        interval is widened once for them and for the family. ``weakest_of``: the row is the weakest of that many
+        conditions the claim names every one of; ``every_far``: an existential row's far end over all its candidates
+        (:func:`judge`). ``p``: an exact test's p, kept beside the interval.
         ``kappa``: for a claim on accuracy, the share of quadratic kappa the judged condition loses, shown beside the
         accuracy (a mapping with kappa_lost, kappa_lost_lo, kappa_lost_hi: a row of a sweep summary or share curve,
         :func:`headlab.core.sweep.kappa_columns`). ``at_floor``: the conditions compared all sit at the kappa floor
@@ -245,7 +263,18 @@ class Claim:
         at_floor = bool(at_floor)
         df = draws_df_default(n_draws) if df is None else float(df)
         judged = judge(
-            spec, ours, lo, hi, df=df, search=search, at_floor=at_floor, unit=unit, n_examples=int(n_examples)
+            spec,
+            ours,
+            lo,
+            hi,
+            df=df,
+            search=search,
+            weakest_of=weakest_of,
+            every_far=every_far,
+            n_draws=int(n_draws),
+            at_floor=at_floor,
+            unit=unit,
+            n_examples=int(n_examples),
         )
         verdict, why = (
             ("not comparable", not_comparable)
@@ -289,6 +318,9 @@ class Claim:
             search=int(search),
             tally=spec.tally,
             size_source=spec.size_source,
+            weakest_of=int(weakest_of),
+            far_adj=judged.far_adj if not (not_comparable or part) else math.nan,
+            mde=judged.mde if not (not_comparable or part) else math.nan,
         )
 
     @classmethod
@@ -362,13 +394,17 @@ def _sentence(text: str) -> str:
 
 @dataclass(frozen=True)
 class Judgement:
-    """:func:`judge`'s answer: the verdict, why in one sentence, and the adjusted interval it rests on."""
+    """:func:`judge`'s answer: the verdict, why in one sentence, the adjusted interval it rests on, the far end a
+    "does not hold" or "opposite" was read off (widened for a weakest-of choice; every candidate's for an existential
+    row), and the design's minimum detectable effect (:func:`minimum_detectable`)."""
 
     verdict: str
     why: str
     level: float
     lo_adj: float
     hi_adj: float
+    far_adj: float = math.nan
+    mde: float = math.nan
 
 
 def draws_df_default(n_draws) -> float:
@@ -378,6 +414,17 @@ def draws_df_default(n_draws) -> float:
 
 
 SUB_ROW = "A sub-row: evidence shown under its claim, outside the family, so not judged on its own."
+
+
+def quantile(p, df):
+    """The t quantile with ``df`` degrees of freedom (normal where ``df`` is infinite), elementwise on arrays: the
+    special functions scipy.stats' ``t.ppf`` and ``norm.ppf`` evaluate, so the calibration's ~10^7 rows take seconds."""
+    p, df = np.broadcast_arrays(np.asarray(p, dtype=float), np.asarray(df, dtype=float))
+    finite = np.isfinite(df)
+    out = special.ndtri(p)
+    if finite.any():
+        out = np.where(finite, special.stdtrit(np.where(finite, df, 1.0), p), out)
+    return out if out.ndim else float(out)
 
 
 def _quantile(p: float, df: float) -> float:
@@ -391,6 +438,124 @@ def adjusted(ours: float, lo: float, hi: float, level: float, df: float = math.i
     return ours - (ours - lo) * scale, ours + (hi - ours) * scale
 
 
+def each_level(spec: StudyClaim, search: int = 1, family: int | None = None, alpha: float = ALPHA) -> float:
+    """The error each claim is judged at: ``alpha / (family * search)`` (Bonferroni over the claim's tally and the
+    candidates its row was chosen among)."""
+    return alpha / ((spec.family if family is None else family) * max(1, int(search)))
+
+
+def judged_quantile(p, df, n_draws: int = 1, n_examples: int = 0):
+    """The quantile a verdict reads its adjusted interval at (rule 4). Pairs alone: the t (or normal) quantile at
+    the interval's own ``df``. Over random draws the Welch–Satterthwaite df the 95% interval was drawn with is too
+    liberal in the family's far tails (the calibration found it above the nominal rate, most of all for few draws),
+    so each part of the variance is read at its own quantile: the pairs' share f (solved from ``df``,
+    :func:`headlab.core.stats.pairs_share`) at ``n_examples - 1`` degrees of freedom, the draws' at ``n_draws - 1``,
+    combined as sqrt(f q_pairs² + (1 - f) q_draws²); without ``n_examples``, the draws' quantile alone (the most
+    cautious). Arrays welcome."""
+    if int(n_draws) <= 1:
+        return quantile(p, df)
+    draws = quantile(p, float(int(n_draws) - 1))
+    if n_examples <= 1:
+        return draws
+    f = pairs_share(df, int(n_draws), int(n_examples))
+    return np.sqrt(f * quantile(p, float(n_examples - 1)) ** 2 + (1 - f) * draws**2)
+
+
+def far_end(
+    spec: StudyClaim, ours, lo, hi, df, each: float, weakest_of: int = 1, n_draws: int = 1, n_examples: int = 0
+):
+    """The ends of the adjusted interval at the level a "does not hold" or "opposite" is read at: a row shown as the
+    weakest of ``weakest_of`` conditions was chosen among them on that side, so its far end is widened for them too
+    (``each / weakest_of``). ``df``: the 95% interval's degrees of freedom (its standard error), re-read at
+    :func:`judged_quantile`. Arrays welcome."""
+    ours, lo, hi = (np.asarray(x, dtype=float) for x in (ours, lo, hi))
+    k = max(1, int(weakest_of))
+    tail = each / (2 * k)  # each side at half the claim's error, so a truth at the boundary errs at most `each`
+    scale = judged_quantile(1 - tail, df, n_draws, n_examples) / quantile(0.975, df)
+    return ours - (ours - lo) * scale, ours + (hi - ours) * scale
+
+
+def decide(
+    spec: StudyClaim,
+    ours,
+    lo,
+    hi,
+    df=math.inf,
+    *,
+    each: float,
+    weakest_of: int = 1,
+    every_far=None,
+    n_draws: int = 1,
+    n_examples: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The rule's decision, elementwise on arrays (the one place it is written: :func:`judge` adds the words, the
+    calibration simulates with it): the index of each verdict in :data:`VERDICTS` (holds, does not hold, opposite or
+    cannot tell; saturation, power and missing numbers are :func:`judge`'s), the adjusted interval and the far end.
+
+    "holds" reads the end nearest no effect at ``each``; "does not hold" and "opposite" read the far end
+    (:func:`far_end`), widened for ``weakest_of``. ``every_far``: for an existential row (some candidate has the
+    effect) the far end reached by *any* of its candidates in the claimed direction, so "does not hold" or "opposite"
+    needs every candidate short (and the row chosen among them is not the only one asked)."""
+    ours, lo, hi = (np.asarray(x, dtype=float) for x in (ours, lo, hi))
+    null = spec.null
+    if spec.kind == "no_effect":
+        # two one-sided tests, each at half the claim's error: a truth at the margin is wrongly "holds" or "does not
+        # hold" at most `each` in all, as an effect at its smallest size
+        scale = judged_quantile(1 - each / 2, df, n_draws, n_examples) / quantile(0.975, df)
+        a, b = ours - (ours - lo) * scale, ours + (hi - ours) * scale
+        fa, fb = far_end(spec, ours, lo, hi, df, each, weakest_of, n_draws, n_examples)
+        m = spec.margin
+        code = np.where((a - null > -m) & (b - null < m), 0, np.where((fa - null > m) | (fb - null < -m), 1, 3))
+        far = np.where(fa - null > m, fa, fb)
+        return code, a, b, far
+    scale = judged_quantile(1 - each / 2, df, n_draws, n_examples) / quantile(0.975, df)
+    a, b = ours - (ours - lo) * scale, ours + (hi - ours) * scale
+    d, m = spec.direction, spec.min_size
+    fa, fb = far_end(spec, ours, lo, hi, df, each, weakest_of, n_draws, n_examples)
+    near = d * ((a if d > 0 else b) - null)
+    far = fb if d > 0 else fa
+    reach = d * (far - null) if every_far is None else d * (np.asarray(every_far, dtype=float) - null)
+    code = np.where(near > m, 0, np.where(reach < 0, 2, np.where(reach < m, 1, 3)))
+    return code, a, b, far if every_far is None else np.asarray(every_far, dtype=float)
+
+
+def minimum_detectable(
+    spec: StudyClaim,
+    lo,
+    hi,
+    df=math.inf,
+    *,
+    each: float,
+    weakest_of: int = 1,
+    search: int = 1,
+    n_draws: int = 1,
+    n_examples: int = 0,
+    power: float = POWER,
+):
+    """The design's minimum detectable effect: the smallest true effect, from no effect in the claimed direction, at
+    which a row measured as precisely as this one gives "holds" ``power`` of the time (for no effect: the smallest
+    margin a true null would be shown within that often). The standard error is the 95% interval's half-width over
+    its quantile; "holds" needs the end nearest no effect past the size at ``each``, in every one of ``weakest_of``
+    conditions (each at ``power ** (1 / k)``), or in any one of ``search`` candidates that all carry the effect (each
+    at ``1 - (1 - power) ** (1 / m)``), the candidates taken as independent; both terms at the quantiles the verdict
+    reads (:func:`judged_quantile`). Arrays welcome."""
+    lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+    se = (hi - lo) / 2 / quantile(0.975, df)
+    k, m = max(1, int(weakest_of)), max(1, int(search))
+    each_power = power ** (1 / k) if k > 1 else 1 - (1 - power) ** (1 / m)
+    q = lambda p: judged_quantile(p, df, n_draws, n_examples)  # noqa: E731
+    if spec.kind == "no_effect":  # |estimate| + q se within the margin, in every condition
+        return (q(1 - each / 2) + q(0.5 + each_power / 2)) * se
+    return spec.min_size + (q(1 - each / 2) + q(each_power)) * se
+
+
+def underpowered(spec: StudyClaim, mde: float) -> bool:
+    """Whether the design cannot decide the claim where it is most favourable: "holds" less than :data:`POWER` of
+    the time at twice the smallest effect of interest (for no effect: at no effect itself, within the margin)."""
+    limit = spec.margin if spec.kind == "no_effect" else 2 * spec.min_size
+    return bool(mde > limit)
+
+
 def judge(
     spec: StudyClaim,
     ours: float,
@@ -399,6 +564,9 @@ def judge(
     *,
     df: float = math.inf,
     search: int = 1,
+    weakest_of: int = 1,
+    every_far: float | None = None,
+    n_draws: int = 1,
     at_floor: bool = False,
     alpha: float = ALPHA,
     family: int | None = None,
@@ -406,49 +574,59 @@ def judge(
     n_examples: int = 0,
 ) -> Judgement:
     """The one verdict rule (see the module's docstring), at ``alpha / (family * search)`` for every claim; ``family``
-    defaults to the claim's tally's (:data:`FAMILIES`). ``unit`` (the number's) writes the margin and size in it;
-    ``n_examples`` lets an undecided equivalence say how many pairs it would need."""
+    defaults to the claim's tally's (:data:`FAMILIES`). ``weakest_of``: the row is the weakest of that many
+    conditions the claim names every one of, so "does not hold" and "opposite" are read with its far end widened for
+    them. ``every_far``: an existential row's farthest end over all its candidates (:func:`decide`). ``df`` is the 95%
+    interval's; a row over ``n_draws`` random draws is read at :func:`judged_quantile`. A "cannot tell"
+    whose design could not show twice the claim's size (:func:`minimum_detectable`, :func:`underpowered`) reads
+    "underpowered". ``unit`` (the number's) writes the margin and size in it; ``n_examples`` lets an undecided row say
+    how much evidence would decide it."""
     family = spec.family if family is None else family
-    each = alpha / (family * max(1, search))
+    each = each_level(spec, search, family, alpha)
     level = 1 - each
-    searched = (
-        f" (widened once for the {family} claims and the {search} candidates it was chosen among)" if search > 1 else ""
-    )
+    widened = []
+    if search > 1:
+        widened.append(f"the {search} candidates it was chosen among")
+    if weakest_of > 1:
+        widened.append(f"its far end for the {weakest_of} conditions it is the weakest of")
+    searched = f" (widened once for the {family} claims, {' and '.join(widened)})" if widened else ""
     if any(math.isnan(x) for x in (ours, lo, hi)):
         return Judgement(
             "cannot tell", "No interval was measured, so nothing can be decided.", level, math.nan, math.nan
         )
-    if spec.kind == "no_effect":  # equivalence (TOST) at `each`: the two-sided 1 - 2*each interval
-        a, b = adjusted(ours, lo, hi, 1 - 2 * each, df)
+    design = dict(n_draws=n_draws, n_examples=n_examples)
+    code, a, b, far = (
+        float(x)
+        for x in decide(spec, ours, lo, hi, df, each=each, weakest_of=weakest_of, every_far=every_far, **design)
+    )
+    verdict = VERDICTS[int(code)]
+    mde = float(minimum_detectable(spec, lo, hi, df, each=each, weakest_of=weakest_of, search=search, **design))
+    if spec.kind == "no_effect":
         m = spec.margin
-        verdict = (
-            "holds"
-            if -m < a - spec.null and b - spec.null < m
-            else "does not hold"
-            if a - spec.null > m or b - spec.null < -m
-            else "cannot tell"
-        )
         size = _size(m, unit)
+        rejecting = f"its far end, widened for the {weakest_of} conditions ({_size(far, unit)})"
         why = {
             "holds": f"The adjusted interval lies within ±{size}",
-            "does not hold": f"The adjusted interval lies outside ±{size}",
-            "cannot tell": f"The adjusted interval reaches past ±{size}, so it shows neither",
+            "does not hold": f"The adjusted interval lies outside ±{size}"
+            + (f", by {rejecting}" if weakest_of > 1 else ""),
+            "cannot tell": f"The adjusted interval reaches past ±{size}, so it shows neither"
+            + (f" ({rejecting} does not lie outside the margin)" if weakest_of > 1 else ""),
         }[verdict]
         needed = _pairs_needed(ours - spec.null, a, b, m, n_examples, df) if verdict == "cannot tell" else ""
-        return Judgement(verdict, f"{why}{searched} (margin: {spec.size_why}).{needed}", 1 - 2 * each, a, b)
-    a, b = adjusted(ours, lo, hi, level, df)
+        judged = Judgement(verdict, f"{why}{searched} (margin: {spec.size_why}).{needed}", level, a, b, far, mde)
+        return _powered(spec, judged, unit, n_examples, df, past_margin=abs(ours - spec.null) >= m)
     d, m = spec.direction, spec.min_size
-    x_lo, x_hi = sorted((d * (a - spec.null), d * (b - spec.null)))
     sized = f" by at least {_size(m, unit)} ({spec.size_why})"
-    if x_lo > m:
-        verdict, why = "holds", f"The adjusted interval lies beyond no effect in the claimed direction{sized}."
-    elif x_hi < 0:
-        verdict, why = "opposite", "The adjusted interval lies beyond no effect in the other direction."
-    elif x_hi < m:
-        verdict, why = "does not hold", f"The adjusted interval lies short of the smallest effect of interest{sized}."
+    every = "every candidate's adjusted interval lies" if every_far is not None else "the adjusted interval lies"
+    if verdict == "holds":
+        why = f"The adjusted interval lies beyond no effect in the claimed direction{sized}."
+    elif verdict == "opposite":
+        why = f"{every[0].upper()}{every[1:]} beyond no effect in the other direction."
+    elif verdict == "does not hold":
+        why = f"{every[0].upper()}{every[1:]} short of the smallest effect of interest{sized}."
     else:
-        verdict, why = "cannot tell", "The adjusted interval reaches both sides, so the data decide neither way."
-        if x_lo > 0:  # beyond no effect, astride the size: the direction is shown, the size is not
+        why = "The adjusted interval reaches both sides, so the data decide neither way."
+        if d * ((a if d > 0 else b) - spec.null) > 0:  # beyond no effect, astride the size: the direction is shown
             why = (
                 "The adjusted interval lies beyond no effect in the claimed direction but reaches both sides of the "
                 f"smallest effect of interest{sized}: an effect is shown, not its size."
@@ -457,15 +635,49 @@ def judge(
             if n_examples > 0 and gap > 0:
                 more = _more_evidence((b - a) / 2 / gap, n_examples, df)
                 why += f" At the effect and spread measured, {more} would decide it."
-        if n_examples > 0 and (b - a) / 2 > m:  # too wide to clear the smallest effect even where the truth is twice it
-            more = _more_evidence((b - a) / 2 / m, n_examples, df)
-            why += f" At the spread measured, {more} would show twice that size."
     if at_floor and spec.kind == "compare" and verdict != "holds":
-        verdict, why = (
-            "cannot tell",
-            "Saturated: both conditions sit at the model's floor, so their difference says nothing about the claim.",
+        saturated = (
+            "Saturated: both conditions sit at the model's floor, so their difference says nothing about the claim."
         )
-    return Judgement(verdict, why[:-1] + searched + ".", level, a, b)
+        saturated = f"{saturated[:-1]}{searched}. {_mde_sentence(spec, mde, unit)}."  # the floor, not the design
+        return Judgement("cannot tell", saturated, level, a, b, far, mde)
+    return _powered(spec, Judgement(verdict, why[:-1] + searched + ".", level, a, b, far, mde), unit, n_examples, df)
+
+
+def _mde_sentence(spec: StudyClaim, mde: float, unit: Unit | None) -> str:
+    what = (
+        "the smallest margin a true null would be shown within"
+        if spec.kind == "no_effect"
+        else "the minimum detectable effect"
+    )
+    return f"At this design {what} ({POWER:.0%} power) is {_size(mde, unit)}"
+
+
+def _powered(
+    spec: StudyClaim, j: Judgement, unit: Unit | None, n_examples: int, df: float, past_margin: bool = False
+) -> Judgement:
+    """A "cannot tell" whose design could not decide the claim (:func:`underpowered`) reads "underpowered", saying
+    the minimum detectable effect beside the size and how much more evidence would bring it down to twice the size
+    (for no effect: to the margin; not where the estimate itself lies at or past the margin, ``past_margin``: no
+    evidence would show that one within); every other verdict keeps its label and says its MDE."""
+    target = spec.margin if spec.kind == "no_effect" else 2 * spec.min_size
+    stated = f" {_mde_sentence(spec, j.mde, unit)}"
+    if j.verdict != "cannot tell" or not underpowered(spec, j.mde):
+        return replace(j, why=f"{j.why}{stated}.")
+    room = target - (0 if spec.kind == "no_effect" else spec.min_size)  # what the quantile terms may take up
+    more = (
+        f": {_more_evidence((j.mde - target + room) / room, n_examples, df)} would bring it to {_size(target, unit)}"
+        if n_examples > 0 and not past_margin
+        else ""
+    )
+    limit = (
+        "the margin" if spec.kind == "no_effect" else f"twice the smallest effect of interest ({_size(target, unit)})"
+    )
+    return replace(
+        j,
+        verdict="underpowered",
+        why=f"{j.why}{stated}, beyond {limit}, so this design could not have decided it{more}.",
+    )
 
 
 def _more_evidence(ratio: float, n_examples: int, df: float) -> str:

@@ -766,6 +766,7 @@ VERDICT_COLOURS = {
     "does not hold": "#e45756",
     "opposite": "#b279a2",
     "cannot tell": "#bab0ac",
+    "underpowered": "#d8cfa8",
     "not comparable": "#eeeeee",
 }  # headlab.findings.verdicts.VERDICTS, in their order
 

@@ -1,0 +1,146 @@
+"""Verdict rule 4 (issue #64): underpowered rows, the MDE on every row, the weakest-of and existential widening, the
+quantiles of rows over random draws, and the one decision both judge and the calibration call."""
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from headlab.core.stats import draws_df, pairs_share
+from headlab.findings import sensitivity
+from headlab.findings.claims import STUDY_CLAIMS
+from headlab.findings.units import ACCURACY_CHANGE
+from headlab.findings.verdicts import (
+    RULE_VERSION,
+    VERDICTS,
+    Claim,
+    claims_table,
+    decide,
+    each_level,
+    judge,
+    judged_quantile,
+    minimum_detectable,
+    quantile,
+)
+
+LAYER_8 = STUDY_CLAIMS["layer_dependence.layer_8_gain"]  # an effect, +1, at least 1.15%
+IMPROVE = STUDY_CLAIMS["layer_dependence.some_heads_improve"]  # existential, +1, at least 1.15%
+
+
+def test_a_cannot_tell_reads_underpowered_only_where_the_design_could_not_decide_it():
+    wide = judge(LAYER_8, 0.01, -0.04, 0.06, n_examples=1379)  # se about 0.026: MDE far beyond 2.3%
+    assert wide.verdict == "underpowered" and wide.mde > 2 * LAYER_8.min_size
+    assert "could not have decided it" in wide.why and "pairs (not 1379) would bring it to" in wide.why
+    narrow = judge(LAYER_8, 0.0115, 0.0095, 0.0135, n_examples=1379)  # astride the size, precise: not the design
+    assert narrow.verdict == "cannot tell" and narrow.mde < 2 * LAYER_8.min_size
+    decided = judge(LAYER_8, -0.08, -0.12, -0.04, n_examples=1379)  # decisive verdicts keep their label
+    assert decided.verdict == "opposite" and f"{decided.mde:.3g}" in decided.why
+
+
+def test_the_mde_is_the_size_plus_the_adjusted_and_the_powers_quantiles_in_standard_errors():
+    each = each_level(LAYER_8)
+    se = 0.02 / sps.norm.ppf(0.975)
+    expected = LAYER_8.min_size + (sps.norm.ppf(1 - each / 2) + sps.norm.ppf(0.8)) * se
+    assert judge(LAYER_8, 0.0, -0.02, 0.02).mde == pytest.approx(expected)
+    # every one of k conditions must hold: each at 0.8^(1/k); any one of m candidates: each at 1 - 0.2^(1/m)
+    k5 = minimum_detectable(LAYER_8, -0.02, 0.02, each=each, weakest_of=5)
+    m72 = minimum_detectable(LAYER_8, -0.02, 0.02, each=each / 72, search=72)
+    assert k5 == pytest.approx(LAYER_8.min_size + (sps.norm.ppf(1 - each / 2) + sps.norm.ppf(0.8**0.2)) * se)
+    assert m72 == pytest.approx(
+        LAYER_8.min_size + (sps.norm.ppf(1 - each / 144) + sps.norm.ppf(1 - 0.2 ** (1 / 72))) * se
+    )
+
+
+def test_a_row_shown_as_the_weakest_of_k_is_rejected_only_past_its_far_end_widened_for_k():
+    one = judge(LAYER_8, -0.02, -0.03, -0.01)
+    five = judge(LAYER_8, -0.02, -0.03, -0.01, weakest_of=5)
+    assert one.verdict == "opposite" and five.far_adj > one.far_adj  # the far (upper) end reaches further
+    assert (five.lo_adj, five.hi_adj) == (one.lo_adj, one.hi_adj)  # "holds" reads the same end
+    edge = next(x for x in np.linspace(-0.04, 0.0, 4001) if judge(LAYER_8, x, x - 0.01, x + 0.01).verdict != "opposite")
+    assert judge(LAYER_8, edge - 0.0005, edge - 0.0105, edge + 0.0095).verdict == "opposite"
+    assert judge(LAYER_8, edge - 0.0005, edge - 0.0105, edge + 0.0095, weakest_of=5).verdict != "opposite"
+
+
+def test_some_head_improves_fails_only_when_every_heads_interval_lies_short_of_the_size():
+    """zh-char's old row: the chosen head changed nothing (+0.0% [0, 0]) and was read "does not hold" alone."""
+    chosen = dict(ours=0.0, lo=0.0, hi=0.0)
+    alone = judge(IMPROVE, **chosen, search=144)
+    assert alone.verdict == "does not hold"
+    other_reaches = judge(IMPROVE, **chosen, search=144, every_far=0.03)  # another head's far end past the size
+    assert other_reaches.verdict != "does not hold" and other_reaches.far_adj == 0.03
+    all_short = judge(IMPROVE, **chosen, search=144, every_far=0.005)
+    assert all_short.verdict == "does not hold" and all_short.why.startswith("Every candidate's adjusted interval")
+    assert judge(IMPROVE, -0.02, -0.03, -0.01, search=144, every_far=-0.001).verdict == "opposite"
+
+
+def test_draws_rows_read_each_part_of_their_variance_at_its_own_quantile():
+    p, n, d = 0.999, 690, 15
+    assert judged_quantile(p, 14.0, d, n) == pytest.approx(sps.t.ppf(p, d - 1))  # the draws carry it all
+    assert judged_quantile(p, 689.0, d, n) == pytest.approx(sps.t.ppf(p, n - 1))  # the pairs do
+    mixed = draws_df(1.0, 0.5, d, n)
+    assert sps.t.ppf(p, n - 1) < judged_quantile(p, mixed, d, n) < sps.t.ppf(p, d - 1)
+    assert sps.t.ppf(p, mixed) < judged_quantile(p, mixed, d, n)  # more cautious than the Welch df
+    assert judged_quantile(p, mixed, d) == pytest.approx(sps.t.ppf(p, d - 1))  # pairs unknown: the most cautious
+    assert judged_quantile(p, math.inf, 1, n) == pytest.approx(sps.norm.ppf(p))  # one mask: pairs alone
+    for f in (0.0, 0.2, 0.9):
+        assert pairs_share(draws_df(1.0, f, d, n), d, n) == pytest.approx(f, abs=1e-6)
+
+
+def test_the_array_decision_is_the_one_judge_words():
+    rng = np.random.default_rng(0)
+    for claim_id in ("layer_dependence.layer_8_gain", "term_matching.random_no_change", "cls_head.matching_heads_hurt"):
+        spec = STUDY_CLAIMS[claim_id]
+        ours = rng.normal(0, 0.05, 300)
+        half = rng.uniform(0.001, 0.05, 300)
+        df = rng.choice([math.inf, 14.0, 40.0], 300)
+        code = decide(
+            spec, ours, ours - half, ours + half, df, each=each_level(spec), weakest_of=2, n_draws=15, n_examples=690
+        )[0]
+        for o, h, f, c in zip(ours, half, df, code):
+            verdict = judge(spec, o, o - h, o + h, df=f, weakest_of=2, n_draws=15, n_examples=690).verdict
+            assert verdict == VERDICTS[c] or (verdict == "underpowered" and VERDICTS[c] == "cannot tell"), claim_id
+
+
+def test_a_rule_4_row_keeps_what_the_sensitivity_table_needs_and_is_judged_again_the_same():
+    spec = STUDY_CLAIMS["term_matching.matching_costs"]
+    row = Claim.measured(
+        spec,
+        ours=-0.4,
+        lo=-0.46,
+        hi=-0.34,
+        unit=ACCURACY_CHANGE,
+        method="m",
+        n_examples=690,
+        reason="r",
+        n_draws=15,
+        df=300.0,
+    )
+    assert row.rule_version == RULE_VERSION == 4 and row.mde > 0 and row.weakest_of == 1 and not math.isnan(row.far_adj)
+    table = claims_table([row]).assign(preset="default")
+    again = next(table.itertuples())
+    assert sensitivity.rejudged(again, 1.0, 6) == row.verdict
+    assert sensitivity.rejudged(again, 2.0, 6) != row.verdict  # twice 26.2 points is beyond -40 [-46, -34]
+
+
+def test_the_sensitivity_table_judges_every_committed_row_at_three_sizes():
+    table = sensitivity.sensitivity_table()
+    committed = pd.read_csv(sensitivity.REPO / "results" / "sensitivity.csv")
+    pd.testing.assert_frame_equal(table.reset_index(drop=True), committed, check_dtype=False)
+    assert set(sensitivity.SCALES) <= set(table.columns) and table["moves"].any()
+
+
+def test_a_no_effect_claim_errs_at_most_its_share_at_the_margin():
+    """Equivalence, like an effect at its size: a truth at the margin is wrongly "holds" or "does not hold" at most
+    `each` of the time in all (each side at half of it)."""
+    spec = replace(STUDY_CLAIMS["term_matching.random_no_change"])
+    each = each_level(spec)
+    rng = np.random.default_rng(1)
+    se, n = 0.004, 400_000
+    ours = spec.margin + rng.normal(0, se, n)
+    half = quantile(0.975, math.inf) * se
+    code = decide(spec, ours, ours - half, ours + half, each=each)[0]
+    wrong = np.isin(code, [VERDICTS.index("holds"), VERDICTS.index("does not hold")]).mean()
+    assert each * 0.8 < wrong < each * 1.1
