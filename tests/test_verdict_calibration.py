@@ -65,11 +65,11 @@ def test_a_scorecard_gets_a_wrong_decisive_verdict_at_most_5_percent_of_the_time
 
 
 def test_a_live_recompute_agrees_with_the_committed_table(committed, tmp_path):
-    """One preset simulated again here, with fewer scorecards: every familywise rate inside the other's exact
-    interval (the committed table was made by this code, not typed)."""
+    """One preset simulated again here, with fewer scorecards and another seed: every familywise rate inside the
+    other's exact interval (the committed table was made by this code, not typed)."""
     scorecard = pd.read_csv(RESULTS / "scorecard.csv")
     scorecard[scorecard["preset"] == "default"].to_csv(tmp_path / "scorecard.csv", index=False)
-    live = calibration.calibration_table(tmp_path / "scorecard.csv", n_sim=4000)
+    live = calibration.calibration_table(tmp_path / "scorecard.csv", n_sim=4000, seed=calibration.SEED + 1)
     for row in live[live["claim_id"].str.startswith("familywise")].itertuples():
         kept = committed[
             (committed["preset"] == "default")

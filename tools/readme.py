@@ -35,7 +35,7 @@ from headlab.book.scorecard import CORRECTION, claim_tables, column_label, is_ma
 from headlab.findings.claims import STUDY_CLAIMS
 from headlab.findings.pruning import serve_summary, serve_text, speed_rows
 from headlab.findings.units import is_missing
-from headlab.findings.verdicts import KINDS, TALLIES, study_claim_id
+from headlab.findings.verdicts import ALPHA, KINDS, TALLIES, study_claim_id
 from headlab.lab.pages import PRESET_TOTAL, timing_steps
 from headlab.lab.params import REPO
 from headlab.report import charts
@@ -284,6 +284,17 @@ def scorecard_block(table: pd.DataFrame, results: Path = RESULTS) -> list[str]:
     lines, _, waiting = _scorecard_lines(table, results)
     while lines and not lines[-1]:
         lines = lines[:-1]
+    lines += [
+        "",
+        f"Each column's rate of a wrong decisive verdict is held to {ALPHA:.0%} per tally, where nothing is true and "
+        "where every "
+        "claim sits at its smallest effect, as simulated on that column's own rows "
+        "([judging](docs/judging.md#what-each-verdict-can-detect)); the columns are separate studies, not corrected "
+        f"together, so over these {len(presets)} a wrong verdict somewhere is bounded by {len(presets)} x "
+        f"{ALPHA:.0%} per tally. "
+        "*Underpowered* counts the rows whose design could not have decided them (minimum detectable effect beyond "
+        "twice the smallest effect of interest), apart from *cannot tell*.",
+    ]
     if waiting:
         lines += [
             "",

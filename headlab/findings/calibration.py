@@ -21,7 +21,9 @@ from the page's parameters and the model's shape (:func:`weakest_of`); a share o
 - random draws (D): the pairs' error N(0, f se²), the draws' mean N(0, (1 - f) se²) and their sample variance
   (1 - f) se² D χ²(D - 1) / (D - 1) (independent for normal draws), the interval a t interval with
   Welch–Satterthwaite df recomputed from them (:func:`headlab.core.stats.draws_df`), as the pages compute it;
-- a share of heads: a binomial count over the model's heads with a Clopper–Pearson interval (page 02);
+- a share of heads: a binomial count over the model's heads with a Clopper–Pearson interval (page 02); the truth
+  planted is the share of heads the per-head equivalence test passes, which is what the row estimates (a
+  conservative stand-in for the share of heads whose effect lies within the margin);
 - a search (the row chosen among ``search`` candidates): the truth planted in *every* candidate (a truth in one only
   hides the search's error: ``tests/test_verdict_calibration.py``), the row the candidate with the highest widened
   end, and an existential claim (``StudyClaim.existential``: some candidate has the effect) told "does not hold" or
@@ -34,7 +36,12 @@ pairs, or a bootstrap's spread), the bootstrap's own Monte Carlo error left out;
 weakest-of's conditions as independent with the row's precision; claims as independent of each other (in the book
 they share test pairs: Bonferroni bounds the familywise rate under any dependence, so the simulated rate, taken as
 independent, is the harder case); no condition at the floor (saturation is not simulated). A row not measured or not
-comparable on a preset is no design there (the objectives, judged on two models no site builds, have none yet).
+comparable on a preset is no design there (the objectives, judged on two models no site builds, have none yet),
+nor is a row whose interval has no width (zh-char's chosen head changes no grade). The MDE (:func:`headlab.findings.
+verdicts.minimum_detectable`) treats the standard error as known: for rows over few random draws, whose spread is
+itself estimated, "holds" at the stated MDE falls a little short of 80% (the tests say by how much); the planted
+truths put every candidate or condition at the same truth, which for a weakest-of row is not the worst case of a
+wrong "holds" (one condition at the size, the others far past it): Bonferroni still bounds each row by its share.
 
 ``python -m headlab.findings.calibration --out results/calibration.csv`` writes the table (:func:`calibration_table`).
 """
@@ -165,6 +172,8 @@ def preset_designs(
     designs = {}
     for claim_id, row in rows.iterrows():
         if row["verdict"] in ("not comparable", "not judged") or not np.isfinite([row["lo"], row["hi"]]).all():
+            continue
+        if not row["hi"] > row["lo"]:  # an interval of no width (a head that changes no grade): no error to simulate
             continue
         df = float(row["df"]) if pd.notna(row["df"]) else math.inf
         n_draws, n_examples = int(row["n_draws"]), int(row["n_examples"])

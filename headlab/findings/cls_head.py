@@ -44,7 +44,7 @@ from headlab.findings.layer_dependence import STUDY_HIGH_HEAD_LAYER, STUDY_LAYER
 from headlab.findings.roles import cls_attention_on_shared, paired_delta
 from headlab.findings.term_matching import choice_limit, role_indices
 from headlab.findings.units import ACCURACY_CHANGE, CLS_CONCENTRATION, CLS_SPREAD, CLS_SPREAD_VERSUS_RANDOM
-from headlab.findings.verdicts import SMALLEST_CHANGE, SMALLEST_CHANGE_WHY, Claim, StudyClaim
+from headlab.findings.verdicts import SMALLEST_CHANGE, SMALLEST_CHANGE_WHY, Claim, StudyClaim, judge, reach
 from headlab.inputs.pair import read_pair
 
 SPREAD_METRICS = ["entropy", "shared_share", "content_mass"]
@@ -299,7 +299,14 @@ def matching_hurt_claims(
     }
     if not effects:
         return [Claim.not_measured(MATCHING_HEADS_HURT, reason="Not measured: no term-matching heads")]
-    (layer, head), weakest = max(effects.items(), key=lambda item: item[1]["hi"])
+
+    def weakness(e) -> float:  # its adjusted end nearest no effect, judged with its own design
+        j = judge(
+            MATCHING_HEADS_HURT, e["rel_change"], e["lo"], e["hi"], weakest_of=len(effects), n_examples=e["n_examples"]
+        )
+        return reach(MATCHING_HEADS_HURT, j)
+
+    (layer, head), weakest = min(effects.items(), key=lambda item: weakness(item[1]))
     each = "; ".join(
         f"{l}.{h}: {e['rel_change']:+.1%} [{e['lo']:+.1%}, {e['hi']:+.1%}]" for (l, h), e in effects.items()
     )

@@ -39,6 +39,7 @@ from headlab.findings.verdicts import (
     each_level,
     far_end,
     judge,
+    reach,
     render,
 )
 
@@ -114,13 +115,13 @@ def _weakest(spec: StudyClaim, candidates, numbers, **judged):
     """The candidate whose judged (adjusted) interval reaches least far in the claim's direction: a claim about all
     of them is no stronger than its weakest."""
 
-    def reach(c):
+    def weakness(c):
         ours, lo, hi = numbers(c)
-        j = judge(spec, ours, lo, hi, **{k: v(c) for k, v in judged.items()})
-        near_end = j.lo_adj if spec.direction > 0 else j.hi_adj  # the end of the interval nearest no effect
-        return spec.direction * (near_end - spec.null)
+        return reach(
+            spec, judge(spec, ours, lo, hi, weakest_of=len(candidates), **{k: v(c) for k, v in judged.items()})
+        )
 
-    return min(candidates, key=reach)
+    return min(candidates, key=weakness)
 
 
 # --- low versus high layers ----------------------------------------------------------------------------
@@ -179,7 +180,14 @@ def _collapse(points: pd.DataFrame, at: str) -> Claim:
     def numbers(r):
         return r.lower_kappa_lost, r.lower_kappa_lo, r.lower_kappa_hi
 
-    shown = _weakest(COLLAPSE, list(points.itertuples()), numbers, df=lambda r: _df(r, "lower_kappa_df"))
+    shown = _weakest(
+        COLLAPSE,
+        list(points.itertuples()),
+        numbers,
+        df=lambda r: _df(r, "lower_kappa_df"),
+        n_draws=lambda r: int(r.lower_draws),
+        n_examples=lambda r: int(r.n_examples),
+    )
     ours, lo, hi = numbers(shown)
     return Claim.measured(
         COLLAPSE,
@@ -223,7 +231,15 @@ def _costs_less(points: pd.DataFrame, at: str) -> Claim:
 
     rows = list(points.itertuples())
     informative = [r for r in rows if not _saturated(r)]
-    shown = _weakest(COSTS_LESS, informative or rows, numbers, df=lambda r: _df(r, "kappa_gap_df"), at_floor=_saturated)
+    shown = _weakest(
+        COSTS_LESS,
+        informative or rows,
+        numbers,
+        df=lambda r: _df(r, "kappa_gap_df"),
+        at_floor=_saturated,
+        n_draws=lambda r: int(r.lower_draws),
+        n_examples=lambda r: int(r.n_examples),
+    )
     ours, lo, hi = numbers(shown)
     aside = [f"{r.share:.0%}" for r in rows if _saturated(r)]
     note = (
@@ -376,7 +392,11 @@ def _gains(rows: pd.DataFrame, layers: int, n_examples: int) -> Claim:
             unit=ACCURACY_CHANGE,
         )
     effects = rows.loc[ours]
-    shown = effects.loc[effects["lo"].idxmin()]
+    weakness = {
+        layer: reach(GAINS, judge(GAINS, r.rel_change, r.lo, r.hi, weakest_of=len(effects), n_examples=n_examples))
+        for layer, r in effects.iterrows()
+    }
+    shown = effects.loc[min(weakness, key=weakness.get)]
     parts = "; ".join(
         f"layer {l}: {_change(r['rel_change'], r['lo'], r['hi'])}{_layer_state(r)}" for l, r in effects.iterrows()
     )

@@ -102,7 +102,14 @@ def _no_loss(masked: pd.DataFrame) -> Claim:
 
     def weakness(r):
         j = judge(
-            NO_LOSS, float(r.rel_change), float(r.lo), float(r.hi), df=_df(r), n_draws=r.n_draws, weakest_of=len(below)
+            NO_LOSS,
+            float(r.rel_change),
+            float(r.lo),
+            float(r.hi),
+            df=_df(r),
+            n_draws=r.n_draws,
+            n_examples=int(r.n_examples),
+            weakest_of=len(below),
         )
         return _ORDER[j.verdict], -max(abs(j.lo_adj), abs(j.hi_adj))
 

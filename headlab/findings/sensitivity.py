@@ -10,7 +10,8 @@ not new data's.
 A row keeps what the rule reads (its interval, df, draws, pairs, search, floor); the weakest-of count comes from the
 row, or for a row written before it was kept, from the page's parameters
 (:func:`headlab.findings.calibration.weakest_of`); an existential row's far end over all its candidates
-(``far_adj``) is kept from rule 4 on; before, the rows hold the chosen candidate alone, and it is judged on that.
+(``far_adj``) is kept from rule 4 on; before, the rows hold the chosen candidate alone, so such a row is "not
+judged" here.
 
 ``python -m headlab.findings.sensitivity`` writes ``results/sensitivity.csv``.
 """
@@ -32,11 +33,15 @@ SCALES = {"half": 0.5, "size": 1.0, "twice": 2.0}  # the size (or margin) each c
 
 
 def rejudged(row, scale: float, layers: int) -> str:
-    """A scorecard row's verdict under the current rule with its claim's size (or margin) times ``scale``."""
+    """A scorecard row's verdict under the current rule with its claim's size (or margin) times ``scale``; "not
+    judged" for an existential row written before it kept every candidate's far end (``far_adj``): the rule cannot
+    reject that claim on the one candidate kept."""
     spec = STUDY_CLAIMS[row.claim_id]
     spec = replace(spec, min_size=spec.min_size * scale, margin=spec.margin * scale)
     kept = getattr(row, "weakest_of", math.nan)
     far = getattr(row, "far_adj", math.nan)
+    if spec.existential and pd.isna(far):
+        return "not judged"
     return judge(
         spec,
         row.ours,

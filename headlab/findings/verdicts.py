@@ -549,6 +549,14 @@ def minimum_detectable(
     return spec.min_size + (q(1 - each / 2) + q(each_power)) * se
 
 
+def reach(spec: StudyClaim, j: Judgement) -> float:
+    """How far a judged row's adjusted end nearest no effect lies in the claimed direction: a page showing the
+    weakest of several conditions shows the one reaching least far, judged with its whole design (draws, pairs), so
+    "holds" for all of them is "holds" for it."""
+    near = j.lo_adj if spec.direction >= 0 else j.hi_adj
+    return (spec.direction or 1) * (near - spec.null)
+
+
 def underpowered(spec: StudyClaim, mde: float) -> bool:
     """Whether the design cannot decide the claim where it is most favourable: "holds" less than :data:`POWER` of
     the time at twice the smallest effect of interest (for no effect: at no effect itself, within the margin)."""
