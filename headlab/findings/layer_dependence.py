@@ -396,7 +396,7 @@ def _gains(rows: pd.DataFrame, layers: int, n_examples: int) -> Claim:
         layer: reach(GAINS, judge(GAINS, r.rel_change, r.lo, r.hi, weakest_of=len(effects), n_examples=n_examples))
         for layer, r in effects.iterrows()
     }
-    shown = effects.loc[min(weakness, key=weakness.get)]
+    shown = effects.loc[min(weakness, key=lambda layer: weakness[layer])]
     parts = "; ".join(
         f"layer {l}: {_change(r['rel_change'], r['lo'], r['hi'])}{_layer_state(r)}" for l, r in effects.iterrows()
     )
