@@ -133,7 +133,6 @@ class Design:
                 self.df,
                 each=each_level(self.spec, self.search),
                 weakest_of=self.weakest_of,
-                search=self.search,
                 n_draws=self.n_draws,
                 n_examples=self.n_examples,
             )
@@ -282,7 +281,7 @@ def simulate(
             ours, lo, hi, df = (x[..., 0] for x in (ours, lo, hi, df))
     design = dict(n_draws=d.n_draws, n_examples=d.n_examples)
     code, a, b, _ = decide(spec, ours, lo, hi, df, each=each, weakest_of=k, every_far=every_far, **design)
-    mde = minimum_detectable(spec, lo, hi, df, each=each, weakest_of=k, search=m, **design)
+    mde = minimum_detectable(spec, lo, hi, df, each=each, weakest_of=k, **design)
     limit = spec.margin if spec.kind == "no_effect" else 2 * spec.min_size
     code = np.where((code == VERDICTS.index("cannot tell")) & (mde > limit), VERDICTS.index("underpowered"), code)
     if k > 1:  # the row is the condition reaching least far in the claimed direction (as the pages choose)

@@ -527,7 +527,6 @@ def minimum_detectable(
     *,
     each: float,
     weakest_of: int = 1,
-    search: int = 1,
     n_draws: int = 1,
     n_examples: int = 0,
     power: float = POWER,
@@ -535,14 +534,14 @@ def minimum_detectable(
     """The design's minimum detectable effect: the smallest true effect, from no effect in the claimed direction, at
     which a row measured as precisely as this one gives "holds" ``power`` of the time (for no effect: the smallest
     margin a true null would be shown within that often). The standard error is the 95% interval's half-width over
-    its quantile; "holds" needs the end nearest no effect past the size at ``each``, in every one of ``weakest_of``
-    conditions (each at ``power ** (1 / k)``), or in any one of ``search`` candidates that all carry the effect (each
-    at ``1 - (1 - power) ** (1 / m)``), the candidates taken as independent; both terms at the quantiles the verdict
-    reads (:func:`judged_quantile`). Arrays welcome."""
+    its quantile; "holds" needs the end nearest no effect past the size at ``each`` (which carries any search's
+    widening), in every one of ``weakest_of`` conditions (each at ``power ** (1 / k)``, taken as independent). A row
+    chosen among candidates must find the effect in the one that has it: the power to find *some* head with the
+    effect is not borrowed from others having it too. Both terms at the quantiles the verdict reads
+    (:func:`judged_quantile`). Arrays welcome."""
     lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
     se = (hi - lo) / 2 / quantile(0.975, df)
-    k, m = max(1, int(weakest_of)), max(1, int(search))
-    each_power = power ** (1 / k) if k > 1 else 1 - (1 - power) ** (1 / m)
+    each_power = power ** (1 / max(1, int(weakest_of)))
     q = lambda p: judged_quantile(p, df, n_draws, n_examples)  # noqa: E731
     if spec.kind == "no_effect":  # |estimate| + q se within the margin, in every condition
         return (q(1 - each / 2) + q(0.5 + each_power / 2)) * se
@@ -608,7 +607,7 @@ def judge(
         for x in decide(spec, ours, lo, hi, df, each=each, weakest_of=weakest_of, every_far=every_far, **design)
     )
     verdict = VERDICTS[int(code)]
-    mde = float(minimum_detectable(spec, lo, hi, df, each=each, weakest_of=weakest_of, search=search, **design))
+    mde = float(minimum_detectable(spec, lo, hi, df, each=each, weakest_of=weakest_of, **design))
     if spec.kind == "no_effect":
         m = spec.margin
         size = _size(m, unit)
@@ -647,7 +646,9 @@ def judge(
         saturated = (
             "Saturated: both conditions sit at the model's floor, so their difference says nothing about the claim."
         )
-        saturated = f"{saturated[:-1]}{searched}. {_mde_sentence(spec, mde, unit)}."  # the floor, not the design
+        weak = f", beyond {_reach_needed(spec, unit)}: this design could not have decided it either"
+        weak = weak if underpowered(spec, mde) else ""
+        saturated = f"{saturated[:-1]}{searched}. {_mde_sentence(spec, mde, unit)}{weak}."  # the floor decides
         return Judgement("cannot tell", saturated, level, a, b, far, mde)
     return _powered(spec, Judgement(verdict, why[:-1] + searched + ".", level, a, b, far, mde), unit, n_examples, df)
 
@@ -659,6 +660,12 @@ def _mde_sentence(spec: StudyClaim, mde: float, unit: Unit | None) -> str:
         else "the minimum detectable effect"
     )
     return f"At this design {what} ({POWER:.0%} power) is {_size(mde, unit)}"
+
+
+def _reach_needed(spec: StudyClaim, unit: Unit | None) -> str:
+    """What a powered design must be able to show, in words: the margin, or twice the smallest effect of interest."""
+    twice = _size(2 * spec.min_size, unit)
+    return "the margin" if spec.kind == "no_effect" else f"twice the smallest effect of interest ({twice})"
 
 
 def _powered(
@@ -678,9 +685,7 @@ def _powered(
         if n_examples > 0 and not past_margin
         else ""
     )
-    limit = (
-        "the margin" if spec.kind == "no_effect" else f"twice the smallest effect of interest ({_size(target, unit)})"
-    )
+    limit = _reach_needed(spec, unit)
     return replace(
         j,
         verdict="underpowered",
