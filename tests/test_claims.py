@@ -25,7 +25,6 @@ from headlab.findings.verdicts import (
     VERDICTS,
     Claim,
     StudyClaim,
-    adjusted,
     claims_file,
     claims_table,
     judge,
@@ -120,9 +119,13 @@ def test_an_effect_holds_is_opposite_or_cannot_be_told_by_the_adjusted_interval(
 
 
 def test_the_adjusted_interval_is_the_95_interval_widened_to_the_bonferroni_level():
-    lo, hi = adjusted(-0.30, -0.35, -0.25, 1 - ALPHA / FAMILY)
-    assert lo < -0.35 and hi > -0.25 and math.isclose(-0.30 - lo, hi + 0.30)
-    assert adjusted(-0.30, -0.35, -0.25, 0.95) == pytest.approx((-0.35, -0.25))
+    spec = STUDY_CLAIMS["cls_head.matching_heads_hurt"]
+    j = judge(spec, -0.30, -0.35, -0.25)
+    assert j.level == 1 - ALPHA / FAMILY and j.lo_adj < -0.35 and j.hi_adj > -0.25
+    assert math.isclose(-0.30 - j.lo_adj, j.hi_adj + 0.30)
+    assert (j.hi_adj + 0.30) / 0.05 == pytest.approx(sps.norm.ppf(1 - ALPHA / FAMILY / 2) / sps.norm.ppf(0.975))
+    alone = judge(spec, -0.30, -0.35, -0.25, family=1)  # a family of one, judged at 95%: the raw interval itself
+    assert (alone.lo_adj, alone.hi_adj) == pytest.approx((-0.35, -0.25))
 
 
 def test_a_claimed_size_is_part_of_the_verdict():

@@ -716,7 +716,7 @@ def sensitivity_block(table: pd.DataFrame) -> list[str]:
     """Which verdicts hang on the size (:mod:`headlab.findings.sensitivity`): per column the study's claims counted
     by verdict at half, at and at twice their smallest effect of interest, then every row whose verdict moves with
     the size, and every row the current rule judges otherwise than the rule it was kept under."""
-    verdicts = [v for v in ("holds", "does not hold", "opposite", "cannot tell", "underpowered") if v]
+    verdicts = ("holds", "does not hold", "opposite", "cannot tell", "underpowered")
     lines = [
         "The study's claims per column, by verdict, judged by the current rule on each row's own numbers at half "
         "its smallest effect of interest (or margin), at it, and at twice it (half / at / twice):",

@@ -134,19 +134,22 @@ def t_interval(point: float, se: float, df: float, level: float = 0.95) -> tuple
     return point - q * se, point + q * se
 
 
-def draws_df(var_total: float, var_pairs: float, n_draws: int, n_examples: int) -> float:
+def draws_df(var_total, var_pairs, n_draws: int, n_examples: int):
     """Welch–Satterthwaite degrees of freedom of an effect averaged over ``n_draws`` random draws on ``n_examples``
     pairs: its bootstrap variance ``var_total`` splits into the pairs' part ``var_pairs`` (draws held fixed; ``n -
     1`` degrees of freedom) and the draws' part (the rest; ``n_draws - 1``). Where the draws barely differ the pairs'
-    many degrees of freedom dominate; where they differ a lot, the draws' few do."""
+    many degrees of freedom dominate; where they differ a lot, the draws' few do. Arrays welcome (the calibration
+    computes it for every simulated row); a float for floats."""
     if n_draws < 2:
         return math.inf
-    var_draws = max(var_total - var_pairs, 0.0)
-    var_pairs = min(var_pairs, var_total)
+    var_total, var_pairs = np.asarray(var_total, dtype=float), np.asarray(var_pairs, dtype=float)
+    var_draws = np.maximum(var_total - var_pairs, 0.0)
+    var_pairs = np.minimum(var_pairs, var_total)
     denominator = var_pairs**2 / max(n_examples - 1, 1) + var_draws**2 / (n_draws - 1)
-    if denominator <= 0:
-        return math.inf
-    return float(max(n_draws - 1, min(var_total**2 / denominator, max(n_examples - 1, 1))))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = np.where(denominator > 0, var_total**2 / denominator, np.inf)
+    df = np.where(np.isfinite(df), np.maximum(n_draws - 1, np.minimum(df, max(n_examples - 1, 1))), df)
+    return df if df.ndim else float(df)
 
 
 def pairs_share(df, n_draws: int, n_examples: int):

@@ -59,7 +59,7 @@ import pandas as pd
 from scipy import stats as sps
 from scipy.special import ndtri
 
-from headlab.core.stats import pairs_share
+from headlab.core.stats import draws_df, pairs_share
 from headlab.findings.claims import STUDY_CLAIMS
 from headlab.findings.importance import collapse_shares
 from headlab.findings.layer_dependence import STUDY_GAIN_LAYERS, study_layers_to_ours
@@ -202,16 +202,6 @@ def _rng(seed: int, *keys: str) -> np.random.Generator:
     return np.random.default_rng([seed, *(zlib.crc32(k.encode()) for k in keys)])
 
 
-def _draws_df(var_total, var_pairs, n_draws: int, n_examples: int):
-    """:func:`headlab.core.stats.draws_df`, elementwise."""
-    var_draws = np.maximum(var_total - var_pairs, 0.0)
-    var_pairs = np.minimum(var_pairs, var_total)
-    denominator = var_pairs**2 / max(n_examples - 1, 1) + var_draws**2 / (n_draws - 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        df = np.where(denominator > 0, var_total**2 / denominator, np.inf)
-    return np.maximum(n_draws - 1, np.minimum(df, max(n_examples - 1, 1)))
-
-
 def simulated_rows(d: Design, truth: np.ndarray, rng: np.random.Generator):
     """Rows measured as ``d`` measures them, one per value of ``truth`` (any shape): (ours, lo, hi, df)."""
     if d.heads:  # a share of heads: a count over the heads, Clopper–Pearson
@@ -231,7 +221,7 @@ def simulated_rows(d: Design, truth: np.ndarray, rng: np.random.Generator):
     )
     sample_var = var_draw * rng.chisquare(n - 1, truth.shape) / (n - 1)
     var_total = var_pairs + sample_var / n  # as headlab.core.stats.two_stage
-    df = _draws_df(var_total, var_pairs, n, d.n_examples)
+    df = draws_df(var_total, var_pairs, n, d.n_examples)
     half = quantile(0.975, df) * np.sqrt(var_total)
     return ours, ours - half, ours + half, df
 

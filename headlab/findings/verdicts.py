@@ -40,7 +40,6 @@ from dataclasses import asdict, dataclass, fields, replace
 import numpy as np
 import pandas as pd
 from scipy import special
-from scipy import stats as sps
 
 from headlab.core.stats import pairs_share
 from headlab.findings.units import KAPPA_START, Unit, unit_of
@@ -425,17 +424,6 @@ def quantile(p, df):
     if finite.any():
         out = np.where(finite, special.stdtrit(np.where(finite, df, 1.0), p), out)
     return out if out.ndim else float(out)
-
-
-def _quantile(p: float, df: float) -> float:
-    return float(sps.t.ppf(p, df)) if math.isfinite(df) else float(sps.norm.ppf(p))
-
-
-def adjusted(ours: float, lo: float, hi: float, level: float, df: float = math.inf) -> tuple[float, float]:
-    """A 95% interval widened to ``level`` (two-sided) on each side by the ratio of t quantiles with ``df`` degrees
-    of freedom (normal for infinite df): never narrower than the 95% interval for a level above 95%."""
-    scale = _quantile(0.5 + level / 2, df) / _quantile(0.975, df)
-    return ours - (ours - lo) * scale, ours + (hi - ours) * scale
 
 
 def each_level(spec: StudyClaim, search: int = 1, family: int | None = None, alpha: float = ALPHA) -> float:
