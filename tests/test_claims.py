@@ -15,6 +15,7 @@ from scipy import stats as sps
 
 import headlab.findings
 from headlab.findings.claims import MODULES, STUDY_CLAIMS, check_families, registered
+from headlab.findings.sizes import NO_CHANGE_MARGIN
 from headlab.findings.units import ACCURACY_CHANGE as CHANGE
 from headlab.findings.units import KAPPA_LOST, VERSUS_RANDOM, Kind, Unit, is_missing, unit_of, with_interval
 from headlab.findings.verdicts import (
@@ -39,6 +40,8 @@ STUDY_TEXT = (Path(__file__).parents[1] / "docs" / "study.md").read_text(encodin
 
 
 def _measured(claim_id="term_matching.lower_half_costs", **changes):
+    """A row measured for ``claim_id``: a relative change of accuracy, or, for the lower half (judged on κ by the sizes
+    policy), the share of κ lost with the relative change of accuracy beside it."""
     fields = dict(
         ours=-0.60,
         lo=-0.65,
@@ -48,7 +51,12 @@ def _measured(claim_id="term_matching.lower_half_costs", **changes):
         n_examples=1379,
         reason="The lower half masked",
     )
+    if claim_id == "term_matching.lower_half_costs":
+        fields |= dict(ours=0.60, lo=0.55, hi=0.65, unit=KAPPA_LOST, accuracy=LOWER_HALF_ACCURACY)
     return Claim.measured(registered(claim_id), **{**fields, **changes})
+
+
+LOWER_HALF_ACCURACY = {"rel_change": -0.60, "lo": -0.65, "hi": -0.55}
 
 
 @pytest.mark.parametrize("claim_id", sorted(STUDY_CLAIMS))
@@ -137,24 +145,26 @@ def test_a_claimed_size_is_part_of_the_verdict():
 
 def test_no_effect_is_an_equivalence_test_with_a_stated_margin():
     spec = STUDY_CLAIMS["term_matching.random_no_change"]
-    assert judge(spec, 0.001, -0.009, 0.011).verdict == "holds"
+    assert spec.margin == NO_CHANGE_MARGIN == pytest.approx(0.0115)  # the sizes policy's no-change margin, ±1.15%
+    assert judge(spec, 0.0005, -0.005, 0.006).verdict == "holds"
+    assert judge(spec, 0.001, -0.009, 0.011).verdict == "underpowered"  # within the old ±2%, not within ±1.15%
     assert judge(spec, -0.10, -0.14, -0.06).verdict == "does not hold"
     # a loss distinguishable from zero but not beyond the margin is not "does not hold": the data do not exclude it
-    assert judge(spec, -0.015, -0.021, -0.009).verdict == "cannot tell"
+    assert judge(spec, -0.0086, -0.0121, -0.0052).verdict == "cannot tell"
     # as much, at a design too wide to show a true null within the margin: underpowered
     loss = judge(spec, -0.049, -0.087, -0.014)
     assert loss.verdict == "underpowered" and loss.mde > spec.margin and "beyond the margin" in loss.why
     assert "margin" in judge(spec, 0.0, -0.01, 0.01).why and spec.size_why
     # undecided at this precision: it says how many pairs would decide it
-    undecided = judge(spec, 0.012, 0.006, 0.018, n_examples=1379)
+    undecided = judge(spec, 0.007, 0.0035, 0.0105, n_examples=1379)
     assert undecided.verdict == "cannot tell" and undecided.mde <= spec.margin
     needed = int(re.search(r"about (\d+) pairs \(not 1379\) would decide it", undecided.why).group(1))
-    room = spec.margin - 0.012
+    room = spec.margin - 0.007
     assert needed == math.ceil(1379 * ((undecided.hi_adj - undecided.lo_adj) / 2 / room) ** 2) > 1379
     # too wide for the design to show a true null within the margin: how many pairs would bring the MDE to it
     wide = judge(spec, 0.0, -0.03, 0.03, n_examples=1379)
     assert wide.verdict == "underpowered" and "pairs (not 1379) would decide it" in wide.why
-    needed = int(re.search(r"about (\d+) pairs \(not 1379\) would bring it to 0\.02\.$", wide.why).group(1))
+    needed = int(re.search(r"about (\d+) pairs \(not 1379\) would bring it to 0\.0115\.$", wide.why).group(1))
     assert needed == math.ceil(1379 * (wide.mde / spec.margin) ** 2) > 1379
 
 
@@ -256,17 +266,27 @@ def test_no_bound_prints_as_a_number_when_it_was_not_measured():
 
 def test_a_measured_accuracy_effect_carries_the_share_of_kappa_lost_and_the_floor_mark():
     kappa = {"kappa_lost": 1.02, "kappa_lost_lo": 0.97, "kappa_lost_hi": 1.08}
+    on_accuracy = "cls_head.masking_hurts"  # a claim the sizes policy judges on accuracy
     row = _measured(
-        ours=-0.559, lo=-0.60, hi=-0.516, kappa=kappa, at_floor=True, floor_reason="98% of pairs get one grade"
+        on_accuracy,
+        ours=-0.559,
+        lo=-0.60,
+        hi=-0.516,
+        kappa=kappa,
+        at_floor=True,
+        floor_reason="98% of pairs get one grade",
     )
     assert (row.kappa_lost, row.kappa_lost_lo, row.kappa_lost_hi) == (1.02, 0.97, 1.08) and row.at_floor
     # never clipped: a share above 100% is printed as measured, with what decided the floor
     assert "(102% [97%, 108%] of the unmasked quadratic κ lost; at the floor: 98% of pairs get one grade)" in render(
         [row]
     )
-    assert not _measured(kappa=kappa).at_floor and "at the floor" not in render([_measured(kappa=kappa)])
-    assert "κ lost" not in render([_measured()])  # a number that is not an accuracy carries no kappa
-    undefined = _measured(kappa={"kappa_lost": math.nan, "kappa_lost_lo": math.nan, "kappa_lost_hi": math.nan})
+    beside = _measured(on_accuracy, kappa=kappa)
+    assert not beside.at_floor and "at the floor" not in render([beside])
+    assert "κ lost" not in render([_measured(on_accuracy)])  # a number without its kappa prints no kappa
+    undefined = _measured(
+        on_accuracy, kappa={"kappa_lost": math.nan, "kappa_lost_lo": math.nan, "kappa_lost_hi": math.nan}
+    )
     assert "nan" not in render([undefined]).lower()  # no NaN is ever printed as a number
 
 
@@ -351,7 +371,7 @@ def test_differences_of_relative_changes_and_of_shares_print_in_points():
 def test_a_verdict_that_changes_with_mean_ablation_is_marked_and_an_unmeasured_one_is_left_alone():
     zeroed = [_measured(), _measured("term_matching.matching_costs", ours=-0.5, lo=-0.55, hi=-0.45, n_draws=20)]
     mean = [
-        _measured(ours=0.30, lo=0.25, hi=0.35),  # the opposite under mean-ablation
+        _measured(ours=-0.30, lo=-0.35, hi=-0.25),  # the opposite under mean-ablation: κ gained, not lost
         Claim.not_measured(
             registered("term_matching.matching_costs"), reason="its random controls were not mean-ablated"
         ),
@@ -365,7 +385,8 @@ def test_a_verdict_that_changes_with_mean_ablation_is_marked_and_an_unmeasured_o
 
 def test_a_margin_is_written_in_its_claims_unit_and_no_interval_is_clipped():
     spec = STUDY_CLAIMS["term_matching.random_no_change"]
-    assert "±2.0%" in judge(spec, 0.0, -0.01, 0.01, unit=unit_of("relative change of accuracy")).why
+    assert "±1.15%" in judge(spec, 0.0, -0.01, 0.01, unit=unit_of("relative change of accuracy")).why
+    assert "±0.0115" in judge(spec, 0.0, -0.01, 0.01).why  # no unit: the bare number
     row = Claim.measured(
         registered("word_segmentation.single_head"),
         ours=0.02,
@@ -410,7 +431,7 @@ def test_a_page_ends_on_a_table_of_its_verdicts_and_saves_its_claims_once(tmp_pa
     ]
     table = verdict_table(rows).splitlines()
     assert len(table) == 2 + len(rows) and "| **cannot tell** | not measured |" in table[-1]
-    assert f"| **{rows[0].verdict}** | -60.0% [-65.0%, -55.0%] |" in table[2]
+    assert f"| **{rows[0].verdict}** | 60.0% [55.0%, 65.0%] |" in table[2]  # the lower half's κ lost
     saved = []
     save_claims(SimpleNamespace(save_table=lambda frame, name: saved.append((name, len(frame)))), rows)
     assert saved == [("claims_05_term_matching", 2)]

@@ -4,6 +4,7 @@ import pytest
 
 from headlab.core.stats import holm
 from headlab.findings.layer_dependence import (
+    HEAD_MARGIN,
     depth_note,
     halves_claims,
     halves_details,
@@ -19,6 +20,7 @@ from headlab.findings.layer_dependence import (
     study_layer_to_ours,
     study_layers_to_ours,
 )
+from headlab.findings.sizes import NO_CHANGE_MARGIN
 from headlab.findings.verdicts import render
 
 
@@ -128,6 +130,9 @@ def test_halves_claims_are_judged_on_the_kappa_scale_at_the_weaker_of_80_and_100
     unknown = halves_claims(_with_kappa(gap).assign(kappa_reason="unmasked kappa -0.020 <= 0: no agreement"))
     assert [c.verdict for c in unknown] == ["cannot tell"] * 2 and all(np.isnan(c.ours) for c in unknown)
     assert "no kappa scale (unmasked kappa -0.020 <= 0" in unknown[0].reason
+    # the lower half sits at the floor at both points, the upper half does not: the difference is censored, at least
+    # what was measured, so "far less" can be shown (above) but not rejected
+    assert less.censored == 1 and not collapse.censored
     # a difference astride "far" at 50% leaves "far less" undecided (the claim names both points), at a design that
     # could show twice its size (the far end widened for the 2 points)
     astride = gap.assign(gap=[0, 0.08, 0.55, 0.10], gap_lo=[0, -0.01, 0.48, 0.06], gap_hi=[0, 0.15, 0.62, 0.14])
@@ -139,12 +144,23 @@ def test_halves_claims_are_judged_on_the_kappa_scale_at_the_weaker_of_80_and_100
     wide = _by_slug(_claims(gap.assign(gap_lo=[0, -0.01, 0.48, -0.01])))["high_heads_cost_less"]
     assert wide.verdict == "underpowered" and "the weaker, 50% of all heads" in wide.reason
     assert wide.mde > 2 * wide.min_size and "pairs (not 500) would bring it to 40.0 points." in wide.reason
-    # the upper half costing more, distinguishably, at both points is the opposite of the claim
     reversed_ = gap.assign(gap=[0, 0.05, -0.15, -0.25], gap_lo=[0, -0.01, -0.2, -0.3], gap_hi=[0, 0.15, -0.1, -0.2])
-    assert _by_slug(_claims(reversed_))["high_heads_cost_less"].verdict == "opposite"
-    # a difference shown smaller than "far" (20 points of the floor scale) does not hold
     slight = gap.assign(gap=[0, 0, 0.05, 0.05], gap_lo=[0, 0, 0.03, 0.03], gap_hi=[0, 0, 0.07, 0.07])
-    assert _by_slug(_claims(slight))["high_heads_cost_less"].verdict == "does not hold"
+    # censored, a rejection reads "cannot tell", saying what the numbers alone would read
+    for table, alone in ((reversed_, "opposite"), (slight, "does not hold")):
+        censored = _by_slug(_claims(table))["high_heads_cost_less"]
+        assert (censored.verdict, censored.censored, censored.at_floor) == ("cannot tell", 1, False)
+        assert "Censored: one of the two conditions sits at the model's floor" in censored.reason
+        assert "the difference is at least what was measured: it can show holds but not this" in censored.reason
+        assert f"the numbers alone would read {alone} (" in censored.reason
+    # with neither half at the floor (the lower half at -45% and -50% of accuracy) the numbers decide
+    lifted = dict(
+        lower_change=[0, -0.10, -0.45, -0.50], lower_lo=[0, -0.15, -0.5, -0.51], lower_hi=[0, -0.05, -0.40, -0.45]
+    )
+    # the upper half costing more, distinguishably, at both points is the opposite of the claim
+    assert _by_slug(_claims(reversed_.assign(**lifted)))["high_heads_cost_less"].verdict == "opposite"
+    # a difference shown smaller than "far" (20 points of the floor scale) does not hold
+    assert _by_slug(_claims(slight.assign(**lifted)))["high_heads_cost_less"].verdict == "does not hold"
     untested = _claims(gap.iloc[:2])
     assert {c.verdict for c in untested} == {"cannot tell"} and all(np.isnan(c.ours) for c in untested)
     assert all("raise HALF_STEPS" in c.reason for c in untested)
@@ -311,7 +327,7 @@ def _grid(rows):
     grid = pd.DataFrame(rows, columns=["layer", "head", "rel_change", "p_mcnemar", "p_holm"])
     grid["accuracy"] = 0.5 * (1 + grid["rel_change"])
     grid["lo"], grid["hi"] = grid["rel_change"] - 0.02, grid["rel_change"] + 0.02
-    grid["lo90"], grid["hi90"] = grid["rel_change"] - 0.015, grid["rel_change"] + 0.015
+    grid["lo90"], grid["hi90"] = grid["rel_change"] - 0.01, grid["rel_change"] + 0.01  # within ±1.15% at 0
     grid["significant"] = grid["p_holm"] < 0.05
     grid["direction"] = np.where(~grid["significant"], "none", np.where(grid["rel_change"] < 0, "hurts", "helps"))
     return grid
@@ -332,13 +348,19 @@ def test_heads_claims_rules():
     rows = _by_slug(heads_claims(grid, layers=3, n_examples=300))
     # the study's layer-10 head is page 07's claim, not this page's
     assert list(rows) == ["most_heads_change_nothing", "some_heads_improve"]  # the matching heads: page 07
-    # only head 0.1 lies within ±2%: 1 of 6, with a Clopper–Pearson interval over the heads reaching past one half
+    # only head 0.1 lies within ±1.15% (the no-change margin): 1 of 6, with a Clopper–Pearson interval over the heads
+    # reaching past one half
+    assert HEAD_MARGIN == NO_CHANGE_MARGIN == pytest.approx(0.0115)
     nothing = rows["most_heads_change_nothing"]
     # 6 heads cannot show a share 20 points past one half: underpowered
     assert (nothing.verdict, nothing.ours, nothing.n_examples) == ("underpowered", pytest.approx(1 / 6), 300)
     assert nothing.mde > 2 * nothing.min_size
     assert nothing.lo < 1 / 6 < 0.5 < nothing.hi and "Clopper–Pearson" in nothing.method
     assert nothing.unit.startswith("share") and "1 of 6 heads pass" in nothing.reason
+    assert "lies within ±1.15% (an equivalence test at 5%; margin: ±1.15% relative" in nothing.reason
+    # a 90% interval of ±1.5% (within the old ±2%) is not within the margin: no head passes
+    wider = _grid(MIXED).assign(lo90=lambda g: g["rel_change"] - 0.015, hi90=lambda g: g["rel_change"] + 0.015)
+    assert "0 of 6 heads pass" in _by_slug(heads_claims(wider, 3, 300))["most_heads_change_nothing"].reason
     improve = rows["some_heads_improve"]
     best = grid.iloc[2]
     assert (improve.verdict, improve.ours, improve.p) == ("holds", best.rel_change, best.p_holm)
@@ -381,7 +403,7 @@ def test_heads_verdict_counts_and_names_the_heads():
     assert text == render(heads_claims(grid, 3, 300)) + "\n" + heads_details(grid, 3)
     assert "6 heads" in text and "**3 significant**" in text
     assert "2 hurt when masked: 0.0 -30.0%" in text and "1 help: 2.0 +5.0%" in text
-    # only head 0.1 (+0.0% [-1.5%, +1.5%]) lies within ±2%; 1.0 and 2.1 are not significant, yet not shown null
+    # only head 0.1 (+0.0% [-1.0%, +1.0%]) lies within ±1.15%; 1.0 and 2.1 are not significant, yet not shown null
     assert "1 of 6 heads pass. 3 show no change that survives the Holm correction" in text
     assert "*Most single heads change nothing when masked* is **underpowered at this design** here" in text
     assert "2.0 +5.0% [+3.0%, +7.0%] (p = 0.001, Holm 0.01), 2.1 +2.0%" in text  # the uncorrected gains, with p

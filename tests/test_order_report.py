@@ -21,6 +21,7 @@ from headlab.findings.order_report import (
     verdict_order_heads,
     verdict_shuffle,
 )
+from headlab.findings.sizes import SHUFFLE_PRECISION
 from headlab.findings.units import unit_of
 from headlab.findings.verdicts import claims_file, render
 
@@ -117,12 +118,16 @@ def test_verdict_shuffle():
     text = verdict_shuffle(by_grade, shares, [row])
     assert text.startswith(render([row]) + "\n")
     assert "-1.5 [-1.7, -1.3]" in text and "gold grade 5 (10)" in text and "20.0% of the pairs" in text
-    flat = shuffle_claims(_by_grade(-1.0, -1.3, -0.7))[0]
-    assert flat.verdict == "cannot tell" and "an effect is shown, not its size" in flat.reason  # -1 grade, size 1
-    small = shuffle_claims(_by_grade(-0.05, -0.1, 0.0))[0]  # the grade moves, but by far less than a grade
-    assert small.verdict == "does not hold" and "half the study's own number" in small.reason
+    # the study's one pair (grade 4 to 2) gives a direction, not a size: the size is the policy's stated precision
+    size = SHUFFLE_PRECISION
+    assert (row.min_size, row.size_source) == (size, "direction only") and "direction, not a size" in row.reason
+    assert shuffle_claims(_by_grade(-1.0, -1.3, -0.7))[0].verdict == "holds"  # a grade: no longer half of two grades
+    flat = shuffle_claims(_by_grade(-1.2 * size, -1.6 * size, -0.8 * size))[0]
+    assert flat.verdict == "cannot tell" and "an effect is shown, not its size" in flat.reason  # astride the size
+    small = shuffle_claims(_by_grade(-0.3 * size, -0.5 * size, -0.1 * size))[0]  # moves, by less than the precision
+    assert small.verdict == "does not hold" and "a stated precision" in small.reason
     assert shuffle_claims(_by_grade(0.2, 0.1, 0.3))[0].verdict == "opposite"
-    assert "**cannot be told** here" in verdict_shuffle(_by_grade(-1.0, -1.3, -0.7), shares)
+    assert "**cannot be told** here" in verdict_shuffle(_by_grade(-1.2 * size, -1.6 * size, -0.8 * size), shares)
     # the reason describes the evidence; the verdict is the rule's alone
     for r in (row, flat):
         evidence = r.reason.split(". The adjusted")[0]

@@ -7,6 +7,7 @@ from headlab.core.sweep import plan_table, run_sweep
 from headlab.findings import term_matching
 from headlab.findings.importance import half_pool
 from headlab.findings.roles import ENGLISH_STOPWORDS
+from headlab.findings.sizes import NO_CHANGE_MARGIN
 from headlab.findings.term_matching import (
     claims,
     condition_table,
@@ -15,7 +16,7 @@ from headlab.findings.term_matching import (
     random_comparison,
     term_matching_specs,
 )
-from headlab.findings.units import VERSUS_RANDOM
+from headlab.findings.units import KEEP_VERSUS_RANDOM_KAPPA, VERSUS_RANDOM
 from headlab.findings.verdicts import claims_file, render
 
 MATCHING = [(2, 9), (1, 1), (2, 4), (0, 8), (1, 0)]
@@ -202,13 +203,19 @@ def test_tables_of_a_strong_matching_effect():
         "term_matching.matching_costs",
         "term_matching.lower_half_costs",
         "term_matching.matching_keep_lower_half",
+        "term_matching.matching_keep_lower_half/accuracy",
     ]
-    assert all(c.finding == "05 term matching" and c.n_examples == 6 and c.page == "05_term_matching" for c in rows)
-    assert [c.study for c in rows] == [0.0, -0.524, -0.865, None]
+    # the toy keeps no predicted grades, so no kappa: the claims the sizes policy reads on kappa are not measured
+    unmeasured = ("term_matching.lower_half_costs", "term_matching.matching_keep_lower_half")
+    assert all(np.isnan(c.ours) and c.verdict == "cannot tell" for c in rows if c.claim_id in unmeasured)
+    measured = [c for c in rows if c.claim_id not in unmeasured]
+    assert [(c.finding, c.n_examples, c.page) for c in measured] == [("05 term matching", 6, "05_term_matching")] * 3
+    assert [c.study for c in rows] == [0.0, -0.524, -0.865, None, None]
     assert [c.method for c in rows] == [
         "two-stage bootstrap over draws and test pairs",
         term_matching.VERSUS_METHOD,
-        "paired bootstrap over test pairs",
+        "",
+        "",
         term_matching.VERSUS_METHOD,
     ]
     costs = rows[1]  # the matching heads minus the mean of the 3 draws of random lower heads
@@ -292,7 +299,7 @@ def test_a_mask_that_leaves_the_model_at_its_majority_grade_is_shown_at_the_floo
 
 def test_the_studys_zero_for_random_heads_is_tested_as_equivalence():
     empty = pd.DataFrame(columns=["tested", "reference"])
-    narrow = pd.DataFrame([_row("random", 0.0, 0.5, n_draws=20, p_mcnemar=np.nan, half=0.011)])
+    narrow = pd.DataFrame([_row("random", 0.0, 0.5, n_draws=20, p_mcnemar=np.nan, half=0.005)])
     first = claims(narrow, empty)[0]
     assert (first.claim_id, first.verdict, first.kind, first.claim) == (
         "term_matching.random_no_change",
@@ -300,47 +307,47 @@ def test_the_studys_zero_for_random_heads_is_tested_as_equivalence():
         "no_effect",
         "Masking 5 random heads changes no accuracy",
     )
-    assert (first.ours, first.n_draws, first.p, first.margin) == (0.0, 20, None, 0.02)
+    assert (first.ours, first.n_draws, first.p, first.margin) == (0.0, 20, None, NO_CHANGE_MARGIN)
     assert first.lo_adj < first.lo and "averaged over 20 draws" in first.reason
     wide = pd.DataFrame([_row("random", 0.0, 0.5, n_draws=20, p_mcnemar=np.nan, half=0.05)])
-    # contains zero, yet a 5% loss is not excluded, on an interval too wide to show a true null within ±2%
+    # contains zero, yet a 5% loss is not excluded, on an interval too wide to show a true null within ±1.15%
     assert _verdicts(wide, empty)["random_no_change"] == "underpowered"
-    # a loss of 1.2% [0.4%, 2.0%]: neither within ±2% nor beyond it, at a design that could show a null within
-    undecided = claims(pd.DataFrame([_row("random", -0.012, 0.5, n_draws=20, p_mcnemar=np.nan, half=0.008)]), empty)
+    # a loss of 0.6% [0.2%, 1.0%]: neither within ±1.15% nor beyond it, at a design that could show a null within
+    undecided = claims(pd.DataFrame([_row("random", -0.006, 0.5, n_draws=20, p_mcnemar=np.nan, half=0.004)]), empty)
     assert undecided[0].verdict == "cannot tell" and undecided[0].mde <= undecided[0].margin
     loss = pd.DataFrame([_row("random", -0.06, 0.5, n_draws=20, p_mcnemar=np.nan, half=0.01)])
     assert _verdicts(loss, empty)["random_no_change"] == "does not hold"
     # the conditions this table lacks are rows all the same, not measured
     absent = {c.claim_id: c for c in claims(narrow, empty)}["term_matching.lower_half_costs"]
     assert absent.verdict == "cannot tell" and np.isnan(absent.ours) and "Not measured" in absent.reason
-    assert "*Masking all heads of the lower half costs accuracy* **cannot be told** here: not measured" in render(
+    assert f"*{term_matching.LOWER_HALF_COSTS.claim}* **cannot be told** here: not measured" in render(
         claims(narrow, empty)
     )
 
 
-def test_keeping_only_the_matching_heads_is_judged_against_keeping_random_heads_of_their_half():
+def test_keeping_only_the_matching_heads_is_not_judged_on_accuracy_where_the_policy_reads_kappa():
+    """67 of 144 heads masked is past the study's collapse point, so the sizes policy reads the claim on kappa; the
+    page compares the kept sets on accuracy only, so the claim's row says it is not measured there (never a verdict
+    from the wrong scale) and the accuracy comparison is shown under it, not judged."""
     table = pd.DataFrame([_row("lower", -0.8, 0.11), _row("lower_but_matching", -0.2, 0.44)])
     comparison = pd.DataFrame(
         [_control("lower_but_matching", "lower_but_random", 20, 0, reverse=20, mean=-0.6, difference=0.4)]
     )
-    keep = claims(table, comparison)[3]
-    assert (keep.claim_id, keep.verdict, keep.kind) == ("term_matching.matching_keep_lower_half", "holds", "compare")
-    assert (keep.ours, keep.study, keep.n_draws, keep.unit) == (0.4, None, 20, VERSUS_RANDOM.label)
-    assert (
-        "they keep 80% [75%, 85%] of the accuracy" in keep.reason and "against 20% with the whole lower" in keep.reason
+    keep, on_accuracy = claims(table, comparison)[3:5]
+    assert (keep.claim_id, keep.verdict, keep.kind) == (
+        "term_matching.matching_keep_lower_half",
+        "cannot tell",
+        "compare",
     )
-    assert "instead keeps 40% on average (35% to 45%), 0 of them at least as much" in keep.reason
-    often = pd.DataFrame(
-        [_control("lower_but_matching", "lower_but_random", 20, 6, reverse=12, difference=0.02, half=0.01)]
+    assert np.isnan(keep.ours) and keep.unit == KEEP_VERSUS_RANDOM_KAPPA.label
+    assert keep.reason.startswith("Not measured on κ") and "they keep 80% [75%, 85%] of the accuracy" in keep.reason
+    assert (on_accuracy.claim_id, on_accuracy.verdict) == (
+        "term_matching.matching_keep_lower_half/accuracy",
+        "not judged",
     )
-    assert claims(table, often)[3].verdict == "does not hold"  # keeps 2 points more: short of 5
-    # keeps 6 points more [1, 11]: too wide to show twice 5 points
-    wide = claims(table, pd.DataFrame([_control("lower_but_matching", "lower_but_random", 20, 3, difference=0.06)]))[3]
-    assert wide.verdict == "underpowered" and wide.mde > 2 * wide.min_size
-    undecided = claims(
-        table, pd.DataFrame([_control("lower_but_matching", "lower_but_random", 20, 3, difference=0.06, half=0.02)])
-    )[3]
-    assert undecided.verdict == "cannot tell" and undecided.mde <= 2 * undecided.min_size  # 6 points [4, 8]: astride
+    assert (on_accuracy.ours, on_accuracy.n_draws, on_accuracy.unit) == (0.4, 20, VERSUS_RANDOM.label)
+    assert "against 20% with the whole lower" in on_accuracy.reason
+    assert "instead keeps 40% on average (35% to 45%), 0 of them at least as much" in on_accuracy.reason
     assert claims(table, comparison.iloc[:0])[3].verdict == "cannot tell"  # no random sets kept
     assert _verdicts(table, comparison)["lower_half_costs"] == "holds"
 

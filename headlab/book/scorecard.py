@@ -33,6 +33,8 @@ CLAIM_FILES = "claims_*.csv"
 COLUMNS = ["preset", "model", "data", *CLAIM_COLUMNS]
 FLOOR_MARK = "⌊floor⌋"
 MEAN_MARK = "≠"  # a verdict that changes when removed heads are mean-ablated instead of zeroed
+SCALE_MARK = "⇄"  # a verdict that changes on the other scale (kappa for accuracy, accuracy for kappa: the sizes policy)
+CENSORED_MARK = "⌊censored⌋"  # a comparison with one condition, not all, at the floor: a bound (verdicts.judge)
 GRID_TOOLTIP = ("our number", "95% interval", "adjusted", "rule", "size or margin")  # after claim, model, verdict
 GRID_LABELS = 280  # pixels of claim text beside the grid: the site's column holds it and four models
 _TWO_LINES = (
@@ -124,7 +126,28 @@ def _numbers(row) -> str:
     floor = f" {FLOOR_MARK}" if bool(getattr(row, "at_floor", False)) is True else ""
     mean = getattr(row, "mean_ablation", "")
     method = f" ({MEAN_MARK} mean-ablation: {mean})" if isinstance(mean, str) and mean and mean != row.verdict else ""
-    return number + interval + lost + _mde(row) + floor + method + _old_rule(row)
+    bound = getattr(row, "censored", 0)
+    censored = f" {CENSORED_MARK}" if not is_missing(bound) and int(bound) != 0 else ""
+    return number + interval + lost + _mde(row) + floor + censored + method + _scale_flip(row) + _old_rule(row)
+
+
+SIGN_WORDS = {"claimed": "the claimed direction", "other": "the other direction", "neither": "no direction"}
+
+
+def _scale_flip(row) -> str:
+    """The sign the other scale shows, where it differs from this scale's (the sizes policy asks it for no more)."""
+    other = getattr(row, "other_scale", "")
+    if bool(getattr(row, "scale_flip", False)) is not True or not isinstance(other, str) or other not in SIGN_WORDS:
+        return ""
+    scale = "accuracy" if str(row.unit).startswith(KAPPA_START) else "κ"
+    return f" ({SCALE_MARK} on {scale}: {SIGN_WORDS[other]})"
+
+
+def scale_flips(table: pd.DataFrame, preset: str, family: str = "study") -> int:
+    """How many of one tally's claims show another sign on one preset when read on the other scale."""
+    if table.empty or "scale_flip" not in table:
+        return 0
+    return int((_main_rows(table, preset, family)["scale_flip"] == True).sum())  # noqa: E712 (NaN is not a flip)
 
 
 def _mde(row) -> str:
@@ -247,8 +270,8 @@ def tally_lines(table: pd.DataFrame, presets: list[str], family: str) -> list[st
     whose verdict mean-ablation changes."""
     lines = [
         f"| model | {TALLIES[family]} | " + " | ".join(JUDGED) + f" | decided ({', '.join(DECIDED)}) | "
-        f"{MEAN_MARK} with mean-ablation |",
-        "|---|---|" + "---|" * (len(JUDGED) + 2),
+        f"{MEAN_MARK} with mean-ablation | {SCALE_MARK} on the other scale |",
+        "|---|---|" + "---|" * (len(JUDGED) + 3),
     ]
     for preset in presets:
         counts = tally(table, preset, family)
@@ -258,7 +281,8 @@ def tally_lines(table: pd.DataFrame, presets: list[str], family: str) -> list[st
         lines.append(
             f"| {column_label(preset, table)}{mark} | {int(counts.sum())} | "
             + " | ".join(str(int(counts.get(v, 0))) for v in JUDGED)
-            + f" | {sum(int(counts.get(v, 0)) for v in DECIDED)} | {mean_flips(table, preset, family)} |"
+            + f" | {sum(int(counts.get(v, 0)) for v in DECIDED)} | {mean_flips(table, preset, family)} | "
+            f"{scale_flips(table, preset, family)} |"
         )
     return [*lines, ""]
 
@@ -390,7 +414,11 @@ def scorecard_markdown(
         "one grade): two conditions both at the floor can fall no further, so their comparison is evidence neither for "
         f"nor against a claim about which falls further. {MEAN_MARK} marks a verdict that changes when each removed "
         "head's output is replaced by "
-        f"its mean over training pairs instead of zero (mean-ablation). Verdicts: {', '.join(VERDICTS)}. "
+        f"its mean over training pairs instead of zero (mean-ablation). {SCALE_MARK} marks an effect whose sign "
+        "differs on the other scale (κ beside an accuracy, accuracy beside a κ; the two share no size, so only the "
+        f"sign is read there: headlab.findings.sizes); {CENSORED_MARK} a comparison with one condition at the floor, "
+        "whose difference is then a bound: it can show the verdicts on the bound's side only. Verdicts: "
+        f"{', '.join(VERDICTS)}. "
         f"{CORRECTION} Hover a rule for its wording. "
         "The study's number is shown only where it is in our unit. The study's own numbers, and what it left "
         "unmeasured, are in {doc}`intro`.",

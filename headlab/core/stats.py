@@ -512,6 +512,13 @@ def modal_share(predicted) -> float:
     return float(np.mean([np.bincount(row).max() / len(row) for row in rows]))
 
 
+def floor_bound(plus_at_floor: bool, minus_at_floor: bool) -> int:
+    """Which way a difference (plus condition minus minus condition) is bounded when one condition, not both, sits at
+    the floor, whose loss is at least what is measured: +1 at least as measured, -1 at most, 0 neither
+    (:func:`headlab.findings.verdicts.judge`'s ``censored``)."""
+    return 0 if plus_at_floor == minus_at_floor else (1 if plus_at_floor else -1)
+
+
 def at_floor(predicted, kappa_masked_lo: float, modal_limit: float = MODAL_FLOOR) -> tuple[bool, str]:
     """Is a condition at the floor of the kappa scale, decided from its predictions, and the words saying what was
     checked: at the floor when the lower end of its kappa interval reaches 0 (``kappa_masked_lo`` <= 0: no agreement

@@ -18,7 +18,6 @@ renders as its verdict and saves. This page's ``cls_head.masking_hurts`` is the 
 from __future__ import annotations
 
 import hashlib
-import math
 from typing import NamedTuple
 
 import numpy as np
@@ -44,7 +43,7 @@ from headlab.findings.layer_dependence import STUDY_HIGH_HEAD_LAYER, STUDY_LAYER
 from headlab.findings.roles import cls_attention_on_shared, paired_delta
 from headlab.findings.term_matching import choice_limit, role_indices
 from headlab.findings.units import ACCURACY_CHANGE, CLS_CONCENTRATION, CLS_SPREAD, CLS_SPREAD_VERSUS_RANDOM
-from headlab.findings.verdicts import SMALLEST_CHANGE, SMALLEST_CHANGE_WHY, Claim, StudyClaim, judge, reach
+from headlab.findings.verdicts import Claim, StudyClaim, judge, reach
 from headlab.inputs.pair import read_pair
 
 SPREAD_METRICS = ["entropy", "shared_share", "content_mass"]
@@ -179,9 +178,6 @@ MASKING_HURTS = StudyClaim(
     "so does one high head in layer 10",
     "effect",
     direction=-1,
-    min_size=SMALLEST_CHANGE,
-    size_why=SMALLEST_CHANGE_WHY,
-    size_source="study scale",
 )
 MATCHING_HEADS_HURT = StudyClaim(
     "cls_head.matching_heads_hurt",
@@ -190,9 +186,6 @@ MATCHING_HEADS_HURT = StudyClaim(
     "the term-matching heads hurt when masked",
     "effect",
     direction=-1,
-    min_size=SMALLEST_CHANGE,
-    size_why=SMALLEST_CHANGE_WHY,
-    size_source="study scale",
 )
 CONCENTRATES_ON_SHARED = StudyClaim(
     "cls_head.concentrates_on_shared",
@@ -201,9 +194,6 @@ CONCENTRATES_ON_SHARED = StudyClaim(
     "That head's `[CLS]` attention concentrates on the terms that query and title share",
     "effect",
     direction=1,
-    min_size=0.01,
-    size_why="concentrates: at least 1 point of the row more on the shared terms than a uniform row puts there",
-    size_source="precision",
 )
 SPREADS_WITHOUT_MATCHING = StudyClaim(
     "cls_head.spreads_without_matching",
@@ -212,10 +202,6 @@ SPREADS_WITHOUT_MATCHING = StudyClaim(
     "its `[CLS]` attention spreads out over many more terms",
     "effect",
     direction=1,
-    min_size=math.log(1.5),
-    size_why="many more terms: the effectively attended tokens (exp of the entropy) grow by at least a factor "
-    "1.5, an entropy rise of log 1.5 = 0.41 nats",
-    size_source="words",
 )
 READS_MATCHING_HEADS = StudyClaim(
     "cls_head.reads_matching_heads",
@@ -224,10 +210,6 @@ READS_MATCHING_HEADS = StudyClaim(
     "the high head reads the low heads' matching features",
     "compare",
     direction=1,
-    min_size=math.log(1.5) / 2,
-    size_why="reads them: masking them raises its entropy by at least half the claimed spread (log 1.5 / 2 = "
-    "0.20 nats) more than masking as many random lower heads",
-    size_source="words",
 )
 CLAIMS = (MASKING_HURTS, MATCHING_HEADS_HURT, CONCENTRATES_ON_SHARED, SPREADS_WITHOUT_MATCHING, READS_MATCHING_HEADS)
 

@@ -18,8 +18,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from headlab.core.stats import by_interval, equivalent
+from headlab.core.stats import by_interval, equivalent, floor_bound
 from headlab.findings.importance import collapse_shares
+from headlab.findings.sizes import MARGIN_WHY, NO_CHANGE_MARGIN
 from headlab.findings.units import (
     ACCURACY_CHANGE,
     HALF_GAP,
@@ -30,9 +31,6 @@ from headlab.findings.units import (
     with_interval,
 )
 from headlab.findings.verdicts import (
-    MARGIN_WHY,
-    SMALLEST_CHANGE,
-    SMALLEST_CHANGE_WHY,
     Claim,
     StudyClaim,
     draws_df_default,
@@ -133,9 +131,6 @@ COLLAPSE = StudyClaim(
     "Masking 80% and 100% of the low heads (40% and 50% on the axis) makes accuracy collapse",
     "effect",
     direction=1,
-    min_size=0.5,
-    size_why="a collapse: more than half of the unmasked quadratic κ (agreement beyond chance) lost",
-    size_source="words",
 )
 COSTS_LESS = StudyClaim(
     "layer_dependence.high_heads_cost_less",
@@ -144,9 +139,6 @@ COSTS_LESS = StudyClaim(
     "masking most of the high heads costs far less",
     "compare",
     direction=1,
-    min_size=0.2,
-    size_why="far less: the low half takes at least 20 points more of the unmasked quadratic κ than the high half",
-    size_source="words",
 )
 
 
@@ -262,6 +254,7 @@ def _costs_less(points: pd.DataFrame, at: str) -> Claim:
         df=_df(shown, "kappa_gap_df"),
         weakest_of=len(informative or rows),
         at_floor=_saturated(shown),
+        censored=floor_bound(bool(shown.lower_at_floor), bool(shown.upper_at_floor)),
         floor_reason=f"lower half: {shown.lower_floor_reason}; upper half: {shown.upper_floor_reason}",
         reason=f"At {at} of all heads, masking the lower half loses {_lost(points['lower_kappa_lost'])} of the "
         f"unmasked quadratic κ, the upper half {_lost(points['upper_kappa_lost'])} (relative changes of accuracy: "
@@ -337,9 +330,6 @@ GAINS = StudyClaim(
     "masking any of layers 5-9 *improves* accuracy",
     "effect",
     direction=1,
-    min_size=SMALLEST_CHANGE,
-    size_why=SMALLEST_CHANGE_WHY,
-    size_source="study scale",
 )
 LAYER_8 = StudyClaim(
     "layer_dependence.layer_8_gain",
@@ -348,9 +338,6 @@ LAYER_8 = StudyClaim(
     "masking all of layer 8 gives +2.3%",
     "effect",
     direction=1,
-    min_size=SMALLEST_CHANGE,
-    size_why="half the study's own number, +2.3%",
-    size_source="study",
 )
 
 
@@ -489,10 +476,6 @@ NOTHING = StudyClaim(
     "effect",
     direction=1,
     null=0.5,
-    min_size=0.1,
-    size_why="most: more than half of the heads, each shown within the ±2% margin, by at least 10 points "
-    "(three heads in five), so that a bare majority within the interval's noise does not count",
-    size_source="words",
 )
 IMPROVE = StudyClaim(
     "layer_dependence.some_heads_improve",
@@ -501,13 +484,10 @@ IMPROVE = StudyClaim(
     "heads whose removal *improves* the model",
     "effect",
     direction=1,
-    min_size=SMALLEST_CHANGE,
-    size_why=SMALLEST_CHANGE_WHY,
-    size_source="study scale",
     existential=True,
 )
 CLAIMS = (COLLAPSE, COSTS_LESS, GAINS, LAYER_8, NOTHING, IMPROVE)
-HEAD_MARGIN = 0.02  # a head "changes nothing" when its 90% interval lies within this (MARGIN_WHY)
+HEAD_MARGIN = NO_CHANGE_MARGIN  # a head "changes nothing" when its 90% interval lies within this (MARGIN_WHY)
 
 
 def _heads(table: pd.DataFrame, with_p: bool = False) -> str:
@@ -533,7 +513,7 @@ def _change_nothing(tested: pd.DataFrame, n_examples: int, margin: float) -> Cla
         method=f"Clopper–Pearson interval over the {n} heads masked, each head one trial (shown to change nothing or "
         "not)",
         n_examples=n_examples,
-        reason=f"A head is shown to change nothing when its 90% paired bootstrap interval lies within ±{margin:.0%} "
+        reason=f"A head is shown to change nothing when its 90% paired bootstrap interval lies within ±{margin:.2%} "
         f"(an equivalence test at 5%; margin: {MARGIN_WHY}): {same} of {n} heads pass. {n - changed} show no "
         f"change that survives the Holm correction, which alone would not show that they change nothing; a "
         f"head that passes neither test is counted as not shown to change nothing",

@@ -155,10 +155,6 @@ MATCHING_CLAIM = StudyClaim(
     "(credited to next-sentence-prediction pretraining)",
     "compare",
     direction=-1,
-    min_size=0.262,
-    size_why="half the study's own number: its model (pretrained with NSP) lost 52.4% with the 5 matching "
-    "heads masked, where a model without such heads should lose about what random heads cost (+0%)",
-    size_source="study",
     tally="objectives",
 )
 SEGMENTATION_CLAIM = StudyClaim(
@@ -168,10 +164,6 @@ SEGMENTATION_CLAIM = StudyClaim(
     "next-sentence prediction",
     "The study credits masked-language-model pretraining for this.",
     "no_effect",
-    margin=0.05,
-    size_why="±5 points of tokens right above the commonest class: the smallest gain page 03 calls "
-    "segmenting words (word_segmentation.single_head)",
-    size_source="precision",
     tally="objectives",
 )
 CLAIMS = (MATCHING_CLAIM, SEGMENTATION_CLAIM)

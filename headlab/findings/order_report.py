@@ -31,9 +31,6 @@ CLEAN_DIAGONAL = StudyClaim(
     "effect",
     direction=1,
     null=0.5,
-    min_size=0.25,
-    size_why="clean: at least three quarters of a token's attention on one neighbour",
-    size_source="words",
 )
 SHUFFLE_LOWERS_GRADE = StudyClaim(
     "word_order.shuffle_lowers_grade",
@@ -42,9 +39,6 @@ SHUFFLE_LOWERS_GRADE = StudyClaim(
     "With the title's words shuffled: grade 2.",
     "effect",
     direction=-1,
-    min_size=1.0,
-    size_why="half the study's own number: its shuffled title fell from grade 4 to 2, two grades",
-    size_source="study",
 )
 ORDER_HEADS_CARRY_ORDER = StudyClaim(
     "word_order.order_heads_carry_order",
@@ -53,10 +47,6 @@ ORDER_HEADS_CARRY_ORDER = StudyClaim(
     "without them BERT no longer notices the scrambled title",
     "compare",
     direction=-1,
-    min_size=0.02,
-    size_why="no longer notices: the order heads cut the grade distribution's move under shuffling (total "
-    "variation) by at least 2 points more than as many random heads; about the precision ~1400 pairs give",
-    size_source="precision",
 )
 CLAIMS = (CLEAN_DIAGONAL, SHUFFLE_LOWERS_GRADE, ORDER_HEADS_CARRY_ORDER)
 

@@ -273,9 +273,6 @@ CARRIES_MATCHING = StudyClaim(
     "Some heads put high attention between identical terms in the two sentences, most clearly 5 heads in layers 2-4",
     "effect",
     direction=1,
-    min_size=0.1,
-    size_why="at least 10 points more of the grade difference restored than by random heads",
-    size_source="precision",
     tally="ours",
 )
 COST_SPECIFIC = StudyClaim(
@@ -285,9 +282,6 @@ COST_SPECIFIC = StudyClaim(
     "Whether query and title share terms is a key feature",
     "compare",
     direction=-1,
-    min_size=0.02,
-    size_why="at least 2 points of pairs graded right more lost on pairs that share a term",
-    size_source="precision",
     tally="ours",
 )
 CLS_HEAD_HANDS_ON = StudyClaim(
@@ -298,9 +292,6 @@ CLS_HEAD_HANDS_ON = StudyClaim(
     "hands them to the classifier",
     "effect",
     direction=1,
-    min_size=0.05,
-    size_why="at least 5 points more of the difference through the one head than through the average other head",
-    size_source="precision",
     tally="ours",
 )
 CLAIMS = (CARRIES_MATCHING, COST_SPECIFIC, CLS_HEAD_HANDS_ON)

@@ -18,7 +18,7 @@ import pandas as pd
 
 from headlab.core.evaluate import predicted_grades
 from headlab.core.pruning import cannot_prune
-from headlab.core.stats import kappa_contrast, kappa_lost, relative_change
+from headlab.core.stats import floor_bound, kappa_contrast, kappa_lost, relative_change
 from headlab.core.sweep import (
     MaskSpec,
     baseline_correct,
@@ -84,9 +84,6 @@ DISTILL = StudyClaim(
     "For distillation: keep more low-level heads.",
     "compare",
     direction=1,
-    min_size=0.05,
-    size_why="at least 5 points of the teacher's quadratic κ less lost by the student keeping the low heads",
-    size_source="precision",
     tally="ours",
 )
 CLAIMS = (DISTILL,)
@@ -231,6 +228,7 @@ def distillation_claim(
         method=PAIRED,
         n_examples=len(base),
         at_floor=at_floor,
+        censored=floor_bound(any(f["at_floor"] for f in floors[:k]), any(f["at_floor"] for f in floors[k:])),
         floor_reason=floor_reason,
         claim=ZERO_BUDGET,
         part="pruning",
@@ -241,7 +239,7 @@ def distillation_claim(
     )
 
 
-SAFE_MARGIN = NO_LOSS.margin  # the scorecard's margin for "no loss" (MARGIN_WHY)
+SAFE_MARGIN = NO_LOSS.margin  # the scorecard's margin for "no loss" (sizes.MARGIN_WHY)
 # Michel et al. (2019) prune BERT-base on MNLI alone (their other tasks ablate single heads, not a pruning curve): about
 # 40% of the heads go before accuracy falls, read off their figure; shown as a reference, never judged
 MICHEL = {"MNLI": 0.4}

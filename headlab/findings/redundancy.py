@@ -29,7 +29,7 @@ import math
 import pandas as pd
 
 from headlab.findings.units import ACCURACY_CHANGE, PAIRED, RISE, TWO_STAGE, with_interval
-from headlab.findings.verdicts import MARGIN_WHY, Claim, StudyClaim, draws_df_default, judge, render
+from headlab.findings.verdicts import Claim, StudyClaim, draws_df_default, judge, render
 
 STUDY_REFERENCE = pd.DataFrame(
     [
@@ -71,9 +71,6 @@ NO_LOSS = StudyClaim(
     "Masking fewer than 20% of the heads costs no accuracy (about +1% at 10% in the study)",
     "below 20% there is no loss; at 10% accuracy is about +1% above baseline",
     "no_effect",
-    margin=0.02,
-    size_why=MARGIN_WHY,
-    size_source="study",
 )
 FALLS = StudyClaim(
     "redundancy.falls_steadily",
@@ -82,10 +79,6 @@ FALLS = StudyClaim(
     "Past some share, accuracy falls steadily as more heads go",
     "effect",
     direction=1,
-    min_size=0.1,
-    size_why="steadily: at least 10 points more of the unmasked quadratic κ lost at the largest share than at "
-    "the first share with a loss, about three times what one share's draws resolve",
-    size_source="precision",
 )
 CLAIMS = (NO_LOSS, FALLS)
 

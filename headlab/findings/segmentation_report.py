@@ -328,10 +328,6 @@ SINGLE_HEAD = StudyClaim(
     "Reading one head's attention this way segments words with 70% accuracy",
     "effect",
     direction=1,
-    min_size=0.05,
-    size_why="segments words: at least 5 points of tokens right above always answering the commonest class; "
-    "the study's 70% is not on the same scale (its majority class is not given)",
-    size_source="precision",
 )
 HEAD_UNION = StudyClaim(
     "word_segmentation.head_union",
@@ -340,9 +336,6 @@ HEAD_UNION = StudyClaim(
     "counting a character as right when at least one of them is right gives 96%",
     "effect",
     direction=1,
-    min_size=0.05,
-    size_why="as for one head: at least 5 points above the commonest class",
-    size_source="precision",
 )
 CLAIMS = (SINGLE_HEAD, HEAD_UNION)
 STUDY_NUMBERS = {SINGLE_HEAD: (STUDY_SINGLE_HEAD, SINGLE_HEAD_ACCURACY), HEAD_UNION: (STUDY_UNION, UNION_ACCURACY)}

@@ -14,7 +14,11 @@ row, or for a row written before it was kept, from the page's parameters
 judged" here.
 
 A new rule reaches committed rows before their rebuild the same way (:func:`judged_again`): each older row judged
-again from its own numbers, saying so and what its old rule said; the rebuild replaces them.
+again from its own numbers, under the sizes policy (:mod:`headlab.findings.sizes`), saying so and what its old rule
+said; the rebuild replaces them. A row whose claim the policy moved to another scale takes its number on that scale
+from the row (``term_matching.lower_half_costs``: its κ lost, kept beside the accuracy); a comparison whose one
+condition sat at the floor is censored (read from the row's floor words); a row whose number itself hangs on a margin
+the policy moved (:data:`REMEASURED`) keeps its older rule until the rebuild measures it again.
 
 ``python -m headlab.findings.sensitivity`` writes ``results/sensitivity.csv`` (``--judge-again``: first the
 scorecard's older rows).
@@ -27,18 +31,119 @@ import math
 import re
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 
+from headlab.core.stats import floor_bound
 from headlab.findings.calibration import REPO, weakest_of
 from headlab.findings.claims import STUDY_CLAIMS, registered
-from headlab.findings.units import unit_of
-from headlab.findings.verdicts import RULE_VERSION, Judgement, judge, study_claim_id
+from headlab.findings.sizes import POLICY, POLICY_VERSION, Scale
+from headlab.findings.units import KAPPA_START, unit_of
+from headlab.findings.verdicts import (
+    RULE_VERSION,
+    SIGN_ONLY,
+    Judgement,
+    judge,
+    on_other_scale,
+    sign_shown,
+    study_claim_id,
+)
 
 SCALES = {"half": 0.5, "size": 1.0, "twice": 2.0}  # the size (or margin) each column judges at
 
 
 REJECTING = ("does not hold", "opposite")
+REMEASURED = {  # rows whose number itself was measured with a margin the sizes policy moved: the rebuild re-counts them
+    "layer_dependence.most_heads_change_nothing": "its number counts the heads shown within a per-head margin, "
+    "which the sizes policy moved from ±2% to the no-change margin; only the per-head intervals of a rebuild can "
+    "count them again",
+    "term_matching.matching_keep_lower_half": "its number compares the kept sets on accuracy; the sizes policy reads "
+    "the claim on κ (the mask removes more heads than the study's collapse point), which the row did not keep",
+}
+FIRST_SIDE = {  # how the first condition a row's floor words name enters its difference (+1 plus, -1 minus)
+    "layer_dependence.high_heads_cost_less": 1,  # "lower half: ...; upper half: ...", lower minus upper
+    "pruning.keep_low_heads": -1,  # "low heads kept: ...; high heads kept: ...", high-kept minus low-kept
+}
+FLOORED = ("reaches 0", "get one grade")  # the words headlab.core.stats.at_floor writes for a condition at the floor
+
+
+def censored_from(floor_reason, claim_id: str) -> int:
+    """Which way a row's floor words (``side: words; side: words``) bound its difference when one of its two
+    conditions, not both, sits at the floor (:func:`headlab.core.stats.floor_bound`): +1 at least as measured, -1 at
+    most, 0 neither; a claim whose sides' order is not in :data:`FIRST_SIDE` is an error that names it."""
+    if not isinstance(floor_reason, str) or ": " not in floor_reason:
+        return 0
+    sides = [part for part in re.split(r"; (?=[^;]*?: )", floor_reason) if ": " in part]
+    if len(sides) != 2:
+        return 0
+    if claim_id not in FIRST_SIDE:
+        raise KeyError(f"claim {claim_id!r}: say how its first floor condition enters its difference (FIRST_SIDE)")
+    first, second = (any(word in side for word in FLOORED) for side in sides)
+    return FIRST_SIDE[claim_id] * floor_bound(first, second)
+
+
+def _censored(row) -> int:
+    kept = getattr(row, "censored", math.nan)
+    if isinstance(kept, (bool, int, float)) and not pd.isna(kept):
+        return int(kept)
+    if registered(row.claim_id).kind != "compare":
+        return 0
+    return censored_from(getattr(row, "floor_reason", ""), study_claim_id(row.claim_id))
+
+
+def on_policy_scale(row):
+    """A row as the sizes policy's scale reads it: a row kept on accuracy whose claim the policy reads on κ takes
+    its κ lost as its number (the accuracy moving beside it); any other row as it is."""
+    size = POLICY.get(study_claim_id(row.claim_id))
+    kept_on_kappa = isinstance(row.unit, str) and row.unit.startswith(KAPPA_START)
+    if size is None or size.scale is not Scale.KAPPA or kept_on_kappa or pd.isna(getattr(row, "kappa_lost", math.nan)):
+        return row
+    return SimpleNamespace(
+        **{
+            **row._asdict(),
+            "ours": row.kappa_lost,
+            "lo": row.kappa_lost_lo,
+            "hi": row.kappa_lost_hi,
+            "unit": size.unit.label,
+            "study_unit": row.unit,
+            "accuracy": row.ours,
+            "accuracy_lo": row.lo,
+            "accuracy_hi": row.hi,
+            "kappa_lost": math.nan,
+            "kappa_lost_lo": math.nan,
+            "kappa_lost_hi": math.nan,
+        }
+    )
+
+
+def _design(row, layers: int) -> dict:
+    kept = getattr(row, "weakest_of", math.nan)
+    return dict(
+        df=row.df if pd.notna(row.df) else math.inf,
+        search=int(row.search),
+        weakest_of=int(kept) if pd.notna(kept) and kept > 0 else weakest_of(study_claim_id(row.claim_id), layers),
+        n_draws=int(row.n_draws),
+        n_examples=int(row.n_examples),
+    )
+
+
+def other_scale(row, layers: int) -> tuple[str, bool]:
+    """The sign the row's other scale shows (:func:`headlab.findings.verdicts.on_other_scale`; its κ lost beside an
+    accuracy, its accuracy beside a κ), and whether it differs from the sign its own numbers show; ("", False) where
+    it keeps none, for an existential claim (the twin would need every candidate) and for a sub-row. The κ interval
+    is read with the row's own design: rows keep no κ degrees of freedom of their own."""
+    spec = registered(row.claim_id)
+    twin = None if spec.existential else on_other_scale(spec)
+    on_kappa = isinstance(row.unit, str) and row.unit.startswith(KAPPA_START)
+    names = ("accuracy", "accuracy_lo", "accuracy_hi") if on_kappa else ("kappa_lost", "kappa_lost_lo", "kappa_lost_hi")
+    numbers = [getattr(row, name, math.nan) for name in names]
+    if twin is None or any(pd.isna(x) for x in numbers) or "/" in str(row.claim_id):
+        return "", False
+    design = _design(row, layers)
+    other = sign_shown(judge(twin, *numbers, **design).verdict)
+    own = sign_shown(judge(replace(spec, min_size=SIGN_ONLY), row.ours, row.lo, row.hi, **design).verdict)
+    return other, other != own
 
 
 def judgement(row, layers: int, scale: float = 1.0) -> Judgement | None:
@@ -46,22 +151,22 @@ def judgement(row, layers: int, scale: float = 1.0) -> Judgement | None:
     ``scale``; None where the row cannot be: an existential row written before it kept every candidate's far end
     (``far_adj``) whose one kept candidate would reject the claim (rejecting "some head improves" needs every
     head; a kept head that holds, or cannot reject, gives the same verdict with the others as without them)."""
+    if study_claim_id(row.claim_id) in REMEASURED and int(row.rule_version) < RULE_VERSION:
+        return None
+    row = on_policy_scale(row)
     spec = registered(row.claim_id)
     spec = replace(spec, min_size=spec.min_size * scale, margin=spec.margin * scale)
-    kept, far = getattr(row, "weakest_of", math.nan), getattr(row, "far_adj", math.nan)
+    far = getattr(row, "far_adj", math.nan)
     judged = judge(
         spec,
         row.ours,
         row.lo,
         row.hi,
-        df=row.df if pd.notna(row.df) else math.inf,
-        search=int(row.search),
-        weakest_of=int(kept) if pd.notna(kept) and kept > 0 else weakest_of(study_claim_id(row.claim_id), layers),
+        **_design(row, layers),
         every_far=float(far) if spec.existential and pd.notna(far) else None,
-        n_draws=int(row.n_draws),
         at_floor=bool(row.at_floor),
+        censored=_censored(row),
         unit=unit_of(row.unit) if isinstance(row.unit, str) and row.unit else None,
-        n_examples=int(row.n_examples),
     )
     return None if spec.existential and pd.isna(far) and judged.verdict in REJECTING else judged
 
@@ -88,50 +193,103 @@ def _number(text: str) -> float:
     return float(text)
 
 
+PREVIOUS_NOTE = re.compile(
+    r" Judged again by rule \d+ from these numbers.*?(?= With each removed head's output|$)", re.S
+)
+NEW_COLUMNS = (
+    "weakest_of",
+    "far_adj",
+    "mde",
+    "censored",
+    "accuracy",
+    "accuracy_lo",
+    "accuracy_hi",
+    "other_scale",
+    "scale_flip",
+)
+JUDGE_WORDS = re.compile(r" (?:The adjusted interval|Every candidate's adjusted interval|Saturated:|Censored:)")
+
+
 def judged_again(table: pd.DataFrame, layers: dict[str, int]) -> pd.DataFrame:
-    """Every row of ``table`` judged by an older rule, judged again by the current rule from its own numbers,
-    without a new run: verdict, adjusted interval, far end, MDE, weakest-of and rule version replaced, and the row's
-    text saying so, with the verdict its old rule gave. A mean-ablation verdict is judged again from the interval the
-    row prints for it (to its printed precision) with the row's own design. A row the rule cannot judge again
-    (:func:`judgement`) keeps its old rule, and the scorecard keeps marking it."""
-    out = table.reindex(columns=list(dict.fromkeys([*table.columns, "weakest_of", "far_adj", "mde"])))
-    for i, row in enumerate(table.itertuples()):
+    """Every row of ``table`` judged by an older rule, judged again by the current rule and the sizes policy from its
+    own numbers, without a new run: its sizes, verdict, adjusted interval, far end, MDE, weakest-of, censoring, the
+    verdict on the other scale and rule version replaced; a row the policy moved to another scale takes its number
+    there (:func:`on_policy_scale`). The row's text says so, with the verdict its old rule gave, in place of an
+    earlier such note. A mean-ablation verdict is judged again from the interval the row prints for it (to its
+    printed precision) with the row's own design; where the scale moved, the run kept none on the new scale, and the
+    row says so. A row the rule cannot judge again (:func:`judgement`) keeps its old rule, and the scorecard keeps
+    marking it."""
+    out = table.reindex(columns=list(dict.fromkeys([*table.columns, *NEW_COLUMNS])))
+    for column in ("other_scale", "scale_flip", "censored", "unit", "study_unit", "mean_ablation", "claim"):
+        out[column] = out[column].astype(object)
+    for i, row in enumerate(out.itertuples()):
         if int(row.rule_version) >= RULE_VERSION or study_claim_id(row.claim_id) not in STUDY_CLAIMS:
             continue
         measured = not math.isnan(row.ours)
         judged = judgement(row, layers[row.preset]) if measured else None
         if measured and judged is None:
             continue
-        update: dict = {"rule_version": RULE_VERSION}
+        spec = registered(row.claim_id)
+        update: dict = {
+            "rule_version": RULE_VERSION,
+            "min_size": spec.min_size,
+            "margin": spec.margin,
+            "size_why": spec.size_why,
+            "size_source": spec.size_source,
+            "claim": spec.claim if "/" not in str(row.claim_id) else row.claim,
+        }
+        moved = on_policy_scale(row)
+        rescaled = moved is not row
+        if rescaled:
+            update |= {
+                name: getattr(moved, name)
+                for name in ("ours", "lo", "hi", "unit", "study_unit", *NEW_COLUMNS[4:7], "kappa_lost")
+            }
+            update |= {"kappa_lost_lo": math.nan, "kappa_lost_hi": math.nan}
         if judged is not None:
             update |= {"lo_adj": judged.lo_adj, "hi_adj": judged.hi_adj, "level": judged.level}
         if judged is not None and row.verdict not in ("not comparable", "not judged"):
-            spec = registered(row.claim_id)
-            k = int(row.weakest_of) if pd.notna(getattr(row, "weakest_of", math.nan)) else 0
-            k = k or weakest_of(row.claim_id, layers[row.preset])
-            update |= {"verdict": judged.verdict, "far_adj": judged.far_adj, "mde": judged.mde, "weakest_of": k}
-            reason = str(row.reason)
-            mean = MEAN_SENTENCE.search(reason)
-            shown = " (the condition shown is the one the old rule chose as the weakest)" if k > 1 else ""
+            design = _design(moved, layers[row.preset])
+            update |= {
+                "verdict": judged.verdict,
+                "far_adj": judged.far_adj,
+                "mde": judged.mde,
+                "weakest_of": design["weakest_of"],
+                "censored": _censored(row),
+            }
+            update["other_scale"], update["scale_flip"] = other_scale(moved, layers[row.preset])
+            mean = MEAN_SENTENCE.search(str(row.reason))
+            reason = PREVIOUS_NOTE.sub("", str(row.reason).replace(mean[0], "") if mean else str(row.reason))
+            reason = JUDGE_WORDS.split(reason, maxsplit=1)[0]  # the page's words; the old rule's reading is replaced
+            shown = (
+                " (the condition shown is the one the old rule chose as the weakest)"
+                if design["weakest_of"] > 1
+                else ""
+            )
+            scale = f", on {unit_of(moved.unit).label} (the sizes policy's scale for this claim)" if rescaled else ""
             note = (
-                f" Judged again by rule {RULE_VERSION} from these numbers, without a new run (rule "
-                f"{int(row.rule_version)} said: {row.verdict}){shown}: {judged.why}"
+                f" Judged again by rule {RULE_VERSION} and sizes policy {POLICY_VERSION} from these numbers{scale}, "
+                f"without a new run (rule {int(row.rule_version)} said: {row.verdict}){shown}: {judged.why}"
             )
             if mean is None:
                 update["reason"] = reason + note
+            elif rescaled:
+                update |= {
+                    "mean_ablation": "",
+                    "reason": reason
+                    + note
+                    + " The mean-ablation run kept this condition's accuracy only: its verdict on the new scale "
+                    "awaits the rebuild.",
+                }
             else:
                 other = judge(
                     spec,
                     *(_number(mean[part]) for part in ("ours", "lo", "hi")),
-                    df=row.df if pd.notna(row.df) else math.inf,
-                    search=int(row.search),
-                    weakest_of=k,
-                    n_draws=int(row.n_draws),
-                    n_examples=int(row.n_examples),
-                ).verdict
+                    **design,
+                ).verdict  # not censored: the mean-ablated run's own floor was not kept
                 same = "the same verdict" if other == judged.verdict else f"**{other}** (the verdict changes)"
                 sentence = mean[0].replace(f": {mean['same']}, ", f": {same}, ")
-                update |= {"mean_ablation": other, "reason": reason.replace(mean[0], "") + note + sentence}
+                update |= {"mean_ablation": other, "reason": reason + note + sentence}
         for column, value in update.items():
             out.at[out.index[i], column] = value
     return out
@@ -188,4 +346,13 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["SCALES", "judged_again", "judgement", "rejudged", "sensitivity_table"]
+__all__ = [
+    "REMEASURED",
+    "SCALES",
+    "censored_from",
+    "judged_again",
+    "judgement",
+    "other_scale",
+    "rejudged",
+    "sensitivity_table",
+]

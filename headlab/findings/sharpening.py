@@ -54,10 +54,6 @@ MATCH_RISES = StudyClaim(
     "attention between identical query/title terms rises",
     "effect",
     direction=1,
-    min_size=0.005,
-    size_why="half a point of a token's attention: the smallest change a difference map shows (the study gives "
-    "no number)",
-    size_source="precision",
 )
 SELF_FALLS = StudyClaim(
     "sharpening.self_falls",
@@ -66,9 +62,6 @@ SELF_FALLS = StudyClaim(
     "attention of a term to itself falls",
     "effect",
     direction=-1,
-    min_size=0.005,
-    size_why="half a point of a token's attention, as for the rise",
-    size_source="precision",
 )
 SEP_FALLS = StudyClaim(
     "sharpening.sep_falls",
@@ -77,9 +70,6 @@ SEP_FALLS = StudyClaim(
     'attention to `[SEP]` (read as "no-op", nothing to attend to) falls',
     "effect",
     direction=-1,
-    min_size=0.005,
-    size_why="half a point of a token's attention, as for the rise",
-    size_source="precision",
 )
 CLAIMS = (MATCH_RISES, SELF_FALLS, SEP_FALLS)
 CHANGES = [

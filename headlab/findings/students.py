@@ -23,7 +23,7 @@ import pandas as pd
 
 from headlab.core.evaluate import predicted_grades
 from headlab.core.pruning import cannot_prune
-from headlab.core.stats import kappa_contrast, relative_change
+from headlab.core.stats import floor_bound, kappa_contrast, relative_change
 from headlab.core.sweep import BASELINE, MaskSpec, baseline_grades, kappa_columns, summarize
 from headlab.findings.importance import half_pool
 from headlab.findings.pruning import DISTILL, importance_specs
@@ -326,6 +326,7 @@ def student_claim(
         n_draws=int(lost["n_draws"]),
         df=lost["df"],
         at_floor=all(f["at_floor"] for f in floors.values()),
+        censored=floor_bound(bool(floors[HIGH]["at_floor"]), bool(floors[LOW]["at_floor"])),  # high minus low
         floor_reason="; ".join(f"{kind}: {f['floor_reason']}" for kind, f in floors.items()),
         reason=(
             f"Two students of the same size, each lacking {n_removed} heads (the least important on the "

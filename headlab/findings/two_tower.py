@@ -27,7 +27,7 @@ from headlab.core.sweep import BASELINE, kappa_columns
 from headlab.findings.lexical import fit_lexical
 from headlab.findings.term_matching import term_matching_specs
 from headlab.findings.units import ACCURACY_CHANGE, PAIRED, TWO_TOWER_GAP
-from headlab.findings.verdicts import SMALLEST_CHANGE, SMALLEST_CHANGE_WHY, Claim, StudyClaim
+from headlab.findings.verdicts import Claim, StudyClaim
 from headlab.inputs.pair import read_pair
 from headlab.models.two_tower import finetune_two_tower, load_two_tower, pair_encodings, predict_two_tower
 
@@ -263,9 +263,6 @@ WORSE = StudyClaim(
     "a two-tower (siamese) BERT, which encodes query and title apart, did badly here",
     "effect",
     direction=-1,
-    min_size=SMALLEST_CHANGE,
-    size_why=SMALLEST_CHANGE_WHY,
-    size_source="study scale",
 )
 FAILS_ON_SHARED_TERMS = StudyClaim(
     "two_tower.fails_on_shared_terms",
@@ -274,10 +271,6 @@ FAILS_ON_SHARED_TERMS = StudyClaim(
     "This is offered as the reason a two-tower (siamese) BERT",
     "compare",
     direction=-1,
-    min_size=0.02,
-    size_why="at least 2 points of pairs graded right more lost on pairs that share a term; about what ~1400 "
-    "pairs resolve",
-    size_source="precision",
     tally="ours",
 )
 CLAIMS = (WORSE, FAILS_ON_SHARED_TERMS)

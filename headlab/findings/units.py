@@ -43,9 +43,10 @@ class Unit:
         return f"{value:+.3g}" if self.kind is Kind.SIGNED else f"{value:.3g}"
 
     def size(self, value: float) -> str:
-        """A margin or a smallest effect in this unit (never signed)."""
+        """A margin or a smallest effect in this unit (never signed); a percentage to two decimals where one would
+        round it (the 1.15% of half the study's +2.3%)."""
         if self.kind in (Kind.RELATIVE, Kind.SHARE):
-            return f"{value:.1%}"
+            return f"{value:.1%}" if abs(value * 1000 - round(value * 1000)) < 1e-6 else f"{value:.2%}"
         if self.kind is Kind.POINTS:
             return f"{100 * value:.1f} points"
         return f"{value:.3g}"
@@ -93,6 +94,9 @@ GRADE_SHIFT = Unit("grades, change of the expected grade", D)
 STUDY_GRADE_SHIFT = Unit("grades, change of the argmax grade of the study's one example pair (4 -> 2), not a mean", D)
 TOTAL_VARIATION = Unit("total variation, order heads masked minus random heads masked", D)
 # 05, 07
+KEEP_VERSUS_RANDOM_KAPPA = Unit(
+    f"{KAPPA_START}, the lower half masked but the named heads minus but as many random heads of it, in points", P
+)
 VERSUS_RANDOM = Unit("relative change of accuracy, named heads minus the mean of random heads, in points", P)
 CLS_CONCENTRATION = Unit("share of the [CLS] row on shared terms, minus a uniform row's", P)
 CLS_SPREAD = Unit("change of the [CLS] row's entropy, in nats", D)

@@ -42,6 +42,7 @@ import pandas as pd
 from scipy import special
 
 from headlab.core.stats import pairs_share
+from headlab.findings.sizes import POLICY, Source
 from headlab.findings.units import KAPPA_START, Unit, unit_of
 from headlab.lab.pages import headings
 
@@ -55,22 +56,9 @@ TALLIES = {
 # tally is judged at, so it is a new rule: state the new family here and raise RULE_VERSION with it.
 FAMILIES = {"study": 26, "ours": 5, "objectives": 2}
 FAMILY = FAMILIES["study"]  # the study's claims on one model's scorecard: the family its correction is over
-# where a claim's smallest effect of interest comes from: half the claim's own number in the study ("study"); half the
-# smallest effect the study reports anywhere, for a claim it gives no number ("study scale"); the study's words
-# ("collapse", "far less"); the test split's precision
-SIZE_SOURCES = ("study", "study scale", "words", "precision")
+# where a claim's smallest effect of interest comes from: the sizes policy's sources (headlab.findings.sizes)
+SIZE_SOURCES = tuple(s.value for s in Source)
 OTHER_FINDINGS = {"objectives": "the pretraining objectives: MLM+NSP against MLM alone"}  # claims on no one page
-
-MARGIN_WHY = (
-    "±2% relative: the study reports changes to the nearest 0.1% and calls +0% no change; 2% is a fifth of "
-    "the smallest effect it calls a loss or gain (the +2.3% of layer 8), and about the precision a test "
-    "split of ~1400 pairs gives a single mask (its 95% interval is about ±3%)"
-)
-SMALLEST_CHANGE = 0.023 / 2
-SMALLEST_CHANGE_WHY = (
-    "half the smallest change of accuracy the study reports as an effect (masking layer 8: +2.3%): the study gives "
-    "no number for this claim"
-)
 
 
 @dataclass(frozen=True)
@@ -83,8 +71,8 @@ class StudyClaim:
     quote: str
     kind: str
     direction: int = 0  # +1 / -1: the sign of the effect the claim expects (0 for no_effect)
-    min_size: float = 0.0  # the least effect the claim's words ask for, in the claim's unit, from `null`
-    size_why: str = ""  # why min_size (or the margin) has its value
+    min_size: float = 0.0  # the least effect the claim's words ask for, in the claim's unit, from `null` (sizes)
+    size_why: str = ""  # why min_size (or the margin) has its value (a registered claim: from the sizes policy)
     margin: float = 0.0  # no_effect: the equivalence margin, in the claim's unit
     null: float = 0.0  # the value that means "no effect" in the claim's unit
     size_source: str = "precision"  # where min_size (or the margin) comes from: one of SIZE_SOURCES
@@ -94,6 +82,12 @@ class StudyClaim:
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"claim {self.claim_id}: kind {self.kind!r} is not one of {KINDS}")
+        if not self.size_why and self.claim_id in POLICY:  # a registered claim takes the policy's size (test_sizes)
+            size = POLICY[self.claim_id]
+            for name, value in dict(
+                min_size=size.min_size, margin=size.margin, size_why=size.why, size_source=size.source.value
+            ).items():
+                object.__setattr__(self, name, value)
         if self.kind == "no_effect" and not self.margin > 0:
             raise ValueError(f"claim {self.claim_id}: a no_effect claim needs a margin above 0")
         if self.kind != "no_effect" and self.direction not in (-1, 1):
@@ -132,7 +126,7 @@ VERDICTS = ("holds", "does not hold", "opposite", "cannot tell", "underpowered",
 DECISIVE = ("holds", "does not hold", "opposite")  # the verdicts that put the effect on one side of its size or of 0
 ALPHA = 0.05
 POWER = 0.8  # a design is powered for a claim when it gives "holds" this often at twice the smallest effect
-RULE_VERSION = 4  # the verdict rule's version, kept in every row (older rows are marked, never silently mixed)
+RULE_VERSION = 5  # the verdict rule's version, kept in every row (older rows are marked, never silently mixed)
 _WORDS = {
     "holds": "**holds** here",
     "does not hold": "does **not** hold here",
@@ -149,7 +143,7 @@ RULES = {
     "no_effect": "holds when the adjusted interval (two one-sided tests) lies within the margin; does not hold when it "
     "lies outside it",
     "compare": "as an effect, on the difference of the two conditions; saturated (cannot tell) when both sit at the "
-    "model's floor",
+    "model's floor; censored (holds, or cannot tell) when one of them does",
 }
 
 
@@ -199,6 +193,13 @@ class Claim:
     weakest_of: int = 1  # the conditions the row is the weakest of (its far end widened for them)
     far_adj: float = math.nan  # the far end "does not hold" / "opposite" were read off (judge)
     mde: float = math.nan  # the design's minimum detectable effect (POWER), in the claim's unit (minimum_detectable)
+    censored: int = 0  # one condition compared, not all, at the floor: the difference is a bound, +1 at least as
+    # measured (the floored condition enters it positively), -1 at most (it enters negatively), 0 neither (judge)
+    accuracy: float = math.nan  # a claim on kappa: the relative change of accuracy beside it, with its interval
+    accuracy_lo: float = math.nan
+    accuracy_hi: float = math.nan
+    other_scale: str = ""  # the sign the other scale shows (kappa beside accuracy and back; sign_shown; "" not kept)
+    scale_flip: bool = False  # the other scale shows another sign than this one (on_other_scale)
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -230,7 +231,9 @@ class Claim:
         study: float | None = None,
         study_unit: Unit | None = None,
         kappa=None,
+        accuracy=None,
         at_floor: bool = False,
+        censored: int = 0,
         floor_reason: str = "",
         claim: str | None = None,
         part: str = "",
@@ -249,7 +252,11 @@ class Claim:
         accuracy (a mapping with kappa_lost, kappa_lost_lo, kappa_lost_hi: a row of a sweep summary or share curve,
         :func:`headlab.core.sweep.kappa_columns`). ``at_floor``: the conditions compared all sit at the kappa floor
         (decided from their predictions, :func:`headlab.core.stats.at_floor`; ``floor_reason`` says what was checked),
-        which makes a comparison saturated. ``study``: the study's number, only in ``unit``, or in
+        which makes a comparison saturated; ``censored``: one of them does, not all, and which way that bounds the
+        difference (:func:`judge`). ``accuracy``:
+        for a claim on kappa, the relative change of accuracy (rel_change, lo, hi). The claim is judged again on the
+        other scale, the same size read there (:func:`on_other_scale`), and ``other_scale`` keeps that verdict.
+        ``study``: the study's number, only in ``unit``, or in
         ``study_unit`` when the study gave it in another. ``not_comparable``: why this run cannot speak to the claim.
         ``part`` makes the row a sub-row of ``spec``, ``<claim_id>/<part>``, with its own ``claim`` sentence: it is
         shown with its intervals but not judged (outside the family).
@@ -260,7 +267,19 @@ class Claim:
             else (math.nan, math.nan, math.nan)
         )
         at_floor = bool(at_floor)
+        acc, acc_lo, acc_hi = (
+            (float(accuracy["rel_change"]), float(accuracy["lo"]), float(accuracy["hi"]))
+            if accuracy is not None
+            else (math.nan, math.nan, math.nan)
+        )
         df = draws_df_default(n_draws) if df is None else float(df)
+        twin = on_other_scale(spec) if every_far is None else None  # an existential row's twin needs every candidate
+        other = (lost, lost_lo, lost_hi) if not unit.label.startswith(KAPPA_START) else (acc, acc_lo, acc_hi)
+        other_sign, main_sign = "", ""
+        if twin is not None and not (not_comparable or part) and not any(math.isnan(x) for x in other):
+            design = dict(df=df, search=search, weakest_of=weakest_of, n_draws=int(n_draws), n_examples=int(n_examples))
+            other_sign = sign_shown(judge(twin, *other, **design).verdict)  # type: ignore[arg-type]
+            main_sign = sign_shown(judge(replace(spec, min_size=SIGN_ONLY), ours, lo, hi, **design).verdict)  # type: ignore[arg-type]
         judged = judge(
             spec,
             ours,
@@ -272,6 +291,7 @@ class Claim:
             every_far=every_far,
             n_draws=int(n_draws),
             at_floor=at_floor,
+            censored=int(censored),
             unit=unit,
             n_examples=int(n_examples),
         )
@@ -320,6 +340,12 @@ class Claim:
             weakest_of=int(weakest_of),
             far_adj=judged.far_adj if not (not_comparable or part) else math.nan,
             mde=judged.mde if not (not_comparable or part) else math.nan,
+            censored=int(censored),
+            accuracy=acc,
+            accuracy_lo=acc_lo,
+            accuracy_hi=acc_hi,
+            other_scale=other_sign,
+            scale_flip=bool(other_sign) and other_sign != main_sign,
         )
 
     @classmethod
@@ -563,6 +589,7 @@ def judge(
     every_far: float | None = None,
     n_draws: int = 1,
     at_floor: bool = False,
+    censored: int = 0,
     alpha: float = ALPHA,
     family: int | None = None,
     unit: Unit | None = None,
@@ -575,7 +602,11 @@ def judge(
     interval's; a row over ``n_draws`` random draws is read at :func:`judged_quantile`. A "cannot tell"
     whose design could not show twice the claim's size (:func:`minimum_detectable`, :func:`underpowered`) reads
     "underpowered". ``unit`` (the number's) writes the margin and size in it; ``n_examples`` lets an undecided row say
-    how much evidence would decide it."""
+    how much evidence would decide it. ``censored`` (a comparison with one condition at the floor, not all): that
+    condition's loss is a bound, not a measure (its true loss is at least the floor's), so the difference is a bound:
+    +1 when it can only be larger than measured, -1 smaller. Where that bound lies in the claimed direction, "holds"
+    stands and a rejection reads "cannot tell"; where it lies against it, "does not hold" and "opposite" stand and
+    "holds" reads "cannot tell", each saying what the numbers alone would read."""
     family = spec.family if family is None else family
     each = each_level(spec, search, family, alpha)
     level = 1 - each
@@ -638,7 +669,37 @@ def judge(
         weak = weak if underpowered(spec, mde) else ""
         saturated = f"{saturated[:-1]}{searched}. {_mde_sentence(spec, mde, unit)}{weak}."  # the floor decides
         return Judgement("cannot tell", saturated, level, a, b, far, mde)
+    stands = ("holds",) if censored * d > 0 else ("does not hold", "opposite")
+    if censored and spec.kind == "compare" and verdict in DECISIVE and verdict not in stands:
+        numbers = _powered(spec, Judgement(verdict, why[:-1] + searched + ".", level, a, b, far, mde), unit, 0, df)
+        way = "at least" if censored > 0 else "at most"
+        censored_why = (
+            "Censored: one of the two conditions sits at the model's floor, so its loss is a bound, not a measure, "
+            f"and the difference is {way} what was measured: it can show {' or '.join(stands)} but not this; the "
+            f"numbers alone would read {numbers.verdict} ({numbers.why})"
+        )
+        return Judgement("cannot tell", censored_why, level, a, b, far, mde)
     return _powered(spec, Judgement(verdict, why[:-1] + searched + ".", level, a, b, far, mde), unit, n_examples, df)
+
+
+SIGN_ONLY = 1e-12  # a size that asks for no more than the sign (on_other_scale)
+
+
+def on_other_scale(spec: StudyClaim) -> StudyClaim | None:
+    """The claim's direction as the other scale reads it (the sizes policy): the two scales have no common size (a
+    relative change of accuracy and a share of kappa swing apart from model to model), so the other scale asks only
+    for the sign: "holds" there means the adjusted interval lies beyond no effect in the claimed direction, with the
+    direction turned over (a loss of accuracy is a gain of kappa lost). None for a no-effect claim and a comparison,
+    whose margin or two conditions the rows do not keep on the other scale."""
+    if spec.kind != "effect":
+        return None
+    return replace(spec, direction=-spec.direction, min_size=SIGN_ONLY)
+
+
+def sign_shown(verdict: str) -> str:
+    """What a verdict says of the effect's sign: the claimed direction shown ("holds", "does not hold" beyond no
+    effect is not told apart here), the other, or neither; the scale marks compare these (:func:`on_other_scale`)."""
+    return {"holds": "claimed", "opposite": "other"}.get(verdict, "neither")
 
 
 def _mde_sentence(spec: StudyClaim, mde: float, unit: Unit | None) -> str:
