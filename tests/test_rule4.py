@@ -44,6 +44,7 @@ def test_a_saturated_row_stays_cannot_tell_and_says_when_its_design_could_not_ha
     wide = judge(spec, 0.19, 0.14, 0.24, at_floor=True, n_examples=225)
     assert wide.verdict == "cannot tell" and wide.why.startswith("Saturated")
     assert wide.mde > 2 * spec.min_size and "could not have decided it either" in wide.why
+    assert "underpowered at this design as well as saturated" in wide.why  # it says so, as an underpowered row does
     narrow = judge(spec, -0.01, -0.012, -0.008, at_floor=True, n_examples=225)
     assert narrow.verdict == "cannot tell" and "could not have decided it" not in narrow.why
 

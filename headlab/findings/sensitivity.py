@@ -42,11 +42,9 @@ from headlab.findings.sizes import POLICY, POLICY_VERSION, Scale
 from headlab.findings.units import KAPPA_START, unit_of
 from headlab.findings.verdicts import (
     RULE_VERSION,
-    SIGN_ONLY,
     Judgement,
     judge,
-    on_other_scale,
-    sign_shown,
+    signs_on_both_scales,
     study_claim_id,
 )
 
@@ -134,16 +132,13 @@ def other_scale(row, layers: int) -> tuple[str, bool]:
     it keeps none, for an existential claim (the twin would need every candidate) and for a sub-row. The κ interval
     is read with the row's own design: rows keep no κ degrees of freedom of their own."""
     spec = registered(row.claim_id)
-    twin = None if spec.existential else on_other_scale(spec)
     on_kappa = isinstance(row.unit, str) and row.unit.startswith(KAPPA_START)
     names = ("accuracy", "accuracy_lo", "accuracy_hi") if on_kappa else ("kappa_lost", "kappa_lost_lo", "kappa_lost_hi")
-    numbers = [getattr(row, name, math.nan) for name in names]
-    if twin is None or any(pd.isna(x) for x in numbers) or "/" in str(row.claim_id):
+    if spec.existential or "/" in str(row.claim_id):
         return "", False
-    design = _design(row, layers)
-    other = sign_shown(judge(twin, *numbers, **design).verdict)
-    own = sign_shown(judge(replace(spec, min_size=SIGN_ONLY), row.ours, row.lo, row.hi, **design).verdict)
-    return other, other != own
+    return signs_on_both_scales(
+        spec, (row.ours, row.lo, row.hi), [getattr(row, name, math.nan) for name in names], **_design(row, layers)
+    )
 
 
 def judgement(row, layers: int, scale: float = 1.0) -> Judgement | None:

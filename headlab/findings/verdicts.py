@@ -273,13 +273,14 @@ class Claim:
             else (math.nan, math.nan, math.nan)
         )
         df = draws_df_default(n_draws) if df is None else float(df)
-        twin = on_other_scale(spec) if every_far is None else None  # an existential row's twin needs every candidate
         other = (lost, lost_lo, lost_hi) if not unit.label.startswith(KAPPA_START) else (acc, acc_lo, acc_hi)
-        other_sign, main_sign = "", ""
-        if twin is not None and not (not_comparable or part) and not any(math.isnan(x) for x in other):
-            design = dict(df=df, search=search, weakest_of=weakest_of, n_draws=int(n_draws), n_examples=int(n_examples))
-            other_sign = sign_shown(judge(twin, *other, **design).verdict)  # type: ignore[arg-type]
-            main_sign = sign_shown(judge(replace(spec, min_size=SIGN_ONLY), ours, lo, hi, **design).verdict)  # type: ignore[arg-type]
+        other_sign, flip = (
+            ("", False)
+            if not_comparable or part or every_far is not None  # an existential row's twin needs every candidate
+            else signs_on_both_scales(
+                spec, (ours, lo, hi), other, df, search, weakest_of, int(n_draws), int(n_examples)
+            )
+        )
         judged = judge(
             spec,
             ours,
@@ -345,7 +346,7 @@ class Claim:
             accuracy_lo=acc_lo,
             accuracy_hi=acc_hi,
             other_scale=other_sign,
-            scale_flip=bool(other_sign) and other_sign != main_sign,
+            scale_flip=flip,
         )
 
     @classmethod
@@ -665,7 +666,10 @@ def judge(
         saturated = (
             "Saturated: both conditions sit at the model's floor, so their difference says nothing about the claim."
         )
-        weak = f", beyond {_reach_needed(spec, unit)}: this design could not have decided it either"
+        weak = (
+            f", beyond {_reach_needed(spec, unit)}, so this design could not have decided it either: underpowered at "
+            "this design as well as saturated"
+        )
         weak = weak if underpowered(spec, mde) else ""
         saturated = f"{saturated[:-1]}{searched}. {_mde_sentence(spec, mde, unit)}{weak}."  # the floor decides
         return Judgement("cannot tell", saturated, level, a, b, far, mde)
@@ -694,6 +698,21 @@ def on_other_scale(spec: StudyClaim) -> StudyClaim | None:
     if spec.kind != "effect":
         return None
     return replace(spec, direction=-spec.direction, min_size=SIGN_ONLY)
+
+
+def signs_on_both_scales(
+    spec: StudyClaim, own, other, df: float, search: int, weakest_of: int, n_draws: int, n_examples: int
+) -> tuple[str, bool]:
+    """The sign the other scale's numbers ``other`` (value, lo, hi) show (:func:`sign_shown`), and whether it differs
+    from the sign the row's own numbers ``own`` show, both read with the row's design; ("", False) where the claim has
+    no twin (:func:`on_other_scale`) or the other scale kept no numbers."""
+    twin = on_other_scale(spec)
+    if twin is None or any(x is None or math.isnan(float(x)) for x in other):
+        return "", False
+    design = dict(df=df, search=search, weakest_of=weakest_of, n_draws=n_draws, n_examples=n_examples)
+    shown = sign_shown(judge(twin, *other, **design).verdict)  # type: ignore[arg-type]
+    mine = sign_shown(judge(replace(spec, min_size=SIGN_ONLY), *own, **design).verdict)  # type: ignore[arg-type]
+    return shown, shown != mine
 
 
 def sign_shown(verdict: str) -> str:
