@@ -66,8 +66,12 @@ class KillOnce(distributed.WorkerPlugin):
     def transition(self, key, start, finish, **kwargs):
         if finish == "executing" and "evaluate_chunk" in str(key):
             self.started += 1
-            if self.started == self.nth and not os.path.exists(self.marker):
-                open(self.marker, "w").close()
+            if self.started == self.nth:
+                # O_EXCL: two workers at their nth chunk together must not both die (the scattered inputs would go too)
+                try:
+                    os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                except FileExistsError:
+                    return
                 os._exit(1)
 
 
