@@ -57,6 +57,7 @@ BLOCKS = (
     "roofline",
     "calibration",
     "sensitivity",
+    "power",
     "sizes",
 )
 SOURCE = {
@@ -744,6 +745,38 @@ def sensitivity_block(table: pd.DataFrame) -> list[str]:
     return lines
 
 
+def power_block(table: pd.DataFrame) -> list[str]:
+    """What more pairs or draws would buy (:mod:`headlab.findings.power`): per column the study's underpowered claims
+    as built and under each purchase, then each underpowered row's MDE as built and under all purchases at once."""
+    from headlab.findings.power import DRAWS_CAP, Purchase, underpowered_counts
+
+    counts = underpowered_counts(table)
+    purchases = [p.value for p in Purchase]
+    lines = [
+        "The study's claims that read underpowered, per column, as built and under each design the data allow "
+        f"(cross-fitted: rows measured on half the test pairs measured on both halves; dev + test: the dev pairs "
+        f"pooled in; more draws: {DRAWS_CAP} times the draws), projected from each row's own spread:",
+        "",
+        f"| column | {' | '.join(purchases)} |",
+        f"|---|{'---|' * len(purchases)}",
+        *(f"| {preset} | {' | '.join(str(int(n)) for n in row)} |" for preset, row in counts.iterrows()),
+        "",
+        "Each underpowered row: the limit its MDE must reach (twice its size; for no effect, its margin), its MDE as "
+        "built and with all three purchases at once, and the purchases that would reach the limit:",
+        "",
+        "| column | claim | limit | MDE as built | MDE, all three | reached by |",
+        "|---|---|---|---|---|---|",
+    ]
+    every, built = f"mde {Purchase.ALL.value}", f"mde {Purchase.NONE.value}"
+    for _, r in table[table["verdict"] == "underpowered"].iterrows():
+        reached = [p.value for p in Purchase if p is not Purchase.NONE and str(r[f"decided {p.value}"]) == "True"]
+        lines.append(
+            f"| {r['preset']} | `{r['claim_id']}` | {r['limit']:.3g} | {r[built]:.3g} | {r[every]:.3g} "
+            f"| {', '.join(reached) or 'none'} |"
+        )
+    return lines
+
+
 def sizes_block() -> list[str]:
     """The sizes policy (:mod:`headlab.findings.sizes`), written out from the policy itself, not from ``results/``:
     its version and date, its rule, the study's numbers it uses, and every claim's size or margin, scale and why."""
@@ -809,6 +842,7 @@ def roofline_block(table: pd.DataFrame) -> list[str]:
 RENDER = {
     "calibration": calibration_block,
     "sensitivity": sensitivity_block,
+    "power": power_block,
     "cold": cold_block,
     "models": models_block,
     "tuning": tuning_block,
