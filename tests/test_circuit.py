@@ -85,17 +85,17 @@ def test_receivers_are_ranked_by_what_comes_back_through_each_alone(engine):
     assert one["over_others"].isna().all()  # no other receiver: no baseline
 
 
-def test_the_found_circuit_has_an_edge_per_sender_and_receiver_and_its_faithfulness(engine):
+def test_the_found_circuit_has_an_edge_per_sender_and_receiver_and_its_mediated_share(engine):
     senders, receivers = [(0, 1), (1, 2)], [(2, 0), (3, 1)]
-    edges, faithful = found_circuit(engine, senders, receivers, n_boot=100)
+    edges, mediation = found_circuit(engine, senders, receivers, n_boot=100)
     assert len(edges) == 4 and set(zip(edges["sender_layer"], edges["sender_head"])) == set(senders)
     source, target = (grade_logit(x) for x in engine.unpatched_logits())
     gap = (source - target).mean()
     alone = grade_logit(engine.path_logits([(1, 2)], [(3, 1)])[0])
     edge = edges.set_index(["sender_layer", "sender_head", "layer", "head"]).loc[(1, 2, 3, 1)]
     assert edge["restored"] == pytest.approx((alone - target).mean() / gap)
-    whole, through, ratio = faithful["share"]
+    whole, through, ratio = mediation["share"]
     assert whole == pytest.approx((grade_logit(engine.logits([senders])[0]) - target).mean() / gap)
     assert through == pytest.approx((grade_logit(engine.circuit_logits(senders, receivers)) - target).mean() / gap)
     assert ratio == pytest.approx(through / whole)
-    assert (faithful["lo"] < faithful["hi"]).all()
+    assert (mediation["lo"] < mediation["hi"]).all()

@@ -73,11 +73,11 @@ def test_page_09_runs_on_a_tiny_model_and_gives_one_row_per_claim(tmp_path):
     specific, specific_random = specificity(setup, matching, None, 2, 2, None, n_boot=100)
     ranking, receiver = receivers_view(setup, contrast, matching, single_heads, n_boot=100)
     assert len(ranking) == 4 * (3 - max(l for l, _ in matching)) and (ranking["layer"] > max(matching)[0]).all()
-    edges, faithful = circuit_view(setup, contrast, matching, single_heads, ranking, 2, n_boot=100)
+    edges, mediation = circuit_view(setup, contrast, matching, single_heads, ranking, 2, n_boot=100)
     assert len(edges) == 2 * len(matching) and set(zip(edges["layer"], edges["head"])) == set(
         zip(ranking["layer"].head(2), ranking["head"].head(2))
     )
-    assert len(faithful) == 3
+    assert len(mediation) == 3
     rows = claims(against, controls, specific, specific_random, ranking, matching, receiver)
     assert claims_file(rows) == "claims_09_patching"
     assert [c.claim_id for c in rows][:3] == [

@@ -11,8 +11,8 @@
   through its output at ``[CLS]`` alone: which heads read what the matching heads carry, found rather than assumed, each
   set against the other receivers.
 - :func:`found_circuit`: the matching heads and the receivers that read most, per sender and receiver (the edges),
-  and the circuit's faithfulness: the share of the matching heads' whole effect that comes back through the found
-  receivers alone (Wang et al. 2023).
+  and the share of the matching heads' whole effect that comes back through the found receivers alone (a mediated
+  share; not IOI's faithfulness, Wang et al. 2023, which runs the circuit with everything else ablated).
 """
 
 from __future__ import annotations
@@ -158,14 +158,14 @@ def receiver_ranking(engine: PatchEngine, senders, receivers, n_boot: int = 2000
 def found_circuit(
     engine: PatchEngine, senders, receivers, n_boot: int = 2000, seed: int = 0
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``(edges, faithfulness)`` of the circuit ``senders`` -> ``receivers`` on the engine's pairs, as shares of the
+    """``(edges, mediation)`` of the circuit ``senders`` -> ``receivers`` on the engine's pairs, as shares of the
     grade-logit gap with 95% paired bootstrap intervals (the same resamples throughout).
 
     ``edges``: per sender and receiver, the share that comes back when that receiver alone reads that sender's
-    change alone (:meth:`headlab.core.patching.PatchEngine.path_logits`). ``faithfulness``: three rows, the senders
+    change alone (:meth:`headlab.core.patching.PatchEngine.path_logits`). ``mediation``: three rows, the senders
     patched back everywhere (their whole effect), the same effect through the receivers alone, all reading at once
-    (:meth:`headlab.core.patching.PatchEngine.circuit_logits`), and the second as a share of the first (IOI's
-    faithfulness, Wang et al. 2023: 100% where the receivers carry all the senders do)."""
+    (:meth:`headlab.core.patching.PatchEngine.circuit_logits`), and the second as a share of the first (100% where
+    the receivers carry all the senders do). Not IOI's faithfulness (Wang et al. 2023): nothing else is ablated."""
     source, target = (grade_logit(x) for x in engine.unpatched_logits())
     gap = source - target
     weights = bootstrap_weights(len(gap), n_boot, seed)
@@ -190,12 +190,14 @@ def found_circuit(
     whole = grade_logit(engine.logits([list(senders)])[0]) - target
     through = grade_logit(engine.circuit_logits(senders, receivers)) - target
     boot_whole, boot_through = _boot_shares(np.stack([whole, through]), gap, weights)
-    faithful = []
+    mediation = []
     for what, value, boot in (
         ("the matching heads patched back everywhere", whole.mean() / gap.mean(), boot_whole),
         ("through the found receivers alone", through.mean() / gap.mean(), boot_through),
-        ("faithfulness (second / first)", through.mean() / whole.mean(), boot_through / boot_whole),
+        ("mediated share (second / first)", through.mean() / whole.mean(), boot_through / boot_whole),
     ):
         lo, hi = np.quantile(boot, [0.025, 0.975])
-        faithful.append({"what": what, "share": float(value), "lo": float(lo), "hi": float(hi), "n_examples": len(gap)})
-    return pd.DataFrame(rows), pd.DataFrame(faithful)
+        mediation.append(
+            {"what": what, "share": float(value), "lo": float(lo), "hi": float(hi), "n_examples": len(gap)}
+        )
+    return pd.DataFrame(rows), pd.DataFrame(mediation)

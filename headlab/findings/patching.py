@@ -17,7 +17,7 @@ measured (:func:`gap_moves`). Page 09 runs them through :func:`held_out_contrast
 :func:`restoring_patches`, :func:`circuit_views` (per group of positions, and attribution patching), :func:`head_views`
 and :func:`agreement`, :func:`restored_against_draws`, :func:`contrast_controls` (TFC1 and the control),
 :func:`specificity` (05's own masks, read per pair), :func:`receivers_view` (path patching to every head above the
-matching heads, notebook 07's head among them) and :func:`circuit_view` (the circuit found, with its faithfulness),
+matching heads, notebook 07's head among them) and :func:`circuit_view` (the circuit found, with its mediated share),
 and judges them with :func:`claims`.
 """
 
@@ -751,7 +751,7 @@ def receivers_view(lab, contrast: Contrast, matching, single_heads, n_boot: int 
 def circuit_view(
     lab, contrast: Contrast, matching, single_heads, ranking: pd.DataFrame, k: int, n_boot: int = 2000
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``(edges, faithfulness)`` of the circuit found: the matching heads and the ``k`` receivers of ``ranking`` that
+    """``(edges, mediation)`` of the circuit found: the matching heads and the ``k`` receivers of ``ranking`` that
     read most (:func:`headlab.findings.circuit.found_circuit`, on the pairs :func:`receivers_view` ranked on),
     kept; empty tables where there is no ranking."""
     if ranking.empty:
@@ -767,8 +767,8 @@ def circuit_view(
         return found[part]
 
     edges = lab.stored("patching_circuit_edges", key, lambda: table(0))
-    faithful = lab.stored("patching_faithfulness", key, lambda: table(1))
-    return edges, faithful
+    mediation = lab.stored("patching_mediation", key, lambda: table(1))
+    return edges, mediation
 
 
 def receiver_note(ranking: pd.DataFrame, receiver) -> str:
