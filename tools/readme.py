@@ -746,33 +746,39 @@ def sensitivity_block(table: pd.DataFrame) -> list[str]:
 
 
 def power_block(table: pd.DataFrame) -> list[str]:
-    """What more pairs or draws would buy (:mod:`headlab.findings.power`): per column the study's underpowered claims
-    as built and under each purchase, then each underpowered row's MDE as built and under all purchases at once."""
+    """What more pairs or draws would buy (:mod:`headlab.findings.power`): per column the study's rows whose design is
+    not powered as built and under each purchase, then every row (either tally) some purchase would power."""
     from headlab.findings.power import DRAWS_CAP, Purchase, underpowered_counts
 
     counts = underpowered_counts(table)
     purchases = [p.value for p in Purchase]
     lines = [
-        "The study's claims that read underpowered, per column, as built and under each design the data allow "
-        f"(cross-fitted: rows measured on half the test pairs measured on both halves; dev + test: the dev pairs "
-        f"pooled in; more draws: {DRAWS_CAP} times the draws), projected from each row's own spread:",
+        "The study's rows whose design is not powered (MDE over twice the size; for no effect, over the margin), "
+        "whatever their verdict, per column, as built and under each design the data allow, projected from each "
+        "row's own spread (cross-fitted: chosen on one half and measured on the other, both ways; dev + test: the dev "
+        f"pairs pooled in, after cross-fitting where it applies; more draws: {DRAWS_CAP} times the draws or seeds):",
         "",
         f"| column | {' | '.join(purchases)} |",
         f"|---|{'---|' * len(purchases)}",
         *(f"| {preset} | {' | '.join(str(int(n)) for n in row)} |" for preset, row in counts.iterrows()),
         "",
-        "Each underpowered row: the limit its MDE must reach (twice its size; for no effect, its margin), its MDE as "
-        "built and with all three purchases at once, and the purchases that would reach the limit:",
+        "The rows some purchase would power: the limit, the MDE as built and under each purchase that applies:",
         "",
-        "| column | claim | limit | MDE as built | MDE, all three | reached by |",
-        "|---|---|---|---|---|---|",
+        f"| column | claim | tally | verdict | limit | {' | '.join(purchases)} |",
+        f"|---|---|---|---|---|{'---|' * len(purchases)}",
     ]
-    every, built = f"mde {Purchase.ALL.value}", f"mde {Purchase.NONE.value}"
-    for _, r in table[table["verdict"] == "underpowered"].iterrows():
-        reached = [p.value for p in Purchase if p is not Purchase.NONE and str(r[f"decided {p.value}"]) == "True"]
+    built, every = (f"powered {p.value}" for p in (Purchase.NONE, Purchase.ALL))
+    bought = table[(table[built].astype(str) == "False") & (table[every].astype(str) == "True")]
+    for _, r in bought.iterrows():
+        cells = [
+            "—"
+            if pd.isna(r[f"mde {p}"])
+            else f"{r[f'mde {p}']:.3g}" + (" ✓" if str(r[f"powered {p}"]) == "True" else "")
+            for p in purchases
+        ]
         lines.append(
-            f"| {r['preset']} | `{r['claim_id']}` | {r['limit']:.3g} | {r[built]:.3g} | {r[every]:.3g} "
-            f"| {', '.join(reached) or 'none'} |"
+            f"| {r['preset']} | `{r['claim_id']}` | {r['tally']} | {r['verdict']} | {r['limit']:.3g} "
+            f"| {' | '.join(cells)} |"
         )
     return lines
 

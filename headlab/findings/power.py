@@ -7,19 +7,24 @@ and the draws' part (:func:`headlab.core.stats.pairs_share`, solved from the Wel
 drawn with). A design with ``k`` times the pairs divides the pairs' part by ``k``; one with ``D'`` draws scales the
 draws' part by ``D / D'``; its df follows (:func:`headlab.core.stats.draws_df`) and its MDE is read exactly as the
 verdict reads the row (:func:`headlab.findings.verdicts.minimum_detectable`: the same tally, search and weakest-of
-widening). Only the spread enters, so planning on committed rows chooses no verdict (a blinded sample-size
-re-estimation). The designs:
+widening). A row over draws whose df sits at ``D - 1`` does not say how its variance splits (its page kept no
+Welch–Satterthwaite df), so it is planned at both ends (all pairs, all draws) and the worse is kept. The designs:
 
-- :attr:`Purchase.CROSS_FIT`: a row measured on one half of the test pairs (its heads chosen on the other) measured
-  on both, each half's heads chosen on the other half (twice the pairs; only for such rows);
-- :attr:`Purchase.DEV_AND_TEST`: the dev pairs beside the test pairs (the learning rate and epochs were chosen on dev,
-  so the pooled rows say so), after cross-fitting where it applies;
-- :attr:`Purchase.DRAWS`: :data:`DRAWS_CAP` times the draws, for rows over random draws;
-- :attr:`Purchase.ALL`: all three at once.
+- :attr:`Purchase.CROSS_FIT`: a row that chose on the pairs it measures, made to choose on one half and measure on
+  the other, both ways: a row measured on one half of the test pairs (its heads chosen on the other) gets twice the
+  pairs; a row chosen among ``search`` candidates on its own pairs is read as one candidate (the allowance for
+  choosing on half the pairs is not modelled, so this flatters it);
+- :attr:`Purchase.DEV_AND_TEST`: the dev pairs beside the test pairs (the learning rate and epochs were chosen on
+  dev, so the pooled rows would say so), after cross-fitting where it applies; never for a claim whose page chose on
+  the dev pairs (:data:`DEV_CHOSE`) or that is not measured on the grading pairs (:data:`OTHER_PAIRS`);
+- :attr:`Purchase.DRAWS`: :data:`DRAWS_CAP` times the draws (or seeds), for rows over random draws;
+- :attr:`Purchase.ALL`: every purchase that applies to the row, at once.
 
-A row is underpowered where its MDE exceeds twice its size (for no effect: its margin,
-:func:`headlab.findings.verdicts.underpowered`); the table says which purchase, if any, would bring it within.
-``python -m headlab.findings.power`` writes ``results/power.csv``; ``docs/judging.md`` renders its counts.
+A row's design is powered where its MDE is at most twice its size (for no effect: its margin,
+:func:`headlab.findings.verdicts.underpowered`). The rows planned are every judged row whose design is not powered
+as built, whatever its verdict: a purchase extends every row of its claim, never only the undecided ones, which
+would be optional continuation. ``python -m headlab.findings.power`` writes ``results/power.csv``;
+``docs/judging.md`` renders its counts.
 """
 
 from __future__ import annotations
@@ -39,7 +44,9 @@ from headlab.findings.claims import STUDY_CLAIMS, registered
 from headlab.findings.sensitivity import _design, on_policy_scale
 from headlab.findings.verdicts import each_level, minimum_detectable, quantile, underpowered
 
-DRAWS_CAP = 4  # the most draws a purchase multiplies a row's by: each draw is one more mask on every pair
+DRAWS_CAP = 4  # the most draws a purchase multiplies a row's by: each is one more mask on every pair (or a student)
+DEV_CHOSE = ("pruning.", "sharpening.")  # claims whose pages choose on the dev pairs: pooling dev would reuse them
+OTHER_PAIRS = ("word_segmentation.",)  # claims measured on other sentences than the grading pairs
 
 
 class Purchase(enum.Enum):
@@ -49,52 +56,74 @@ class Purchase(enum.Enum):
     CROSS_FIT = "cross-fitted"
     DEV_AND_TEST = "dev + test"
     DRAWS = "more draws"
-    ALL = "all three"
+    ALL = "all that apply"
 
 
 @dataclass(frozen=True)
 class Design:
-    """How a row was (or would be) measured: its pairs and its random draws (1: none)."""
+    """How a row was (or would be) measured: its pairs, its random draws (1: none) and the candidates it was chosen
+    among on those pairs (1: none)."""
 
     n_examples: int
     n_draws: int
+    search: int = 1
 
 
-def projected_mde(spec, lo: float, hi: float, df: float, built: Design, planned: Design, **judged) -> float:
+def projected_mde(spec, lo: float, hi: float, df: float, built: Design, planned: Design, weakest_of: int = 1) -> float:
     """The MDE of a row measured as ``built`` (95% interval ``lo, hi`` at ``df``) had it been measured as ``planned``:
     the pairs' part of its variance scaled by the pairs, the draws' part by the draws, read by the verdict's own
-    :func:`minimum_detectable` (``judged``: its ``each`` and ``weakest_of``)."""
+    :func:`minimum_detectable` at the planned search. A row over draws at ``df = D - 1`` (no split kept) is planned
+    at both ends of the split and the worse kept; a row of zero width has none (NaN)."""
+    if not hi > lo:
+        return math.nan
     se = (hi - lo) / 2 / float(quantile(0.975, df))
-    share = float(pairs_share(df, built.n_draws, built.n_examples)) if built.n_draws > 1 else 1.0
-    var_pairs = share * se**2 * built.n_examples / planned.n_examples
-    var_draws = (1 - share) * se**2 * built.n_draws / planned.n_draws
-    total = var_pairs + var_draws
-    new_df = float(draws_df(total, var_pairs, planned.n_draws, planned.n_examples)) if planned.n_draws > 1 else df
-    half = float(quantile(0.975, new_df)) * math.sqrt(total)
-    return float(
-        minimum_detectable(spec, -half, half, new_df, n_draws=planned.n_draws, n_examples=planned.n_examples, **judged)
-    )
+    if built.n_draws <= 1:
+        shares = [1.0]
+    elif df <= built.n_draws - 1 + 1e-9:
+        shares = [0.0, 1.0]
+    else:
+        shares = [float(pairs_share(df, built.n_draws, built.n_examples))]
+    each = each_level(spec, planned.search)
+    mdes = []
+    for share in shares:
+        var_pairs = share * se**2 * built.n_examples / planned.n_examples
+        var_draws = (1 - share) * se**2 * built.n_draws / planned.n_draws
+        total = var_pairs + var_draws
+        new_df = float(draws_df(total, var_pairs, planned.n_draws, planned.n_examples)) if planned.n_draws > 1 else df
+        half = float(quantile(0.975, new_df)) * math.sqrt(total)
+        design = dict(n_draws=planned.n_draws, n_examples=planned.n_examples)
+        mdes.append(float(minimum_detectable(spec, -half, half, new_df, each=each, weakest_of=weakest_of, **design)))
+    return max(mdes)
 
 
-def purchases(built: Design, n_test: int, n_dev: int) -> dict[Purchase, Design]:
-    """The designs each :class:`Purchase` gives a row built as ``built`` on a split of ``n_test`` test and ``n_dev``
-    dev pairs (a row measured on at most half the test pairs is cross-fitted to all of them)."""
-    halved = built.n_examples <= math.ceil(n_test / 2)
-    crossed = min(2 * built.n_examples, n_test) if halved else built.n_examples  # both halves, each measured once
-    pooled = crossed * (n_test + n_dev) / n_test
-    draws = built.n_draws * DRAWS_CAP if built.n_draws > 1 else 1
-    out = {Purchase.NONE: built, Purchase.DEV_AND_TEST: Design(round(pooled), built.n_draws)}
-    if halved:
-        out[Purchase.CROSS_FIT] = Design(round(crossed), built.n_draws)
+def purchases(claim_id: str, built: Design, n_test: int, n_dev: int) -> dict[Purchase, Design]:
+    """The designs each :class:`Purchase` that applies gives claim ``claim_id``'s row built as ``built``, on a split
+    of ``n_test`` test and ``n_dev`` dev pairs (see the module's docstring)."""
+    out = {Purchase.NONE: built}
+    if claim_id.startswith(OTHER_PAIRS):
+        plan = built
+    else:
+        halved = built.n_examples <= math.ceil(n_test / 2)
+        if halved or built.search > 1:  # chosen on the other half, or on its own pairs: choose and measure apart
+            plan = Design(min(2 * built.n_examples, n_test) if halved else built.n_examples, built.n_draws, 1)
+            out[Purchase.CROSS_FIT] = plan
+        else:
+            plan = built
+        if not claim_id.startswith(DEV_CHOSE):
+            plan = Design(round(plan.n_examples * (n_test + n_dev) / n_test), plan.n_draws, plan.search)
+            out[Purchase.DEV_AND_TEST] = plan
     if built.n_draws > 1:
-        out[Purchase.DRAWS] = Design(built.n_examples, draws)
-    out[Purchase.ALL] = Design(round(pooled), draws)
+        out[Purchase.DRAWS] = Design(built.n_examples, built.n_draws * DRAWS_CAP, built.search)
+        plan = Design(plan.n_examples, built.n_draws * DRAWS_CAP, plan.search)
+    if len(out) > 1:
+        out[Purchase.ALL] = plan
     return out
 
 
 def power_table(scorecard: Path = REPO / "results" / "scorecard.csv", repo: Path = REPO) -> pd.DataFrame:
-    """Per preset and judged row of a registered claim (decisive or not): its MDE as built and under each purchase,
-    the limit it must reach (twice its size; for no effect its margin), and whether each purchase would reach it."""
+    """Per preset and judged row of a registered claim (decisive or not): its MDE as built and under each purchase
+    that applies, the limit it must reach (twice its size; for no effect its margin), and whether each design is
+    powered (its MDE within the limit)."""
     models = pd.read_csv(repo / "results" / "models.csv").set_index("preset")
     rows = pd.read_csv(scorecard)
     judged = rows[
@@ -108,15 +137,14 @@ def power_table(scorecard: Path = REPO / "results" / "scorecard.csv", repo: Path
         model = models.loc[row.preset]
         design = _design(row, int(model["layers"]))
         spec = registered(row.claim_id)
-        if not all(np.isfinite([row.lo, row.hi])):
-            continue
-        judged_at = dict(each=each_level(spec, design["search"]), weakest_of=design["weakest_of"])
-        built = Design(design["n_examples"], design["n_draws"])
-        limit = spec.margin if spec.kind == "no_effect" else 2 * spec.min_size
-        mdes = {
-            purchase: projected_mde(spec, row.lo, row.hi, design["df"], built, planned, **judged_at)
-            for purchase, planned in purchases(built, int(model["n_test"]), int(model["n_dev"])).items()
+        built = Design(design["n_examples"], design["n_draws"], design["search"])
+        mde = {
+            purchase: projected_mde(spec, row.lo, row.hi, design["df"], built, planned, design["weakest_of"])
+            for purchase, planned in purchases(row.claim_id, built, int(model["n_test"]), int(model["n_dev"])).items()
         }
+        if not np.isfinite(mde[Purchase.NONE]):
+            continue
+        limit = spec.margin if spec.kind == "no_effect" else 2 * spec.min_size
         out.append(
             {
                 "preset": row.preset,
@@ -126,23 +154,22 @@ def power_table(scorecard: Path = REPO / "results" / "scorecard.csv", repo: Path
                 "limit": limit,
                 "n_examples": built.n_examples,
                 "n_draws": built.n_draws,
-                **{f"mde {p.value}": mdes.get(p, math.nan) for p in Purchase},
-                **{
-                    f"decided {p.value}": (not underpowered(spec, mdes[p])) if p in mdes else math.nan for p in Purchase
-                },
+                "search": built.search,
+                **{f"mde {p.value}": mde.get(p, math.nan) for p in Purchase},
+                **{f"powered {p.value}": (not underpowered(spec, mde[p])) if p in mde else math.nan for p in Purchase},
             }
         )
     return pd.DataFrame(out)
 
 
 def underpowered_counts(table: pd.DataFrame, tally: str = "study") -> pd.DataFrame:
-    """Per preset, how many of ``tally``'s claims read "underpowered" as built and how many of them would still be
-    under each purchase (one that does not apply to a row leaves it as built). A decisive or powered row stays so."""
-    rows = table[(table["tally"] == tally) & (table["verdict"] == "underpowered")]
+    """Per preset, how many of ``tally``'s rows have a design that is not powered as built (whatever their verdict)
+    and how many would still not be under each purchase (one that does not apply leaves a row as built)."""
+    rows = table[(table["tally"] == tally) & (table[f"powered {Purchase.NONE.value}"].astype(str) == "False")]
     counts = {}
     for p in Purchase:
-        decided = rows[f"decided {p.value}"].fillna(rows[f"decided {Purchase.NONE.value}"]).astype(bool)
-        counts[p.value] = (~decided).groupby(rows["preset"]).sum()
+        powered = rows[f"powered {p.value}"].fillna(False).astype(str) == "True"
+        counts[p.value] = (~powered).groupby(rows["preset"]).sum()
     presets = table["preset"].drop_duplicates()
     return pd.DataFrame(counts).reindex(presets).fillna(0).astype(int)
 
@@ -163,4 +190,14 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["DRAWS_CAP", "Design", "Purchase", "power_table", "projected_mde", "purchases", "underpowered_counts"]
+__all__ = [
+    "DEV_CHOSE",
+    "DRAWS_CAP",
+    "OTHER_PAIRS",
+    "Design",
+    "Purchase",
+    "power_table",
+    "projected_mde",
+    "purchases",
+    "underpowered_counts",
+]

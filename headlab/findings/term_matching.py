@@ -492,6 +492,7 @@ def _random_claim(rows: pd.DataFrame, names: dict, selection: str) -> Claim:
         method=_method(r),
         n_examples=r["n_examples"],
         n_draws=r["n_draws"],
+        df=r["df"] if pd.notna(r.get("df")) else None,  # its interval's own Welch–Satterthwaite df
         study=CONDITIONS["random"][1],
         kappa=_kappa(r),
         reason=f"Masking {names['random']}, averaged over {int(r['n_draws'])} draws{spread}. {selection}",
