@@ -137,9 +137,7 @@ def _corrupt(pair: Pair, pool, pieces, rng):
         new = _pick(pool.get(_word(pair, pieces, word)[0], ()), avoid, rng)
         if new is None:
             return None
-        for i, piece in zip(word.positions, new[1]):
-            ids[i] = piece
-        changes.append((word.positions[0], len(word.positions), word.text, new[0]))
+        changes.append(_put(ids, word, new))
     return (ids, changes) if changes else None
 
 
@@ -158,9 +156,7 @@ def _inject(pair: Pair, pieces, rng):
     options = sorted(set(missing[_word(pair, pieces, word)[0]]))
     new = options[int(rng.integers(len(options)))]
     ids = list(pair.ids)
-    for i, piece in zip(word.positions, new[1]):
-        ids[i] = piece
-    return ids, [(word.positions[0], len(word.positions), word.text, new[0])]
+    return ids, [_put(ids, word, new)]
 
 
 def _unshared(pair: Pair, pool, pieces, rng):
@@ -174,9 +170,7 @@ def _unshared(pair: Pair, pool, pieces, rng):
     if new is None:
         return None
     ids = list(pair.ids)
-    for i, piece in zip(word.positions, new[1]):
-        ids[i] = piece
-    return ids, [(word.positions[0], len(word.positions), word.text, new[0])]
+    return ids, [_put(ids, word, new)]
 
 
 def _matched(pair: Pair, candidates: dict, counts: Counter[str], pieces, rng):
@@ -202,12 +196,17 @@ def _matched(pair: Pair, candidates: dict, counts: Counter[str], pieces, rng):
     return couple, replacements[int(rng.integers(len(replacements)))]
 
 
-def _replace(pair: Pair, word: Word, new) -> tuple[list[int], dict]:
-    """The pair's ids with ``word`` replaced by ``new`` (``(text, piece ids)``), and the change's row."""
-    ids = list(pair.ids)
+def _put(ids: list[int], word: Word, new) -> dict:
+    """Writes ``new`` (``(text, piece ids)``) over ``word``'s pieces in ``ids`` and returns the change's row: every
+    contrast replaces words this way."""
     for i, piece in zip(word.positions, new[1]):
         ids[i] = piece
-    return ids, {"position": word.positions[0], "n_pieces": len(word.positions), "was": word.text, "now": new[0]}
+    return {"position": word.positions[0], "n_pieces": len(word.positions), "was": word.text, "now": new[0]}
+
+
+def _pair_rng(seed: int, example: int, draw: int) -> np.random.Generator:
+    """The generator a pair's replacements are drawn with: its own, so no other pair changes them."""
+    return np.random.default_rng([seed, example] if draw == 0 else [seed, example, draw])
 
 
 def _contrast(kind: str, encoded: Encoded, kept: list[int], changed_ids: list[list[int]], rows: list[dict]) -> Contrast:
@@ -237,12 +236,15 @@ def matched_contrasts(
     made: dict[str, tuple[list[list[int]], list[dict]]] = {kind: ([], []) for kind in MATCHED_KINDS}
     for example, ids in enumerate(encoded.input_ids):
         pair = read_pair(tokenizer, ids, stopwords)
-        rng = np.random.default_rng([seed, example] if draw == 0 else [seed, example, draw])
+        rng = _pair_rng(seed, example, draw)
         drawn = _matched(pair, candidates, counts, pieces, rng)
         if drawn is None:
             continue
         (shared, unshared), new = drawn
-        changes = {"one_shared": _replace(pair, shared, new), "one_unshared": _replace(pair, unshared, new)}
+        changes = {}
+        for kind, word in zip(MATCHED_KINDS, (shared, unshared)):
+            changed = list(pair.ids)
+            changes[kind] = (changed, _put(changed, word, new))
         kept_shares = {s for s in pair.shared if s[1] not in shared.positions}
         after = {kind: read_pair(tokenizer, changes[kind][0], stopwords).shared for kind in MATCHED_KINDS}
         if set(after["one_shared"]) != kept_shares or after["one_unshared"] != pair.shared:
@@ -271,7 +273,7 @@ def contrast_pairs(
     kept, changed_ids, rows = [], [], []
     for example, ids in enumerate(encoded.input_ids):
         pair = read_pair(tokenizer, ids, stopwords)
-        rng = np.random.default_rng([seed, example] if draw == 0 else [seed, example, draw])
+        rng = _pair_rng(seed, example, draw)
         made = (
             _corrupt(pair, pool, pieces, rng)
             if kind == "corrupted"
@@ -291,7 +293,5 @@ def contrast_pairs(
             continue  # the pieces joined into another word than planned: no clean contrast for this pair
         kept.append(example)
         changed_ids.append(new_ids)
-        rows += [
-            {"example": example, "position": p, "n_pieces": n, "was": was, "now": now} for p, n, was, now in changes
-        ]
+        rows += [{"example": example, **change} for change in changes]
     return _contrast(kind, encoded, kept, changed_ids, rows)

@@ -126,10 +126,9 @@ def power_table(scorecard: Path = REPO / "results" / "scorecard.csv", repo: Path
     powered (its MDE within the limit)."""
     models = pd.read_csv(repo / "results" / "models.csv").set_index("preset")
     rows = pd.read_csv(scorecard)
-    judged = rows[
-        ~rows["claim_id"].str.contains("/", regex=False)
+    judged = rows[  # a sub-row's id (claim/part) is no registered claim's
+        rows["claim_id"].isin(list(STUDY_CLAIMS))
         & ~rows["verdict"].isin(["not comparable", "not judged", "not measured"])
-        & rows["claim_id"].isin(list(STUDY_CLAIMS))
     ]
     out = []
     for raw in judged.itertuples():
