@@ -145,7 +145,12 @@ def test_no_site_writes_the_tables_and_the_build_time_and_builds_no_site(tmp_pat
     monkeypatch.setattr(book, "write_scripts", lambda folder: pytest.fail("the site's scripts were written"))
     built = build({"tiny": PRESETS["tiny"]}, work=tmp_path / "book", run_dir=tmp_path / "runs", site=False)
     assert built == tmp_path / "runs" / "scorecard.csv" and built.exists()
-    assert {p.name for p in (tmp_path / "runs").iterdir()} >= {"models.csv", "two_tower.csv", "pruning.csv"}
+    assert {p.name for p in (tmp_path / "runs").iterdir()} >= {
+        "models.csv",
+        "two_tower.csv",
+        "pruning.csv",
+        "attribution_agreement.csv",
+    }
     assert pd.read_csv(tmp_path / "runs" / "timings.csv")["step"].tolist() == ["build"]
     assert not (tmp_path / "book" / "_build").exists()
     calls = []

@@ -12,8 +12,10 @@ from headlab.findings.circuit import (
     attribution_scores,
     found_circuit,
     position_groups,
+    random_senders,
     receiver_ranking,
     restored_by_position,
+    sender_control,
 )
 from headlab.findings.patching import held_out_contrast
 from headlab.inputs.pair import read_pair
@@ -81,21 +83,47 @@ def test_receivers_are_ranked_by_what_comes_back_through_each_alone(engine):
     others = table["restored"].sum() - row["restored"]
     assert row["over_others"] == pytest.approx(row["restored"] - others / 2)  # against the mean of the other two
     assert (table["over_lo"] < table["over_hi"]).all()
+    assert ((table["rank_lo"] <= table["rank"]) & (table["rank"] <= table["rank_hi"])).all()
+    assert table["rank_lo"].min() == 1 and table["rank_hi"].max() <= 3
     one = receiver_ranking(engine, senders, [(3, 1)], n_boot=100)
     assert one["over_others"].isna().all()  # no other receiver: no baseline
 
 
-def test_the_found_circuit_has_an_edge_per_sender_and_receiver_and_its_mediated_share(engine):
+def test_the_found_circuit_has_an_edge_per_sender_and_receiver(engine):
     senders, receivers = [(0, 1), (1, 2)], [(2, 0), (3, 1)]
-    edges, mediation = found_circuit(engine, senders, receivers, n_boot=100)
+    edges = found_circuit(engine, senders, receivers, n_boot=100)
     assert len(edges) == 4 and set(zip(edges["sender_layer"], edges["sender_head"])) == set(senders)
     source, target = (grade_logit(x) for x in engine.unpatched_logits())
     gap = (source - target).mean()
     alone = grade_logit(engine.path_logits([(1, 2)], [(3, 1)])[0])
     edge = edges.set_index(["sender_layer", "sender_head", "layer", "head"]).loc[(1, 2, 3, 1)]
     assert edge["restored"] == pytest.approx((alone - target).mean() / gap)
-    whole, through, ratio = mediation["share"]
-    assert whole == pytest.approx((grade_logit(engine.logits([senders])[0]) - target).mean() / gap)
-    assert through == pytest.approx((grade_logit(engine.circuit_logits(senders, receivers)) - target).mean() / gap)
-    assert ratio == pytest.approx(through / whole)
-    assert (mediation["lo"] < mediation["hi"]).all()
+    assert (edges["lo"] <= edges["hi"]).all()
+
+
+def test_random_senders_never_hold_a_named_head_and_stay_in_the_senders_layers():
+    senders, avoid = [(2, 0), (4, 3), (3, 5)], [(5, 1)]
+    sets = random_senders(senders, 12, 50, seed=3, avoid=avoid)
+    assert len(sets) == 50 and all(len(s) == 3 and len(set(s)) == 3 for s in sets)
+    drawn = {h for s in sets for h in s}
+    assert not drawn & {*senders, *avoid} and {l for l, _ in drawn} == {2, 3, 4}
+    assert random_senders(senders, 12, 50, seed=3, avoid=avoid) == sets  # seeded
+    assert random_senders(senders, 12, 50, seed=4, avoid=avoid) != sets
+    with pytest.raises(ValueError, match="too few"):
+        random_senders([(0, 0), (0, 1)], 3, 1, seed=0)
+
+
+def test_a_receiver_reads_its_senders_no_more_than_themselves_drawn_at_random(engine):
+    """The control is the same path from other senders: drawn as the senders themselves it leaves nothing over them;
+    drawn elsewhere it is the mean of those paths, with an interval over pairs and draws."""
+    senders, receivers = [(0, 1), (1, 2)], [(2, 0), (3, 1)]
+    same = sender_control(engine, senders, receivers, [senders, senders], n_boot=100)
+    assert same["over_random"].abs().max() < 1e-9 and same["lo"].abs().max() < 1e-9 and same["hi"].abs().max() < 1e-9
+    others = [[(0, 0), (1, 3)], [(0, 2), (1, 0)], [(0, 3), (1, 1)]]
+    table = sender_control(engine, senders, receivers, others, n_boot=100).set_index(["layer", "head"])
+    source, target = (grade_logit(x) for x in engine.unpatched_logits())
+    gap = (source - target).mean()
+    paths = [(grade_logit(engine.path_logits(s, [(3, 1)])[0]) - target).mean() / gap for s in others]
+    assert table.loc[(3, 1), "random_mean"] == pytest.approx(np.mean(paths))
+    assert table.loc[(3, 1), "restored"] == pytest.approx(same.set_index(["layer", "head"]).loc[(3, 1), "restored"])
+    assert (table["lo"] < table["hi"]).all() and (table["n_draws"] == 3).all()

@@ -85,7 +85,7 @@ def test_the_claims_the_study_does_not_make_are_gone():
     with pytest.raises(ValueError, match="a changed family is a new verdict rule"):
         check_families({**STUDY_CLAIMS, "x.y": extra}, FAMILIES)
     ours = {c for c, spec in STUDY_CLAIMS.items() if spec.tally == "ours"}
-    assert {"patching.cls_head_hands_on", "two_tower.fails_on_shared_terms", "pruning.keep_low_heads"} <= ours
+    assert {"patching.cls_route_hands_on", "patching.matching_beyond_identity", "pruning.keep_low_heads"} <= ours
     assert "term_matching.matching_costs" not in ours
 
 
@@ -402,7 +402,7 @@ def test_a_margin_is_written_in_its_claims_unit_and_no_interval_is_clipped():
 
 def test_a_share_of_a_difference_restored_is_not_clipped_to_0_1():
     row = Claim.measured(
-        registered("patching.cls_head_hands_on"),
+        registered("patching.cls_route_hands_on"),
         ours=1.8,
         lo=1.5,
         hi=2.2,

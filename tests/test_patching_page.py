@@ -3,19 +3,24 @@ control, the specificity, the receivers of the matching heads and the circuit fo
 
 import numpy as np
 import pandas as pd
+import pytest
 from tiny_setup import tiny_setup
 
 from headlab.findings.claims import STUDY_CLAIMS
 from headlab.findings.cls_head import single_head_correct
 from headlab.findings.patching import (
     agreement,
-    circuit_view,
+    attribution_agreement,
+    circuit_measures,
     circuit_views,
     claims,
     contrast_controls,
     contrast_examples,
     head_views,
     held_out_contrast,
+    identity_difference,
+    identity_note,
+    identity_tables,
     masking_specificity,
     patch_plan,
     path_not_measured,
@@ -24,12 +29,16 @@ from headlab.findings.patching import (
     replacement_tables,
     restored_against_draws,
     restoring_patches,
+    sender_note,
+    sender_view,
     specificity,
     specificity_note,
 )
 from headlab.findings.term_matching import matching_heads
 from headlab.findings.verdicts import claims_file
 
+NO_PAIRS = {"n_examples": 0}  # a matched contrast no pair qualified for
+NO_CIRCUIT = {name: pd.DataFrame() for name in ("chosen", "faithfulness", "completeness", "minimality", "edges")}
 WORDS = "cat dog bird man woman guitar flute car road river tree house".split()
 
 
@@ -62,7 +71,14 @@ def test_page_09_runs_on_a_tiny_model_and_gives_one_row_per_claim(tmp_path):
     columns = ["restored", "masking_cost", "role_score", "attribution"]
     assert len(views) == 16 and views[columns].notna().all().all()
     agreed = agreement(views, matching, 2, n_boot=100)
-    assert len(agreed) == 6 and (agreed["chance"].iloc[:3] == 2 * 2 / 16).all()
+    assert len(agreed) == 4 and (agreed["chance"].iloc[:2] == 2 * 2 / 16).all()
+    audited = attribution_agreement(views, n_boot=100)
+    assert list(audited["measure"][:3]) == [
+        "rank correlation (Spearman)",
+        "recall of the exact top 5",
+        "recall of the exact top 10",
+    ]
+    assert len(audited) == 3 + 5 and audited["value"].iloc[1:3].between(0, 1).all() and (audited["n_heads"] == 16).all()
     tables = replacement_tables(setup, contrast, restoring, plan, 2, None, None)
     assert len(tables) == 2 and tables[0]["example"].isin(contrast.examples).all()
     assert set(tables[0]["example"]) == set(tables[1]["example"])
@@ -73,17 +89,31 @@ def test_page_09_runs_on_a_tiny_model_and_gives_one_row_per_claim(tmp_path):
     specific, specific_random = specificity(setup, matching, None, 2, 2, None, n_boot=100)
     ranking, receiver = receivers_view(setup, contrast, matching, single_heads, n_boot=100)
     assert len(ranking) == 4 * (3 - max(l for l, _ in matching)) and (ranking["layer"] > max(matching)[0]).all()
-    edges, mediation = circuit_view(setup, contrast, matching, single_heads, ranking, 2, n_boot=100)
-    assert len(edges) == 2 * len(matching) and set(zip(edges["layer"], edges["head"])) == set(
-        zip(ranking["layer"].head(2), ranking["head"].head(2))
+    circuit = circuit_measures(setup, contrast, matching, single_heads, 3, n_boot=100)
+    top = set(zip(circuit["chosen"]["layer"].head(3), circuit["chosen"]["head"].head(3)))
+    edges = circuit["edges"]
+    assert len(edges) == len(matching) * len(top) and set(zip(edges["layer"], edges["head"])) == top
+    assert list(circuit["faithfulness"]["what"])[:4] == ["full model", "circuit", "empty circuit", "faithfulness"]
+    assert len(circuit["minimality"]) == len(matching) + len(top)
+    assert circuit["completeness"]["subset"].str.startswith("greedy").sum() == 2
+    matched = identity_tables(setup, matching, None, None, 2)
+    assert [len(t) for t in matched.values()] == [2, 2]
+    assert len({frozenset(t["example"]) for tables in matched.values() for t in tables}) == 1  # the same pairs
+    identity = identity_difference(matched, n_boot=100)
+    assert f"On {identity['n_examples']} pairs and 2 draws" in identity_note(identity)
+    senders = sender_view(setup, contrast, matching, single_heads, ranking, 2, 3, n_boot=100)
+    assert len(senders) >= 2 and (senders["n_draws"] == 3).all()
+    assert f"{int(senders['n_draws'].iloc[0])} random sets" in sender_note(
+        senders, tuple(senders.iloc[-1][["layer", "head"]])
     )
-    assert len(mediation) == 3
-    rows = claims(against, controls, specific, specific_random, ranking, matching, receiver)
+    assert "no control ran" in sender_note(senders.iloc[0:0], receiver)
+    rows = claims(against, controls, identity, specific, specific_random, ranking, senders, circuit, matching, receiver)
     assert claims_file(rows) == "claims_09_patching"
-    assert [c.claim_id for c in rows][:3] == [
-        "patching.matching_heads_carry_matching",
-        "patching.matching_heads_carry_matching/injected",
-        "patching.matching_heads_carry_matching/unshared",
+    assert [c.claim_id for c in rows][:4] == [
+        "patching.matching_heads_carry_replaced_words",
+        "patching.matching_heads_carry_replaced_words/injected",
+        "patching.matching_heads_carry_replaced_words/unshared",
+        "patching.matching_beyond_identity",
     ]
     registered = {c.study_claim for c in rows}
     assert registered == {k for k, c in STUDY_CLAIMS.items() if c.page == "09_patching"}
@@ -123,15 +153,24 @@ def test_an_unmeasured_path_says_why():
         "n_left_out": 0,
     }
     controls = {"injected": {**against, "gap": -0.4, "gap_lo": -0.6, "gap_hi": -0.2}, "unshared": {"n_examples": 1}}
-    rows = claims(against, controls, specific, specific, pd.DataFrame(), [(0, 0)], (3, 1))
-    [path_row] = [r for r in rows if r.claim_id == "patching.cls_head_hands_on"]
+    rows = claims(
+        against, controls, NO_PAIRS, specific, specific, pd.DataFrame(), pd.DataFrame(), NO_CIRCUIT, [(0, 0)], (3, 1)
+    )
+    [path_row] = [r for r in rows if r.claim_id == "patching.cls_route_hands_on"]
     assert "not chosen on" in path_row.reason and path_row.verdict == "cannot tell"
-    below = claims(against, controls, specific, specific, pd.DataFrame(), [(3, 0)], (3, 1))
-    assert "sits no higher" in below[-1].reason
+    below = claims(
+        against, controls, NO_PAIRS, specific, specific, pd.DataFrame(), pd.DataFrame(), NO_CIRCUIT, [(3, 0)], (3, 1)
+    )
+    below_ids = {r.claim_id: r for r in below}
+    assert all(
+        "sits no higher" in below_ids[c].reason
+        for c in ("patching.cls_route_hands_on", "patching.cls_head_reads_matching")
+    )
     by_id = {r.claim_id: r for r in rows}
-    assert by_id["patching.matching_heads_carry_matching"].verdict != "cannot tell"
-    assert by_id["patching.matching_heads_carry_matching/injected"].verdict == "not judged"
-    assert "only 1" in by_id["patching.matching_heads_carry_matching/unshared"].reason
+    assert by_id["patching.matching_heads_carry_replaced_words"].verdict != "cannot tell"
+    assert by_id["patching.matching_heads_carry_replaced_words/injected"].verdict == "not judged"
+    assert "only 1" in by_id["patching.matching_heads_carry_replaced_words/unshared"].reason
+    assert "only 0" in by_id["patching.matching_beyond_identity"].reason
 
 
 def test_a_contrast_that_raises_the_grade_is_not_measured_with_its_gap_said():
@@ -152,7 +191,16 @@ def test_a_contrast_that_raises_the_grade_is_not_measured_with_its_gap_said():
     }
     specific = {"difference": np.nan, "lo": np.nan, "hi": np.nan, "n_sharing": 0, "n_none": 0}
     rows = claims(
-        against, {"injected": against, "unshared": against}, specific, specific, pd.DataFrame(), [(0, 0)], (3, 1)
+        against,
+        {"injected": against, "unshared": against},
+        NO_PAIRS,
+        specific,
+        specific,
+        pd.DataFrame(),
+        pd.DataFrame(),
+        NO_CIRCUIT,
+        [(0, 0)],
+        (3, 1),
     )
     main, injected, unshared = rows[:3]
     assert main.verdict == "cannot tell" and "-0.15 [-0.3, -0.01]" in main.reason
@@ -162,35 +210,134 @@ def test_a_contrast_that_raises_the_grade_is_not_measured_with_its_gap_said():
     assert np.isnan(counted["cost_sharing"]) and counted["n_left_out"] == 4
 
 
-def _ranking(restored, cls_restored, over, cls_over) -> pd.DataFrame:
+def _ranking(restored, cls_restored) -> pd.DataFrame:
     columns = {}
-    for prefix, shares, overs in (("", restored, over), ("cls_", cls_restored, cls_over)):
+    for prefix, shares in (("", restored), ("cls_", cls_restored)):
         columns.update(
             {
                 f"{prefix}restored": shares,
                 f"{prefix}lo": [r - 0.01 for r in shares],
                 f"{prefix}hi": [r + 0.01 for r in shares],
-                f"{prefix}over_others": overs,
-                f"{prefix}over_lo": [o - 0.02 for o in overs],
-                f"{prefix}over_hi": [o + 0.02 for o in overs],
             }
         )
-    return pd.DataFrame({"layer": [3, 3, 2], "head": [1, 0, 3], **columns, "n_examples": 40})
+    return pd.DataFrame(
+        {
+            "layer": [3, 3, 2],
+            "head": [1, 0, 3],
+            **columns,
+            "n_examples": 40,
+            "rank": [1, 2, 3],
+            "rank_lo": [1, 1, 2],
+            "rank_hi": [2, 3, 3],
+            "gap": 0.4,
+            "gap_lo": 0.3,
+            "gap_hi": 0.5,
+        }
+    )
 
 
-def test_the_cls_head_is_judged_against_the_other_receivers_not_against_nothing():
-    """A head that restores 6.7% holds only if the other heads above restore less by the claim's size: here every
-    receiver restores about as much, so the [CLS] head's own 0.2 is no evidence that it is the reader."""
+def _senders(restored, random_mean, half_width) -> pd.DataFrame:
+    over = restored - random_mean
+    return pd.DataFrame(
+        [
+            {
+                "layer": 3,
+                "head": 1,
+                "restored": restored,
+                "random_mean": random_mean,
+                "over_random": over,
+                "lo": over - half_width,
+                "hi": over + half_width,
+                "n_draws": 8,
+                "n_examples": 40,
+            }
+        ]
+    )
+
+
+def test_the_route_is_judged_on_its_own_share_and_the_reading_against_random_senders():
+    """The study's "hands them to the classifier" is judged on what comes back through the head's output at [CLS]
+    alone (default's 0.03% must not hold, whatever the head restores at every position); "reads the matching heads"
+    against random senders of their layers, the rank's interval beside it."""
     nothing = {"n_examples": 1}
     specific = {"difference": np.nan, "lo": np.nan, "hi": np.nan, "n_sharing": 0, "n_none": 0}
     controls = {"injected": nothing, "unshared": nothing}
-    alike = _ranking([0.21, 0.2, 0.19], [0.05, 0.0, 0.0], [0.01, 0.0, -0.01], [0.05, -0.025, -0.025])
-    rows = claims(nothing, controls, specific, specific, alike, [(0, 0)], (3, 1))
-    whole, through_cls = rows[-2:]
-    assert whole.claim_id == "patching.cls_head_hands_on" and through_cls.claim_id == "patching.cls_head_hands_on/cls"
-    assert whole.verdict != "holds" and "ranks 1 of 3" in whole.reason and "20.0% on average" in whole.reason
-    leads = _ranking([0.4, 0.05, 0.03], [0.1, 0.0, 0.0], [0.36, -0.125, -0.135], [0.1, -0.05, -0.05])
-    assert claims(nothing, controls, specific, specific, leads, [(0, 0)], (3, 1))[-2].verdict == "holds"
+
+    def rows(ranking, senders):
+        return claims(nothing, controls, NO_PAIRS, specific, specific, ranking, senders, NO_CIRCUIT, [(0, 0)], (3, 1))
+
+    silent_route = rows(_ranking([0.21, 0.02, 0.01], [0.0003, 0.0, 0.0]), _senders(0.21, 0.01, 0.05))
+    route, reads, rank = silent_route[-6:-3]
+    assert route.claim_id == "patching.cls_route_hands_on" and route.verdict == "does not hold"
+    assert "0.03%" in route.reason and "21.0%" in route.reason  # the whole-head share is said, not judged
+    assert reads.claim_id == "patching.cls_head_reads_matching" and reads.verdict == "holds"
+    assert "8 random sets" in reads.reason and "ranks 1 (1 to 2" in reads.reason
+    assert rank.claim_id == "patching.cls_head_reads_matching/rank" and (rank.lo, rank.hi) == (1.0, 2.0)
+    # a head that reads any heads of their layers as much reads nothing of theirs in particular
+    alike = rows(_ranking([0.21, 0.02, 0.01], [0.2, 0.0, 0.0]), _senders(0.21, 0.2, 0.05))
+    assert alike[-6].verdict == "holds" and alike[-5].verdict != "holds"
+    flat = rows(_ranking([0.21, 0.02, 0.01], [0.2, 0.0, 0.0]).assign(gap_lo=-0.1), _senders(0.21, 0.01, 0.05))
+    assert [r.verdict for r in flat[-5:-3]] == ["cannot tell", "cannot tell"] and "+0.4 [-0.1, +0.5]" in flat[-4].reason
+    no_control = rows(_ranking([0.21, 0.02, 0.01], [0.2, 0.0, 0.0]), pd.DataFrame())
+    assert no_control[-4].claim_id == "patching.cls_head_reads_matching" and no_control[-4].verdict == "cannot tell"
+
+
+def test_term_matching_beyond_identity_is_measured_within_pairs_only_where_both_contrasts_move():
+    """Shares of the same pairs under the two matched contrasts, their difference over pairs and draws; a contrast
+    whose gap may be 0 is not measured (its share reads as anything)."""
+    rng = np.random.default_rng(0)
+    n = 60
+
+    def table(gap, restored, draw):
+        target = rng.normal(0, 0.1, n)
+        noise = rng.normal(0, 0.05, n)
+        source = target + gap + noise - noise.mean()  # the gap's mean exactly: 0 lies inside a flat one
+        moved = target + restored * (source - target) + rng.normal(0, 0.1, n)
+        return pd.DataFrame(
+            {
+                "patch": np.repeat(["source", "target", "matching"], n),
+                "example": np.tile(np.arange(10, 10 + n), 3),
+                "grade_logit": np.concatenate([source, target, moved]),
+            }
+        )
+
+    tables = {
+        "one_shared": [table(1.0, 0.9, d) for d in range(2)],
+        "one_unshared": [table(0.8, 0.3, d) for d in range(2)],
+    }
+    result = identity_difference(tables, n_boot=200)
+    assert result["n_examples"] == n and result["n_replacements"] == 2
+    assert abs(result["one_shared"] - 0.9) < 0.05 and abs(result["one_unshared"] - 0.3) < 0.05
+    assert result["lo"] < result["difference"] < result["hi"] and result["lo"] > 0.5
+    nothing = {"n_examples": 1}
+    specific = {"difference": np.nan, "lo": np.nan, "hi": np.nan, "n_sharing": 0, "n_none": 0}
+    controls = {"injected": nothing, "unshared": nothing}
+
+    def judged(identity):
+        rows = claims(
+            nothing,
+            controls,
+            identity,
+            specific,
+            specific,
+            pd.DataFrame(),
+            pd.DataFrame(),
+            NO_CIRCUIT,
+            [(0, 0)],
+            (3, 1),
+        )
+        return next(r for r in rows if r.claim_id == "patching.matching_beyond_identity")
+
+    assert judged(result).verdict == "holds" and f"{result['one_shared']:.1%}" in judged(result).reason
+    flat = identity_difference({**tables, "one_unshared": [table(0.0, 0.3, d) for d in range(2)]}, n_boot=200)
+    assert judged(flat).verdict == "cannot tell" and "Not measured" in judged(flat).reason
+    shifted = {k: [t.assign(example=t["example"] + i) for i, t in enumerate(v)] for k, v in tables.items()}
+    try:
+        identity_difference(shifted, n_boot=10)
+    except ValueError as error:
+        assert "same pairs" in str(error)
+    else:
+        raise AssertionError("tables on different pairs were compared")
 
 
 def test_a_specificity_measured_on_a_model_at_its_floor_is_saturated():
@@ -213,10 +360,103 @@ def test_a_specificity_measured_on_a_model_at_its_floor_is_saturated():
     floored = {**specific, "at_floor": True, "floor_reason": "99% of pairs get one grade"}
 
     def row(result):
-        rows = claims(nothing, controls, result, specific, pd.DataFrame(), [(0, 0)], (3, 1))
+        rows = claims(
+            nothing, controls, NO_PAIRS, result, specific, pd.DataFrame(), pd.DataFrame(), NO_CIRCUIT, [(0, 0)], (3, 1)
+        )
         return next(r for r in rows if r.claim_id == "patching.cost_specific_to_shared_terms")
 
     assert row(specific).verdict == "opposite" and not row(specific).at_floor
     saturated = row(floored)
     assert saturated.verdict == "cannot tell" and saturated.at_floor
     assert "99% of pairs get one grade" in saturated.reason and "Saturated" in saturated.reason
+
+
+def test_attribution_is_audited_by_recall_of_the_exact_top_heads_and_its_ratio_on_its_own_top():
+    """Where attribution ranks the exact top heads right it recalls them all; a head it overrates shows as missed and
+    ranked in, and its estimate over the exact share says by how much."""
+    views = pd.DataFrame({"layer": np.repeat(range(4), 4), "head": np.tile(range(4), 4)})
+    views["restored"] = np.linspace(1.0, 0.0, 16) ** 2
+    views["attribution"] = views["restored"] * 0.5  # saturated: half of every exact share, the same order
+    same = attribution_agreement(views, n_boot=50).set_index("measure")
+    assert same.loc["rank correlation (Spearman)", "value"] == pytest.approx(1.0)
+    assert (
+        same.loc["recall of the exact top 5", "value"] == 1.0
+        and "missed: none" in same.loc["recall of the exact top 5", "heads"]
+    )
+    assert same.loc["attribution over exact, head 0.0", "value"] == pytest.approx(0.5)
+    views.loc[15, "attribution"] = 10.0  # the last head, exactly 0, ranked first
+    wrong = attribution_agreement(views, n_boot=50).set_index("measure")
+    assert wrong.loc["recall of the exact top 5", "value"] == pytest.approx(0.8)
+    assert (
+        "missed: 1.0" in wrong.loc["recall of the exact top 5", "heads"]
+        and "3.3" in wrong.loc["recall of the exact top 5", "heads"]
+    )
+    assert np.isnan(wrong.loc["attribution over exact, head 3.3", "value"])  # an exact share of 0 has no ratio
+
+
+def _circuit(full_lo=0.3, kept=0.9, random=0.1, greedy_value=0.01, least=0.05) -> dict[str, pd.DataFrame]:
+    faithful = pd.DataFrame(
+        [
+            ("full model", 0.5, full_lo, 0.7, 40, 1, 16),
+            ("circuit", 0.45, 0.3, 0.6, 40, 1, 6),
+            ("empty circuit", 0.0, 0.0, 0.0, 40, 1, 0),
+            ("faithfulness", kept, kept - 0.1, kept + 0.1, 40, 1, 6),
+            ("random circuits", random, random - 0.05, random + 0.05, 40, 8, 6),
+            ("circuit minus random", kept - random, kept - random - 0.1, kept - random + 0.1, 40, 8, 6),
+        ],
+        columns=["what", "value", "lo", "hi", "n_examples", "n_draws", "size"],
+    )
+    complete = pd.DataFrame(
+        [
+            ("greedy-1", "0.1", 0.005, -0.02, 0.03, 0.005),
+            ("greedy-2", "0.1, 3.2", greedy_value, greedy_value - 0.02, greedy_value + 0.02, abs(greedy_value)),
+            ("random-0", "3.2", -0.2, -0.25, -0.15, 0.2),
+        ],
+        columns=["subset", "heads", "value", "lo", "hi", "incompleteness"],
+    )
+    minimal = pd.DataFrame(
+        {
+            "layer": [0, 1, 3],
+            "head": [1, 2, 2],
+            "value": [0.3, least, 0.2],
+            "lo": [0.25, least - 0.01, 0.15],
+            "hi": [0.35, least + 0.01, 0.25],
+        }
+    )
+    return {
+        "chosen": pd.DataFrame(),
+        "faithfulness": faithful,
+        "completeness": complete,
+        "minimality": minimal,
+        "edges": pd.DataFrame(),
+    }
+
+
+def test_the_circuit_is_judged_by_faithfulness_against_random_circuits_completeness_and_its_weakest_head():
+    nothing = {"n_examples": 1}
+    specific = {"difference": np.nan, "lo": np.nan, "hi": np.nan, "n_sharing": 0, "n_none": 0}
+    controls = {"injected": nothing, "unshared": nothing}
+
+    def rows(circuit):
+        judged = claims(
+            nothing, controls, NO_PAIRS, specific, specific, pd.DataFrame(), pd.DataFrame(), circuit, [(0, 0)], (3, 1)
+        )
+        return {r.claim_id: r for r in judged}
+
+    good = rows(_circuit())
+    faithful, complete, minimal = (good[f"patching.circuit_{m}"] for m in ("faithful", "complete", "minimal"))
+    assert faithful.verdict == "holds" and faithful.ours == pytest.approx(0.8) and "keeps 90.0%" in faithful.reason
+    assert complete.verdict == "holds" and "0.1, 3.2" in complete.reason and "20.0 points" in complete.reason
+    assert (
+        minimal.verdict == "holds" and minimal.ours == pytest.approx(0.05) and "head 1.2 adds least" in minimal.reason
+    )
+    bad = rows(_circuit(kept=0.15, greedy_value=0.4, least=-0.05))
+    assert bad["patching.circuit_faithful"].verdict in ("does not hold", "cannot tell", "underpowered")
+    assert bad["patching.circuit_faithful"].verdict != "holds"
+    assert bad["patching.circuit_complete"].verdict == "does not hold"
+    assert bad["patching.circuit_minimal"].verdict == "opposite"
+    flat = rows(_circuit(full_lo=-0.1))
+    assert all(flat[f"patching.circuit_{m}"].verdict == "cannot tell" for m in ("faithful", "complete", "minimal"))
+    assert "does not exclude 0" in flat["patching.circuit_faithful"].reason
+    empty = rows(NO_CIRCUIT)
+    assert "Not measured" in empty["patching.circuit_minimal"].reason

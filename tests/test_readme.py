@@ -299,7 +299,7 @@ def test_a_build_of_a_few_pages_replaces_those_pages_rows_alone(tmp_path):
     readme.collect(runs, results)
     scorecard = pd.read_csv(results / "scorecard.csv")
     assert list(zip(scorecard["page"], scorecard["verdict"])) == [("01_redundancy", "holds")]  # x: not registered
-    kept = {**other, "claim_id": "patching.matching_heads_carry_matching"}
+    kept = {**other, "claim_id": "patching.matching_heads_carry_replaced_words"}
     pd.DataFrame([kept, first]).to_csv(runs / "scorecard.csv", index=False)
     readme.collect(runs, results)
     pd.DataFrame([later]).to_csv(runs / "scorecard.csv", index=False)
@@ -654,7 +654,11 @@ def test_a_build_of_a_few_pages_on_another_model_is_refused_whole(tmp_path, caps
     first one gave; the same model, or every page, may."""
     runs, results = tmp_path / "runs", tmp_path / "results"
     runs.mkdir()
-    patching = {**_claim_row("e5-zh"), "page": "09_patching", "claim_id": "patching.matching_heads_carry_matching"}
+    patching = {
+        **_claim_row("e5-zh"),
+        "page": "09_patching",
+        "claim_id": "patching.matching_heads_carry_replaced_words",
+    }
     pd.DataFrame([_claim_row("e5-zh"), patching]).to_csv(runs / "scorecard.csv", index=False)
     pd.DataFrame([{"preset": "e5-zh", "accuracy": 0.529023}]).to_csv(runs / "models.csv", index=False)  # no checkpoint
     readme.collect(runs, results)

@@ -145,7 +145,7 @@ def test_a_rule_4_row_keeps_what_the_sensitivity_table_needs_and_is_judged_again
         n_draws=15,
         df=300.0,
     )
-    assert row.rule_version == RULE_VERSION == 5 and row.mde > 0 and row.weakest_of == 1 and not math.isnan(row.far_adj)
+    assert row.rule_version == RULE_VERSION == 6 and row.mde > 0 and row.weakest_of == 1 and not math.isnan(row.far_adj)
     table = claims_table([row]).assign(preset="default")
     again = next(table.itertuples())
     assert sensitivity.rejudged(again, 1.0, 6) == row.verdict

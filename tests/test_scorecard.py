@@ -158,7 +158,7 @@ def test_each_model_shows_its_accuracy_floor_and_lexical_grader_with_a_warning_n
 
 def test_the_tallies_count_the_studys_claims_and_our_predictions_apart_and_mark_an_older_rule():
     ours = Claim.measured(
-        registered("patching.cls_head_hands_on"),
+        registered("patching.cls_route_hands_on"),
         ours=0.3,
         lo=0.25,
         hi=0.35,

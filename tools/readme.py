@@ -172,7 +172,7 @@ def collect(runs: Path, results: Path = RESULTS) -> list[str]:
     if mixed:
         raise ValueError("a column would mix two models:\n" + "\n".join(mixed))
     updated = []
-    for name in ("scorecard", "models", "two_tower", "pruning"):
+    for name in ("scorecard", "models", "two_tower", "pruning", "attribution_agreement"):
         source = runs / f"{name}.csv"
         if source.exists() and not pd.read_csv(source).empty:
             _merge_into(

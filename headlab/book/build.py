@@ -636,6 +636,8 @@ def build(
     models.to_csv(Path(run_dir) / "models.csv", index=False, float_format="%.6g")
     two_tower.to_csv(Path(run_dir) / "two_tower.csv", index=False, float_format="%.6g")
     pruning_table(presets).to_csv(Path(run_dir) / "pruning.csv", index=False, float_format="%.6g")
+    attribution = stacked(presets, "patching_attribution_agreement")
+    attribution.to_csv(Path(run_dir) / "attribution_agreement.csv", index=False, float_format="%.6g")
     if not site:
         clock.finish(state)
         return Path(run_dir) / "scorecard.csv"

@@ -19,7 +19,7 @@ target go through the same function and precision, so a patch's effect is never 
 from __future__ import annotations
 
 import os
-from contextlib import ExitStack, contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -324,31 +324,6 @@ class PatchEngine:
                             else nullcontext(),
                         ):
                             out[r, idx] = self.model(**target).logits.float().cpu().numpy()
-        return out
-
-    @torch.inference_mode()
-    def circuit_logits(self, senders, receivers) -> np.ndarray:
-        """(pairs x grades): the target's logits with every receiver head reading the senders' change at once, each
-        from its own layer's path-patched input (:meth:`path_logits`), the rest of the run the target's: the
-        senders' effect through the receivers alone, whose share of the senders' whole effect is the circuit's
-        faithfulness (Wang et al. 2023)."""
-        receivers = [(int(l), int(h)) for l, h in receivers]
-        if not receivers or min(l for l, _ in receivers) <= max(int(l) for l, _ in senders):
-            raise ValueError(f"receivers {receivers} must all sit above the senders {sorted(senders)}")
-        out = np.zeros((self.n, len(GRADE_LABELS)))
-        low = min(l for l, _ in receivers)
-        with self._autocast():
-            for (idx, _, target), (source_heads, _, outputs, _, target_heads) in zip(self.batches, self._record()):
-                residuals = {
-                    layer: self._path_input(senders, layer, target, source_heads, outputs, target_heads)
-                    for layer in sorted({l for l, _ in receivers})
-                }
-                with ExitStack() as reading:
-                    reading.enter_context(replayed_layers(self.layers, outputs[:low]))
-                    reading.enter_context(self._last_layer())
-                    for l, h in receivers:
-                        reading.enter_context(_reading(_Head(self.model, l, h), residuals[l]))
-                    out[idx] = self.model(**target).logits.float().cpu().numpy()
         return out
 
 

@@ -10,9 +10,11 @@
 - :func:`receiver_ranking`: path patching from the matching heads to every head above them, one at a time, whole and
   through its output at ``[CLS]`` alone: which heads read what the matching heads carry, found rather than assumed, each
   set against the other receivers.
-- :func:`found_circuit`: the matching heads and the receivers that read most, per sender and receiver (the edges),
-  and the share of the matching heads' whole effect that comes back through the found receivers alone (a mediated
-  share; not IOI's faithfulness, Wang et al. 2023, which runs the circuit with everything else ablated).
+- :func:`random_senders` and :func:`sender_control`: the same path from random sets of as many heads in the
+  senders' layers instead (the random-sender control): a receiver that reads the matching heads should read them more
+  than it reads any heads of theirs, or "top receiver" means only "an important upper head".
+- :func:`found_circuit`: the matching heads and the receivers that read most, per sender and receiver (the edges);
+  how much of the model the circuit accounts for is :mod:`headlab.findings.faithfulness`'s (IOI's measures).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from headlab.core.patching import PatchEngine, grade_logit
-from headlab.core.stats import bootstrap_weights
+from headlab.core.stats import bootstrap_weights, draw_counts
 from headlab.findings.contrast import Contrast
 from headlab.inputs.pair import read_pair
 
@@ -125,8 +127,10 @@ def receiver_ranking(engine: PatchEngine, senders, receivers, n_boot: int = 2000
     comes back when it alone reads the ``senders``' change (:meth:`headlab.core.patching.PatchEngine.path_logits`),
     ``restored`` with ``lo``, ``hi`` (95% paired bootstrap over the pairs, the same resamples for every receiver);
     ``over_others`` (``over_lo``, ``over_hi``): that share minus the mean share of every other receiver, the
-    baseline a single reader is judged against; and the same through its output at ``[CLS]`` alone (``cls_``
-    columns)."""
+    baseline a single reader is judged against; ``rank_lo``, ``rank_hi``: the 95% interval of its rank over the same
+    resamples (a rank read off one sample is itself a draw); and the same through its output at ``[CLS]`` alone
+    (``cls_`` columns). ``gap``, ``gap_lo``, ``gap_hi``: the mean source-target difference every share is of, with
+    its 95% interval over the pairs."""
     source, target = (grade_logit(x) for x in engine.unpatched_logits())
     gap = source - target
     weights = bootstrap_weights(len(gap), n_boot, seed)
@@ -143,11 +147,18 @@ def receiver_ranking(engine: PatchEngine, senders, receivers, n_boot: int = 2000
         over_lo, over_hi = np.quantile(boot_over, [0.025, 0.975], axis=1)
         columns[f"{prefix}over_lo"] = over_lo if n > 1 else np.full(n, np.nan)
         columns[f"{prefix}over_hi"] = over_hi if n > 1 else np.full(n, np.nan)
+        if not cls_only:
+            ranks = n - boot.argsort(axis=0).argsort(axis=0)  # per resample, 1 for the receiver that restores most
+            columns["rank_lo"], columns["rank_hi"] = np.quantile(ranks, [0.025, 0.975], axis=1, method="nearest")
+    gap_lo, gap_hi = np.quantile(weights @ gap / len(gap), [0.025, 0.975])
     table = pd.DataFrame(
         {
             "layer": [int(l) for l, _ in receivers],
             "head": [int(h) for _, h in receivers],
             **columns,
+            "gap": float(gap.mean()),
+            "gap_lo": float(gap_lo),
+            "gap_hi": float(gap_hi),
             "n_examples": len(gap),
         }
     )
@@ -155,17 +166,62 @@ def receiver_ranking(engine: PatchEngine, senders, receivers, n_boot: int = 2000
     return table.assign(rank=np.arange(1, len(table) + 1)).reset_index(drop=True)
 
 
-def found_circuit(
-    engine: PatchEngine, senders, receivers, n_boot: int = 2000, seed: int = 0
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``(edges, mediation)`` of the circuit ``senders`` -> ``receivers`` on the engine's pairs, as shares of the
-    grade-logit gap with 95% paired bootstrap intervals (the same resamples throughout).
+def random_senders(senders, heads: int, draws: int, seed: int, avoid=()) -> list[list[tuple[int, int]]]:
+    """``draws`` seeded sets of as many heads as ``senders``, drawn from the senders' layers (the lowest's to the
+    highest's, so every receiver above the senders lies above them too, at as long a path); none holds a sender or a
+    head of ``avoid``: a named head in a control set would blur it."""
+    named = {(int(l), int(h)) for group in (senders, avoid) for l, h in group}
+    low, high = min(int(l) for l, _ in senders), max(int(l) for l, _ in senders)
+    pool = [(l, h) for l in range(low, high + 1) for h in range(heads) if (l, h) not in named]
+    if len(pool) < len(senders):
+        raise ValueError(f"{len(pool)} other heads lie in the senders' layers: too few for sets of {len(senders)}")
+    rng = np.random.default_rng([seed, 0x5E4D])
+    return [sorted(pool[i] for i in rng.choice(len(pool), len(senders), replace=False)) for _ in range(draws)]
 
-    ``edges``: per sender and receiver, the share that comes back when that receiver alone reads that sender's
-    change alone (:meth:`headlab.core.patching.PatchEngine.path_logits`). ``mediation``: three rows, the senders
-    patched back everywhere (their whole effect), the same effect through the receivers alone, all reading at once
-    (:meth:`headlab.core.patching.PatchEngine.circuit_logits`), and the second as a share of the first (100% where
-    the receivers carry all the senders do). Not IOI's faithfulness (Wang et al. 2023): nothing else is ablated."""
+
+def sender_control(
+    engine: PatchEngine, senders, receivers, random_sets, n_boot: int = 2000, seed: int = 0
+) -> pd.DataFrame:
+    """Per receiver (layer, head): the share of the grade-logit gap that comes back when it alone reads the
+    ``senders``' change (``restored``), the mean share when it reads each random set's change instead
+    (``random_mean``; :func:`random_senders`), and their difference (``over_random``) with a 95% interval that
+    resamples the pairs (the same resamples for both sides) and the random sets (two stages,
+    :func:`headlab.core.stats.draw_counts`)."""
+    source, target = (grade_logit(x) for x in engine.unpatched_logits())
+    gap = source - target
+    weights = bootstrap_weights(len(gap), n_boot, seed)
+    boot_gap = weights @ gap
+    named = grade_logit(engine.path_logits(senders, receivers)) - target  # receivers x pairs
+    drawn = np.stack([grade_logit(engine.path_logits(s, receivers)) - target for s in random_sets])  # d x r x pairs
+    counts = draw_counts(len(random_sets), n_boot, [seed, len(random_sets)])
+    boot_named = (named @ weights.T) / boot_gap  # r x n_boot
+    boot_drawn = np.einsum("drp,bp->drb", drawn, weights) / boot_gap  # d x r x n_boot
+    boot_random = np.einsum("bd,drb->rb", counts, boot_drawn) / len(random_sets)
+    rows = []
+    for r, (layer, head) in enumerate(receivers):
+        restored, random_mean = named[r].mean() / gap.mean(), drawn[:, r].mean(axis=1).mean() / gap.mean()
+        lo, hi = np.quantile(boot_named[r] - boot_random[r], [0.025, 0.975])
+        rows.append(
+            {
+                "layer": int(layer),
+                "head": int(head),
+                "restored": float(restored),
+                "random_mean": float(random_mean),
+                "over_random": float(restored - random_mean),
+                "lo": float(lo),
+                "hi": float(hi),
+                "n_draws": len(random_sets),
+                "n_examples": len(gap),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def found_circuit(engine: PatchEngine, senders, receivers, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """The edges of the circuit ``senders`` -> ``receivers`` on the engine's pairs: per sender and receiver, the share
+    of the grade-logit gap that comes back when that receiver alone reads that sender's change alone
+    (:meth:`headlab.core.patching.PatchEngine.path_logits`), with a 95% paired bootstrap interval (the same
+    resamples throughout). How much the circuit accounts for is :mod:`headlab.findings.faithfulness`'s to say."""
     source, target = (grade_logit(x) for x in engine.unpatched_logits())
     gap = source - target
     weights = bootstrap_weights(len(gap), n_boot, seed)
@@ -187,17 +243,4 @@ def found_circuit(
                     "n_examples": len(gap),
                 }
             )
-    whole = grade_logit(engine.logits([list(senders)])[0]) - target
-    through = grade_logit(engine.circuit_logits(senders, receivers)) - target
-    boot_whole, boot_through = _boot_shares(np.stack([whole, through]), gap, weights)
-    mediation = []
-    for what, value, boot in (
-        ("the matching heads patched back everywhere", whole.mean() / gap.mean(), boot_whole),
-        ("through the found receivers alone", through.mean() / gap.mean(), boot_through),
-        ("mediated share (second / first)", through.mean() / whole.mean(), boot_through / boot_whole),
-    ):
-        lo, hi = np.quantile(boot, [0.025, 0.975])
-        mediation.append(
-            {"what": what, "share": float(value), "lo": float(lo), "hi": float(hi), "n_examples": len(gap)}
-        )
-    return pd.DataFrame(rows), pd.DataFrame(mediation)
+    return pd.DataFrame(rows)

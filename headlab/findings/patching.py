@@ -37,11 +37,14 @@ from headlab.findings.circuit import (
     attribution_scores,
     found_circuit,
     position_groups,
+    random_senders,
     receiver_ranking,
     restored_by_position,
+    sender_control,
 )
 from headlab.findings.cls_head import focus_head, selection_grid, split_halves
-from headlab.findings.contrast import Contrast, contrast_pairs
+from headlab.findings.contrast import MATCHED_KINDS, Contrast, contrast_pairs, matched_contrasts
+from headlab.findings.faithfulness import AblationEngine, completeness, faithfulness, minimality
 from headlab.findings.term_matching import (
     choice_limit,
     head_roles,
@@ -51,7 +54,17 @@ from headlab.findings.term_matching import (
     term_matching_specs,
 )
 from headlab.findings.two_tower import shares_terms
-from headlab.findings.units import CARRY, MASK_SPECIFICITY, RECEIVER
+from headlab.findings.units import (
+    CARRY,
+    CIRCUIT_INCOMPLETE,
+    CIRCUIT_KEPT,
+    CLS_ROUTE,
+    HEAD_ADDED,
+    IDENTITY,
+    MASK_SPECIFICITY,
+    READS_SENDERS,
+    RECEIVER_RANK,
+)
 from headlab.findings.verdicts import Claim, StudyClaim
 from headlab.inputs.pair import read_pair
 
@@ -239,11 +252,55 @@ def restored_against_draws(
     }
 
 
-def gap_moves(result: dict, direction: int) -> bool:
+def identity_difference(
+    tables: dict[str, list[pd.DataFrame]], n_boot: int = 2000, seed: int = 0, metric=METRIC
+) -> dict:
+    """The share of the difference in ``metric`` the ``matching`` patch restores on the ``one_shared`` contrast minus
+    its share on the ``one_unshared`` one (:func:`identity_tables`: per kind, one table per draw of the replaced
+    words, every table on the same pairs), with a 95% interval that resamples the pairs (the same for both kinds, so
+    the comparison is within pairs) and the draws. Per kind: ``<kind>`` (the share), ``<kind>_gap`` with
+    ``_gap_lo``, ``_gap_hi`` (the mean original-contrast difference and its interval: :func:`gap_moves` reads them).
+    Fewer than two pairs give only ``n_examples``."""
+    wides = {
+        kind: [t.pivot(index="example", columns="patch", values=metric) for t in per_draw]
+        for kind, per_draw in tables.items()
+    }
+    first = wides[MATCHED_KINDS[0]][0].index
+    if any(not w.index.equals(first) for per_draw in wides.values() for w in per_draw):
+        raise ValueError("both contrasts and every draw must cover the same pairs: take their common pairs first")
+    if len(first) < 2:
+        return {"n_examples": len(first)}
+    n_draws = len(wides[MATCHED_KINDS[0]])
+    weights = bootstrap_weights(len(first), n_boot, seed)
+    replaced = draw_counts(n_draws, n_boot, [seed, n_draws])
+    result: dict = {"n_examples": len(first), "n_replacements": n_draws}
+    boots = {}
+    for kind, per_draw in wides.items():
+        gaps = np.stack([w["source"].to_numpy() - w["target"].to_numpy() for w in per_draw])  # draws x pairs
+        moved = np.stack([w["matching"].to_numpy() - w["target"].to_numpy() for w in per_draw])
+        boots[kind] = (replaced * ((weights @ moved.T) / (weights @ gaps.T))).sum(axis=1) / n_draws
+        gap = gaps.mean(axis=0)
+        gap_lo, gap_hi = np.quantile(weights @ gap / len(gap), [0.025, 0.975])
+        result |= {
+            kind: float(np.mean(moved.sum(axis=1) / gaps.sum(axis=1))),
+            f"{kind}_gap": float(gap.mean()),
+            f"{kind}_gap_lo": float(gap_lo),
+            f"{kind}_gap_hi": float(gap_hi),
+        }
+    shared, unshared = MATCHED_KINDS
+    lo, hi = np.quantile(boots[shared] - boots[unshared], [0.025, 0.975])
+    return result | {"difference": result[shared] - result[unshared], "lo": float(lo), "hi": float(hi)}
+
+
+def gap_moves(result: dict, direction: int, gap: str = "gap") -> bool:
     """Whether a contrast moves the metric the way it should (``direction`` +1: the original pairs above their
     contrast): the gap's 95% interval lies wholly on that side of 0. A contrast that does not has nothing to restore,
-    so a share of it is not measured (a share of a gap that may be 0 or of the other sign reads as anything)."""
-    return bool(result["gap_lo"] > 0) if direction > 0 else bool(result["gap_hi"] < 0)
+    so a share of it is not measured (a share of a gap that may be 0 or of the other sign reads as anything).
+    ``direction`` 0: either side. ``gap``: the name of the gap's keys (:func:`identity_difference` keeps one per
+    contrast)."""
+    if direction == 0:
+        return gap_moves(result, 1, gap) or gap_moves(result, -1, gap)
+    return bool(result[f"{gap}_lo"] > 0) if direction > 0 else bool(result[f"{gap}_hi"] < 0)
 
 
 def patch_plan(layers: int, heads: int, matching, draws: int, seed: int) -> dict[str, list[tuple[int, int]]]:
@@ -263,14 +320,28 @@ def random_patches(plan: dict) -> list[str]:
 
 
 CARRY_METHOD = "two-stage bootstrap over draws and contrast pairs"
+IDENTITY_METHOD = "two-stage bootstrap over draws of the replaced words and contrast pairs, both contrasts on each pair"
 SPECIFIC_METHOD = "bootstrap over held-out pairs, resampled within each group"
 RECEIVER_METHOD = "paired bootstrap over contrast pairs, the same resamples for every receiver"
-CARRIES_MATCHING = StudyClaim(
-    "patching.matching_heads_carry_matching",
+SENDER_METHOD = "two-stage bootstrap over random sender sets and contrast pairs"
+CIRCUIT_METHOD = "paired bootstrap over the scoring half's contrast pairs"
+CARRIES_REPLACED = StudyClaim(
+    "patching.matching_heads_carry_replaced_words",
     "09_patching",
-    "The term-matching heads carry the term-matching signal: patched back into pairs whose shared terms were "
+    "The term-matching heads carry what the replaced words changed: patched back into pairs whose shared terms were "
     "replaced, they restore more of the grade than as many random lower-half heads",
     "Some heads put high attention between identical terms in the two sentences, most clearly 5 heads in layers 2-4",
+    "effect",
+    direction=1,
+    tally="ours",
+)
+BEYOND_IDENTITY = StudyClaim(
+    "patching.matching_beyond_identity",
+    "09_patching",
+    "The term-matching heads carry term matching, not only a word's identity: on the same pairs, they restore a "
+    "larger share of the grade when one shared title word was replaced than when one title word the query lacks, of "
+    "the same shape and frequency, was",
+    "Whether query and title share terms is a key feature",
     "effect",
     direction=1,
     tally="ours",
@@ -284,17 +355,59 @@ COST_SPECIFIC = StudyClaim(
     direction=-1,
     tally="ours",
 )
-CLS_HEAD_HANDS_ON = StudyClaim(
-    "patching.cls_head_hands_on",
+HANDS_ON = StudyClaim(
+    "patching.cls_route_hands_on",
     "09_patching",
-    "The high [CLS] head reads the matching heads' signal more than other heads do: of the grade-logit difference, "
-    "more comes back through it alone (path patching) than through the other heads above the matching heads",
+    "The high [CLS] head hands the matching heads' signal to the classifier: a share of the grade-logit difference "
+    "comes back through its output at [CLS] alone (path patching from the matching heads), the route by which the "
+    "classifier reads it",
     "hands them to the classifier",
     "effect",
     direction=1,
     tally="ours",
 )
-CLAIMS = (CARRIES_MATCHING, COST_SPECIFIC, CLS_HEAD_HANDS_ON)
+READS = StudyClaim(
+    "patching.cls_head_reads_matching",
+    "09_patching",
+    "The high [CLS] head reads the matching heads more than other heads of theirs: more of the grade-logit difference "
+    "comes back through it alone from the matching heads than from random sets of as many heads in their layers",
+    "the high head reads the low heads' matching features",
+    "effect",
+    direction=1,
+    tally="ours",
+)
+CIRCUIT_QUOTE = "the high head reads the low heads' matching features and hands them to the classifier"
+FAITHFUL = StudyClaim(
+    "patching.circuit_faithful",
+    "09_patching",
+    "The circuit found (the matching heads and the heads above that read them most, chosen on other pairs) carries "
+    "the matching signal on its own: with every other head mean-ablated it keeps more of the full model's "
+    "grade-logit difference than random circuits of its size (IOI's faithfulness)",
+    CIRCUIT_QUOTE,
+    "effect",
+    direction=1,
+    tally="ours",
+)
+COMPLETE = StudyClaim(
+    "patching.circuit_complete",
+    "09_patching",
+    "The circuit found is complete: removing the part of it that shows it most incomplete (chosen greedily on other "
+    "pairs) costs the circuit what it costs the model (IOI's completeness)",
+    CIRCUIT_QUOTE,
+    "no_effect",
+    tally="ours",
+)
+MINIMAL = StudyClaim(
+    "patching.circuit_minimal",
+    "09_patching",
+    "The circuit found is minimal: each of its heads adds to what it keeps (IOI's minimality, read as each head's "
+    "share inside the circuit)",
+    CIRCUIT_QUOTE,
+    "effect",
+    direction=1,
+    tally="ours",
+)
+CLAIMS = (CARRIES_REPLACED, BEYOND_IDENTITY, COST_SPECIFIC, HANDS_ON, READS, FAITHFUL, COMPLETE, MINIMAL)
 
 
 def _heads(heads) -> str:
@@ -312,8 +425,8 @@ CONTROL_CLAIMS = {
 }
 
 
-def _gap(result: dict) -> str:
-    return f"{result['gap']:+.3g} [{result['gap_lo']:+.3g}, {result['gap_hi']:+.3g}]"
+def _gap(result: dict, gap: str = "gap") -> str:
+    return f"{result[gap]:+.3g} [{result[f'{gap}_lo']:+.3g}, {result[f'{gap}_hi']:+.3g}]"
 
 
 def _carry_row(result: dict, part: str, direction: int, names: str) -> Claim:
@@ -323,12 +436,11 @@ def _carry_row(result: dict, part: str, direction: int, names: str) -> Claim:
     pairs = f"{result['n_examples']} {CONTRASTS[part]}"
     if "gap" not in result:
         return Claim.not_measured(
-            CARRIES_MATCHING, part=part, claim=claim, unit=CARRY, reason=f"Not measured: only {pairs}"
+            CARRIES_REPLACED, part=part, claim=claim, unit=CARRY, reason=f"Not measured: only {pairs}"
         )
-    moves = gap_moves(result, direction) if direction else gap_moves(result, 1) or gap_moves(result, -1)
-    if not moves:
+    if not gap_moves(result, direction):
         return Claim.not_measured(
-            CARRIES_MATCHING,
+            CARRIES_REPLACED,
             part=part,
             claim=claim,
             unit=CARRY,
@@ -340,7 +452,7 @@ def _carry_row(result: dict, part: str, direction: int, names: str) -> Claim:
         )
     replacements = result.get("n_replacements", 1)
     return Claim.measured(
-        CARRIES_MATCHING,
+        CARRIES_REPLACED,
         part=part,
         claim=claim,
         ours=result["difference"],
@@ -361,25 +473,64 @@ def _carry_row(result: dict, part: str, direction: int, names: str) -> Claim:
     )
 
 
+def _identity_row(result: dict) -> Claim:
+    """Term matching against a word's identity (:func:`identity_difference`), measured only where both contrasts
+    move the grade logit: the shared word's loss the way it should (down), the unshared word's either way."""
+    shared, unshared = MATCHED_KINDS
+    pairs = f"{result['n_examples']} held-out pairs with a shared and an unshared title word of the same shape and band"
+    if "difference" not in result:
+        return Claim.not_measured(BEYOND_IDENTITY, unit=IDENTITY, reason=f"Not measured: only {pairs}")
+    gaps = (
+        f"replacing the shared word moves the grade logit by {_gap(result, f'{shared}_gap')}, the unshared word by "
+        f"{_gap(result, f'{unshared}_gap')} (original minus contrast, mean and 95% interval)"
+    )
+    if not (gap_moves(result, 1, f"{shared}_gap") and gap_moves(result, 0, f"{unshared}_gap")):
+        return Claim.not_measured(
+            BEYOND_IDENTITY,
+            unit=IDENTITY,
+            reason=f"Not measured: on {pairs}, {gaps}; a share of a difference that may be 0 reads as anything",
+        )
+    return Claim.measured(
+        BEYOND_IDENTITY,
+        ours=result["difference"],
+        lo=result["lo"],
+        hi=result["hi"],
+        unit=IDENTITY,
+        method=IDENTITY_METHOD,
+        n_examples=result["n_examples"],
+        n_draws=result["n_replacements"],
+        reason=(
+            f"On {pairs} ({result['n_replacements']} draws of the replaced words), {gaps}; patched back, the "
+            f"term-matching heads restore {result[shared]:.1%} of the first and {result[unshared]:.1%} of the second"
+        ),
+    )
+
+
 def claims(
     against: dict,
     controls: dict[str, dict],
+    identity: dict,
     specificity: dict,
     specificity_random: dict,
     ranking: pd.DataFrame,
+    senders: pd.DataFrame,
+    circuit: dict[str, pd.DataFrame],
     matching,
     receiver,
 ) -> list[Claim]:
-    """Page 09's claims, one row each, judged by :func:`headlab.findings.verdicts.judge`: the matching heads carry the
-    term-matching signal (patching them restores more of the grade logit than random heads:
-    :func:`restored_against_draws`, only where the contrast moves it, :func:`gap_moves`; the TFC1 and control
-    contrasts, :func:`contrast_controls`, as sub-rows); their masking cost is specific to pairs that share a term
-    within gold grades (:func:`masking_specificity`, random heads as a sub-row); notebook 07's ``[CLS]`` head reads
-    what they carry more than the other heads above them (``ranking``, :func:`receivers_view`: whole, and as a
-    sub-row through its output at ``[CLS]`` alone)."""
+    """Page 09's claims, one row each, judged by :func:`headlab.findings.verdicts.judge`: the matching heads carry
+    what the replaced words changed (patching them restores more of the grade logit than random heads:
+    :func:`restored_against_draws`, only where the contrast moves it, :func:`gap_moves`; the TFC1 and unshared-word
+    contrasts, :func:`contrast_controls`, as sub-rows); they carry term matching beyond a word's identity
+    (:func:`identity_difference`); their masking cost is specific to pairs that share a term within gold grades
+    (:func:`masking_specificity`, random heads as a sub-row); notebook 07's ``[CLS]`` head hands their change to the
+    classifier through its output at ``[CLS]`` (``ranking``, :func:`receivers_view`) and reads them more than random
+    heads of their layers (``senders``, :func:`sender_view`; its rank's interval as a sub-row); the circuit found is
+    faithful, complete and minimal as IOI measured its circuit (``circuit``, :func:`circuit_measures`)."""
     names = _heads(matching)
     rows = [_carry_row(against, "", 1, names)]
     rows += [_carry_row(controls[kind], kind, direction, names) for kind, direction in CONTROLS.items()]
+    rows.append(_identity_row(identity))
     for part, result, what in (
         ("", specificity, f"the matching heads ({names})"),
         ("random", specificity_random, "random sets of as many lower-half heads"),
@@ -422,47 +573,183 @@ def claims(
                 ),
             )
         )
-    rows += _receiver_rows(ranking, matching, receiver)
+    rows += _receiver_rows(ranking, senders, matching, receiver)
+    return rows + _circuit_rows(circuit)
+
+
+CIRCUIT_UNITS = ((FAITHFUL, CIRCUIT_KEPT), (COMPLETE, CIRCUIT_INCOMPLETE), (MINIMAL, HEAD_ADDED))
+
+
+def _circuit_rows(circuit: dict[str, pd.DataFrame]) -> list[Claim]:
+    """IOI's three measures of the circuit found (:func:`circuit_measures`), each on the half of the pairs that did
+    not choose it, and only where the full model's difference on that half lies above 0 (a share of it is what every
+    number is)."""
+    faithful = circuit["faithfulness"]
+    if faithful.empty:
+        why = "Not measured: no head lies above the matching heads, or a half of 07's held-out contrast pairs is empty"
+        return [Claim.not_measured(spec, reason=why, unit=unit) for spec, unit in CIRCUIT_UNITS]
+    f = faithful.set_index("what")
+    full, n = f.loc["full model"], int(f.loc["full model", "n_examples"])
+    pairs = f"on the {n} contrast pairs of 07's held-out half that did not choose the circuit"
+    if not full["lo"] > 0:
+        why = (
+            f"Not measured: {pairs}, the full model's grade-logit difference is {full['value']:+.3g} "
+            f"[{full['lo']:+.3g}, {full['hi']:+.3g}], which does not exclude 0: no difference to keep a share of"
+        )
+        return [Claim.not_measured(spec, reason=why, unit=unit) for spec, unit in CIRCUIT_UNITS]
+    kept, random = f.loc["faithfulness"], f.loc["random circuits"]
+    size = int(kept["size"])
+    rows = [
+        Claim.measured(
+            FAITHFUL,
+            ours=f.loc["circuit minus random", "value"],
+            lo=f.loc["circuit minus random", "lo"],
+            hi=f.loc["circuit minus random", "hi"],
+            unit=CIRCUIT_KEPT,
+            method=f"{CIRCUIT_METHOD} and random circuits",
+            n_examples=n,
+            n_draws=int(random["n_draws"]),
+            reason=(
+                f"{pairs[0].upper()}{pairs[1:]}, the circuit of {size} heads, every other head mean-ablated per token "
+                f"class, keeps {kept['value']:.1%} [{kept['lo']:.1%}, {kept['hi']:.1%}] of the full model's "
+                f"grade-logit difference ({full['value']:+.3g}); {int(random['n_draws'])} random circuits of {size} "
+                f"heads keep {random['value']:.1%} on average; with every head ablated the difference is "
+                f"{f.loc['empty circuit', 'value']:+.3g}"
+            ),
+        )
+    ]
+    complete = circuit["completeness"]
+    greedy = complete[complete["subset"].str.startswith("greedy")]
+    last = greedy.iloc[-1]
+    worst_random = complete[~complete["subset"].str.startswith("greedy")]["incompleteness"].max()
+    rows.append(
+        Claim.measured(
+            COMPLETE,
+            ours=last["value"],
+            lo=last["lo"],
+            hi=last["hi"],
+            unit=CIRCUIT_INCOMPLETE,
+            method=CIRCUIT_METHOD,
+            n_examples=n,
+            reason=(
+                f"{pairs[0].upper()}{pairs[1:]}, removing the greedy subset ({last['heads']}, chosen on the other "
+                f"half) costs the circuit {100 * last['value']:+.1f} points of the full model's difference more than "
+                f"it costs the model; the worst of {len(complete) - len(greedy)} random subsets, "
+                f"{100 * worst_random:.1f} points either way"
+            ),
+        )
+    )
+    minimal = circuit["minimality"].sort_values(["value", "layer", "head"]).reset_index(drop=True)
+    least = minimal.iloc[0]
+    rows.append(
+        Claim.measured(
+            MINIMAL,
+            ours=least["value"],
+            lo=least["lo"],
+            hi=least["hi"],
+            unit=HEAD_ADDED,
+            method=CIRCUIT_METHOD,
+            n_examples=n,
+            weakest_of=len(minimal),
+            reason=(
+                f"{pairs[0].upper()}{pairs[1:]}, head {int(least['layer'])}.{int(least['head'])} adds least inside "
+                f"the circuit, {100 * least['value']:+.1f} points of the full model's difference; the most, head "
+                f"{int(minimal.iloc[-1]['layer'])}.{int(minimal.iloc[-1]['head'])}, "
+                f"{100 * minimal.iloc[-1]['value']:+.1f}"
+            ),
+        )
+    )
     return rows
 
 
-def _receiver_rows(ranking: pd.DataFrame, matching, receiver) -> list[Claim]:
-    """The ``[CLS]`` head against the other receivers (:func:`receivers_view`): whole, and through its output at
-    ``[CLS]`` alone."""
+def _share(x: float) -> str:
+    """A share as the receiver rows write it: a small one keeps its digits."""
+    return f"{x:.2%}" if abs(x) < 0.01 else f"{x:.1%}"
+
+
+def _receiver_rows(ranking: pd.DataFrame, senders: pd.DataFrame, matching, receiver) -> list[Claim]:
+    """Notebook 07's ``[CLS]`` head: what comes back through its output at ``[CLS]`` alone (the route to the
+    classifier); what it reads from the matching heads against random senders (:func:`sender_view`), with its rank
+    among the receivers and the rank's interval as a sub-row."""
     layer, head = receiver
     mine = ranking[(ranking["layer"] == layer) & (ranking["head"] == head)] if len(ranking) else ranking
     if not len(mine) or len(ranking) < 2:
         why = path_not_measured(receiver, matching) if not len(mine) else "It is the only head above them."
-        return [Claim.not_measured(CLS_HEAD_HANDS_ON, reason=f"Not measured. {why}", unit=RECEIVER)]
-    r, others = mine.iloc[0], len(ranking) - 1
-    rows = []
-    for part, prefix, route in (("", "", "alone"), ("cls", "cls_", "through its output at [CLS] alone")):
-        mean_others = r[f"{prefix}restored"] - r[f"{prefix}over_others"]
-        share = lambda x: f"{x:.2%}" if abs(x) < 0.01 else f"{x:.1%}"  # noqa: E731  (a small share keeps its digits)
-        rank = int((ranking[f"{prefix}restored"] > r[f"{prefix}restored"]).sum()) + 1
-        rows.append(
-            Claim.measured(
-                CLS_HEAD_HANDS_ON,
-                part=part,
-                ours=r[f"{prefix}over_others"],
-                lo=r[f"{prefix}over_lo"],
-                hi=r[f"{prefix}over_hi"],
-                unit=RECEIVER,
-                method=RECEIVER_METHOD,
-                n_examples=int(r["n_examples"]),
-                claim="The same through its output at [CLS] alone (elsewhere it outputs what it did on the contrast "
-                "pair)"
-                if part
-                else None,
-                reason=(
-                    f"Head {layer}.{head} (notebook 07's) reading the matching heads' change {route} brings back "
-                    f"{share(r[f'{prefix}restored'])} [{share(r[f'{prefix}lo'])}, {share(r[f'{prefix}hi'])}] of the "
-                    f"grade-logit drop on {int(r['n_examples'])} contrast pairs of 07's held-out half; the {others} "
-                    f"other heads above the matching heads {share(mean_others)} on average; it ranks {rank} of "
-                    f"{others + 1}"
-                ),
-            )
+        return [
+            Claim.not_measured(HANDS_ON, reason=f"Not measured. {why}", unit=CLS_ROUTE),
+            Claim.not_measured(READS, reason=f"Not measured. {why}", unit=READS_SENDERS),
+        ]
+    r, others, n = mine.iloc[0], len(ranking) - 1, int(mine.iloc[0]["n_examples"])
+    where = f"on {n} contrast pairs of 07's held-out half"
+    if not gap_moves(r, 1):
+        why = (
+            f"Not measured: {where}, the contrast moves the grade logit by {_gap(r)} (original minus contrast, mean "
+            "and 95% interval), which does not exclude 0 on the side it should lie: no difference to bring back a "
+            "share of"
         )
+        return [
+            Claim.not_measured(HANDS_ON, reason=why, unit=CLS_ROUTE),
+            Claim.not_measured(READS, reason=why, unit=READS_SENDERS),
+        ]
+    mean_others = (ranking["cls_restored"].sum() - r["cls_restored"]) / others
+    rows = [
+        Claim.measured(
+            HANDS_ON,
+            ours=r["cls_restored"],
+            lo=r["cls_lo"],
+            hi=r["cls_hi"],
+            unit=CLS_ROUTE,
+            method=RECEIVER_METHOD,
+            n_examples=n,
+            reason=(
+                f"Head {layer}.{head} (notebook 07's) reading the matching heads' change through its output at [CLS] "
+                f"alone brings back {_share(r['cls_restored'])} of the grade-logit drop {where} (at every position, "
+                f"{_share(r['restored'])}); the {others} other heads above the matching heads bring back "
+                f"{_share(mean_others)} through [CLS] on average"
+            ),
+        )
+    ]
+    control = senders[(senders["layer"] == layer) & (senders["head"] == head)] if len(senders) else senders
+    if not len(control):
+        return [
+            *rows,
+            Claim.not_measured(READS, reason="Not measured: no random-sender control ran", unit=READS_SENDERS),
+        ]
+    c = control.iloc[0]
+    rows.append(
+        Claim.measured(
+            READS,
+            ours=c["over_random"],
+            lo=c["lo"],
+            hi=c["hi"],
+            unit=READS_SENDERS,
+            method=SENDER_METHOD,
+            n_examples=int(c["n_examples"]),
+            n_draws=int(c["n_draws"]),
+            reason=(
+                f"Head {layer}.{head} alone reading the matching heads' change brings back {_share(c['restored'])} "
+                f"of the grade-logit drop {where}; reading {int(c['n_draws'])} random sets of as many heads in their "
+                f"layers instead, {_share(c['random_mean'])} on average. Among the {others + 1} heads above the "
+                f"matching heads it ranks {int(r['rank'])} ({int(r['rank_lo'])} to {int(r['rank_hi'])} over the "
+                "resampled pairs)"
+            ),
+        )
+    )
+    rows.append(
+        Claim.measured(
+            READS,
+            part="rank",
+            claim="Its rank among the heads above the matching heads by what it reads of them (1: reads most), "
+            "with the rank's 95% interval over the resampled pairs",
+            ours=float(r["rank"]),
+            lo=float(r["rank_lo"]),
+            hi=float(r["rank_hi"]),
+            unit=RECEIVER_RANK,
+            method=RECEIVER_METHOD,
+            n_examples=n,
+            reason=f"It ranks {int(r['rank'])} of {others + 1}",
+        )
+    )
     return rows
 
 
@@ -471,9 +758,38 @@ def held_out_contrast(lab, limit: int | None, stopwords=None, kind: str = "corru
     ``examples`` and ``changes`` naming positions in the evaluated split; ``draw`` > 0: other replacement words."""
     held = measured_examples(len(lab.encoded), limit, lab.params.seed)
     made = contrast_pairs(lab.encoded.subset(held), lab.tokenizer, kind, stopwords, lab.params.seed, draw=draw)
+    return _in_split(made, held)
+
+
+def _in_split(made: Contrast, held: np.ndarray) -> Contrast:
+    """A contrast built on the pairs ``held`` with its ``examples`` and ``changes`` naming positions in the split."""
     return replace(
         made, examples=held[made.examples], changes=made.changes.assign(example=held[made.changes["example"]])
     )
+
+
+def identity_tables(lab, matching, limit: int | None, stopwords, draws: int) -> dict[str, list[pd.DataFrame]]:
+    """Per kind of :func:`headlab.findings.contrast.matched_contrasts` (one shared title word replaced, one unshared
+    word of its shape and frequency band), per draw of the words (``draws``), the matching heads patched back from
+    the original pairs: on notebook 05's held-out pairs, the pairs every draw qualifies, each table's ``example`` the
+    pair's position in the evaluated split (what :func:`identity_difference` takes)."""
+    held = measured_examples(len(lab.encoded), limit, lab.params.seed)
+    pairs = lab.encoded.subset(held)
+    made = [matched_contrasts(pairs, lab.tokenizer, stopwords, lab.params.seed, draw=d) for d in range(draws)]
+    common = set.intersection(*(set(held[shared.examples]) for shared, _ in made))
+    tables: dict[str, list[pd.DataFrame]] = {kind: [] for kind in MATCHED_KINDS}
+    for draw, both in enumerate(made):
+        for contrast in both:
+            table = lab.patch(
+                contrast.original,
+                contrast.changed,
+                {"matching": sorted(tuple(h) for h in matching)},
+                f"restore-{contrast.kind}-{draw}",
+                progress=False,
+            )
+            table = table.assign(example=held[contrast.examples[table["example"].to_numpy()]])
+            tables[contrast.kind].append(table[table["example"].isin(common)].reset_index(drop=True))
+    return tables
 
 
 def contrast_examples(contrast: Contrast, lab, n: int = 6) -> pd.DataFrame:
@@ -546,23 +862,15 @@ def head_views(
 def agreement(views: pd.DataFrame, matching, k: int, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
     """How the patching map agrees with the two other views: the top-k heads by restored share against the matching
     heads (05) and against the top-k by masking cost (02), each with its chance overlap and p; Spearman's rank
-    correlation of the restored share with the masking cost and with the role score, over every head. Where
-    ``views`` has attribution patching's estimate (``attribution``), the same two checks of it against exact
-    patching: does the one-backward-pass approximation rank the heads as patching each one does?"""
+    correlation of the restored share with the masking cost and with the role score, over every head."""
     n = len(views)
     top = top_heads(views, k)
-    costly = top_heads(views, k, by="masking_cost")
-    overlaps = [
-        (f"top {k} by patching vs term-matching heads (05)", top, matching),
-        (f"top {k} by patching vs top {k} by masking cost (02)", top, costly),
-    ]
-    if "attribution" in views:
-        overlaps.append(
-            (f"top {k} by attribution patching vs top {k} by patching", top_heads(views, k, "attribution"), top)
-        )
     rows = []
-    for comparison, ranked, chosen in overlaps:
-        o = top_overlap(ranked, chosen, n)
+    for comparison, chosen in (
+        (f"top {k} by patching vs term-matching heads (05)", matching),
+        (f"top {k} by patching vs top {k} by masking cost (02)", top_heads(views, k, by="masking_cost")),
+    ):
+        o = top_overlap(top, chosen, n)
         rows.append(
             {
                 "comparison": comparison,
@@ -574,10 +882,7 @@ def agreement(views: pd.DataFrame, matching, k: int, n_boot: int = 2000, seed: i
                 "heads": _heads(o["heads"]),
             }
         )
-    others = {"masking_cost": "masking cost (02)", "role_score": "role score (05)"}
-    if "attribution" in views:
-        others["attribution"] = "estimate of attribution patching (one backward pass)"
-    for column, name in others.items():
+    for column, name in {"masking_cost": "masking cost (02)", "role_score": "role score (05)"}.items():
         r = rank_agreement(views["restored"], views[column], n_boot, seed)
         rows.append(
             {
@@ -591,6 +896,44 @@ def agreement(views: pd.DataFrame, matching, k: int, n_boot: int = 2000, seed: i
             }
         )
     return pd.DataFrame(rows)
+
+
+ATTRIBUTION_TOP = (5, 10)  # the exact top-k heads whose recall by attribution patching is checked
+
+
+def attribution_agreement(views: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """Attribution patching (``attribution``, computed in fp32: :func:`circuit_views`) audited against exact patching
+    (``restored``) over every head: Spearman's rank correlation with its bootstrap interval over heads; per k of
+    :data:`ATTRIBUTION_TOP`, the share of the exact top-k heads that attribution's top k recalls, with the heads
+    where they disagree; and, for attribution's own top heads, its estimate over the exact share (1: exact; far
+    from 1 where the patch is too large for a first-order estimate, AtP's saturation, Kramár et al. 2024)."""
+    r = rank_agreement(views["restored"], views["attribution"], n_boot, seed)
+    rows = [{"measure": "rank correlation (Spearman)", "value": r["rho"], "lo": r["lo"], "hi": r["hi"], "heads": ""}]
+    for k in ATTRIBUTION_TOP:
+        exact, estimated = set(top_heads(views, k)), set(top_heads(views, k, "attribution"))
+        missed, added = sorted(exact - estimated), sorted(estimated - exact)
+        rows.append(
+            {
+                "measure": f"recall of the exact top {k}",
+                "value": len(exact & estimated) / k,
+                "lo": np.nan,
+                "hi": np.nan,
+                "heads": f"missed: {_heads(missed) or 'none'}; ranked in instead: {_heads(added) or 'none'}",
+            }
+        )
+    indexed = views.set_index(["layer", "head"])
+    for layer, head in top_heads(views, ATTRIBUTION_TOP[0], "attribution"):
+        estimate, exact_share = indexed.loc[(layer, head), ["attribution", "restored"]]
+        rows.append(
+            {
+                "measure": f"attribution over exact, head {layer}.{head}",
+                "value": float(estimate / exact_share) if exact_share else np.nan,
+                "lo": np.nan,
+                "hi": np.nan,
+                "heads": f"{layer}.{head}: estimate {estimate:+.1%}, exact {exact_share:+.1%}",
+            }
+        )
+    return pd.DataFrame(rows).assign(n_heads=len(views))
 
 
 def specificity(
@@ -678,7 +1021,7 @@ def circuit_views(
     lab, contrast: Contrast, matching, stopwords, n_boot: int = 2000
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(positions, attribution)`` on the contrast pairs: the matching heads patched back at each group of positions
-    (:func:`headlab.findings.circuit.restored_by_position`) and attribution patching per head
+    (:func:`headlab.findings.circuit.restored_by_position`) and attribution patching per head in fp32
     (:func:`headlab.findings.circuit.attribution_scores`), each kept (:meth:`headlab.lab.Lab.stored`)."""
     key = {
         "examples": [int(e) for e in contrast.examples],
@@ -694,7 +1037,12 @@ def circuit_views(
     positions = lab.stored(
         "patching_positions", key, lambda: restored_by_position(engine, matching, groups, n_boot, seed)
     )
-    attributed = lab.stored("patching_attribution", key, lambda: attribution_scores(engine, groups, n_boot, seed))
+    exact = PatchEngine(
+        lab.model, contrast.original, contrast.changed, lab.batch_size, lab.device, lab.pad_id, autocast=False
+    )  # fp32: the smallest shares sit below bf16's resolution of the logits
+    attributed = lab.stored(
+        "patching_attribution", {**key, "precision": "fp32"}, lambda: attribution_scores(exact, groups, n_boot, seed)
+    )
     return positions, attributed
 
 
@@ -748,27 +1096,112 @@ def receivers_view(lab, contrast: Contrast, matching, single_heads, n_boot: int 
     ), receiver
 
 
-def circuit_view(
-    lab, contrast: Contrast, matching, single_heads, ranking: pd.DataFrame, k: int, n_boot: int = 2000
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``(edges, mediation)`` of the circuit found: the matching heads and the ``k`` receivers of ``ranking`` that
-    read most (:func:`headlab.findings.circuit.found_circuit`, on the pairs :func:`receivers_view` ranked on),
-    kept; empty tables where there is no ranking."""
+def sender_view(
+    lab, contrast: Contrast, matching, single_heads, ranking: pd.DataFrame, top: int, draws: int, n_boot: int = 2000
+) -> pd.DataFrame:
+    """The random-sender control (:func:`headlab.findings.circuit.sender_control`) for notebook 07's head and the
+    ``top`` receivers of ``ranking``: what each reads of the matching heads against what it reads of ``draws``
+    random sets of as many heads in their layers (:func:`headlab.findings.circuit.random_senders`, none of them a
+    matching head or 07's head), on the pairs :func:`receivers_view` ranked on, kept. Empty where there is no
+    ranking."""
     if ranking.empty:
-        return pd.DataFrame(), pd.DataFrame()
-    _, _, keep = _held_out_receivers(lab, contrast, matching, single_heads)
-    top = [(int(l), int(h)) for l, h in zip(ranking["layer"].head(k), ranking["head"].head(k))]
-    key = {**_circuit_key(lab, contrast, matching, keep, n_boot), "receivers": [list(r) for r in top]}
-    found: list = []  # found_circuit's two tables, computed at most once for both
+        return pd.DataFrame()
+    receiver, _, keep = _held_out_receivers(lab, contrast, matching, single_heads)
+    chosen = [(int(l), int(h)) for l, h in zip(ranking["layer"].head(top), ranking["head"].head(top))]
+    in_ranking = ((ranking["layer"] == receiver[0]) & (ranking["head"] == receiver[1])).any()
+    receivers = chosen + [receiver] if in_ranking and receiver not in chosen else chosen
+    random_sets = random_senders(matching, lab.shape[1], draws, lab.params.seed, avoid=[receiver])
+    key = {
+        **_circuit_key(lab, contrast, matching, keep, n_boot),
+        "receivers": [list(r) for r in receivers],
+        "random_senders": [[list(h) for h in s] for s in random_sets],
+    }
+    return lab.stored(
+        "patching_senders",
+        key,
+        lambda: sender_control(_engine(lab, contrast, keep), matching, receivers, random_sets, n_boot, lab.params.seed),
+    )
 
-    def table(part: int) -> pd.DataFrame:
-        if not found:
-            found.extend(found_circuit(_engine(lab, contrast, keep), matching, top, n_boot, lab.params.seed))
-        return found[part]
 
-    edges = lab.stored("patching_circuit_edges", key, lambda: table(0))
-    mediation = lab.stored("patching_mediation", key, lambda: table(1))
-    return edges, mediation
+CIRCUIT_RECEIVERS = 3  # receivers of the circuit scored with IOI's measures (chosen on the other half of the pairs)
+GREEDY_STEPS = 2  # IOI's greedy search for the subset that shows the circuit most incomplete: its steps
+RANDOM_SUBSETS = 4  # random subsets of the circuit removed beside the greedy ones
+
+
+def circuit_halves(keep: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``keep`` (contrast pairs, by index) in two seeded halves: the first chooses the circuit's receivers and its
+    greedy subsets, the second scores them, so no number is measured on the pairs that chose it."""
+    order = np.random.default_rng([seed, 0xC1C]).permutation(len(keep))
+    return np.sort(keep[order[: len(keep) // 2]]), np.sort(keep[order[len(keep) // 2 :]])
+
+
+def circuit_measures(
+    lab, contrast: Contrast, matching, single_heads, draws: int, n_boot: int = 2000
+) -> dict[str, pd.DataFrame]:
+    """The circuit found, scored as IOI scored its circuit (Wang et al. 2023; :mod:`headlab.findings.faithfulness`),
+    on the contrast pairs of notebook 07's held-out half, split in two (:func:`circuit_halves`): on the first, path
+    patching ranks every head above the matching heads (``chosen``) and the :data:`CIRCUIT_RECEIVERS` that read most
+    join the matching heads as the circuit, the classifier reading ``[CLS]`` never ablated; on the second, with every
+    head outside it mean-ablated per token class over training pairs (:meth:`headlab.lab.Lab.class_means`):
+    ``faithfulness`` beside ``draws`` random circuits of its size, ``completeness`` (the greedy subsets chosen on the
+    first half, random ones), ``minimality``, and the ``edges`` (each sender read by each receiver alone). Each kept
+    (:meth:`headlab.lab.Lab.stored`); empty tables where no head lies above the matching heads or a half is empty."""
+    _, receivers, keep = _held_out_receivers(lab, contrast, matching, single_heads)
+    choose, score = circuit_halves(keep, lab.params.seed)
+    if not receivers or not len(choose) or not len(score):
+        return {name: pd.DataFrame() for name in ("chosen", "faithfulness", "completeness", "minimality", "edges")}
+    seed = lab.params.seed
+    key = {
+        **_circuit_key(lab, contrast, matching, choose, n_boot),
+        "scored": [int(e) for e in contrast.examples[score]],
+    }
+    chosen = lab.stored(
+        "patching_circuit_chosen",
+        key,
+        lambda: receiver_ranking(_engine(lab, contrast, choose), matching, receivers, n_boot, seed),
+    )
+    top = [
+        (int(l), int(h))
+        for l, h in zip(chosen["layer"].head(CIRCUIT_RECEIVERS), chosen["head"].head(CIRCUIT_RECEIVERS))
+    ]
+    circuit = sorted({*map(tuple, matching), *top})
+    key |= {"circuit": [list(h) for h in circuit], "draws": draws}
+    engines: dict = {}
+
+    def engine(half: np.ndarray) -> AblationEngine:
+        name = "score" if half is score else "choose"
+        if name not in engines:
+            engines[name] = AblationEngine(
+                lab.model,
+                contrast.original.subset(half),
+                contrast.changed.subset(half),
+                lab.class_means(),
+                lab.tokenizer,
+                lab.batch_size,
+                lab.device,
+                lab.pad_id,
+            )
+        return engines[name]
+
+    return {
+        "chosen": chosen,
+        "faithfulness": lab.stored(
+            "patching_faithfulness", key, lambda: faithfulness(engine(score), circuit, draws, seed, n_boot)
+        ),
+        "completeness": lab.stored(
+            "patching_completeness",
+            key,
+            lambda: completeness(
+                engine(score), circuit, RANDOM_SUBSETS, GREEDY_STEPS, seed, n_boot, chosen_on=engine(choose)
+            ),
+        ),
+        "minimality": lab.stored("patching_minimality", key, lambda: minimality(engine(score), circuit, seed, n_boot)),
+        "edges": lab.stored(
+            "patching_circuit_edges",
+            key,
+            lambda: found_circuit(_engine(lab, contrast, score), matching, top, n_boot, seed),
+        ),
+    }
 
 
 def receiver_note(ranking: pd.DataFrame, receiver) -> str:
@@ -790,6 +1223,35 @@ def receiver_note(ranking: pd.DataFrame, receiver) -> str:
         f"{int(lead['n_examples'])} contrast pairs: head {int(lead['layer'])}.{int(lead['head'])} restores most, "
         f"{lead['restored']:.1%} [{lead['lo']:.1%}, {lead['hi']:.1%}] of the grade-logit drop "
         f"({lead['cls_restored']:.1%} through its output at [CLS] alone); {where}."
+    )
+
+
+def identity_note(identity: dict) -> str:
+    """One sentence on :func:`identity_difference`: the two shares on the same pairs and their difference, or why
+    there are none."""
+    shared, unshared = MATCHED_KINDS
+    if "difference" not in identity:
+        return f"Only {identity['n_examples']} held-out pairs have a shared and an unshared title word to match."
+    return (
+        f"On {identity['n_examples']} pairs and {identity['n_replacements']} draws of the words, replacing one shared "
+        f"word moves the grade logit by {_gap(identity, f'{shared}_gap')} and one unshared word by "
+        f"{_gap(identity, f'{unshared}_gap')}; patched back, the matching heads restore {identity[shared]:.1%} of the "
+        f"first and {identity[unshared]:.1%} of the second, a difference of {100 * identity['difference']:+.1f} "
+        f"points [{100 * identity['lo']:+.1f}, {100 * identity['hi']:+.1f}]."
+    )
+
+
+def sender_note(senders: pd.DataFrame, receiver) -> str:
+    """One sentence on :func:`sender_view` for notebook 07's head, or why there is none."""
+    layer, head = receiver
+    mine = senders[(senders["layer"] == layer) & (senders["head"] == head)] if len(senders) else senders
+    if not len(mine):
+        return f"Head {layer}.{head} (notebook 07's) has no path from the matching heads to compare: no control ran."
+    r = mine.iloc[0]
+    return (
+        f"Head {layer}.{head} (notebook 07's) brings back {_share(r['restored'])} of the grade-logit drop reading the "
+        f"matching heads and {_share(r['random_mean'])} reading {int(r['n_draws'])} random sets of as many heads in "
+        f"their layers: {100 * r['over_random']:+.1f} points [{100 * r['lo']:+.1f}, {100 * r['hi']:+.1f}]."
     )
 
 

@@ -18,7 +18,10 @@ Provenance, stated because no test can prove it: v1 was written on 2026-12-06, a
 had been read. Most literal sizes (the 0.1, 0.2, 0.05, 0.02 and 0.005 of the words and precision rules) are carried
 over from 0139d86, which set them after rule-2 rows existed; what v1 changed (the no-change margin, the shuffled
 title's size, the lower half's scale, the κ criterion, censoring) follows the rule written in issue #64 and is listed
-with every verdict it moved in that issue's closing note.
+with every verdict it moved in that issue's closing note. v2 (2026-12-06, before any run of patching v3, issue #65)
+adds the sizes of page 09's new claims (term matching beyond a word's identity, the `[CLS]` route, the head's reading
+against random senders, the circuit's faithfulness, completeness and minimality) and renames the carry claim; it
+changes no size of v1, so it moves no verdict.
 
 No-change margins sit at the smallest change of their unit (:data:`NO_CHANGE_MARGIN`), so a loss size never lies
 inside the margin of the same unit; the margin moved (from ±2%, which held the 1.15% size inside it), and a no-effect
@@ -40,7 +43,7 @@ from enum import Enum
 from headlab.findings import units as u
 from headlab.findings.units import KAPPA_START, Unit
 
-POLICY_VERSION = 1
+POLICY_VERSION = 2
 POLICY_DATE = "2026-12-06"  # fixed before the five columns are rebuilt by it (issue #64, item 8)
 
 
@@ -325,10 +328,18 @@ _SIZES = (
     ),
     # 09 patching, 10 pruning: our own predictions
     Size(
-        "patching.matching_heads_carry_matching",
+        "patching.matching_heads_carry_replaced_words",
         u.CARRY,
         P,
         "at least 10 points more of the grade difference restored than by random heads",
+        0.1,
+    ),
+    Size(
+        "patching.matching_beyond_identity",
+        u.IDENTITY,
+        P,
+        "at least 10 points more of the grade difference restored for a shared word than for an unshared one: the "
+        "size the matching heads are asked to beat random heads by",
         0.1,
     ),
     Size(
@@ -339,10 +350,42 @@ _SIZES = (
         0.02,
     ),
     Size(
-        "patching.cls_head_hands_on",
-        u.RECEIVER,
+        "patching.cls_route_hands_on",
+        u.CLS_ROUTE,
         P,
-        "at least 5 points more of the difference through the one head than through the average other head",
+        "at least 5% of the difference through the head's output at [CLS]: the 5 points of the precision rule, "
+        "what one head must carry to be the one that hands the signal on",
+        0.05,
+    ),
+    Size(
+        "patching.circuit_faithful",
+        u.CIRCUIT_KEPT,
+        P,
+        "at least 10 points more of the full model's difference kept than by random circuits of its size: the size "
+        "the matching heads are asked to beat random heads by",
+        0.1,
+    ),
+    Size(
+        "patching.circuit_complete",
+        u.CIRCUIT_INCOMPLETE,
+        P,
+        "±10 points of the full model's difference: removing part of a complete circuit costs it what it costs the "
+        "model, within the size its other claims are asked for",
+        margin=0.1,
+    ),
+    Size(
+        "patching.circuit_minimal",
+        u.HEAD_ADDED,
+        P,
+        "at least 2 points of the full model's difference added by each head inside the circuit: a stated "
+        "precision, a fifth of the 10 points the whole circuit is asked to beat random circuits by",
+        0.02,
+    ),
+    Size(
+        "patching.cls_head_reads_matching",
+        u.READS_SENDERS,
+        P,
+        "at least 5 points more of the difference read from the matching heads than from random heads of their layers",
         0.05,
     ),
     Size(

@@ -72,7 +72,7 @@ def with_interval(unit: Unit, value: float, lo: float, hi: float) -> str:
 
 
 KAPPA_START = "share of the unmasked quadratic κ lost"  # every unit on the kappa scale starts so
-R, P, S, D = Kind.RELATIVE, Kind.POINTS, Kind.SHARE, Kind.SIGNED
+R, P, S, D, N = Kind.RELATIVE, Kind.POINTS, Kind.SHARE, Kind.SIGNED, Kind.NUMBER
 
 ACCURACY_CHANGE = Unit("relative change of accuracy", R)
 KAPPA_LOST = Unit(f"{KAPPA_START} (0: unmasked, 100%: no agreement with the gold grades beyond chance)", S)
@@ -117,11 +117,36 @@ MASK_SPECIFICITY = Unit(
     P,
 )
 CARRY = Unit("share of the grade-logit difference restored, matching heads minus random lower-half heads (points)", P)
-RECEIVER = Unit(
-    "share of the grade-logit difference that comes back through the head alone, minus the other heads above the "
-    "matching heads on average (points)",
+IDENTITY = Unit(
+    "share of the grade-logit difference the matching heads restore, one shared title word replaced minus one "
+    "unshared title word replaced, on the same pairs (points)",
     P,
 )
+CLS_ROUTE = Unit(
+    "share of the grade-logit difference that comes back through the head's output at [CLS] alone (path patching "
+    "from the matching heads)",
+    S,
+)
+READS_SENDERS = Unit(
+    "share of the grade-logit difference that comes back through the head alone, from the matching heads minus from "
+    "random sets of as many heads in their layers (points)",
+    P,
+)
+CIRCUIT_KEPT = Unit(
+    "share of the full model's grade-logit difference the circuit keeps with every other head mean-ablated, minus "
+    "random circuits of its size (points)",
+    P,
+)
+CIRCUIT_INCOMPLETE = Unit(
+    "share of the full model's grade-logit difference, what removing the greedy subset costs the circuit minus what "
+    "it costs the model (points)",
+    P,
+)
+HEAD_ADDED = Unit(
+    "share of the full model's grade-logit difference a head adds inside the circuit, the least of its heads (points)",
+    P,
+)
+RECEIVER_RANK = Unit("rank among the heads above the matching heads by the share read through it (1: most)", N)
 # the pretraining objectives
 OBJECTIVES_MATCHING = Unit(
     "relative change of accuracy with the 5 term-matching heads masked, MLM+NSP model minus MLM-only model", P
@@ -148,6 +173,11 @@ LEGACY = (
     Unit("share of the above-chance accuracy lost, lower half minus upper half, in points", P),
     Unit("share of the grade difference restored, matching heads minus random lower-half heads (points)", P),
     Unit("share of the source-target difference that comes back through the [CLS] head alone", S),
+    Unit(
+        "share of the grade-logit difference that comes back through the head alone, minus the other heads above the "
+        "matching heads on average (points)",
+        P,
+    ),
     Unit(
         "share of pairs graded right, change with the mask on pairs that share a term minus on pairs that share none",
         P,

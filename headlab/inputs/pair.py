@@ -11,6 +11,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from headlab.core.ablation import token_classes
 from headlab.inputs.pieces import piece_convention, word_spans
 
 
@@ -106,3 +107,9 @@ def read_pair(tokenizer, input_ids: list[int], stopwords=None) -> Pair:
                 shared.update((q, t) for q in word.positions for t in other.positions)
     special = [t in specials for t in ids]
     return Pair(ids, tokens, 0, seps, query, title, special, query_words, title_words, sorted(shared))
+
+
+def pair_classes(tokenizer, encoded) -> list:
+    """Per encoded pair, the token class of each position (:func:`headlab.core.ablation.token_classes` of its
+    :func:`read_pair`): what :func:`headlab.core.ablation.class_means` averages by."""
+    return [token_classes(read_pair(tokenizer, ids)) for ids in encoded.input_ids]

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from headlab.core.ablation import class_means
 from headlab.core.attention import AttentionCache, attention_maps
 from headlab.core.device import precision
 from headlab.core.engine import MaskEngine
@@ -45,6 +46,7 @@ from headlab.core.sweep import (
     write_atomically,
 )
 from headlab.core.worklog import note_work
+from headlab.inputs.pair import pair_classes
 from headlab.lab.pages import artifact
 from headlab.lab.params import Params
 from headlab.models.loading import load_classifier, load_encoder, load_tokenizer
@@ -118,6 +120,7 @@ class Lab:
     _engine: MaskEngine | None = field(default=None, init=False, repr=False)
     _mean_engine: MaskEngine | None = field(default=None, init=False, repr=False)
     _means: torch.Tensor | None = field(default=None, init=False, repr=False)
+    _class_means: torch.Tensor | None = field(default=None, init=False, repr=False)
 
     @classmethod
     def from_params(cls, params: Params) -> Lab:
@@ -198,17 +201,32 @@ class Lab:
         computed once per Lab: what mean-ablation puts in place of a removed head. Training pairs, so the test pairs
         never shape an ablation."""
         if self._means is None:
-            train = self.params.train_frame()
-            train = train.sample(n=min(MEAN_PAIRS, len(train)), random_state=self.params.seed)
-            encoded = encode(self.tokenizer, train)
             self._means = head_means(
                 self.model,
                 (
                     model_inputs(self.model, batch, self.device)
-                    for _, batch in length_batches(encoded, self.batch_size, self.pad_id)
+                    for _, batch in length_batches(self._mean_pairs(), self.batch_size, self.pad_id)
                 ),
             )
         return self._means
+
+    def class_means(self) -> torch.Tensor:
+        """(layers, token classes, hidden): each head's mean output per token class ([CLS], query, title, separator)
+        over the same training pairs as :meth:`means`: what a circuit's mean-ablated heads output (IOI's ablation,
+        :mod:`headlab.findings.faithfulness`), computed once per Lab."""
+        if self._class_means is None:
+            pairs = self._mean_pairs()
+            self._class_means = class_means(
+                self.model, pairs, pair_classes(self.tokenizer, pairs), self.batch_size, self.device, self.pad_id
+            )
+        return self._class_means
+
+    def _mean_pairs(self) -> Encoded:
+        """MEAN_PAIRS training pairs (seeded), within the model's positions: the pairs every mean a head is ablated
+        to is taken over."""
+        train = self.params.train_frame()
+        sample = train.sample(n=min(MEAN_PAIRS, len(train)), random_state=self.params.seed)
+        return encode(self.tokenizer, sample, min(128, self.model.config.max_position_embeddings))
 
     def ablation_engine(self, ablation: Ablation | str = Ablation.ZERO) -> MaskEngine:
         """The sweep engine that zeroes removed heads (``"zero"``, the study's HEAD-MASK) or puts each one's mean over

@@ -359,14 +359,20 @@ PAGES = (
     Page(
         "09_patching",
         "09 activation patching",
-        "(5, tested causally) the term-matching heads carry the term-matching signal, and some head above them reads "
-        "it (the study names the high `[CLS]` head)",
-        "activation patching per head and per position on contrast titles (shared words replaced; TFC1 and a control), "
-        "attribution patching against it, its overlap with 05 and 02, masking specificity within grades, path "
-        "patching to every head above",
+        "(5, tested causally) the term-matching heads carry the replaced words, and term matching beyond a word's "
+        "identity; the high `[CLS]` head reads them and hands them to the classifier through `[CLS]`",
+        "activation patching per head and per position on contrast titles (shared words replaced; TFC1, a control, "
+        "and one shared against one unshared word on the same pairs), attribution patching audited against it, "
+        "masking specificity within grades, path patching to every head above against random senders, the circuit's "
+        "faithfulness, completeness and minimality under mean ablation",
         "whether the term-matching heads carry the signal, patched in from a contrast pair",
         (
-            tiny("PATCH_DRAWS", 8, "random sets of K_MATCHING lower-half heads patched instead", 2),
+            tiny(
+                "PATCH_DRAWS",
+                8,
+                "random sets patched instead: K_MATCHING lower-half heads, senders of their layers, circuits",
+                2,
+            ),
             tiny(
                 "CONTRAST_DRAWS",
                 3,
