@@ -11,6 +11,7 @@ from headlab.findings.cls_head import single_head_correct
 from headlab.findings.patching import (
     agreement,
     attribution_agreement,
+    both_directions,
     circuit_measures,
     circuit_views,
     claims,
@@ -28,6 +29,7 @@ from headlab.findings.patching import (
     receivers_view,
     replacement_tables,
     restored_against_draws,
+    restored_shares,
     restoring_patches,
     sender_note,
     sender_view,
@@ -96,6 +98,18 @@ def test_page_09_runs_on_a_tiny_model_and_gives_one_row_per_claim(tmp_path):
     assert list(circuit["faithfulness"]["what"])[:4] == ["full model", "circuit", "empty circuit", "faithfulness"]
     assert len(circuit["minimality"]) == len(matching) + len(top)
     assert circuit["completeness"]["subset"].str.startswith("greedy").sum() == 2
+    directions = both_directions(setup, contrast, restoring, plan, ranking, 2, n_boot=100)
+    assert list(directions["patch"])[:2] == ["matching", "random lower-half sets (mean of 3)"] and len(directions) == 4
+    assert (
+        directions[["restored", "broken"]].notna().all().all()
+        and (directions["n_examples"] == len(contrast.examples)).all()
+    )
+    broken = setup.patch(contrast.changed, contrast.original, {"matching": plan["matching"]}, "hand", progress=False)
+    wide = broken.pivot(index="example", columns="patch", values="grade_logit")
+    by_hand = (wide["matching"] - wide["target"]).mean() / (wide["source"] - wide["target"]).mean()
+    assert directions.set_index("patch").loc["matching", "broken"] == pytest.approx(by_hand)
+    restored_here = restored_shares(restoring, 100).set_index("patch").loc["matching", "restored"]
+    assert directions.set_index("patch").loc["matching", "restored"] == pytest.approx(restored_here)
     matched = identity_tables(setup, matching, None, None, 2)
     assert [len(t) for t in matched.values()] == [2, 2]
     assert len({frozenset(t["example"]) for tables in matched.values() for t in tables}) == 1  # the same pairs
@@ -394,7 +408,9 @@ def test_attribution_is_audited_by_recall_of_the_exact_top_heads_and_its_ratio_o
     assert np.isnan(wrong.loc["attribution over exact, head 3.3", "value"])  # an exact share of 0 has no ratio
 
 
-def _circuit(full_lo=0.3, kept=0.9, random=0.1, greedy_value=0.01, least=0.05) -> dict[str, pd.DataFrame]:
+def _circuit(
+    full_lo=0.3, kept=0.9, random=0.1, greedy_value=0.01, least=0.05, random_value=-0.02
+) -> dict[str, pd.DataFrame]:
     faithful = pd.DataFrame(
         [
             ("full model", 0.5, full_lo, 0.7, 40, 1, 16),
@@ -410,7 +426,7 @@ def _circuit(full_lo=0.3, kept=0.9, random=0.1, greedy_value=0.01, least=0.05) -
         [
             ("greedy-1", "0.1", 0.005, -0.02, 0.03, 0.005),
             ("greedy-2", "0.1, 3.2", greedy_value, greedy_value - 0.02, greedy_value + 0.02, abs(greedy_value)),
-            ("random-0", "3.2", -0.2, -0.25, -0.15, 0.2),
+            ("random-0", "3.2", random_value, random_value - 0.03, random_value + 0.03, abs(random_value)),
         ],
         columns=["subset", "heads", "value", "lo", "hi", "incompleteness"],
     )
@@ -445,14 +461,17 @@ def test_the_circuit_is_judged_by_faithfulness_against_random_circuits_completen
 
     good = rows(_circuit())
     faithful, complete, minimal = (good[f"patching.circuit_{m}"] for m in ("faithful", "complete", "minimal"))
-    assert faithful.verdict == "holds" and faithful.ours == pytest.approx(0.8) and "keeps 90.0%" in faithful.reason
-    assert complete.verdict == "holds" and "0.1, 3.2" in complete.reason and "20.0 points" in complete.reason
-    assert (
-        minimal.verdict == "holds" and minimal.ours == pytest.approx(0.05) and "head 1.2 adds least" in minimal.reason
-    )
+    # the weaker reading: 90% kept is 40 points above half, 80 points above the random circuits
+    assert faithful.verdict == "holds" and faithful.ours == pytest.approx(0.4) and "keeps 90.0%" in faithful.reason
+    assert complete.verdict == "holds" and "of 3 subsets" in complete.reason
+    assert minimal.verdict == "holds" and minimal.ours == pytest.approx(0.05)
+    assert "head 1.2 adds the least" in minimal.reason
+    beaten = rows(_circuit(kept=0.9, random=0.85))["patching.circuit_faithful"]  # most kept, but so do random ones
+    assert beaten.verdict != "holds" and beaten.ours == pytest.approx(0.05)
+    off = rows(_circuit(random_value=-0.4))["patching.circuit_complete"]  # a random part the greedy search missed
+    assert off.verdict == "does not hold" and "random-0 (3.2)" in off.reason
     bad = rows(_circuit(kept=0.15, greedy_value=0.4, least=-0.05))
-    assert bad["patching.circuit_faithful"].verdict in ("does not hold", "cannot tell", "underpowered")
-    assert bad["patching.circuit_faithful"].verdict != "holds"
+    assert bad["patching.circuit_faithful"].verdict == "opposite"  # 15% kept lies well below half
     assert bad["patching.circuit_complete"].verdict == "does not hold"
     assert bad["patching.circuit_minimal"].verdict == "opposite"
     flat = rows(_circuit(full_lo=-0.1))

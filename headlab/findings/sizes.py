@@ -361,16 +361,16 @@ _SIZES = (
         "patching.circuit_faithful",
         u.CIRCUIT_KEPT,
         P,
-        "at least 10 points more of the full model's difference kept than by random circuits of its size: the size "
-        "the matching heads are asked to beat random heads by",
+        "most: at least 10 points above half of the full model's difference kept (the words rule's 'most'), and at "
+        "least 10 points more than random circuits of its size (what the matching heads must beat random heads by)",
         0.1,
     ),
     Size(
         "patching.circuit_complete",
         u.CIRCUIT_INCOMPLETE,
         P,
-        "±10 points of the full model's difference: removing part of a complete circuit costs it what it costs the "
-        "model, within the size its other claims are asked for",
+        "±10 points of the full model's difference: without any part of it, a complete circuit keeps what the model "
+        "without that part keeps, within the size its other claims are asked for",
         margin=0.1,
     ),
     Size(

@@ -133,13 +133,12 @@ READS_SENDERS = Unit(
     P,
 )
 CIRCUIT_KEPT = Unit(
-    "share of the full model's grade-logit difference the circuit keeps with every other head mean-ablated, minus "
-    "random circuits of its size (points)",
+    "share of the full model's grade-logit difference the circuit keeps with every other head mean-ablated, the "
+    "weaker of above half and above random circuits of its size (points)",
     P,
 )
 CIRCUIT_INCOMPLETE = Unit(
-    "share of the full model's grade-logit difference, what removing the greedy subset costs the circuit minus what "
-    "it costs the model (points)",
+    "share of the full model's grade-logit difference, the circuit without a part K minus the model without K (points)",
     P,
 )
 HEAD_ADDED = Unit(
