@@ -109,6 +109,8 @@ def test_random_senders_never_hold_a_named_head_and_stay_in_the_senders_layers()
     assert not drawn & {*senders, *avoid} and {l for l, _ in drawn} == {2, 3, 4}
     assert random_senders(senders, 12, 50, seed=3, avoid=avoid) == sets  # seeded
     assert random_senders(senders, 12, 50, seed=4, avoid=avoid) != sets
+    toy = random_senders([(1, 0), (1, 1)], 3, 20, seed=0)  # one other head in their layer: the layer below too
+    assert {h for s in toy for h in s} <= {(1, 2), (0, 0), (0, 1), (0, 2)} and {0, 1} == {l for s in toy for l, _ in s}
     with pytest.raises(ValueError, match="too few"):
         random_senders([(0, 0), (0, 1)], 3, 1, seed=0)
 

@@ -166,15 +166,24 @@ def receiver_ranking(engine: PatchEngine, senders, receivers, n_boot: int = 2000
     return table.assign(rank=np.arange(1, len(table) + 1)).reset_index(drop=True)
 
 
-def random_senders(senders, heads: int, draws: int, seed: int, avoid=()) -> list[list[tuple[int, int]]]:
-    """``draws`` seeded sets of as many heads as ``senders``, drawn from the senders' layers (the lowest's to the
-    highest's, so every receiver above the senders lies above them too, at as long a path); none holds a sender or a
-    head of ``avoid``: a named head in a control set would blur it."""
+def sender_pool(senders, heads: int, avoid=()) -> list[tuple[int, int]]:
+    """The heads random senders are drawn from: those of the senders' layers (the lowest's to the highest's, so every
+    receiver above the senders lies above them too, at as long a path), or, where those hold too few other heads (a
+    toy model, never a real one), every layer up to the highest sender's; never a sender or a head of ``avoid``."""
     named = {(int(l), int(h)) for group in (senders, avoid) for l, h in group}
     low, high = min(int(l) for l, _ in senders), max(int(l) for l, _ in senders)
     pool = [(l, h) for l in range(low, high + 1) for h in range(heads) if (l, h) not in named]
     if len(pool) < len(senders):
-        raise ValueError(f"{len(pool)} other heads lie in the senders' layers: too few for sets of {len(senders)}")
+        pool = [(l, h) for l in range(high + 1) for h in range(heads) if (l, h) not in named]
+    return pool
+
+
+def random_senders(senders, heads: int, draws: int, seed: int, avoid=()) -> list[list[tuple[int, int]]]:
+    """``draws`` seeded sets of as many heads as ``senders`` from :func:`sender_pool`: none holds a sender or a head
+    of ``avoid``, since a named head in a control set would blur it."""
+    pool = sender_pool(senders, heads, avoid)
+    if len(pool) < len(senders):
+        raise ValueError(f"{len(pool)} other heads lie up to the senders' layers: too few for sets of {len(senders)}")
     rng = np.random.default_rng([seed, 0x5E4D])
     return [sorted(pool[i] for i in rng.choice(len(pool), len(senders), replace=False)) for _ in range(draws)]
 

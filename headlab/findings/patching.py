@@ -41,6 +41,7 @@ from headlab.findings.circuit import (
     receiver_ranking,
     restored_by_position,
     sender_control,
+    sender_pool,
 )
 from headlab.findings.cls_head import focus_head, selection_grid, split_halves
 from headlab.findings.contrast import MATCHED_KINDS, Contrast, contrast_pairs, matched_contrasts
@@ -1147,13 +1148,15 @@ def sender_view(
     ``top`` receivers of ``ranking``: what each reads of the matching heads against what it reads of ``draws``
     random sets of as many heads in their layers (:func:`headlab.findings.circuit.random_senders`, none of them a
     matching head or 07's head), on the pairs :func:`receivers_view` ranked on, kept. Empty where there is no
-    ranking."""
+    ranking or too few heads to draw from."""
     if ranking.empty:
         return pd.DataFrame()
     receiver, _, keep = _held_out_receivers(lab, contrast, matching, single_heads)
     chosen = [(int(l), int(h)) for l, h in zip(ranking["layer"].head(top), ranking["head"].head(top))]
     in_ranking = ((ranking["layer"] == receiver[0]) & (ranking["head"] == receiver[1])).any()
     receivers = chosen + [receiver] if in_ranking and receiver not in chosen else chosen
+    if len(sender_pool(matching, lab.shape[1], [receiver])) < len(matching):
+        return pd.DataFrame()  # a toy model: too few other heads up to the matching heads' layers to draw from
     random_sets = random_senders(matching, lab.shape[1], draws, lab.params.seed, avoid=[receiver])
     key = {
         **_circuit_key(lab, contrast, matching, keep, n_boot),
