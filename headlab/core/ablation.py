@@ -19,7 +19,7 @@ import torch
 
 from headlab.core.evaluate import Encoded, length_batches, model_inputs
 from headlab.core.masking import output_projections
-from headlab.core.patching import recording_head_outputs
+from headlab.core.patching import head_columns, projection_pre_hooks, recording_head_outputs
 
 
 class TokenClass(Enum):
@@ -90,15 +90,9 @@ def mean_ablated(model, heads, means: torch.Tensor, classes: torch.Tensor):
     position's class (``means``: :func:`class_means`; ``classes``: batch x tokens class ids, padding any value);
     every other head computes as usual. A layer that computes ``[CLS]`` alone reads the classes' first column, as
     :func:`headlab.core.patching.patch_heads` reads the source's first row."""
-    by_layer: dict[int, list[int]] = {}
-    for layer, head in heads:
-        by_layer.setdefault(int(layer), []).append(int(head))
-    projections = output_projections(model)
-    size = projections[0].in_features // model.config.num_attention_heads
     rows = classes.clamp(0, len(TokenClass) - 1)  # padding reads some class: no real token attends to it
-    handles = []
-    for layer, chosen in by_layer.items():
-        columns = torch.cat([torch.arange(h * size, (h + 1) * size) for h in sorted(chosen)])
+    hooks = {}
+    for layer, columns in head_columns(model, heads).items():
         table = means[layer][:, columns]  # classes x the heads' columns
 
         def ablate(module, args, table=table, columns=columns):
@@ -108,9 +102,6 @@ def mean_ablated(model, heads, means: torch.Tensor, classes: torch.Tensor):
             ablated[..., columns] = table.to(device=hidden.device, dtype=hidden.dtype)[where]
             return (ablated, *rest)
 
-        handles.append(projections[layer].register_forward_pre_hook(ablate))
-    try:
+        hooks[layer] = ablate
+    with projection_pre_hooks(model, hooks):
         yield model
-    finally:
-        for handle in handles:
-            handle.remove()

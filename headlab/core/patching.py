@@ -58,22 +58,42 @@ def recording_head_outputs(model):
             handle.remove()
 
 
+def head_columns(model, heads) -> dict[int, torch.Tensor]:
+    """Per layer among ``heads`` ((layer, head) pairs), the columns of its output projection's input those heads own:
+    what an intervention on a head's output replaces."""
+    by_layer: dict[int, list[int]] = {}
+    for layer, head in heads:
+        by_layer.setdefault(int(layer), []).append(int(head))
+    size = output_projections(model)[0].in_features // model.config.num_attention_heads
+    return {
+        layer: torch.cat([torch.arange(h * size, (h + 1) * size) for h in sorted(chosen)])
+        for layer, chosen in by_layer.items()
+    }
+
+
+@contextmanager
+def projection_pre_hooks(model, hooks: dict):
+    """Inside the block, each layer's output projection of ``hooks`` (layer -> forward pre-hook) runs its hook, and
+    the hooks are removed on the way out, whatever happens inside."""
+    projections = output_projections(model)
+    handles = [projections[layer].register_forward_pre_hook(hook) for layer, hook in hooks.items()]
+    try:
+        yield model
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 @contextmanager
 def patch_heads(model, heads, source: list[torch.Tensor | None], where: torch.Tensor | None = None):
     """Inside the block, each head ``(layer, head)`` of ``heads`` outputs what it output in the source run
     (``source[layer]``: that layer's head outputs, batch x tokens x hidden, from :func:`recording_head_outputs`);
     every other head computes as usual. ``where`` (batch x tokens, 1 or 0) limits the patch to those positions of
     each pair (MechIR's head-by-position view). A layer that computes ``[CLS]`` alone reads the source's first row."""
-    by_layer: dict[int, list[int]] = {}
-    for layer, head in heads:
-        by_layer.setdefault(int(layer), []).append(int(head))
-    projections = output_projections(model)
-    size = projections[0].in_features // model.config.num_attention_heads
-    handles = []
-    for layer, chosen in by_layer.items():
+    hooks = {}
+    for layer, columns in head_columns(model, heads).items():
         if source[layer] is None:
             raise ValueError(f"no source head outputs recorded for layer {layer}")
-        columns = torch.cat([torch.arange(h * size, (h + 1) * size) for h in sorted(chosen)])
 
         def swap(module, args, layer=layer, columns=columns):
             hidden, *rest = args
@@ -86,12 +106,9 @@ def patch_heads(model, heads, source: list[torch.Tensor | None], where: torch.Te
                 patched[..., columns] = torch.where(keep, from_source[..., columns], hidden[..., columns])
             return (patched, *rest)
 
-        handles.append(projections[layer].register_forward_pre_hook(swap))
-    try:
+        hooks[layer] = swap
+    with projection_pre_hooks(model, hooks):
         yield model
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 @contextmanager
