@@ -41,6 +41,37 @@ from headlab.findings.verdicts import claims_file
 
 NO_PAIRS = {"n_examples": 0}  # a matched contrast no pair qualified for
 NO_CIRCUIT = {name: pd.DataFrame() for name in ("chosen", "faithfulness", "completeness", "minimality", "edges")}
+NOTHING = {"n_examples": 1}  # a contrast of one pair: nothing measured on it
+UNMEASURED = {"difference": np.nan, "lo": np.nan, "hi": np.nan, "n_sharing": 0, "n_none": 0}  # no grade to compare in
+
+
+def page_rows(
+    against=NOTHING,
+    controls=None,
+    identity=NO_PAIRS,
+    specific=UNMEASURED,
+    specific_random=UNMEASURED,
+    ranking=None,
+    senders=None,
+    circuit=NO_CIRCUIT,
+    matching=((0, 0),),
+    receiver=(3, 1),
+):
+    """Page 09's claims from results given by hand, every one not given measured on nothing."""
+    return claims(
+        against,
+        {"injected": NOTHING, "unshared": NOTHING} if controls is None else controls,
+        identity,
+        specific,
+        specific_random,
+        pd.DataFrame() if ranking is None else ranking,
+        pd.DataFrame() if senders is None else senders,
+        circuit,
+        list(matching),
+        receiver,
+    )
+
+
 WORDS = "cat dog bird man woman guitar flute car road river tree house".split()
 
 
@@ -167,14 +198,10 @@ def test_an_unmeasured_path_says_why():
         "n_left_out": 0,
     }
     controls = {"injected": {**against, "gap": -0.4, "gap_lo": -0.6, "gap_hi": -0.2}, "unshared": {"n_examples": 1}}
-    rows = claims(
-        against, controls, NO_PAIRS, specific, specific, pd.DataFrame(), pd.DataFrame(), NO_CIRCUIT, [(0, 0)], (3, 1)
-    )
+    rows = page_rows(against, controls, specific=specific, specific_random=specific)
     [path_row] = [r for r in rows if r.claim_id == "patching.cls_route_hands_on"]
     assert "not chosen on" in path_row.reason and path_row.verdict == "cannot tell"
-    below = claims(
-        against, controls, NO_PAIRS, specific, specific, pd.DataFrame(), pd.DataFrame(), NO_CIRCUIT, [(3, 0)], (3, 1)
-    )
+    below = page_rows(against, controls, specific=specific, specific_random=specific, matching=[(3, 0)])
     below_ids = {r.claim_id: r for r in below}
     assert all(
         "sits no higher" in below_ids[c].reason
@@ -203,19 +230,8 @@ def test_a_contrast_that_raises_the_grade_is_not_measured_with_its_gap_said():
         "gap_lo": -0.3,
         "gap_hi": -0.01,
     }
-    specific = {"difference": np.nan, "lo": np.nan, "hi": np.nan, "n_sharing": 0, "n_none": 0}
-    rows = claims(
-        against,
-        {"injected": against, "unshared": against},
-        NO_PAIRS,
-        specific,
-        specific,
-        pd.DataFrame(),
-        pd.DataFrame(),
-        NO_CIRCUIT,
-        [(0, 0)],
-        (3, 1),
-    )
+    specific = UNMEASURED
+    rows = page_rows(against, {"injected": against, "unshared": against}, specific=specific, specific_random=specific)
     main, injected, unshared = rows[:3]
     assert main.verdict == "cannot tell" and "-0.15 [-0.3, -0.01]" in main.reason
     assert injected.verdict == "not judged" and unshared.verdict == "not judged"  # the other sign is theirs to have
@@ -273,12 +289,9 @@ def test_the_route_is_judged_on_its_own_share_and_the_reading_against_random_sen
     """The study's "hands them to the classifier" is judged on what comes back through the head's output at [CLS]
     alone (default's 0.03% must not hold, whatever the head restores at every position); "reads the matching heads"
     against random senders of their layers, the rank's interval beside it."""
-    nothing = {"n_examples": 1}
-    specific = {"difference": np.nan, "lo": np.nan, "hi": np.nan, "n_sharing": 0, "n_none": 0}
-    controls = {"injected": nothing, "unshared": nothing}
 
     def rows(ranking, senders):
-        return claims(nothing, controls, NO_PAIRS, specific, specific, ranking, senders, NO_CIRCUIT, [(0, 0)], (3, 1))
+        return page_rows(ranking=ranking, senders=senders)
 
     silent_route = rows(_ranking([0.21, 0.02, 0.01], [0.0003, 0.0, 0.0]), _senders(0.21, 0.01, 0.05))
     route, reads, rank = silent_route[-6:-3]
@@ -323,23 +336,9 @@ def test_term_matching_beyond_identity_is_measured_within_pairs_only_where_both_
     assert result["n_examples"] == n and result["n_replacements"] == 2
     assert abs(result["one_shared"] - 0.9) < 0.05 and abs(result["one_unshared"] - 0.3) < 0.05
     assert result["lo"] < result["difference"] < result["hi"] and result["lo"] > 0.5
-    nothing = {"n_examples": 1}
-    specific = {"difference": np.nan, "lo": np.nan, "hi": np.nan, "n_sharing": 0, "n_none": 0}
-    controls = {"injected": nothing, "unshared": nothing}
 
     def judged(identity):
-        rows = claims(
-            nothing,
-            controls,
-            identity,
-            specific,
-            specific,
-            pd.DataFrame(),
-            pd.DataFrame(),
-            NO_CIRCUIT,
-            [(0, 0)],
-            (3, 1),
-        )
+        rows = page_rows(identity=identity)
         return next(r for r in rows if r.claim_id == "patching.matching_beyond_identity")
 
     assert judged(result).verdict == "holds" and f"{result['one_shared']:.1%}" in judged(result).reason
@@ -358,8 +357,6 @@ def test_a_specificity_measured_on_a_model_at_its_floor_is_saturated():
     """e5-zh-char's matching heads masked give 99% of pairs one grade: within that gold grade every pair is then
     graded right, sharing terms or not, so the comparison reads which grade the collapse lands on (it showed +19.3
     points, "opposite"). At the floor it is cannot tell, with the floor said; the same numbers off the floor decide."""
-    nothing = {"n_examples": 1}
-    controls = {"injected": nothing, "unshared": nothing}
     specific = {
         "difference": 0.19,
         "lo": 0.14,
@@ -374,9 +371,7 @@ def test_a_specificity_measured_on_a_model_at_its_floor_is_saturated():
     floored = {**specific, "at_floor": True, "floor_reason": "99% of pairs get one grade"}
 
     def row(result):
-        rows = claims(
-            nothing, controls, NO_PAIRS, result, specific, pd.DataFrame(), pd.DataFrame(), NO_CIRCUIT, [(0, 0)], (3, 1)
-        )
+        rows = page_rows(specific=result, specific_random=specific)
         return next(r for r in rows if r.claim_id == "patching.cost_specific_to_shared_terms")
 
     assert row(specific).verdict == "opposite" and not row(specific).at_floor
@@ -449,14 +444,9 @@ def _circuit(
 
 
 def test_the_circuit_is_judged_by_faithfulness_against_random_circuits_completeness_and_its_weakest_head():
-    nothing = {"n_examples": 1}
-    specific = {"difference": np.nan, "lo": np.nan, "hi": np.nan, "n_sharing": 0, "n_none": 0}
-    controls = {"injected": nothing, "unshared": nothing}
 
     def rows(circuit):
-        judged = claims(
-            nothing, controls, NO_PAIRS, specific, specific, pd.DataFrame(), pd.DataFrame(), circuit, [(0, 0)], (3, 1)
-        )
+        judged = page_rows(circuit=circuit)
         return {r.claim_id: r for r in judged}
 
     good = rows(_circuit())
