@@ -189,3 +189,17 @@ def test_the_circuit_graph_draws_one_edge_per_sender_and_receiver_signed():
     }
     assert sorted(n["name"] for n in nodes) == ["1.1", "2.9", "3.5", "3.9", "4.1"]
     assert {n["name"]: n.get("restored") for n in nodes}["3.9"] == 0.2  # a receiver shows what it reads of all
+    minimality = pd.DataFrame(
+        {"layer": [1, 3], "head": [1, 9], "value": [0.01, 0.2], "lo": [0.0, 0.1], "hi": [0.02, 0.3]}
+    )
+    faithful = pd.DataFrame(
+        {"what": ["faithfulness", "random circuits"], "value": [0.61, 0.05], "lo": [0.5, 0.0], "hi": [0.7, 0.1]}
+    ).assign(n_draws=[1, 8])
+    spec = charts.circuit_graph(edges, ranking, senders, "t", minimality, faithful).to_dict()
+    nodes = next(v for v in spec["datasets"].values() if len(v) == 5)
+    adds = {n["name"]: n.get("adds") for n in nodes}
+    assert adds["3.9"] == 0.2 and adds["1.1"] == 0.01 and adds["2.9"] is None  # 2.9: no minimality row
+    assert (
+        spec["title"]["subtitle"].startswith("the circuit keeps 61.0% [50.0%, 70.0%]")
+        and "8 random" in spec["title"]["subtitle"]
+    )

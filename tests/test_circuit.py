@@ -13,8 +13,10 @@ from headlab.findings.circuit import (
     found_circuit,
     position_groups,
     random_senders,
+    receiver_moves,
     receiver_ranking,
     restored_by_position,
+    route_shares,
     sender_control,
 )
 from headlab.findings.patching import held_out_contrast
@@ -73,7 +75,9 @@ def test_attribution_per_head_adds_up_over_the_groups(setup, contrast, engine):
 
 def test_receivers_are_ranked_by_what_comes_back_through_each_alone(engine):
     senders, receivers = [(0, 1), (1, 2)], [(2, 0), (2, 3), (3, 1)]
-    table = receiver_ranking(engine, senders, receivers, n_boot=100)
+    moves = receiver_moves(engine, senders, receivers)
+    assert len(moves) == len(receivers) * engine.n
+    table = receiver_ranking(moves, n_boot=100)
     assert list(table["rank"]) == [1, 2, 3] and table["restored"].is_monotonic_decreasing
     source, target = (grade_logit(x) for x in engine.unpatched_logits())
     through = grade_logit(engine.path_logits(senders, [(3, 1)])[0])
@@ -85,8 +89,21 @@ def test_receivers_are_ranked_by_what_comes_back_through_each_alone(engine):
     assert (table["over_lo"] < table["over_hi"]).all()
     assert ((table["rank_lo"] <= table["rank"]) & (table["rank"] <= table["rank_hi"])).all()
     assert table["rank_lo"].min() == 1 and table["rank_hi"].max() <= 3
-    one = receiver_ranking(engine, senders, [(3, 1)], n_boot=100)
+    one = receiver_ranking(moves[(moves["layer"] == 3) & (moves["head"] == 1)], n_boot=100)
     assert one["over_others"].isna().all()  # no other receiver: no baseline
+
+
+def test_a_part_of_the_pairs_ranks_on_that_part_alone(engine):
+    """The circuit's receivers are chosen on one half of the pairs: a ranking on a part reads that part's passes."""
+    senders, receivers = [(0, 1), (1, 2)], [(2, 0), (2, 3), (3, 1)]
+    moves = receiver_moves(engine, senders, receivers)
+    part = np.arange(0, engine.n, 2)
+    table = receiver_ranking(moves[moves["pair"].isin(part)], n_boot=100).set_index(["layer", "head"])
+    source, target = (grade_logit(x) for x in engine.unpatched_logits())
+    through = grade_logit(engine.path_logits(senders, [(2, 3)], cls_only=True)[0])
+    cls = (through - target)[part].mean() / (source - target)[part].mean()
+    assert table.loc[(2, 3), "cls_restored"] == pytest.approx(cls)
+    assert (table["n_examples"] == len(part)).all()
 
 
 def test_the_found_circuit_has_an_edge_per_sender_and_receiver(engine):
@@ -129,3 +146,15 @@ def test_a_receiver_reads_its_senders_no_more_than_themselves_drawn_at_random(en
     assert table.loc[(3, 1), "random_mean"] == pytest.approx(np.mean(paths))
     assert table.loc[(3, 1), "restored"] == pytest.approx(same.set_index(["layer", "head"]).loc[(3, 1), "restored"])
     assert (table["lo"] < table["hi"]).all() and (table["n_draws"] == 3).all()
+
+
+def test_a_receiver_reads_through_its_query_key_or_value_alone(engine):
+    """07's head's routes: all three together is the receiver's own path share; each alone is a path of its own."""
+    senders, receiver = [(0, 1), (1, 2)], (2, 3)
+    table = route_shares(engine, senders, receiver, n_boot=100).set_index("route")
+    assert list(table.index) == ["query", "key", "value", "all"]
+    source, target = (grade_logit(x) for x in engine.unpatched_logits())
+    whole = grade_logit(engine.path_logits(senders, [receiver])[0])
+    assert table.loc["all", "restored"] == pytest.approx((whole - target).mean() / (source - target).mean())
+    assert (table["lo"] < table["hi"]).all() and (table["n_examples"] == engine.n).all()
+    assert table.loc[["query", "key", "value"], "restored"].nunique() == 3  # three different routes

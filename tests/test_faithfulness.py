@@ -9,7 +9,14 @@ from conftest import minilm_tokenizer
 from tiny_setup import tiny_classifier
 from transformers import MPNetTokenizer
 
-from headlab.core.ablation import TokenClass, class_means, mean_ablated, padded_classes, token_classes
+from headlab.core.ablation import (
+    TokenClass,
+    class_means,
+    mean_ablated,
+    mean_ablated_logits,
+    padded_classes,
+    token_classes,
+)
 from headlab.core.evaluate import Encoded, encode, length_batches, model_inputs
 from headlab.core.patching import grade_logit, recording_head_outputs
 from headlab.core.stats import bootstrap_weights
@@ -19,6 +26,7 @@ from headlab.findings.faithfulness import (
     faithfulness,
     greedy_subsets,
     minimality,
+    random_circuits,
 )
 from headlab.inputs.pair import pair_classes, read_pair
 
@@ -128,6 +136,24 @@ def test_mean_ablated_heads_output_their_class_means_and_the_hooks_go(tokenizer,
     assert not torch.allclose(ablated, before)
     torch.testing.assert_close(model(**batch).logits, before)  # undone on exit
     assert all(not layer.attention.output.dense._forward_pre_hooks for layer in model.bert.encoder.layer)
+
+
+def test_logits_with_each_set_mean_ablated_match_runs_by_hand(tokenizer, data):
+    """Page 09's specificity: several sets on one pass over the batches, each as if run alone; the empty set is the
+    plain model."""
+    model, original = tiny_classifier(len(tokenizer), layers=3), data[1]
+    classes = pair_classes(tokenizer, original)
+    means = class_means(model, original, classes)
+    sets = [[], [(1, 2), (2, 0)], [(0, 1)]]
+    logits = mean_ablated_logits(model, original, classes, means, sets, batch_size=16, chosen_precision="fp32")
+    assert logits.shape == (3, len(original), 5)
+    for idx, batch in length_batches(original, 16, 0):
+        inputs, where = model_inputs(model, batch, "cpu"), padded_classes(classes, idx)
+        with torch.no_grad():
+            np.testing.assert_allclose(logits[0, idx], model(**inputs).logits.numpy(), atol=1e-5)
+            with mean_ablated(model, sets[2], means, where):
+                np.testing.assert_allclose(logits[2, idx], model(**inputs).logits.numpy(), atol=1e-5)
+    assert not np.allclose(logits[1], logits[0])
 
 
 def test_the_engine_matches_runs_by_hand_with_heads_mean_ablated(tokenizer, data):
@@ -270,3 +296,15 @@ def test_minimality_each_head_of_the_circuit_adds_and_an_idle_one_does_not(token
     for head in CIRCUIT:
         assert table.loc[head, "value"] > 0.2 and table.loc[head, "lo"] > 0
     assert abs(table.loc[IDLE, "value"]) < 1e-6
+
+
+def test_random_circuits_keep_the_circuits_layer_makeup_and_never_its_heads():
+    heads = [(l, h) for l in range(3) for h in range(4)]
+    circuit = [(0, 1), (0, 2), (2, 3)]
+    draws = random_circuits(circuit, heads, 20, seed=1)
+    assert len(draws) == 20 and len({tuple(d) for d in draws}) > 1
+    for drawn in draws:
+        assert sorted(l for l, _ in drawn) == [0, 0, 2] and not set(drawn) & set(circuit)
+    crowded = random_circuits(heads[:4] + [(1, 0)], heads, 5)  # layer 0 has no other head: any other heads
+    assert all(len(d) == 5 and not set(d) & set(heads[:4] + [(1, 0)]) for d in crowded)
+    assert random_circuits(circuit, heads, 20, seed=1) == draws  # the same seed, the same circuits

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from headlab.findings.patching import masking_specificity, rank_agreement, restored_shares, top_heads, top_overlap
+from headlab.findings.patching import ablation_specificity, rank_agreement, restored_shares, top_heads, top_overlap
 
 
 def _table(n=200, seed=0):
@@ -58,34 +58,51 @@ def test_rank_agreement_of_two_scores():
     assert none["lo"] < 0 < none["hi"]
 
 
-def test_a_mask_that_costs_only_where_terms_are_shared_is_specific():
+def _grades_and_logits(rng, n):
+    """Gold grades, sharing mostly at high grades, and an unablated grade logit that rises with the grade and, within
+    a grade, with sharing (a model that uses term overlap)."""
+    grades = rng.integers(1, 6, n)
+    shares = rng.random(n) < np.where(grades >= 4, 0.8, 0.3)
+    base = grades + 0.8 * shares + rng.normal(0, 0.5, n)
+    return grades, shares, base
+
+
+def test_an_ablation_that_takes_only_from_sharing_pairs_is_specific_against_random_heads():
     rng = np.random.default_rng(0)
-    shares = rng.random(400) < 0.5
-    base = np.ones(400)
-    masked = np.where(shares, rng.random(400) > 0.4, 1.0)  # loses 40% of the sharing pairs, none of the others
-    result = masking_specificity(masked, base, shares, n_boot=500)
-    assert result["cost_none"] == 0 and result["difference"] == pytest.approx(result["cost_sharing"])
-    assert result["hi"] < -0.25
-    even = masking_specificity(np.where(rng.random(400) > 0.3, 1.0, 0.0), base, shares, n_boot=500)
-    assert even["lo"] < 0 < even["hi"]
+    grades, shares, base = _grades_and_logits(rng, 1500)
+    named = np.where(shares, -1.0, 0.0) + rng.normal(0, 0.5, 1500)
+    drawn = rng.normal(0, 0.5, (4, 1500))
+    result = ablation_specificity(np.vstack([named, drawn]), base, shares, grades, n_boot=400)
+    assert result["hi"] < -1 and abs(result["random"]) < 0.2 and result["n_draws"] == 4
+    assert result["difference"] == pytest.approx(result["named"] - result["random"])
+    assert result["move_sharing"] < result["move_none"] and result["n_strata"] == 5
 
 
-def test_a_cost_that_follows_the_grade_is_not_specific_within_grades():
-    """Pairs that share terms are mostly high grades; a mask that costs only on high grades looks specific to shared
-    terms overall and is not within grades."""
+def test_a_pull_toward_the_average_is_not_specific_once_the_starting_logit_is_held():
+    """Every ablation pulls each pair toward the average: pairs that share terms start higher within their grade and
+    lose more, for named and random heads alike. Within grades alone that looks specific; at the same starting
+    logit it is not, and against random heads it is not either."""
     rng = np.random.default_rng(1)
-    grades = rng.integers(1, 6, 2000)
-    shares = rng.random(2000) < np.where(grades >= 4, 0.9, 0.2)
-    base = np.ones(2000)
-    masked = np.where(grades >= 4, rng.random(2000) > 0.5, 1.0)
-    pooled = masking_specificity(masked, base, shares, n_boot=500)
-    assert pooled["hi"] < -0.15  # confounded: looks specific
-    within = masking_specificity(masked, base, shares, n_boot=500, strata=grades)
-    assert within["lo"] < 0 < within["hi"] and within["n_strata"] == 5 and within["n_left_out"] == 0
-    few = masking_specificity(masked, base, shares, n_boot=100, strata=grades, min_group=300)
-    assert few["n_strata"] < 5 and few["n_left_out"] > 0
-    none = masking_specificity(masked, base, shares, n_boot=100, strata=grades, min_group=5000)
-    assert np.isnan(none["difference"]) and none["n_left_out"] == 2000
+    grades, shares, base = _grades_and_logits(rng, 2000)
+    pull = lambda strength: -strength * (base - base.mean()) + rng.normal(0, 0.3, 2000)  # noqa: E731
+    moved = np.vstack([pull(0.6), *(pull(0.3) for _ in range(4))])
+    named_alone = ablation_specificity(moved[:1], base, shares, grades, n_boot=400)
+    assert named_alone["named_lo"] < 0 < named_alone["named_hi"]  # the starting logit held: no term effect left
+    assert np.isnan(named_alone["difference"])  # no random sets: nothing to judge against
+    naive = [moved[0][(grades == g) & shares].mean() - moved[0][(grades == g) & ~shares].mean() for g in range(1, 6)]
+    assert max(naive) < -0.2  # within grades alone, it would have looked specific
+    judged = ablation_specificity(moved, base, shares, grades, n_boot=400)
+    assert judged["lo"] < 0 < judged["hi"]
+
+
+def test_grades_too_small_to_compare_are_left_out_and_counted():
+    rng = np.random.default_rng(2)
+    grades, shares, base = _grades_and_logits(rng, 600)
+    moved = rng.normal(0, 1, (3, 600))
+    few = ablation_specificity(moved, base, shares, grades, n_boot=100, min_group=60)
+    assert few["n_strata"] < 5 and few["n_left_out"] == 600 - few["n_sharing"] - few["n_none"] > 0
+    none = ablation_specificity(moved, base, shares, grades, n_boot=100, min_group=5000)
+    assert np.isnan(none["difference"]) and none["n_left_out"] == 600
 
 
 def test_a_contrast_that_does_not_move_the_metric_its_way_is_gated():

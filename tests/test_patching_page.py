@@ -1,28 +1,35 @@
 """Page 09 end to end on a tiny random model: the contrast, the patches that restore the grade, the three views, the
 control, the specificity, the receivers of the matching heads and the circuit found, and its claims."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
 import pytest
 from tiny_setup import tiny_setup
 
+from headlab.findings import patching
 from headlab.findings.claims import STUDY_CLAIMS
 from headlab.findings.cls_head import single_head_correct
 from headlab.findings.patching import (
+    CIRCUIT_TABLES,
+    GREEDY_STEPS,
+    ablation_specificity,
     agreement,
     attribution_agreement,
     both_directions,
+    circuit_halves,
     circuit_measures,
     circuit_views,
     claims,
     contrast_controls,
     contrast_examples,
+    head_map_pairs,
     head_views,
     held_out_contrast,
     identity_difference,
     identity_note,
     identity_tables,
-    masking_specificity,
     patch_plan,
     path_not_measured,
     random_patches,
@@ -31,18 +38,37 @@ from headlab.findings.patching import (
     restored_against_draws,
     restored_shares,
     restoring_patches,
+    routes_view,
     sender_note,
     sender_view,
     specificity,
     specificity_note,
 )
-from headlab.findings.term_matching import matching_heads
+from headlab.findings.term_matching import matching_heads, measured_examples
 from headlab.findings.verdicts import claims_file
 
 NO_PAIRS = {"n_examples": 0}  # a matched contrast no pair qualified for
-NO_CIRCUIT = {name: pd.DataFrame() for name in ("chosen", "faithfulness", "completeness", "minimality", "edges")}
+NO_CIRCUIT = {name: pd.DataFrame() for name in CIRCUIT_TABLES}
+SPECIFIC = {  # a specificity as ablation_specificity gives it
+    "difference": -0.5,
+    "lo": -0.6,
+    "hi": -0.4,
+    "named": -0.6,
+    "named_lo": -0.9,
+    "named_hi": -0.3,
+    "random": -0.1,
+    "random_lo": -0.2,
+    "random_hi": 0.0,
+    "move_sharing": -1.2,
+    "move_none": -0.4,
+    "n_sharing": 300,
+    "n_none": 200,
+    "n_strata": 4,
+    "n_left_out": 20,
+    "n_draws": 6,
+}
 NOTHING = {"n_examples": 1}  # a contrast of one pair: nothing measured on it
-UNMEASURED = {"difference": np.nan, "lo": np.nan, "hi": np.nan, "n_sharing": 0, "n_none": 0}  # no grade to compare in
+UNMEASURED = {"difference": np.nan, "n_strata": 0}  # no gold grade to compare within
 
 
 def page_rows(
@@ -50,7 +76,6 @@ def page_rows(
     controls=None,
     identity=NO_PAIRS,
     specific=UNMEASURED,
-    specific_random=UNMEASURED,
     ranking=None,
     senders=None,
     circuit=NO_CIRCUIT,
@@ -60,10 +85,9 @@ def page_rows(
     """Page 09's claims from results given by hand, every one not given measured on nothing."""
     return claims(
         against,
-        {"injected": NOTHING, "unshared": NOTHING} if controls is None else controls,
+        {"injected": NOTHING} if controls is None else controls,
         identity,
         specific,
-        specific_random,
         pd.DataFrame() if ranking is None else ranking,
         pd.DataFrame() if senders is None else senders,
         circuit,
@@ -87,7 +111,9 @@ def _pairs(n=32, seed=0):
     return pd.DataFrame(rows)
 
 
-def test_page_09_runs_on_a_tiny_model_and_gives_one_row_per_claim(tmp_path):
+def test_page_09_runs_on_a_tiny_model_and_gives_one_row_per_claim(tmp_path, monkeypatch):
+    monkeypatch.setattr(patching, "HEAD_MAP_PAIRS", 5)  # the page's samples, below the tiny model's pair counts
+    monkeypatch.setattr(patching, "SENDER_PAIRS", 4)
     setup = tiny_setup(tmp_path, _pairs(), batch_size=8)
     matching, _ = matching_heads(setup, 2, "match_excess", None, None, choose=True)
     contrast = held_out_contrast(setup, None, None)
@@ -95,12 +121,14 @@ def test_page_09_runs_on_a_tiny_model_and_gives_one_row_per_claim(tmp_path):
     shown = contrast_examples(contrast, setup, 3)
     assert list(shown["changed title"]) != list(shown["title"]) and shown["replaced"].str.contains("→").all()
     plan = patch_plan(4, 4, matching, 3, 0)
-    restoring = restoring_patches(setup, contrast, plan, progress=False)
+    restoring, head_map = restoring_patches(setup, contrast, plan, progress=False)
+    assert set(restoring["patch"]) == {"source", "target", "matching", *random_patches(plan)}
+    assert head_map["example"].nunique() == 5 and restoring["example"].nunique() == len(contrast.examples)
     single_heads = single_head_correct(setup, progress=False)
     positions, attributed = circuit_views(setup, contrast, matching, None, n_boot=100)
     assert list(positions["positions"]) == ["[CLS]", "query terms", "title terms", "other", "all", "sum of groups"]
     assert len(attributed) == 16
-    views = head_views(setup, restoring, single_heads, None, None, "match_excess", n_boot=100, attributed=attributed)
+    views = head_views(setup, head_map, single_heads, None, None, "match_excess", n_boot=100, attributed=attributed)
     columns = ["restored", "masking_cost", "role_score", "attribution"]
     assert len(views) == 16 and views[columns].notna().all().all()
     agreed = agreement(views, matching, 2, n_boot=100)
@@ -118,18 +146,23 @@ def test_page_09_runs_on_a_tiny_model_and_gives_one_row_per_claim(tmp_path):
     against = restored_against_draws(tables, "matching", random_patches(plan), n_boot=100)
     assert against["n_draws"] == 3 and against["n_replacements"] == 2
     controls = contrast_controls(setup, matching, plan, None, None, n_boot=100)
-    assert set(controls) == {"injected", "unshared"}
-    specific, specific_random = specificity(setup, matching, None, 2, 2, None, n_boot=100)
+    assert set(controls) == {"injected"}
+    specific = specificity(setup, matching, None, None, n_boot=100, draws=2)
+    assert specific["n_draws"] == 2 and np.isnan(specific["difference"]) == (specific["n_strata"] == 0)
+    held = measured_examples(len(setup.encoded), None, setup.params.seed)
+    assert specific["n_sharing"] + specific["n_none"] + specific["n_left_out"] == len(held)  # every pair counted
     ranking, receiver = receivers_view(setup, contrast, matching, single_heads, n_boot=100)
     assert len(ranking) == 4 * (3 - max(l for l, _ in matching)) and (ranking["layer"] > max(matching)[0]).all()
+    routes = routes_view(setup, contrast, matching, single_heads, n_boot=100)
+    assert routes.empty == (receiver[0] <= max(l for l, _ in matching))  # a path only to a head above them
     circuit = circuit_measures(setup, contrast, matching, single_heads, 3, n_boot=100)
     top = set(zip(circuit["chosen"]["layer"].head(3), circuit["chosen"]["head"].head(3)))
     edges = circuit["edges"]
     assert len(edges) == len(matching) * len(top) and set(zip(edges["layer"], edges["head"])) == top
     assert list(circuit["faithfulness"]["what"])[:4] == ["full model", "circuit", "empty circuit", "faithfulness"]
     assert len(circuit["minimality"]) == len(matching) + len(top)
-    assert circuit["completeness"]["subset"].str.startswith("greedy").sum() == 2
-    directions = both_directions(setup, contrast, restoring, plan, ranking, 2, n_boot=100)
+    assert circuit["completeness"]["subset"].str.startswith("greedy").sum() == GREEDY_STEPS
+    directions = both_directions(setup, contrast, restoring, plan, ranking, n_boot=100, k=2)
     assert list(directions["patch"])[:2] == ["matching", "random lower-half sets (mean of 3)"] and len(directions) == 4
     assert (
         directions[["restored", "broken"]].notna().all().all()
@@ -146,25 +179,28 @@ def test_page_09_runs_on_a_tiny_model_and_gives_one_row_per_claim(tmp_path):
     assert len({frozenset(t["example"]) for tables in matched.values() for t in tables}) == 1  # the same pairs
     identity = identity_difference(matched, n_boot=100)
     assert f"On {identity['n_examples']} pairs and 2 draws" in identity_note(identity)
-    senders = sender_view(setup, contrast, matching, single_heads, ranking, 2, 3, n_boot=100)
-    assert len(senders) >= 2 and (senders["n_draws"] == 3).all()
+    senders = sender_view(setup, contrast, matching, single_heads, ranking, 3, n_boot=100)
+    assert (senders["n_examples"] == 4).all()
+    ranked = set(zip(ranking["layer"], ranking["head"]))
+    expected = {tuple(ranking[["layer", "head"]].iloc[0])} | ({receiver} & ranked)
+    assert set(zip(senders["layer"], senders["head"])) == expected and (senders["n_draws"] == 3).all()
     assert f"{int(senders['n_draws'].iloc[0])} random sets" in sender_note(
         senders, tuple(senders.iloc[-1][["layer", "head"]])
     )
     assert "no control ran" in sender_note(senders.iloc[0:0], receiver)
-    rows = claims(against, controls, identity, specific, specific_random, ranking, senders, circuit, matching, receiver)
+    rows = claims(against, controls, identity, specific, ranking, senders, circuit, matching, receiver)
     assert claims_file(rows) == "claims_09_patching"
-    assert [c.claim_id for c in rows][:4] == [
+    assert [c.claim_id for c in rows][:3] == [
         "patching.matching_heads_carry_replaced_words",
         "patching.matching_heads_carry_replaced_words/injected",
-        "patching.matching_heads_carry_replaced_words/unshared",
         "patching.matching_beyond_identity",
     ]
     registered = {c.study_claim for c in rows}
     assert registered == {k for k, c in STUDY_CLAIMS.items() if c.page == "09_patching"}
     # a second run reads the patches it saved
     again = restoring_patches(setup, contrast, plan, progress=False)
-    pd.testing.assert_frame_equal(again, restoring)
+    pd.testing.assert_frame_equal(again[0], restoring)
+    pd.testing.assert_frame_equal(again[1], head_map)
 
 
 def test_an_unmeasured_path_says_why():
@@ -186,22 +222,12 @@ def test_an_unmeasured_path_says_why():
         "gap_lo": 0.2,
         "gap_hi": 0.6,
     }
-    specific = {
-        "difference": -0.1,
-        "lo": -0.2,
-        "hi": 0.0,
-        "cost_sharing": -0.1,
-        "cost_none": 0.0,
-        "n_sharing": 5,
-        "n_none": 5,
-        "n_strata": 2,
-        "n_left_out": 0,
-    }
-    controls = {"injected": {**against, "gap": -0.4, "gap_lo": -0.6, "gap_hi": -0.2}, "unshared": {"n_examples": 1}}
-    rows = page_rows(against, controls, specific=specific, specific_random=specific)
+    specific = SPECIFIC
+    controls = {"injected": {**against, "gap": -0.4, "gap_lo": -0.6, "gap_hi": -0.2}}
+    rows = page_rows(against, controls, specific=specific)
     [path_row] = [r for r in rows if r.claim_id == "patching.cls_route_hands_on"]
     assert "not chosen on" in path_row.reason and path_row.verdict == "cannot tell"
-    below = page_rows(against, controls, specific=specific, specific_random=specific, matching=[(3, 0)])
+    below = page_rows(against, controls, specific=specific, matching=[(3, 0)])
     below_ids = {r.claim_id: r for r in below}
     assert all(
         "sits no higher" in below_ids[c].reason
@@ -210,7 +236,8 @@ def test_an_unmeasured_path_says_why():
     by_id = {r.claim_id: r for r in rows}
     assert by_id["patching.matching_heads_carry_replaced_words"].verdict != "cannot tell"
     assert by_id["patching.matching_heads_carry_replaced_words/injected"].verdict == "not judged"
-    assert "only 1" in by_id["patching.matching_heads_carry_replaced_words/unshared"].reason
+    too_few = page_rows(against, {"injected": {"n_examples": 1}}, specific=specific)
+    assert "only 1" in next(r for r in too_few if r.claim_id.endswith("/injected")).reason
     assert "only 0" in by_id["patching.matching_beyond_identity"].reason
 
 
@@ -231,13 +258,13 @@ def test_a_contrast_that_raises_the_grade_is_not_measured_with_its_gap_said():
         "gap_hi": -0.01,
     }
     specific = UNMEASURED
-    rows = page_rows(against, {"injected": against, "unshared": against}, specific=specific, specific_random=specific)
-    main, injected, unshared = rows[:3]
+    rows = page_rows(against, {"injected": against}, specific=specific)
+    main, injected = rows[:2]
     assert main.verdict == "cannot tell" and "-0.15 [-0.3, -0.01]" in main.reason
-    assert injected.verdict == "not judged" and unshared.verdict == "not judged"  # the other sign is theirs to have
-    assert "No gold grade has" in specificity_note(specific, specific)
-    counted = masking_specificity(np.ones(4), np.ones(4), [True, False, True, False], strata=[1, 1, 2, 2])
-    assert np.isnan(counted["cost_sharing"]) and counted["n_left_out"] == 4
+    assert injected.verdict == "not judged"  # the other sign is the injected contrast's to have
+    assert "No gold grade has" in specificity_note(specific)
+    counted = ablation_specificity(np.ones((2, 4)), np.ones(4), [True, False, True, False], [1, 1, 2, 2])
+    assert np.isnan(counted["difference"]) and counted["n_left_out"] == 4 and counted["n_strata"] == 0
 
 
 def _ranking(restored, cls_restored) -> pd.DataFrame:
@@ -280,6 +307,9 @@ def _senders(restored, random_mean, half_width) -> pd.DataFrame:
                 "hi": over + half_width,
                 "n_draws": 8,
                 "n_examples": 40,
+                "gap": 0.4,
+                "gap_lo": 0.2,
+                "gap_hi": 0.6,
             }
         ]
     )
@@ -353,31 +383,19 @@ def test_term_matching_beyond_identity_is_measured_within_pairs_only_where_both_
         raise AssertionError("tables on different pairs were compared")
 
 
-def test_a_specificity_measured_on_a_model_at_its_floor_is_saturated():
-    """e5-zh-char's matching heads masked give 99% of pairs one grade: within that gold grade every pair is then
-    graded right, sharing terms or not, so the comparison reads which grade the collapse lands on (it showed +19.3
-    points, "opposite"). At the floor it is cannot tell, with the floor said; the same numbers off the floor decide."""
-    specific = {
-        "difference": 0.19,
-        "lo": 0.14,
-        "hi": 0.24,
-        "cost_sharing": 0.19,
-        "cost_none": 0.0,
-        "n_sharing": 218,
-        "n_none": 7,
-        "n_strata": 1,
-        "n_left_out": 456,
-    }
-    floored = {**specific, "at_floor": True, "floor_reason": "99% of pairs get one grade"}
-
-    def row(result):
-        rows = page_rows(specific=result, specific_random=specific)
-        return next(r for r in rows if r.claim_id == "patching.cost_specific_to_shared_terms")
-
-    assert row(specific).verdict == "opposite" and not row(specific).at_floor
-    saturated = row(floored)
-    assert saturated.verdict == "cannot tell" and saturated.at_floor
-    assert "99% of pairs get one grade" in saturated.reason and "Saturated" in saturated.reason
+def test_the_specificity_is_judged_against_random_heads_with_the_matching_heads_alone_beside():
+    """Mean-ablated, the matching heads take more from sharing pairs than random heads do: the judged row is their
+    difference; the matching heads alone are a sub-row; the grade logit has no floor, so no row is censored."""
+    rows = {r.claim_id: r for r in page_rows(specific=SPECIFIC)}
+    main, alone = rows["patching.cost_specific_to_shared_terms"], rows["patching.cost_specific_to_shared_terms/alone"]
+    assert (main.ours, main.lo, main.hi) == (-0.5, -0.6, -0.4) and main.verdict == "holds" and not main.at_floor
+    assert (alone.ours, alone.lo, alone.hi) == (-0.6, -0.9, -0.3) and alone.verdict == "not judged"
+    assert "6 random sets" in main.reason and "-0.1 on average" in main.reason
+    like_random = {**SPECIFIC, "difference": 0.05, "lo": -0.2, "hi": 0.3}
+    assert next(r for r in page_rows(specific=like_random) if r.claim_id == main.claim_id).verdict != "holds"
+    no_draws = {**SPECIFIC, "difference": np.nan}
+    [row] = [r for r in page_rows(specific=no_draws) if r.claim_id.startswith(main.claim_id)]
+    assert "no random sets" in row.reason
 
 
 def test_attribution_is_audited_by_recall_of_the_exact_top_heads_and_its_ratio_on_its_own_top():
@@ -469,3 +487,14 @@ def test_the_circuit_is_judged_by_faithfulness_against_random_circuits_completen
     assert "does not exclude 0" in flat["patching.circuit_faithful"].reason
     empty = rows(NO_CIRCUIT)
     assert "Not measured" in empty["patching.circuit_minimal"].reason
+
+
+def test_the_circuit_is_scored_on_a_capped_part_and_chosen_on_every_other_pair():
+    keep = np.arange(100, 160)
+    choose, score = circuit_halves(keep, seed=3, size=8)
+    assert len(score) == 8 and len(choose) == 52 and not set(choose) & set(score)
+    assert set(choose) | set(score) == set(keep) and (np.diff(choose) > 0).all()
+    halves = circuit_halves(keep, seed=3, size=1000)
+    assert len(halves[1]) == 30 and len(halves[0]) == 30  # at most half the pairs score
+    sample = head_map_pairs(SimpleNamespace(examples=np.arange(12)), seed=0, size=5)  # reads examples alone
+    assert len(sample) == 5 and len(set(sample)) == 5 and (np.diff(sample) > 0).all() and sample.max() < 12

@@ -65,8 +65,10 @@ def test_a_scorecard_gets_a_wrong_decisive_verdict_at_most_5_percent_of_the_time
 
 
 def test_a_live_recompute_agrees_with_the_committed_table(committed, tmp_path):
-    """One preset simulated again here, with fewer scorecards and another seed: every familywise rate inside the
-    other's exact interval (the committed table was made by this code, not typed)."""
+    """One preset simulated again here, with fewer scorecards and another seed: every familywise rate consistent with
+    the committed one (the committed table was made by this code, not typed). Both are estimates, so they are
+    compared as two binomial proportions (pooled z test, p above 0.1% for each of the four rates), not one rate
+    against the other's interval, which the committed rate's own chance alone leaves more than 5% of the time."""
     scorecard = pd.read_csv(RESULTS / "scorecard.csv")
     scorecard[scorecard["preset"] == "default"].to_csv(tmp_path / "scorecard.csv", index=False)
     live = calibration.calibration_table(tmp_path / "scorecard.csv", n_sim=4000, seed=calibration.SEED + 1)
@@ -76,7 +78,10 @@ def test_a_live_recompute_agrees_with_the_committed_table(committed, tmp_path):
             & (committed["claim_id"] == row.claim_id)
             & (committed["truth"] == row.truth)
         ].iloc[0]
-        assert row.wrong_lo <= kept["wrong"] <= row.wrong_hi, (row.claim_id, row.truth)
+        n, m = row.n_sim, kept["n_sim"]
+        pooled = (row.wrong * n + kept["wrong"] * m) / (n + m)
+        z = (row.wrong - kept["wrong"]) / np.sqrt(pooled * (1 - pooled) * (1 / n + 1 / m)) if 0 < pooled < 1 else 0.0
+        assert 2 * sps.norm.sf(abs(z)) > 0.001, (row.claim_id, row.truth, row.wrong, kept["wrong"])
         assert row.wrong_hi <= ALPHA
 
 

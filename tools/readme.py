@@ -34,7 +34,7 @@ from headlab.book.records import outcome
 from headlab.book.scorecard import CORRECTION, claim_tables, column_label, is_main, with_rule
 from headlab.findings.claims import STUDY_CLAIMS
 from headlab.findings.pruning import serve_summary, serve_text, speed_rows
-from headlab.findings.units import is_missing
+from headlab.findings.units import in_current_units, is_missing
 from headlab.findings.verdicts import ALPHA, KINDS, TALLIES, study_claim_id
 from headlab.lab.pages import PRESET_TOTAL, timing_steps
 from headlab.lab.params import REPO
@@ -663,11 +663,28 @@ def _load(rows: pd.DataFrame) -> str:
     return "" if loads.isna().all() else f"{loads.max():.1f}"
 
 
-def calibration_block(table: pd.DataFrame) -> list[str]:
+def _sitting_out(results: Path) -> list[str]:
+    """A sentence naming the registered claims whose committed rows are in a unit the sizes policy has replaced (left
+    out of the simulation, :func:`headlab.findings.units.in_current_units`), or nothing."""
+    rows = pd.read_csv(results / "scorecard.csv")
+    registered = rows[rows["claim_id"].isin(list(STUDY_CLAIMS))]
+    out = registered.drop(index=in_current_units(registered).index)
+    if out.empty:
+        return []
+    names = ", ".join(f"`{c}`" for c in dict.fromkeys(out["claim_id"]))
+    return [
+        "",
+        f"Left out of these rates until their columns are rebuilt, measured in a unit the sizes policy has since "
+        f"replaced: {names} ({len(out)} rows).",
+    ]
+
+
+def calibration_block(table: pd.DataFrame, results: Path = RESULTS) -> list[str]:
     """The verdict rule's error rates on the rows' own designs (:mod:`headlab.findings.calibration`): per preset and
     tally the familywise rate of a wrong decisive verdict where nothing is true and where every claim sits at its
     smallest effect, with its Clopper–Pearson interval; then per row and preset its design's MDE beside its size and
-    the share of simulated scorecards giving "holds" at twice its size (the power)."""
+    the share of simulated scorecards giving "holds" at twice its size (the power). Rows measured in a unit the
+    sizes policy has since replaced are named: they sit out until their column is rebuilt."""
     familywise = table["claim_id"].str.startswith("familywise")
     n_sim = int(table["n_sim"].iloc[0])
     presets = list(dict.fromkeys(table["preset"]))
@@ -675,6 +692,7 @@ def calibration_block(table: pd.DataFrame) -> list[str]:
         f"The familywise rate of a wrong decisive verdict, per column and tally, over {n_sim} simulated scorecards "
         "on that column's own rows (95% Clopper–Pearson interval); a tally's familywise rate is per column, and a "
         "wrong verdict somewhere on a page of five columns is bounded by the sum over its columns:",
+        *_sitting_out(results),
         "",
         "| column | tally | claims | nothing true | every claim at its smallest effect |",
         "|---|---|---|---|---|",
@@ -869,6 +887,8 @@ def block(name: str, results: Path = RESULTS) -> str:
         body = (scorecard_block if name == "scorecard" else claims_block)(pd.read_csv(path), results)
     elif name == "pruning":
         body = pruning_block(pd.read_csv(path), results)
+    elif name == "calibration":
+        body = calibration_block(pd.read_csv(path), results)
     elif name == "standing":
         body = standing_block(results)
     else:

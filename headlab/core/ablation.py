@@ -17,6 +17,7 @@ from enum import Enum
 import numpy as np
 import torch
 
+from headlab.core.device import autocast
 from headlab.core.evaluate import Encoded, length_batches, model_inputs
 from headlab.core.masking import output_projections
 from headlab.core.patching import head_columns, projection_pre_hooks, recording_head_outputs
@@ -105,3 +106,33 @@ def mean_ablated(model, heads, means: torch.Tensor, classes: torch.Tensor):
         hooks[layer] = ablate
     with projection_pre_hooks(model, hooks):
         yield model
+
+
+@torch.inference_mode()
+def mean_ablated_logits(
+    model,
+    encoded: Encoded,
+    classes: list[np.ndarray],
+    means: torch.Tensor,
+    head_sets,
+    batch_size: int = 64,
+    device="cpu",
+    pad_id: int = 0,
+    chosen_precision: str | None = None,
+) -> np.ndarray:
+    """(sets x pairs x grades): the classifier's logits on the ``encoded`` pairs with each set of ``head_sets``
+    mean-ablated in turn (:func:`mean_ablated`; an empty set: the model as it is), every batch built once for all
+    the sets. ``classes``: one :func:`token_classes` array per pair; ``chosen_precision``: as
+    :func:`headlab.core.device.autocast`."""
+    out: np.ndarray | None = None
+    model.eval()
+    with autocast(device, chosen_precision):
+        for idx, batch in length_batches(encoded, batch_size, pad_id):
+            inputs, rows = model_inputs(model, batch, device), padded_classes(classes, idx).to(device)
+            for s, heads in enumerate(head_sets):
+                with mean_ablated(model, heads, means, rows):
+                    logits = model(**inputs).logits.float().cpu().numpy()
+                if out is None:
+                    out = np.zeros((len(head_sets), len(encoded), logits.shape[1]))
+                out[s, idx] = logits
+    return np.zeros((len(head_sets), len(encoded), 0)) if out is None else out

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager, nullcontext
+from enum import Enum
 from pathlib import Path
 
 import numpy as np
@@ -162,6 +163,15 @@ def grade_logit(logits: torch.Tensor | np.ndarray):
 def first_layer(heads) -> int:
     """The lowest layer among ``heads`` ((layer, head) pairs): the first layer a patch changes."""
     return min(int(layer) for layer, _ in heads)
+
+
+class Route(Enum):
+    """How a receiver head reads a change from below: through its query, its key or its value (its value is its row
+    of :func:`headlab.core.masking.query_key_value`'s projections)."""
+
+    QUERY = 0
+    KEY = 1
+    VALUE = 2
 
 
 class PatchEngine:
@@ -311,7 +321,7 @@ class PatchEngine:
         )
 
     @torch.inference_mode()
-    def path_logits(self, senders, receivers, cls_only: bool = False) -> np.ndarray:
+    def path_logits(self, senders, receivers, cls_only: bool = False, routes=None) -> np.ndarray:
         """(receivers x pairs x grades): the target's logits with each receiver head (layer, head) alone reading the
         senders' change, the rest of the run the target's. Path patching, one step (Wang et al. 2023): the senders'
         outputs come from the source and every other head from the lowest sender's layer up is frozen at its target
@@ -319,7 +329,9 @@ class PatchEngine:
         the receiver computes its query, key and value from that input. The patched input of a layer is computed
         once for all its receivers. ``cls_only``: the receiver's new output is kept at ``[CLS]`` alone (at every other
         position it outputs what it output in the target run), the route by which a head hands a feature to the
-        classifier, which reads ``[CLS]``."""
+        classifier, which reads ``[CLS]``. ``routes``: the :class:`Route` s by which the receiver reads the change
+        (its query, key or value; the others computed from the target's input, as if the change never reached them):
+        all three where not given."""
         receivers = [(int(l), int(h)) for l, h in receivers]
         if not receivers or min(l for l, _ in receivers) <= max(int(l) for l, _ in senders):
             raise ValueError(f"receivers {receivers} must all sit above the senders {sorted(senders)}")
@@ -335,7 +347,7 @@ class PatchEngine:
                         with (
                             replayed_layers(self.layers, outputs[:layer]),
                             self._last_layer(),
-                            _reading(_Head(self.model, l, h), residual),
+                            _reading(_Head(self.model, l, h), residual, tuple(Route) if routes is None else routes),
                             patch_heads(self.model, [(l, h)], target_heads, _off_cls(target))
                             if cls_only
                             else nullcontext(),
@@ -387,9 +399,9 @@ def _off_cls(inputs) -> torch.Tensor:
 
 
 @contextmanager
-def _reading(receiver: _Head, residual: torch.Tensor):
-    """The receiver head's query, key and value computed from ``residual`` (its columns of each projection only;
-    a projection that computes ``[CLS]`` alone reads the residual's first row)."""
+def _reading(receiver: _Head, residual: torch.Tensor, routes=tuple(Route)):
+    """The receiver head's query, key and value (those of ``routes``) computed from ``residual`` (its columns of each
+    projection only; a projection that computes ``[CLS]`` alone reads the residual's first row)."""
     columns = receiver.columns
 
     def from_residual(module, args, output):
@@ -401,7 +413,7 @@ def _reading(receiver: _Head, residual: torch.Tensor):
         )
         return changed
 
-    handles = [p.register_forward_hook(from_residual) for p in receiver.projections]
+    handles = [receiver.projections[route.value].register_forward_hook(from_residual) for route in routes]
     try:
         yield
     finally:

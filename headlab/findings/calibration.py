@@ -63,6 +63,7 @@ from headlab.core.stats import draws_df, pairs_share
 from headlab.findings.claims import STUDY_CLAIMS
 from headlab.findings.importance import collapse_shares
 from headlab.findings.layer_dependence import STUDY_GAIN_LAYERS, study_layers_to_ours
+from headlab.findings.units import in_current_units
 from headlab.findings.verdicts import (
     ALPHA,
     DECISIVE,
@@ -166,7 +167,7 @@ def preset_designs(
     measure, or cannot compare, have none."""
     models = pd.read_csv(repo / "results" / "models.csv").set_index("preset")
     layers, heads = int(models.at[preset, "layers"]), int(models.at[preset, "heads"])
-    rows = pd.read_csv(scorecard)
+    rows = in_current_units(pd.read_csv(scorecard))
     rows = rows[(rows["preset"] == preset) & rows["claim_id"].isin(list(STUDY_CLAIMS))].set_index("claim_id")
     designs = {}
     for claim_id, row in rows.iterrows():

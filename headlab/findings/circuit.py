@@ -7,9 +7,10 @@
   saturation), with paired bootstrap intervals over the pairs.
 - :func:`attribution_scores`: attribution patching (one backward pass per batch) per head, in the same share,
   whole and per group; :func:`headlab.findings.patching.rank_agreement` checks it against exact patching.
-- :func:`receiver_ranking`: path patching from the matching heads to every head above them, one at a time, whole and
-  through its output at ``[CLS]`` alone: which heads read what the matching heads carry, found rather than assumed, each
-  set against the other receivers.
+- :func:`receiver_moves` and :func:`receiver_ranking`: path patching from the matching heads to every head above them,
+  one at a time, whole and through its output at ``[CLS]`` alone, kept per pair: which heads read what the matching
+  heads carry, found rather than assumed, each set against the other receivers, ranked on any part of the pairs.
+- :func:`route_shares`: one receiver reading the change through its query, key or value alone.
 - :func:`random_senders` and :func:`sender_control`: the same path from random sets of as many heads in the
   senders' layers instead (the random-sender control): a receiver that reads the matching heads should read them more
   than it reads any heads of theirs, or "top receiver" means only "an important upper head".
@@ -22,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from headlab.core.patching import PatchEngine, grade_logit
+from headlab.core.patching import PatchEngine, Route, grade_logit
 from headlab.core.stats import bootstrap_weights, draw_counts
 from headlab.findings.contrast import Contrast
 from headlab.inputs.pair import read_pair
@@ -122,23 +123,46 @@ def attribution_scores(
     return pd.DataFrame(rows)
 
 
-def receiver_ranking(engine: PatchEngine, senders, receivers, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """Per receiver head (layer, head), sorted best first with its ``rank``: the share of the grade-logit gap that
-    comes back when it alone reads the ``senders``' change (:meth:`headlab.core.patching.PatchEngine.path_logits`),
-    ``restored`` with ``lo``, ``hi`` (95% paired bootstrap over the pairs, the same resamples for every receiver);
-    ``over_others`` (``over_lo``, ``over_hi``): that share minus the mean share of every other receiver, the
-    baseline a single reader is judged against; ``rank_lo``, ``rank_hi``: the 95% interval of its rank over the same
-    resamples (a rank read off one sample is itself a draw); and the same through its output at ``[CLS]`` alone
-    (``cls_`` columns). ``gap``, ``gap_lo``, ``gap_hi``: the mean source-target difference every share is of, with
-    its 95% interval over the pairs."""
+def receiver_moves(engine: PatchEngine, senders, receivers) -> pd.DataFrame:
+    """Path patching from the ``senders`` to each receiver head alone (:meth:`headlab.core.patching.PatchEngine.
+    path_logits`), per pair: one row per receiver and pair (``pair``: its index in the engine's pairs), ``moved`` (the
+    grade logit's move from the target when the receiver reads the senders' change), ``cls_moved`` (the same through
+    its output at ``[CLS]`` alone) and ``gap`` (the pair's source-target difference). Kept per pair, so that a ranking
+    on any part of the pairs (:func:`receiver_ranking`) reads these passes instead of running its own."""
     source, target = (grade_logit(x) for x in engine.unpatched_logits())
-    gap = source - target
+    moved = {
+        column: grade_logit(engine.path_logits(senders, receivers, cls_only=cls_only)) - target
+        for column, cls_only in (("moved", False), ("cls_moved", True))
+    }
+    n = len(target)
+    return pd.DataFrame(
+        {
+            "layer": np.repeat([int(l) for l, _ in receivers], n),
+            "head": np.repeat([int(h) for _, h in receivers], n),
+            "pair": np.tile(np.arange(n), len(receivers)),
+            **{column: values.ravel() for column, values in moved.items()},
+            "gap": np.tile(source - target, len(receivers)),
+        }
+    )
+
+
+def receiver_ranking(moves: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """Per receiver head (layer, head) of :func:`receiver_moves` (on the pairs it holds: a part of them ranks on that
+    part), sorted best first with its ``rank``: the share of the grade-logit gap that comes back when it alone reads
+    the senders' change, ``restored`` with ``lo``, ``hi`` (95% paired bootstrap over the pairs, the same resamples for
+    every receiver); ``over_others`` (``over_lo``, ``over_hi``): that share minus the mean share of every other
+    receiver, the baseline a single reader is judged against; ``rank_lo``, ``rank_hi``: the 95% interval of its rank
+    over the same resamples (a rank read off one sample is itself a draw); and the same through its output at
+    ``[CLS]`` alone (``cls_`` columns). ``gap``, ``gap_lo``, ``gap_hi``: the mean source-target difference every share
+    is of, with its 95% interval over the pairs."""
+    receivers = list(dict.fromkeys(zip(moves["layer"].astype(int), moves["head"].astype(int))))
+    gap = moves.drop_duplicates("pair").sort_values("pair")["gap"].to_numpy()
     weights = bootstrap_weights(len(gap), n_boot, seed)
+    n = len(receivers)
     columns = {}
-    for prefix, cls_only in (("", False), ("cls_", True)):
-        moved = grade_logit(engine.path_logits(senders, receivers, cls_only=cls_only)) - target
+    for prefix, values in (("", "moved"), ("cls_", "cls_moved")):
+        moved = moves.pivot(index=["layer", "head"], columns="pair", values=values).loc[receivers].to_numpy()
         shares, boot = moved.mean(axis=1) / gap.mean(), _boot_shares(moved, gap, weights)
-        n = len(receivers)
         others = (shares.sum() - shares) / max(n - 1, 1)
         boot_over = boot - (boot.sum(axis=0, keepdims=True) - boot) / max(n - 1, 1)
         columns[f"{prefix}restored"] = shares
@@ -147,14 +171,14 @@ def receiver_ranking(engine: PatchEngine, senders, receivers, n_boot: int = 2000
         over_lo, over_hi = np.quantile(boot_over, [0.025, 0.975], axis=1)
         columns[f"{prefix}over_lo"] = over_lo if n > 1 else np.full(n, np.nan)
         columns[f"{prefix}over_hi"] = over_hi if n > 1 else np.full(n, np.nan)
-        if not cls_only:
+        if not prefix:
             ranks = n - boot.argsort(axis=0).argsort(axis=0)  # per resample, 1 for the receiver that restores most
             columns["rank_lo"], columns["rank_hi"] = np.quantile(ranks, [0.025, 0.975], axis=1, method="nearest")
     gap_lo, gap_hi = np.quantile(weights @ gap / len(gap), [0.025, 0.975])
     table = pd.DataFrame(
         {
-            "layer": [int(l) for l, _ in receivers],
-            "head": [int(h) for _, h in receivers],
+            "layer": [l for l, _ in receivers],
+            "head": [h for _, h in receivers],
             **columns,
             "gap": float(gap.mean()),
             "gap_lo": float(gap_lo),
@@ -164,6 +188,24 @@ def receiver_ranking(engine: PatchEngine, senders, receivers, n_boot: int = 2000
     )
     table = table.sort_values(["restored", "layer", "head"], ascending=[False, True, True])
     return table.assign(rank=np.arange(1, len(table) + 1)).reset_index(drop=True)
+
+
+def route_shares(engine: PatchEngine, senders, receiver, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """How one receiver head reads the ``senders``' change: the share of the grade-logit gap that comes back when it
+    reads the change through its query alone, its key alone, its value alone (the other two computed from the target's
+    input; :class:`headlab.core.patching.Route`) and through all three (``all``), each with a 95% paired bootstrap
+    interval over the pairs (the same resamples); the three need not add up to ``all``, since attention multiplies
+    them. Columns: route, restored, lo, hi, n_examples."""
+    source, target = (grade_logit(x) for x in engine.unpatched_logits())
+    gap = source - target
+    weights = bootstrap_weights(len(gap), n_boot, seed)
+    ways = {route.name.lower(): (route,) for route in Route} | {"all": tuple(Route)}
+    rows = []
+    for name, routes in ways.items():
+        moved = grade_logit(engine.path_logits(senders, [receiver], routes=routes)[0]) - target
+        restored, lo, hi = _share(moved, gap, weights)
+        rows.append({"route": name, "restored": restored, "lo": lo, "hi": hi, "n_examples": len(gap)})
+    return pd.DataFrame(rows)
 
 
 def sender_pool(senders, heads: int, avoid=()) -> list[tuple[int, int]]:
@@ -195,13 +237,15 @@ def sender_control(
     ``senders``' change (``restored``), the mean share when it reads each random set's change instead
     (``random_mean``; :func:`random_senders`), and their difference (``over_random``) with a 95% interval that
     resamples the pairs (the same resamples for both sides) and the random sets (two stages,
-    :func:`headlab.core.stats.draw_counts`)."""
+    :func:`headlab.core.stats.draw_counts`); ``gap``, ``gap_lo``, ``gap_hi``: the mean source-target difference on
+    these pairs, with its 95% interval."""
     source, target = (grade_logit(x) for x in engine.unpatched_logits())
     gap = source - target
     weights = bootstrap_weights(len(gap), n_boot, seed)
     boot_gap = weights @ gap
     named = grade_logit(engine.path_logits(senders, receivers)) - target  # receivers x pairs
     drawn = np.stack([grade_logit(engine.path_logits(s, receivers)) - target for s in random_sets])  # d x r x pairs
+    gap_lo, gap_hi = np.quantile(boot_gap / len(gap), [0.025, 0.975])
     counts = draw_counts(len(random_sets), n_boot, [seed, len(random_sets)])
     boot_named = (named @ weights.T) / boot_gap  # r x n_boot
     boot_drawn = np.einsum("drp,bp->drb", drawn, weights) / boot_gap  # d x r x n_boot
@@ -221,6 +265,9 @@ def sender_control(
                 "hi": float(hi),
                 "n_draws": len(random_sets),
                 "n_examples": len(gap),
+                "gap": float(gap.mean()),
+                "gap_lo": float(gap_lo),
+                "gap_hi": float(gap_hi),
             }
         )
     return pd.DataFrame(rows)

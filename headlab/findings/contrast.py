@@ -9,12 +9,9 @@ Every contrast keeps every position of the pair, so a head's output in one lines
   length and loses every shared term: the information the term-matching heads are said to carry.
 - ``injected`` (Chen et al., SIGIR 2024, the TFC1 axiom: a document that gains a query term should score higher): one
   title word that is not a query word is replaced by a query word the title lacks, with as many pieces.
-- ``unshared`` (the control, after the LNC axioms: a document that changes a word the query lacks should score about
-  the same): one title word that is not a query word is replaced as ``corrupted`` replaces shared ones. The pair
-  keeps every shared term, so what patching restores here is a word's identity, not term matching.
-
-Two more, built together on the same pairs (:func:`matched_contrasts`), tell term matching from a word's identity:
-``corrupted`` changes every shared term and ``unshared`` one other word, so they differ in size as well as in kind.
+Two more, built together on the same pairs (:func:`matched_contrasts`), tell term matching from a word's identity
+(what restores when a word the query lacks is replaced is the word's identity, not term matching), matched in size
+as ``corrupted``, which changes every shared term, cannot be:
 
 - ``one_shared``: exactly one shared term is replaced (a title word whose text occurs once in the title, so the term
   goes); every other shared term stays.
@@ -26,7 +23,7 @@ the word that went was a shared term, so a difference in what the heads restore 
 identity, its length or how common it is.
 
 A pair qualifies only when every replacement has a candidate and the result checks out (no shared term is left in
-a corrupted pair; an injected pair shares the new term; an unshared pair shares exactly what it shared; a one_shared
+a corrupted pair; an injected pair shares the new term; a one_shared
 pair loses the replaced term's shares and keeps all others, while its one_unshared twin shares exactly what it
 shared; a pair that fails either is dropped from both).
 Replacements are drawn with a generator seeded by the run's seed and the pair's position, so a pair's contrast does
@@ -36,7 +33,7 @@ not depend on which other pairs are evaluated (another seed draws other replacem
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -46,7 +43,7 @@ from headlab.inputs.pair import Pair, Word, read_pair
 from headlab.inputs.pieces import piece_convention
 
 MATCHED_KINDS = ("one_shared", "one_unshared")
-KINDS = ("corrupted", "injected", "unshared", *MATCHED_KINDS)
+KINDS = ("corrupted", "injected", *MATCHED_KINDS)
 MAX_BAND = 6  # words seen 2**6 = 64 times or more share the top frequency band (:func:`frequency_band`)
 
 
@@ -69,6 +66,20 @@ class Contrast:
         for r in self.changes.itertuples():
             by_example[r.example].extend(range(r.position, r.position + r.n_pieces))
         return [by_example[e] for e in self.examples]
+
+    def subset(self, index) -> Contrast:
+        """The contrast on its pairs at ``index`` (positions in ``examples``), in that order; a subset looks at its own
+        pairs alone (``n_pairs``), every one of which qualifies."""
+        index = np.asarray(index, dtype=int)
+        kept = self.examples[index]
+        return replace(
+            self,
+            original=self.original.subset(index),
+            changed=self.changed.subset(index),
+            examples=kept,
+            changes=self.changes[self.changes["example"].isin(kept)].reset_index(drop=True),
+            n_pairs=len(kept),
+        )
 
     @property
     def share(self) -> float:
@@ -155,20 +166,6 @@ def _inject(pair: Pair, pieces, rng):
     word = slots[int(rng.integers(len(slots)))]
     options = sorted(set(missing[_word(pair, pieces, word)[0]]))
     new = options[int(rng.integers(len(options)))]
-    ids = list(pair.ids)
-    return ids, [_put(ids, word, new)]
-
-
-def _unshared(pair: Pair, pool, pieces, rng):
-    query = {word.text for word in pair.query_words}
-    avoid = query | {word.text for word in pair.title_words}
-    slots = [word for word in pair.title_words if word.text not in query]
-    if not slots:
-        return None
-    word = slots[int(rng.integers(len(slots)))]
-    new = _pick(pool.get(_word(pair, pieces, word)[0], ()), avoid, rng)
-    if new is None:
-        return None
     ids = list(pair.ids)
     return ids, [_put(ids, word, new)]
 
@@ -274,22 +271,12 @@ def contrast_pairs(
     for example, ids in enumerate(encoded.input_ids):
         pair = read_pair(tokenizer, ids, stopwords)
         rng = _pair_rng(seed, example, draw)
-        made = (
-            _corrupt(pair, pool, pieces, rng)
-            if kind == "corrupted"
-            else _inject(pair, pieces, rng)
-            if kind == "injected"
-            else _unshared(pair, pool, pieces, rng)
-        )
+        made = _corrupt(pair, pool, pieces, rng) if kind == "corrupted" else _inject(pair, pieces, rng)
         if made is None:
             continue
         new_ids, changes = made
         before, after = pair.shared, read_pair(tokenizer, new_ids, stopwords).shared
-        if (
-            (kind == "corrupted" and after)
-            or (kind == "injected" and len(after) <= len(before))
-            or (kind == "unshared" and after != before)
-        ):
+        if (kind == "corrupted" and after) or (kind == "injected" and len(after) <= len(before)):
             continue  # the pieces joined into another word than planned: no clean contrast for this pair
         kept.append(example)
         changed_ids.append(new_ids)

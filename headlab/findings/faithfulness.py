@@ -6,7 +6,7 @@ contrast's :func:`headlab.core.patching.grade_logit` (linear in the logits), wit
 on both runs: :mod:`headlab.core.ablation`, each head's mean per token class ([CLS], query, title, separator) over the
 reference (training) pairs. F(M) is the full model, nothing ablated; F(∅) has every head ablated.
 
-- :func:`faithfulness`: F(C) / F(M), set against random circuits of C's size.
+- :func:`faithfulness`: F(C) / F(M), set against random circuits of C's size and layer makeup.
 - :func:`completeness`: |F(C \ K) - F(M \ K)| for subsets K of the circuit, greedy and random: removing part of a
   complete circuit costs the circuit what it costs the model.
 - :func:`minimality`: each head's share inside the circuit, F(C) - F(C \ {v}).
@@ -132,24 +132,39 @@ def _text(heads) -> str:
     return ", ".join(f"{l}.{h}" for l, h in _heads(heads))
 
 
+def random_circuits(circuit, heads, n: int, seed: int = 0) -> list[list[Head]]:
+    """``n`` seeded random circuits of the circuit's layer makeup: in each layer as many heads as the circuit has
+    there, drawn among that layer's other heads (a random circuit of low heads and one of high heads keep different
+    shares whatever they do); drawn among all the other heads where a layer holds too few (a toy model)."""
+    circuit = _heads(circuit)
+    others = [h for h in heads if h not in circuit]
+    if n and len(others) < len(circuit):
+        raise ValueError(
+            f"a circuit of {len(circuit)} heads leaves {len(others)}: too few for random circuits its size"
+        )
+    layers = {l: sum(1 for c, _ in circuit if c == l) for l, _ in circuit}
+    pools = {l: [h for h in others if h[0] == l] for l in layers}
+    rng = np.random.default_rng([seed, len(circuit)])
+    if all(len(pools[l]) >= k for l, k in layers.items()):
+        return [
+            sorted(pools[l][i] for l, k in layers.items() for i in rng.choice(len(pools[l]), k, replace=False))
+            for _ in range(n)
+        ]
+    return [sorted(others[i] for i in rng.choice(len(others), len(circuit), replace=False)) for _ in range(n)]
+
+
 def faithfulness(
     engine: AblationEngine, circuit, n_random: int = 20, seed: int = 0, n_boot: int = 2000, progress: bool = False
 ) -> pd.DataFrame:
     """The full model F(M), the circuit F(C) and the empty circuit F(∅) (grade-logit gaps, with 95% intervals over
     pairs); the circuit's faithfulness F(C) / F(M); the mean faithfulness of ``n_random`` random circuits of its size
-    (heads drawn uniformly among those outside it), and the circuit's minus theirs, both with a two-stage interval
+    and layer makeup (:func:`random_circuits`), and the circuit's minus theirs, both with a two-stage interval
     that resamples the pairs and the draws (:func:`headlab.core.stats.draw_counts`).
 
     Columns: what, value, lo, hi, n_examples, n_draws, size.
     """
     circuit = _heads(circuit)
-    others = [h for h in engine.heads if h not in circuit]
-    if n_random and len(others) < len(circuit):
-        raise ValueError(
-            f"a circuit of {len(circuit)} heads leaves {len(others)}: too few for random circuits its size"
-        )
-    rng = np.random.default_rng([seed, len(circuit)])
-    draws = [[others[i] for i in rng.choice(len(others), len(circuit), replace=False)] for _ in range(n_random)]
+    draws = random_circuits(circuit, engine.heads, n_random, seed)
     full, kept, empty, *random = engine.gaps([engine.heads, circuit, [], *draws], progress)
     weights = bootstrap_weights(engine.n, n_boot, seed)
     sides = [("full model", full, len(engine.heads)), ("circuit", kept, len(circuit)), ("empty circuit", empty, 0)]

@@ -9,16 +9,16 @@ other views of the same heads: the attention-chosen term-matching heads (noteboo
 - :func:`top_overlap`: how many of the top-k heads by one score are among k chosen heads, against the number two
   random sets of k heads share (hypergeometric), with its one-sided p.
 - :func:`rank_agreement`: Spearman's rank correlation of two per-head scores, with a bootstrap interval over heads.
-- :func:`masking_specificity`: a mask's cost on pairs that share a term minus its cost on pairs that share none, in
-  points of accuracy, within gold grades, with a bootstrap interval resampling pairs within each grade and group.
+- :func:`ablation_specificity`: how much more an ablation moves the grade logit on pairs that share a term than on
+  pairs that share none, at the same gold grade and unablated grade logit, named heads against random ones.
 
 Shares are of the grade logit (:data:`METRIC`), and a contrast that does not move it the way it should is not
 measured (:func:`gap_moves`). Page 09 runs them through :func:`held_out_contrast` (notebook 05's held-out pairs),
 :func:`restoring_patches`, :func:`circuit_views` (per group of positions, and attribution patching), :func:`head_views`
-and :func:`agreement`, :func:`restored_against_draws`, :func:`contrast_controls` (TFC1 and the control),
-:func:`specificity` (05's own masks, read per pair), :func:`receivers_view` (path patching to every head above the
-matching heads, notebook 07's head among them) and :func:`circuit_view` (the circuit found, with its mediated share),
-and judges them with :func:`claims`.
+and :func:`agreement`, :func:`restored_against_draws`, :func:`contrast_controls` (TFC1),
+:func:`specificity` (mean ablation per token class), :func:`receivers_view` (path patching to every head above the
+matching heads, notebook 07's head among them), :func:`routes_view`, :func:`sender_view` and :func:`circuit_measures`
+(the circuit found, scored with IOI's measures), and judges them with :func:`claims`.
 """
 
 from __future__ import annotations
@@ -29,17 +29,20 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from headlab.core.ablation import mean_ablated_logits
+from headlab.core.evaluate import Encoded
 from headlab.core.masking import head_grid
-from headlab.core.patching import PatchEngine, single_head_patches
+from headlab.core.patching import PatchEngine, grade_logit, single_head_patches
 from headlab.core.stats import bootstrap_weights, draw_counts
-from headlab.core.sweep import BASELINE, correct_matrix, kappa_columns, predicted_matrix
 from headlab.findings.circuit import (
     attribution_scores,
     found_circuit,
     position_groups,
     random_senders,
+    receiver_moves,
     receiver_ranking,
     restored_by_position,
+    route_shares,
     sender_control,
     sender_pool,
 )
@@ -50,9 +53,7 @@ from headlab.findings.term_matching import (
     choice_limit,
     head_roles,
     measured_examples,
-    on_examples,
     random_lower_sets,
-    term_matching_specs,
 )
 from headlab.findings.two_tower import shares_terms
 from headlab.findings.units import (
@@ -60,14 +61,15 @@ from headlab.findings.units import (
     CIRCUIT_INCOMPLETE,
     CIRCUIT_KEPT,
     CLS_ROUTE,
+    GRADE_SHIFT_SPECIFICITY,
     HEAD_ADDED,
     IDENTITY,
-    MASK_SPECIFICITY,
     READS_SENDERS,
     RECEIVER_RANK,
 )
 from headlab.findings.verdicts import Claim, StudyClaim
-from headlab.inputs.pair import read_pair
+from headlab.inputs.pair import pair_classes, read_pair
+from headlab.lab.lab import MEAN_PAIRS
 
 METRIC = "grade_logit"  # what a share is of: headlab.core.patching.grade_logit, linear in the logits
 
@@ -144,65 +146,69 @@ def rank_agreement(a, b, n_boot: int = 2000, seed: int = 0) -> dict:
 MIN_GROUP = 5  # pairs each group needs within a gold grade for that grade to count in the specificity
 
 
-def masking_specificity(
-    masked_correct, base_correct, shares, n_boot: int = 2000, seed: int = 0, strata=None, min_group: int = MIN_GROUP
+def ablation_specificity(
+    moved, base, shares, strata, n_boot: int = 2000, seed: int = 0, min_group: int = MIN_GROUP
 ) -> dict:
-    """A mask's cost (masked minus unmasked accuracy, points) on the pairs that share a term, minus its cost on the
-    pairs that share none: negative when the mask costs more where there are terms to match. ``masked_correct`` is
-    one mask (pairs) or several draws of one kind of mask (draws x pairs, averaged).
+    """How much more an ablation moves the grade logit on pairs that share a term than on pairs that share none, for
+    the named heads (``moved[0]``: ablated minus unablated grade logit, per pair) against random heads (``moved[1:]``,
+    one row per draw); negative where the ablation takes more from pairs with terms to match.
 
-    With ``strata`` (per pair, e.g. its gold grade), the difference is taken within each stratum that has at least
-    ``min_group`` pairs in both groups and averaged with the weights n_sharing x n_none / n of each (Cochran-Mantel-
-    Haenszel's): pairs that share terms are mostly graded high, and a mask that pushes every grade down costs most on
-    high-grade pairs whatever they share, so only a comparison within grades speaks to terms. 95% interval: the pairs
-    resampled within each stratum and group, the draws kept. ``cost_sharing``/``cost_none`` are the same weighted
-    means; ``n_left_out`` counts the pairs of strata too small to compare."""
-    masked = np.atleast_2d(np.asarray(masked_correct, dtype=np.float64)).mean(axis=0)
-    base = np.asarray(base_correct, dtype=np.float64)
-    shares = np.asarray(shares, dtype=bool)
-    strata = np.zeros(len(shares), dtype=int) if strata is None else np.asarray(strata)
-    if not (len(masked) == len(base) == len(shares) == len(strata)):
-        raise ValueError(f"per-pair arrays differ in length: {len(masked)}, {len(base)}, {len(shares)}, {len(strata)}")
-    moved = masked - base
-    kept, weights, costs, boots = [], [], [], []
-    for k, stratum in enumerate(np.unique(strata)):
-        groups = [(strata == stratum) & shares, (strata == stratum) & ~shares]
-        if min(g.sum() for g in groups) < max(1, min_group):
-            continue
-        kept.append(stratum)
-        n_sharing, n_none = (int(g.sum()) for g in groups)
-        weights.append(n_sharing * n_none / (n_sharing + n_none))
-        costs.append([moved[g].mean() for g in groups])
-        boots.append(
-            [
-                bootstrap_weights(int(g.sum()), n_boot, seed + 2 * k + j) @ moved[g] / g.sum()
-                for j, g in enumerate(groups)
-            ]
-        )
+    Within each gold grade (``strata``) with at least ``min_group`` pairs in both groups (the others left out and
+    counted), the move is regressed on the grade, whether the pair shares a term and its unablated grade logit
+    (``base``): an ablation pulls every pair toward the average, and pairs that share terms already sit higher within
+    their grade, so only a difference at the same grade *and* the same starting logit speaks to terms. The
+    coefficient of sharing, over the pooled within-cell (grade x group) standard deviation of the move, is each set's
+    standardised difference ``d``; the judged ``difference`` is the named heads' ``d`` minus the random draws' mean
+    ``d``. 95% intervals: the pairs resampled within each cell (the same resamples for every set, the scale computed
+    again in each) and the draws resampled (two stages, :func:`headlab.core.stats.draw_counts`).
+    """
+    moved = np.atleast_2d(np.asarray(moved, dtype=np.float64))
+    base, shares, strata = np.asarray(base, dtype=np.float64), np.asarray(shares, dtype=bool), np.asarray(strata)
+    if not (moved.shape[1] == len(base) == len(shares) == len(strata)):
+        lengths = f"{moved.shape[1]}, {len(base)}, {len(shares)}, {len(strata)}"
+        raise ValueError(f"per-pair arrays differ in length: {lengths}")
+    sizes = {g: (((strata == g) & shares).sum(), ((strata == g) & ~shares).sum()) for g in np.unique(strata)}
+    kept = [g for g, both in sizes.items() if min(both) >= max(min_group, 2)]
     in_kept = np.isin(strata, kept)
-    counts = {"n_sharing": int((in_kept & shares).sum()), "n_none": int((in_kept & ~shares).sum())}
-    if not kept:
-        nan = np.nan
-        return {
-            **dict.fromkeys(["cost_sharing", "cost_none", "difference", "lo", "hi"], nan),
-            "n_strata": 0,
-            "n_left_out": len(strata),
-            **counts,
-        }
-    w = np.asarray(weights) / np.sum(weights)
-    cost = w @ np.asarray(costs)  # (sharing, none)
-    boot = sum(wk * (b[0] - b[1]) for wk, b in zip(w, boots))
-    lo, hi = np.quantile(boot, [0.025, 0.975])
-    return {
-        "cost_sharing": float(cost[0]),
-        "cost_none": float(cost[1]),
-        "difference": float(cost[0] - cost[1]),
-        "lo": float(lo),
-        "hi": float(hi),
+    counts = {
+        "n_sharing": int((in_kept & shares).sum()),
+        "n_none": int((in_kept & ~shares).sum()),
         "n_strata": len(kept),
         "n_left_out": int((~in_kept).sum()),
-        **counts,
+        "n_draws": moved.shape[0] - 1,
     }
+    names = ["difference", "lo", "hi", "named", "named_lo", "named_hi", "random", "random_lo", "random_hi"]
+    if not kept:
+        return dict.fromkeys([*names, "move_sharing", "move_none"], np.nan) | counts
+    y, sharing, start, grade = moved[:, in_kept], shares[in_kept], base[in_kept], strata[in_kept]
+    design = np.column_stack([*(grade == g for g in kept), sharing, start]).astype(np.float64)
+    cells = [(grade == g) & (sharing == side) for g in kept for side in (True, False)]
+    weights = np.zeros((n_boot, len(grade)))
+    for k, cell in enumerate(cells):
+        weights[:, cell] = bootstrap_weights(int(cell.sum()), n_boot, seed + k)
+    weights = np.vstack([np.ones(len(grade)), weights])  # row 0: the sample itself
+    gram = np.einsum("bi,ij,ik->bjk", weights, design, design)
+    moments = np.einsum("bi,ij,si->bsj", weights, design, y)
+    slope = np.linalg.solve(gram[:, None], moments[..., None])[..., len(kept), 0]  # (1 + n_boot) x sets
+    spread = np.zeros_like(slope)
+    for cell in cells:
+        w, values = weights[:, cell], y[:, cell]
+        mean = np.einsum("bi,si->bs", w, values) / w.sum(axis=1, keepdims=True)
+        spread += np.einsum("bi,bsi->bs", w, (values[None] - mean[..., None]) ** 2)
+    d = slope / np.sqrt(spread / (weights.sum(axis=1, keepdims=True) - len(cells)))
+    named, boot_named = d[0, 0], d[1:, 0]
+    interval = lambda x: np.quantile(x, [0.025, 0.975])  # noqa: E731
+    result = {"named": float(named), **dict(zip(("named_lo", "named_hi"), interval(boot_named)))}
+    if counts["n_draws"]:
+        draws = draw_counts(counts["n_draws"], n_boot, [seed, counts["n_draws"]])
+        boot_random = (draws * d[1:, 1:]).sum(axis=1) / counts["n_draws"]
+        random = float(d[0, 1:].mean())
+        result |= {"random": random, **dict(zip(("random_lo", "random_hi"), interval(boot_random)))}
+        result |= {"difference": float(named - random), **dict(zip(("lo", "hi"), interval(boot_named - boot_random)))}
+    else:
+        result |= dict.fromkeys(["random", "random_lo", "random_hi", "difference", "lo", "hi"], np.nan)
+    result = {k: float(v) for k, v in result.items()}
+    return result | {"move_sharing": float(y[0, sharing].mean()), "move_none": float(y[0, ~sharing].mean())} | counts
 
 
 def restored_against_draws(
@@ -322,7 +328,10 @@ def random_patches(plan: dict) -> list[str]:
 
 CARRY_METHOD = "two-stage bootstrap over draws and contrast pairs"
 IDENTITY_METHOD = "two-stage bootstrap over draws of the replaced words and contrast pairs, both contrasts on each pair"
-SPECIFIC_METHOD = "bootstrap over held-out pairs, resampled within each group"
+SPECIFIC_METHOD = (
+    "two-stage bootstrap over random sets and held-out pairs, resampled within each grade and group, the scale "
+    "computed again in each"
+)
 RECEIVER_METHOD = "paired bootstrap over contrast pairs, the same resamples for every receiver"
 SENDER_METHOD = "two-stage bootstrap over random sender sets and contrast pairs"
 CIRCUIT_METHOD = "paired bootstrap over the scoring half's contrast pairs"
@@ -350,7 +359,8 @@ BEYOND_IDENTITY = StudyClaim(
 COST_SPECIFIC = StudyClaim(
     "patching.cost_specific_to_shared_terms",
     "09_patching",
-    "Masking the term-matching heads costs more on pairs that share a term than on pairs that share none",
+    "Removing the term-matching heads (mean-ablated) takes more of the grade logit from pairs that share a term than "
+    "from pairs that share none, more than removing random heads does",
     "Whether query and title share terms is a key feature",
     "compare",
     direction=-1,
@@ -418,11 +428,9 @@ def _heads(heads) -> str:
 CONTRASTS = {
     "": "held-out pairs whose shared terms were replaced",
     "injected": "held-out pairs with a query term put into the title in place of a word the query lacks (TFC1)",
-    "unshared": "held-out pairs with a title word the query lacks replaced, every shared term kept (the control)",
 }
 CONTROL_CLAIMS = {
     "injected": "The same on pairs that gained a query term instead (TFC1)",
-    "unshared": "The same on pairs that lost a word the query lacks (the control: little to restore)",
 }
 
 
@@ -512,7 +520,6 @@ def claims(
     controls: dict[str, dict],
     identity: dict,
     specificity: dict,
-    specificity_random: dict,
     ranking: pd.DataFrame,
     senders: pd.DataFrame,
     circuit: dict[str, pd.DataFrame],
@@ -521,10 +528,11 @@ def claims(
 ) -> list[Claim]:
     """Page 09's claims, one row each, judged by :func:`headlab.findings.verdicts.judge`: the matching heads carry
     what the replaced words changed (patching them restores more of the grade logit than random heads:
-    :func:`restored_against_draws`, only where the contrast moves it, :func:`gap_moves`; the TFC1 and unshared-word
-    contrasts, :func:`contrast_controls`, as sub-rows); they carry term matching beyond a word's identity
-    (:func:`identity_difference`); their masking cost is specific to pairs that share a term within gold grades
-    (:func:`masking_specificity`, random heads as a sub-row); notebook 07's ``[CLS]`` head hands their change to the
+    :func:`restored_against_draws`, only where the contrast moves it, :func:`gap_moves`; the TFC1 contrast,
+    :func:`contrast_controls`, as a sub-row); they carry term matching beyond a word's identity
+    (:func:`identity_difference`); mean-ablating them moves the grade logit more on pairs that share a term, at the
+    same grade and starting logit, than random heads do (:func:`ablation_specificity`; the matching heads alone as a
+    sub-row); notebook 07's ``[CLS]`` head hands their change to the
     classifier through its output at ``[CLS]`` (``ranking``, :func:`receivers_view`) and reads them more than random
     heads of their layers (``senders``, :func:`sender_view`; its rank's interval as a sub-row); the circuit found is
     faithful, complete and minimal as IOI measured its circuit (``circuit``, :func:`circuit_measures`)."""
@@ -532,50 +540,57 @@ def claims(
     rows = [_carry_row(against, "", 1, names)]
     rows += [_carry_row(controls[kind], kind, direction, names) for kind, direction in CONTROLS.items()]
     rows.append(_identity_row(identity))
-    for part, result, what in (
-        ("", specificity, f"the matching heads ({names})"),
-        ("random", specificity_random, "random sets of as many lower-half heads"),
-    ):
-        if np.isnan(result["difference"]):
-            rows.append(
-                Claim.not_measured(
-                    COST_SPECIFIC,
-                    part=part,
-                    reason=f"Not measured: no gold grade has {MIN_GROUP} pairs in both groups",
-                    unit=MASK_SPECIFICITY,
-                )
-            )
-            continue
-        rows.append(
-            Claim.measured(
-                COST_SPECIFIC,
-                part=part,
-                ours=result["difference"],
-                lo=result["lo"],
-                hi=result["hi"],
-                unit=MASK_SPECIFICITY,
-                method=SPECIFIC_METHOD,
-                n_examples=result["n_sharing"] + result["n_none"],
-                at_floor=result.get("at_floor", False),
-                floor_reason=result.get("floor_reason", ""),
-                claim="Masking 5 random lower-half heads instead (the same comparison)" if part else None,
-                reason=(
-                    f"Masking {what} changes the share graded right by {100 * result['cost_sharing']:+.1f} points on "
-                    f"the {result['n_sharing']} pairs that share a term and by {100 * result['cost_none']:+.1f} "
-                    f"points on the {result['n_none']} that share none, compared within {result['n_strata']} gold "
-                    f"grades ({result['n_left_out']} pairs of grades with fewer than {MIN_GROUP} in a group left out)"
-                    + (
-                        f". With them masked the model sits at its floor ({result['floor_reason']}): within a grade, "
-                        "a model that gives nearly every pair one grade is right wherever that grade is the gold one, "
-                        "whatever the pair shares"
-                        if result.get("at_floor")
-                        else ""
-                    )
-                ),
-            )
-        )
+    rows += _specific_rows(specificity, names)
     rows += _receiver_rows(ranking, senders, matching, receiver)
     return rows + _circuit_rows(circuit)
+
+
+def _specific_rows(result: dict, names: str) -> list[Claim]:
+    """The specificity (:func:`ablation_specificity`) judged on the matching heads minus random heads, and the
+    matching heads alone as a sub-row."""
+    if np.isnan(result["difference"]):
+        why = (
+            f"Not measured: no gold grade has {MIN_GROUP} pairs in both groups"
+            if not result["n_strata"]
+            else "Not measured: no random sets to compare with"
+        )
+        return [Claim.not_measured(COST_SPECIFIC, reason=why, unit=GRADE_SHIFT_SPECIFICITY)]
+    common = {
+        "unit": GRADE_SHIFT_SPECIFICITY,
+        "method": SPECIFIC_METHOD,
+        "n_examples": result["n_sharing"] + result["n_none"],
+    }
+    where = (
+        f"on {result['n_sharing']} held-out pairs that share a term and {result['n_none']} that share none, within "
+        f"{result['n_strata']} gold grades ({result['n_left_out']} pairs of grades with fewer than {MIN_GROUP} in a "
+        "group left out) and at the same unablated grade logit"
+    )
+    return [
+        Claim.measured(
+            COST_SPECIFIC,
+            ours=result["difference"],
+            lo=result["lo"],
+            hi=result["hi"],
+            n_draws=result["n_draws"],
+            reason=(
+                f"Mean-ablated, the matching heads ({names}) move the grade logit {result['named']:+.3g} within-group "
+                f"standard deviations more on pairs that share a term than on pairs that share none, "
+                f"{result['n_draws']} random sets of as many lower-half heads {result['random']:+.3g} on average, "
+                f"{where} (their mean moves: {result['move_sharing']:+.3g} and {result['move_none']:+.3g} logits)"
+            ),
+            **common,
+        ),
+        Claim.measured(
+            COST_SPECIFIC,
+            part="alone",
+            claim="The matching heads alone, before the random heads' difference is taken off",
+            ours=result["named"],
+            lo=result["named_lo"],
+            hi=result["named_hi"],
+            reason=f"The matching heads' own standardised difference, {where}",
+            **common,
+        ),
+    ]
 
 
 HALF = 0.5  # IOI's circuit kept most of the model's behaviour: the faithfulness claim asks for more than half
@@ -643,7 +658,7 @@ def _circuit_rows(circuit: dict[str, pd.DataFrame]) -> list[Claim]:
             n_examples=n,
             weakest_of=len(complete),
             reason=(
-                f"{on_pairs}, of {len(complete)} subsets K of the circuit (greedy ones chosen on the other half, "
+                f"{on_pairs}, of {len(complete)} subsets K of the circuit (greedy ones chosen on the other pairs, "
                 f"random ones), {worst['subset']} ({worst['heads']}) reaches farthest: the circuit without it keeps "
                 f"{100 * worst['value']:+.1f} points of the full model's difference more than the model without it "
                 f"(F(C∖K) − F(M∖K)); the largest of the others, {100 * others:.1f} points either way"
@@ -727,6 +742,17 @@ def _receiver_rows(ranking: pd.DataFrame, senders: pd.DataFrame, matching, recei
             Claim.not_measured(READS, reason="Not measured: no random-sender control ran", unit=READS_SENDERS),
         ]
     c = control.iloc[0]
+    sample = f"on {int(c['n_examples'])} of those pairs (a seeded sample)"
+    if not gap_moves(c, 1):
+        return [
+            *rows,
+            Claim.not_measured(
+                READS,
+                reason=f"Not measured: {sample}, the contrast moves the grade logit by {_gap(c)}, which does not "
+                "exclude 0 on the side it should lie",
+                unit=READS_SENDERS,
+            ),
+        ]
     rows.append(
         Claim.measured(
             READS,
@@ -739,7 +765,7 @@ def _receiver_rows(ranking: pd.DataFrame, senders: pd.DataFrame, matching, recei
             n_draws=int(c["n_draws"]),
             reason=(
                 f"Head {layer}.{head} alone reading the matching heads' change brings back {_percent(c['restored'])} "
-                f"of the grade-logit drop {where}; reading {int(c['n_draws'])} random sets of as many heads in their "
+                f"of the grade-logit drop {sample}; reading {int(c['n_draws'])} random sets of as many heads in their "
                 f"layers instead, {_percent(c['random_mean'])} on average. Among the {others + 1} heads above the "
                 f"matching heads it ranks {int(r['rank'])} ({int(r['rank_lo'])} to {int(r['rank_hi'])} over the "
                 "resampled pairs)"
@@ -822,28 +848,63 @@ def contrast_examples(contrast: Contrast, lab, n: int = 6) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def restoring_patches(lab, contrast: Contrast, plan: dict, progress: bool = True) -> pd.DataFrame:
-    """The contrast pairs with each patch of ``plan`` taken from the original pairs (does the head restore the
-    grade?): a :func:`headlab.core.patching.run_patching` table. Only this direction is patched for every head; the
-    other (the original pairs with heads taken from the contrast pairs: does it break the grade?) runs for the named
-    sets and the top receivers alone (:func:`both_directions`), not for every head, which would cost as many
-    patches again (#51)."""
-    return lab.patch(contrast.original, contrast.changed, plan, f"restore-{contrast.kind}", progress)
+HEAD_MAP_PAIRS = 256  # contrast pairs every head alone is patched on, and attribution patching audited on
+
+
+def head_map_pairs(contrast: Contrast, seed: int, size: int | None = None) -> np.ndarray:
+    """A seeded sample of ``size`` (:data:`HEAD_MAP_PAIRS`) of the contrast's pairs (positions in its ``examples``,
+    in order; all of them if fewer): the head map's patches, one per head, are the page's largest cost (144 on a
+    12 x 12 model); the named sets read every pair, and no claim reads the map."""
+    order = np.random.default_rng([seed, 0x4EAD]).permutation(len(contrast.examples))
+    return np.sort(order[: HEAD_MAP_PAIRS if size is None else size])
+
+
+def restoring_patches(lab, contrast: Contrast, plan: dict, progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(named, heads)``: the contrast pairs with each patch of ``plan`` taken from the original pairs (does the head
+    restore the grade?), :func:`headlab.core.patching.run_patching` tables: the named sets (the matching heads, the
+    random sets) on every pair, every head alone on :func:`head_map_pairs`. Only this direction is patched for every
+    head; the other (the original pairs with heads taken from the contrast pairs: does it break the grade?) runs for
+    the named sets and the top receivers alone (:func:`both_directions`), not for every head, which would cost as
+    many patches again (#51)."""
+    single = {name: heads for name, heads in plan.items() if name not in ("matching", *random_patches(plan))}
+    named = {name: heads for name, heads in plan.items() if name not in single}
+    sample = contrast.subset(head_map_pairs(contrast, lab.params.seed))
+    return (
+        lab.patch(contrast.original, contrast.changed, named, f"restore-{contrast.kind}", progress),
+        lab.patch(sample.original, sample.changed, single, f"heads-{contrast.kind}", progress),
+    )
+
+
+BOTH_WAYS_RECEIVERS = 2  # the top receivers patched both ways (each way is one patch over every contrast pair)
+BOTH_WAYS_DRAWS = 4  # the random lower-half sets patched both ways (the first of the plan's)
 
 
 def both_directions(
-    lab, contrast: Contrast, restoring: pd.DataFrame, plan: dict, ranking: pd.DataFrame, k: int, n_boot: int = 2000
+    lab,
+    contrast: Contrast,
+    restoring: pd.DataFrame,
+    plan: dict,
+    ranking: pd.DataFrame,
+    n_boot: int = 2000,
+    k: int = BOTH_WAYS_RECEIVERS,
+    draws: int = BOTH_WAYS_DRAWS,
 ) -> pd.DataFrame:
-    """The named sets (the matching heads, the random lower-half sets) and the ``k`` top receivers of ``ranking``
-    patched both ways on the contrast pairs: ``restored`` (sufficiency: the contrast pair with the heads from the
-    original, read from ``restoring``) and ``broken`` (necessity: the original pair with the heads from the contrast,
-    the share of the drop the patch alone causes), each with its 95% paired bootstrap interval; the random sets as one
-    row, their mean over draws, without an interval (one over pairs and draws: :func:`restored_against_draws`)."""
+    """The named sets (the matching heads, the first ``draws`` random lower-half sets) and the ``k`` top receivers of
+    ``ranking`` patched both ways on the contrast pairs: ``restored`` (sufficiency: the contrast pair with the heads
+    from the original, read from ``restoring``) and ``broken`` (necessity: the original pair with the heads from the
+    contrast, the share of the drop the patch alone causes; the receivers' restoring patches run here, on every pair),
+    each with its 95% paired bootstrap interval; the random sets as one row, their mean over draws, without an
+    interval (one over pairs and draws: :func:`restored_against_draws`)."""
     receivers = [f"{int(l)}.{int(h)}" for l, h in zip(ranking["layer"].head(k), ranking["head"].head(k))]
-    names = ["matching", *random_patches(plan), *receivers]
+    drawn_sets = random_patches(plan)[:draws]
+    names = ["matching", *drawn_sets, *receivers]
     breaking = lab.patch(
         contrast.changed, contrast.original, {n: plan[n] for n in names}, f"break-{contrast.kind}", progress=False
     )
+    read = lab.patch(  # the head map patches every head on a sample of the pairs: the receivers here on every pair
+        contrast.original, contrast.changed, {r: plan[r] for r in receivers}, f"restore-{contrast.kind}", False
+    )
+    restoring = pd.concat([restoring, read[read["patch"].isin(receivers)]], ignore_index=True)
     seed = lab.params.seed
     tables = {
         way: restored_shares(table[table["patch"].isin(["source", "target", *names])], n_boot, seed)
@@ -857,9 +918,9 @@ def both_directions(
         .join(tables["broken"])
         .rename(columns={"restored_restored": "restored", "broken_restored": "broken"})
     )
-    drawn = both.loc[random_patches(plan), ["restored", "broken"]].mean()  # no interval: restored_against_draws'
-    drawn = drawn.to_frame(f"random lower-half sets (mean of {len(random_patches(plan))})").T
-    kept = both.drop(index=random_patches(plan))
+    drawn = both.loc[drawn_sets, ["restored", "broken"]].mean()  # no interval: restored_against_draws'
+    drawn = drawn.to_frame(f"random lower-half sets (mean of {len(drawn_sets)})").T
+    kept = both.drop(index=drawn_sets)
     rows = pd.concat([kept.iloc[:1], drawn, kept.iloc[1:]])
     return rows.rename_axis("patch").reset_index().assign(n_examples=len(contrast.examples))
 
@@ -981,38 +1042,57 @@ def attribution_agreement(views: pd.DataFrame, n_boot: int = 2000, seed: int = 0
     return pd.DataFrame(rows).assign(n_heads=len(views))
 
 
-def specificity(
-    lab, matching, limit: int | None, draws: int, keep_draws: int, stopwords, n_boot: int = 2000
-) -> tuple[dict, dict]:
-    """The matching heads' and random lower-half heads' masking cost on held-out pairs that share a term against
-    those that share none, within gold grades (:func:`masking_specificity`), read from notebook 05's sweep (the same
-    masks)."""
+SPECIFIC_DRAWS = 6  # random lower-half sets mean-ablated for the specificity (each a pass over the held-out pairs)
+
+
+def specificity(lab, matching, limit: int | None, stopwords, n_boot: int = 2000, draws: int = SPECIFIC_DRAWS) -> dict:
+    """The matching heads mean-ablated per token class (:meth:`headlab.lab.Lab.class_means`, IOI's ablation, as the
+    circuit's) against ``draws`` random lower-half sets: how much more each moves the grade logit on notebook 05's
+    held-out pairs that share a term than on those that share none, at the same gold grade and unablated grade logit
+    (:func:`ablation_specificity`). A mean-ablated model does not fall to one answer, and the grade logit moves where a
+    right-or-wrong does not."""
     layers, heads = head_grid(lab.model)
     seed = lab.params.seed
-    per_example = lab.sweep(
-        term_matching_specs(layers, heads, matching, draws, keep_draws, seed), "term_matching", progress=False
-    )
     held = measured_examples(len(lab.encoded), limit, seed)
-    on_held = on_examples(per_example, held)
-    correct, predicted = correct_matrix(on_held), predicted_matrix(on_held)
     pairs = lab.encoded.subset(held)
+    sets = [[], sorted(tuple(h) for h in matching), *random_lower_sets(layers, heads, matching, draws, seed)]
+    key = {
+        "examples": [int(e) for e in held],
+        "sets": [[list(h) for h in heads_set] for heads_set in sets],
+        "ablation": "mean per token class",
+        "mean_pairs": MEAN_PAIRS,
+    }
+    table = lab.stored("patching_specificity", key, lambda: _ablated_grade_logits(lab, pairs, sets))
+    grade_logits = table.pivot(index="set", columns="pair", values="grade_logit").to_numpy()
+    base, ablated = grade_logits[0], grade_logits[1:]
     shares = shares_terms(pairs, lab.tokenizer, stopwords)
-    base = correct.loc[BASELINE].to_numpy()
-    drawn = [m for m in correct.index if str(m).startswith("random_lower-")]
-    floor = kappa_columns(
-        predicted.loc["matching"].to_numpy(), predicted.loc[BASELINE].to_numpy(), pairs.grades, n_boot, seed
+    return ablation_specificity(ablated - base, base, shares, pairs.grades, n_boot, seed)
+
+
+def _ablated_grade_logits(lab, pairs: Encoded, sets) -> pd.DataFrame:
+    """One row per head set (``set``: its place in ``sets``, the first empty) and pair: the grade logit with the set
+    mean-ablated per token class."""
+    logits = mean_ablated_logits(
+        lab.model,
+        pairs,
+        pair_classes(lab.tokenizer, pairs),
+        lab.class_means(),
+        sets,
+        lab.batch_size,
+        lab.device,
+        lab.pad_id,
     )
-    return (
+    n_sets, n_pairs, _ = logits.shape
+    return pd.DataFrame(
         {
-            **masking_specificity(correct.loc["matching"].to_numpy(), base, shares, n_boot, seed, strata=pairs.grades),
-            "at_floor": bool(floor["at_floor"]),
-            "floor_reason": floor["floor_reason"],
-        },
-        masking_specificity(correct.loc[drawn].to_numpy(), base, shares, n_boot, seed, strata=pairs.grades),
+            "set": np.repeat(np.arange(n_sets), n_pairs),
+            "pair": np.tile(np.arange(n_pairs), n_sets),
+            "grade_logit": grade_logit(logits).ravel(),
+        }
     )
 
 
-CONTROLS = {"injected": -1, "unshared": 0}  # contrast kind -> the sign its gap should have (0: none expected)
+CONTROLS = {"injected": -1}  # contrast kind -> the sign its gap should have
 
 
 def replacement_tables(
@@ -1041,10 +1121,10 @@ def replacement_tables(
 
 
 def contrast_controls(lab, matching, plan: dict, limit: int | None, stopwords, n_boot: int = 2000) -> dict[str, dict]:
-    """The matching heads against random heads (:func:`restored_against_draws`, on :data:`METRIC`) on the two other
-    contrasts of the held-out pairs: ``injected`` (TFC1: a query term put into the title, which should raise the grade,
-    so the original lies below its contrast) and ``unshared`` (the LNC-style control: a word the query lacks replaced,
-    which should move the grade little). A contrast of fewer than two pairs gives only ``n_examples``."""
+    """The matching heads against random heads (:func:`restored_against_draws`, on :data:`METRIC`) on the other
+    contrast of the held-out pairs, ``injected`` (TFC1: a query term put into the title, which should raise the grade,
+    so the original lies below its contrast). A word the query lacks, replaced, is :func:`identity_tables`' control,
+    matched in size to one shared term. A contrast of fewer than two pairs gives only ``n_examples``."""
     results = {}
     together = {name: heads for name, heads in plan.items() if name == "matching" or name.startswith("random-d")}
     for kind in CONTROLS:
@@ -1067,7 +1147,8 @@ def circuit_views(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(positions, attribution)`` on the contrast pairs: the matching heads patched back at each group of positions
     (:func:`headlab.findings.circuit.restored_by_position`) and attribution patching per head in fp32
-    (:func:`headlab.findings.circuit.attribution_scores`), each kept (:meth:`headlab.lab.Lab.stored`)."""
+    (:func:`headlab.findings.circuit.attribution_scores`) on the pairs every head is patched on
+    (:func:`head_map_pairs`, so the audit compares like with like), each kept (:meth:`headlab.lab.Lab.stored`)."""
     key = {
         "examples": [int(e) for e in contrast.examples],
         "kind": contrast.kind,
@@ -1082,11 +1163,17 @@ def circuit_views(
     positions = lab.stored(
         "patching_positions", key, lambda: restored_by_position(engine, matching, groups, n_boot, seed)
     )
+    sampled = head_map_pairs(contrast, seed)
+    sample = contrast.subset(sampled)
     exact = PatchEngine(
-        lab.model, contrast.original, contrast.changed, lab.batch_size, lab.device, lab.pad_id, autocast=False
+        lab.model, sample.original, sample.changed, lab.batch_size, lab.device, lab.pad_id, autocast=False
     )  # fp32: the smallest shares sit below bf16's resolution of the logits
     attributed = lab.stored(
-        "patching_attribution", {**key, "precision": "fp32"}, lambda: attribution_scores(exact, groups, n_boot, seed)
+        "patching_attribution",
+        {**key, "precision": "fp32", "sampled": [int(i) for i in sampled]},
+        lambda: attribution_scores(
+            exact, {g: [where[i] for i in sampled] for g, where in groups.items()}, n_boot, seed
+        ),
     )
     return positions, attributed
 
@@ -1125,33 +1212,77 @@ def _circuit_key(lab, contrast: Contrast, matching, keep, n_boot: int) -> dict:
     }
 
 
-def receivers_view(lab, contrast: Contrast, matching, single_heads, n_boot: int = 2000) -> tuple[pd.DataFrame, tuple]:
-    """``(ranking, receiver)``: path patching from the matching heads to every head in a layer above them
-    (:func:`headlab.findings.circuit.receiver_ranking`), on the contrast pairs of notebook 07's held-out half, kept
-    (:meth:`headlab.lab.Lab.stored`); ``receiver`` is 07's head, to find in the ranking. An empty table where no
-    layer lies above the matching heads or no pair lies in that half."""
+def receiver_moves_view(lab, contrast: Contrast, matching, single_heads) -> tuple[pd.DataFrame, tuple, np.ndarray]:
+    """``(moves, receiver, keep)``: path patching from the matching heads to every head in a layer above them, per
+    pair (:func:`headlab.findings.circuit.receiver_moves`), on the contrast pairs of notebook 07's held-out half
+    (``keep``, by index in ``contrast``; a move's ``pair`` is its position in ``keep``), kept
+    (:meth:`headlab.lab.Lab.stored`): the one set of path passes that both the ranking (:func:`receivers_view`) and the
+    circuit's choice of receivers (:func:`circuit_measures`, on one part) read. ``receiver`` is 07's head. Empty where
+    no layer lies above the matching heads or no pair lies in that half."""
     receiver, receivers, keep = _held_out_receivers(lab, contrast, matching, single_heads)
     if not receivers or not len(keep):
+        return pd.DataFrame(), receiver, keep
+    key = {k: v for k, v in _circuit_key(lab, contrast, matching, keep, 0).items() if k != "n_boot"}
+    moves = lab.stored(
+        "patching_receiver_moves",
+        {**key, "receivers": [list(r) for r in receivers]},
+        lambda: receiver_moves(_engine(lab, contrast, keep), matching, receivers),
+    )
+    return moves, receiver, keep
+
+
+def receivers_view(lab, contrast: Contrast, matching, single_heads, n_boot: int = 2000) -> tuple[pd.DataFrame, tuple]:
+    """``(ranking, receiver)``: every head in a layer above the matching heads ranked by what it reads of them
+    (:func:`headlab.findings.circuit.receiver_ranking`) on the contrast pairs of notebook 07's held-out half
+    (:func:`receiver_moves_view`); ``receiver`` is 07's head, to find in the ranking. An empty table where no layer
+    lies above the matching heads or no pair lies in that half."""
+    moves, receiver, _ = receiver_moves_view(lab, contrast, matching, single_heads)
+    if moves.empty:
         return pd.DataFrame(), receiver
-    key = {**_circuit_key(lab, contrast, matching, keep, n_boot), "baseline": "the other receivers", "cls": "output"}
+    return receiver_ranking(moves, n_boot, lab.params.seed), receiver
+
+
+def routes_view(lab, contrast: Contrast, matching, single_heads, n_boot: int = 2000) -> pd.DataFrame:
+    """Notebook 07's head reading the matching heads' change through its query, key or value alone, and all three
+    (:func:`headlab.findings.circuit.route_shares`), on the pairs :func:`receivers_view` ranks on, kept. Empty where
+    the head sits no higher than the matching heads or no pair lies in that half."""
+    receiver, _, keep = _held_out_receivers(lab, contrast, matching, single_heads)
+    if not _above(receiver, matching) or not len(keep):
+        return pd.DataFrame()
+    key = {**_circuit_key(lab, contrast, matching, keep, n_boot), "receiver": list(receiver)}
     return lab.stored(
-        "patching_receivers",
+        "patching_routes",
         key,
-        lambda: receiver_ranking(_engine(lab, contrast, keep), matching, receivers, n_boot, lab.params.seed),
-    ), receiver
+        lambda: route_shares(_engine(lab, contrast, keep), matching, receiver, n_boot, lab.params.seed),
+    )
+
+
+SENDER_RECEIVERS = 1  # the top receivers the random-sender control runs for, beside notebook 07's head
+# pairs (a seeded sample of those the receivers are ranked on) the control runs on: each receiver costs a path pass
+# over them per random set
+SENDER_PAIRS = 128
 
 
 def sender_view(
-    lab, contrast: Contrast, matching, single_heads, ranking: pd.DataFrame, top: int, draws: int, n_boot: int = 2000
+    lab,
+    contrast: Contrast,
+    matching,
+    single_heads,
+    ranking: pd.DataFrame,
+    draws: int,
+    n_boot: int = 2000,
+    top: int = SENDER_RECEIVERS,
 ) -> pd.DataFrame:
     """The random-sender control (:func:`headlab.findings.circuit.sender_control`) for notebook 07's head and the
-    ``top`` receivers of ``ranking``: what each reads of the matching heads against what it reads of ``draws``
-    random sets of as many heads in their layers (:func:`headlab.findings.circuit.random_senders`, none of them a
-    matching head or 07's head), on the pairs :func:`receivers_view` ranked on, kept. Empty where there is no
-    ranking or too few heads to draw from."""
+    ``top`` receivers of ``ranking`` (each receiver costs a path pass per random set): what each reads of the
+    matching heads against what it reads of ``draws`` random sets of as many heads in their layers
+    (:func:`headlab.findings.circuit.random_senders`, none of them a matching head or 07's head), on
+    :data:`SENDER_PAIRS` of the pairs :func:`receivers_view` ranked on (a seeded sample), kept. Empty where there is
+    no ranking or too few heads to draw from."""
     if ranking.empty:
         return pd.DataFrame()
-    receiver, _, keep = _held_out_receivers(lab, contrast, matching, single_heads)
+    receiver, _, held = _held_out_receivers(lab, contrast, matching, single_heads)
+    keep = np.sort(held[np.random.default_rng([lab.params.seed, 0x5A3F]).permutation(len(held))[:SENDER_PAIRS]])
     chosen = [(int(l), int(h)) for l, h in zip(ranking["layer"].head(top), ranking["head"].head(top))]
     in_ranking = ((ranking["layer"] == receiver[0]) & (ranking["head"] == receiver[1])).any()
     receivers = chosen + [receiver] if in_ranking and receiver not in chosen else chosen
@@ -1170,58 +1301,76 @@ def sender_view(
     )
 
 
-CIRCUIT_RECEIVERS = 3  # receivers of the circuit scored with IOI's measures (chosen on the other half of the pairs)
-GREEDY_STEPS = 2  # IOI's greedy search for the subset that shows the circuit most incomplete: its steps
+CIRCUIT_RECEIVERS = 3  # receivers of the circuit scored with IOI's measures (chosen on pairs it is not scored on)
+# pairs the circuit is scored on, and its greedy subsets chosen on (other pairs): each of its ~45 mean-ablated runs
+# reads them all (on the default column's 156 scoring pairs the completeness intervals spanned 2 to 8 points of F(M);
+# 64 pairs widen them by about the square root of 156/64, 1.6x)
+CIRCUIT_PAIRS = 64
+GREEDY_STEPS = 1  # IOI's greedy search for the subset that shows the circuit most incomplete: its steps
 RANDOM_SUBSETS = 4  # random subsets of the circuit removed beside the greedy ones
 
 
-def circuit_halves(keep: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """``keep`` (contrast pairs, by index) in two seeded halves: the first chooses the circuit's receivers and its
-    greedy subsets, the second scores them, so no number is measured on the pairs that chose it."""
+CIRCUIT_TABLES = ("chosen", "scored", "faithfulness", "completeness", "minimality", "edges")
+
+
+def circuit_halves(keep: np.ndarray, seed: int, size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Two seeded disjoint parts of ``keep`` (contrast pairs, by index): the second, half of them or ``size`` pairs
+    (:data:`CIRCUIT_PAIRS`) if fewer, scores the circuit; the first, every other pair, chooses its receivers and its
+    greedy subsets, so no number is measured on the pairs that chose it."""
     order = np.random.default_rng([seed, 0xC1C]).permutation(len(keep))
-    return np.sort(keep[order[: len(keep) // 2]]), np.sort(keep[order[len(keep) // 2 :]])
+    scored = min(len(keep) // 2, CIRCUIT_PAIRS if size is None else size)
+    return np.sort(keep[order[scored:]]), np.sort(keep[order[:scored]])
 
 
 def circuit_measures(
     lab, contrast: Contrast, matching, single_heads, draws: int, n_boot: int = 2000
 ) -> dict[str, pd.DataFrame]:
     """The circuit found, scored as IOI scored its circuit (Wang et al. 2023; :mod:`headlab.findings.faithfulness`),
-    on the contrast pairs of notebook 07's held-out half, split in two (:func:`circuit_halves`): on the first, path
-    patching ranks every head above the matching heads (``chosen``) and the :data:`CIRCUIT_RECEIVERS` that read most
-    join the matching heads as the circuit, the classifier reading ``[CLS]`` never ablated; on the second, with every
-    head outside it mean-ablated per token class over training pairs (:meth:`headlab.lab.Lab.class_means`):
-    ``faithfulness`` beside ``draws`` random circuits of its size, ``completeness`` (the greedy subsets chosen on the
-    first half, random ones), ``minimality``, and the ``edges`` (each sender read by each receiver alone). Each kept
-    (:meth:`headlab.lab.Lab.stored`); empty tables where no head lies above the matching heads or a half is empty."""
-    _, receivers, keep = _held_out_receivers(lab, contrast, matching, single_heads)
+    on the contrast pairs of notebook 07's held-out half, in two parts (:func:`circuit_halves`): on the first, path
+    patching ranks every head above the matching heads (``chosen``, read off :func:`receiver_moves_view`'s passes)
+    and the :data:`CIRCUIT_RECEIVERS` that read most join the matching heads as the circuit, the classifier reading
+    ``[CLS]`` never ablated, and on :data:`CIRCUIT_PAIRS` of them (a seeded sample) the greedy subsets are chosen; on
+    the second, with every head outside it mean-ablated per token class over training
+    pairs (:meth:`headlab.lab.Lab.class_means`): ``faithfulness`` beside ``draws`` random circuits of its size and
+    layer makeup, ``completeness`` (the greedy subsets, random ones), ``minimality``, what
+    each receiver reads there (``scored``, for the graph: ``chosen`` is inflated by the choice), and the ``edges``
+    (each sender read by each receiver alone). Each kept (:meth:`headlab.lab.Lab.stored`); empty tables where no head
+    lies above the matching heads or a part is empty."""
+    moves, _, keep = receiver_moves_view(lab, contrast, matching, single_heads)
     choose, score = circuit_halves(keep, lab.params.seed)
-    if not receivers or not len(choose) or not len(score):
-        return {name: pd.DataFrame() for name in ("chosen", "faithfulness", "completeness", "minimality", "edges")}
+    if moves.empty or not len(choose) or not len(score):
+        return {name: pd.DataFrame() for name in CIRCUIT_TABLES}
     seed = lab.params.seed
     key = {
         **_circuit_key(lab, contrast, matching, choose, n_boot),
         "scored": [int(e) for e in contrast.examples[score]],
     }
-    chosen = lab.stored(
-        "patching_circuit_chosen",
-        key,
-        lambda: receiver_ranking(_engine(lab, contrast, choose), matching, receivers, n_boot, seed),
-    )
+    chosen = receiver_ranking(moves[moves["pair"].isin(np.searchsorted(keep, choose))], n_boot, seed)
     top = [
         (int(l), int(h))
         for l, h in zip(chosen["layer"].head(CIRCUIT_RECEIVERS), chosen["head"].head(CIRCUIT_RECEIVERS))
     ]
     circuit = sorted({*map(tuple, matching), *top})
-    key |= {"circuit": [list(h) for h in circuit], "draws": draws}
+    key |= {
+        "circuit": [list(h) for h in circuit],
+        "draws": draws,
+        "greedy_steps": GREEDY_STEPS,
+        "random_subsets": RANDOM_SUBSETS,
+        "random_circuits": "layer makeup",
+        "mean_pairs": MEAN_PAIRS,
+    }
+    # the greedy search runs a mean-ablated pass per candidate: on CIRCUIT_PAIRS of the choosing pairs (a seeded sample)
+    greedy = np.sort(np.random.default_rng([seed, 0x6EED]).permutation(choose)[:CIRCUIT_PAIRS])
+    key["greedy_pairs"] = [int(e) for e in contrast.examples[greedy]]
     engines: dict = {}
 
-    def engine(half: np.ndarray) -> AblationEngine:
-        name = "score" if half is score else "choose"
+    def engine(part: np.ndarray) -> AblationEngine:
+        name = "score" if part is score else "greedy"
         if name not in engines:
             engines[name] = AblationEngine(
                 lab.model,
-                contrast.original.subset(half),
-                contrast.changed.subset(half),
+                contrast.original.subset(part),
+                contrast.changed.subset(part),
                 lab.class_means(),
                 lab.tokenizer,
                 lab.batch_size,
@@ -1232,6 +1381,7 @@ def circuit_measures(
 
     return {
         "chosen": chosen,
+        "scored": receiver_ranking(moves[moves["pair"].isin(np.searchsorted(keep, score))], n_boot, seed),
         "faithfulness": lab.stored(
             "patching_faithfulness", key, lambda: faithfulness(engine(score), circuit, draws, seed, n_boot)
         ),
@@ -1239,7 +1389,7 @@ def circuit_measures(
             "patching_completeness",
             key,
             lambda: completeness(
-                engine(score), circuit, RANDOM_SUBSETS, GREEDY_STEPS, seed, n_boot, chosen_on=engine(choose)
+                engine(score), circuit, RANDOM_SUBSETS, GREEDY_STEPS, seed, n_boot, chosen_on=engine(greedy)
             ),
         ),
         "minimality": lab.stored("patching_minimality", key, lambda: minimality(engine(score), circuit, seed, n_boot)),
@@ -1302,18 +1452,20 @@ def sender_note(senders: pd.DataFrame, receiver) -> str:
     )
 
 
-def specificity_note(specific: dict, specific_random: dict) -> str:
-    """One sentence on :func:`specificity`'s two results, or why there are none."""
-    if np.isnan(specific["difference"]):
+def specificity_note(specific: dict) -> str:
+    """One sentence on :func:`specificity`, or why there is none."""
+    if not specific["n_strata"]:
         return (
             f"No gold grade has {MIN_GROUP} held-out pairs that share a term and {MIN_GROUP} that share none: "
-            "the masks' costs cannot be compared within grades."
+            "the ablations' moves cannot be compared within grades."
         )
     return (
-        f"Within {specific['n_strata']} gold grades ({specific['n_left_out']} pairs of smaller grades left out): "
-        f"the matching heads {100 * specific['cost_sharing']:+.1f} points on {specific['n_sharing']} pairs that "
-        f"share a term, {100 * specific['cost_none']:+.1f} on {specific['n_none']} that share none; random lower-half "
-        f"sets {100 * specific_random['cost_sharing']:+.1f} and {100 * specific_random['cost_none']:+.1f}."
+        f"Within {specific['n_strata']} gold grades ({specific['n_left_out']} pairs of smaller grades left out) and at "
+        "the same unablated grade logit, mean-ablated: the matching heads move the grade logit "
+        f"{specific['named']:+.3g} [{specific['named_lo']:+.3g}, {specific['named_hi']:+.3g}] within-group standard "
+        f"deviations more on the {specific['n_sharing']} pairs that share a term than on the {specific['n_none']} "
+        f"that share none; {specific['n_draws']} random lower-half sets {specific['random']:+.3g} "
+        f"[{specific['random_lo']:+.3g}, {specific['random_hi']:+.3g}]."
     )
 
 

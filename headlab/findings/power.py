@@ -42,6 +42,7 @@ from headlab.core.stats import draws_df, pairs_share
 from headlab.findings.calibration import REPO
 from headlab.findings.claims import STUDY_CLAIMS, registered
 from headlab.findings.sensitivity import _design, on_policy_scale
+from headlab.findings.units import in_current_units
 from headlab.findings.verdicts import each_level, minimum_detectable, quantile, underpowered
 
 DRAWS_CAP = 4  # the most draws a purchase multiplies a row's by: each is one more mask on every pair (or a student)
@@ -125,7 +126,7 @@ def power_table(scorecard: Path = REPO / "results" / "scorecard.csv", repo: Path
     that applies, the limit it must reach (twice its size; for no effect its margin), and whether each design is
     powered (its MDE within the limit)."""
     models = pd.read_csv(repo / "results" / "models.csv").set_index("preset")
-    rows = pd.read_csv(scorecard)
+    rows = in_current_units(pd.read_csv(scorecard))
     judged = rows[  # a sub-row's id (claim/part) is no registered claim's
         rows["claim_id"].isin(list(STUDY_CLAIMS))
         & ~rows["verdict"].isin(["not comparable", "not judged", "not measured"])

@@ -39,7 +39,7 @@ from headlab.core.stats import floor_bound
 from headlab.findings.calibration import REPO, weakest_of
 from headlab.findings.claims import STUDY_CLAIMS, registered
 from headlab.findings.sizes import POLICY, POLICY_VERSION, Scale
-from headlab.findings.units import KAPPA_START, unit_of
+from headlab.findings.units import KAPPA_START, in_current_units, unit_of
 from headlab.findings.verdicts import (
     RULE_VERSION,
     Judgement,
@@ -294,7 +294,7 @@ def sensitivity_table(scorecard: Path = REPO / "results" / "scorecard.csv", repo
     """Per preset and judged row: its kept verdict and rule version, then the current rule's verdict at half, at and
     at twice its size, and ``moves`` (whether those three differ)."""
     layers = pd.read_csv(repo / "results" / "models.csv").set_index("preset")["layers"]
-    rows = pd.read_csv(scorecard)
+    rows = in_current_units(pd.read_csv(scorecard))
     judged = rows[rows["claim_id"].isin(list(STUDY_CLAIMS)) & ~rows["verdict"].isin(["not comparable", "not judged"])]
     out = []
     for row in judged.itertuples():

@@ -21,7 +21,10 @@ title's size, the lower half's scale, the κ criterion, censoring) follows the r
 with every verdict it moved in that issue's closing note. v2 (2026-12-06, before any run of patching v3, issue #65)
 adds the sizes of page 09's new claims (term matching beyond a word's identity, the `[CLS]` route, the head's reading
 against random senders, the circuit's faithfulness, completeness and minimality) and renames the carry claim; it
-changes no size of v1, so it moves no verdict.
+changes no size of v1, so it moves no verdict. v3 (2026-12-07, before any run of it) moves the masking
+specificity from right-or-wrong under zero ablation, where the masked model sat at its floor, to the grade logit under
+mean ablation per token class, at the same grade and unablated grade logit, in within-group standard deviations of
+the move, against random heads: a new unit, so a new size; it changes no other.
 
 No-change margins sit at the smallest change of their unit (:data:`NO_CHANGE_MARGIN`), so a loss size never lies
 inside the margin of the same unit; the margin moved (from ±2%, which held the 1.15% size inside it), and a no-effect
@@ -43,8 +46,8 @@ from enum import Enum
 from headlab.findings import units as u
 from headlab.findings.units import KAPPA_START, Unit
 
-POLICY_VERSION = 2
-POLICY_DATE = "2026-12-06"  # fixed before the five columns are rebuilt by it (issue #64, item 8)
+POLICY_VERSION = 3
+POLICY_DATE = "2026-12-07"  # fixed before the five columns are rebuilt by it (issue #64, item 8)
 
 
 class Source(Enum):
@@ -344,10 +347,13 @@ _SIZES = (
     ),
     Size(
         "patching.cost_specific_to_shared_terms",
-        u.MASK_SPECIFICITY,
+        u.GRADE_SHIFT_SPECIFICITY,
         P,
-        "at least 2 points of pairs graded right more lost on pairs that share a term",
-        0.02,
+        "at least 0.2 within-group standard deviations of the move more taken from pairs that share a term than "
+        "random heads take: Cohen's conventional small difference between two groups, a convention stated for a "
+        "measure the study gives no number for, on a standardised scale because a grade logit's spread differs from "
+        "model to model",
+        0.2,
     ),
     Size(
         "patching.cls_route_hands_on",

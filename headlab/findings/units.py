@@ -111,10 +111,11 @@ TWO_TOWER_GAP = Unit(
     "that share none",
     P,
 )
-MASK_SPECIFICITY = Unit(
-    "share of pairs graded right, change with the mask on pairs that share a term minus on pairs that share none, "
-    "within gold grades",
-    P,
+GRADE_SHIFT_SPECIFICITY = Unit(
+    "grade logit's move with the heads mean-ablated, on pairs that share a term minus on pairs that share none at the "
+    "same gold grade and unablated grade logit, in within-group standard deviations of the move, matching heads minus "
+    "random lower-half heads",
+    D,
 )
 CARRY = Unit("share of the grade-logit difference restored, matching heads minus random lower-half heads (points)", P)
 IDENTITY = Unit(
@@ -160,8 +161,13 @@ def objectives_gain(subset: str) -> Unit:
     return Unit(f"share of tokens right above the majority class ({subset}), MLM+NSP model minus MLM-only model", P)
 
 
-# rows older rules judged on the share of above-chance accuracy lost, kept in results/ until their models are rebuilt
+# units of rows that older rules or sizes policies judged, kept in results/ until their models are rebuilt
 LEGACY = (
+    Unit(
+        "share of pairs graded right, change with the mask on pairs that share a term minus on pairs that share none, "
+        "within gold grades",
+        P,
+    ),
     Unit("share of the above-chance accuracy lost (0: unmasked, 100%: always the majority grade)", S),
     Unit("share of the above-chance accuracy lost, largest share minus first share with a loss, in points", P),
     Unit(
@@ -197,3 +203,10 @@ def unit_of(label: str) -> Unit:
     if label not in UNITS:
         raise KeyError(f"no unit is labelled {label!r} (headlab.findings.units)")
     return UNITS[label]
+
+
+def in_current_units(rows):
+    """The rows (a scorecard frame) whose ``unit`` is not :data:`LEGACY`: a row measured in a unit since replaced is
+    judged, simulated and planned for only once its column is rebuilt in the new one."""
+    legacy = {u.label for u in LEGACY}
+    return rows[~rows["unit"].isin(legacy)]

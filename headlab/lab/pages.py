@@ -361,9 +361,9 @@ PAGES = (
         "09 activation patching",
         "(5, tested causally) the term-matching heads carry the replaced words, and term matching beyond a word's "
         "identity; the high `[CLS]` head reads them and hands them to the classifier through `[CLS]`",
-        "activation patching per head and per position on contrast titles (shared words replaced; TFC1, a control, "
-        "and one shared against one unshared word on the same pairs), attribution patching audited against it, "
-        "masking specificity within grades, path patching to every head above against random senders, the circuit's "
+        "activation patching per head and per position on contrast titles (shared words replaced; TFC1; one shared "
+        "against one unshared word on the same pairs), attribution patching audited against it, mean-ablation "
+        "specificity within grades, path patching to every head above against random senders, the circuit's "
         "faithfulness, completeness and minimality under mean ablation",
         "whether the term-matching heads carry the signal, patched in from a contrast pair",
         (
@@ -381,8 +381,8 @@ PAGES = (
             ),
             Parameter("N_SHOWN", 6, "contrast pairs shown"),
         ),
-        reads=("layer_dependence", "head_roles", "term_matching_heads", "term_matching"),
-        groups=(MATCHING_HEADS, MATCHING_SETS),
+        reads=("layer_dependence", "head_roles", "term_matching_heads"),
+        groups=(MATCHING_HEADS,),
     ),
     Page(
         "10_pruning",
