@@ -40,7 +40,7 @@ def test_a_cannot_tell_reads_underpowered_only_where_the_design_could_not_decide
 
 
 def test_a_saturated_row_stays_cannot_tell_and_says_when_its_design_could_not_have_decided_it_either():
-    spec = STUDY_CLAIMS["patching.cost_specific_to_shared_terms"]  # a comparison, at least 2 points
+    spec = STUDY_CLAIMS["two_tower.fails_on_shared_terms"]  # a comparison, at least 2 points
     wide = judge(spec, 0.19, 0.14, 0.24, at_floor=True, n_examples=225)
     assert wide.verdict == "cannot tell" and wide.why.startswith("Saturated")
     assert wide.mde > 2 * spec.min_size and "could not have decided it either" in wide.why
