@@ -35,7 +35,9 @@ def _times(folder):
 
 
 def test_steps_run_two_at_a_time_each_after_what_it_needs(tmp_path):
-    steps = {name: (name, 1.5, str(tmp_path)) for name in ["a", "b", "c", "d"]}
+    # "a" runs long enough for the second worker to start beside it on a loaded machine (a worker's start imports
+    # torch: at 1.5 s, a CI run once saw "b" start 0.4 ms after "a" ended)
+    steps = {name: (name, 4.0 if name == "a" else 1.5, str(tmp_path)) for name in ["a", "b", "c", "d"]}
     needs = {"c": ("a",), "d": ("b", "c"), "b": ("not run here",)}  # a step not in this run is taken as done
     finished = [name for name, result in in_lanes(steps, needs, lanes=2, run=timed_step) if result == name]
     times = _times(tmp_path)
