@@ -6,7 +6,7 @@ import pytest
 from test_patching_page import _pairs
 from tiny_setup import tiny_setup
 
-from headlab.core.patching import PatchEngine, grade_logit
+from headlab.core.patching import PatchEngine, Route, grade_logit
 from headlab.findings.circuit import (
     GROUPS,
     attribution_scores,
@@ -158,3 +158,5 @@ def test_a_receiver_reads_through_its_query_key_or_value_alone(engine):
     assert table.loc["all", "restored"] == pytest.approx((whole - target).mean() / (source - target).mean())
     assert (table["lo"] < table["hi"]).all() and (table["n_examples"] == engine.n).all()
     assert table.loc[["query", "key", "value"], "restored"].nunique() == 3  # three different routes
+    with pytest.raises(ValueError, match="one tuple of routes each"):
+        engine.path_logits(senders, [receiver, receiver], routes=[(Route.KEY,)])

@@ -329,10 +329,14 @@ class PatchEngine:
         the receiver computes its query, key and value from that input. The patched input of a layer is computed
         once for all its receivers. ``cls_only``: the receiver's new output is kept at ``[CLS]`` alone (at every other
         position it outputs what it output in the target run), the route by which a head hands a feature to the
-        classifier, which reads ``[CLS]``. ``routes``: the :class:`Route` s by which the receiver reads the change
+        classifier, which reads ``[CLS]``. ``routes``: per receiver, the :class:`Route` s by which it reads the change
         (its query, key or value; the others computed from the target's input, as if the change never reached them):
-        all three where not given."""
+        all three where not given. A receiver may be listed more than once, with other routes: its layer's patched
+        input is still computed once."""
         receivers = [(int(l), int(h)) for l, h in receivers]
+        routes = [tuple(Route)] * len(receivers) if routes is None else list(routes)
+        if len(routes) != len(receivers):
+            raise ValueError(f"{len(routes)} routes for {len(receivers)} receivers: one tuple of routes each")
         if not receivers or min(l for l, _ in receivers) <= max(int(l) for l, _ in senders):
             raise ValueError(f"receivers {receivers} must all sit above the senders {sorted(senders)}")
         out = np.zeros((len(receivers), self.n, len(GRADE_LABELS)))
@@ -347,7 +351,7 @@ class PatchEngine:
                         with (
                             replayed_layers(self.layers, outputs[:layer]),
                             self._last_layer(),
-                            _reading(_Head(self.model, l, h), residual, tuple(Route) if routes is None else routes),
+                            _reading(_Head(self.model, l, h), residual, routes[r]),
                             patch_heads(self.model, [(l, h)], target_heads, _off_cls(target))
                             if cls_only
                             else nullcontext(),

@@ -256,6 +256,14 @@ def holm(p_values) -> np.ndarray:
     return out
 
 
+def ratio_of_means(numerator: np.ndarray, denominator: np.ndarray, weights: np.ndarray) -> tuple[float, float, float]:
+    """mean(numerator) / mean(denominator) over the pairs (a share of a mean difference: a per-pair ratio explodes
+    where a pair barely moves) and its 95% paired bootstrap interval, each resample's ratio of means (``weights``:
+    :func:`bootstrap_weights` rows, the same resamples for both)."""
+    lo, hi = np.quantile((weights @ numerator) / (weights @ denominator), [0.025, 0.975])
+    return float(numerator.mean() / denominator.mean()), float(lo), float(hi)
+
+
 def mean_interval(values, level: float = 0.95) -> tuple[float, float, float]:
     """Mean and t-interval of independent draws (e.g. random masks), for the spread between draws."""
     v = np.asarray(values, dtype=np.float64)

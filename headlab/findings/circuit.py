@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from headlab.core.patching import PatchEngine, Route, grade_logit
-from headlab.core.stats import bootstrap_weights, draw_counts
+from headlab.core.stats import bootstrap_weights, draw_counts, ratio_of_means
 from headlab.findings.contrast import Contrast
 from headlab.inputs.pair import read_pair
 
@@ -56,12 +56,6 @@ def _boot_shares(moved: np.ndarray, gap: np.ndarray, weights: np.ndarray) -> np.
     return (moved @ weights.T) / (weights @ gap)
 
 
-def _share(moved: np.ndarray, gap: np.ndarray, weights: np.ndarray) -> tuple[float, float, float]:
-    """A ratio of means over the pairs and its 95% paired bootstrap interval."""
-    lo, hi = np.quantile(_boot_shares(moved[None, :], gap, weights)[0], [0.025, 0.975])
-    return float(moved.mean() / gap.mean()), float(lo), float(hi)
-
-
 def restored_by_position(
     engine: PatchEngine, heads, groups: dict[str, list[list[int]]], n_boot: int = 2000, seed: int = 0
 ) -> pd.DataFrame:
@@ -78,7 +72,7 @@ def restored_by_position(
     sizes = {g: float(np.mean([len(p) for p in where])) for g, where in groups.items()}
     rows = []
     for name, values in moved.items():
-        restored, lo, hi = _share(values, gap, weights)
+        restored, lo, hi = ratio_of_means(values, gap, weights)
         rows.append(
             {
                 "positions": name,
@@ -109,7 +103,7 @@ def attribution_scores(
     rows = []
     for layer in range(layers):
         for head in range(heads):
-            estimate, lo, hi = _share(whole[:, layer, head], gap, weights)
+            estimate, lo, hi = ratio_of_means(whole[:, layer, head], gap, weights)
             rows.append(
                 {
                     "layer": layer,
@@ -200,10 +194,10 @@ def route_shares(engine: PatchEngine, senders, receiver, n_boot: int = 2000, see
     gap = source - target
     weights = bootstrap_weights(len(gap), n_boot, seed)
     ways = {route.name.lower(): (route,) for route in Route} | {"all": tuple(Route)}
+    logits = engine.path_logits(senders, [receiver] * len(ways), routes=list(ways.values()))  # one patched input
     rows = []
-    for name, routes in ways.items():
-        moved = grade_logit(engine.path_logits(senders, [receiver], routes=routes)[0]) - target
-        restored, lo, hi = _share(moved, gap, weights)
+    for name, read in zip(ways, logits):
+        restored, lo, hi = ratio_of_means(grade_logit(read) - target, gap, weights)
         rows.append({"route": name, "restored": restored, "lo": lo, "hi": hi, "n_examples": len(gap)})
     return pd.DataFrame(rows)
 

@@ -29,7 +29,7 @@ from headlab.core.engine import computed_heads, reads_cls_only
 from headlab.core.evaluate import Encoded, length_batches, model_inputs
 from headlab.core.masking import head_grid
 from headlab.core.patching import grade_logit
-from headlab.core.stats import bootstrap_weights, draw_counts
+from headlab.core.stats import bootstrap_weights, draw_counts, ratio_of_means
 from headlab.inputs.pair import pair_classes
 
 Head = tuple[int, int]
@@ -118,12 +118,6 @@ def _interval(boot: np.ndarray) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def _share(numerator: np.ndarray, denominator: np.ndarray, weights: np.ndarray) -> tuple[float, float, float]:
-    """mean(numerator) / mean(denominator) over the pairs, and its 95% paired bootstrap interval (each resample's
-    ratio of means: ``weights`` rows are resample counts summing to the number of pairs)."""
-    return float(numerator.mean() / denominator.mean()), *_interval((weights @ numerator) / (weights @ denominator))
-
-
 def _heads(heads) -> list[Head]:
     return sorted({(int(l), int(h)) for l, h in heads})
 
@@ -169,7 +163,7 @@ def faithfulness(
     weights = bootstrap_weights(engine.n, n_boot, seed)
     sides = [("full model", full, len(engine.heads)), ("circuit", kept, len(circuit)), ("empty circuit", empty, 0)]
     rows = [(what, float(gap.mean()), *_interval(weights @ gap / engine.n), 1, size) for what, gap, size in sides]
-    value, lo, hi = _share(kept, full, weights)
+    value, lo, hi = ratio_of_means(kept, full, weights)
     rows.append(("faithfulness", value, lo, hi, 1, len(circuit)))
     if draws:
         boot_circuit = (weights @ kept) / (weights @ full)
@@ -238,7 +232,7 @@ def completeness(
     weights = bootstrap_weights(engine.n, n_boot, seed)
     rows = []
     for (name, removed), moved in zip(subsets.items(), _incompleteness(engine, circuit, subsets.values(), progress)):
-        value, lo, hi = _share(moved, full, weights)
+        value, lo, hi = ratio_of_means(moved, full, weights)
         rows.append((name, _text(removed), value, lo, hi, abs(value)))
     return pd.DataFrame(rows, columns=["subset", "heads", "value", "lo", "hi", "incompleteness"])
 
@@ -255,5 +249,5 @@ def minimality(
     sets = [engine.heads, circuit, *([h for h in circuit if h != v] for v in circuit)]
     full, kept, *without = engine.gaps(sets, progress)
     weights = bootstrap_weights(engine.n, n_boot, seed)
-    rows = [(layer, head, *_share(kept - gap, full, weights)) for (layer, head), gap in zip(circuit, without)]
+    rows = [(layer, head, *ratio_of_means(kept - gap, full, weights)) for (layer, head), gap in zip(circuit, without)]
     return pd.DataFrame(rows, columns=["layer", "head", "value", "lo", "hi"])

@@ -598,14 +598,14 @@ CIRCUIT_UNITS = ((FAITHFUL, CIRCUIT_KEPT), (COMPLETE, CIRCUIT_INCOMPLETE), (MINI
 
 
 def _circuit_rows(circuit: dict[str, pd.DataFrame]) -> list[Claim]:
-    """IOI's three measures of the circuit found (:func:`circuit_measures`), each on the half of the pairs that did
-    not choose it, and only where the full model's difference on that half lies above 0 (a share of it is what every
+    """IOI's three measures of the circuit found (:func:`circuit_measures`), each on the part of the pairs that did
+    not choose it, and only where the full model's difference on that part lies above 0 (a share of it is what every
     number is). Faithfulness is the weaker of two readings, the share kept above half (IOI's circuit kept most) and
     above random circuits of its size; completeness the subset whose interval reaches farthest from 0; minimality the
     head whose interval reaches lowest: each row the weakest of the conditions its claim names every one of."""
     faithful = circuit["faithfulness"]
     if faithful.empty:
-        why = "Not measured: no head lies above the matching heads, or a half of 07's held-out contrast pairs is empty"
+        why = "Not measured: no head lies above the matching heads, or a part of 07's held-out contrast pairs is empty"
         return [Claim.not_measured(spec, reason=why, unit=unit) for spec, unit in CIRCUIT_UNITS]
     f = faithful.set_index("what")
     full, n = f.loc["full model"], int(f.loc["full model", "n_examples"])
