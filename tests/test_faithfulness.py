@@ -10,11 +10,14 @@ from tiny_setup import tiny_classifier
 from transformers import MPNetTokenizer
 
 from headlab.core.ablation import (
+    PADDING,
+    Donors,
     TokenClass,
-    class_means,
+    class_outputs,
     mean_ablated,
     mean_ablated_logits,
     padded_classes,
+    resample_ablated,
     token_classes,
 )
 from headlab.core.evaluate import Encoded, encode, length_batches, model_inputs
@@ -85,7 +88,7 @@ def data(tokenizer):
 
 def _engine(model, data, tokenizer, **kwargs):
     reference, original, contrast = data
-    means = class_means(model, reference, pair_classes(tokenizer, reference), batch_size=16)
+    means, _ = class_outputs(model, reference, pair_classes(tokenizer, reference), batch_size=16)
     return AblationEngine(model, original, contrast, means, tokenizer, batch_size=16, autocast=False, **kwargs)
 
 
@@ -109,7 +112,7 @@ def test_token_classes_mark_cls_separators_query_and_title(tokenizer, mpnet_fold
 def test_class_means_average_each_class_of_recorded_head_outputs(tokenizer, data):
     model, reference = tiny_classifier(len(tokenizer), layers=3), data[0]
     classes = pair_classes(tokenizer, reference)
-    means = class_means(model, reference, classes, batch_size=7)  # ragged batches
+    means, _ = class_outputs(model, reference, classes, batch_size=7)  # ragged batches
     assert means.shape == (3, len(TokenClass), 16)
     idx, batch = _batch(model, reference)
     with recording_head_outputs(model) as passes:
@@ -123,7 +126,7 @@ def test_class_means_average_each_class_of_recorded_head_outputs(tokenizer, data
 def test_mean_ablated_heads_output_their_class_means_and_the_hooks_go(tokenizer, data):
     model, original = tiny_classifier(len(tokenizer), layers=3), data[1]
     classes = pair_classes(tokenizer, original)
-    means = class_means(model, original, classes)
+    means, _ = class_outputs(model, original, classes)
     idx, batch = _batch(model, original)
     where = padded_classes(classes, idx)
     before = model(**batch).logits
@@ -138,12 +141,67 @@ def test_mean_ablated_heads_output_their_class_means_and_the_hooks_go(tokenizer,
     assert all(not layer.attention.output.dense._forward_pre_hooks for layer in model.bert.encoder.layer)
 
 
+def test_a_donor_position_is_the_one_of_the_same_class_and_rank_wrapping_round():
+    C, Q, T, S = (c.value for c in TokenClass)
+    donors = Donors(torch.zeros(1, 1, 6, 4), [np.array([C, Q, S, T, T, S])], np.array([0]))
+    mine = np.array([C, Q, Q, S, T, T, T, S, PADDING])
+    assert donors.positions(mine, 0).tolist() == [0, 1, 1, 2, 3, 4, 3, 5, 0]
+
+
+@torch.inference_mode()
+def test_resample_ablated_heads_output_what_they_output_on_their_donor_pair(tokenizer, data):
+    model, reference = tiny_classifier(len(tokenizer), layers=3), data[0]
+    classes = pair_classes(tokenizer, reference)
+    means, donors = class_outputs(model, reference, classes, donors=8, seed=3, batch_size=7)  # ragged batches
+    torch.testing.assert_close(means, class_outputs(model, reference, classes, batch_size=16)[0])
+    assert donors.outputs.shape[:2] == (3, 8) and len(set(donors.pairs)) == 8
+    np.testing.assert_array_equal(donors.pairs, class_outputs(model, reference, classes, 8, 3, batch_size=16)[1].pairs)
+    for d, i in enumerate(donors.pairs):  # each donor's outputs are its own pair's, run alone
+        _, alone = _batch(model, reference.subset([int(i)]))
+        with recording_head_outputs(model) as passes:
+            model(**alone)
+        length = len(classes[i])
+        torch.testing.assert_close(donors.outputs[1, d, :length], passes[0][1][0], atol=1e-5, rtol=1e-5)
+        assert (donors.outputs[1, d, length:] == 0).all()
+    idx, batch = _batch(model, data[1])
+    where = padded_classes(pair_classes(tokenizer, data[1]), idx)
+    chosen = torch.arange(len(idx)) % 8
+    positions = torch.stack([torch.as_tensor(donors.positions(row.numpy(), int(d))) for row, d in zip(where, chosen)])
+    before = model(**batch).logits
+    with resample_ablated(model, [(1, 2)], donors, chosen, positions), recording_head_outputs(model) as ablated:
+        model(**batch)
+    real = batch["attention_mask"].bool()
+    expected = donors.outputs[1][chosen[:, None], positions][..., 8:12]
+    torch.testing.assert_close(ablated[0][1][..., 8:12][real], expected[real])
+    torch.testing.assert_close(model(**batch).logits, before)  # undone on exit
+    assert all(not layer.attention.output.dense._forward_pre_hooks for layer in model.bert.encoder.layer)
+
+
+def test_resample_ablation_reads_one_donor_a_pair_on_both_sides_whatever_the_batches(tokenizer, data):
+    """The same seed gives the same gaps in batches of any size and with the last layer computed everywhere; with
+    every head ablated both sides read the same donor: no gap is left; with none, the model itself."""
+    model, (reference, original, contrast) = tiny_classifier(len(tokenizer), layers=3), data
+    means, donors = class_outputs(model, reference, pair_classes(tokenizer, reference), 16, 1, batch_size=16)
+
+    def engine(ablate_to, seed=4, **kwargs):
+        settings = {"batch_size": 16, "autocast": False, "seed": seed, **kwargs}
+        return AblationEngine(model, original, contrast, ablate_to, tokenizer, **settings)
+
+    sets = [[], [(0, 1), (2, 3)], engine(means).heads]
+    resampled, mean_gaps = engine(donors).gaps(sets), engine(means).gaps(sets)
+    np.testing.assert_allclose(engine(donors, batch_size=7).gaps(sets), resampled, atol=1e-5)
+    np.testing.assert_allclose(engine(donors, last_at_cls=False).gaps(sets), resampled, atol=1e-5)
+    assert not np.allclose(engine(donors, seed=5).gaps(sets)[1], resampled[1], atol=1e-3)  # other donors
+    assert np.abs(resampled[0]).max() < 1e-5 and not np.allclose(resampled[1], mean_gaps[1], atol=1e-3)
+    np.testing.assert_allclose(resampled[2], mean_gaps[2], atol=1e-5)  # nothing ablated: the model itself
+
+
 def test_logits_with_each_set_mean_ablated_match_runs_by_hand(tokenizer, data):
     """Page 09's specificity: several sets on one pass over the batches, each as if run alone; the empty set is the
     plain model."""
     model, original = tiny_classifier(len(tokenizer), layers=3), data[1]
     classes = pair_classes(tokenizer, original)
-    means = class_means(model, original, classes)
+    means, _ = class_outputs(model, original, classes)
     sets = [[], [(1, 2), (2, 0)], [(0, 1)]]
     logits = mean_ablated_logits(model, original, classes, means, sets, batch_size=16, chosen_precision="fp32")
     assert logits.shape == (3, len(original), 5)
@@ -171,7 +229,7 @@ def test_the_engine_matches_runs_by_hand_with_heads_mean_ablated(tokenizer, data
             for encoded in (original, contrast):
                 idx, batch = _batch(model, encoded)
                 where = padded_classes(pair_classes(tokenizer, encoded), idx)
-                with mean_ablated(model, [h for h in every if h not in kept], engine.means, where):
+                with mean_ablated(model, [h for h in every if h not in kept], engine.reference, where):
                     logits = np.zeros((len(encoded), 5))
                     logits[idx] = model(**batch).logits.numpy()
                 sides.append(grade_logit(logits))
@@ -243,6 +301,17 @@ def test_a_known_circuit_is_faithful_complete_and_random_circuits_are_not(tokeni
     incomplete = completeness(engine, CIRCUIT, n_random_subsets=4, max_greedy=2, seed=seed, n_boot=300)
     assert list(incomplete["subset"]) == ["greedy-1", "greedy-2", *(f"random-{i}" for i in range(4))]
     assert incomplete["heads"].iloc[1] == "0.1, 1.2" and (incomplete["incompleteness"] < 1e-6).all()
+
+
+def test_a_known_circuit_is_faithful_under_resample_ablation_and_random_circuits_keep_nothing(tokenizer, data):
+    """Outside the known circuit every head outputs one constant, so any donor's output is its mean: the circuit keeps
+    the whole difference. A random circuit resamples the circuit's heads: it keeps nothing only if both sides of a pair
+    read the same donor."""
+    model, (reference, original, contrast) = _known(PARALLEL), data
+    _, donors = class_outputs(model, reference, pair_classes(tokenizer, reference), 16, 2, batch_size=16)
+    engine = AblationEngine(model, original, contrast, donors, tokenizer, batch_size=16, autocast=False, seed=2)
+    table = faithfulness(engine, CIRCUIT, n_random=4, seed=2, n_boot=200).set_index("what")
+    assert abs(table.loc["faithfulness", "value"] - 1) < 0.05 and abs(table.loc["random circuits", "value"]) < 0.1
 
 
 def test_an_incomplete_circuit_shows_it(tokenizer, data):

@@ -24,6 +24,7 @@ from headlab.findings.patching import (
     claims,
     contrast_controls,
     contrast_examples,
+    faithfulness_both_ways,
     head_map_pairs,
     head_views,
     held_out_contrast,
@@ -160,6 +161,13 @@ def test_page_09_runs_on_a_tiny_model_and_gives_one_row_per_claim(tmp_path, monk
     edges = circuit["edges"]
     assert len(edges) == len(matching) * len(top) and set(zip(edges["layer"], edges["head"])) == top
     assert list(circuit["faithfulness"]["what"])[:4] == ["full model", "circuit", "empty circuit", "faithfulness"]
+    assert list(circuit["resampled"]["what"]) == list(circuit["faithfulness"]["what"])  # the same circuit, resampled
+    both = faithfulness_both_ways(circuit)
+    assert list(both["ablation"].unique()) == ["mean", "resample"]
+    full = both[both["what"] == "full model"]["value"]
+    assert full.nunique() == 1  # nothing ablated: one model either way
+    kept = both[both["what"] == "faithfulness"]["value"]
+    assert kept.nunique() == 2  # the same circuit, another ablation
     assert len(circuit["minimality"]) == len(matching) + len(top)
     assert circuit["completeness"]["subset"].str.startswith("greedy").sum() == GREEDY_STEPS
     directions = both_directions(setup, contrast, restoring, plan, ranking, n_boot=100, k=2)
@@ -167,6 +175,13 @@ def test_page_09_runs_on_a_tiny_model_and_gives_one_row_per_claim(tmp_path, monk
     assert (
         directions[["restored", "broken"]].notna().all().all()
         and (directions["n_examples"] == len(contrast.examples)).all()
+    )
+    drawn = directions.iloc[1]  # the random sets' mean, with an interval over pairs and draws
+    each = restored_shares(restoring, 100).set_index("patch").loc[random_patches(plan)[:3], "restored"]
+    assert drawn["restored"] == pytest.approx(each.mean()) and drawn["n_draws"] == 3
+    assert directions["n_draws"].tolist() == [1, 3, 1, 1]
+    assert all(
+        np.isfinite(drawn[f"{way}_lo"]) and drawn[f"{way}_lo"] < drawn[f"{way}_hi"] for way in ("restored", "broken")
     )
     broken = setup.patch(contrast.changed, contrast.original, {"matching": plan["matching"]}, "hand", progress=False)
     wide = broken.pivot(index="example", columns="patch", values="grade_logit")
@@ -422,19 +437,21 @@ def test_attribution_is_audited_by_recall_of_the_exact_top_heads_and_its_ratio_o
 
 
 def _circuit(
-    full_lo=0.3, kept=0.9, random=0.1, greedy_value=0.01, least=0.05, random_value=-0.02
+    full_lo=0.3, kept=0.9, random=0.1, greedy_value=0.01, least=0.05, random_value=-0.02, resampled_kept=None
 ) -> dict[str, pd.DataFrame]:
-    faithful = pd.DataFrame(
-        [
-            ("full model", 0.5, full_lo, 0.7, 40, 1, 16),
-            ("circuit", 0.45, 0.3, 0.6, 40, 1, 6),
-            ("empty circuit", 0.0, 0.0, 0.0, 40, 1, 0),
-            ("faithfulness", kept, kept - 0.1, kept + 0.1, 40, 1, 6),
-            ("random circuits", random, random - 0.05, random + 0.05, 40, 8, 6),
-            ("circuit minus random", kept - random, kept - random - 0.1, kept - random + 0.1, 40, 8, 6),
-        ],
-        columns=["what", "value", "lo", "hi", "n_examples", "n_draws", "size"],
-    )
+    def faithfulness(kept):
+        return pd.DataFrame(
+            [
+                ("full model", 0.5, full_lo, 0.7, 40, 1, 16),
+                ("circuit", 0.45, 0.3, 0.6, 40, 1, 6),
+                ("empty circuit", 0.0, 0.0, 0.0, 40, 1, 0),
+                ("faithfulness", kept, kept - 0.1, kept + 0.1, 40, 1, 6),
+                ("random circuits", random, random - 0.05, random + 0.05, 40, 8, 6),
+                ("circuit minus random", kept - random, kept - random - 0.1, kept - random + 0.1, 40, 8, 6),
+            ],
+            columns=["what", "value", "lo", "hi", "n_examples", "n_draws", "size"],
+        )
+
     complete = pd.DataFrame(
         [
             ("greedy-1", "0.1", 0.005, -0.02, 0.03, 0.005),
@@ -454,7 +471,8 @@ def _circuit(
     )
     return {
         "chosen": pd.DataFrame(),
-        "faithfulness": faithful,
+        "faithfulness": faithfulness(kept),
+        "resampled": pd.DataFrame() if resampled_kept is None else faithfulness(resampled_kept),
         "completeness": complete,
         "minimality": minimal,
         "edges": pd.DataFrame(),
@@ -474,6 +492,10 @@ def test_the_circuit_is_judged_by_faithfulness_against_random_circuits_completen
     assert complete.verdict == "holds" and "of 3 subsets" in complete.reason
     assert minimal.verdict == "holds" and minimal.ours == pytest.approx(0.05)
     assert "head 1.2 adds the least" in minimal.reason
+    assert faithful.weakest_of == 2 and "under mean ablation" in faithful.reason
+    resampled = rows(_circuit(resampled_kept=0.62))["patching.circuit_faithful"]  # resampled, it keeps less
+    assert resampled.ours == pytest.approx(0.12) and resampled.weakest_of == 4
+    assert "Under resample ablation" in resampled.reason and "keeps 62.0%" in resampled.reason
     beaten = rows(_circuit(kept=0.9, random=0.85))["patching.circuit_faithful"]  # most kept, but so do random ones
     assert beaten.verdict != "holds" and beaten.ours == pytest.approx(0.05)
     off = rows(_circuit(random_value=-0.4))["patching.circuit_complete"]  # a random part the greedy search missed

@@ -14,6 +14,7 @@ from headlab.core.stats import (
     bootstrap_weights,
     by_interval,
     draw_counts,
+    draws_ratio_of_means,
     equivalent,
     holm,
     kappa_contrast,
@@ -365,3 +366,17 @@ def test_a_model_within_ten_points_of_its_majority_grade_is_warned_of_as_near_it
     assert Floor(0.55, 0.25, 1379).near_floor_warning() == ""
     warning = Floor(0.398, 0.319, 1361).near_floor_warning()
     assert "near its floor" in warning and "7.9 points" in warning and "1361 pairs" in warning
+
+
+def test_a_mean_ratio_over_draws_resamples_the_draws_where_the_pairs_agree():
+    """Each draw moves every pair alike (no spread between pairs): every replicate is the mean of the resampled
+    draws' values, exactly; with one value for every draw, no spread at all."""
+    values = np.array([0.1, 0.4, 0.2, 0.9])
+    numerators, denominator = np.repeat(values[:, None], 30, axis=1) * 2.0, np.full(30, 2.0)
+    weights, counts = bootstrap_weights(30, 500, 1), draw_counts(4, 500, 1)
+    point, boot = draws_ratio_of_means(numerators, denominator, weights, counts)
+    assert point == pytest.approx(values.mean())
+    np.testing.assert_allclose(boot, counts @ values / 4)
+    assert boot.std() > 0.05
+    _, flat = draws_ratio_of_means(np.full((4, 30), 3.0), denominator, weights, counts)
+    np.testing.assert_allclose(flat, 1.5)

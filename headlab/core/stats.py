@@ -264,6 +264,15 @@ def ratio_of_means(numerator: np.ndarray, denominator: np.ndarray, weights: np.n
     return float(numerator.mean() / denominator.mean()), float(lo), float(hi)
 
 
+def draws_ratio_of_means(numerators: np.ndarray, denominator: np.ndarray, weights: np.ndarray, counts: np.ndarray):
+    """The mean over random draws of :func:`ratio_of_means` (``numerators``: draws x pairs, over one ``denominator``)
+    and its n_boot bootstrap replicates over both sources of chance: each replicate resamples the pairs (``weights``:
+    :func:`bootstrap_weights` rows) and the draws (``counts``: :func:`draw_counts`)."""
+    per_draw = (weights @ numerators.T) / (weights @ denominator)[:, None]  # n_boot x draws
+    point = float(np.mean(numerators.mean(axis=1) / denominator.mean()))
+    return point, (counts * per_draw).sum(axis=1) / numerators.shape[0]
+
+
 def mean_interval(values, level: float = 0.95) -> tuple[float, float, float]:
     """Mean and t-interval of independent draws (e.g. random masks), for the spread between draws."""
     v = np.asarray(values, dtype=np.float64)

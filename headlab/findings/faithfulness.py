@@ -4,7 +4,9 @@ minimality, the three criteria of Wang et al. 2023 (IOI, "Interpretability in th
 The behaviour F(X) of a set X of heads kept is the mean over pairs of the gap between an original pair's and its
 contrast's :func:`headlab.core.patching.grade_logit` (linear in the logits), with every head outside X mean-ablated
 on both runs: :mod:`headlab.core.ablation`, each head's mean per token class ([CLS], query, title, separator) over the
-reference (training) pairs. F(M) is the full model, nothing ablated; F(∅) has every head ablated.
+reference (training) pairs. F(M) is the full model, nothing ablated; F(∅) has every head ablated. Resample ablation
+beside it (:func:`headlab.core.ablation.resample_ablated`): each ablated head outputs a real output of the position's
+class, drawn among reference positions, instead of the mean.
 
 - :func:`faithfulness`: F(C) / F(M), set against random circuits of C's size and layer makeup.
 - :func:`completeness`: |F(C \ K) - F(M \ K)| for subsets K of the circuit, greedy and random: removing part of a
@@ -23,13 +25,13 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from headlab.core.ablation import mean_ablated, padded_classes
+from headlab.core.ablation import Donors, mean_ablated, padded_classes, resample_ablated
 from headlab.core.device import autocast, precision
 from headlab.core.engine import computed_heads, reads_cls_only
 from headlab.core.evaluate import Encoded, length_batches, model_inputs
 from headlab.core.masking import head_grid
 from headlab.core.patching import grade_logit
-from headlab.core.stats import bootstrap_weights, draw_counts, ratio_of_means
+from headlab.core.stats import bootstrap_weights, draw_counts, draws_ratio_of_means, ratio_of_means
 from headlab.inputs.pair import pair_classes
 
 Head = tuple[int, int]
@@ -37,21 +39,25 @@ Head = tuple[int, int]
 
 class AblationEngine:
     """Grade-logit gaps of original and contrast pairs (one to one, token for token the same lengths) with every head
-    outside a kept set mean-ablated (``means``: :func:`headlab.core.ablation.class_means` of the reference pairs);
-    batches built once, and no set computed twice."""
+    outside a kept set ablated on both sides: mean-ablated (``reference``: the means of
+    :func:`headlab.core.ablation.class_outputs`) or resample-ablated (``reference``: its :class:`Donors`; each pair
+    reads one donor drawn for it by ``seed`` and its index, the same on both sides and for every set, so a gap
+    compares like with like and no batching changes it; the pairs' bootstrap then covers the draw of donors, the bank
+    of donors being fixed as the means' pairs are). Batches built once, and no set computed twice."""
 
     def __init__(
         self,
         model,
         original: Encoded,
         contrast: Encoded,
-        means: torch.Tensor,
+        reference: torch.Tensor | Donors,
         tokenizer,
         batch_size: int = 64,
         device="cpu",
         pad_id: int = 0,
         autocast: bool | None = None,
         last_at_cls: bool = True,
+        seed: int = 0,
     ):
         if len(original) != len(contrast) or any(
             len(a) != len(b) for a, b in zip(original.input_ids, contrast.input_ids)
@@ -59,17 +65,17 @@ class AblationEngine:
             raise ValueError("original and contrast pairs must match one to one, each pair's two sides of one length")
         self.model = model.eval()
         self.device = torch.device(device)
-        self.n = len(original)
+        self.n, self.seed = len(original), seed
         self.shape = head_grid(model)
         self.heads: list[Head] = [(l, h) for l in range(self.shape[0]) for h in range(self.shape[1])]
-        self.means = means.to(self.device)
+        self.reference = reference.to(self.device)
         self.autocast = precision(self.device) == "bf16" if autocast is None else autocast
         self.last_at_cls = last_at_cls and reads_cls_only(model)
         # one order of the pairs (sorted by length, stable) makes both sides' batches: the same lengths
         batches = zip(length_batches(original, batch_size, pad_id), length_batches(contrast, batch_size, pad_id))
         classes = pair_classes(tokenizer, original), pair_classes(tokenizer, contrast)
         self.batches = [
-            (idx, [self._side(batch, side, idx) for batch, side in zip((o, c), classes)])
+            (idx, [self._side(batch, side, idx) for batch, side in zip((o, c), classes)], self._donors(classes[0], idx))
             for (idx, o), (_, c) in batches
         ]
         self._gaps: dict[frozenset, np.ndarray] = {}
@@ -77,9 +83,20 @@ class AblationEngine:
     def _side(self, batch: dict, classes: list[np.ndarray], idx) -> tuple[dict, torch.Tensor]:
         return model_inputs(self.model, batch, self.device), padded_classes(classes, idx).to(self.device)
 
+    def _donors(self, classes: list[np.ndarray], idx) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Per pair of the batch at ``idx``, its donor and the donor position each of its positions reads."""
+        if not isinstance(self.reference, Donors):
+            return None
+        donors = self.reference
+        chosen = np.random.default_rng([self.seed, 0xD1]).integers(len(donors.classes), size=self.n)[idx]
+        positions = torch.zeros(len(idx), max(len(classes[i]) for i in idx), dtype=torch.long)
+        for row, (i, d) in enumerate(zip(idx, chosen)):
+            positions[row, : len(classes[i])] = torch.as_tensor(donors.positions(classes[i], int(d)))
+        return torch.as_tensor(chosen, device=self.device), positions.to(self.device)
+
     def gaps(self, kept_sets, progress: bool = False) -> np.ndarray:
         """(sets x pairs): per pair, grade_logit(original) - grade_logit(contrast) with every head outside the set (of
-        ``(layer, head)``) mean-ablated on both; a set computed before is read back, not computed again."""
+        ``(layer, head)``) ablated on both; a set computed before is read back, not computed again."""
         keys = [self._key(kept) for kept in kept_sets]
         new = [k for k in dict.fromkeys(keys) if k not in self._gaps]
         for kept in tqdm(new, desc="circuits", disable=not progress):
@@ -103,13 +120,17 @@ class AblationEngine:
         )
         gap = np.zeros(self.n)
         with autocast(self.device, "bf16" if self.autocast else "fp32"), last:
-            for idx, sides in self.batches:
-                original, contrast = (self._grade_logits(inputs, classes, ablated) for inputs, classes in sides)
+            for idx, sides, donors in self.batches:
+                original, contrast = (self._grade_logits(inputs, classes, donors, ablated) for inputs, classes in sides)
                 gap[idx] = original - contrast
         return gap
 
-    def _grade_logits(self, inputs: dict, classes: torch.Tensor, ablated: list[Head]) -> np.ndarray:
-        with mean_ablated(self.model, ablated, self.means, classes):
+    def _grade_logits(self, inputs: dict, classes: torch.Tensor, donors, ablated: list[Head]) -> np.ndarray:
+        if isinstance(self.reference, Donors):
+            ablation = resample_ablated(self.model, ablated, self.reference, *donors)
+        else:
+            ablation = mean_ablated(self.model, ablated, self.reference, classes)
+        with ablation:
             return grade_logit(self.model(**inputs).logits.float().cpu().numpy())
 
 
@@ -167,9 +188,8 @@ def faithfulness(
     rows.append(("faithfulness", value, lo, hi, 1, len(circuit)))
     if draws:
         boot_circuit = (weights @ kept) / (weights @ full)
-        per_draw = (weights @ np.asarray(random).T) / (weights @ full)[:, None]  # n_boot x draws
-        boot_random = (draw_counts(len(draws), n_boot, [seed, len(circuit)]) * per_draw).sum(axis=1) / len(draws)
-        random_mean = float(np.mean(random) / full.mean())
+        counts = draw_counts(len(draws), n_boot, [seed, len(circuit)])
+        random_mean, boot_random = draws_ratio_of_means(np.asarray(random), full, weights, counts)
         rows.append(("random circuits", random_mean, *_interval(boot_random), len(draws), len(circuit)))
         difference = _interval(boot_circuit - boot_random)
         rows.append(("circuit minus random", value - random_mean, *difference, len(draws), len(circuit)))

@@ -29,11 +29,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from headlab.core.ablation import mean_ablated_logits
+from headlab.core.ablation import DONORS, mean_ablated_logits
 from headlab.core.evaluate import Encoded
 from headlab.core.masking import head_grid
 from headlab.core.patching import PatchEngine, grade_logit, single_head_patches
-from headlab.core.stats import bootstrap_weights, draw_counts
+from headlab.core.stats import bootstrap_weights, draw_counts, draws_ratio_of_means
 from headlab.findings.circuit import (
     attribution_scores,
     found_circuit,
@@ -235,9 +235,8 @@ def restored_against_draws(
     replaced = draw_counts(len(tables), n_boot, [seed, len(draws), len(tables)])
     boot = np.zeros(n_boot)
     for r in range(len(tables)):
-        boot_gap = weights @ gaps[r]
-        per_draw = (weights @ draws_moved[r].T) / boot_gap[:, None]  # n_boot x draws
-        boot += replaced[:, r] * ((weights @ tested_moved[r]) / boot_gap - (counts * per_draw).sum(axis=1) / len(draws))
+        drawn = draws_ratio_of_means(draws_moved[r], gaps[r], weights, counts)[1]
+        boot += replaced[:, r] * ((weights @ tested_moved[r]) / (weights @ gaps[r]) - drawn)
     boot /= len(tables)
     restored_tested = np.mean(tested_moved.sum(axis=1) / gaps.sum(axis=1))
     restored_draws = (draws_moved.sum(axis=2) / gaps.sum(axis=1)[:, None]).mean(axis=0)  # per random set
@@ -597,12 +596,47 @@ HALF = 0.5  # IOI's circuit kept most of the model's behaviour: the faithfulness
 CIRCUIT_UNITS = ((FAITHFUL, CIRCUIT_KEPT), (COMPLETE, CIRCUIT_INCOMPLETE), (MINIMAL, HEAD_ADDED))
 
 
+def _faithful_conditions(table: pd.DataFrame) -> list[tuple[float, float, float]]:
+    """The two conditions faithfulness names, from one ablation's table: the share kept above half (IOI's circuit kept
+    most) and above random circuits of its size, each (value, lo, hi)."""
+    f = table.set_index("what")
+    kept, over = f.loc["faithfulness"], f.loc["circuit minus random"]
+    return [(kept["value"] - HALF, kept["lo"] - HALF, kept["hi"] - HALF), (over["value"], over["lo"], over["hi"])]
+
+
+def _under(resampled: pd.DataFrame) -> str:
+    return ", under mean and under resample ablation" if not resampled.empty else ", under mean ablation"
+
+
+def _resampled_note(resampled: pd.DataFrame) -> str:
+    """One sentence: the circuit's faithfulness under resample ablation, beside mean ablation."""
+    if resampled.empty:
+        return ""
+    r = resampled.set_index("what")
+    kept, random = r.loc["faithfulness"], r.loc["random circuits"]
+    return (
+        f" Under resample ablation (each ablated head outputting what it output on one real training pair, at the "
+        f"position of the same class and rank; the random circuits read the same pairs) it keeps {kept['value']:.1%} "
+        f"[{kept['lo']:.1%}, {kept['hi']:.1%}], random circuits {random['value']:.1%} "
+        f"[{random['lo']:.1%}, {random['hi']:.1%}]."
+    )
+
+
+def faithfulness_both_ways(circuit: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """The circuit's faithfulness table (:func:`circuit_measures`) under mean ablation and under resample ablation,
+    one below the other with an ``ablation`` column."""
+    ways = {"mean": circuit["faithfulness"], "resample": circuit["resampled"]}
+    tables = [t.assign(ablation=way) for way, t in ways.items() if not t.empty]
+    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+
+
 def _circuit_rows(circuit: dict[str, pd.DataFrame]) -> list[Claim]:
     """IOI's three measures of the circuit found (:func:`circuit_measures`), each on the part of the pairs that did
     not choose it, and only where the full model's difference on that part lies above 0 (a share of it is what every
-    number is). Faithfulness is the weaker of two readings, the share kept above half (IOI's circuit kept most) and
-    above random circuits of its size; completeness the subset whose interval reaches farthest from 0; minimality the
-    head whose interval reaches lowest: each row the weakest of the conditions its claim names every one of."""
+    number is). Faithfulness is the weakest of its readings, the share kept above half (IOI's circuit kept most) and
+    above random circuits of its size, under mean and under resample ablation; completeness the subset whose
+    interval reaches farthest from 0; minimality the head whose interval reaches lowest: each row the weakest of the
+    conditions its claim names every one of."""
     faithful = circuit["faithfulness"]
     if faithful.empty:
         why = "Not measured: no head lies above the matching heads, or a part of 07's held-out contrast pairs is empty"
@@ -617,9 +651,9 @@ def _circuit_rows(circuit: dict[str, pd.DataFrame]) -> list[Claim]:
         )
         return [Claim.not_measured(spec, reason=why, unit=unit) for spec, unit in CIRCUIT_UNITS]
     kept, random, over = f.loc["faithfulness"], f.loc["random circuits"], f.loc["circuit minus random"]
-    above_half = (kept["value"] - HALF, kept["lo"] - HALF, kept["hi"] - HALF)
-    above_random = (over["value"], over["lo"], over["hi"])
-    weaker = min(above_half, above_random, key=lambda x: x[1])
+    resampled = circuit.get("resampled", pd.DataFrame())
+    conditions = [*_faithful_conditions(faithful), *([] if resampled.empty else _faithful_conditions(resampled))]
+    weaker = min(conditions, key=lambda x: x[1])
     size = int(kept["size"])
     on_pairs = f"{pairs[0].upper()}{pairs[1:]}"
     rows = [
@@ -632,15 +666,15 @@ def _circuit_rows(circuit: dict[str, pd.DataFrame]) -> list[Claim]:
             method=f"{CIRCUIT_METHOD} and random circuits",
             n_examples=n,
             n_draws=int(random["n_draws"]),
-            weakest_of=2,
+            weakest_of=len(conditions),
             reason=(
                 f"{on_pairs}, the circuit of {size} heads, every other head mean-ablated per token class, keeps "
                 f"{kept['value']:.1%} [{kept['lo']:.1%}, {kept['hi']:.1%}] of the full model's grade-logit difference "
                 f"({full['value']:+.3g}); {int(random['n_draws'])} random circuits of {size} heads keep "
                 f"{random['value']:.1%} on average ({100 * over['value']:+.1f} points "
                 f"[{100 * over['lo']:+.1f}, {100 * over['hi']:+.1f}] for the circuit); with every head ablated the "
-                f"difference is {f.loc['empty circuit', 'value']:+.3g}. Judged on the weaker of its share above half "
-                "and above the random circuits"
+                f"difference is {f.loc['empty circuit', 'value']:+.3g}.{_resampled_note(resampled)} Judged on the "
+                f"weakest of its share above half and above the random circuits{_under(resampled)}"
             ),
         )
     ]
@@ -879,6 +913,20 @@ BOTH_WAYS_RECEIVERS = 2  # the top receivers patched both ways (each way is one 
 BOTH_WAYS_DRAWS = 4  # the random lower-half sets patched both ways (the first of the plan's)
 
 
+def _drawn_shares(table: pd.DataFrame, drawn: list[str], way: str, n_boot: int, seed: int) -> dict:
+    """The mean share of the difference the ``drawn`` random sets move, with its two-stage 95% interval (pairs and
+    draws resampled), as ``way``, ``<way>_lo``, ``<way>_hi``."""
+    wide = table.pivot(index="example", columns="patch", values=METRIC)
+    target = wide["target"].to_numpy()
+    weights = bootstrap_weights(len(target), n_boot, seed)
+    counts = draw_counts(len(drawn), n_boot, [seed, len(drawn)])
+    point, boot = draws_ratio_of_means(
+        wide[drawn].to_numpy().T - target, wide["source"].to_numpy() - target, weights, counts
+    )
+    lo, hi = np.quantile(boot, [0.025, 0.975])
+    return {way: point, f"{way}_lo": float(lo), f"{way}_hi": float(hi)}
+
+
 def both_directions(
     lab,
     contrast: Contrast,
@@ -893,8 +941,9 @@ def both_directions(
     ``ranking`` patched both ways on the contrast pairs: ``restored`` (sufficiency: the contrast pair with the heads
     from the original, read from ``restoring``) and ``broken`` (necessity: the original pair with the heads from the
     contrast, the share of the drop the patch alone causes; the receivers' restoring patches run here, on every pair),
-    each with its 95% paired bootstrap interval; the random sets as one row, their mean over draws, without an
-    interval (one over pairs and draws: :func:`restored_against_draws`)."""
+    each with its 95% paired bootstrap interval; the random sets as one row, their mean over draws with a two-stage
+    interval (pairs and draws resampled: :func:`headlab.core.stats.draws_ratio_of_means`; ``n_draws`` sets, few, so
+    the spread between sets is understated, and one draw of the replacement words)."""
     receivers = [f"{int(l)}.{int(h)}" for l, h in zip(ranking["layer"].head(k), ranking["head"].head(k))]
     drawn_sets = random_patches(plan)[:draws]
     names = ["matching", *drawn_sets, *receivers]
@@ -906,22 +955,27 @@ def both_directions(
     )
     restoring = pd.concat([restoring, read[read["patch"].isin(receivers)]], ignore_index=True)
     seed = lab.params.seed
+    ways = {"restored": restoring, "broken": breaking}
+    ways = {way: table[table["patch"].isin(["source", "target", *names])] for way, table in ways.items()}
     tables = {
-        way: restored_shares(table[table["patch"].isin(["source", "target", *names])], n_boot, seed)
+        way: restored_shares(table, n_boot, seed)
         .set_index("patch")
         .loc[names, ["restored", "lo", "hi"]]
         .add_prefix(f"{way}_")
-        for way, table in (("restored", restoring), ("broken", breaking))
+        for way, table in ways.items()
     }
     both = (
         tables["restored"]
         .join(tables["broken"])
         .rename(columns={"restored_restored": "restored", "broken_restored": "broken"})
     )
-    drawn = both.loc[drawn_sets, ["restored", "broken"]].mean()  # no interval: restored_against_draws'
-    drawn = drawn.to_frame(f"random lower-half sets (mean of {len(drawn_sets)})").T
+    drawn = pd.DataFrame(
+        [{k: v for way, table in ways.items() for k, v in _drawn_shares(table, drawn_sets, way, n_boot, seed).items()}],
+        index=[f"random lower-half sets (mean of {len(drawn_sets)})"],
+    )
     kept = both.drop(index=drawn_sets)
-    rows = pd.concat([kept.iloc[:1], drawn, kept.iloc[1:]])
+    rows = pd.concat([kept.assign(n_draws=1).iloc[:1], drawn.assign(n_draws=len(drawn_sets)), kept.iloc[1:]])
+    rows = rows.fillna({"n_draws": 1}).astype({"n_draws": int})
     return rows.rename_axis("patch").reset_index().assign(n_examples=len(contrast.examples))
 
 
@@ -1310,7 +1364,7 @@ GREEDY_STEPS = 1  # IOI's greedy search for the subset that shows the circuit mo
 RANDOM_SUBSETS = 4  # random subsets of the circuit removed beside the greedy ones
 
 
-CIRCUIT_TABLES = ("chosen", "scored", "faithfulness", "completeness", "minimality", "edges")
+CIRCUIT_TABLES = ("chosen", "scored", "faithfulness", "resampled", "completeness", "minimality", "edges")
 
 
 def circuit_halves(keep: np.ndarray, seed: int, size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -1329,13 +1383,15 @@ def circuit_measures(
     on the contrast pairs of notebook 07's held-out half, in two parts (:func:`circuit_halves`): on the first, path
     patching ranks every head above the matching heads (``chosen``, read off :func:`receiver_moves_view`'s passes)
     and the :data:`CIRCUIT_RECEIVERS` that read most join the matching heads as the circuit, the classifier reading
-    ``[CLS]`` never ablated, and on :data:`CIRCUIT_PAIRS` of them (a seeded sample) the greedy subsets are chosen; on
-    the second, with every head outside it mean-ablated per token class over training
-    pairs (:meth:`headlab.lab.Lab.class_means`): ``faithfulness`` beside ``draws`` random circuits of its size and
-    layer makeup, ``completeness`` (the greedy subsets, random ones), ``minimality``, what
-    each receiver reads there (``scored``, for the graph: ``chosen`` is inflated by the choice), and the ``edges``
-    (each sender read by each receiver alone). Each kept (:meth:`headlab.lab.Lab.stored`); empty tables where no head
-    lies above the matching heads or a part is empty."""
+    ``[CLS]`` never ablated, and on :data:`CIRCUIT_PAIRS` of them (a seeded sample) the greedy subsets are chosen;
+    on the second, with every head outside it mean-ablated per token class over training pairs
+    (:meth:`headlab.lab.Lab.class_means`): ``faithfulness`` beside ``draws`` random circuits of its size and layer
+    makeup (``resampled``: the same with each ablated head outputting what it output on one real training pair at
+    the position of the same class and rank, :meth:`headlab.lab.Lab.class_donors`), ``completeness`` (the greedy
+    subsets, random ones), ``minimality``, what each receiver reads there (``scored``, for the graph: ``chosen`` is
+    inflated by the choice), and the ``edges`` (each sender read by each receiver alone). Each kept
+    (:meth:`headlab.lab.Lab.stored`); empty tables where no head lies above the matching heads or a part is
+    empty."""
     moves, _, keep = receiver_moves_view(lab, contrast, matching, single_heads)
     choose, score = circuit_halves(keep, lab.params.seed)
     if moves.empty or not len(choose) or not len(score):
@@ -1358,24 +1414,26 @@ def circuit_measures(
         "random_subsets": RANDOM_SUBSETS,
         "random_circuits": "layer makeup",
         "mean_pairs": MEAN_PAIRS,
+        "donors": DONORS,
     }
     # the greedy search runs a mean-ablated pass per candidate: on CIRCUIT_PAIRS of the choosing pairs (a seeded sample)
     greedy = np.sort(np.random.default_rng([seed, 0x6EED]).permutation(choose)[:CIRCUIT_PAIRS])
     key["greedy_pairs"] = [int(e) for e in contrast.examples[greedy]]
     engines: dict = {}
 
-    def engine(part: np.ndarray) -> AblationEngine:
-        name = "score" if part is score else "greedy"
+    def engine(part: np.ndarray, resample: bool = False) -> AblationEngine:
+        name = ("score" if part is score else "greedy", resample)
         if name not in engines:
             engines[name] = AblationEngine(
                 lab.model,
                 contrast.original.subset(part),
                 contrast.changed.subset(part),
-                lab.class_means(),
+                lab.class_donors() if resample else lab.class_means(),
                 lab.tokenizer,
                 lab.batch_size,
                 lab.device,
                 lab.pad_id,
+                seed=seed,
             )
         return engines[name]
 
@@ -1384,6 +1442,11 @@ def circuit_measures(
         "scored": receiver_ranking(moves[moves["pair"].isin(np.searchsorted(keep, score))], n_boot, seed),
         "faithfulness": lab.stored(
             "patching_faithfulness", key, lambda: faithfulness(engine(score), circuit, draws, seed, n_boot)
+        ),
+        "resampled": lab.stored(
+            "patching_faithfulness_resampled",
+            key,
+            lambda: faithfulness(engine(score, resample=True), circuit, draws, seed, n_boot),
         ),
         "completeness": lab.stored(
             "patching_completeness",

@@ -111,5 +111,5 @@ def read_pair(tokenizer, input_ids: list[int], stopwords=None) -> Pair:
 
 def pair_classes(tokenizer, encoded) -> list:
     """Per encoded pair, the token class of each position (:func:`headlab.core.ablation.token_classes` of its
-    :func:`read_pair`): what :func:`headlab.core.ablation.class_means` averages by."""
+    :func:`read_pair`): what :func:`headlab.core.ablation.class_outputs` averages by."""
     return [token_classes(read_pair(tokenizer, ids)) for ids in encoded.input_ids]

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from headlab.core.ablation import class_means
+from headlab.core.ablation import DONORS, Donors, class_outputs
 from headlab.core.attention import AttentionCache, attention_maps
 from headlab.core.device import precision
 from headlab.core.engine import MaskEngine
@@ -120,7 +120,7 @@ class Lab:
     _engine: MaskEngine | None = field(default=None, init=False, repr=False)
     _mean_engine: MaskEngine | None = field(default=None, init=False, repr=False)
     _means: torch.Tensor | None = field(default=None, init=False, repr=False)
-    _class_means: torch.Tensor | None = field(default=None, init=False, repr=False)
+    _class_outputs: tuple[torch.Tensor, Donors] | None = field(default=None, init=False, repr=False)
 
     @classmethod
     def from_params(cls, params: Params) -> Lab:
@@ -213,13 +213,22 @@ class Lab:
     def class_means(self) -> torch.Tensor:
         """(layers, token classes, hidden): each head's mean output per token class ([CLS], query, title, separator)
         over the same training pairs as :meth:`means`: what a circuit's mean-ablated heads output (IOI's ablation,
-        :mod:`headlab.findings.faithfulness`), computed once per Lab."""
-        if self._class_means is None:
+        :mod:`headlab.findings.faithfulness`), computed once per Lab, in the pass that keeps :meth:`class_donors`."""
+        return self._class_reference()[0]
+
+    def class_donors(self) -> Donors:
+        """DONORS of the same training pairs (seeded), their head outputs kept: what a resample-ablated head outputs
+        instead of its mean (:func:`headlab.core.ablation.resample_ablated`)."""
+        return self._class_reference()[1]
+
+    def _class_reference(self) -> tuple[torch.Tensor, Donors]:
+        if self._class_outputs is None:
             pairs = self._mean_pairs()
-            self._class_means = class_means(
-                self.model, pairs, pair_classes(self.tokenizer, pairs), self.batch_size, self.device, self.pad_id
+            classes = pair_classes(self.tokenizer, pairs)
+            self._class_outputs = class_outputs(
+                self.model, pairs, classes, DONORS, self.params.seed, self.batch_size, self.device, self.pad_id
             )
-        return self._class_means
+        return self._class_outputs
 
     def _mean_pairs(self) -> Encoded:
         """MEAN_PAIRS training pairs (seeded), within the model's positions: the pairs every mean a head is ablated

@@ -379,6 +379,12 @@ PAGES = (
                 "draws of the replacement words; the matching heads and random sets patched on each",
                 2,
             ),
+            tiny(
+                "IDENTITY_DRAWS",
+                6,
+                "draws of one shared and one unshared word replaced (the power planner's buy: past 6 the pairs limit)",
+                2,
+            ),
             Parameter("N_SHOWN", 6, "contrast pairs shown"),
         ),
         reads=("layer_dependence", "head_roles", "term_matching_heads"),
