@@ -238,29 +238,73 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
+class TinyBooks:
+    """The two whole-book runs of the suite, started together the first time either is asked for (those the session
+    selected): the tiny book on the real default model and data, with its site, and every notebook on a tiny random
+    MPNet (tests/tiny_mpnet.py). Each runs its notebooks two at a time, and each waits on its own longest chain of
+    pages; side by side they fill each other's idle lanes."""
+
+    def __init__(self, root: Path, wanted: set[str]):
+        self.root, self.wanted, self.runs = root, wanted, {}
+
+    def _start(self, names: set[str]) -> None:
+        import subprocess
+        import sys
+
+        from headlab.book.build import REPO
+
+        tiny, mpnet = self.root / "tiny-book", self.root / "mpnet"
+        commands = {
+            "tiny_book": [sys.executable, "-m", "headlab.book", "--preset", "tiny", "--work", str(tiny / "book")]
+            + ["--run-dir", str(tiny / "runs")],
+            "mpnet_book": [sys.executable, str(Path(__file__).with_name("tiny_mpnet.py")), str(mpnet)],
+        }
+        for name in sorted(names - set(self.runs)):
+            if name == "tiny_book":  # laid out like the repository (a _config.yml beside book/), as jupyter-book wants
+                tiny.mkdir()
+                (tiny / "_config.yml").write_text((REPO / "_config.yml").read_text())
+            else:
+                mpnet.mkdir()
+            out = open(self.root / f"{name}.log", "w+")
+            process = subprocess.Popen(commands[name], stdout=out, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+            self.runs[name] = (process, out)
+
+    def finished(self, name: str) -> str:
+        """Wait for run ``name`` (started with the others the session wants, if none is yet) and return its output;
+        a failed run fails the test that asked for it, with the end of its output."""
+        self._start({name} | (self.wanted if not self.runs else set()))
+        process, out = self.runs[name]
+        process.wait(timeout=1800)
+        out.seek(0)
+        output = out.read()
+        assert process.returncode == 0, output[-6000:]
+        return output
+
+
 @pytest.fixture(scope="session")
-def tiny_book(tmp_path_factory):
+def tiny_books(request, tmp_path_factory):
+    """The session's :class:`TinyBooks`: the runs its selected tests use (by their fixtures), started together."""
+    runs = ("tiny_book", "mpnet_book")
+    wanted = {name for item in request.session.items for name in runs if name in item.fixturenames}
+    return TinyBooks(tmp_path_factory.mktemp("books"), wanted)
+
+
+@pytest.fixture(scope="session")
+def tiny_book(tiny_books):
     """The whole book built once per session from tiny notebook runs (tests/test_book.py checks the build,
     tests/test_browser.py opens its pages): the build folder, the run folder and the build's stdout."""
-    import subprocess
-    import sys
     from types import SimpleNamespace
 
-    from headlab.book.build import REPO
+    stdout = tiny_books.finished("tiny_book")
+    work = tiny_books.root / "tiny-book" / "book"
+    return SimpleNamespace(work=work, runs=work.parent / "runs", html=work / "_build" / "html", stdout=stdout)
 
-    root = tmp_path_factory.mktemp("tiny-book")
-    work, runs = root / "book", root / "runs"
-    # laid out like the repository (a _config.yml beside book/), where jupyter-book would put _build by default
-    (root / "_config.yml").write_text((REPO / "_config.yml").read_text())
-    result = subprocess.run(
-        [sys.executable, "-m", "headlab.book", "--preset", "tiny", "--work", str(work), "--run-dir", str(runs)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=1800,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return SimpleNamespace(work=work, runs=runs, html=work / "_build" / "html", stdout=result.stdout)
+
+@pytest.fixture(scope="session")
+def mpnet_book(tiny_books):
+    """The run folder of every notebook on a tiny random MPNet (tests/tiny_mpnet.py)."""
+    tiny_books.finished("mpnet_book")
+    return tiny_books.root / "mpnet" / "runs"
 
 
 @pytest.fixture(scope="session")

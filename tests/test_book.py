@@ -12,9 +12,7 @@ import subprocess
 
 import pandas as pd
 import pytest
-import torch
 from test_layers import LAYERS
-from transformers import MPNetConfig, MPNetForSequenceClassification, MPNetTokenizer
 
 from headlab.book.build import PRESETS, REPO
 from headlab.findings.claims import STUDY_CLAIMS
@@ -262,38 +260,8 @@ def test_tiny_book_builds_with_real_numbers(tiny_book):
 
 
 @pytest.mark.slow  # runs every notebook in a Jupyter kernel (minutes), on the minilm asset's vocabulary
-@pytest.mark.timeout(1200)  # a kernel that never answers fails the test instead of hanging the suite
-def test_every_notebook_runs_on_a_tiny_random_mpnet_on_cpu(tmp_path):
-    """The `mpnet` preset's architecture through the whole book (tiny sizes, CPU; the GPU run needs a GPU):
-    a random 4 x 4 MPNet with the real WordPiece vocabulary laid out the MPNet way, fine-tuned and taken apart."""
-    from headlab.book.build import PRESETS, execute_presets, lanes_and_threads
-    from headlab.inputs.assets import asset_path
-
-    pieces = (asset_path("minilm") / "vocab.txt").read_text(encoding="utf-8").split("\n")
-    vocab = ["<s>", "<pad>", "</s>", "<unk>"] + [p for p in pieces if p and not p.startswith("[")] + ["<mask>"]
-    folder = tmp_path / "tiny-mpnet-wordpiece"
-    MPNetTokenizer(vocab={w: i for i, w in enumerate(vocab)}, unk_token="<unk>").save_pretrained(folder)
-    torch.manual_seed(0)
-    config = MPNetConfig(
-        vocab_size=len(vocab),
-        hidden_size=16,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        intermediate_size=32,
-        max_position_embeddings=160,
-        num_labels=5,
-    )  # 8 heads per half
-    MPNetForSequenceClassification(config).save_pretrained(folder)
-
-    settings = {
-        **PRESETS["tiny"],
-        "MODEL": str(folder),
-        "RUN_DIR": str(tmp_path / "runs"),
-        "SHARES": [0.0, 0.5],
-        "EVAL_LIMIT": 24,
-    }
-    (tmp_path / "logs").mkdir()
-    presets = {"tiny-mpnet": (settings, tmp_path / "executed")}
-    execute_presets(presets, page_ids(), None, tmp_path / "logs", None, *lanes_and_threads())  # as the build does
-    grid = pd.read_csv(next((tmp_path / "runs").glob("*/head_grid.csv")))
+@pytest.mark.timeout(1800)  # a kernel that never answers fails the test instead of hanging the suite
+def test_every_notebook_runs_on_a_tiny_random_mpnet_on_cpu(mpnet_book):
+    """The `mpnet` preset's architecture through the whole book (tests/tiny_mpnet.py, run beside the tiny book)."""
+    grid = pd.read_csv(next(mpnet_book.glob("*/head_grid.csv")))
     assert len(grid) == 4 * 4  # every head of the MPNet was masked once

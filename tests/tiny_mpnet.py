@@ -1,0 +1,46 @@
+"""Every notebook on a tiny random MPNet, run as the build runs them (two at a time), in a process of its own so that
+the tests can start it beside the tiny book's build: ``python tests/tiny_mpnet.py FOLDER``. The `mpnet` preset's
+architecture through the whole book (tiny sizes, CPU; the GPU run needs a GPU): a random 4 x 4 MPNet with the real
+WordPiece vocabulary laid out the MPNet way, fine-tuned and taken apart; its tables land in ``FOLDER/runs``."""
+
+import sys
+from pathlib import Path
+
+import torch
+from transformers import MPNetConfig, MPNetForSequenceClassification, MPNetTokenizer
+
+from headlab.book.build import PRESETS, execute_presets, lanes_and_threads
+from headlab.inputs.assets import asset_path
+from headlab.lab.pages import page_ids
+
+
+def run(root: Path) -> None:
+    pieces = (asset_path("minilm") / "vocab.txt").read_text(encoding="utf-8").split("\n")
+    vocab = ["<s>", "<pad>", "</s>", "<unk>"] + [p for p in pieces if p and not p.startswith("[")] + ["<mask>"]
+    folder = root / "tiny-mpnet-wordpiece"
+    MPNetTokenizer(vocab={w: i for i, w in enumerate(vocab)}, unk_token="<unk>").save_pretrained(folder)
+    torch.manual_seed(0)
+    config = MPNetConfig(
+        vocab_size=len(vocab),
+        hidden_size=16,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        intermediate_size=32,
+        max_position_embeddings=160,
+        num_labels=5,
+    )  # 8 heads per half
+    MPNetForSequenceClassification(config).save_pretrained(folder)
+    settings = {
+        **PRESETS["tiny"],
+        "MODEL": str(folder),
+        "RUN_DIR": str(root / "runs"),
+        "SHARES": [0.0, 0.5],
+        "EVAL_LIMIT": 24,
+    }
+    (root / "logs").mkdir()
+    presets = {"tiny-mpnet": (settings, root / "executed")}
+    execute_presets(presets, page_ids(), None, root / "logs", None, *lanes_and_threads())  # as the build does
+
+
+if __name__ == "__main__":
+    run(Path(sys.argv[1]))
