@@ -88,6 +88,24 @@ def test_the_copy_of_the_study_is_the_study():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_chart_shown_before_the_end_of_its_cell_is_displayed(path):
+    """``show(chart)`` returns what a cell displays by ending on it; anywhere else (inside an ``if``, before another
+    statement) it must go through ``display``, or the page silently lacks the chart."""
+    for cell in code_cells(path):
+        tree = ast.parse(cell["source"])
+        last = tree.body[-1] if tree.body else None
+        lost = [
+            node.lineno
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Call)
+            and getattr(node.value.func, "id", None) == "show"
+            and node is not last
+        ]
+        assert not lost, f"{path.name}: show(...) at line(s) {lost} of a cell is never displayed"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_text_states_no_number_or_model_the_run_did_not_compute(path):
     """A page's prose quotes the study's numbers (``STUDY.md``) and nothing else: every fact about our model, data,
     sizes and timings comes from the run, as generated output. Model names are the run's too (MODEL may be any)."""
@@ -223,6 +241,9 @@ def test_tiny_book_builds_with_real_numbers(tiny_book):
     for nb in NOTEBOOKS:
         page = (work / "_build" / "html" / "executed" / f"{nb.stem}.html").read_text()
         assert "Traceback" not in page
+        assert "|—|" not in page and "|---|" not in page  # every Markdown table a page displays renders as a table
+        # each finding page's answer, its verdict table (headlab.findings.render), is an HTML table
+        assert nb.stem.startswith("00") or re.search(r"<th[^>]*><p>the study.s claim</p></th>", page), nb.stem
     redundancy = (work / "_build" / "html" / "executed" / "01_redundancy.html").read_text()
     assert "headlab-chart" in redundancy and "relative change" in redundancy
     assert (work / "_build" / "html" / "headlab-js" / "vega-embed.js").stat().st_size > 100_000

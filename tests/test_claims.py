@@ -15,7 +15,7 @@ from scipy import stats as sps
 
 import headlab.findings
 from headlab.findings.claims import MODULES, STUDY_CLAIMS, check_families, registered
-from headlab.findings.sizes import NO_CHANGE_MARGIN
+from headlab.findings.sizes import NO_CHANGE_MARGIN, readable_quote
 from headlab.findings.units import ACCURACY_CHANGE as CHANGE
 from headlab.findings.units import KAPPA_LOST, VERSUS_RANDOM, Kind, Unit, is_missing, unit_of, with_interval
 from headlab.findings.verdicts import (
@@ -295,7 +295,7 @@ def test_rows_carry_the_quote_the_rule_and_both_intervals():
     assert row.quote == STUDY_CLAIMS["term_matching.lower_half_costs"].quote and row.kind == "effect"
     assert row.verdict == "holds" and row.lo_adj < row.lo and row.page == "05_term_matching"
     text = render([row])
-    assert "adjusted [" in text and f"“{row.quote}”" in text and "The rule (effect)" in text
+    assert "adjusted [" in text and f"“{readable_quote(row.quote)}”" in text and "The rule (effect)" in text
     assert "paired bootstrap over test pairs" in text
 
 

@@ -97,6 +97,23 @@ class StudyNumber:
 
 
 _TABLE = "| change | +0% | +0% | -52.4% | -86.5% | -18.1% |"
+# the head of that table (finding 5), as printed: a quote of its row reads as the header's cells paired with it
+STUDY_TABLE_HEADS = {
+    _TABLE: "| mask | none | 5 random heads | the 5 matching heads | all heads of layers 0-5 | layers 0-5 but the 5 "
+    "matching heads |"
+}
+
+
+def readable_quote(quote: str) -> str:
+    """A quote as a reader reads it: a row of one of the study's tables (:data:`STUDY_TABLE_HEADS`) as its cells
+    named by the table's head ("change of accuracy by mask: none +0%, ..."); any other quote as it is."""
+    head = STUDY_TABLE_HEADS.get(quote)
+    if head is None:
+        return quote
+    (what, *values), (by, *names) = ([c.strip() for c in line.strip().strip("|").split("|")] for line in (quote, head))
+    return f"{what} by {by}: " + ", ".join(f"{name} {value}" for name, value in zip(names, values))
+
+
 STUDY_NUMBERS = {
     "layer_8": StudyNumber(0.023, "+2.3%", "masking all of layer 8 gives +2.3%"),
     "matching": StudyNumber(-0.524, "-52.4%", _TABLE),

@@ -42,7 +42,7 @@ import pandas as pd
 from scipy import special
 
 from headlab.core.stats import pairs_share
-from headlab.findings.sizes import POLICY, Source
+from headlab.findings.sizes import POLICY, Source, readable_quote
 from headlab.findings.units import KAPPA_START, Unit, unit_of
 from headlab.lab.pages import headings
 
@@ -871,6 +871,6 @@ def render(claims: list[Claim]) -> str:
         )
         lines.append(
             f"- *{c.claim}* {_WORDS[c.verdict]}: {ours}{study}. {c.reason}\n"
-            f"  The study: “{c.quote}”. The rule ({c.kind}): {c.rule}."
+            f"  The study: “{readable_quote(c.quote)}”. The rule ({c.kind}): {c.rule}."
         )
     return "\n".join(lines)
