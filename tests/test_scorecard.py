@@ -289,3 +289,53 @@ def test_the_published_rows_of_this_rule_never_print_an_interval_narrower_adjust
     for page in ("README.md", "docs/scorecard.md"):
         text = (REPO / page).read_text()
         assert not re.search(r"\bnan\b", text, re.IGNORECASE), f"{page} prints a NaN"
+
+
+def _judged(claim_id, ours, half, unit):
+    return Claim.measured(
+        registered(claim_id),
+        ours=ours,
+        lo=ours - half,
+        hi=ours + half,
+        unit=unit_of(unit),
+        method="paired",
+        n_examples=900,
+        reason="why",
+    )
+
+
+def test_the_page_opens_on_the_answer_per_model_the_study_shaped_one_first_with_its_firmest_hold_and_contradiction():
+    accuracy = "relative change of accuracy"
+    rows = [
+        _judged("redundancy.no_loss_below_20", 0.0, 0.001, accuracy),
+        _judged("layer_dependence.layer_8_gain", -0.40, 0.05, accuracy),  # far the other way: opposite
+        _judged("layer_dependence.layers_5_9_gain", -0.10, 0.02, accuracy),  # opposite, less firmly
+        _judged("two_tower.worse", -0.30, 0.05, accuracy),  # a loss far beyond its size: holds
+    ]
+    table = claims_table(rows)
+    both = pd.concat(
+        [
+            table.assign(preset="default", model="minilm", data="stsb-en"),
+            table.assign(preset="e5-zh-char", model="e5-small-char", data="stsb-zh"),
+        ]
+    )
+    models = pd.DataFrame(
+        {
+            "preset": ["default", "e5-zh-char"],
+            "model": ["minilm", "e5-small-char"],
+            "layers": [6, 12],
+            "heads": [12, 12],
+        }
+    ).assign(accuracy=0.55, accuracy_lo=0.52, accuracy_hi=0.58, majority=0.25)
+    page = scorecard_markdown(both, {"default": "executed/default", "e5-zh-char": "executed/e5-zh-char"}, {}, models)
+    answer = page[: page.index("Hover a cell")]
+    first, second = (line for line in answer.splitlines() if line.startswith("- **"))
+    assert first.startswith("- **e5-zh-char**: multilingual-e5-small reading one character a token, 12 layers x 12")
+    assert second.startswith("- **default**: MiniLM") and "English" in second and "6 layers x 12 heads" in second
+    verdicts = table.set_index("claim_id")["verdict"]
+    assert verdicts["layer_dependence.layer_8_gain"] == "opposite" and verdicts["two_tower.worse"] == "holds"
+    assert "Firmest hold: *A two-tower model grades worse than one cross-encoder*, -30.0%" in first
+    assert "Firmest contradiction: *Masking all of layer 8 (of 12) raises accuracy by 2.3%*, -40.0%" in first
+    counts = verdicts.value_counts()
+    assert first.rstrip(".").endswith("opposite)") and f"Of the study's 4 claims: {counts['holds']} hold," in first
+    assert f"{counts['opposite']} opposite" in first

@@ -287,6 +287,94 @@ def tally_lines(table: pd.DataFrame, presets: list[str], family: str) -> list[st
     return [*lines, ""]
 
 
+# what a column is, from its model and data names (a name not here is shown as it is)
+MODEL_WORDS = {
+    "minilm": "MiniLM (all-MiniLM-L6-v2)",
+    "e5-small": "multilingual-e5-small (word pieces)",
+    "e5-small-char": "multilingual-e5-small reading one character a token",
+    "zh-char": "a character BERT headlab pretrains (one character a token)",
+    "zh-char-mlm": "a character BERT headlab pretrains without next-sentence prediction",
+    "mpnet": "all-mpnet-base-v2",
+}
+DATA_WORDS = {
+    "stsb-en": "English sentence pairs graded for similarity (STS-B)",
+    "stsb-zh": "Chinese sentence pairs graded for similarity (Chinese STS-B)",
+}
+STUDY_COLUMN = "e5-zh-char"  # the column of the study's shape (Chinese, one character a token, 12 x 12): first
+STUDY_SHAPE = "a Chinese BERT-base (12 x 12) reading one character a token, on human-graded query–title relevance"
+
+
+PLURAL = {"holds": "hold", "does not hold": "do not hold"}  # "3 hold, 2 do not hold, 1 opposite"
+
+
+def column_order(presets: list[str]) -> list[str]:
+    """The built presets with the study-shaped column first, the rest as built."""
+    return sorted(presets, key=lambda p: p != STUDY_COLUMN)
+
+
+def _strength(row) -> float:
+    """How far a decided row's adjusted interval reaches past what decided it, in sizes: for holds, its near end
+    beyond the size in the claimed direction; for opposite, its far end beyond 0 the other way; for does not hold,
+    how far short of the size its far end stops. NaN where the row has no size (no-effect claims, sub-rows)."""
+    spec = STUDY_CLAIMS.get(row.claim_id)
+    size = row.min_size
+    if spec is None or is_missing(size) or not size > 0 or spec.direction == 0:
+        return math.nan
+    d = spec.direction
+    near, far = (row.lo_adj, row.hi_adj) if d > 0 else (-row.hi_adj, -row.lo_adj)
+    if row.verdict == "holds":
+        return near / size
+    if row.verdict == "opposite":
+        return -far / size
+    return (size - far) / size if row.verdict == "does not hold" else math.nan
+
+
+def _strongest(rows: pd.DataFrame, verdicts: tuple[str, ...]) -> str:
+    """The claim among ``rows`` of the first of ``verdicts`` present that its interval decides most firmly, with its
+    number and adjusted interval; "none" where no row has one of them."""
+    for verdict in verdicts:
+        candidates = rows[rows["verdict"] == verdict]
+        strengths = candidates.apply(_strength, axis=1) if len(candidates) else pd.Series(dtype=float)
+        if strengths.notna().any():
+            row = candidates.loc[strengths.idxmax()]
+            unit = unit_of(row.unit)
+            return (
+                f"*{row.claim}*, {unit.number(row.ours)} (adjusted [{unit.number(row.lo_adj)}, "
+                f"{unit.number(row.hi_adj)}]{'' if verdict == 'holds' else f', {verdict}'})"
+            )
+    return "none"
+
+
+def answer_lines(table: pd.DataFrame, presets: list[str], models: pd.DataFrame | None = None) -> list[str]:
+    """The page's answer in words, per column (the study-shaped one first): what model, language and task it is and
+    how it differs from the study's, the study's claims counted by verdict, and the claim each way its interval
+    decides most firmly (in multiples of the claim's size)."""
+    lines: list[str] = []
+    if table.empty or "claim_id" not in table:
+        return lines
+    for preset in column_order(presets):
+        rows = _main_rows(table, preset, "study")
+        if rows.empty:
+            continue
+        first = rows.iloc[0]
+        shape = ""
+        if models is not None and {"layers", "heads"} <= set(models) and (models["preset"] == preset).any():
+            m = models[models["preset"] == preset].iloc[0]
+            shape = f", {int(m.layers)} layers x {int(m.heads)} heads"
+        what = (
+            f"{MODEL_WORDS.get(first.model, first.model)}{shape}, fine-tuned on "
+            f"{DATA_WORDS.get(first.data, first.data)}"
+        )
+        counts = rows["verdict"].value_counts()
+        tallied = ", ".join(f"{int(counts[v])} {PLURAL.get(v, v)}" for v in JUDGED if counts.get(v, 0))
+        lines += [
+            f"- **{preset}**: {what}. Of the study's {len(rows)} claims: {tallied}. "
+            f"Firmest hold: {_strongest(rows, ('holds',))}. Firmest contradiction: "
+            f"{_strongest(rows, ('opposite', 'does not hold'))}.",
+        ]
+    return [*lines, ""] if lines else []
+
+
 def model_lines(models: pd.DataFrame | None, two_tower: pd.DataFrame | None, presets: list[str]) -> list[str]:
     """Per model: test accuracy, the majority grade's, the lexical grader's, and a warning when the model is near its
     floor (less than NEAR_FLOOR above its majority grade) or the lexical grader is as good or better."""
@@ -393,6 +481,13 @@ def scorecard_markdown(
         "# Scorecard: the study's claims on each model",
         "",
     ]
+    answer = answer_lines(table, list(pages), models)
+    if answer:
+        lines += [
+            f"The answer, per model (the study's own: {STUDY_SHAPE}; the model of its shape first; evidence below):",
+            "",
+            *answer,
+        ]
     grid = grid_html(table, pages)
     if grid:
         lines += [
