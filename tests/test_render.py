@@ -7,7 +7,16 @@ import nbformat
 import pandas as pd
 
 from headlab.report.bookjs import VEGA_PATH
-from headlab.report.render import LIVE_ONLY_NOTE, WIDGET_STATE, WIDGET_VIEW, BookChart, live_panel, show, static_widgets
+from headlab.report.render import (
+    LIVE_ONLY_NOTE,
+    WIDGET_STATE,
+    WIDGET_VIEW,
+    BookChart,
+    live_panel,
+    show,
+    static_tables,
+    static_widgets,
+)
 
 
 def _chart(title="t"):
@@ -91,3 +100,20 @@ def test_a_live_panel_redraws_its_text_and_charts_in_place_when_a_control_change
     assert len(out.outputs) == 1 and out.outputs[0]["data"]["text/markdown"] == "n = 3"
     assert [v.spec["title"] for v in views] == ["first 3", "second 3"]
     assert panel.children[2:] == tuple(views)  # the same widgets, redrawn
+
+
+def test_static_tables_show_a_missing_number_as_a_dash_and_no_negative_zero():
+    frame = pd.DataFrame({"share": [float("nan"), -0.0001, -0.25], "text": [None, "a", "b"]}).round(3)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            outputs=[nbformat.v4.new_output("execute_result", {"text/html": frame._repr_html_()}, execution_count=1)]
+        )
+    ]
+    before = frame._repr_html_()
+    assert "<td>NaN</td>" in before and re.search(r"<td>-0\.0+</td>", before)  # what pandas prints
+    assert static_tables(nb) == 1
+    html = nb.cells[0].outputs[0]["data"]["text/html"]
+    assert "NaN" not in html and "None" not in html and html.count("<td>—</td>") == 2
+    assert not re.search(r"<td>-0\.0+</td>", html) and re.search(r"<td>0\.0+</td>", html) and "<td>-0.25</td>" in html
+    assert static_tables(nb) == 0  # nothing left to change

@@ -74,7 +74,7 @@ from headlab.models.pretrain import ensure_named
 from headlab.models.training import NO_TRAINING
 from headlab.models.two_tower import finetune_two_tower
 from headlab.report.bookjs import write_scripts
-from headlab.report.render import static_widgets
+from headlab.report.render import static_tables, static_widgets
 
 # Parameter sets passed to every notebook that declares the parameter (papermill ignores the rest).
 PRESETS = {
@@ -382,6 +382,7 @@ def run_step(label: str, source: Path, target: Path, settings: dict, threads: in
     seconds = execute_notebook(source, target, settings, REPO)
     nb = nbformat.read(str(target), as_version=4)
     static_widgets(nb)  # the static book embeds no widgets: no widget JavaScript from a CDN
+    static_tables(nb)  # "—" for a missing number, no -0
     reading_tags(nb)
     nbformat.write(nb, str(target))
     return seconds

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 
 from headlab.report.bookjs import VEGA_PATH, after_loading
@@ -112,6 +113,27 @@ def _is_progress_bar(model_id: str, state: dict) -> bool:
     return model.get("model_name") == "HBoxModel" and any(
         state.get(child, {}).get("model_name") in ("FloatProgressModel", "IntProgressModel") for child in children
     )
+
+
+_MISSING_CELL = re.compile(r"<td>(?:NaN|nan|None|<NA>)</td>")
+_NEGATIVE_ZERO = re.compile(r"<td>-(0(?:\.0+)?%?)</td>")
+
+
+def static_tables(nb) -> int:
+    """Make a notebook's displayed tables read as a reader reads them, in place: a missing number is "—" and a zero
+    rounded from below is 0, not -0 (pandas prints ``NaN`` and ``-0.000``); return how many outputs changed."""
+    changed = 0
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            html = output.get("data", {}).get("text/html")
+            if html is None:
+                continue
+            text = "".join(html) if isinstance(html, list) else html
+            fixed = _NEGATIVE_ZERO.sub(r"<td>\1</td>", _MISSING_CELL.sub("<td>—</td>", text))
+            if fixed != text:
+                output["data"]["text/html"] = fixed
+                changed += 1
+    return changed
 
 
 def static_widgets(nb) -> int:
