@@ -99,7 +99,7 @@ def test_a_chart_shown_before_the_end_of_its_cell_is_displayed(path):
             for node in ast.walk(tree)
             if isinstance(node, ast.Expr)
             and isinstance(node.value, ast.Call)
-            and getattr(node.value.func, "id", None) == "show"
+            and "show" in (getattr(node.value.func, "id", None), getattr(node.value.func, "attr", None))
             and node is not last
         ]
         assert not lost, f"{path.name}: show(...) at line(s) {lost} of a cell is never displayed"

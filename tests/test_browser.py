@@ -1,6 +1,7 @@
 """The built book works with no network: every page, opened in headless Chromium (served from localhost, and as
-files), requests nothing from any other host, logs no JavaScript error, and draws every chart, attention view and
-formula. A planted page proves that the check catches a CDN request.
+files), requests nothing from any other host, logs no JavaScript error, draws every chart, attention view and
+formula, and shows a reader nothing broken (a Markdown table left as text, NaN, a warning, a traceback). Planted pages
+prove that the checks catch a CDN request and a broken page.
 
 Uses Debian's ``chromium`` through Playwright (never ``playwright install``). `make test` installs chromium when it
 runs as root; elsewhere, without it, this test is skipped with a loud message, except under CI, where it fails.
@@ -13,6 +14,7 @@ import contextlib
 import functools
 import http.server
 import os
+import re
 import shutil
 import threading
 from dataclasses import dataclass, field
@@ -59,6 +61,31 @@ _TOO_WIDE = """() => [...document.querySelectorAll('.headlab-chart, .headlab-vie
   }).filter(x => x)"""
 
 
+# What a reader must never see on a page (its text as drawn): a Markdown table left as text, a missing number printed
+# as NaN, a Python warning or traceback.
+UNREADABLE = {
+    "a Markdown table left as text": r"\|\s*[-—]{1,3}\s*\|",
+    # a whole cell or line (a table cell is a tab-separated field of the page's text), not a word in code or prose
+    "NaN for a missing number": r"(?:^|\t)[ ]*(?:NaN|nan)[ ]*(?=\t|$)",
+    "a Python warning": r"\b\w+Warning\b",
+    "a traceback": r"Traceback \(most recent call last\)",
+}
+
+
+def unreadable(text: str) -> list[str]:
+    """What a reader would see broken in a page's text as the browser lays it out (:data:`UNREADABLE`: lines, table
+    cells apart by tabs), each with where it stands."""
+
+    def around(m: re.Match) -> str:
+        return " ".join(text[max(0, m.start() - 40) : m.end() + 20].split())
+
+    return [
+        f"{what}: …{around(m)}…"
+        for what, pattern in UNREADABLE.items()
+        for m in re.finditer(pattern, text, re.MULTILINE)
+    ]
+
+
 def is_external(url: str) -> bool:
     """A request that leaves this machine (file:, data: and blob: URLs do not)."""
     parsed = urlparse(url)
@@ -98,6 +125,7 @@ class PageReport:
     errors: list[str] = field(default_factory=list)  # console errors, uncaught exceptions, failed local files
     not_drawn: list[str] = field(default_factory=list)  # containers with no svg/canvas, formulas not typeset
     too_wide: list[str] = field(default_factory=list)  # charts and views wider than the page's column
+    unreadable: list[str] = field(default_factory=list)  # text a reader would see broken (UNREADABLE)
 
     def problems(self) -> list[str]:
         return (
@@ -105,6 +133,7 @@ class PageReport:
             + [f"error: {e}" for e in self.errors]
             + [f"not drawn: {what}" for what in self.not_drawn]
             + [f"too wide: {w}" for w in self.too_wide]
+            + [f"unreadable: {u}" for u in self.unreadable]
         )
 
 
@@ -123,6 +152,7 @@ def check_page(context, base: str, page: str, shots: Path, wait_ms: int = 20_000
         tab.wait_for_load_state("networkidle", timeout=5_000)
     report.not_drawn = tab.evaluate(_NOT_DRAWN)
     report.too_wide = tab.evaluate(_TOO_WIDE)
+    report.unreadable = unreadable(tab.evaluate("() => document.body.innerText"))
     tab.screenshot(path=str(report.screenshot), full_page=True)
     tab.close()
     return report
@@ -224,7 +254,11 @@ def site(tiny_book, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory):
-    path = tmp_path_factory.mktemp("screenshots")
+    """Where each page's screenshot goes: ``HEADLAB_SCREENSHOTS`` where set (CI keeps that folder as an artifact),
+    else a temporary folder."""
+    kept = os.environ.get("HEADLAB_SCREENSHOTS")
+    path = Path(kept) if kept else tmp_path_factory.mktemp("screenshots")
+    path.mkdir(parents=True, exist_ok=True)
     print(f"\nscreenshots of the book's pages: {path}")
     return path
 
@@ -296,3 +330,20 @@ def test_a_page_that_reaches_a_cdn_fails_the_check(site, browser, shots):
     assert report.not_drawn == ["headlab-chart c"]
     with pytest.raises(AssertionError, match="cdn.jsdelivr.net"):
         assert_offline([report])
+
+
+def test_a_page_a_reader_would_see_broken_fails_the_check(site, browser, shots):
+    """The reader's checks catch a table left as text, a NaN, a warning and a traceback, each on its own."""
+    lines = [
+        "<p>| the study's claim | verdict |</p><p>|—|—|</p>",
+        "<table><tr><td>NaN</td></tr></table>",
+        "<pre>RuntimeWarning: invalid value encountered in scalar divide</pre>",
+        "<pre>Traceback (most recent call last):</pre>",
+    ]
+    page = _plant(site, "broken.html", '<head><meta charset="utf-8"></head><body>' + "".join(lines) + "</body>")
+    with serve(site) as base:
+        report = check_page(browser, base, page, shots)
+    found = {u.split(":")[0] for u in report.unreadable}
+    assert found == set(UNREADABLE), report.unreadable
+    assert unreadable("a verdict table that rendered, 0.0 [−0.1, +0.1]\tx = np.nan\tfloat('nan') in code") == []
+    assert [u.split(":")[0] for u in unreadable("share\tlo\n0.5\tNaN\n")] == ["NaN for a missing number"]

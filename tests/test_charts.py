@@ -13,6 +13,7 @@ from headlab.findings.order import CONDITIONS
 from headlab.findings.segmentation import BoundaryData
 from headlab.findings.segmentation_report import score_segmentation
 from headlab.report import charts
+from headlab.report.layout import COLUMN_PX, drawn_width
 
 
 def test_notebook_02_charts_build_valid_specs():
@@ -199,7 +200,11 @@ def test_the_circuit_graph_draws_one_edge_per_sender_and_receiver_signed():
     nodes = next(v for v in spec["datasets"].values() if len(v) == 5)
     adds = {n["name"]: n.get("adds") for n in nodes}
     assert adds["3.9"] == 0.2 and adds["1.1"] == 0.01 and adds["2.9"] is None  # 2.9: no minimality row
-    assert (
-        spec["title"]["subtitle"].startswith("the circuit keeps 61.0% [50.0%, 70.0%]")
-        and "8 random" in spec["title"]["subtitle"]
+    subtitle = " ".join(spec["title"]["subtitle"])
+    assert subtitle.startswith("the circuit keeps 61.0% [50.0%, 70.0%]") and "8 random" in subtitle
+    long = (
+        "the circuit: the matching heads and the heads that read most of their change (edge: that receiver reading "
+        "that sender alone, on the pairs that did not choose it)"
     )
+    chart = charts.circuit_graph(edges, ranking, senders, long, minimality, faithful)
+    assert drawn_width(chart) <= COLUMN_PX  # the title wraps to the column instead of widening the chart

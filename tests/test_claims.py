@@ -295,7 +295,7 @@ def test_rows_carry_the_quote_the_rule_and_both_intervals():
     assert row.quote == STUDY_CLAIMS["term_matching.lower_half_costs"].quote and row.kind == "effect"
     assert row.verdict == "holds" and row.lo_adj < row.lo and row.page == "05_term_matching"
     text = render([row])
-    assert "adjusted [" in text and f"“{readable_quote(row.quote)}”" in text and "The rule (effect)" in text
+    assert "adjusted [" in text and readable_quote(row.quote) in text and "The rule (effect)" in text
     assert "paired bootstrap over test pairs" in text
 
 
@@ -440,3 +440,16 @@ def test_a_page_ends_on_a_table_of_its_verdicts_and_saves_its_claims_once(tmp_pa
 def test_a_number_with_its_interval_is_written_one_way():
     assert with_interval(CHANGE, -0.5, -0.6, -0.4) == "-50.0% [-60.0%, -40.0%]"
     assert with_interval(CHANGE, 0.1, math.nan, math.nan) == "+10.0%" and is_missing(None) and not is_missing(0.0)
+
+
+def test_a_number_that_rounds_to_zero_prints_without_a_sign():
+    from headlab.findings.units import Kind, Unit, no_negative_zero
+
+    assert [Unit("u", k).number(-0.0001) for k in (Kind.RELATIVE, Kind.POINTS, Kind.SHARE)] == [
+        "0.0%",
+        "0.0 points",
+        "0.0%",
+    ]
+    assert Unit("u", Kind.RELATIVE).number(0.0001) == "+0.0%"  # only the minus goes
+    assert Unit("u", Kind.RELATIVE).number(-0.05) == "-5.0%" and Unit("u", Kind.POINTS).number(0.05) == "+5.0 points"
+    assert no_negative_zero("-0%") == "0%" and no_negative_zero("-0.05") == "-0.05"

@@ -5,9 +5,10 @@ import json
 import re
 
 import pandas as pd
+import pytest
 
 from headlab.book.build import PRESETS, REPO, not_built_commands, site_toc
-from headlab.book.scorecard import scorecard_markdown, scorecard_table
+from headlab.book.scorecard import _strength, answer_lines, scorecard_markdown, scorecard_table
 from headlab.findings.claims import STUDY_CLAIMS, registered
 from headlab.findings.units import STUDY_GRADE_SHIFT, unit_of
 from headlab.findings.verdicts import Claim, claims_file, claims_table
@@ -100,7 +101,7 @@ def test_claims_of_each_preset_are_stacked_with_their_page_and_model(tmp_path, m
     assert "| b (minilm, stsb-en) | 2 | 1 | 1 | 0 | 0 | 0 |" in page
     sub = next(line for line in page.splitlines() if line.startswith("| ↳ with the floor"))
     assert "⌊floor⌋" in sub and "100% of κ lost" in sub
-    assert "## 08 two towers" in page and '- e5-zh: `make book PRESETS="a b e5-zh"`' in page
+    assert "### 08 two towers" in page and '- e5-zh: `make book PRESETS="a b e5-zh"`' in page
 
 
 def test_the_study_number_is_shown_only_in_our_unit():
@@ -339,3 +340,20 @@ def test_the_page_opens_on_the_answer_per_model_the_study_shaped_one_first_with_
     counts = verdicts.value_counts()
     assert first.rstrip(".").endswith("opposite)") and f"Of the study's 4 claims: {counts['holds']} hold," in first
     assert f"{counts['opposite']} opposite" in first
+
+
+def test_firmness_is_measured_from_the_claims_null_in_sizes_and_no_effect_claims_in_margins():
+    share = "share of heads shown to change nothing"
+    nothing = _judged("layer_dependence.most_heads_change_nothing", 0.9, 0.02, share)  # null 0.5, size 0.1
+    shown = claims_table([nothing]).iloc[0]
+    assert shown.verdict == "holds"
+    # from the null (0.5), its near end 0.9 - 0.02 - widening lies about 3.x sizes past the size, not 8.x
+    assert _strength(shown) == pytest.approx((shown.lo_adj - 0.5 - 0.1) / 0.1)
+    loss = _judged("redundancy.no_loss_below_20", -0.08, 0.01, "relative change of accuracy")  # margin 1.15%
+    lost = claims_table([loss]).iloc[0]
+    assert lost.verdict == "does not hold"
+    assert _strength(lost) == pytest.approx((min(abs(lost.lo_adj), abs(lost.hi_adj)) - lost.margin) / lost.margin)
+    table = claims_table([loss]).assign(preset="default", model="minilm", data="stsb-en")
+    (line,) = [x for x in answer_lines(table, ["default"]) if x.startswith("- **")]
+    assert "Firmest hold: none." in line and "Firmest contradiction: *Masking fewer than 20%" in line
+    assert "; does not hold)" in line and "1 does not hold" in line

@@ -258,11 +258,12 @@ def test_judging_md_carries_the_policy_block_generated_from_the_policy():
 
 def test_a_quoted_row_of_the_studys_table_reads_as_its_cells_named_by_the_tables_head():
     study = (Path(__file__).parents[1] / "docs" / "study.md").read_text(encoding="utf-8")
-    for row, head in sizes.STUDY_TABLE_HEADS.items():
-        assert quote_in(study, f"{head}\n|---|---|---|---|---|---|\n{row}")  # the head of that very table
+    for row, (caption, head) in sizes.STUDY_TABLE_HEADS.items():
+        assert quote_in(study, f"{caption}:\n\n{head}\n|---|---|---|---|---|---|\n{row}")  # that very table
         text = sizes.readable_quote(row)
-        assert "|" not in text and text.startswith("change by mask: none +0%, 5 random heads +0%")
+        assert "|" not in text and "“" not in text  # no table row, and no quotation marks round a paraphrase
+        assert text.startswith("its table, relative change of test accuracy by mask: none +0%, 5 random heads +0%")
         assert "the 5 matching heads -52.4%" in text
-    assert sizes.readable_quote("Masking 5 random heads changes nothing") == "Masking 5 random heads changes nothing"
+    assert sizes.readable_quote("Masking 5 random heads changes nothing") == "“Masking 5 random heads changes nothing”"
     quoted = [c for c in STUDY_CLAIMS.values() if c.quote in sizes.STUDY_TABLE_HEADS]
     assert quoted and all("|" not in sizes.readable_quote(c.quote) for c in quoted)

@@ -19,6 +19,7 @@ from headlab.core.stats import (
     holm,
     kappa_contrast,
     kappa_lost,
+    kappa_lost_point,
     mcnemar,
     mean_interval,
     modal_share,
@@ -380,3 +381,15 @@ def test_a_mean_ratio_over_draws_resamples_the_draws_where_the_pairs_agree():
     assert boot.std() > 0.05
     _, flat = draws_ratio_of_means(np.full((4, 30), 3.0), denominator, weights, counts)
     np.testing.assert_allclose(flat, 1.5)
+
+
+def test_the_point_of_kappa_lost_is_kappa_losts_own_without_a_bootstrap():
+    rng = np.random.default_rng(3)
+    gold = rng.integers(1, 6, 300)
+    base = np.where(rng.random(300) < 0.7, gold, rng.integers(1, 6, 300))
+    masked = np.stack([np.where(rng.random(300) < 0.5, gold, rng.integers(1, 6, 300)) for _ in range(3)])
+    for predicted in (masked[0], masked):  # one mask, and draws x pairs
+        assert kappa_lost_point(predicted, base, gold) == pytest.approx(
+            kappa_lost(predicted, base, gold, 200)["kappa_lost"]
+        )
+    assert math.isnan(kappa_lost_point(masked, np.full(300, 3), gold))  # a constant base: no kappa scale

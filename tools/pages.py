@@ -1,5 +1,5 @@
 """Write, or check, every file derived from the page registry (headlab.lab.pages): book/_toc.yml, each notebook's
-``parameters`` cell, and the page tables of README.md and book/intro.md.
+``parameters`` cell, the page tables of README.md and book/intro.md, and the book's glossary of units.
 
     python -m tools.pages           # write them
     python -m tools.pages --check   # exit 1, naming each file that differs (tests/test_pages.py runs this)
@@ -13,6 +13,7 @@ import re
 import sys
 from pathlib import Path
 
+from headlab.findings.units import glossary_table
 from headlab.lab import pages as registry
 from headlab.lab.params import REPO
 
@@ -43,6 +44,8 @@ def derived_files(repo: Path = REPO) -> dict[Path, str]:
         files[path] = notebook_with_cell(path, p.id)
     for path, table in (("README.md", registry.readme_table), ("book/intro.md", registry.intro_table)):
         files[repo / path] = with_block((repo / path).read_text(encoding="utf-8"), "pages", table())
+    intro = repo / "book" / "intro.md"
+    files[intro] = with_block(files[intro], "units", glossary_table())
     return files
 
 

@@ -255,7 +255,7 @@ def duration(seconds) -> str:
     return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
 
 
-FINDING_HEADING = "###"  # under the page's "## Every claim"
+FINDING_HEADING = "###"  # a tally's heading under the page's "## Every claim" (its findings: one level below)
 
 
 def _scorecard_lines(table: pd.DataFrame, results: Path) -> tuple[list[str], list[str], list[str]]:

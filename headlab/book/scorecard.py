@@ -21,7 +21,7 @@ import pandas as pd
 
 from headlab.core.stats import NEAR_FLOOR
 from headlab.findings.claims import STUDY_CLAIMS
-from headlab.findings.units import KAPPA_START, is_missing, unit_of
+from headlab.findings.units import KAPPA_START, is_missing, no_negative_zero, unit_of
 from headlab.findings.verdicts import ALPHA, FAMILIES, RULE_VERSION, RULES, TALLIES, VERDICTS, study_claim_id
 from headlab.findings.verdicts import COLUMNS as CLAIM_COLUMNS
 from headlab.lab.params import Params
@@ -160,9 +160,9 @@ def _lost(row) -> str:
     """The share of kappa lost beside an accuracy number (rule 3), or, on a row of rule 2, its floor-scale share."""
     kappa = getattr(row, "kappa_lost", None)
     if not is_missing(kappa) and not str(row.unit).startswith(KAPPA_START):
-        return f"; {kappa:.0%} of κ lost"
+        return f"; {no_negative_zero(f'{kappa:.0%}')} of κ lost"
     old = getattr(row, "lost", None)
-    return "" if is_missing(old) else f"; {old:.0%} of above-chance accuracy lost"
+    return "" if is_missing(old) else f"; {no_negative_zero(f'{old:.0%}')} of above-chance accuracy lost"
 
 
 def _old_rule(row) -> str:
@@ -301,7 +301,7 @@ DATA_WORDS = {
     "stsb-zh": "Chinese sentence pairs graded for similarity (Chinese STS-B)",
 }
 STUDY_COLUMN = "e5-zh-char"  # the column of the study's shape (Chinese, one character a token, 12 x 12): first
-STUDY_SHAPE = "a Chinese BERT-base (12 x 12) reading one character a token, on human-graded query–title relevance"
+STUDY_SHAPE = "a Chinese BERT (12 x 12) reading one character a token, on query–title relevance in five grades"
 
 
 PLURAL = {"holds": "hold", "does not hold": "do not hold"}  # "3 hold, 2 do not hold, 1 opposite"
@@ -313,17 +313,26 @@ def column_order(presets: list[str]) -> list[str]:
 
 
 def _strength(row) -> float:
-    """How far a decided row's adjusted interval reaches past what decided it, in sizes: for holds, its near end
-    beyond the size in the claimed direction; for opposite, its far end beyond 0 the other way; for does not hold,
-    how far short of the size its far end stops. NaN where the row has no size (no-effect claims, sub-rows)."""
+    """How far a decided row's adjusted interval reaches past what decided it, in multiples of the claim's size (for
+    no effect: of its margin), measured from the claim's null: for holds, how far its near end lies past the size in
+    the claimed direction; for opposite, its far end beyond the null the other way, over the size; for does not
+    hold, how far short of the size its far end stops, over the size (no effect: how far past the margin its nearer
+    end lies). NaN where the row has no size or margin, or is a no-effect claim that holds."""
     spec = STUDY_CLAIMS.get(row.claim_id)
-    size = row.min_size
-    if spec is None or is_missing(size) or not size > 0 or spec.direction == 0:
+    if spec is None:
         return math.nan
-    d = spec.direction
-    near, far = (row.lo_adj, row.hi_adj) if d > 0 else (-row.hi_adj, -row.lo_adj)
+    lo, hi = row.lo_adj - spec.null, row.hi_adj - spec.null
+    if spec.kind == "no_effect":
+        margin = row.margin
+        if row.verdict != "does not hold" or is_missing(margin) or not margin > 0:
+            return math.nan
+        return (min(abs(lo), abs(hi)) - margin) / margin if lo * hi > 0 else math.nan
+    size = row.min_size
+    if is_missing(size) or not size > 0 or spec.direction == 0:
+        return math.nan
+    near, far = (lo, hi) if spec.direction > 0 else (-hi, -lo)
     if row.verdict == "holds":
-        return near / size
+        return (near - size) / size
     if row.verdict == "opposite":
         return -far / size
     return (size - far) / size if row.verdict == "does not hold" else math.nan
@@ -340,7 +349,8 @@ def _strongest(rows: pd.DataFrame, verdicts: tuple[str, ...]) -> str:
             unit = unit_of(row.unit)
             return (
                 f"*{row.claim}*, {unit.number(row.ours)} (adjusted [{unit.number(row.lo_adj)}, "
-                f"{unit.number(row.hi_adj)}]{'' if verdict == 'holds' else f', {verdict}'})"
+                f"{unit.number(row.hi_adj)}], {strengths.max():.1f} times its size past the line"
+                f"{'' if verdict == 'holds' else f'; {verdict}'})"
             )
     return "none"
 
@@ -366,7 +376,9 @@ def answer_lines(table: pd.DataFrame, presets: list[str], models: pd.DataFrame |
             f"{DATA_WORDS.get(first.data, first.data)}"
         )
         counts = rows["verdict"].value_counts()
-        tallied = ", ".join(f"{int(counts[v])} {PLURAL.get(v, v)}" for v in JUDGED if counts.get(v, 0))
+        tallied = ", ".join(
+            f"{int(counts[v])} {v if counts[v] == 1 else PLURAL.get(v, v)}" for v in JUDGED if counts.get(v, 0)
+        )
         lines += [
             f"- **{preset}**: {what}. Of the study's {len(rows)} claims: {tallied}. "
             f"Firmest hold: {_strongest(rows, ('holds',))}. Firmest contradiction: "
@@ -433,10 +445,10 @@ def claim_tables(
             lines += tally_lines(table, presets, family)
     for family, heading_text in TALLIES.items():
         mine = table[table["tally"] == family] if "tally" in table else table.iloc[0:0]
-        if family != "study" and not mine.empty:
+        if not mine.empty:  # each tally under its own heading, its findings one level below it
             lines += [f"{heading} {heading_text[0].upper()}{heading_text[1:]}", ""]
         for finding, rows in mine.groupby("finding", sort=True):
-            lines += _finding_table(rows, finding, presets, verdict_text, heading, table)
+            lines += _finding_table(rows, finding, presets, verdict_text, heading + "#", table)
     return lines
 
 
@@ -483,8 +495,11 @@ def scorecard_markdown(
     ]
     answer = answer_lines(table, list(pages), models)
     if answer:
+        first = "; the model of its shape first" if STUDY_COLUMN in pages else ""
         lines += [
-            f"The answer, per model (the study's own: {STUDY_SHAPE}; the model of its shape first; evidence below):",
+            f"The answer, per model (the study's own: {STUDY_SHAPE}{first}). *Firmest*: the claim whose adjusted "
+            "interval lies farthest past the line that decided it (its size, or zero for opposite), in multiples "
+            "of its size; the evidence is below:",
             "",
             *answer,
         ]

@@ -424,6 +424,16 @@ def kappa_lost(
     }
 
 
+def kappa_lost_point(masked_predicted, base_predicted, gold, n_grades: int = 5) -> float:
+    """:func:`kappa_lost`'s point alone, 1 - kappa_masked / kappa_base (kappa_masked the mean over the draws of
+    ``masked_predicted``, pairs or draws x pairs), with no bootstrap: NaN where kappa_base <= 0. Unlike
+    :func:`kappa_lost`, it never reads a replicate, so a base kappa above 0 whose resamples reach 0 still gives a
+    number (a choice needs the point, not its interval)."""
+    base_kappa = quadratic_kappa(base_predicted, gold, n_grades)
+    masked = np.mean([quadratic_kappa(draw, gold, n_grades) for draw in np.atleast_2d(masked_predicted)])
+    return 1.0 - float(masked) / base_kappa if base_kappa > 0 else math.nan
+
+
 def _kappa_replicates(conditions, base, g, n_boot, seed, draw_seeds, n_grades):
     """``(base_point, base_boot, [(kappa, per_draw, counts), ...])``: the baseline's kappa at the point and in every
     replicate, and per condition its kappa (mean over draws), its draws' kappas in every replicate (n_boot x draws)

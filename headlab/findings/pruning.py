@@ -10,7 +10,6 @@ the safe share is chosen on the dev pairs too. The advice itself is judged on re
 
 from __future__ import annotations
 
-import math
 import tempfile
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import pandas as pd
 
 from headlab.core.evaluate import predicted_grades
 from headlab.core.pruning import cannot_prune
-from headlab.core.stats import floor_bound, kappa_contrast, quadratic_kappa, relative_change
+from headlab.core.stats import floor_bound, kappa_contrast, kappa_lost_point, relative_change
 from headlab.core.sweep import (
     MaskSpec,
     baseline_correct,
@@ -116,15 +115,6 @@ def _by_share(per_example: pd.DataFrame, plan: pd.DataFrame, kind: str) -> pd.Da
     return pd.DataFrame(rows)
 
 
-def _kappa_lost_point(predicted, base, gold) -> float:
-    """1 - kappa(masked) / kappa(unmasked) at the point alone, the masked kappa the mean over its draws (``predicted``:
-    draws x pairs) as :func:`headlab.core.stats.kappa_lost` takes it (a choice needs no interval, and a bootstrap of
-    one replicate has no spread to take); NaN where the unmasked model has no kappa scale."""
-    base_kappa = quadratic_kappa(base, gold)
-    masked = np.mean([quadratic_kappa(draw, gold) for draw in np.atleast_2d(predicted)])
-    return 1.0 - float(masked) / base_kappa if base_kappa > 0 else math.nan
-
-
 def safe_share(
     dev: tuple[pd.DataFrame, pd.DataFrame],
     test: tuple[pd.DataFrame, pd.DataFrame],
@@ -147,7 +137,7 @@ def safe_share(
     dev_base, dev_gold = baseline_grades(dev[0])
     share, n_heads, dev_lost = 0.0, 0, 0.0
     for r in dev_rows.itertuples():
-        lost = _kappa_lost_point(r.predicted, dev_base, dev_gold)
+        lost = kappa_lost_point(r.predicted, dev_base, dev_gold)  # the choice needs no interval
         if not lost <= margin:  # a NaN (no kappa scale) stops the run as a loss does
             break
         share, n_heads, dev_lost = float(r.share), int(r.n_heads), float(lost)

@@ -97,21 +97,27 @@ class StudyNumber:
 
 
 _TABLE = "| change | +0% | +0% | -52.4% | -86.5% | -18.1% |"
-# the head of that table (finding 5), as printed: a quote of its row reads as the header's cells paired with it
+# the caption and head of that table (finding 5), as printed: a quote of its row is said with them
 STUDY_TABLE_HEADS = {
-    _TABLE: "| mask | none | 5 random heads | the 5 matching heads | all heads of layers 0-5 | layers 0-5 but the 5 "
-    "matching heads |"
+    _TABLE: (
+        "Relative change of test accuracy",
+        "| mask | none | 5 random heads | the 5 matching heads | all heads of layers 0-5 | layers 0-5 but the 5 "
+        "matching heads |",
+    )
 }
 
 
 def readable_quote(quote: str) -> str:
-    """A quote as a reader reads it: a row of one of the study's tables (:data:`STUDY_TABLE_HEADS`) as its cells
-    named by the table's head ("change of accuracy by mask: none +0%, ..."); any other quote as it is."""
-    head = STUDY_TABLE_HEADS.get(quote)
-    if head is None:
-        return quote
-    (what, *values), (by, *names) = ([c.strip() for c in line.strip().strip("|").split("|")] for line in (quote, head))
-    return f"{what} by {by}: " + ", ".join(f"{name} {value}" for name, value in zip(names, values))
+    """How a page gives the study's words: a sentence in quotation marks, word for word; a row of one of the study's
+    tables (:data:`STUDY_TABLE_HEADS`) as the table's caption and its cells named by the table's head, outside
+    quotation marks (``its table, relative change of test accuracy by mask: none +0%, ...``), since a row is no
+    sentence."""
+    if quote not in STUDY_TABLE_HEADS:
+        return f"“{quote}”"
+    caption, head = STUDY_TABLE_HEADS[quote]
+    (_, *values), (by, *names) = ([c.strip() for c in line.strip().strip("|").split("|")] for line in (quote, head))
+    cells = ", ".join(f"{name} {value}" for name, value in zip(names, values))
+    return f"its table, {caption[0].lower()}{caption[1:]} by {by}: {cells}"
 
 
 STUDY_NUMBERS = {

@@ -11,6 +11,7 @@ their models are rebuilt.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from enum import Enum
 
@@ -33,7 +34,11 @@ class Unit:
     kind: Kind
 
     def number(self, value: float) -> str:
-        """A number in this unit as the pages write it (signed where it is a change)."""
+        """A number in this unit as the pages write it (signed where it is a change; a value that rounds to zero is
+        written 0, never -0)."""
+        return no_negative_zero(self._number(value))
+
+    def _number(self, value: float) -> str:
         if self.kind is Kind.RELATIVE:
             return f"{value:+.1%}"
         if self.kind is Kind.POINTS:
@@ -55,6 +60,14 @@ class Unit:
         return self.label
 
 
+_ROUNDED_ZERO = re.compile(r"^-(?=0(?:\.0+)?(?:%| points)?$)")
+
+
+def no_negative_zero(text: str) -> str:
+    """A printed number that rounds to zero without a minus sign ("-0.0%" reads "0.0%"; "+0.0%" stays)."""
+    return _ROUNDED_ZERO.sub("", text)
+
+
 # the interval methods several findings use (a claim's ``method``)
 PAIRED = "paired bootstrap over test pairs"
 TWO_STAGE = "two-stage bootstrap over draws and test pairs"
@@ -69,6 +82,29 @@ def with_interval(unit: Unit, value: float, lo: float, hi: float) -> str:
     """``value [lo, hi]`` in ``unit``; the value alone where no interval was measured."""
     text = unit.number(value)
     return text if is_missing(lo) or is_missing(hi) else f"{text} [{unit.number(lo)}, {unit.number(hi)}]"
+
+
+# what a number of each kind means, for the book's glossary (glossary_table prints an example with Unit.number)
+MEANINGS = {
+    Kind.RELATIVE: "a relative change, as the study reports accuracy: the condition's accuracy against the unmasked "
+    "model's, so +1% is 1% higher than the baseline's accuracy (relatively), not one point more",
+    Kind.POINTS: "a difference of two relative changes or of two shares, in percentage points (named heads minus "
+    "random heads, one half minus the other); on the κ scale, points of the share of κ lost",
+    Kind.SHARE: "a part of a whole: of the test pairs, of a row's attention, of the heads, of a grade-logit "
+    "difference restored, or of the unmasked model's quadratic-weighted κ lost (0: as unmasked; 100%: no agreement "
+    "with the gold grades beyond chance, where every constant answer sits on every data set)",
+    Kind.SIGNED: "a change in the measure's own terms: grades of the expected grade, nats of an entropy (exp of it is "
+    "the number of tokens a row effectively attends to), standard deviations of a move",
+    Kind.NUMBER: "a number in its unit's own terms, unsigned (a rank, a count)",
+}
+
+
+def glossary_table() -> str:
+    """The book's glossary of units: per kind, how a number prints (an example, printed by :meth:`Unit.number`) and
+    what it means."""
+    rows = ["| printed as | what it means |", "|---|---|"]
+    rows += [f"| {Unit('example', kind).number(0.123)} | {meaning} |" for kind, meaning in MEANINGS.items()]
+    return "\n".join(rows)
 
 
 KAPPA_START = "share of the unmasked quadratic κ lost"  # every unit on the kappa scale starts so

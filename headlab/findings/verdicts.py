@@ -871,6 +871,6 @@ def render(claims: list[Claim]) -> str:
         )
         lines.append(
             f"- *{c.claim}* {_WORDS[c.verdict]}: {ours}{study}. {c.reason}\n"
-            f"  The study: “{readable_quote(c.quote)}”. The rule ({c.kind}): {c.rule}."
+            f"  The study: {readable_quote(c.quote)}. The rule ({c.kind}): {c.rule}."
         )
     return "\n".join(lines)

@@ -364,7 +364,7 @@ PAGES = (
         "activation patching per head and per position on contrast titles (shared words replaced; TFC1; one shared "
         "against one unshared word on the same pairs), attribution patching audited against it, mean-ablation "
         "specificity within grades, path patching to every head above against random senders, the circuit's "
-        "faithfulness, completeness and minimality under mean ablation",
+        "faithfulness (under mean and resample ablation), completeness and minimality",
         "whether the term-matching heads carry the signal, patched in from a contrast pair",
         (
             tiny(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 
 import altair as alt
 import numpy as np
@@ -956,7 +957,12 @@ def circuit_graph(
     labels = alt.Chart(nodes).mark_text(dy=-14, fontSize=10).encode(x=x, y=y, text="name:N")
     return (
         alt.layer(lines, points, labels)
-        .properties(width=360, height=240, title=alt.TitleParams(title, subtitle=subtitle) if subtitle else title)
+        .properties(
+            width=360,
+            height=240,
+            # lines a column wide: a title longer than the plot widens the drawn chart past the page's column
+            title=alt.TitleParams(textwrap.wrap(title, 70) or "", subtitle=textwrap.wrap(subtitle, 80) or ""),
+        )
         .resolve_scale(color="independent")
     )
 

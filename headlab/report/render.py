@@ -115,7 +115,7 @@ def _is_progress_bar(model_id: str, state: dict) -> bool:
     )
 
 
-_MISSING_CELL = re.compile(r"<td>(?:NaN|nan|None|<NA>)</td>")
+_MISSING_CELL = re.compile(r"<td>(?:NaN|nan|None|&lt;NA&gt;)</td>")
 _NEGATIVE_ZERO = re.compile(r"<td>-(0(?:\.0+)?%?)</td>")
 
 
