@@ -357,3 +357,23 @@ def test_firmness_is_measured_from_the_claims_null_in_sizes_and_no_effect_claims
     (line,) = [x for x in answer_lines(table, ["default"]) if x.startswith("- **")]
     assert "Firmest hold: none." in line and "Firmest contradiction: *Masking fewer than 20%" in line
     assert "; does not hold)" in line and "1 does not hold" in line
+
+
+def test_the_study_and_our_predictions_have_a_grid_each_and_an_undecided_cell_says_which_way_it_leans():
+    leaning_away = _judged("two_tower.worse", 0.004, 0.03, "relative change of accuracy")  # the claim: worse
+    ours = _judged(
+        "patching.cls_route_hands_on",
+        0.3,
+        0.05,
+        "share of the grade-logit difference that comes back "
+        "through the head's output at [CLS] alone (path patching from the matching heads)",
+    )
+    table = claims_table([leaning_away, ours]).assign(preset="a", model="minilm", data="stsb-en")
+    assert table.set_index("claim_id").loc["two_tower.worse", "verdict"] in ("cannot tell", "underpowered")
+    page = scorecard_markdown(table, {"a": "executed"}, {})
+    blocks = re.findall(r"vegaEmbed\(el, (\{.*\}), \{actions", page)
+    assert len(blocks) == 2 and page.index("The study's claims (rows)") < page.index("Our own predictions (rows)")
+    (study,), (predictions,) = (json.loads(b)["datasets"].values() for b in blocks)
+    assert [c["claim"] for c in study] == [leaning_away.claim] and [c["claim"] for c in predictions] == [ours.claim]
+    assert study[0]["label"] == f"{study[0]['verdict']} (−)"  # +0.4% where the claim expects a loss
+    assert predictions[0]["label"] == predictions[0]["verdict"]  # decided: no leaning shown

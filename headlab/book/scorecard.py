@@ -202,14 +202,30 @@ def _text(row, column: str) -> str:
     return value if isinstance(value, str) else ""
 
 
-def grid_cells(table: pd.DataFrame, pages: dict[str, str]) -> pd.DataFrame:
-    """One row per claim (not sub-row) and built preset (``pages``: preset -> folder of its pages), for the grid
-    that opens the page: its verdict, what its tooltip says (:data:`GRID_TOOLTIP`) and ``href``, the page with its
+UNDECIDED = ("cannot tell", "underpowered")  # verdicts whose cell shows which way the estimate leans
+
+
+def leaning(row) -> str:
+    """Which way an undecided row's estimate leans, for its cell: " (+)" the claim's way, " (−)" the other way, from
+    the claim's null; "" for a decided row, a no-effect claim or no estimate."""
+    spec = STUDY_CLAIMS.get(row.claim_id)
+    if row.verdict not in UNDECIDED or spec is None or spec.direction == 0 or is_missing(row.ours):
+        return ""
+    lean = (row.ours - spec.null) * spec.direction
+    return " (+)" if lean > 0 else " (−)" if lean < 0 else ""
+
+
+def grid_cells(table: pd.DataFrame, pages: dict[str, str], family: str = "study") -> pd.DataFrame:
+    """One row per claim (not sub-row) of one tally (``family``) and built preset (``pages``: preset -> folder of its
+    pages), for a grid of the page: its verdict, its cell's ``label`` (the verdict, and for an undecided one which
+    way it leans: :func:`leaning`), what its tooltip says (:data:`GRID_TOOLTIP`) and ``href``, the page with its
     evidence (relative to the scorecard, the site's root; the pages have no anchor per claim)."""
-    columns = ["finding", "claim", "model", "verdict", *GRID_TOOLTIP, "href"]
+    columns = ["finding", "claim", "model", "verdict", "label", *GRID_TOOLTIP, "href"]
     if table.empty:
         return pd.DataFrame(columns=columns)
     main = table[table["claim_id"].map(is_main) & table["preset"].isin(list(pages))]
+    if "tally" in main:
+        main = main[main["tally"].fillna("study") == family]
     labels = {preset: column_label(preset, table) for preset in pages}
     cells = [
         {
@@ -217,6 +233,7 @@ def grid_cells(table: pd.DataFrame, pages: dict[str, str]) -> pd.DataFrame:
             "claim": row.claim,
             "model": labels[row.preset],
             "verdict": row.verdict,
+            "label": f"{row.verdict}{leaning(row)}",
             "our number": "not measured" if is_missing(row.ours) else unit_of(row.unit).number(row.ours),
             "95% interval": _raw_interval(row) or "none",
             "adjusted": _adjusted_interval(row) or "none",
@@ -229,10 +246,10 @@ def grid_cells(table: pd.DataFrame, pages: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame(cells, columns=columns)
 
 
-def grid_html(table: pd.DataFrame, pages: dict[str, str]) -> str:
-    """The grid as HTML that the book's own Vega bundle draws (no network; SVG for readers without JavaScript),
-    laid out to fit the text column; empty when no claim was saved."""
-    cells = grid_cells(table, pages)
+def grid_html(table: pd.DataFrame, pages: dict[str, str], family: str = "study") -> str:
+    """One tally's grid as HTML that the book's own Vega bundle draws (no network; SVG for readers without
+    JavaScript), laid out to fit the text column; empty when no claim of it was saved."""
+    cells = grid_cells(table, pages, family)
     if cells.empty:
         return ""
     grid = verdict_grid(cells, tooltip=GRID_TOOLTIP, label_limit=GRID_LABELS)
@@ -503,17 +520,18 @@ def scorecard_markdown(
             "",
             *answer,
         ]
-    grid = grid_html(table, pages)
-    if grid:
-        lines += [
+    for family, caption in (
+        (
+            "study",
             "The study's claims (rows) on each model (columns). Hover a cell for our number, its intervals and the "
-            "rule; click it for the page with the evidence. The tables below give every cell in full.",
-            "",
-            "````{raw} html",
-            grid,
-            "````",
-            "",
-        ]
+            "rule; click it for the page with the evidence. An undecided cell says which way our estimate leans: (+) "
+            "the claim's way, (−) the other way. The tables below give every cell in full.",
+        ),
+        ("ours", "Our own predictions (rows), apart from the study's, on each model (columns)."),
+    ):
+        grid = grid_html(table, pages, family)
+        if grid:
+            lines += [caption, "", "````{raw} html", grid, "````", ""]
     lines += [
         "Each row is one claim of the study (indented rows are evidence under it, not counted); each column one "
         "model this site was built on. A cell gives the verdict, our number with its 95% interval and the "

@@ -765,7 +765,7 @@ def shuffle_sensitivity(
 VERDICT_COLOURS = {
     "holds": "#54a24b",
     "does not hold": "#e45756",
-    "opposite": "#b279a2",
+    "opposite": "#8e1b3b",  # darker than "does not hold": the stronger contradiction
     "cannot tell": "#bab0ac",
     "underpowered": "#d8cfa8",
     "not comparable": "#eeeeee",
@@ -835,7 +835,13 @@ def verdict_grid(
     base = alt.Chart(table)
     return alt.layer(
         base.mark_rect(stroke="white", strokeWidth=2).encode(x=x, y=y, color=colour, **live),
-        base.mark_text(fontSize=10).encode(x=x, y=y, text="verdict:N", **live),
+        base.mark_text(fontSize=10).encode(
+            x=x,
+            y=y,
+            text=alt.Text("label:N" if "label" in table.columns else "verdict:N"),
+            color=alt.condition(alt.datum.verdict == "opposite", alt.value("white"), alt.value("black")),
+            **live,
+        ),
     ).properties(width=alt.Step(130), height=alt.Step(19), title=alt.TitleParams(title, anchor="start"))
 
 
