@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from headlab.book.build import PRESETS, REPO, not_built_commands, site_toc
-from headlab.book.scorecard import _strength, answer_lines, scorecard_markdown, scorecard_table
+from headlab.book.scorecard import _strength, answer_lines, interval_rows, scorecard_markdown, scorecard_table
 from headlab.findings.claims import STUDY_CLAIMS, registered
 from headlab.findings.units import STUDY_GRADE_SHIFT, unit_of
 from headlab.findings.verdicts import Claim, claims_file, claims_table
@@ -359,21 +359,45 @@ def test_firmness_is_measured_from_the_claims_null_in_sizes_and_no_effect_claims
     assert "; does not hold)" in line and "1 does not hold" in line
 
 
+def _route_row():
+    """A row of our own predictions (patching.cls_route_hands_on), decided."""
+    unit = "share of the grade-logit difference that comes back through the head's output at [CLS] alone (path "
+    return _judged("patching.cls_route_hands_on", 0.3, 0.05, unit + "patching from the matching heads)")
+
+
 def test_the_study_and_our_predictions_have_a_grid_each_and_an_undecided_cell_says_which_way_it_leans():
     leaning_away = _judged("two_tower.worse", 0.004, 0.03, "relative change of accuracy")  # the claim: worse
-    ours = _judged(
-        "patching.cls_route_hands_on",
-        0.3,
-        0.05,
-        "share of the grade-logit difference that comes back "
-        "through the head's output at [CLS] alone (path patching from the matching heads)",
-    )
+    ours = _route_row()
     table = claims_table([leaning_away, ours]).assign(preset="a", model="minilm", data="stsb-en")
     assert table.set_index("claim_id").loc["two_tower.worse", "verdict"] in ("cannot tell", "underpowered")
     page = scorecard_markdown(table, {"a": "executed"}, {})
-    blocks = re.findall(r"vegaEmbed\(el, (\{.*\}), \{actions", page)
-    assert len(blocks) == 2 and page.index("The study's claims (rows)") < page.index("Our own predictions (rows)")
-    (study,), (predictions,) = (json.loads(b)["datasets"].values() for b in blocks)
+    blocks = [json.loads(b) for b in re.findall(r"vegaEmbed\(el, (\{.*\}), \{actions", page)]
+    grids = [b for b in blocks if "params" not in b]  # the claims' intervals on one model carry the model menu
+    assert len(grids) == 2 and page.index("The study's claims (rows)") < page.index("Our own predictions (rows)")
+    (study,), (predictions,) = (g["datasets"].values() for g in grids)
     assert [c["claim"] for c in study] == [leaning_away.claim] and [c["claim"] for c in predictions] == [ours.claim]
     assert study[0]["label"] == f"{study[0]['verdict']} (−)"  # +0.4% where the claim expects a loss
     assert predictions[0]["label"] == predictions[0]["verdict"]  # decided: no leaning shown
+
+
+def test_the_claims_stand_on_one_axis_in_multiples_of_their_size_turned_to_the_claimed_direction():
+    worse = _judged("two_tower.worse", -0.03, 0.01, "relative change of accuracy")  # direction -1
+    nothing = _judged("layer_dependence.most_heads_change_nothing", 0.9, 0.02, "share of heads shown to change nothing")
+    no_loss = _judged("redundancy.no_loss_below_20", 0.0, 0.001, "relative change of accuracy")  # no effect: left out
+    ours = _route_row()
+    table = claims_table([worse, nothing, no_loss, ours]).assign(preset="a", model="minilm", data="stsb-en")
+    rows = interval_rows(table, {"a": "executed"}).set_index("claim")
+    assert list(rows.index) == [worse.claim, nothing.claim]  # no-effect claims and our predictions left out
+    w, n = (
+        table.set_index("claim_id").loc["two_tower.worse"],
+        table.set_index("claim_id").loc["layer_dependence.most_heads_change_nothing"],
+    )
+    assert rows.loc[worse.claim, "estimate"] == pytest.approx(0.03 / w.min_size)  # a loss, the claim's way: positive
+    assert rows.loc[worse.claim, ["lo", "hi"]].tolist() == pytest.approx(
+        sorted([-w.hi_adj / w.min_size, -w.lo_adj / w.min_size])
+    )
+    assert rows.loc[nothing.claim, "estimate"] == pytest.approx((0.9 - 0.5) / n.min_size)  # from the null, 0.5
+    page = scorecard_markdown(table, {"a": "executed"}, {})
+    assert "The same claims on one model" in page and '"name": "column"' in page.replace(
+        '"name":"column"', '"name": "column"'
+    )

@@ -25,7 +25,7 @@ from headlab.findings.units import KAPPA_START, is_missing, no_negative_zero, un
 from headlab.findings.verdicts import ALPHA, FAMILIES, RULE_VERSION, RULES, TALLIES, VERDICTS, study_claim_id
 from headlab.findings.verdicts import COLUMNS as CLAIM_COLUMNS
 from headlab.lab.params import Params
-from headlab.report.charts import verdict_grid
+from headlab.report.charts import SIZES_SHOWN, claims_in_sizes, verdict_grid
 from headlab.report.layout import fit
 from headlab.report.render import BookChart
 
@@ -259,6 +259,40 @@ def grid_html(table: pd.DataFrame, pages: dict[str, str], family: str = "study")
     # to make room for the second (Vega does not raise a label's first line)
     grid = grid.configure_axisX(labelExpr=_TWO_LINES, offset=13)
     return BookChart(fit(grid))._repr_html_()
+
+
+def _in_sizes(value: float, spec, size: float) -> float:
+    """``value`` in multiples of the claim's size from its null, turned to the claimed direction."""
+    return (value - spec.null) * spec.direction / size
+
+
+def interval_rows(table: pd.DataFrame, pages: dict[str, str]) -> pd.DataFrame:
+    """For :func:`headlab.report.charts.claims_in_sizes`: each study claim with a direction and a size (sub-rows and
+    no-effect claims left out) on each built preset, its estimate, adjusted interval and the study's number (where in
+    our unit) in multiples of its size from its null, turned to the claimed direction."""
+    columns = ["finding", "claim", "model", "verdict", "estimate", "lo", "hi", "study"]
+    if table.empty or "claim_id" not in table:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    study_rows = table["tally"].fillna("study") == "study" if "tally" in table else True
+    for row in table[table["claim_id"].map(is_main) & table["preset"].isin(list(pages)) & study_rows].itertuples():
+        spec = STUDY_CLAIMS.get(row.claim_id)
+        size = row.min_size
+        if spec is None or spec.direction == 0 or is_missing(size) or not size > 0 or is_missing(row.ours):
+            continue
+        ends = sorted(_in_sizes(v, spec, size) for v in (row.lo_adj, row.hi_adj))
+        own = getattr(row, "study_unit", "")
+        study = math.nan if is_missing(row.study) or (isinstance(own, str) and own) else row.study
+        estimate, study = _in_sizes(row.ours, spec, size), _in_sizes(study, spec, size)
+        rows.append((row.finding, row.claim, column_label(row.preset, table), row.verdict, estimate, *ends, study))
+    return pd.DataFrame(rows, columns=columns)
+
+
+def intervals_html(table: pd.DataFrame, pages: dict[str, str]) -> str:
+    """The claims' intervals on a chosen model (:func:`interval_rows`), as HTML the book's Vega bundle draws; empty
+    when no claim has a size."""
+    rows = interval_rows(table, pages)
+    return "" if rows.empty else BookChart(fit(claims_in_sizes(rows)))._repr_html_()
 
 
 def tally(table: pd.DataFrame, preset: str, family: str = "study") -> pd.Series:
@@ -532,6 +566,18 @@ def scorecard_markdown(
         grid = grid_html(table, pages, family)
         if grid:
             lines += [caption, "", "````{raw} html", grid, "````", ""]
+        if family == "study" and (intervals := intervals_html(table, pages)):
+            lines += [
+                "The same claims on one model (pick it in the menu): our estimate in multiples of the claim's size, "
+                "from no effect (0) to the size it asks for (1) in the claimed direction, with the interval adjusted "
+                "for the number of claims; the black tick is the study's own number where it is in our unit. Ends "
+                f"beyond {SIZES_SHOWN[0]:g} or {SIZES_SHOWN[1]:g} sizes are drawn at the edge.",
+                "",
+                "````{raw} html",
+                intervals,
+                "````",
+                "",
+            ]
     lines += [
         "Each row is one claim of the study (indented rows are evidence under it, not counted); each column one "
         "model this site was built on. A cell gives the verdict, our number with its 95% interval and the "

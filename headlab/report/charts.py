@@ -845,6 +845,49 @@ def verdict_grid(
     ).properties(width=alt.Step(130), height=alt.Step(19), title=alt.TitleParams(title, anchor="start"))
 
 
+SIZES_SHOWN = (-3.0, 5.0)  # the interval plot's axis, in sizes: farther ends are drawn at its edge (clamped)
+
+
+def claims_in_sizes(table: pd.DataFrame, title: str = "") -> alt.LayerChart:
+    """Each claim's estimate on one model at a time (a menu picks the model), in multiples of the claim's smallest
+    effect from no effect: 0 is no effect, 1 the size the claim asks for, in the claimed direction; the bar is the
+    interval adjusted for the number of claims, the tick the study's own number where it is in our unit, the colour
+    the verdict. So claims in different units stand on one axis.
+
+    ``table``: one row per claim and model (finding, claim, ``model``, verdict, estimate, lo, hi, study: in sizes)."""
+    models = list(dict.fromkeys(table["model"]))
+    pick = alt.param(name="column", value=models[0], bind=alt.binding_select(options=models, name="model "))
+    rows = list(dict.fromkeys(table["claim"]))
+    x_scale = alt.Scale(domain=list(SIZES_SHOWN), clamp=True)
+    y = alt.Y("claim:N", sort=rows, title=None, axis=alt.Axis(labelLimit=260, labelFontSize=10))
+    colour = alt.Color(
+        "verdict:N",
+        scale=alt.Scale(domain=list(VERDICT_COLOURS), range=list(VERDICT_COLOURS.values())),
+        legend=alt.Legend(orient="bottom", columns=3, title=None),
+    )
+    tips = [alt.Tooltip(c, type="nominal") for c in ("claim", "model", "verdict")] + [
+        alt.Tooltip(c, type="quantitative", format=".2f") for c in ("estimate", "lo", "hi", "study")
+    ]
+    base = alt.Chart(table).transform_filter(alt.datum.model == pick)
+    marks = [
+        base.mark_rule(strokeWidth=3).encode(
+            x=alt.X("lo:Q", scale=x_scale, title="estimate, in multiples of the claim's size (1: its size)"),
+            x2="hi:Q",
+            y=y,
+            color=colour,
+            tooltip=tips,
+        ),
+        base.mark_circle(size=50, opacity=1).encode(x=alt.X("estimate:Q", scale=x_scale), y=y, color=colour),
+        base.mark_tick(color="black", thickness=2).encode(x=alt.X("study:Q", scale=x_scale), y=y),
+    ]
+    lines = alt.Chart(pd.DataFrame({"at": [0.0, 1.0]})).mark_rule(strokeDash=[4, 3], color="grey").encode(x="at:Q")
+    return (
+        alt.layer(lines, *marks)
+        .add_params(pick)
+        .properties(width=220, height=alt.Step(14), title=alt.TitleParams(title, anchor="start") if title else "")
+    )
+
+
 def condition_accuracy(table: pd.DataFrame, title: str = "") -> alt.VConcatChart:
     """Test accuracy of each condition with its 95% interval, one panel per model, a dashed rule at the
     cross-encoder's accuracy (the conditions of notebook 08).
