@@ -338,7 +338,11 @@ def test_the_page_opens_on_the_answer_per_model_the_study_shaped_one_first_with_
     assert "Firmest hold: *A two-tower model grades worse than one cross-encoder*, -30.0%" in first
     assert "Firmest contradiction: *Masking all of layer 8 (of 12) raises accuracy by 2.3%*, -40.0%" in first
     counts = verdicts.value_counts()
-    assert first.rstrip(".").endswith("opposite)") and f"Of the study's 4 claims: {counts['holds']} hold," in first
+    assert (
+        "opposite, its far end" in first
+        and first.rstrip(".").endswith("sizes beyond no effect the other way)")
+        and f"Of the study's 4 claims: {counts['holds']} hold," in first
+    )
     assert f"{counts['opposite']} opposite" in first
 
 
@@ -356,7 +360,9 @@ def test_firmness_is_measured_from_the_claims_null_in_sizes_and_no_effect_claims
     table = claims_table([loss]).assign(preset="default", model="minilm", data="stsb-en")
     (line,) = [x for x in answer_lines(table, ["default"]) if x.startswith("- **")]
     assert "Firmest hold: none." in line and "Firmest contradiction: *Masking fewer than 20%" in line
-    assert "; does not hold)" in line and "1 does not hold" in line
+    assert (
+        ": does not hold, its near end" in line and "margins beyond the margin)" in line and "1 does not hold" in line
+    )
 
 
 def _route_row():

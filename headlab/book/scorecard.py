@@ -389,6 +389,20 @@ def _strength(row) -> float:
     return (size - far) / size if row.verdict == "does not hold" else math.nan
 
 
+# how far past what decided it a row's adjusted interval lies (_strength), said per verdict
+FIRMNESS_WORDS = {
+    "holds": "its near end {:.1f} sizes beyond the size",
+    "opposite": "opposite, its far end {:.1f} sizes beyond no effect the other way",
+    "does not hold": "does not hold, its far end {:.1f} sizes short of the size",
+    "no effect": "does not hold, its near end {:.1f} margins beyond the margin",  # a no-effect claim's
+}
+
+
+def _firmness_key(row) -> str:
+    spec = STUDY_CLAIMS.get(row.claim_id)
+    return "no effect" if spec is not None and spec.kind == "no_effect" else row.verdict
+
+
 def _strongest(rows: pd.DataFrame, verdicts: tuple[str, ...]) -> str:
     """The claim among ``rows`` of the first of ``verdicts`` present that its interval decides most firmly, with its
     number and adjusted interval; "none" where no row has one of them."""
@@ -400,8 +414,7 @@ def _strongest(rows: pd.DataFrame, verdicts: tuple[str, ...]) -> str:
             unit = unit_of(row.unit)
             return (
                 f"*{row.claim}*, {unit.number(row.ours)} (adjusted [{unit.number(row.lo_adj)}, "
-                f"{unit.number(row.hi_adj)}], {strengths.max():.1f} times its size past the line"
-                f"{'' if verdict == 'holds' else f'; {verdict}'})"
+                f"{unit.number(row.hi_adj)}]: {FIRMNESS_WORDS[_firmness_key(row)].format(strengths.max())})"
             )
     return "none"
 
@@ -549,8 +562,9 @@ def scorecard_markdown(
         first = "; the model of its shape first" if STUDY_COLUMN in pages else ""
         lines += [
             f"The answer, per model (the study's own: {STUDY_SHAPE}{first}). *Firmest*: the claim whose adjusted "
-            "interval lies farthest past the line that decided it (its size, or zero for opposite), in multiples "
-            "of its size; the evidence is below:",
+            "interval lies farthest from the line that decided it (beyond its size for holds, beyond no effect for "
+            "opposite, short of its size for does not hold), in multiples of its size (for no effect, of its "
+            "margin); the evidence is below:",
             "",
             *answer,
         ]
