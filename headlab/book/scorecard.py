@@ -205,13 +205,18 @@ def _text(row, column: str) -> str:
 UNDECIDED = ("cannot tell", "underpowered")  # verdicts whose cell shows which way the estimate leans
 
 
+def _toward(value: float, spec) -> float:
+    """``value`` from the claim's null, positive the claimed way."""
+    return (value - spec.null) * spec.direction
+
+
 def leaning(row) -> str:
     """Which way an undecided row's estimate leans, for its cell: " (+)" the claim's way, " (−)" the other way, from
     the claim's null; "" for a decided row, a no-effect claim or no estimate."""
     spec = STUDY_CLAIMS.get(row.claim_id)
     if row.verdict not in UNDECIDED or spec is None or spec.direction == 0 or is_missing(row.ours):
         return ""
-    lean = (row.ours - spec.null) * spec.direction
+    lean = _toward(row.ours, spec)
     return " (+)" if lean > 0 else " (−)" if lean < 0 else ""
 
 
@@ -263,7 +268,7 @@ def grid_html(table: pd.DataFrame, pages: dict[str, str], family: str = "study")
 
 def _in_sizes(value: float, spec, size: float) -> float:
     """``value`` in multiples of the claim's size from its null, turned to the claimed direction."""
-    return (value - spec.null) * spec.direction / size
+    return _toward(value, spec) / size
 
 
 def interval_rows(table: pd.DataFrame, pages: dict[str, str]) -> pd.DataFrame:
@@ -372,8 +377,8 @@ def _strength(row) -> float:
     spec = STUDY_CLAIMS.get(row.claim_id)
     if spec is None:
         return math.nan
-    lo, hi = row.lo_adj - spec.null, row.hi_adj - spec.null
     if spec.kind == "no_effect":
+        lo, hi = row.lo_adj - spec.null, row.hi_adj - spec.null
         margin = row.margin
         if row.verdict != "does not hold" or is_missing(margin) or not margin > 0:
             return math.nan
@@ -381,7 +386,7 @@ def _strength(row) -> float:
     size = row.min_size
     if is_missing(size) or not size > 0 or spec.direction == 0:
         return math.nan
-    near, far = (lo, hi) if spec.direction > 0 else (-hi, -lo)
+    near, far = sorted(_toward(v, spec) for v in (row.lo_adj, row.hi_adj))
     if row.verdict == "holds":
         return (near - size) / size
     if row.verdict == "opposite":

@@ -169,7 +169,7 @@ def resample_ablated(model, heads, donors: Donors, chosen: torch.Tensor, positio
     """Inside the block, each head ``(layer, head)`` of ``heads`` outputs what it output on a real reference pair:
     row ``b`` reads donor ``chosen[b]`` (:class:`Donors`) at ``positions[b]`` (batch x tokens,
     :meth:`Donors.positions`: same class, same rank). One donor a pair, so a layer above reads one real pair's
-    outputs, not a patchwork of positions from many (IOI's resampling takes one other input whole); every other head
+    outputs, not a patchwork of positions from many (causal scrubbing resamples one other input whole); every other head
     computes as usual."""
     outputs = donors.outputs
     return _replaced(

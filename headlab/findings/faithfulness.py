@@ -5,8 +5,8 @@ The behaviour F(X) of a set X of heads kept is the mean over pairs of the gap be
 contrast's :func:`headlab.core.patching.grade_logit` (linear in the logits), with every head outside X mean-ablated
 on both runs: :mod:`headlab.core.ablation`, each head's mean per token class ([CLS], query, title, separator) over the
 reference (training) pairs. F(M) is the full model, nothing ablated; F(∅) has every head ablated. Resample ablation
-beside it (:func:`headlab.core.ablation.resample_ablated`): each ablated head outputs a real output of the position's
-class, drawn among reference positions, instead of the mean.
+beside it (:func:`headlab.core.ablation.resample_ablated`): each ablated head outputs what it output on one real
+reference pair (a donor), at the position of the same class and rank, instead of the mean.
 
 - :func:`faithfulness`: F(C) / F(M), set against random circuits of C's size and layer makeup.
 - :func:`completeness`: |F(C \ K) - F(M \ K)| for subsets K of the circuit, greedy and random: removing part of a
@@ -65,7 +65,7 @@ class AblationEngine:
             raise ValueError("original and contrast pairs must match one to one, each pair's two sides of one length")
         self.model = model.eval()
         self.device = torch.device(device)
-        self.n, self.seed = len(original), seed
+        self.n = len(original)
         self.shape = head_grid(model)
         self.heads: list[Head] = [(l, h) for l in range(self.shape[0]) for h in range(self.shape[1])]
         self.reference = reference.to(self.device)
@@ -74,8 +74,15 @@ class AblationEngine:
         # one order of the pairs (sorted by length, stable) makes both sides' batches: the same lengths
         batches = zip(length_batches(original, batch_size, pad_id), length_batches(contrast, batch_size, pad_id))
         classes = pair_classes(tokenizer, original), pair_classes(tokenizer, contrast)
+        donors = self.reference if isinstance(self.reference, Donors) else None
+        # one donor a pair, drawn by seed and the pair's index: no batching changes it
+        chosen = np.random.default_rng([seed, 0xD1]).integers(len(donors.classes), size=self.n) if donors else None
         self.batches = [
-            (idx, [self._side(batch, side, idx) for batch, side in zip((o, c), classes)], self._donors(classes[0], idx))
+            (
+                idx,
+                [self._side(batch, side, idx) for batch, side in zip((o, c), classes)],
+                None if chosen is None else self._donors(classes[0], idx, chosen[idx]),
+            )
             for (idx, o), (_, c) in batches
         ]
         self._gaps: dict[frozenset, np.ndarray] = {}
@@ -83,12 +90,11 @@ class AblationEngine:
     def _side(self, batch: dict, classes: list[np.ndarray], idx) -> tuple[dict, torch.Tensor]:
         return model_inputs(self.model, batch, self.device), padded_classes(classes, idx).to(self.device)
 
-    def _donors(self, classes: list[np.ndarray], idx) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """Per pair of the batch at ``idx``, its donor and the donor position each of its positions reads."""
-        if not isinstance(self.reference, Donors):
-            return None
+    def _donors(self, classes: list[np.ndarray], idx, chosen: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per pair of the batch at ``idx``, its donor (``chosen``) and the donor position each of its positions
+        reads."""
         donors = self.reference
-        chosen = np.random.default_rng([self.seed, 0xD1]).integers(len(donors.classes), size=self.n)[idx]
+        assert isinstance(donors, Donors)
         positions = torch.zeros(len(idx), max(len(classes[i]) for i in idx), dtype=torch.long)
         for row, (i, d) in enumerate(zip(idx, chosen)):
             positions[row, : len(classes[i])] = torch.as_tensor(donors.positions(classes[i], int(d)))

@@ -974,8 +974,8 @@ def both_directions(
         index=[f"random lower-half sets (mean of {len(drawn_sets)})"],
     )
     kept = both.drop(index=drawn_sets)
-    rows = pd.concat([kept.assign(n_draws=1).iloc[:1], drawn.assign(n_draws=len(drawn_sets)), kept.iloc[1:]])
-    rows = rows.fillna({"n_draws": 1}).astype({"n_draws": int})
+    rows = pd.concat([kept.iloc[:1], drawn, kept.iloc[1:]])
+    rows = rows.assign(n_draws=np.where(rows.index.isin(drawn.index), len(drawn_sets), 1))
     return rows.rename_axis("patch").reset_index().assign(n_examples=len(contrast.examples))
 
 
