@@ -1,8 +1,15 @@
 import numpy as np
+import pandas as pd
 import pytest
 from tiny_setup import masked_first_layer, tiny_setup
 
-from headlab.findings.attention_compare import DIFFERENCE, compare_maps, token_labels
+from headlab.findings.attention_compare import (
+    DIFFERENCE,
+    compare_maps,
+    identical_share,
+    identical_takeaway,
+    token_labels,
+)
 from headlab.findings.roles import ENGLISH_STOPWORDS
 
 
@@ -39,3 +46,22 @@ def test_compare_maps_drops_faint_cells_but_keeps_diagonal_and_matches(setup):
     assert DIFFERENCE not in cells.columns
     faint = (cells["all"] < 0.5) & (cells["query"] != cells["key"]) & ~cells["identical"]
     assert not faint.any() and (cells["query"] == cells["key"]).sum() == len(setup.encoded.input_ids[0])
+
+
+def test_the_maps_caption_measures_attention_on_identical_terms_per_run():
+    # one head, pair 3: token 1 has an identical term at 5 (0.6 of its row, 0.2 when masked); token 2 has none
+    cells = pd.DataFrame(
+        {
+            "example": 3,
+            "layer": 0,
+            "head": 0,
+            "query": [1, 1, 2, 2],
+            "key": [5, 0, 0, 2],
+            "identical": [True, False, False, False],
+            "all heads": [0.6, 0.4, 0.5, 0.5],
+            "masked": [0.2, 0.8, 0.5, 0.5],
+        }
+    )
+    assert identical_share(cells, "all heads", 3) == 0.6 and identical_share(cells, "masked", 3) == 0.2
+    assert identical_takeaway(cells, ["all heads", "masked"], 3).endswith("all heads: 60%; masked: 20%.")
+    assert identical_share(cells, "masked", 4) != identical_share(cells, "masked", 4)  # no such pair: NaN

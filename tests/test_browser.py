@@ -10,9 +10,11 @@ A screenshot of each page is saved; a failure names the screenshots of the faili
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
 import http.server
+import json
 import os
 import re
 import shutil
@@ -39,6 +41,7 @@ FLAGS = [
     "--disable-sync",
 ]  # --headless and a fresh --user-data-dir: see `browser`
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
 # Every chart and attention view holds an <svg> or <canvas>; every formula has been typeset by MathJax.
 _DRAWN = """() => [...document.querySelectorAll('.headlab-chart, .headlab-view, .vega-embed')]
@@ -59,6 +62,51 @@ _TOO_WIDE = """() => [...document.querySelectorAll('.headlab-chart, .headlab-vie
     return width > room + 1 ? `${el.className} ${el.id}: drawn ${Math.round(width)} px wide, the column has `
                               + `${Math.round(room)} px` : null;
   }).filter(x => x)"""
+
+
+# Every numbered caption ("Figure 2.1.", render.Figures) sits in the cell of a drawn chart: a caption over nothing is a
+# figure the page declares and the reader never sees. The numbers are returned, to count against the notebook.
+_FIGURES = """() => [...document.querySelectorAll('strong')]
+  .filter(s => /^Figure \\d+\\.\\d+\\.$/.test(s.textContent.trim()))
+  .map(s => {
+    const cell = s.closest('.cell');
+    const chart = cell && cell.querySelector('.headlab-chart, .headlab-view, .vega-embed');
+    return {number: s.textContent.trim(), drawn: !!(chart && chart.querySelector('svg, canvas'))};
+  })"""
+
+# A legend drawn past its chart's edge is cut off; a label Vega shortened ends in an ellipsis ("hur…" for "hurts").
+_CLIPPED = """() => [...document.querySelectorAll('.headlab-chart svg, .vega-embed svg')].flatMap(svg => {
+    const box = svg.getBoundingClientRect();
+    const past = [...svg.querySelectorAll('.role-legend')].map(g => {
+      const r = g.getBoundingClientRect();
+      const over = Math.max(r.right - box.right, r.bottom - box.bottom, box.left - r.left, box.top - r.top);
+      return over > 1 ? `a legend drawn ${Math.round(over)} px past its chart` : null;
+    });
+    const cut = [...svg.querySelectorAll('.role-legend-label text, .role-legend-title text')]
+      .filter(t => t.textContent.endsWith('…')).map(t => `a legend label cut to "${t.textContent}"`);
+    return past.concat(cut);
+  }).filter(x => x)"""
+
+
+def declared_figures(notebook: Path) -> int:
+    """The numbered figures a notebook always draws: its ``figures.show(...)`` calls outside any ``if`` or loop (a
+    figure under a condition may rightly be absent)."""
+    count = 0
+    for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        tree = ast.parse("".join(cell["source"]))
+        conditional = {
+            id(n) for node in ast.walk(tree) if isinstance(node, (ast.If, ast.For, ast.While)) for n in ast.walk(node)
+        }
+        count += sum(
+            isinstance(n, ast.Call)
+            and getattr(n.func, "attr", None) == "show"
+            and getattr(n.func.value, "id", "") == "figures"
+            and id(n) not in conditional
+            for n in ast.walk(tree)
+        )
+    return count
 
 
 # What a reader must never see on a page (its text as drawn): a Markdown table left as text, a missing number printed
@@ -126,6 +174,8 @@ class PageReport:
     not_drawn: list[str] = field(default_factory=list)  # containers with no svg/canvas, formulas not typeset
     too_wide: list[str] = field(default_factory=list)  # charts and views wider than the page's column
     unreadable: list[str] = field(default_factory=list)  # text a reader would see broken (UNREADABLE)
+    figures: list[str] = field(default_factory=list)  # numbered figures not drawn, missing or out of order
+    clipped: list[str] = field(default_factory=list)  # legends cut off at a chart's edge, or their labels cut short
 
     def problems(self) -> list[str]:
         return (
@@ -134,6 +184,8 @@ class PageReport:
             + [f"not drawn: {what}" for what in self.not_drawn]
             + [f"too wide: {w}" for w in self.too_wide]
             + [f"unreadable: {u}" for u in self.unreadable]
+            + [f"figure: {f}" for f in self.figures]
+            + [f"clipped: {c}" for c in self.clipped]
         )
 
 
@@ -153,9 +205,25 @@ def check_page(context, base: str, page: str, shots: Path, wait_ms: int = 20_000
     report.not_drawn = tab.evaluate(_NOT_DRAWN)
     report.too_wide = tab.evaluate(_TOO_WIDE)
     report.unreadable = unreadable(tab.evaluate("() => document.body.innerText"))
+    report.figures = figure_problems(tab.evaluate(_FIGURES), page)
+    report.clipped = tab.evaluate(_CLIPPED)
     tab.screenshot(path=str(report.screenshot), full_page=True)
     tab.close()
     return report
+
+
+def figure_problems(found: list[dict], page: str) -> list[str]:
+    """A page's numbered figures (:data:`_FIGURES`) against its notebook: each drawn, numbered 1, 2, ... in order,
+    and at least as many as the notebook always draws (:func:`declared_figures`)."""
+    problems = [f"{f['number']} has no chart drawn in its cell" for f in found if not f["drawn"]]
+    numbers = [int(f["number"].rstrip(".").split(".")[1]) for f in found]
+    if numbers != list(range(1, len(numbers) + 1)):
+        problems.append(f"figures numbered {numbers}, not 1 to {len(numbers)}")
+    notebook = NOTEBOOKS / f"{Path(page).stem}.ipynb"
+    declared = declared_figures(notebook) if notebook.exists() and "executed" in page else 0
+    if len(found) < declared:
+        problems.append(f"{len(found)} numbered figures shown, {notebook.name} always draws {declared}")
+    return problems
 
 
 def assert_offline(reports: list[PageReport]) -> None:
@@ -347,3 +415,32 @@ def test_a_page_a_reader_would_see_broken_fails_the_check(site, browser, shots):
     assert found == set(UNREADABLE), report.unreadable
     assert unreadable("a verdict table that rendered, 0.0 [−0.1, +0.1]\tx = np.nan\tfloat('nan') in code") == []
     assert [u.split(":")[0] for u in unreadable("share\tlo\n0.5\tNaN\n")] == ["NaN for a missing number"]
+
+
+def test_a_figure_over_nothing_or_a_clipped_legend_fails_the_check(site, browser, shots):
+    """The figure and legend checks are not blind: a caption whose cell drew no chart, figures numbered out of order,
+    a label Vega cut short and a legend past its chart's edge are each reported."""
+    table = pd.DataFrame({"x": [1, 2], "y": [3, 4], "direction": ["hurts", "helps"]})
+    cut = (
+        alt.Chart(table)
+        .mark_point()
+        .encode(x="x:Q", y="y:Q", color=alt.Color("direction:N", legend=alt.Legend(labelLimit=12)))
+    )
+    from headlab.report.render import BookChart
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HEADLAB_BOOK", "1")
+        drawn = BookChart(cut.properties(width=200, height=100))._repr_html_()
+    cells = (
+        f'<div class="cell">{drawn}<p><strong>Figure 9.2.</strong> a label cut short.</p></div>'
+        '<div class="cell"><p><strong>Figure 9.1.</strong> a caption with no chart.</p></div>'
+        '<div class="headlab-chart" id="past"><svg class="marks" width="100" height="50"><g class="role-legend" '
+        'transform="translate(80,0)"><rect width="60" height="20"></rect></g></svg></div>'
+    )
+    page = _plant(site, "figures.html", f'<head><meta charset="utf-8"></head><body>{cells}</body>')
+    with serve(site) as base:
+        report = check_page(browser, base, page, shots)
+    assert report.figures == ["Figure 9.1. has no chart drawn in its cell", "figures numbered [2, 1], not 1 to 2"]
+    assert any(c.startswith('a legend label cut to "') for c in report.clipped), report.clipped
+    assert "a legend drawn 40 px past its chart" in report.clipped
+    assert declared_figures(NOTEBOOKS / "02_layer_dependence.ipynb") >= 3  # the page's figures, counted from its code

@@ -82,6 +82,10 @@ def test_reading_tags_show_results_without_their_code_and_fold_the_parameters():
             nbformat.v4.new_code_cell("curve = share_curve(x)\nMarkdown(verdict(curve))"),
             nbformat.v4.new_code_cell("table.round(4)"),
             nbformat.v4.new_markdown_cell("## text"),
+            nbformat.v4.new_code_cell("figures.show(charts.bars(t), layers_takeaway(t))"),
+            nbformat.v4.new_code_cell(
+                "import altair as alt\nfrom headlab import Lab\n\nlab = Lab.from_globals(globals())"
+            ),
         ]
     )
     reading_tags(nb)
@@ -90,6 +94,8 @@ def test_reading_tags_show_results_without_their_code_and_fold_the_parameters():
     assert nb.cells[1].source == 'RUN_DIR = "runs"'  # not the builder's absolute path
     assert "remove-input" in tags[2] and "remove-input" in tags[3]
     assert "remove-input" not in tags[4] + tags[5]  # cells that compute keep their code on the page
+    assert "remove-input" in tags[7]  # a numbered figure (render.Figures.show) is an output too
+    assert tags[8] == ["hide-input"] and not any("hide-input" in t for t in tags[:8])  # the imports, folded
 
 
 def test_a_cell_past_the_time_limit_names_the_notebook_and_cell(tmp_path, monkeypatch):

@@ -208,3 +208,31 @@ def test_the_circuit_graph_draws_one_edge_per_sender_and_receiver_signed():
     )
     chart = charts.circuit_graph(edges, ranking, senders, long, minimality, faithful)
     assert drawn_width(chart) <= COLUMN_PX  # the title wraps to the column instead of widening the chart
+
+
+def test_a_diverging_heatmap_is_as_saturated_either_side_of_zero_at_the_same_distance():
+    grid = pd.DataFrame({"layer": [0, 0, 1, 1], "head": [0, 1, 0, 1], "rel_change": [-0.137, 0.013, 0.0, np.nan]})
+    scale = charts.head_heatmap(grid, mark=None).to_dict()["layer"][0]["encoding"]["color"]["scale"]
+    assert scale["domain"] == [-0.137, 0.137] and scale["scheme"] == "redblue"  # +1.3% stays pale
+    assert charts.symmetric_scale([0.0, 0.0]).domain == [-1e-3, 1e-3]  # all zero: still a scale
+
+
+def test_the_speed_table_is_a_chart_of_throughput_with_the_speed_up_beside_it():
+    speed = pd.DataFrame(
+        {
+            "machine": ["AMD EPYC (family 25), 2 cores"] * 2,
+            "device": "cpu",
+            "precision": "bf16",
+            "variant": ["unpruned", "pruned"],
+            "batch_size": 64,
+            "pairs_per_s": [300.0, 360.0],
+            "pairs_per_s_min": [290.0, 350.0],
+            "pairs_per_s_max": [310.0, 370.0],
+            "speedup": [1.0, 1.2],
+        }
+    )
+    spec = charts.speed_bars(speed).to_dict()
+    values = spec["datasets"][next(iter(spec["datasets"]))]
+    assert [v["speedup_text"] for v in values] == ["1.00x", "1.20x"]
+    assert {v["setting"] for v in values} == {"batch 64, cpu bf16, AMD EPYC (family 25)"}
+    assert spec["spec"]["layer"][0]["encoding"]["x"]["field"] == "pairs_per_s"

@@ -29,6 +29,7 @@ from headlab.findings.verdicts import (
     claims_file,
     claims_table,
     judge,
+    legend,
     quote_in,
     render,
     save_claims,
@@ -429,8 +430,10 @@ def test_a_page_ends_on_a_table_of_its_verdicts_and_saves_its_claims_once(tmp_pa
         _measured(),
         Claim.not_measured(registered("term_matching.matching_costs"), reason="Not measured: no sweep"),
     ]
-    table = verdict_table(rows).splitlines()
+    text = verdict_table(rows)
+    table = text.split("\n\n")[0].splitlines()
     assert len(table) == 2 + len(rows) and "| **cannot tell** | not measured |" in table[-1]
+    assert text.endswith(legend()) and all(f"**{v}**" in legend() for v in VERDICTS)  # the words once, under it
     assert f"| **{rows[0].verdict}** | 60.0% [55.0%, 65.0%] |" in table[2]  # the lower half's κ lost
     saved = []
     save_claims(SimpleNamespace(save_table=lambda frame, name: saved.append((name, len(frame)))), rows)

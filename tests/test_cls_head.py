@@ -183,7 +183,11 @@ def test_focus_claims_say_where_the_head_was_chosen_and_measured():
     assert "(20% [10%, 30%] of the unmasked quadratic κ lost)" in render([claim])
     assert claim.lo_adj < claim.lo and claim.hi_adj > claim.hi  # judged on the adjusted interval
     text = render([claim])
-    assert "**holds** here: -8.0% [-12.0%, -4.0%]" in text and "(relative change of accuracy; paired bootstrap" in text
+    assert (
+        "**holds** · *" in text
+        and "Ours: -8.0% [-12.0%, -4.0%]" in text
+        and "Measured in relative change of accuracy, paired bootstrap" in text
+    )
     assert "Head 5.3, the upper-half head whose masking alone costs most on 690 selection pairs (-15.0% there" in text
     assert "measured masked alone on the other 689 pairs only: accuracy 50.0% → 46.0%" in text
     assert "McNemar p = 0.0001" in text
@@ -514,3 +518,31 @@ def test_what_the_cls_row_takes_by_weight_and_by_what_is_sent(tmp_path):
     shared = mine.dropna(subset=["shared_share"])["shared_mass"].mean()
     assert table.loc["attention on shared terms", "mean"] == pytest.approx(shared, abs=1e-5)
     assert table.loc["value-weighted, on shared terms", "mean"] != pytest.approx(shared, abs=1e-3)
+
+
+def test_the_figures_captions_and_the_depth_conflict_come_from_the_tables():
+    grid = pd.DataFrame(
+        {
+            "layer": [0, 3, 3, 5, 5],
+            "head": [0, 9, 1, 0, 1],
+            "rel_change": [-0.5, -0.2, -0.01, -0.03, 0.01],
+            "n_examples": 100,
+        }
+    )
+    text = cls_head.focus_takeaway(grid, 3, 9)
+    assert "the chosen head 3.9 costs -20.0%" in text and "costliest head of any layer is 0.0 (-50.0%)" in text
+    conflict = cls_head.depth_conflict(grid, 3, 9, 6)  # the study's layer 10 of 12 is our layer 5 of 6
+    assert "sits in our layer 3, not at the study's layer-10 depth (our layer 5)" in conflict
+    assert "The costliest head of layer 5, 5.0, costs -3.0% on the same selection pairs against -20.0%" in conflict
+    assert cls_head.depth_conflict(grid, 5, 0, 6) == ""  # at the study's depth: nothing to reconcile
+    table = pd.DataFrame({"layer": [0, 3], "head": [0, 9], "excess": [0.3, 0.1], "lo": [0.2, 0.05], "hi": [0.4, 0.15]})
+    assert cls_head.concentration_takeaway(table, 3, 9) == (
+        "Head 3.9 puts +0.100 [+0.050, +0.150] more of its [CLS] row on shared terms than a uniform row would, "
+        "rank 2 of 2 heads; the most is 0.0 (+0.300)."
+    )
+    rows = pd.DataFrame(
+        {"example": [4, 4, 4], "shared": [True, True, False], "all": [0.3, 0.2, 0.5], "masked": [0.1, 0.1, 0.8]}
+    )
+    assert cls_head.cls_bars_takeaway(rows, ["all", "masked"], 4).endswith("(solid): all, 50%; masked, 20%.")
+    sets = pd.DataFrame({"entropy_delta": [0.1, 0.3, 0.5]})
+    assert cls_head.spread_takeaway(0.3, sets).endswith("2 of them change it as much or more.")

@@ -6,19 +6,25 @@ from headlab.core.stats import holm
 from headlab.findings.layer_dependence import (
     HEAD_MARGIN,
     depth_note,
+    explorer_takeaway,
     halves_claims,
     halves_details,
+    halves_takeaway,
     halves_verdict,
     heads_claims,
     heads_details,
+    heads_takeaway,
     heads_verdict,
+    importance_takeaway,
     layer_reference,
     layers_claims,
     layers_details,
+    layers_takeaway,
     layers_verdict,
     proxy_verdict,
     study_layer_to_ours,
     study_layers_to_ours,
+    within_margin_takeaway,
 )
 from headlab.findings.sizes import NO_CHANGE_MARGIN
 from headlab.findings.verdicts import render
@@ -211,7 +217,7 @@ def test_halves_verdict_when_the_lower_half_collapses():
     text = halves_verdict(_with_kappa(gap))
     assert text.startswith(render(_claims(gap)))
     assert text == render(_claims(gap)) + "\n" + halves_details(gap)
-    assert "*Masking 80% and 100% of the low heads makes accuracy collapse* **holds** here" in text
+    assert "**holds** · *Masking 80% and 100% of the low heads makes accuracy collapse.*" in text
     assert "the lower half costs more at 2 and the upper half at 0" in text
     assert "+60.0 points [+53.0, +67.0] at 50%" in text  # the widest difference
     assert "lower -60.0% [-65.0%, -55.0%], upper -5.0% [-9.0%, -1.0%]" in text
@@ -228,7 +234,7 @@ def test_halves_verdict_when_the_halves_do_not_differ():
     )
     text = halves_verdict(_with_kappa(gap))
     assert "the lower half costs more at 0 and the upper half at 0" in text
-    assert "*Masking most of the high heads costs far less than masking the low heads* does **not** hold here" in text
+    assert "**does not hold** · *Masking most of the high heads costs far less than masking the low heads.*" in text
     assert "At 50% of all heads" in text
     assert "Not tested" in halves_verdict(_with_kappa(gap.iloc[:1]))
 
@@ -300,10 +306,10 @@ def test_layers_verdict_compares_by_depth_and_with_the_study_numbers():
     text = layers_verdict(table, 6, 400)
     assert text == render(layers_claims(table, 6, 400)) + "\n" + layers_details(table, 6)
     assert "study layers → our layer" in text
-    assert "*Masking any one of layers 5–9 (of 12) raises accuracy* is **underpowered at this design** here" in text
+    assert "**underpowered** · *Masking any one of layers 5–9 (of 12) raises accuracy.*" in text
     assert "layer 2: +3.0% [+2.0%, +4.0%] (gain after Holm); layer 3: +0.0% [-1.0%, +1.0%];" in text
     assert (
-        "*Masking all of layer 8 (of 12) raises accuracy by 2.3%* **holds** here: +6.0% [+5.0%, +7.0%]" in text
+        "**holds** · *Masking all of layer 8 (of 12) raises accuracy by 2.3%.* Ours: +6.0% [+5.0%, +7.0%]" in text
         and "Our layer 4 at the same depth: exact McNemar test, Holm p = 0.006 over the 6 layers; the 95% "
         "interval excludes"
         in text
@@ -311,7 +317,7 @@ def test_layers_verdict_compares_by_depth_and_with_the_study_numbers():
     assert "Holm correction over all 6 layers" in text
     assert "the largest loss is layer 0: -50.0%" in text
     text = layers_verdict(_layers([-0.5] * 12), 12, 400)
-    assert "one to one" in text and "the **opposite** holds" in text
+    assert "one to one" in text and "**opposite** ·" in text
     assert "Holm p = 0.012 over the 12 layers" in text and "excludes" in text and "gain after Holm at no layer" in text
 
 
@@ -405,7 +411,7 @@ def test_heads_verdict_counts_and_names_the_heads():
     assert "2 hurt when masked: 0.0 -30.0%" in text and "1 help: 2.0 +5.0%" in text
     # only head 0.1 (+0.0% [-1.0%, +1.0%]) lies within ±1.15%; 1.0 and 2.1 are not significant, yet not shown null
     assert "1 of 6 heads pass. 3 show no change that survives the Holm correction" in text
-    assert "*Most single heads change nothing when masked* is **underpowered at this design** here" in text
+    assert "**underpowered** · *Most single heads change nothing when masked.*" in text
     assert "2.0 +5.0% [+3.0%, +7.0%] (p = 0.001, Holm 0.01), 2.1 +2.0%" in text  # the uncorrected gains, with p
     assert "the term-matching heads" not in text.split("\n")[0]  # their claim is page 07's, on 05's heads
     # the layer-10 head: listed, but its claim is page 07's
@@ -450,3 +456,31 @@ def test_the_mean_ablation_check_takes_whole_layers_and_the_halves_at_the_collap
     assert halves == {("lower", 0.375), ("lower", 0.5), ("upper", 0.375), ("upper", 0.5)}  # 6 and 8 of 16 heads
     assert sum(s.kind == "layer" for s in chosen) == 4 and chosen[0].kind == baseline_spec().kind
     assert len(chosen) < len(specs) / 2
+
+
+def test_each_figure_caption_states_what_the_figure_shows_in_numbers_of_its_table():
+    gap = _gap(COLLAPSING)
+    gap.loc[gap["share"] == 0.403, "lower_draws"] = 12  # the deciding share: the most draws
+    text = halves_takeaway(gap)
+    assert text.startswith("At 40% of all heads masked") and "-60.0% [-65.0%, -55.0%]" in text
+    assert (
+        "-5.0% [-9.0%, -1.0%]" in text and "the lower half costs more" in text and "+55.0 points [+48.0, +62.0]" in text
+    )
+    table = _layers([-0.5, -0.2, 0.03, 0.0, 0.06, -0.1])
+    text = layers_takeaway(table)
+    assert "layer 0 costs most, -50.0%" in text and "highest bar is layer 4, +6.0%" in text
+    assert f"{int(table['distinguishable'].sum())} of 6 layers" in text
+    text = heads_takeaway(_grid(MIXED))
+    assert "Of 6 heads masked one at a time, 2 cost accuracy and 1 raise it after Holm" in text
+    assert "costliest is 0.0, -30.0% [-32.0%, -28.0%]" in text and "highest 2.0, +5.0%" in text
+    agreements = {"raw": {"spearman_rho": 0.41, "n_heads": 72}, "normalized": {"spearman_rho": -0.1, "n_heads": 72}}
+    assert importance_takeaway(agreements) == (
+        "Gradient importance against the single-head ablations: raw, Spearman ρ +0.41 over 72 heads; normalized, "
+        "Spearman ρ -0.10 over 72 heads."
+    )
+    grid = _grid(MIXED)
+    assert within_margin_takeaway(grid, 0.02) == (
+        "2 of 6 heads have a 90% interval within ±2% (shown to change nothing); 3 have a 95% interval that excludes "
+        "zero before any correction."
+    )
+    assert explorer_takeaway(grid).startswith("The explorer opens on head 0.0, whose removal costs most (-30.0%)")

@@ -50,7 +50,7 @@ def test_verdict_order_heads():
     text = verdict_order_heads(table, k=2, mean_tokens=20, rows=[row])
     assert text.startswith(render([row]) + "\n")
     assert text == verdict_order_heads(table, k=2, mean_tokens=20)  # by default the same row, built the same way
-    assert "**holds** here: 90.0% [85.0%, 95.0%]" in text and "share of a token's attention on one neighbour" in text
+    assert "Ours: 90.0% [85.0%, 95.0%]" in text and "share of a token's attention on one neighbour" in text
     assert "L0H2, puts 90%" in text and "previous token" in text and "about 5%" in text
     assert "between 60% and 90%" in text
     # "clean" is at least three quarters on one neighbour: judged against 50% + 25 points, adjusted over the claims
@@ -127,7 +127,7 @@ def test_verdict_shuffle():
     small = shuffle_claims(_by_grade(-0.3 * size, -0.5 * size, -0.1 * size))[0]  # moves, by less than the precision
     assert small.verdict == "does not hold" and "a stated precision" in small.reason
     assert shuffle_claims(_by_grade(0.2, 0.1, 0.3))[0].verdict == "opposite"
-    assert "**cannot be told** here" in verdict_shuffle(_by_grade(-1.2 * size, -1.6 * size, -0.8 * size), shares)
+    assert "**cannot tell** ·" in verdict_shuffle(_by_grade(-1.2 * size, -1.6 * size, -0.8 * size), shares)
     # the reason describes the evidence; the verdict is the rule's alone
     for r in (row, flat):
         evidence = r.reason.split(". The adjusted")[0]
@@ -198,9 +198,9 @@ def test_the_masking_claim_is_the_difference_from_random_heads_judged_with_its_d
 def test_the_masking_claim_can_be_opposite_or_short_of_its_size():
     assert _masking(0.3, 20, 0.1, 0.14).verdict == "opposite"  # more sensitive than with random heads
     assert _masking(0.175, 20, -0.008, -0.002).verdict == "does not hold"  # less, but by under 2 points
-    assert "is **underpowered at this design** here" in verdict_masking(*_comparison(0.17, 20, -0.06, 0.04), k=7)
+    assert "**underpowered** ·" in verdict_masking(*_comparison(0.17, 20, -0.06, 0.04), k=7)
     # measured precisely enough to show twice 2 points, an interval reaching both sides is undecided
-    assert "**cannot be told** here" in verdict_masking(*_comparison(0.172, 20, -0.016, 0.0), k=7)
+    assert "**cannot tell** ·" in verdict_masking(*_comparison(0.172, 20, -0.016, 0.0), k=7)
     assert _masking(0.172, 20, -0.016, 0.0).mde <= 2 * 0.02
 
 
@@ -248,4 +248,4 @@ def test_case_grades_and_verdict():
     text = verdict_case(case_shares(cases), grades, "order_restores")
     assert text.startswith("- Of 2 pairs") and "4 -> 2 -> 3 -> 4 here, 4 -> 2 -> 3 -> 2 in the study" in text
     assert 'masking the order heads raises it again" (no pair goes further)' in text
-    assert "here:" not in text and "**" not in text  # the case is counted and shown, not judged
+    assert "Ours:" not in text and "**" not in text  # the case is counted and shown, not judged

@@ -18,8 +18,10 @@ from headlab.findings.patching import (
     agreement,
     attribution_agreement,
     both_directions,
+    carry_takeaway,
     circuit_halves,
     circuit_measures,
+    circuit_takeaway,
     circuit_views,
     claims,
     contrast_controls,
@@ -37,8 +39,10 @@ from headlab.findings.patching import (
     receivers_view,
     replacement_tables,
     restored_against_draws,
+    restored_by_set,
     restored_shares,
     restoring_patches,
+    restoring_takeaway,
     routes_view,
     sender_note,
     sender_view,
@@ -112,6 +116,7 @@ def _pairs(n=32, seed=0):
     return pd.DataFrame(rows)
 
 
+@pytest.mark.slow  # its class means read the training pairs of the real data asset
 def test_page_09_runs_on_a_tiny_model_and_gives_one_row_per_claim(tmp_path, monkeypatch):
     monkeypatch.setattr(patching, "HEAD_MAP_PAIRS", 5)  # the page's samples, below the tiny model's pair counts
     monkeypatch.setattr(patching, "SENDER_PAIRS", 4)
@@ -132,6 +137,11 @@ def test_page_09_runs_on_a_tiny_model_and_gives_one_row_per_claim(tmp_path, monk
     views = head_views(setup, head_map, single_heads, None, None, "match_excess", n_boot=100, attributed=attributed)
     columns = ["restored", "masking_cost", "role_score", "attribution"]
     assert len(views) == 16 and views[columns].notna().all().all()
+    views["matching"] = [(l, h) in matching for l, h in zip(views["layer"], views["head"])]
+    best = views.loc[views["restored"].idxmax()]
+    assert f"head {int(best['layer'])}.{int(best['head'])} restores most, {best['restored']:+.1%}" in (
+        restoring_takeaway(views)
+    )
     agreed = agreement(views, matching, 2, n_boot=100)
     assert len(agreed) == 4 and (agreed["chance"].iloc[:2] == 2 * 2 / 16).all()
     audited = attribution_agreement(views, n_boot=100)
@@ -146,6 +156,9 @@ def test_page_09_runs_on_a_tiny_model_and_gives_one_row_per_claim(tmp_path, monk
     assert set(tables[0]["example"]) == set(tables[1]["example"])
     against = restored_against_draws(tables, "matching", random_patches(plan), n_boot=100)
     assert against["n_draws"] == 3 and against["n_replacements"] == 2
+    by_set = restored_by_set(tables, random_patches(plan))
+    assert len(by_set) == 3 and by_set["restored"].mean() == pytest.approx(against["draws_mean"])  # what it averages
+    assert f"restore {against['tested']:.1%} of a grade-logit drop" in carry_takeaway(against)
     controls = contrast_controls(setup, matching, plan, None, None, n_boot=100)
     assert set(controls) == {"injected"}
     specific = specificity(setup, matching, None, None, n_boot=100, draws=2)
@@ -520,3 +533,12 @@ def test_the_circuit_is_scored_on_a_capped_part_and_chosen_on_every_other_pair()
     assert len(halves[1]) == 30 and len(halves[0]) == 30  # at most half the pairs score
     sample = head_map_pairs(SimpleNamespace(examples=np.arange(12)), seed=0, size=5)  # reads examples alone
     assert len(sample) == 5 and len(set(sample)) == 5 and (np.diff(sample) > 0).all() and sample.max() < 12
+
+
+def test_the_circuit_caption_gives_what_it_keeps_under_each_ablation():
+    circuit = _circuit(resampled_kept=0.6)
+    text = circuit_takeaway(circuit)
+    assert text.startswith("The circuit of 6 heads, on the pairs that did not choose it: under mean ablation it keeps ")
+    assert "90.0% [80.0%, 100.0%]" in text and "under resample ablation it keeps 60.0% [50.0%, 70.0%]" in text
+    empty = {**circuit, "faithfulness": circuit["faithfulness"].iloc[0:0], "resampled": pd.DataFrame()}
+    assert "not measured" in circuit_takeaway(empty)

@@ -12,6 +12,7 @@ from headlab.report.render import (
     WIDGET_STATE,
     WIDGET_VIEW,
     BookChart,
+    Figures,
     live_panel,
     show,
     static_tables,
@@ -117,3 +118,18 @@ def test_static_tables_show_a_missing_number_as_a_dash_and_no_negative_zero():
     assert "NaN" not in html and "None" not in html and html.count("<td>—</td>") == 2
     assert not re.search(r"<td>-0\.0+</td>", html) and re.search(r"<td>0\.0+</td>", html) and "<td>-0.25</td>" in html
     assert static_tables(nb) == 0  # nothing left to change
+
+
+def test_a_page_numbers_its_figures_in_order_and_each_caption_states_its_takeaway(monkeypatch):
+    monkeypatch.setenv("HEADLAB_BOOK", "1")
+    figures = Figures(2)
+    first, second = figures.show(_chart(), "Layer 0 costs most."), figures.show(_chart(), " The rest cost less. ")
+    assert isinstance(first.chart, BookChart) and first.caption == "**Figure 2.1.** Layer 0 costs most."
+    assert second.caption == "**Figure 2.2.** The rest cost less."
+    try:
+        figures.show(_chart(), " ")
+    except ValueError as err:
+        assert "figure 2.3 needs a takeaway" in str(err)
+    else:
+        raise AssertionError("a figure without a takeaway was drawn")
+    assert figures.count == 2  # the refused figure takes no number

@@ -9,6 +9,7 @@ from headlab.core.attention import attention_maps
 from headlab.core.evaluate import encode
 from headlab.findings.roles import (
     ENGLISH_STOPWORDS,
+    MOJIBAKE,
     ROLE_COLUMNS,
     cls_attention_on_shared,
     cls_profile,
@@ -127,6 +128,23 @@ def test_showcase_examples_prefer_long_shared_phrases(tokenizer):
     assert table.loc[1, "phrase"] == "red cat" and table.loc[2, "phrase_terms"] == 1
     short = showcase_examples(encode(tokenizer, frame), tokenizer, max_tokens=11, stopwords=ENGLISH_STOPWORDS)
     assert short["example"].tolist() == [1, 0]
+
+
+def test_a_showcase_pair_is_clean_and_shares_part_of_its_title_not_all_of_it(tokenizer):
+    frame = pd.DataFrame(
+        {
+            "query": ["a dog runs fast", "red cat sleeps", "ariel sharon ŔÄ speaks", "blue car"],
+            "title": ["a dog runs fast", "red cat sleeps in the sun", "ariel sharon spoke today", "blue car"],
+            "label": [5, 4, 3, 5],
+        }
+    )
+    texts = (frame["query"] + " " + frame["title"]).tolist()
+    table = showcase_examples(encode(tokenizer, frame), tokenizer, stopwords=ENGLISH_STOPWORDS, texts=texts)
+    assert table["example"].tolist() == [1]  # 0 and 3 repeat their query; 2 carries mojibake
+    assert table.loc[0, "overlap"] == pytest.approx(3 / 6)  # red, cat, sleeps of "red cat sleeps in the sun"
+    loose = showcase_examples(encode(tokenizer, frame), tokenizer, stopwords=ENGLISH_STOPWORDS, max_overlap=1.0)
+    assert set(loose["example"]) == {0, 1, 2, 3}  # the rule, not the data, left them out
+    assert MOJIBAKE.search("Sharon ŔÄ") and not MOJIBAKE.search("Herr Müller")
 
 
 def tiny_models(tokenizer):

@@ -245,8 +245,8 @@ def test_no_op_table_and_verdict_name_the_sink():
     text = verdict(rows, changes, no_op)
     assert "[CLS] plays the no-op role" in text and "3 of 3 heads" in text
     # a line per claim and scope (rendered from the rows given), one on [CLS] and one on the no-op token
-    lines = [line for line in text.splitlines() if line.startswith("- ")]
-    assert len(lines) == len(rows) + 2
-    assert text.count("does **not** hold here") == 3  # no change: shown short of the smallest effect of interest
-    assert text.count("**not judged** on its own") == len(rows) - 3
+    assert text.count("\n> **") + text.startswith("> **") == len(rows)  # a callout per claim
+    assert len([line for line in text.splitlines() if line.startswith("- ")]) == 2
+    assert text.count("**does not hold** ·") == 3  # no change: shown short of the smallest effect of interest
+    assert text.count("**not judged** ·") == len(rows) - 3
     assert "- Attention to [CLS] (not in the study): all heads:" in text

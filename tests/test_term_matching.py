@@ -320,7 +320,7 @@ def test_the_studys_zero_for_random_heads_is_tested_as_equivalence():
     # the conditions this table lacks are rows all the same, not measured
     absent = {c.claim_id: c for c in claims(narrow, empty)}["term_matching.lower_half_costs"]
     assert absent.verdict == "cannot tell" and np.isnan(absent.ours) and "Not measured" in absent.reason
-    assert f"*{term_matching.LOWER_HALF_COSTS.claim}* **cannot be told** here: not measured" in render(
+    assert f"**cannot tell** · *{term_matching.LOWER_HALF_COSTS.claim}.* Ours: not measured" in render(
         claims(narrow, empty)
     )
 
@@ -458,3 +458,22 @@ def test_the_mean_ablation_check_takes_the_matching_heads_and_the_lower_half():
     specs = term_matching_specs(4, 4, [(0, 1), (1, 2)], draws=3, keep_draws=2, seed=0)
     kinds = [s.kind for s in mean_ablation_specs(specs)]
     assert sorted(kinds) == ["lower", "matching", "none"]  # the random controls stay zeroed
+
+
+def test_the_figures_captions_give_the_chosen_heads_and_every_conditions_change():
+    roles = pd.DataFrame({"layer": [0, 0, 1, 1], "head": [0, 1, 0, 1], "match_excess": [0.1, 0.5, 0.3, 0.05]})
+    text = term_matching.chosen_takeaway(roles, [(0, 1), (1, 0)], 12)
+    assert "highest match_excess, framed: 0.1 (0.50), 1.0 (0.30); 0 of them at the study's depth" in text
+    table = pd.DataFrame(
+        {
+            "condition": ["none", "random_lower", "matching"],
+            "label": ["no mask", "2 random heads of the lower half", "the 2 term-matching heads"],
+            "rel_change": [0.0, -0.05, -0.4],
+            "lo": [0.0, -0.08, -0.45],
+            "hi": [0.0, -0.02, -0.35],
+        }
+    )
+    assert term_matching.conditions_takeaway(table) == (
+        "Relative change of accuracy, masking 2 random heads of the lower half (mean of draws) -5.0% [-8.0%, -2.0%]; "
+        "the 2 term-matching heads -40.0% [-45.0%, -35.0%]."
+    )

@@ -244,13 +244,23 @@ def _only_renders(source: str) -> bool:
         len(body) == 1
         and isinstance(body[0], ast.Expr)
         and isinstance(body[0].value, ast.Call)
-        and getattr(body[0].value.func, "id", None) in ONLY_OUTPUT
+        and (getattr(body[0].value.func, "id", None) or getattr(body[0].value.func, "attr", None)) in ONLY_OUTPUT
     )
+
+
+def _sets_up(source: str) -> bool:
+    """Whether a cell is the page's set-up (it starts with imports): boilerplate a reader opens only on demand."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return False
+    return bool(body) and isinstance(body[0], (ast.Import, ast.ImportFrom))
 
 
 def reading_tags(nb, repo: Path = REPO) -> None:
     """Tag an executed notebook for reading: a cell that only renders a chart or a verdict shows its output without
-    its code; the parameters and papermill's injected parameters are folded away (one click opens them), and a
+    its code; the imports are folded (:func:`_sets_up`), so the computation that matters is what a reader sees; the
+    parameters and papermill's injected parameters are folded away (one click opens them), and a
     ``RUN_DIR`` inside the repository is written relative to it, not as the builder's absolute path. The notebooks
     in ``notebooks/`` keep all their code."""
     for cell in nb.cells:
@@ -262,6 +272,8 @@ def reading_tags(nb, repo: Path = REPO) -> None:
             cell.source = cell.source.replace(f"{repo.resolve()}/", "")
         elif _only_renders(cell.source):
             tags.append("remove-input")
+        elif _sets_up(cell.source):
+            tags.append("hide-input")
 
 
 def notebook_parameters(notebook: Path) -> set[str]:

@@ -85,3 +85,21 @@ def compare_maps(
     value_columns = [*runs, *([DIFFERENCE] if len(runs) == 2 else [])]
     out[value_columns] = out[value_columns].round(4)
     return out
+
+
+def identical_share(cells: pd.DataFrame, run: str, example: int) -> float:
+    """On ``example``, the share of a token's attention (in ``run``) that goes to its identical term in the other
+    sentence, averaged over the heads and the tokens that have one (a row sums to 1; NaN when none has one)."""
+    rows = cells[cells["example"] == example]
+    has = rows.groupby(["layer", "head", "query"])["identical"].transform("any")
+    weights = rows[has].assign(on=lambda t: t[run].where(t["identical"], 0.0))
+    return float(weights.groupby(["layer", "head", "query"])["on"].sum().mean()) if len(weights) else float("nan")
+
+
+def identical_takeaway(cells: pd.DataFrame, runs, example: int) -> str:
+    """The attention maps' caption: per run, how much a token with an identical term in the other sentence gives it."""
+    parts = [f"{run}: {identical_share(cells, run, example):.0%}" for run in runs]
+    return (
+        f"On pair {example}, a token with an identical term in the other sentence (framed) gives it this share of "
+        f"its attention, averaged over the heads shown: {'; '.join(parts)}."
+    )

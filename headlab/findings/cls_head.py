@@ -646,3 +646,64 @@ def mean_ablated_effect(lab, layer: int, head: int, estimate, n_boot: int = 2000
     per_example = lab.sweep([spec], "cls_focus", ablation="mean", progress=False)
     heads = _single_heads(per_example, [spec], "mean-ablated")
     return held_out_effect(heads.correct, heads.base_correct, layer, head, estimate, n_boot, seed, heads.grades)
+
+
+def focus_takeaway(grid: pd.DataFrame, layer: int, head: int) -> str:
+    """The selection grid's caption: the chosen head's cost where it was chosen, beside the costliest head overall."""
+    chosen = grid[(grid["layer"] == layer) & (grid["head"] == head)].iloc[0]
+    worst = grid.loc[grid["rel_change"].idxmin()]
+    return (
+        f"On the {int(chosen['n_examples'])} selection pairs, the chosen head {layer}.{head} costs "
+        f"{chosen['rel_change']:+.1%} when masked alone, the most of any upper-half head; the costliest head of any "
+        f"layer is {int(worst['layer'])}.{int(worst['head'])} ({worst['rel_change']:+.1%})."
+    )
+
+
+def depth_conflict(grid: pd.DataFrame, layer: int, head: int, layers: int) -> str:
+    """Where page 02 and this page meet on the study's layer-10 head, said beside the verdict: the head this page
+    tests is the costliest of the upper half, which need not sit at the study's depth ("" where it does)."""
+    ours = study_layer_to_ours(STUDY_HIGH_HEAD_LAYER, layers)
+    if layer == ours:
+        return ""
+    there = grid[grid["layer"] == ours].dropna(subset=["rel_change"])
+    if there.empty:
+        return ""
+    worst = there.loc[there["rel_change"].idxmin()]
+    chosen = float(grid.loc[(grid["layer"] == layer) & (grid["head"] == head), "rel_change"].iloc[0])
+    return (
+        f"\n\n**Where the pages meet.** The head tested here, {layer}.{head}, sits in our layer {layer}, not at the "
+        f"study's layer-{STUDY_HIGH_HEAD_LAYER} depth (our layer {ours}): it is the study's high head by rank, not "
+        f"by place. The costliest head of layer {ours}, {int(worst['layer'])}.{int(worst['head'])}, costs "
+        f"{worst['rel_change']:+.1%} on the same selection pairs against {chosen:+.1%} for {layer}.{head}; page 02 "
+        f"judges every head of layer {ours} on its single-head grid."
+    )
+
+
+def concentration_takeaway(table: pd.DataFrame, layer: int, head: int) -> str:
+    """The concentration map's caption: the chosen head's excess on shared terms and its rank among all heads."""
+    ranked = table.sort_values("excess", ascending=False, ignore_index=True)
+    rank = int(ranked.index[(ranked["layer"] == layer) & (ranked["head"] == head)][0]) + 1
+    row = ranked.iloc[rank - 1]
+    return (
+        f"Head {layer}.{head} puts {row['excess']:+.3f} [{row['lo']:+.3f}, {row['hi']:+.3f}] more of its [CLS] row on "
+        f"shared terms than a uniform row would, rank {rank} of {len(ranked)} heads; the most is "
+        f"{int(ranked.loc[0, 'layer'])}.{int(ranked.loc[0, 'head'])} ({ranked.loc[0, 'excess']:+.3f})."
+    )
+
+
+def cls_bars_takeaway(rows: pd.DataFrame, runs, example: int) -> str:
+    """The [CLS] bars' caption: on the pair shown, the share of the row on shared terms per run."""
+    pair = rows[rows["example"] == example]
+    parts = [f"{run}, {pair.loc[pair['shared'], run].sum():.0%}" for run in runs]
+    return f"On pair {example}, the share of the head's [CLS] row on the shared terms (solid): {'; '.join(parts)}."
+
+
+def spread_takeaway(tested: float, sets: pd.DataFrame) -> str:
+    """The control figure's caption: the matching heads' entropy change against the random sets'."""
+    values = sets["entropy_delta"].to_numpy(dtype=np.float64)
+    as_far = int((values >= tested).sum()) if tested >= 0 else int((values <= tested).sum())
+    return (
+        f"Masking the matching heads changes the head's [CLS] entropy by {tested:+.3f} nats; the {len(values)} "
+        f"random lower-half sets by {values.mean():+.3f} on average ({values.min():+.3f} to {values.max():+.3f}); "
+        f"{as_far} of them change it as much or more."
+    )

@@ -316,6 +316,17 @@ def halves_details(gap: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def halves_takeaway(gap: pd.DataFrame) -> str:
+    """The halves figure's caption: the two halves at the share the collapse is decided at (the most draws)."""
+    at = gap.loc[gap["lower_draws"].idxmax()]
+    return (
+        f"At {at.share:.0%} of all heads masked, where the collapse is decided, heads drawn from the lower half cost "
+        f"{_change(at.lower_change, at.lower_lo, at.lower_hi)} of accuracy and heads from the upper half "
+        f"{_change(at.upper_change, at.upper_lo, at.upper_hi)}: {_which_half(at)} (upper minus lower, "
+        f"{at.gap * 100:+.1f} points [{at.gap_lo * 100:+.1f}, {at.gap_hi * 100:+.1f}])."
+    )
+
+
 def halves_verdict(gap: pd.DataFrame) -> str:
     """The study's claims about the halves (:func:`halves_claims`), then the difference at every share (markdown)."""
     return "\n".join([render(halves_claims(gap)), halves_details(gap)])
@@ -458,6 +469,16 @@ def layers_details(table: pd.DataFrame, layers: int, alpha: float = 0.05) -> str
             f"{_layers(called[called['rel_change'] < 0])}; the largest loss is layer {int(worst.layer)}: "
             f"{_change(worst.rel_change, worst.lo, worst.hi)}.",
         ]
+    )
+
+
+def layers_takeaway(table: pd.DataFrame) -> str:
+    """The whole-layer figure's caption: the largest loss, the largest rise and how many layers Holm keeps."""
+    worst, best = table.loc[table["rel_change"].idxmin()], table.loc[table["rel_change"].idxmax()]
+    return (
+        f"Masking layer {int(worst.layer)} costs most, {_change(worst.rel_change, worst.lo, worst.hi)}; the "
+        f"highest bar is layer {int(best.layer)}, {_change(best.rel_change, best.lo, best.hi)}; "
+        f"{int(table['distinguishable'].sum())} of {len(table)} layers change accuracy after Holm."
     )
 
 
@@ -635,6 +656,51 @@ def heads_details(grid: pd.DataFrame, layers: int, alpha: float = 0.05) -> str:
         f"head on one part of the pairs and measures it on the other."
     )
     return "\n".join(lines)
+
+
+def heads_takeaway(grid: pd.DataFrame) -> str:
+    """The single-head figures' caption: how many heads Holm keeps each way, and the costliest head."""
+    tested = grid.dropna(subset=["rel_change"])
+    worst, best = tested.loc[tested["rel_change"].idxmin()], tested.loc[tested["rel_change"].idxmax()]
+    hurt, helps = int((grid["direction"] == "hurts").sum()), int((grid["direction"] == "helps").sum())
+    costliest, highest = _head(worst["layer"], worst["head"]), _head(best["layer"], best["head"])
+    return (
+        f"Of {len(tested)} heads masked one at a time, {hurt} cost accuracy and {helps} raise it after Holm; the "
+        f"costliest is {costliest}, {_change(worst.rel_change, worst.lo, worst.hi)}, and the "
+        f"highest {highest}, {_change(best.rel_change, best.lo, best.hi)}."
+    )
+
+
+def within_margin_takeaway(grid: pd.DataFrame, margin: float) -> str:
+    """The sorted-intervals figure's caption: how many heads are shown to change nothing (90% interval within
+    ±``margin``) and how many intervals exclude zero before any correction."""
+    tested = grid.dropna(subset=["rel_change"])
+    within = int(((tested["lo90"] >= -margin) & (tested["hi90"] <= margin)).sum())
+    excluding = int(((tested["lo"] > 0) | (tested["hi"] < 0)).sum())
+    return (
+        f"{within} of {len(tested)} heads have a 90% interval within ±{margin:.0%} (shown to change nothing); "
+        f"{excluding} have a 95% interval that excludes zero before any correction."
+    )
+
+
+def explorer_takeaway(grid: pd.DataFrame) -> str:
+    """The head explorer's caption: which head it opens on, and why."""
+    worst = grid.loc[grid["rel_change"].idxmin()]
+    return (
+        f"The explorer opens on head {_head(worst['layer'], worst['head'])}, whose removal costs most "
+        f"({_pct(worst['rel_change'])}); click any cell of the grid for another head's attention on the pair."
+    )
+
+
+def importance_takeaway(agreements: dict[str, dict]) -> str:
+    """The gradient-importance figure's caption: how well each score ranks the heads as the ablations do."""
+    return (
+        "Gradient importance against the single-head ablations: "
+        + "; ".join(
+            f"{label}, Spearman ρ {a['spearman_rho']:+.2f} over {a['n_heads']} heads" for label, a in agreements.items()
+        )
+        + "."
+    )
 
 
 def heads_verdict(

@@ -211,6 +211,45 @@ def ablation_specificity(
     return result | {"move_sharing": float(y[0, sharing].mean()), "move_none": float(y[0, ~sharing].mean())} | counts
 
 
+def _per_set(draws_moved: np.ndarray, gaps: np.ndarray) -> np.ndarray:
+    """Each random set's share of the difference restored, over the pairs and averaged over the replacement draws
+    (``draws_moved``: replacements x sets x pairs; ``gaps``: replacements x pairs)."""
+    return (draws_moved.sum(axis=2) / gaps.sum(axis=1)[:, None]).mean(axis=0)
+
+
+def restored_by_set(tables, draws: list[str], metric: str = METRIC) -> pd.DataFrame:
+    """Each random set's share restored, as :func:`restored_against_draws` averages them (one row per set: draw,
+    restored), for the figure that sets them beside the tested heads."""
+    tables = [tables] if isinstance(tables, pd.DataFrame) else list(tables)
+    wides = [t.pivot(index="example", columns="patch", values=metric) for t in tables]
+    gaps = np.stack([w["source"].to_numpy() - w["target"].to_numpy() for w in wides])
+    moved = np.stack([w[list(draws)].to_numpy().T - w["target"].to_numpy() for w in wides])
+    return pd.DataFrame({"draw": list(draws), "restored": _per_set(moved, gaps)})
+
+
+def restoring_takeaway(views: pd.DataFrame) -> str:
+    """The head map's caption: the head that restores most alone, and the framed heads' mean (``views`` from
+    :func:`head_views`, with its ``matching`` column)."""
+    best = views.loc[views["restored"].idxmax()]
+    matching = views.loc[views["matching"], "restored"]
+    above = int((views["lo"] > 0).sum())
+    return (
+        f"Patched alone, head {int(best['layer'])}.{int(best['head'])} restores most, {best['restored']:+.1%} "
+        f"[{best['lo']:+.1%}, {best['hi']:+.1%}] of the grade-logit drop; the framed heads {matching.mean():+.1%} each "
+        f"on average; {above} of {len(views)} heads have an interval above 0."
+    )
+
+
+def carry_takeaway(against: dict) -> str:
+    """The carry figure's caption: what the matching heads and random sets restore (:func:`restored_against_draws`)."""
+    return (
+        f"On {against['n_examples']} pairs and {against['n_replacements']} draws of the replacement words, the "
+        f"matching heads restore {against['tested']:.1%} of a grade-logit drop of {against['gap']:+.3g} "
+        f"[{against['gap_lo']:+.3g}, {against['gap_hi']:+.3g}]; random lower-half sets {against['draws_mean']:.1%} on "
+        f"average ({against['draws_lo']:.1%} to {against['draws_hi']:.1%} over {against['n_draws']} sets)."
+    )
+
+
 def restored_against_draws(
     tables, tested: str, draws: list[str], n_boot: int = 2000, seed: int = 0, metric: str = METRIC
 ) -> dict:
@@ -239,7 +278,7 @@ def restored_against_draws(
         boot += replaced[:, r] * ((weights @ tested_moved[r]) / (weights @ gaps[r]) - drawn)
     boot /= len(tables)
     restored_tested = np.mean(tested_moved.sum(axis=1) / gaps.sum(axis=1))
-    restored_draws = (draws_moved.sum(axis=2) / gaps.sum(axis=1)[:, None]).mean(axis=0)  # per random set
+    restored_draws = _per_set(draws_moved, gaps)
     lo, hi = np.quantile(boot, [0.025, 0.975])
     return {
         "tested": float(restored_tested),
@@ -535,13 +574,44 @@ def claims(
     classifier through its output at ``[CLS]`` (``ranking``, :func:`receivers_view`) and reads them more than random
     heads of their layers (``senders``, :func:`sender_view`; its rank's interval as a sub-row); the circuit found is
     faithful, complete and minimal as IOI measured its circuit (``circuit``, :func:`circuit_measures`)."""
-    names = _heads(matching)
-    rows = [_carry_row(against, "", 1, names)]
-    rows += [_carry_row(controls[kind], kind, direction, names) for kind, direction in CONTROLS.items()]
-    rows.append(_identity_row(identity))
-    rows += _specific_rows(specificity, names)
-    rows += _receiver_rows(ranking, senders, matching, receiver)
-    return rows + _circuit_rows(circuit)
+    return [
+        *carry_claims(against, matching),
+        *control_claims(controls, matching),
+        *identity_claims(identity),
+        *specificity_claims(specificity, matching),
+        *reader_claims(ranking, senders, matching, receiver),
+        *circuit_claims(circuit),
+    ]
+
+
+def carry_claims(against: dict, matching) -> list[Claim]:
+    """:func:`claims`' first row, rendered where the page measures it: the matching heads against random heads."""
+    return [_carry_row(against, "", 1, _heads(matching))]
+
+
+def control_claims(controls: dict[str, dict], matching) -> list[Claim]:
+    """:func:`claims`' rows of the other contrasts (TFC1: a query term put in)."""
+    return [_carry_row(controls[kind], kind, direction, _heads(matching)) for kind, direction in CONTROLS.items()]
+
+
+def identity_claims(identity: dict) -> list[Claim]:
+    """:func:`claims`' row on term matching against a word's identity."""
+    return [_identity_row(identity)]
+
+
+def specificity_claims(specificity: dict, matching) -> list[Claim]:
+    """:func:`claims`' rows on whether the heads' cost is specific to pairs that share a term."""
+    return _specific_rows(specificity, _heads(matching))
+
+
+def reader_claims(ranking: pd.DataFrame, senders: pd.DataFrame, matching, receiver) -> list[Claim]:
+    """:func:`claims`' rows on notebook 07's head as the reader of the matching heads."""
+    return _receiver_rows(ranking, senders, matching, receiver)
+
+
+def circuit_claims(circuit: dict[str, pd.DataFrame]) -> list[Claim]:
+    """:func:`claims`' rows on the circuit found (IOI's measures)."""
+    return _circuit_rows(circuit)
 
 
 def _specific_rows(result: dict, names: str) -> list[Claim]:
@@ -620,6 +690,24 @@ def _resampled_note(resampled: pd.DataFrame) -> str:
         f"[{kept['lo']:.1%}, {kept['hi']:.1%}], random circuits {random['value']:.1%} "
         f"[{random['lo']:.1%}, {random['hi']:.1%}]."
     )
+
+
+def circuit_takeaway(circuit: dict[str, pd.DataFrame]) -> str:
+    """The circuit graph's caption: what the circuit keeps on its own, under each ablation, beside random circuits."""
+    parts = []
+    for way, table in (("mean", circuit["faithfulness"]), ("resample", circuit.get("resampled", pd.DataFrame()))):
+        if table.empty:
+            continue
+        f = table.set_index("what")
+        kept, random = f.loc["faithfulness"], f.loc["random circuits"]
+        parts.append(
+            f"under {way} ablation it keeps {kept['value']:.1%} [{kept['lo']:.1%}, {kept['hi']:.1%}] of the full "
+            f"model's grade-logit difference, random circuits of its size {random['value']:.1%}"
+        )
+    if not parts:
+        return "The circuit was not measured: no part of the pairs left to measure it on."
+    size = int(circuit["faithfulness"].set_index("what").loc["faithfulness", "size"])
+    return f"The circuit of {size} heads, on the pairs that did not choose it: " + "; ".join(parts) + "."
 
 
 def faithfulness_both_ways(circuit: dict[str, pd.DataFrame]) -> pd.DataFrame:

@@ -12,6 +12,8 @@ over that sentence's tokens; ``match_excess`` and ``match_ratio`` compare the tw
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -42,6 +44,12 @@ s t d ll m re ve
 # scored under an earlier definition (token ids, before SentencePiece models) is computed again rather than read.
 SHARED_TERMS = "words"
 
+# a showcase pair shares part of its title, not all of it: a near-duplicate's attention map is a trivial diagonal
+SHOWCASE_OVERLAP = 0.6  # at most this share of the title's pieces belongs to a shared term
+# two or more letters in a row from Latin-1 Supplement to Latin Extended-B are what a text decoded with the wrong
+# code page looks like (STS-B's "ŔÄ"); one accented letter inside a word ("Müller") is not
+MOJIBAKE = re.compile(r"[\u0080-\u024f]{2,}")
+
 ROLE_COLUMNS = ["match", "match_baseline", "match_ratio", "match_excess", "self", "sep", "cls", "prev", "next"]
 
 
@@ -63,20 +71,28 @@ def longest_shared_phrase(pair: Pair) -> tuple[int, int, int]:
     return best
 
 
-def showcase_examples(encoded, tokenizer, max_tokens: int = 32, stopwords=None) -> pd.DataFrame:
-    """Pairs that show term matching best: the longest shared phrase first, among pairs of at most ``max_tokens``.
+def showcase_examples(
+    encoded, tokenizer, max_tokens: int = 32, stopwords=None, texts=None, max_overlap: float = SHOWCASE_OVERLAP
+) -> pd.DataFrame:
+    """Pairs that show term matching best, by a stated rule: among pairs of at most ``max_tokens`` that share a term,
+    none a near-duplicate (``overlap``, the share of the title's pieces in a shared term, at most ``max_overlap``)
+    and none with an unknown token or, where ``texts`` (one raw text per pair) is given, a trace of mojibake
+    (:data:`MOJIBAKE`), the longest shared phrase first.
 
-    One row per pair that shares at least one term: example, n_tokens, n_shared (shared-term pairs, as
-    :attr:`headlab.inputs.pair.Pair.shared` counts them), phrase_terms (terms in the longest shared phrase),
-    phrase_length (its tokens), phrase (its text). Sorted by phrase_terms, then phrase_length (both descending), then
-    n_tokens (short pairs are easier to read), then example.
+    One row per such pair: example, n_tokens, n_shared (shared-term pairs, as :attr:`headlab.inputs.pair.Pair.shared`
+    counts them), overlap, phrase_terms (terms in the longest shared phrase), phrase_length (its tokens), phrase (its
+    text). Sorted by phrase_terms, then phrase_length (both descending), then n_tokens (short pairs are easier to
+    read), then example.
     """
     rows = []
+    unknown = getattr(tokenizer, "unk_token_id", None)
     for example, ids in enumerate(encoded.input_ids):
-        if len(ids) > max_tokens:
+        if len(ids) > max_tokens or unknown in ids or (texts is not None and MOJIBAKE.search(str(texts[example]))):
             continue
         pair = read_pair(tokenizer, ids, stopwords)
-        if not pair.shared:
+        title = [i for i in pair.title if not pair.special[i]]
+        overlap = len({t for _, t in pair.shared}) / max(len(title), 1)
+        if not pair.shared or overlap > max_overlap:
             continue
         start, _, length = longest_shared_phrase(pair)
         terms = {q for q, _ in pair.shared}
@@ -85,12 +101,13 @@ def showcase_examples(encoded, tokenizer, max_tokens: int = 32, stopwords=None) 
                 "example": example,
                 "n_tokens": len(ids),
                 "n_shared": len(pair.shared),
+                "overlap": overlap,
                 "phrase_terms": sum(i in terms for i in range(start, start + length)),
                 "phrase_length": length,
                 "phrase": tokenizer.convert_tokens_to_string(pair.tokens[start : start + length]),
             }
         )
-    columns = ["example", "n_tokens", "n_shared", "phrase_terms", "phrase_length", "phrase"]
+    columns = ["example", "n_tokens", "n_shared", "overlap", "phrase_terms", "phrase_length", "phrase"]
     table = pd.DataFrame(rows, columns=columns)
     return table.sort_values(
         ["phrase_terms", "phrase_length", "n_tokens", "example"],

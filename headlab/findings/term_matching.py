@@ -42,6 +42,7 @@ from headlab.findings.units import (
     PAIRED,
     TWO_STAGE,
     VERSUS_RANDOM,
+    with_interval,
 )
 from headlab.findings.verdicts import Claim, StudyClaim
 
@@ -185,6 +186,30 @@ def placement(roles: pd.DataFrame, matching, layers: int, by: str = "match_exces
         f"- Over all layers the top {len(matching)} by the same score are "
         f"{', '.join(f'{l}.{h} ({v:.2f})' for (l, h), v in best.items())}; {in_lower} of them in the lower half."
     )
+
+
+def chosen_takeaway(roles: pd.DataFrame, matching, layers: int, by: str = "match_excess") -> str:
+    """The role map's caption: the heads chosen and how many sit at the study's depth (layers 2-4 of 12)."""
+    scores = roles.set_index(["layer", "head"])[by]
+    ours = study_layers_to_ours(STUDY_MATCHING_LAYERS, layers)
+    heads = ", ".join(f"{l}.{h} ({scores[(l, h)]:.2f})" for l, h in matching)
+    there = sum(layer in ours for layer, _ in matching)
+    return (
+        f"The {len(matching)} lower-half heads with the highest {by}, framed: {heads}; {there} of them at the "
+        f"study's depth (our layers {', '.join(map(str, ours))})."
+    )
+
+
+def conditions_takeaway(table: pd.DataFrame) -> str:
+    """The conditions figure's caption: each condition's relative change of accuracy with its interval (random
+    conditions averaged over their draws), in the table's order."""
+    rows = table[table["condition"] != "none"]
+    parts = [
+        f"{r.label}{' (mean of draws)' if r.condition.startswith(('random', 'lower_but_random')) else ''} "
+        f"{with_interval(ACCURACY_CHANGE, r.rel_change, r.lo, r.hi)}"
+        for r in rows.itertuples()
+    ]
+    return "Relative change of accuracy, masking " + "; ".join(parts) + "."
 
 
 def _study_change(condition: str) -> float:

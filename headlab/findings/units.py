@@ -92,7 +92,10 @@ MEANINGS = {
     "random heads, one half minus the other); on the κ scale, points of the share of κ lost",
     Kind.SHARE: "a part of a whole: of the test pairs, of a row's attention, of the heads, of a grade-logit "
     "difference restored, or of the unmasked model's quadratic-weighted κ lost (0: as unmasked; 100%: no agreement "
-    "with the gold grades beyond chance, where every constant answer sits on every data set)",
+    "with the gold grades beyond chance, where every constant answer sits on every data set). A share measured as a "
+    "ratio may pass its bounds, and is printed as measured, never clipped: κ lost past 100% is agreement below "
+    "chance, a share restored past 100% overshoots the original pair, and an interval past 0 or 100% is the "
+    "sampling error of the ratio as the bootstrap finds it",
     Kind.SIGNED: "a change in the measure's own terms: grades of the expected grade, nats of an entropy (exp of it is "
     "the number of tokens a row effectively attends to), standard deviations of a move",
     Kind.NUMBER: "a number in its unit's own terms, unsigned (a rank, a count)",

@@ -127,15 +127,6 @@ DECISIVE = ("holds", "does not hold", "opposite")  # the verdicts that put the e
 ALPHA = 0.05
 POWER = 0.8  # a design is powered for a claim when it gives "holds" this often at twice the smallest effect
 RULE_VERSION = 6  # the verdict rule's version, kept in every row (older rows are marked, never silently mixed)
-_WORDS = {
-    "holds": "**holds** here",
-    "does not hold": "does **not** hold here",
-    "opposite": "the **opposite** holds here",
-    "cannot tell": "**cannot be told** here",
-    "underpowered": "is **underpowered at this design** here",
-    "not comparable": "is **not comparable** here",
-    "not judged": "is shown as evidence, **not judged** on its own",
-}
 RULES = {
     "effect": "holds when the adjusted interval lies beyond the smallest effect of interest in the claimed "
     "direction; does not hold when it lies short of that size; opposite when it lies beyond no effect in the other "
@@ -837,9 +828,27 @@ def save_claims(lab, rows: list[Claim]) -> None:
     lab.save_table(claims_table(rows), claims_file(rows))
 
 
+VERDICT_LEGEND = {
+    "holds": "the adjusted interval lies past the claim's smallest effect, the claimed way (a no-change claim: "
+    "within its margin)",
+    "does not hold": "it lies short of that size (a no-change claim: outside its margin)",
+    "opposite": "it lies past no effect, the other way",
+    "cannot tell": "it reaches both sides of a line that decides",
+    "underpowered": "cannot tell, and this design would miss the claim's size more often than not",
+    "not comparable": "our measure cannot be put on the study's",
+    "not judged": "shown as evidence beside a judged row",
+}
+
+
+def legend() -> str:
+    """The verdict words once per page, under its verdict table: what each means of the adjusted interval (the
+    rule in full is :data:`RULES`, folded under each verdict)."""
+    return "*How to read a verdict.* " + "; ".join(f"**{v}**: {VERDICT_LEGEND[v]}" for v in VERDICTS) + "."
+
+
 def verdict_table(rows: list[Claim]) -> str:
     """Every page's last cell: its claims at a glance, one row each (the claim, the verdict, our number with its
-    interval, the study's number); the reasons are where each claim is measured."""
+    interval, the study's number), then :func:`legend`; the reasons are where each claim is measured."""
     lines = ["| the study's claim | verdict | ours | the study |", "|---|---|---|---|"]
     for c in rows:
         ours = "not measured" if math.isnan(c.ours) else f"{unit_of(c.unit).number(c.ours)}{_interval(c)}"
@@ -849,28 +858,46 @@ def verdict_table(rows: list[Claim]) -> str:
             else unit_of(c.study_unit or c.unit).number(c.study)
         )
         lines.append(f"| {c.claim} | **{c.verdict}** | {ours.strip()} | {study} |")
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n\n" + legend()
+
+
+def method_flip(c: Claim) -> str:
+    """A verdict that changes when removed heads are mean-ablated instead of zeroed, said beside the verdict (the
+    reader should not find the conflict in the folded reasons); "" when it does not change or was not run."""
+    if not c.mean_ablation or c.mean_ablation == c.verdict:
+        return ""
+    return (
+        f" With removed heads mean-ablated instead of zeroed it reads **{c.mean_ablation}**: the verdict depends on "
+        "the method."
+    )
+
+
+def callout(c: Claim) -> str:
+    """One claim's answer in one sentence, as a callout: the verdict, the claim, our number with its adjusted
+    interval and the study's number (and a verdict that moves with the ablation method)."""
+    ours = (
+        "not measured" if math.isnan(c.ours) else f"{unit_of(c.unit).number(c.ours)}{_interval(c)}{_adjusted_text(c)}"
+    )
+    study = (
+        ""
+        if c.study is None or (isinstance(c.study, float) and math.isnan(c.study))
+        else f"; the study: {unit_of(c.study_unit or c.unit).number(c.study)}"
+        + (f" ({c.study_unit})" if c.study_unit else "")
+    )
+    return f"> **{c.verdict}** · *{_sentence(c.claim)}* Ours: {ours}{study}.{method_flip(c)}"
+
+
+def folded(summary: str, text: str) -> str:
+    """``text`` (Markdown) folded under ``summary``: what a reader opens on demand ("" for no text)."""
+    return f"<details><summary>{summary}</summary>\n\n{text.strip()}\n\n</details>\n" if text.strip() else ""
 
 
 def render(claims: list[Claim]) -> str:
-    """Markdown bullets, one per claim: the claim, the verdict, our number with its raw and adjusted intervals, the
-    study's number, why, and the rule."""
-    lines = []
+    """Per claim: the :func:`callout`, then its reasons folded in a ``<details>`` block (a reader opens them): the
+    unit and method, the kappa lost, why the verdict, the study's words and the rule."""
+    blocks = []
     for c in claims:
-        ours = (
-            "not measured"
-            if math.isnan(c.ours)
-            else f"{unit_of(c.unit).number(c.ours)}{_interval(c)}{_adjusted_text(c)} ({c.unit}; {c.method})"
-            + floor_text(c)
-        )
-        study = (
-            ""
-            if c.study is None or (isinstance(c.study, float) and math.isnan(c.study))
-            else f"; the study: {unit_of(c.study_unit or c.unit).number(c.study)}"
-            + (f" ({c.study_unit})" if c.study_unit else "")
-        )
-        lines.append(
-            f"- *{c.claim}* {_WORDS[c.verdict]}: {ours}{study}. {c.reason}\n"
-            f"  The study: {readable_quote(c.quote)}. The rule ({c.kind}): {c.rule}."
-        )
-    return "\n".join(lines)
+        measured = "" if math.isnan(c.ours) else f"Measured in {c.unit}, {c.method}{floor_text(c)}. "
+        why = f"{measured}{c.reason}\n\nThe study: {readable_quote(c.quote)}. The rule ({c.kind}): {c.rule}."
+        blocks.append(f"{callout(c)}\n\n{folded(f'Why {c.verdict}, and the rule', why)}")
+    return "\n".join(blocks)

@@ -177,6 +177,11 @@ class Lab:
         return head_grid(self.model)
 
     @property
+    def pair_texts(self) -> list[str]:
+        """Each evaluated pair's raw text, query then title, as a page prints it (a showcase pair is checked on it)."""
+        return (self.frame["query"].astype(str) + " " + self.frame["title"].astype(str)).tolist()
+
+    @property
     def engine(self) -> MaskEngine:
         """The sweep engine on this split (built once: its batches and recorded layer outputs are reused)."""
         if self._engine is None:

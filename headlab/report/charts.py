@@ -159,6 +159,13 @@ def layer_bars(table: pd.DataFrame, reference: pd.DataFrame | None = None) -> al
     return alt.layer(*layers).properties(width=max(240, 40 * len(table)), height=260)
 
 
+def symmetric_scale(values, scheme: str = "redblue") -> alt.Scale:
+    """A diverging colour scale the same distance either side of 0: +1.3% is as pale as -1.3%, never as saturated as
+    the largest loss (a scale centred at 0 alone stretches each side to its own extreme)."""
+    reach = max(float(np.nanmax(np.abs(np.asarray(values, dtype=np.float64)), initial=0.0)), 1e-3)
+    return alt.Scale(scheme=scheme, domain=[-reach, reach])
+
+
 def head_heatmap(
     table: pd.DataFrame,
     value: str = "rel_change",
@@ -173,7 +180,7 @@ def head_heatmap(
     the interval and p-values when the table has them.
     """
     base = alt.Chart(table).encode(x=alt.X("head:O"), y=alt.Y("layer:O"))
-    scale = alt.Scale(scheme="redblue", domainMid=0) if diverging else alt.Scale(scheme="greens")
+    scale = symmetric_scale(table[value]) if diverging else alt.Scale(scheme="greens")
     extra = [
         alt.Tooltip(f"{c}:Q", format=fmt if c in ("lo", "hi") else ".2g")
         for c in ("lo", "hi", "p_mcnemar", "p_holm")
@@ -356,8 +363,7 @@ def map_panels(cells: pd.DataFrame, columns: list[str], select: bool = True, tit
     panels = []
     for column, v in values.items():
         if column == "difference":
-            reach = max(float(cells[column].abs().max()), 1e-3)
-            scale = alt.Scale(scheme="redblue", domain=[-reach, reach])
+            scale = symmetric_scale(cells[column])
         else:
             scale = alt.Scale(scheme="blues", domain=[0, 1])
         cells_layer = base.mark_rect().encode(
@@ -1051,3 +1057,30 @@ def students(table: pd.DataFrame, title: str = "") -> alt.LayerChart:
             tooltip=["kind", alt.Tooltip("zero_budget_kappa_lost:Q", format=".1%", title="pruned, not retrained")],
         ),
     ).properties(width=420, height=40 * len(table), title=title)
+
+
+def speed_bars(speed: pd.DataFrame) -> alt.FacetChart:
+    """Throughput per variant from ``findings.pruning.speed_rows``: pairs per second (median bar, min to max rule),
+    the speed-up over the unpruned model printed at the bar's end, one row per batch size and machine (its first
+    words; the tooltip names it in full)."""
+    table = speed.assign(
+        setting=lambda t: (
+            "batch "
+            + t["batch_size"].astype(str)
+            + ", "
+            + t["device"].astype(str)
+            + " "
+            + t["precision"].astype(str)
+            + ", "
+            + t["machine"].astype(str).str.split(",").str[0]
+        ),
+        speedup_text=lambda t: t["speedup"].map(lambda x: f"{x:.2f}x"),
+    )
+    base = alt.Chart().encode(y=alt.Y("variant:N", title=None))
+    tooltip = ["variant", "machine", "batch_size", alt.Tooltip("pairs_per_s:Q", format=".1f"), "speedup_text"]
+    return alt.layer(
+        base.mark_bar(color="#4c78a8").encode(x=alt.X("pairs_per_s:Q", title="pairs per second"), tooltip=tooltip),
+        base.mark_rule().encode(x="pairs_per_s_min:Q", x2="pairs_per_s_max:Q"),
+        base.mark_text(align="left", dx=4).encode(x="pairs_per_s_max:Q", text="speedup_text:N"),
+        data=table,
+    ).facet(row=alt.Row("setting:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left")))

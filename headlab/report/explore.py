@@ -83,7 +83,7 @@ def head_explorer_chart(
             y=alt.Y("layer:O"),
             color=alt.Color(
                 "rel_change:Q",
-                scale=alt.Scale(scheme="redblue", domainMid=0),
+                scale=charts.symmetric_scale(grid["rel_change"]),
                 title="masked alone",
                 legend=alt.Legend(format="%"),
             ),

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import uuid
+from dataclasses import dataclass
 
 from headlab.report.bookjs import VEGA_PATH, after_loading
 from headlab.report.layout import fit, svg
@@ -77,6 +78,37 @@ def show(chart):
     Either way laid out to fit the book's text column first (:func:`headlab.report.layout.fit`)."""
     chart = fit(chart)
     return BookChart(chart) if in_book() else live_chart(chart)
+
+
+@dataclass
+class Captioned:
+    """A chart (as :func:`show` returns it) with its numbered caption under it, in one cell's output."""
+
+    chart: object
+    caption: str
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import Markdown, display
+
+        display(self.chart)
+        display(Markdown(self.caption))
+
+
+@dataclass
+class Figures:
+    """A page's figures, numbered in reading order: ``figures.show(chart, takeaway)`` draws the chart with
+    "**Figure 2.1.** takeaway" under it. The takeaway is a sentence the page computes from the numbers the figure
+    draws (Distill's captions state what a figure shows, not only what it is)."""
+
+    page: int
+    count: int = 0
+
+    def show(self, chart, takeaway: str) -> Captioned:
+        """The next numbered figure: ``chart`` as :func:`show` draws it, its caption under it (a takeaway is needed)."""
+        if not takeaway.strip():
+            raise ValueError(f"figure {self.page}.{self.count + 1} needs a takeaway for its caption")
+        self.count += 1
+        return Captioned(show(chart), f"**Figure {self.page}.{self.count}.** {takeaway.strip()}")
 
 
 def live_panel(controls: list, draw):
