@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from headlab.report import charts
-from headlab.report.layout import COLUMN_PX, drawn_width, fit
+from headlab.report.layout import COLUMN_PX, drawn_width, fit, svg
 
 
 def _grid(layers=12, heads=12, seed=0):
@@ -111,3 +111,9 @@ def test_the_head_explorer_fits_at_twelve_by_twelve_heads_and_thirty_two_tokens(
     )
     assert drawn_width(chart) > COLUMN_PX
     assert drawn_width(fit(chart)) <= COLUMN_PX
+
+
+def test_a_marks_link_in_the_static_svg_stays_relative_to_its_page():
+    table = pd.DataFrame({"x": [1], "href": ["executed/01_redundancy.html"]})
+    drawn = svg(alt.Chart(table).mark_bar().encode(x="x:Q", href="href:N"))
+    assert 'xlink:href="executed/01_redundancy.html"' in drawn and "vega-datasets" not in drawn

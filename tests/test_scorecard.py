@@ -10,7 +10,7 @@ import pytest
 from headlab.book.build import PRESETS, REPO, not_built_commands, site_toc
 from headlab.book.scorecard import _strength, answer_lines, interval_rows, scorecard_markdown, scorecard_table
 from headlab.findings.claims import STUDY_CLAIMS, registered
-from headlab.findings.units import STUDY_GRADE_SHIFT, unit_of
+from headlab.findings.units import STUDY_GRADE_SHIFT, TWO_TOWER_GAP, unit_of
 from headlab.findings.verdicts import Claim, claims_file, claims_table
 from headlab.report.bookjs import VEGA_PATH
 
@@ -407,3 +407,12 @@ def test_the_claims_stand_on_one_axis_in_multiples_of_their_size_turned_to_the_c
     assert "The same claims on one model" in page and '"name": "column"' in page.replace(
         '"name":"column"', '"name": "column"'
     )
+
+
+def test_a_finding_in_both_tallies_is_one_contents_entry_per_tally_with_distinct_headings():
+    worse = _judged("two_tower.worse", -0.03, 0.01, "relative change of accuracy")
+    shared = _judged("two_tower.fails_on_shared_terms", -0.05, 0.01, TWO_TOWER_GAP.label)
+    page = scorecard_markdown(claims_table([worse, shared]).assign(preset="a", model="minilm", data="stsb-en"), {}, {})
+    headings = [line for line in page.splitlines() if line.startswith("#")]
+    assert len(headings) == len(set(headings))  # the site's contents list every heading once
+    assert f"### {worse.finding}" in headings and f"### {worse.finding}: our own predictions" in headings

@@ -512,18 +512,21 @@ def claim_tables(
     for family in TALLIES:
         if "tally" not in table or (table["tally"] == family).any():  # a tally no model's scorecard holds: no table
             lines += tally_lines(table, presets, family)
+    shown: set[str] = set()
     for family, heading_text in TALLIES.items():
         mine = table[table["tally"] == family] if "tally" in table else table.iloc[0:0]
         if not mine.empty:  # each tally under its own heading, its findings one level below it
             lines += [f"{heading} {heading_text[0].upper()}{heading_text[1:]}", ""]
         for finding, rows in mine.groupby("finding", sort=True):
-            lines += _finding_table(rows, finding, presets, verdict_text, heading + "#", table)
+            title = f"{finding}: {heading_text}" if finding in shown else finding  # no contents entry twice
+            shown.add(finding)
+            lines += _finding_table(rows, title, presets, verdict_text, heading + "#", table)
     return lines
 
 
-def _finding_table(rows: pd.DataFrame, finding: str, presets: list[str], verdict_text, heading: str, table):
+def _finding_table(rows: pd.DataFrame, title: str, presets: list[str], verdict_text, heading: str, table):
     lines = [
-        f"{heading} {finding}",
+        f"{heading} {title}",
         "",
         "| claim | rule | unit (interval) | the study | " + " | ".join(column_label(p, table) for p in presets) + " |",
         "|---|---|---|---|" + "---|" * len(presets),

@@ -24,11 +24,17 @@ COLUMN_PX = 720
 _SPACING = 20  # Vega-Lite's default space between concatenated panels
 
 
+# vl-convert resolves a mark's relative link (a scorecard cell's page) against its own loader's base, Vega's datasets
+# site; the static SVG keeps the link relative to the page it is drawn on, as the live chart does
+_LOADER_BASE = 'xlink:href="https://vega.github.io/vega-datasets/'
+
+
 @functools.lru_cache(maxsize=64)
 def _svg(spec: str) -> str:
     import vl_convert
 
-    return vl_convert.vegalite_to_svg(json.loads(spec), vl_version=f"v{VEGA_LITE}")
+    drawn = vl_convert.vegalite_to_svg(json.loads(spec), vl_version=f"v{VEGA_LITE}")
+    return drawn.replace(_LOADER_BASE, 'xlink:href="')
 
 
 def svg(chart) -> str:
