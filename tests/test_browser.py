@@ -88,10 +88,10 @@ _CLIPPED = """() => [...document.querySelectorAll('.headlab-chart svg, .vega-emb
   }).filter(x => x)"""
 
 
-def declared_figures(notebook: Path) -> int:
-    """The numbered figures a notebook always draws: its ``figures.show(...)`` calls outside any ``if`` or loop (a
-    figure under a condition may rightly be absent)."""
-    count = 0
+def declared_charts(notebook: Path) -> tuple[int, int]:
+    """What a notebook always draws: its numbered figures (``figures.show(...)``) and all its charts (those and plain
+    ``show(...)``), counting the calls outside any ``if`` or loop (a chart under a condition may rightly be absent)."""
+    figures = charts = 0
     for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
         if cell["cell_type"] != "code":
             continue
@@ -99,14 +99,13 @@ def declared_figures(notebook: Path) -> int:
         conditional = {
             id(n) for node in ast.walk(tree) if isinstance(node, (ast.If, ast.For, ast.While)) for n in ast.walk(node)
         }
-        count += sum(
-            isinstance(n, ast.Call)
-            and getattr(n.func, "attr", None) == "show"
-            and getattr(n.func.value, "id", "") == "figures"
-            and id(n) not in conditional
-            for n in ast.walk(tree)
-        )
-    return count
+        for n in ast.walk(tree):
+            if not isinstance(n, ast.Call) or id(n) in conditional:
+                continue
+            numbered = getattr(n.func, "attr", None) == "show" and getattr(n.func.value, "id", "") == "figures"
+            figures += numbered
+            charts += numbered or getattr(n.func, "id", None) == "show"
+    return figures, charts
 
 
 # What a reader must never see on a page (its text as drawn): a Markdown table left as text, a missing number printed
@@ -205,24 +204,34 @@ def check_page(context, base: str, page: str, shots: Path, wait_ms: int = 20_000
     report.not_drawn = tab.evaluate(_NOT_DRAWN)
     report.too_wide = tab.evaluate(_TOO_WIDE)
     report.unreadable = unreadable(tab.evaluate("() => document.body.innerText"))
-    report.figures = figure_problems(tab.evaluate(_FIGURES), page)
+    report.figures = figure_problems(
+        tab.evaluate(_FIGURES), tab.evaluate("() => document.querySelectorAll('.headlab-chart').length"), page
+    )
     report.clipped = tab.evaluate(_CLIPPED)
     tab.screenshot(path=str(report.screenshot), full_page=True)
     tab.close()
     return report
 
 
-def figure_problems(found: list[dict], page: str) -> list[str]:
-    """A page's numbered figures (:data:`_FIGURES`) against its notebook: each drawn, numbered 1, 2, ... in order,
-    and at least as many as the notebook always draws (:func:`declared_figures`)."""
+def figure_problems(found: list[dict], charts: int, page: str) -> list[str]:
+    """A page's numbered figures (:data:`_FIGURES`) and its ``charts`` (every ``.headlab-chart``) against its
+    notebook: each figure drawn, numbered page.1, page.2, ... in order, and at least as many figures and charts as
+    the notebook always draws (:func:`declared_charts`)."""
     problems = [f"{f['number']} has no chart drawn in its cell" for f in found if not f["drawn"]]
-    numbers = [int(f["number"].rstrip(".").split(".")[1]) for f in found]
-    if numbers != list(range(1, len(numbers) + 1)):
-        problems.append(f"figures numbered {numbers}, not 1 to {len(numbers)}")
-    notebook = NOTEBOOKS / f"{Path(page).stem}.ipynb"
-    declared = declared_figures(notebook) if notebook.exists() and "executed" in page else 0
-    if len(found) < declared:
-        problems.append(f"{len(found)} numbered figures shown, {notebook.name} always draws {declared}")
+    numbers = [tuple(int(x) for x in f["number"].removeprefix("Figure ").rstrip(".").split(".")) for f in found]
+    stem = Path(page).stem
+    prefix = int(stem.split("_")[0]) if stem.split("_")[0].isdigit() else None
+    expected = [(prefix if prefix is not None else n[0], k + 1) for k, n in enumerate(numbers)]
+    if numbers != expected:
+        problems.append(
+            f"figures numbered {['.'.join(map(str, n)) for n in numbers]}, not {stem}'s 1 to {len(numbers)}"
+        )
+    notebook = NOTEBOOKS / f"{stem}.ipynb"
+    figures, all_charts = declared_charts(notebook) if notebook.exists() and "executed" in page else (0, 0)
+    if len(found) < figures:
+        problems.append(f"{len(found)} numbered figures shown, {notebook.name} always draws {figures}")
+    if charts < all_charts:
+        problems.append(f"{charts} charts on the page, {notebook.name} always draws {all_charts}")
     return problems
 
 
@@ -440,7 +449,13 @@ def test_a_figure_over_nothing_or_a_clipped_legend_fails_the_check(site, browser
     page = _plant(site, "figures.html", f'<head><meta charset="utf-8"></head><body>{cells}</body>')
     with serve(site) as base:
         report = check_page(browser, base, page, shots)
-    assert report.figures == ["Figure 9.1. has no chart drawn in its cell", "figures numbered [2, 1], not 1 to 2"]
+    assert report.figures == [
+        "Figure 9.1. has no chart drawn in its cell",
+        "figures numbered ['9.2', '9.1'], not figures's 1 to 2",
+    ]
     assert any(c.startswith('a legend label cut to "') for c in report.clipped), report.clipped
     assert "a legend drawn 40 px past its chart" in report.clipped
-    assert declared_figures(NOTEBOOKS / "02_layer_dependence.ipynb") >= 3  # the page's figures, counted from its code
+    assert declared_charts(NOTEBOOKS / "02_layer_dependence.ipynb")[0] >= 3  # the page's figures, from its code
+    assert figure_problems([{"number": "Figure 3.1.", "drawn": True}], 1, "executed/02_layer_dependence.html")[0] == (
+        "figures numbered ['3.1'], not 02_layer_dependence's 1 to 1"
+    )  # another page's numbers

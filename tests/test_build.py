@@ -86,6 +86,9 @@ def test_reading_tags_show_results_without_their_code_and_fold_the_parameters():
             nbformat.v4.new_code_cell(
                 "import altair as alt\nfrom headlab import Lab\n\nlab = Lab.from_globals(globals())"
             ),
+            nbformat.v4.new_code_cell(
+                "from headlab import Lab\n\nlab = Lab.from_globals(globals())\na = f(lab)\nb = g(a)"
+            ),
         ]
     )
     reading_tags(nb)
@@ -96,6 +99,7 @@ def test_reading_tags_show_results_without_their_code_and_fold_the_parameters():
     assert "remove-input" not in tags[4] + tags[5]  # cells that compute keep their code on the page
     assert "remove-input" in tags[7]  # a numbered figure (render.Figures.show) is an output too
     assert tags[8] == ["hide-input"] and not any("hide-input" in t for t in tags[:8])  # the imports, folded
+    assert tags[9] == []  # a cell that goes on to compute stays open
 
 
 def test_a_cell_past_the_time_limit_names_the_notebook_and_cell(tmp_path, monkeypatch):

@@ -220,19 +220,23 @@ def test_a_diverging_heatmap_is_as_saturated_either_side_of_zero_at_the_same_dis
 def test_the_speed_table_is_a_chart_of_throughput_with_the_speed_up_beside_it():
     speed = pd.DataFrame(
         {
-            "machine": ["AMD EPYC (family 25), 2 cores"] * 2,
+            "machine": ["AMD EPYC (family 25), 2 cores"] * 4,
             "device": "cpu",
             "precision": "bf16",
-            "variant": ["unpruned", "pruned"],
+            "variant": ["unpruned", "pruned"] * 2,
+            "share_removed": [0.2, 0.2, 0.5, 0.5],
             "batch_size": 64,
-            "pairs_per_s": [300.0, 360.0],
-            "pairs_per_s_min": [290.0, 350.0],
-            "pairs_per_s_max": [310.0, 370.0],
-            "speedup": [1.0, 1.2],
+            "pairs_per_s": [300.0, 360.0, 301.0, 420.0],
+            "pairs_per_s_min": [290.0, 350.0, 291.0, 410.0],
+            "pairs_per_s_max": [310.0, 370.0, 311.0, 430.0],
+            "speedup": [1.0, 1.2, 1.0, 1.4],
         }
     )
     spec = charts.speed_bars(speed).to_dict()
     values = spec["datasets"][next(iter(spec["datasets"]))]
-    assert [v["speedup_text"] for v in values] == ["1.00x", "1.20x"]
-    assert {v["setting"] for v in values} == {"batch 64, cpu bf16, AMD EPYC (family 25)"}
+    assert [v["speedup_text"] for v in values] == ["1.00x", "1.20x", "1.00x", "1.40x"]
+    settings = [v["setting"] for v in values]  # two runs of the benchmark: two rows, never one bar drawn over another
+    assert settings[0] == "20% of heads removed, batch 64, cpu bf16, AMD EPYC (family 25)" and len(set(settings)) == 2
     assert spec["spec"]["layer"][0]["encoding"]["x"]["field"] == "pairs_per_s"
+    long = speed.assign(machine="AMD EPYC (family 25, model 17, AVX-512, AVX512-BF16), 2 cores, 2 torch threads")
+    assert drawn_width(charts.speed_bars(long)) <= COLUMN_PX  # a row's label above it, never beside it

@@ -530,11 +530,22 @@ def test_the_figures_captions_and_the_depth_conflict_come_from_the_tables():
         }
     )
     text = cls_head.focus_takeaway(grid, 3, 9)
-    assert "the chosen head 3.9 costs -20.0%" in text and "costliest head of any layer is 0.0 (-50.0%)" in text
-    conflict = cls_head.depth_conflict(grid, 3, 9, 6)  # the study's layer 10 of 12 is our layer 5 of 6
+    assert "head 3.9 costs -20.0% masked alone on the 100 selection pairs" in text
+    assert "costliest head of any layer there is 0.0 (-50.0%)" in text
+    # every head masked alone on 10 pairs the unmasked model gets all right: 5.0 keeps 7, 5.1 keeps 9, 3.9 keeps 5
+    kept = {(0, 0): 10, (3, 9): 5, (5, 0): 7, (5, 1): 9}
+    correct = pd.DataFrame(
+        [[1] * n + [0] * (10 - n) for n in kept.values()],
+        index=pd.MultiIndex.from_tuples(list(kept), names=["layer", "head"]),
+    )
+    conflict = cls_head.depth_conflict(correct, np.ones(10), 3, 9, 6, n_boot=200)  # study's layer 10 of 12: our 5
     assert "sits in our layer 3, not at the study's layer-10 depth (our layer 5)" in conflict
-    assert "The costliest head of layer 5, 5.0, costs -3.0% on the same selection pairs against -20.0%" in conflict
-    assert cls_head.depth_conflict(grid, 5, 0, 6) == ""  # at the study's depth: nothing to reconcile
+    assert (
+        "On all 10 pairs, as page 02 masks them, the costliest head of layer 5, 5.0, changes accuracy by -30.0% ["
+        in (conflict)
+    )
+    assert "and 3.9 by -50.0% [" in conflict and "exact McNemar p = " in conflict
+    assert cls_head.depth_conflict(correct, np.ones(10), 5, 0, 6) == ""  # at the study's depth: nothing to reconcile
     table = pd.DataFrame({"layer": [0, 3], "head": [0, 9], "excess": [0.3, 0.1], "lo": [0.2, 0.05], "hi": [0.4, 0.15]})
     assert cls_head.concentration_takeaway(table, 3, 9) == (
         "Head 3.9 puts +0.100 [+0.050, +0.150] more of its [CLS] row on shared terms than a uniform row would, "
@@ -545,4 +556,8 @@ def test_the_figures_captions_and_the_depth_conflict_come_from_the_tables():
     )
     assert cls_head.cls_bars_takeaway(rows, ["all", "masked"], 4).endswith("(solid): all, 50%; masked, 20%.")
     sets = pd.DataFrame({"entropy_delta": [0.1, 0.3, 0.5]})
-    assert cls_head.spread_takeaway(0.3, sets).endswith("2 of them change it as much or more.")
+    change = pd.DataFrame(
+        {"metric": ["entropy", "shared_share"], "delta": [0.3, -0.1], "lo": [0.2, -0.2], "hi": [0.4, 0]}
+    )
+    text = cls_head.spread_takeaway(change, sets)
+    assert "by +0.300 [+0.200, +0.400] nats" in text and text.endswith("2 of them change it as much or more.")

@@ -460,9 +460,12 @@ def test_the_mean_ablation_check_takes_whole_layers_and_the_halves_at_the_collap
 
 def test_each_figure_caption_states_what_the_figure_shows_in_numbers_of_its_table():
     gap = _gap(COLLAPSING)
-    gap.loc[gap["share"] == 0.403, "lower_draws"] = 12  # the deciding share: the most draws
+    gap.loc[gap["share"] == 0.2, "lower_draws"] = 12  # more draws elsewhere do not move the caption off the claim
     text = halves_takeaway(gap)
-    assert text.startswith("At 40% of all heads masked") and "-60.0% [-65.0%, -55.0%]" in text
+    assert (
+        text.startswith("At 40% of all heads masked (81% of a half, the study's first collapse point)")
+        and "-60.0% [-65.0%, -55.0%]" in text
+    )
     assert (
         "-5.0% [-9.0%, -1.0%]" in text and "the lower half costs more" in text and "+55.0 points [+48.0, +62.0]" in text
     )
@@ -470,6 +473,7 @@ def test_each_figure_caption_states_what_the_figure_shows_in_numbers_of_its_tabl
     text = layers_takeaway(table)
     assert "layer 0 costs most, -50.0%" in text and "highest bar is layer 4, +6.0%" in text
     assert f"{int(table['distinguishable'].sum())} of 6 layers" in text
+    assert halves_takeaway(gap[gap["share"] < 0.3]).startswith("No share at the study's collapse points")
     text = heads_takeaway(_grid(MIXED))
     assert "Of 6 heads masked one at a time, 2 cost accuracy and 1 raise it after Holm" in text
     assert "costliest is 0.0, -30.0% [-32.0%, -28.0%]" in text and "highest 2.0, +5.0%" in text
@@ -480,7 +484,9 @@ def test_each_figure_caption_states_what_the_figure_shows_in_numbers_of_its_tabl
     )
     grid = _grid(MIXED)
     assert within_margin_takeaway(grid, 0.02) == (
-        "2 of 6 heads have a 90% interval within ±2% (shown to change nothing); 3 have a 95% interval that excludes "
-        "zero before any correction."
+        "1 of 6 heads have a 90% interval within ±2.0% (shown to change nothing); 3 have a 95% interval that "
+        "excludes zero before any correction."
     )
     assert explorer_takeaway(grid).startswith("The explorer opens on head 0.0, whose removal costs most (-30.0%)")
+    unmasked = grid.assign(rel_change=np.nan)  # a grid with no head masked: a sentence, not a crash
+    assert heads_takeaway(unmasked) == "No single head was masked." and "first head" in explorer_takeaway(unmasked)

@@ -14,6 +14,7 @@ from headlab.findings.roles import (
     cls_attention_on_shared,
     cls_profile,
     example_role_scores,
+    first_showcase,
     longest_shared_phrase,
     paired_delta,
     rank_heads,
@@ -122,29 +123,42 @@ def test_showcase_examples_prefer_long_shared_phrases(tokenizer):
             "label": [3, 5, 4, 1],
         }
     )
-    table = showcase_examples(encode(tokenizer, frame), tokenizer, stopwords=ENGLISH_STOPWORDS)
+    # the order alone (near-duplicates allowed here: the overlap rule has its own test)
+    table = showcase_examples(encode(tokenizer, frame), tokenizer, stopwords=ENGLISH_STOPWORDS, max_overlap=1.0)
     assert table["example"].tolist() == [2, 1, 0]  # no shared term in the last pair
     assert table.loc[0, "phrase"] == "a dog runs fast" and table.loc[0, "phrase_terms"] == 3
     assert table.loc[1, "phrase"] == "red cat" and table.loc[2, "phrase_terms"] == 1
-    short = showcase_examples(encode(tokenizer, frame), tokenizer, max_tokens=11, stopwords=ENGLISH_STOPWORDS)
+    short = showcase_examples(
+        encode(tokenizer, frame), tokenizer, max_tokens=11, stopwords=ENGLISH_STOPWORDS, max_overlap=1.0
+    )
     assert short["example"].tolist() == [1, 0]
 
 
 def test_a_showcase_pair_is_clean_and_shares_part_of_its_title_not_all_of_it(tokenizer):
     frame = pd.DataFrame(
         {
-            "query": ["a dog runs fast", "red cat sleeps", "ariel sharon ŔÄ speaks", "blue car"],
-            "title": ["a dog runs fast", "red cat sleeps in the sun", "ariel sharon spoke today", "blue car"],
+            "query": ["a man is playing a guitar .", "red cat sleeps", "ariel sharon ŔÄ speaks", "blue car"],
+            "title": [
+                "a man is playing a guitar .",
+                "red cat sleeps on the warm green sofa today",
+                "ariel sharon spoke today",
+                "blue car",
+            ],
             "label": [5, 4, 3, 5],
         }
     )
     texts = (frame["query"] + " " + frame["title"]).tolist()
     table = showcase_examples(encode(tokenizer, frame), tokenizer, stopwords=ENGLISH_STOPWORDS, texts=texts)
-    assert table["example"].tolist() == [1]  # 0 and 3 repeat their query; 2 carries mojibake
-    assert table.loc[0, "overlap"] == pytest.approx(3 / 6)  # red, cat, sleeps of "red cat sleeps in the sun"
+    # 0 repeats a whole sentence (its stopwords and the full stop must not dilute the overlap); 3 repeats its
+    # query; 2 carries mojibake
+    assert table["example"].tolist() == [1]
+    assert table.loc[0, "overlap"] == pytest.approx(3 / 7)  # red, cat, sleeps of 7 terms (on, the: stopwords)
     loose = showcase_examples(encode(tokenizer, frame), tokenizer, stopwords=ENGLISH_STOPWORDS, max_overlap=1.0)
     assert set(loose["example"]) == {0, 1, 2, 3}  # the rule, not the data, left them out
     assert MOJIBAKE.search("Sharon ŔÄ") and not MOJIBAKE.search("Herr Müller")
+    assert first_showcase(table) == 1 and first_showcase(table, example=3) == 3
+    with pytest.raises(ValueError, match="raise MAX_TOKENS or name one with EXAMPLE"):
+        first_showcase(table.iloc[0:0])
 
 
 def tiny_models(tokenizer):

@@ -249,12 +249,15 @@ def _only_renders(source: str) -> bool:
 
 
 def _sets_up(source: str) -> bool:
-    """Whether a cell is the page's set-up (it starts with imports): boilerplate a reader opens only on demand."""
+    """Whether a cell is the page's set-up: it starts with imports and they are at least half its statements (the
+    rest: the lab, the model's shape, the page's figures), boilerplate a reader opens only on demand. A cell that
+    goes on to compute is shown: the notebooks keep their computation out of the imports cell."""
     try:
         body = ast.parse(source).body
     except SyntaxError:
         return False
-    return bool(body) and isinstance(body[0], (ast.Import, ast.ImportFrom))
+    imports = sum(isinstance(node, (ast.Import, ast.ImportFrom)) for node in body)
+    return bool(body) and isinstance(body[0], (ast.Import, ast.ImportFrom)) and 2 * imports >= len(body)
 
 
 def reading_tags(nb, repo: Path = REPO) -> None:

@@ -10,7 +10,14 @@ from headlab.findings.attention_compare import compare_maps, identical_takeaway
 from headlab.findings.cls_head import single_head_correct
 from headlab.findings.importance import half_split
 from headlab.findings.order import order_heads
-from headlab.findings.roles import ENGLISH_STOPWORDS, cls_profile, pair_role_scores, role_scores, showcase_examples
+from headlab.findings.roles import (
+    ENGLISH_STOPWORDS,
+    cls_profile,
+    first_showcase,
+    pair_role_scores,
+    role_scores,
+    showcase_examples,
+)
 from headlab.findings.term_matching import matching_heads, random_lower_sets, role_indices
 from headlab.findings.verdicts import (
     claims_file,
@@ -39,6 +46,7 @@ __all__ = [
     "save_claims",
     "role_indices",
     "role_scores",
+    "first_showcase",
     "showcase_examples",
     "single_head_correct",
     "verdict_table",

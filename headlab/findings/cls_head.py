@@ -649,33 +649,44 @@ def mean_ablated_effect(lab, layer: int, head: int, estimate, n_boot: int = 2000
 
 
 def focus_takeaway(grid: pd.DataFrame, layer: int, head: int) -> str:
-    """The selection grid's caption: the chosen head's cost where it was chosen, beside the costliest head overall."""
+    """The selection grid's caption: the chosen head's cost where it was chosen (a point estimate on the pairs that
+    chose it, so partly luck), beside the costliest head of any layer there."""
     chosen = grid[(grid["layer"] == layer) & (grid["head"] == head)].iloc[0]
-    worst = grid.loc[grid["rel_change"].idxmin()]
+    tested = grid.dropna(subset=["rel_change"])
+    worst = tested.loc[tested["rel_change"].idxmin()]
     return (
-        f"On the {int(chosen['n_examples'])} selection pairs, the chosen head {layer}.{head} costs "
-        f"{chosen['rel_change']:+.1%} when masked alone, the most of any upper-half head; the costliest head of any "
-        f"layer is {int(worst['layer'])}.{int(worst['head'])} ({worst['rel_change']:+.1%})."
+        f"Chosen by the page's rule (the upper-half head that costs most here), head {layer}.{head} costs "
+        f"{chosen['rel_change']:+.1%} masked alone on the {int(chosen['n_examples'])} selection pairs, a point "
+        f"estimate on the pairs that chose it; the costliest head of any layer there is {int(worst['layer'])}."
+        f"{int(worst['head'])} ({worst['rel_change']:+.1%}). Its effect is measured on the other pairs, below."
     )
 
 
-def depth_conflict(grid: pd.DataFrame, layer: int, head: int, layers: int) -> str:
-    """Where page 02 and this page meet on the study's layer-10 head, said beside the verdict: the head this page
-    tests is the costliest of the upper half, which need not sit at the study's depth ("" where it does)."""
+def depth_conflict(
+    correct: pd.DataFrame, base_correct, layer: int, head: int, layers: int, n_boot: int = 2000, seed: int = 0
+) -> str:
+    """Where page 02 and this page meet on the study's layer-10 head, said beside the verdict ("" where the head
+    chosen sits at the study's depth): the head this page tests is the costliest of the upper half, which need not
+    sit there; page 02's number for the heads that do, on all the pairs as page 02 masks them (``correct``: every
+    head masked alone, :class:`SingleHeads`), beside the chosen head's, each with its paired interval."""
     ours = study_layer_to_ours(STUDY_HIGH_HEAD_LAYER, layers)
-    if layer == ours:
+    there = [h for l, h in correct.index if l == ours]
+    if layer == ours or not there:
         return ""
-    there = grid[grid["layer"] == ours].dropna(subset=["rel_change"])
-    if there.empty:
-        return ""
-    worst = there.loc[there["rel_change"].idxmin()]
-    chosen = float(grid.loc[(grid["layer"] == layer) & (grid["head"] == head), "rel_change"].iloc[0])
+    every = np.arange(len(np.asarray(base_correct)))
+    effects = {h: held_out_effect(correct, base_correct, ours, h, every, n_boot, seed) for h in there}
+    worst = min(effects, key=lambda h: effects[h]["rel_change"])
+    chosen = held_out_effect(correct, base_correct, layer, head, every, n_boot, seed)
+
+    def said(e: dict) -> str:
+        return f"{e['rel_change']:+.1%} [{e['lo']:+.1%}, {e['hi']:+.1%}] (exact McNemar p = {e['p_mcnemar']:.2g})"
+
     return (
         f"\n\n**Where the pages meet.** The head tested here, {layer}.{head}, sits in our layer {layer}, not at the "
-        f"study's layer-{STUDY_HIGH_HEAD_LAYER} depth (our layer {ours}): it is the study's high head by rank, not "
-        f"by place. The costliest head of layer {ours}, {int(worst['layer'])}.{int(worst['head'])}, costs "
-        f"{worst['rel_change']:+.1%} on the same selection pairs against {chosen:+.1%} for {layer}.{head}; page 02 "
-        f"judges every head of layer {ours} on its single-head grid."
+        f"study's layer-{STUDY_HIGH_HEAD_LAYER} depth (our layer {ours}): it is the study's high head by its rank in "
+        f"the upper half, not by its place. On all {len(every)} pairs, as page 02 masks them, the costliest head of "
+        f"layer {ours}, {ours}.{worst}, changes accuracy by {said(effects[worst])}, and {layer}.{head} by "
+        f"{said(chosen)}; page 02 judges every head of layer {ours} with the Holm correction over all heads.\n"
     )
 
 
@@ -698,12 +709,15 @@ def cls_bars_takeaway(rows: pd.DataFrame, runs, example: int) -> str:
     return f"On pair {example}, the share of the head's [CLS] row on the shared terms (solid): {'; '.join(parts)}."
 
 
-def spread_takeaway(tested: float, sets: pd.DataFrame) -> str:
-    """The control figure's caption: the matching heads' entropy change against the random sets'."""
+def spread_takeaway(change: pd.DataFrame, sets: pd.DataFrame) -> str:
+    """The control figure's caption: the matching heads' entropy change (:func:`spread`, with its paired interval)
+    against the random sets' (:func:`draw_means`)."""
+    entropy = change.set_index("metric").loc["entropy"]
+    tested = float(entropy["delta"])
     values = sets["entropy_delta"].to_numpy(dtype=np.float64)
     as_far = int((values >= tested).sum()) if tested >= 0 else int((values <= tested).sum())
     return (
-        f"Masking the matching heads changes the head's [CLS] entropy by {tested:+.3f} nats; the {len(values)} "
-        f"random lower-half sets by {values.mean():+.3f} on average ({values.min():+.3f} to {values.max():+.3f}); "
-        f"{as_far} of them change it as much or more."
+        f"Masking the matching heads changes the head's [CLS] entropy by {tested:+.3f} [{entropy['lo']:+.3f}, "
+        f"{entropy['hi']:+.3f}] nats; the {len(values)} random lower-half sets by {values.mean():+.3f} on average "
+        f"(from {values.min():+.3f} to {values.max():+.3f}); {as_far} of them change it as much or more."
     )

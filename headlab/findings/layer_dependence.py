@@ -317,10 +317,15 @@ def halves_details(gap: pd.DataFrame) -> str:
 
 
 def halves_takeaway(gap: pd.DataFrame) -> str:
-    """The halves figure's caption: the two halves at the share the collapse is decided at (the most draws)."""
-    at = gap.loc[gap["lower_draws"].idxmax()]
+    """The halves figure's caption: the two halves at the study's first collapse point (80% of a half), where the
+    claims are judged with the 50% point."""
+    points = _collapse_points(gap)
+    if points.empty:
+        return "No share at the study's collapse points was masked: the figure shows the halves as far as they were."
+    at = points.iloc[0]
     return (
-        f"At {at.share:.0%} of all heads masked, where the collapse is decided, heads drawn from the lower half cost "
+        f"At {at.share:.0%} of all heads masked ({2 * at.share:.0%} of a half, the study's first collapse point), "
+        "heads drawn from the lower half cost "
         f"{_change(at.lower_change, at.lower_lo, at.lower_hi)} of accuracy and heads from the upper half "
         f"{_change(at.upper_change, at.upper_lo, at.upper_hi)}: {_which_half(at)} (upper minus lower, "
         f"{at.gap * 100:+.1f} points [{at.gap_lo * 100:+.1f}, {at.gap_hi * 100:+.1f}])."
@@ -474,6 +479,9 @@ def layers_details(table: pd.DataFrame, layers: int, alpha: float = 0.05) -> str
 
 def layers_takeaway(table: pd.DataFrame) -> str:
     """The whole-layer figure's caption: the largest loss, the largest rise and how many layers Holm keeps."""
+    table = table.dropna(subset=["rel_change"])
+    if table.empty:
+        return "No whole layer was masked."
     worst, best = table.loc[table["rel_change"].idxmin()], table.loc[table["rel_change"].idxmax()]
     return (
         f"Masking layer {int(worst.layer)} costs most, {_change(worst.rel_change, worst.lo, worst.hi)}; the "
@@ -661,6 +669,8 @@ def heads_details(grid: pd.DataFrame, layers: int, alpha: float = 0.05) -> str:
 def heads_takeaway(grid: pd.DataFrame) -> str:
     """The single-head figures' caption: how many heads Holm keeps each way, and the costliest head."""
     tested = grid.dropna(subset=["rel_change"])
+    if tested.empty:
+        return "No single head was masked."
     worst, best = tested.loc[tested["rel_change"].idxmin()], tested.loc[tested["rel_change"].idxmax()]
     hurt, helps = int((grid["direction"] == "hurts").sum()), int((grid["direction"] == "helps").sum())
     costliest, highest = _head(worst["layer"], worst["head"]), _head(best["layer"], best["head"])
@@ -675,17 +685,21 @@ def within_margin_takeaway(grid: pd.DataFrame, margin: float) -> str:
     """The sorted-intervals figure's caption: how many heads are shown to change nothing (90% interval within
     ±``margin``) and how many intervals exclude zero before any correction."""
     tested = grid.dropna(subset=["rel_change"])
-    within = int(((tested["lo90"] >= -margin) & (tested["hi90"] <= margin)).sum())
+    within = int(sum(equivalent(r.lo90, r.hi90, margin) for r in tested.itertuples()))  # as the claim counts them
     excluding = int(((tested["lo"] > 0) | (tested["hi"] < 0)).sum())
     return (
-        f"{within} of {len(tested)} heads have a 90% interval within ±{margin:.0%} (shown to change nothing); "
+        f"{within} of {len(tested)} heads have a 90% interval within ±{ACCURACY_CHANGE.size(margin)} (shown to change "
+        "nothing); "
         f"{excluding} have a 95% interval that excludes zero before any correction."
     )
 
 
 def explorer_takeaway(grid: pd.DataFrame) -> str:
     """The head explorer's caption: which head it opens on, and why."""
-    worst = grid.loc[grid["rel_change"].idxmin()]
+    tested = grid.dropna(subset=["rel_change"])
+    if tested.empty:
+        return "The explorer opens on the first head: no single head was masked."
+    worst = tested.loc[tested["rel_change"].idxmin()]
     return (
         f"The explorer opens on head {_head(worst['layer'], worst['head'])}, whose removal costs most "
         f"({_pct(worst['rel_change'])}); click any cell of the grid for another head's attention on the pair."

@@ -230,13 +230,16 @@ def restored_by_set(tables, draws: list[str], metric: str = METRIC) -> pd.DataFr
 def restoring_takeaway(views: pd.DataFrame) -> str:
     """The head map's caption: the head that restores most alone, and the framed heads' mean (``views`` from
     :func:`head_views`, with its ``matching`` column)."""
-    best = views.loc[views["restored"].idxmax()]
-    matching = views.loc[views["matching"], "restored"]
+    measured = views.dropna(subset=["restored"])
+    if measured.empty:
+        return "No head was patched alone: no contrast pair to patch."
+    best = measured.loc[measured["restored"].idxmax()]
+    matching = measured.loc[measured["matching"], "restored"]
     above = int((views["lo"] > 0).sum())
     return (
         f"Patched alone, head {int(best['layer'])}.{int(best['head'])} restores most, {best['restored']:+.1%} "
         f"[{best['lo']:+.1%}, {best['hi']:+.1%}] of the grade-logit drop; the framed heads {matching.mean():+.1%} each "
-        f"on average; {above} of {len(views)} heads have an interval above 0."
+        f"on average; {above} of {len(measured)} heads have an interval above 0."
     )
 
 
@@ -246,7 +249,9 @@ def carry_takeaway(against: dict) -> str:
         f"On {against['n_examples']} pairs and {against['n_replacements']} draws of the replacement words, the "
         f"matching heads restore {against['tested']:.1%} of a grade-logit drop of {against['gap']:+.3g} "
         f"[{against['gap_lo']:+.3g}, {against['gap_hi']:+.3g}]; random lower-half sets {against['draws_mean']:.1%} on "
-        f"average ({against['draws_lo']:.1%} to {against['draws_hi']:.1%} over {against['n_draws']} sets)."
+        f"average (95% of the {against['n_draws']} sets between {against['draws_lo']:.1%} and "
+        f"{against['draws_hi']:.1%}); the difference {100 * against['difference']:+.1f} points "
+        f"[{100 * against['lo']:+.1f}, {100 * against['hi']:+.1f}] over pairs, sets and replacement draws."
     )
 
 

@@ -45,7 +45,7 @@ s t d ll m re ve
 SHARED_TERMS = "words"
 
 # a showcase pair shares part of its title, not all of it: a near-duplicate's attention map is a trivial diagonal
-SHOWCASE_OVERLAP = 0.6  # at most this share of the title's pieces belongs to a shared term
+SHOWCASE_OVERLAP = 0.6  # at most this share of the title's term pieces belongs to a shared term
 # two or more letters in a row from Latin-1 Supplement to Latin Extended-B are what a text decoded with the wrong
 # code page looks like (STS-B's "ŔÄ"); one accented letter inside a word ("Müller") is not
 MOJIBAKE = re.compile(r"[\u0080-\u024f]{2,}")
@@ -75,7 +75,8 @@ def showcase_examples(
     encoded, tokenizer, max_tokens: int = 32, stopwords=None, texts=None, max_overlap: float = SHOWCASE_OVERLAP
 ) -> pd.DataFrame:
     """Pairs that show term matching best, by a stated rule: among pairs of at most ``max_tokens`` that share a term,
-    none a near-duplicate (``overlap``, the share of the title's pieces in a shared term, at most ``max_overlap``)
+    none a near-duplicate (``overlap``, the share of the title's term pieces that the query shares, at most
+    ``max_overlap``; stopwords and punctuation are no terms, so they cannot dilute it)
     and none with an unknown token or, where ``texts`` (one raw text per pair) is given, a trace of mojibake
     (:data:`MOJIBAKE`), the longest shared phrase first.
 
@@ -90,19 +91,19 @@ def showcase_examples(
         if len(ids) > max_tokens or unknown in ids or (texts is not None and MOJIBAKE.search(str(texts[example]))):
             continue
         pair = read_pair(tokenizer, ids, stopwords)
-        title = [i for i in pair.title if not pair.special[i]]
-        overlap = len({t for _, t in pair.shared}) / max(len(title), 1)
+        terms = {i for word in pair.title_words for i in word.positions}  # stopwords and punctuation are no terms
+        overlap = len({t for _, t in pair.shared}) / max(len(terms), 1)
         if not pair.shared or overlap > max_overlap:
             continue
         start, _, length = longest_shared_phrase(pair)
-        terms = {q for q, _ in pair.shared}
+        shared_query = {q for q, _ in pair.shared}
         rows.append(
             {
                 "example": example,
                 "n_tokens": len(ids),
                 "n_shared": len(pair.shared),
                 "overlap": overlap,
-                "phrase_terms": sum(i in terms for i in range(start, start + length)),
+                "phrase_terms": sum(i in shared_query for i in range(start, start + length)),
                 "phrase_length": length,
                 "phrase": tokenizer.convert_tokens_to_string(pair.tokens[start : start + length]),
             }
@@ -114,6 +115,19 @@ def showcase_examples(
         ascending=[False, False, True, True],
         ignore_index=True,
     )
+
+
+def first_showcase(showcase: pd.DataFrame, example: int | None = None) -> int:
+    """The pair a page shows: ``example`` where given, else the first of :func:`showcase_examples`; a clear error
+    where the rule leaves none (every pair too long, a near-duplicate, unclean or sharing no term)."""
+    if example is not None:
+        return int(example)
+    if showcase.empty:
+        raise ValueError(
+            "no pair passes the showcase rule (at most MAX_TOKENS tokens, a shared term, no unknown token or "
+            "mojibake, at most SHOWCASE_OVERLAP of the title's terms shared): raise MAX_TOKENS or name one with EXAMPLE"
+        )
+    return int(showcase["example"].iloc[0])
 
 
 def _match_scores(maps: np.ndarray, pair: Pair) -> dict[str, np.ndarray]:

@@ -1061,11 +1061,12 @@ def students(table: pd.DataFrame, title: str = "") -> alt.LayerChart:
 
 def speed_bars(speed: pd.DataFrame) -> alt.FacetChart:
     """Throughput per variant from ``findings.pruning.speed_rows``: pairs per second (median bar, min to max rule),
-    the speed-up over the unpruned model printed at the bar's end, one row per batch size and machine (its first
-    words; the tooltip names it in full)."""
+    the speed-up over the unpruned model printed at the bar's end, one row per share removed, batch size and machine
+    (its first words; the tooltip names it in full): each row one run of the benchmark, its variants side by side."""
     table = speed.assign(
         setting=lambda t: (
-            "batch "
+            t["share_removed"].map(lambda x: f"{x:.0%} of heads removed")
+            + ", batch "
             + t["batch_size"].astype(str)
             + ", "
             + t["device"].astype(str)
@@ -1078,9 +1079,17 @@ def speed_bars(speed: pd.DataFrame) -> alt.FacetChart:
     )
     base = alt.Chart().encode(y=alt.Y("variant:N", title=None))
     tooltip = ["variant", "machine", "batch_size", alt.Tooltip("pairs_per_s:Q", format=".1f"), "speedup_text"]
-    return alt.layer(
-        base.mark_bar(color="#4c78a8").encode(x=alt.X("pairs_per_s:Q", title="pairs per second"), tooltip=tooltip),
-        base.mark_rule().encode(x="pairs_per_s_min:Q", x2="pairs_per_s_max:Q"),
-        base.mark_text(align="left", dx=4).encode(x="pairs_per_s_max:Q", text="speedup_text:N"),
-        data=table,
-    ).facet(row=alt.Row("setting:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left")))
+    return (
+        alt.layer(
+            base.mark_bar(color="#4c78a8").encode(x=alt.X("pairs_per_s:Q", title="pairs per second"), tooltip=tooltip),
+            base.mark_rule().encode(x="pairs_per_s_min:Q", x2="pairs_per_s_max:Q"),
+            base.mark_text(align="left", dx=4).encode(x="pairs_per_s_max:Q", text="speedup_text:N"),
+            data=table,
+        )
+        .properties(width=480, height=alt.Step(18))
+        .facet(  # the labels above each row, not beside it
+            row=alt.Row(
+                "setting:N", title=None, header=alt.Header(labelOrient="top", labelAnchor="start", labelAngle=0)
+            )
+        )
+    )
