@@ -71,3 +71,8 @@ def test_a_lab_finds_only_finished_sweeps_that_hold_the_masks(tmp_path):
     lab.sweep(specs, "layer_dependence", progress=False)
     [(folder, per_example)] = lab.finished_sweeps("layer_dependence", wanted)
     assert folder.parent.name == "sweeps" and set(per_example["mask_id"]) == wanted
+
+
+def test_a_lab_prints_as_one_line_with_its_model_data_split_and_baseline(tmp_path):
+    lab = tiny_setup(tmp_path, n_right=3)
+    assert repr(lab) == "Lab(minilm on stsb-en, test: 5 pairs, 4 x 4 heads, cpu; unmasked accuracy 60.0%)"

@@ -626,7 +626,13 @@ def build(
     run_dir = str((run_dir or REPO / "runs").resolve())
     presets = {name: {"RUN_DIR": run_dir, **settings} for name, settings in presets.items()}
     os.environ.update(
-        {"HEADLAB_BOOK": "1", "HEADLAB_NO_NETWORK": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        {
+            "HEADLAB_BOOK": "1",
+            "HEADLAB_NO_NETWORK": "1",
+            "HF_HUB_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "HF_HUB_DISABLE_PROGRESS_BARS": "1",  # transformers' own bars (loading, saving): the build shows its own
+        }
     )
     names = with_needs(pages) if pages else page_ids()
     for settings in presets.values():  # a preset's settings for pages left out are not typos

@@ -122,6 +122,19 @@ class Lab:
     _means: torch.Tensor | None = field(default=None, init=False, repr=False)
     _class_outputs: tuple[torch.Tensor, Donors] | None = field(default=None, init=False, repr=False)
 
+    def __repr__(self) -> str:
+        """One line a notebook can print (the dataclass default would print the whole model and every pair)."""
+        layers, heads = self.shape
+        baseline = (
+            f"unmasked accuracy {float(self.base_correct.mean()):.1%}"
+            if self._base_probs is not None
+            else "baseline not computed yet"
+        )
+        return (
+            f"Lab({self.params.model} on {self.params.data}, {self.params.eval_split}: {len(self.encoded)} pairs, "
+            f"{layers} x {heads} heads, {self.device}; {baseline})"
+        )
+
     @classmethod
     def from_params(cls, params: Params) -> Lab:
         """The fine-tuned model (trained on first use, then read from the cache), its tokenizer and the evaluation

@@ -6,7 +6,10 @@ unless the caller opts in with ``allow_pickle=True``), and ``trust_remote_code``
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
+import warnings
 from pathlib import Path
 
 import torch
@@ -105,13 +108,24 @@ def _load(loader, spec: str, allow_pickle: bool, attn: str, **kwargs):
     def load(implementation: str):
         if any(getattr(config, field, None) is not None for field in (KEPT_HEADS, KEPT_NEURONS)):
             return _load_pruned(loader, Path(path), config, implementation)
-        return loader.from_pretrained(
-            path,
-            trust_remote_code=False,
-            use_safetensors=None if allow_pickle else True,
-            attn_implementation=implementation,
-            **kwargs,
-        )
+        with _transformers_quiet():
+            model, info = loader.from_pretrained(
+                path,
+                trust_remote_code=False,
+                use_safetensors=None if allow_pickle else True,
+                attn_implementation=implementation,
+                output_loading_info=True,
+                **kwargs,
+            )
+        missing = unexpected_missing(info.get("missing_keys", ()))
+        if missing:
+            warnings.warn(
+                f"model {spec!r}: {len(missing)} weights missing from its checkpoint were newly initialised "
+                f"({', '.join(sorted(missing)[:4])}{', ...' if len(missing) > 4 else ''}): the folder does not hold "
+                "the encoder this model needs",
+                stacklevel=3,
+            )
+        return model
 
     try:
         try:
@@ -122,6 +136,34 @@ def _load(loader, spec: str, allow_pickle: bool, attn: str, **kwargs):
             return load("eager")
     except OSError as err:
         raise ModelError(f"could not load model {spec!r}: {err}") from None
+
+
+# weights a checkpoint of an encoder lacks by design when a classifier is put on it: the grade head and the pooler
+# that feeds it, both trained by fine-tuning
+NEW_HEAD = re.compile(r"(?:^|\.)(?:classifier|pooler)\.")
+
+
+def unexpected_missing(missing_keys) -> list[str]:
+    """The weights a checkpoint should have held but did not: every missing key but the new grade head's
+    (:data:`NEW_HEAD`), which is expected whenever an encoder is loaded to be fine-tuned."""
+    return [key for key in missing_keys if not NEW_HEAD.search(key)]
+
+
+@contextlib.contextmanager
+def _transformers_quiet():
+    """transformers' load report and its progress bar off while a model loads: headlab reads the loading info
+    itself and warns only where something unexpected is missing (:func:`unexpected_missing`)."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 def _load_pruned(loader, folder: Path, config, attn: str) -> torch.nn.Module:
