@@ -1,0 +1,57 @@
+"""headlab.findings.moves: a rebuild's moved verdicts told apart by cause, the rule's or the data's."""
+
+import pandas as pd
+
+from headlab.findings.claims import registered
+from headlab.findings.moves import moves_text, verdict_moves
+from headlab.findings.units import unit_of
+from headlab.findings.verdicts import RULE_VERSION, Claim, claims_table
+
+
+def _row(claim_id: str, ours: float, half: float) -> Claim:
+    return Claim.measured(
+        registered(claim_id),
+        ours=ours,
+        lo=ours - half,
+        hi=ours + half,
+        unit=unit_of("relative change of accuracy"),
+        method="paired bootstrap over test pairs",
+        n_examples=1379,
+        reason="why",
+    )
+
+
+def _table(rows, **kept) -> pd.DataFrame:
+    table = claims_table(rows).assign(preset="a", model="minilm", data="stsb-en")
+    for claim_id, (verdict, rule) in kept.items():  # a verdict an older rule gave from the same numbers
+        table.loc[table["claim_id"] == claim_id, ["verdict", "rule_version"]] = [verdict, rule]
+    return table
+
+
+def test_each_moved_verdict_says_whether_the_rule_or_the_data_moved_it():
+    worse = _row("two_tower.worse", -0.30, 0.02)  # far past its size: holds by any rule
+    layer = _row("layer_dependence.layer_8_gain", 0.0, 0.03)
+    gone = _row("redundancy.no_loss_below_20", 0.0, 0.002)
+    before = _table([worse, layer, gone], **{"layer_dependence.layer_8_gain": ("cannot tell", RULE_VERSION - 1)})
+    assert layer.verdict != "cannot tell"  # the current rule reads these numbers otherwise
+    worse_now = _row("two_tower.worse", 0.001, 0.002)  # the rebuild's number: no loss any more
+    new = _row("two_tower.fails_on_shared_terms", -0.05, 0.01)
+    after = _table([worse_now, layer, new])
+    moves = verdict_moves(before, after, {"a": 12}).set_index("claim_id")
+    assert moves.loc["two_tower.worse", ["before", "rule", "after", "cause"]].tolist() == [
+        "holds",
+        "holds",
+        worse_now.verdict,
+        "data",
+    ]
+    assert moves.loc["layer_dependence.layer_8_gain", ["before", "rule", "cause"]].tolist() == [
+        "cannot tell",
+        layer.verdict,
+        "rule",
+    ]
+    assert moves.loc["layer_dependence.layer_8_gain", "before_rule"] == RULE_VERSION - 1
+    assert moves.loc["redundancy.no_loss_below_20", "cause"] == "dropped"
+    assert moves.loc["two_tower.fails_on_shared_terms", "cause"] == "new claim"
+    text = moves_text(moves.reset_index())
+    assert text.startswith("**a**: 4 of 4 rows moved (") and "- `two_tower.worse`: holds → holds → " in text
+    assert "`two_tower.fails_on_shared_terms`: — → — → " in text  # no verdict before: a dash, never "nan"
