@@ -198,3 +198,16 @@ def test_a_few_pages_bring_the_pages_they_read_and_the_setup():
         with_needs(["11_nothing"])
     with pytest.raises(BookError, match="do not go together"):
         build({"tiny": PRESETS["tiny"]}, only=["00_setup"], pages=["09_patching"])
+
+
+def test_a_notebook_runs_with_the_kernels_own_log_off_the_console_and_its_warnings_in_its_output(tmp_path, capfd):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import warnings; warnings.warn('a real one')")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    source = tmp_path / "warns.ipynb"
+    nbformat.write(nb, source)
+    execute_notebook(source, tmp_path / "out.ipynb", {}, tmp_path)
+    _, err = capfd.readouterr()
+    assert "IPKernelApp" not in err  # "Kernel is running over TCP without encryption" and the like
+    outputs = nbformat.read(str(tmp_path / "out.ipynb"), as_version=4).cells[0].outputs
+    assert any("a real one" in o.get("text", "") for o in outputs)  # the notebook's own warning stays on its page

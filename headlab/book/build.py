@@ -166,6 +166,11 @@ def cell_timeout() -> int:
     return seconds
 
 
+# the kernel's own log (it runs on localhost TCP, it saw its parent exit) off the build's console below errors; what a
+# notebook's code warns of still lands in its cell's output
+KERNEL_QUIET = "--IPKernelApp.log_level=ERROR"
+
+
 def execute_notebook(source: Path, target: Path, settings: dict, cwd: Path) -> float:
     """Run one notebook with the settings it declares as parameters; raise BookError naming the failing cell (or the
     cell that ran past :func:`cell_timeout`)."""
@@ -186,6 +191,7 @@ def execute_notebook(source: Path, target: Path, settings: dict, cwd: Path) -> f
             execution_timeout=limit,
             progress_bar=False,
             request_save_on_cell_execute=True,
+            extra_arguments=[KERNEL_QUIET],
         )
     except pm.PapermillExecutionError as err:
         raise BookError(
