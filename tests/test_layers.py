@@ -64,6 +64,19 @@ def test_imports_go_down_and_happen_at_module_level(module):
             )
 
 
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if not MODULES[m].name == "__init__.py"))
+def test_a_module_imports_its_siblings_directly_never_through_its_own_package(module):
+    """``from headlab.report import charts`` inside ``headlab.report`` runs through the package's ``__init__``, which
+    may import the module back: a cycle that works only by the order the names load in."""
+    package = module.rsplit(".", 1)[0]
+    through = [
+        node.lineno
+        for node in ast.walk(ast.parse(MODULES[module].read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom) and node.module == package
+    ]
+    assert not through, f"{module} imports from its own package {package} at line(s) {through}: import the module"
+
+
 def _in_type_checking(tree, node) -> bool:
     return any(
         isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test) and node in ast.walk(n) for n in tree.body

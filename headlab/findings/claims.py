@@ -6,19 +6,17 @@ when this module loads."""
 
 from __future__ import annotations
 
-from headlab.findings import (
-    cls_head,
-    layer_dependence,
-    objectives,
-    order_report,
-    patching,
-    pruning,
-    redundancy,
-    segmentation_report,
-    sharpening,
-    term_matching,
-    two_tower,
-)
+import headlab.findings.cls_head as cls_head
+import headlab.findings.layer_dependence as layer_dependence
+import headlab.findings.objectives as objectives
+import headlab.findings.order_report as order_report
+import headlab.findings.patching as patching
+import headlab.findings.pruning as pruning
+import headlab.findings.redundancy as redundancy
+import headlab.findings.segmentation_report as segmentation_report
+import headlab.findings.sharpening as sharpening
+import headlab.findings.term_matching as term_matching
+import headlab.findings.two_tower as two_tower
 from headlab.findings.verdicts import FAMILIES, TALLIES, StudyClaim, study_claim_id
 
 MODULES = (  # the modules that declare claims, in the book's order (the objectives, on no one page, last)

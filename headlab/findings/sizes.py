@@ -43,7 +43,7 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
-from headlab.findings import units as u
+import headlab.findings.units as u
 from headlab.findings.units import KAPPA_START, Unit
 
 POLICY_VERSION = 3

@@ -7,9 +7,9 @@ no kernel.
 
 from __future__ import annotations
 
+import headlab.report.charts as charts
 from headlab.core.masking import head_grid
 from headlab.findings.attention_compare import DIFFERENCE, compare_maps
-from headlab.report import charts
 from headlab.report.render import in_book, live_panel
 
 

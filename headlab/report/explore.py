@@ -11,10 +11,10 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+import headlab.report.charts as charts
 from headlab.core.attention import attention_maps
 from headlab.core.evaluate import Encoded, predict, predicted_grades
 from headlab.core.masking import head_grid, keep_all
-from headlab.report import charts
 from headlab.report.render import in_book, live_panel
 
 
