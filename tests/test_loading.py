@@ -5,6 +5,7 @@ import json
 import pytest
 from conftest import MINILM_TOKENIZER
 from safetensors.torch import load_file, save_file
+from transformers import BertConfig, BertForSequenceClassification
 
 from headlab.models.loading import ModelError, load_classifier, load_encoder, resolve_model, unexpected_missing
 
@@ -64,3 +65,10 @@ def test_an_encoder_loads_as_a_classifier_quietly_and_a_checkpoint_missing_its_e
     save_file({k: v for k, v in weights.items() if k != dropped}, str(tiny_model_folder / "model.safetensors"))
     with pytest.warns(UserWarning, match=r"1 weights missing from its checkpoint were newly initialised \(.*layer\.1"):
         load_encoder(str(tiny_model_folder))
+
+
+def test_a_classifier_for_another_number_of_grades_is_refused_with_its_weights_named(tmp_path):
+    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, num_labels=3)
+    BertForSequenceClassification(config).save_pretrained(tmp_path / "three-grades")
+    with pytest.raises(ModelError, match=r"2 weights .* do not fit .*\(classifier\.bias, classifier\.weight\).*in 5"):
+        load_classifier(str(tmp_path / "three-grades"))

@@ -115,7 +115,17 @@ def _load(loader, spec: str, allow_pickle: bool, attn: str, **kwargs):
                 use_safetensors=None if allow_pickle else True,
                 attn_implementation=implementation,
                 output_loading_info=True,
+                ignore_mismatched_sizes=True,  # refused below, with the weights named (the report is off)
                 **kwargs,
+            )
+        mismatched = [
+            str(entry[0]) if isinstance(entry, tuple) else str(entry) for entry in info.get("mismatched_keys", ())
+        ]
+        if mismatched:
+            raise ModelError(
+                f"could not load model {spec!r}: {len(mismatched)} weights of its checkpoint do not fit this model's "
+                f"shapes ({', '.join(sorted(mismatched)[:4])}{', ...' if len(mismatched) > 4 else ''}); a classifier "
+                f"trained for another number of grades has such a head (headlab grades in {NUM_GRADES})"
             )
         missing = unexpected_missing(info.get("missing_keys", ()))
         if missing:
