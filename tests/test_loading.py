@@ -7,7 +7,15 @@ from conftest import MINILM_TOKENIZER
 from safetensors.torch import load_file, save_file
 from transformers import BertConfig, BertForSequenceClassification
 
-from headlab.models.loading import ModelError, load_classifier, load_encoder, resolve_model, unexpected_missing
+from headlab.models.loading import (
+    NEW_HEAD,
+    POOLER,
+    ModelError,
+    load_classifier,
+    load_encoder,
+    resolve_model,
+    unexpected_missing,
+)
 
 
 def test_missing_model_folder_is_named(tmp_path):
@@ -49,21 +57,22 @@ def test_the_tests_minilm_tokenizer_is_the_assets():
         assert (MINILM_TOKENIZER / name).read_bytes() == (folder / name).read_bytes(), name
 
 
-def test_an_encoder_loads_as_a_classifier_quietly_and_a_checkpoint_missing_its_encoder_is_said(
+def test_an_encoder_loads_under_a_new_head_quietly_and_a_checkpoint_missing_its_weights_is_refused(
     tiny_model_folder, capfd, recwarn
 ):
-    """A new grade head on an encoder is expected: no load report, no warning. Weights of the encoder itself
-    missing from the checkpoint are a real problem: one warning that names them."""
+    """A new grade head on an encoder is expected when fine-tuning starts: no load report, no warning. An encoder
+    without its own weights would give wrong numbers: refused, the weights named."""
     load_classifier(str(tiny_model_folder))
     out, err = capfd.readouterr()
-    assert "LOAD REPORT" not in out + err and "Loading weights" not in out + err and not recwarn.list
-    assert unexpected_missing(
-        ["classifier.weight", "bert.pooler.dense.bias", "bert.encoder.layer.0.output.dense.bias"]
-    ) == ["bert.encoder.layer.0.output.dense.bias"]
+    assert "LOAD REPORT" not in out + err and not recwarn.list
+    keys = ["classifier.weight", "bert.pooler.dense.bias", "bert.encoder.layer.0.output.dense.bias"]
+    assert unexpected_missing(keys, NEW_HEAD) == ["bert.encoder.layer.0.output.dense.bias"]
+    assert unexpected_missing(keys, POOLER) == ["classifier.weight", "bert.encoder.layer.0.output.dense.bias"]
+    assert unexpected_missing(keys) == keys
     weights = load_file(str(tiny_model_folder / "model.safetensors"))
     dropped = next(k for k in weights if "encoder.layer.1" in k)
     save_file({k: v for k, v in weights.items() if k != dropped}, str(tiny_model_folder / "model.safetensors"))
-    with pytest.warns(UserWarning, match=r"1 weights missing from its checkpoint were newly initialised \(.*layer\.1"):
+    with pytest.raises(ModelError, match=r"1 weights are missing from its checkpoint \(.*layer\.1"):
         load_encoder(str(tiny_model_folder))
 
 

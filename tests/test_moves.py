@@ -1,6 +1,7 @@
 """headlab.findings.moves: a rebuild's moved verdicts told apart by cause, the rule's or the data's."""
 
 import pandas as pd
+import pytest
 
 from headlab.findings.claims import registered
 from headlab.findings.moves import moves_text, verdict_moves
@@ -54,4 +55,15 @@ def test_each_moved_verdict_says_whether_the_rule_or_the_data_moved_it():
     assert moves.loc["two_tower.fails_on_shared_terms", "cause"] == "new claim"
     text = moves_text(moves.reset_index())
     assert text.startswith("**a**: 4 of 4 rows moved (") and "- `two_tower.worse`: holds → holds → " in text
+    assert "by the rule: 1" in text and "by the data: 1" in text and "new claims: 1" in text
     assert "`two_tower.fails_on_shared_terms`: — → — → " in text  # no verdict before: a dash, never "nan"
+
+
+def test_a_rebuild_judged_by_an_older_rule_or_a_claim_twice_is_refused():
+    worse = _row("two_tower.worse", -0.30, 0.02)
+    old = _table([worse], **{"two_tower.worse": ("holds", RULE_VERSION - 1)})
+    with pytest.raises(ValueError, match=f"must be judged by rule {RULE_VERSION}: two_tower.worse"):
+        verdict_moves(old, old, {"a": 12})
+    twice = pd.concat([_table([worse]), _table([worse])])
+    with pytest.raises(ValueError, match="holds two_tower.worse twice"):
+        verdict_moves(twice, _table([worse]), {"a": 12})

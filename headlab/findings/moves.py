@@ -23,9 +23,17 @@ from headlab.findings.calibration import REPO
 from headlab.findings.claims import STUDY_CLAIMS
 from headlab.findings.sensitivity import rejudged
 from headlab.findings.units import in_current_units
-from headlab.findings.verdicts import study_claim_id
+from headlab.findings.verdicts import RULE_VERSION, study_claim_id
 
 UNJUDGED = ("not comparable", "not judged")  # verdicts the rule does not give from a row's numbers
+CAUSE_WORDS = {
+    "rule": "by the rule",
+    "data": "by the data",
+    "rule and data": "by both",
+    "not judged again": "old numbers not judged again",
+    "new claim": "new claims",
+    "dropped": "dropped",
+}
 
 
 def _cause(before: str, rule: str, after: str) -> str:
@@ -42,6 +50,16 @@ def verdict_moves(before: pd.DataFrame, after: pd.DataFrame, layers: dict[str, i
     numbers, the row is in a unit since replaced, or it cannot be judged again), ``after`` and ``cause``
     (:func:`_cause`; "new claim" or "dropped" where one side lacks the row). ``layers`` maps a column to its model's
     layers (the study's depth map)."""
+    for name, table in (("before", before), ("after", after)):
+        doubled = table[table.duplicated(["preset", "claim_id"])]
+        if not doubled.empty:
+            raise ValueError(f"the {name} scorecard holds {doubled.iloc[0]['claim_id']} twice for one column")
+    older = after[after["rule_version"] != RULE_VERSION]
+    if not older.empty:
+        raise ValueError(
+            f"the rebuild's rows must be judged by rule {RULE_VERSION}: {older.iloc[0]['claim_id']} "
+            f"({older.iloc[0]['preset']}) was judged by rule {older.iloc[0]['rule_version']}"
+        )
     current = set(in_current_units(before).index)  # a row in a unit since replaced is not judged again
     old = {(r.preset, r.claim_id): (r, i in current) for i, r in zip(before.index, before.itertuples(index=False))}
     new = {(r.preset, r.claim_id): r for r in after.itertuples(index=False)}
@@ -51,21 +69,26 @@ def verdict_moves(before: pd.DataFrame, after: pd.DataFrame, layers: dict[str, i
         (kept, judgeable), rebuilt = old.get(key, (None, False)), new.get(key)
         study = study_claim_id(claim_id)
         rule: str | None = None
+        again = "not judged"
         if kept is not None:
             judged = judgeable and study in STUDY_CLAIMS and kept.verdict not in UNJUDGED
             again = rejudged(kept, 1.0, layers[preset]) if judged else "not judged"
             rule = kept.verdict if again == "not judged" else again
         if kept is None or rule is None:
             cause = "new claim"
+        elif rebuilt is None:
+            cause = "dropped"
+        elif again == "not judged" and kept.verdict != rebuilt.verdict:
+            cause = "not judged again"  # the rule's part cannot be told from the data's
         else:
-            cause = "dropped" if rebuilt is None else _cause(kept.verdict, rule, rebuilt.verdict)
+            cause = _cause(kept.verdict, rule, rebuilt.verdict)
         rows.append(
             {
                 "preset": preset,
                 "claim_id": claim_id,
                 "tally": STUDY_CLAIMS[study].tally if study in STUDY_CLAIMS else "",
                 "before": None if kept is None else kept.verdict,
-                "before_rule": None if kept is None else int(kept.rule_version),
+                "before_rule": None if kept is None else int(kept.rule_version) if pd.notna(kept.rule_version) else 2,
                 "rule": rule,
                 "after": None if rebuilt is None else rebuilt.verdict,
                 "after_rule": None if rebuilt is None else int(rebuilt.rule_version),
@@ -90,7 +113,7 @@ def moves_text(moves: pd.DataFrame) -> str:
         counts = moved["cause"].value_counts().to_dict()
         lines.append(
             f"**{preset}**: {len(moved)} of {len(rows)} rows moved ("
-            + (", ".join(f"{n} by {cause}" for cause, n in counts.items()) or "none")
+            + (", ".join(f"{CAUSE_WORDS[cause]}: {n}" for cause, n in counts.items()) or "none")
             + f"); underpowered study claims {int((study['rule'] == 'underpowered').sum())} before (the old numbers "
             f"under the new rule), {int((study['after'] == 'underpowered').sum())} after."
         )

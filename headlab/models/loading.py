@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import warnings
 from pathlib import Path
 
 import torch
@@ -96,7 +95,7 @@ def _check_folder(folder: Path, allow_pickle: bool) -> None:
         raise ModelError(f"model folder {folder} has no weights (*.safetensors)")
 
 
-def _load(loader, spec: str, allow_pickle: bool, attn: str, **kwargs):
+def _load(loader, spec: str, allow_pickle: bool, attn: str, new: re.Pattern | None = None, **kwargs):
     path = resolve_model(spec, allow_pickle)
     config = AutoConfig.from_pretrained(path, trust_remote_code=False)
     if config.model_type not in OUTPUT_PROJECTION:
@@ -127,53 +126,52 @@ def _load(loader, spec: str, allow_pickle: bool, attn: str, **kwargs):
                 f"shapes ({', '.join(sorted(mismatched)[:4])}{', ...' if len(mismatched) > 4 else ''}); a classifier "
                 f"trained for another number of grades has such a head (headlab grades in {NUM_GRADES})"
             )
-        missing = unexpected_missing(info.get("missing_keys", ()))
+        missing = unexpected_missing(info.get("missing_keys", ()), new)
         if missing:
-            warnings.warn(
-                f"model {spec!r}: {len(missing)} weights missing from its checkpoint were newly initialised "
-                f"({', '.join(sorted(missing)[:4])}{', ...' if len(missing) > 4 else ''}): the folder does not hold "
-                "the encoder this model needs",
-                stacklevel=3,
+            raise ModelError(
+                f"could not load model {spec!r}: {len(missing)} weights are missing from its checkpoint "
+                f"({', '.join(sorted(missing)[:4])}{', ...' if len(missing) > 4 else ''}); the folder does not hold "
+                "the encoder asked for"
             )
         return model
 
     try:
         try:
             return load(attn)
-        except ValueError:  # transformers refuses sdpa for encoders without it (MPNet): eager is the same, slower
-            if attn != "sdpa":
+        except ValueError as err:  # transformers refuses sdpa for encoders without it (MPNet): eager is the same
+            if attn != "sdpa" or isinstance(err, ModelError):
                 raise
             return load("eager")
-    except OSError as err:
+    except (OSError, RuntimeError) as err:  # RuntimeError: transformers could not convert or fit the weights
         raise ModelError(f"could not load model {spec!r}: {err}") from None
 
 
-# weights a checkpoint of an encoder lacks by design when a classifier is put on it: the grade head and the pooler
-# that feeds it, both trained by fine-tuning
+# weights a checkpoint may lack by design: an encoder put under a new grade head lacks the head and the pooler that
+# feeds it (both trained by fine-tuning); a bare encoder may lack the pooler alone (e5 and MLM checkpoints have none,
+# and no attention reads it)
 NEW_HEAD = re.compile(r"(?:^|\.)(?:classifier|pooler)\.")
+POOLER = re.compile(r"(?:^|\.)pooler\.")
 
 
-def unexpected_missing(missing_keys) -> list[str]:
-    """The weights a checkpoint should have held but did not: every missing key but the new grade head's
-    (:data:`NEW_HEAD`), which is expected whenever an encoder is loaded to be fine-tuned."""
-    return [key for key in missing_keys if not NEW_HEAD.search(key)]
+def unexpected_missing(missing_keys, new: re.Pattern | None = None) -> list[str]:
+    """The weights a checkpoint should have held but did not: every missing key but those ``new`` matches (weights
+    the caller is about to train, :data:`NEW_HEAD`, or does not use, :data:`POOLER`); None allows none."""
+    return [key for key in missing_keys if new is None or not new.search(key)]
 
 
 @contextlib.contextmanager
 def _transformers_quiet():
-    """transformers' load report and its progress bar off while a model loads: headlab reads the loading info
-    itself and warns only where something unexpected is missing (:func:`unexpected_missing`)."""
+    """transformers' load report off while a model loads: headlab reads the loading info itself and refuses what is
+    unexpectedly missing (:func:`unexpected_missing`) or does not fit, naming the weights. (Its progress bars are the
+    hub's, off in the build by ``HF_HUB_DISABLE_PROGRESS_BARS``.)"""
     from transformers.utils import logging as hf_logging
 
-    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
     try:
         yield
     finally:
         hf_logging.set_verbosity(verbosity)
-        if bars:
-            hf_logging.enable_progress_bar()
 
 
 def _load_pruned(loader, folder: Path, config, attn: str) -> torch.nn.Module:
@@ -197,16 +195,18 @@ def _load_pruned(loader, folder: Path, config, attn: str) -> torch.nn.Module:
 
 
 def load_classifier(spec: str, attn: str = "sdpa", allow_pickle: bool = False) -> torch.nn.Module:
-    """The encoder with a 5-way grade classifier on ``[CLS]`` (new and untrained unless the folder has one).
+    """The encoder with a 5-way grade classifier on ``[CLS]`` (new and untrained unless the folder has one: the head
+    and its pooler may be missing, nothing else).
 
     sdpa is the fast default; an encoder that has no sdpa path gets eager attention instead.
     """
-    return _load(AutoModelForSequenceClassification, spec, allow_pickle, attn, num_labels=NUM_GRADES).eval()
+    return _load(AutoModelForSequenceClassification, spec, allow_pickle, attn, NEW_HEAD, num_labels=NUM_GRADES).eval()
 
 
 def load_encoder(spec: str, attn: str = "eager", allow_pickle: bool = False) -> torch.nn.Module:
-    """The bare pretrained encoder (no classifier): the 'before fine-tuning' model of the delta study."""
-    return _load(AutoModel, spec, allow_pickle, attn).eval()
+    """The bare pretrained encoder (no classifier): the 'before fine-tuning' model of the delta study; its pooler
+    may be missing (nothing reads it)."""
+    return _load(AutoModel, spec, allow_pickle, attn, POOLER).eval()
 
 
 def load_tokenizer(spec: str, allow_pickle: bool = False):
