@@ -32,7 +32,7 @@ from headlab.book.build import PRESETS
 from headlab.book.records import machine
 from headlab.core.device import precision
 from headlab.core.evaluate import predict, predicted_grades
-from headlab.findings.pruning import least_important
+from headlab.measures.importance import least_important
 
 
 def pairs_per_second(models: dict, encoded, batch_size: int, device, chosen: str, repeats: int, limit: int) -> dict:

@@ -3,14 +3,14 @@ import pandas as pd
 import pytest
 from tiny_setup import masked_first_layer, tiny_setup
 
-from headlab.findings.attention_compare import (
+from headlab.measures.attention_compare import (
     DIFFERENCE,
     compare_maps,
     identical_share,
     identical_takeaway,
     token_labels,
 )
-from headlab.findings.roles import ENGLISH_STOPWORDS
+from headlab.measures.roles import ENGLISH_STOPWORDS
 
 
 def test_token_labels_sort_in_sentence_order():

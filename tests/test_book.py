@@ -15,12 +15,13 @@ import pytest
 from test_layers import LAYERS
 
 from headlab.book.build import PRESETS, REPO
-from headlab.findings.claims import STUDY_CLAIMS
-from headlab.findings.verdicts import KINDS, VERDICTS, quote_in
+from headlab.judging.verdicts import KINDS, VERDICTS, quote_in
 from headlab.lab.pages import page_ids, parameters_cell
+from headlab.pages.claims import STUDY_CLAIMS
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
-MOST_HEADLAB_MODULES = 8  # per notebook: the package, a few layers, the finding's own modules
+MOST_HEADLAB_MODULES = 8  # per notebook: the package, a few layers, the page's own module and its measures
+PAGE_LAYERS = ("measures", "pages")  # whose modules a notebook may import from by name
 
 
 def code_cells(path):
@@ -120,10 +121,11 @@ def test_notebook_text_states_no_number_or_model_the_run_did_not_compute(path):
 
 
 def is_public_module(module: str) -> bool:
-    """``headlab``, one of its layers (``headlab.core``) or a finding's own module (``headlab.findings.order``)."""
+    """``headlab``, one of its layers (``headlab.core``), a page's own module (``headlab.pages.word_order``) or a
+    measure it builds on (``headlab.measures.order``)."""
     parts = module.split(".")
     return parts[0] == "headlab" and (
-        len(parts) == 1 or len(parts) == 2 and parts[1] in LAYERS or len(parts) == 3 and parts[1] == "findings"
+        len(parts) == 1 or len(parts) == 2 and parts[1] in LAYERS or len(parts) == 3 and parts[1] in PAGE_LAYERS
     )
 
 
@@ -242,7 +244,7 @@ def test_tiny_book_builds_with_real_numbers(tiny_book):
         page = (work / "_build" / "html" / "executed" / f"{nb.stem}.html").read_text()
         assert "Traceback" not in page
         assert "|—|" not in page and "|---|" not in page  # every Markdown table a page displays renders as a table
-        # each finding page's answer, its verdict table (headlab.findings.render), is an HTML table
+        # each finding page's answer, its verdict table (headlab.judging.render), is an HTML table
         assert nb.stem.startswith("00") or re.search(r"<th[^>]*><p>the study.s claim</p></th>", page), nb.stem
     redundancy = (work / "_build" / "html" / "executed" / "01_redundancy.html").read_text()
     assert "headlab-chart" in redundancy and "relative change" in redundancy

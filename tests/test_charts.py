@@ -6,12 +6,12 @@ import pytest
 from conftest import grid_and_layers
 from tiny_setup import masked_first_layer, tiny_setup
 
-from headlab.findings.attention_compare import DIFFERENCE, compare_maps
-from headlab.findings.cls_head import cls_rows
-from headlab.findings.layer_dependence import layer_reference
-from headlab.findings.order import CONDITIONS
-from headlab.findings.segmentation import BoundaryData
-from headlab.findings.segmentation_report import score_segmentation
+from headlab.measures.attention_compare import DIFFERENCE, compare_maps
+from headlab.measures.order import CONDITIONS
+from headlab.measures.segmentation import BoundaryData
+from headlab.pages.cls_head import cls_rows
+from headlab.pages.layer_dependence import layer_reference
+from headlab.pages.word_segmentation import score_segmentation
 from headlab.report import charts
 from headlab.report.layout import COLUMN_PX, drawn_width
 

@@ -1,4 +1,4 @@
-"""headlab.findings.circuit: a contrast pair's positions in four groups, the matching heads patched back group by
+"""headlab.measures.circuit: a contrast pair's positions in four groups, the matching heads patched back group by
 group on the grade logit, and attribution patching per head and group."""
 
 import numpy as np
@@ -7,7 +7,8 @@ from test_patching_page import _pairs
 from tiny_setup import tiny_setup
 
 from headlab.core.patching import PatchEngine, Route, grade_logit
-from headlab.findings.circuit import (
+from headlab.inputs.pair import read_pair
+from headlab.measures.circuit import (
     GROUPS,
     attribution_scores,
     found_circuit,
@@ -19,8 +20,7 @@ from headlab.findings.circuit import (
     route_shares,
     sender_control,
 )
-from headlab.findings.patching import held_out_contrast
-from headlab.inputs.pair import read_pair
+from headlab.pages.patching import held_out_contrast
 
 
 @pytest.fixture(scope="module")

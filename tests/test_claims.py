@@ -1,4 +1,4 @@
-"""The claims the findings modules declare (gathered in headlab.findings.claims): one verdict rule for every claim
+"""The claims the page modules declare (gathered in headlab.pages.claims): one verdict rule for every claim
 (effect, no effect, a comparison), a smallest effect of interest for every claim, floor-aware accuracy effects, a
 correction across a model's claims widened once with the right small-sample quantiles, and claims that quote the
 study word for word."""
@@ -13,12 +13,11 @@ from types import SimpleNamespace
 import pytest
 from scipy import stats as sps
 
-import headlab.findings
-from headlab.findings.claims import MODULES, STUDY_CLAIMS, check_families, registered
-from headlab.findings.sizes import NO_CHANGE_MARGIN, readable_quote
-from headlab.findings.units import ACCURACY_CHANGE as CHANGE
-from headlab.findings.units import KAPPA_LOST, VERSUS_RANDOM, Kind, Unit, is_missing, unit_of, with_interval
-from headlab.findings.verdicts import (
+import headlab.pages
+from headlab.judging.sizes import NO_CHANGE_MARGIN, readable_quote
+from headlab.judging.units import ACCURACY_CHANGE as CHANGE
+from headlab.judging.units import KAPPA_LOST, VERSUS_RANDOM, Kind, Unit, is_missing, unit_of, with_interval
+from headlab.judging.verdicts import (
     ALPHA,
     FAMILIES,
     FAMILY,
@@ -36,6 +35,7 @@ from headlab.findings.verdicts import (
     verdict_table,
     with_mean_ablation,
 )
+from headlab.pages.claims import MODULES, STUDY_CLAIMS, check_families, registered
 
 STUDY_TEXT = (Path(__file__).parents[1] / "docs" / "study.md").read_text(encoding="utf-8")
 
@@ -66,7 +66,7 @@ def test_every_registered_claim_quotes_the_study_word_for_word(claim_id):
 
 
 def test_every_module_that_declares_claims_is_in_the_registry_and_owns_its_pages_claims():
-    names = (f"headlab.findings.{m.name}" for m in pkgutil.iter_modules(headlab.findings.__path__))
+    names = (f"headlab.pages.{m.name}" for m in pkgutil.iter_modules(headlab.pages.__path__))
     declaring = [m for m in map(importlib.import_module, names) if hasattr(m, "CLAIMS")]
     assert set(declaring) == set(MODULES) and len(MODULES) == len(set(MODULES))
     for module in MODULES:
@@ -316,7 +316,7 @@ def test_a_tokenizer_that_gives_the_answer_away_is_not_comparable():
 
 
 def test_unknown_claims_are_refused_and_sub_rows_belong_to_their_claim():
-    with pytest.raises(KeyError, match="not in headlab.findings.claims.STUDY_CLAIMS"):
+    with pytest.raises(KeyError, match="not in headlab.pages.claims.STUDY_CLAIMS"):
         _measured("x.made_up")
     sub = _measured(
         "sharpening.match_rises",
@@ -446,7 +446,7 @@ def test_a_number_with_its_interval_is_written_one_way():
 
 
 def test_a_number_that_rounds_to_zero_prints_without_a_sign():
-    from headlab.findings.units import Kind, Unit, no_negative_zero
+    from headlab.judging.units import Kind, Unit, no_negative_zero
 
     assert [Unit("u", k).number(-0.0001) for k in (Kind.RELATIVE, Kind.POINTS, Kind.SHARE)] == [
         "0.0%",

@@ -11,26 +11,25 @@ from tiny_setup import tiny_setup
 from headlab.core.masking import head_grid
 from headlab.core.stats import mcnemar, relative_change
 from headlab.core.sweep import baseline_spec, layer_specs, plan_table, run_sweep, single_head_specs
-from headlab.findings import cls_head, term_matching
-from headlab.findings.cls_head import (
+from headlab.judging.verdicts import render
+from headlab.measures import held_out
+from headlab.measures.grids import focus_head, selection_grid, single_head_correct
+from headlab.measures.held_out import split_halves
+from headlab.measures.roles import ENGLISH_STOPWORDS, cls_profile
+from headlab.pages import cls_head
+from headlab.pages.cls_head import (
     cls_rows,
     concentration,
     concentration_claims,
     draw_means,
     entropy_deltas,
     focus_claims,
-    focus_head,
     held_out_effect,
     matching_hurt_claims,
-    selection_grid,
-    single_head_correct,
-    split_halves,
     spread,
     spread_claims,
     spread_under_masks,
 )
-from headlab.findings.roles import ENGLISH_STOPWORDS, cls_profile
-from headlab.findings.verdicts import render
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "07_cls_head.ipynb"
 
@@ -86,8 +85,8 @@ def test_split_halves_are_notebook_05s_halves(n):
     """07 chooses its head on the pairs 05 chose the matching heads on and measures on 05's held-out pairs, so 09's
     path between them has pairs neither choice saw (on 1361 pairs the two splits used to be each other's mirror)."""
     select, estimate = split_halves(n, seed=0)
-    assert estimate.tolist() == term_matching.measured_examples(n, None, 0).tolist()
-    assert select.tolist() == term_matching.role_indices(n, term_matching.choice_limit(n, None), 0).tolist()
+    assert estimate.tolist() == held_out.measured_examples(n, None, 0).tolist()
+    assert select.tolist() == held_out.role_indices(n, held_out.choice_limit(n, None), 0).tolist()
 
 
 def test_split_halves_refuses_a_single_pair():
@@ -425,11 +424,11 @@ def test_the_reading_is_the_matching_heads_against_the_mean_of_random_sets_over_
 
 
 def test_notebook_draws_enough_control_sets_for_the_draws_spread():
-    """The notebook's CLS_CONTROL_DRAWS, simulated on the default row's own design (headlab.findings.calibration):
+    """The notebook's CLS_CONTROL_DRAWS, simulated on the default row's own design (headlab.book.calibration):
     a true effect twice the smallest of interest is found ("holds") on at least 80% of scorecards, though the t
     interval over the draws widens as they get fewer."""
-    from headlab.findings import calibration
-    from headlab.findings.verdicts import VERDICTS
+    from headlab.book import calibration
+    from headlab.judging.verdicts import VERDICTS
 
     cells = json.loads(NOTEBOOK.read_text())["cells"]
     parameters = next("".join(c["source"]) for c in cells if "parameters" in c["metadata"].get("tags", []))
@@ -488,7 +487,7 @@ def test_one_heads_profile_from_a_pass_that_stops_at_its_layer_is_the_full_profi
 
 
 def test_the_spread_under_masks_is_computed_once_and_read_back(tmp_path, monkeypatch):
-    from headlab.findings import cls_head
+    from headlab.pages import cls_head
 
     setup = tiny_setup(tmp_path)
     before = cls_profile(setup.attention(), setup.encoded, setup.tokenizer, stopwords=ENGLISH_STOPWORDS)

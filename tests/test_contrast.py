@@ -1,4 +1,4 @@
-"""headlab.findings.contrast: contrast pairs keep every position, never touch the query, and remove (corrupted) or
+"""headlab.measures.contrast: contrast pairs keep every position, never touch the query, and remove (corrupted) or
 add (injected) shared terms; the matched contrasts (one_shared, one_unshared) each replace one word, matched in shape
 and frequency band, on the same pairs."""
 
@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 from conftest import minilm_tokenizer
 
-import headlab.findings.contrast as contrast_module
+import headlab.measures.contrast as contrast_module
 from headlab.core.evaluate import encode
-from headlab.findings.contrast import (
+from headlab.inputs.pair import read_pair
+from headlab.measures.contrast import (
     MATCHED_KINDS,
     MAX_BAND,
     contrast_pairs,
@@ -20,8 +21,7 @@ from headlab.findings.contrast import (
     matched_contrasts,
     word_counts,
 )
-from headlab.findings.roles import ENGLISH_STOPWORDS
-from headlab.inputs.pair import read_pair
+from headlab.measures.roles import ENGLISH_STOPWORDS
 
 PAIRS = pd.DataFrame(
     {

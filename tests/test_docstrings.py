@@ -27,7 +27,7 @@ MODULES = sorted(
     ".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
     for p in PACKAGE.rglob("*.py")
 )
-TABLE_MODULES = ["headlab.core.sweep", "headlab.findings.importance", "headlab.findings.order"]
+TABLE_MODULES = ["headlab.core.sweep", "headlab.measures.halves", "headlab.measures.order"]
 COLUMNS_LINE = re.compile(r"^\s*Columns(?: of [^:\n]+)?:[ \t]*\S", flags=re.M)
 TABLE = r"(?:pd\.|pandas\.(?:core\.frame\.)?)?DataFrame"
 TABLES = re.compile(rf"^(?:{TABLE}|tuple\[{TABLE}(?:, {TABLE})*\])(?: \| None)?$")

@@ -12,14 +12,14 @@ from test_e5 import e5_bytes, e5_tensors
 from transformers import BertConfig, BertForSequenceClassification
 
 from headlab.core.evaluate import encode, predict
-from headlab.findings.segmentation import encode_segmented_examples, segment_word_ends, special_tokens
-from headlab.findings.segmentation_report import character_level, given_away, score_corpus, segmentation_corpus
 from headlab.inputs.e5 import build_tokenizer
 from headlab.inputs.e5_chars import CharacterTokenizerError, character_tokenizer, convert, unknown_characters
 from headlab.inputs.pieces import SENTENCEPIECE, piece_convention
 from headlab.inputs.words import chinese_words
+from headlab.measures.segmentation import encode_segmented_examples, segment_word_ends, special_tokens
 from headlab.models.loading import load_tokenizer
 from headlab.models.pretrain import build_vocab, char_tokenizer
+from headlab.pages.word_segmentation import character_level, given_away, score_corpus, segmentation_corpus
 
 CHARACTERS = "京东小哥最近在干什么我伊朗长大飞机正起了们喜欢北他看书"
 SPECIALS = ["<s>", "<pad>", "</s>", "<unk>"]

@@ -1,4 +1,4 @@
-"""headlab.core.ablation and headlab.findings.faithfulness: heads mean-ablated per token class, undone on exit, and
+"""headlab.core.ablation and headlab.measures.faithfulness: heads mean-ablated per token class, undone on exit, and
 IOI's faithfulness, completeness and minimality, checked against runs by hand and on a model whose circuit is known."""
 
 import numpy as np
@@ -23,7 +23,8 @@ from headlab.core.ablation import (
 from headlab.core.evaluate import Encoded, encode, length_batches, model_inputs
 from headlab.core.patching import grade_logit, recording_head_outputs
 from headlab.core.stats import bootstrap_weights
-from headlab.findings.faithfulness import (
+from headlab.inputs.pair import pair_classes, read_pair
+from headlab.measures.faithfulness import (
     AblationEngine,
     completeness,
     faithfulness,
@@ -31,7 +32,6 @@ from headlab.findings.faithfulness import (
     minimality,
     random_circuits,
 )
-from headlab.inputs.pair import pair_classes, read_pair
 
 WORDS = "cat dog red blue car road sky sea sun moon tree bird".split()
 CIRCUIT = [(0, 1), (1, 2)]  # the known circuit's heads; every other head outputs one constant

@@ -18,17 +18,8 @@ from headlab.core.sweep import (
     single_head_specs,
     summarize,
 )
-from headlab.findings.importance import (
-    collapse_shares,
-    half_gap,
-    half_pool,
-    half_shares,
-    half_specs,
-    half_split,
-    head_grid_table,
-    layer_effects,
-    rank_agreement,
-)
+from headlab.measures.grids import head_grid_table, layer_effects, rank_agreement
+from headlab.measures.halves import collapse_shares, half_gap, half_pool, half_shares, half_specs, half_split
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -3,7 +3,10 @@ import pandas as pd
 import pytest
 
 from headlab.core.stats import holm
-from headlab.findings.layer_dependence import (
+from headlab.judging.sizes import NO_CHANGE_MARGIN
+from headlab.judging.verdicts import render
+from headlab.measures.study_layers import study_layer_to_ours, study_layers_to_ours
+from headlab.pages.layer_dependence import (
     HEAD_MARGIN,
     depth_note,
     explorer_takeaway,
@@ -22,12 +25,8 @@ from headlab.findings.layer_dependence import (
     layers_takeaway,
     layers_verdict,
     proxy_verdict,
-    study_layer_to_ours,
-    study_layers_to_ours,
     within_margin_takeaway,
 )
-from headlab.findings.sizes import NO_CHANGE_MARGIN
-from headlab.findings.verdicts import render
 
 
 def test_study_layers_map_by_relative_depth():
@@ -48,7 +47,7 @@ FLOOR_ACCURACY = 0.2887  # at or below this accuracy (of 60% unmasked) a half si
 
 
 def _with_kappa(gap):
-    """The gap table's kappa columns (as headlab.findings.importance.half_gap), mapped from its relative changes by
+    """The gap table's kappa columns (as headlab.measures.halves.half_gap), mapped from its relative changes by
     FACTOR, so that each test can set the accuracies and read the claims on the kappa scale."""
     gap = gap.copy()
     for half in ("lower", "upper"):
@@ -447,8 +446,8 @@ def test_proxy_verdict_thresholds():
 
 def test_the_mean_ablation_check_takes_whole_layers_and_the_halves_at_the_collapse_points_only():
     from headlab.core.sweep import baseline_spec, layer_specs
-    from headlab.findings.importance import half_specs
-    from headlab.findings.layer_dependence import mean_ablation_specs
+    from headlab.measures.halves import half_specs
+    from headlab.pages.layer_dependence import mean_ablation_specs
 
     specs = [baseline_spec(), *half_specs(4, 4, 5, 3, 0), *layer_specs(4, 4)]
     chosen = mean_ablation_specs(specs)

@@ -1,6 +1,6 @@
-"""The package's folders are its layers, and imports only go down: core <- inputs <- models <- lab <- findings <-
-report <- book. No module imports headlab inside a function (a lazy import that would hide a cycle), and there is
-no cycle between modules."""
+"""The package's folders are its layers, and imports only go down: core <- inputs <- models <- lab <- measures <-
+judging <- pages <- report <- book. No module imports headlab inside a function (a lazy import that would hide a
+cycle), there is no cycle between modules, and a page imports no other page."""
 
 import ast
 import importlib
@@ -12,7 +12,7 @@ import pytest
 import headlab
 
 PACKAGE = Path(headlab.__file__).parent
-LAYERS = ["core", "inputs", "models", "lab", "findings", "report", "book"]
+LAYERS = ["core", "inputs", "models", "lab", "measures", "judging", "pages", "report", "book"]
 
 
 def module_name(path: Path) -> str:
@@ -142,3 +142,20 @@ def test_the_layout_page_names_every_module():
     tools = sorted((PACKAGE.parent / "tools").glob("*.py"))
     stems = {p.stem for p in [*MODULES.values(), *tools] if p.stem not in ("__init__", "__main__")}
     assert not sorted(s for s in stems if f"`{s}`" not in text), "name them in docs/layout.md"
+
+
+PAGE_REGISTRY = "headlab.pages.claims"  # gathers every page's claims: the one pages module that imports the others
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if layer_of(m) == "pages" and m != PAGE_REGISTRY))
+def test_a_page_imports_measures_and_the_rule_never_another_page(module):
+    """What two pages need is a measure (``headlab.measures``); a page that imported another would make one page's
+    change move the other's verdicts unseen."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    others = sorted({t for t, _ in headlab_imports(tree) if layer_of(t) == "pages" and t != module})
+    assert not others, f"{module} imports the page(s) {others}: move what they share into headlab.measures"
+
+
+def test_the_page_rule_catches_a_page_importing_a_page():
+    tree = ast.parse("from headlab.pages.term_matching import matching_heads\n")
+    assert [layer_of(t) for t, _ in headlab_imports(tree)] == ["pages"]

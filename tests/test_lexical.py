@@ -1,10 +1,10 @@
-"""headlab.findings.lexical: terms, overlap features and BM25 on hand-made pairs; the grader learns overlap."""
+"""headlab.measures.lexical: terms, overlap features and BM25 on hand-made pairs; the grader learns overlap."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from headlab.findings.lexical import FEATURES, bm25, document_frequencies, fit_lexical, pair_features, terms
+from headlab.measures.lexical import FEATURES, bm25, document_frequencies, fit_lexical, pair_features, terms
 
 
 def test_terms_are_words_and_chinese_characters_without_punctuation():

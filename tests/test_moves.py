@@ -1,12 +1,12 @@
-"""headlab.findings.moves: a rebuild's moved verdicts told apart by cause, the rule's or the data's."""
+"""headlab.book.moves: a rebuild's moved verdicts told apart by cause, the rule's or the data's."""
 
 import pandas as pd
 import pytest
 
-from headlab.findings.claims import registered
-from headlab.findings.moves import moves_text, verdict_moves
-from headlab.findings.units import unit_of
-from headlab.findings.verdicts import RULE_VERSION, Claim, claims_table
+from headlab.book.moves import moves_text, verdict_moves
+from headlab.judging.units import unit_of
+from headlab.judging.verdicts import RULE_VERSION, Claim, claims_table
+from headlab.pages.claims import registered
 
 
 def _row(claim_id: str, ours: float, half: float) -> Claim:

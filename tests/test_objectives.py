@@ -6,7 +6,9 @@ import json
 import pandas as pd
 import pytest
 
-from headlab.findings.objectives import (
+from headlab.judging.verdicts import render
+from headlab.models.names import named_model_dir
+from headlab.pages.objectives import (
     NSP_ACCURACY,
     claims,
     compare_objectives,
@@ -15,8 +17,6 @@ from headlab.findings.objectives import (
     pretrained_name,
     verdict,
 )
-from headlab.findings.verdicts import render
-from headlab.models.names import named_model_dir
 
 
 def write_results(folder, term_change, term_ci, seg_gain, seg_ci, accuracy=0.4):

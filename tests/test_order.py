@@ -12,7 +12,9 @@ from headlab.core.attention import attention_maps
 from headlab.core.evaluate import Encoded, encode
 from headlab.core.stats import boot_means, bootstrap_weights
 from headlab.core.sweep import per_example_table, plan_table
-from headlab.findings.order import (
+from headlab.inputs.pieces import piece_convention, word_spans
+from headlab.inputs.words import chinese_words, word_segmenter
+from headlab.measures.order import (
     CONDITIONS,
     CONTROL,
     case_distributions,
@@ -37,8 +39,6 @@ from headlab.findings.order import (
     shuffle_words_list,
     shuffled_frame,
 )
-from headlab.inputs.pieces import piece_convention, word_spans
-from headlab.inputs.words import chinese_words, word_segmenter
 
 
 def test_shuffle_words_is_seeded_and_keeps_the_words():

@@ -1,4 +1,4 @@
-"""Finding 4's claims (one per part of the page), judged by the one rule of headlab.findings.verdicts, and the verdicts
+"""Finding 4's claims (one per part of the page), judged by the one rule of headlab.judging.verdicts, and the verdicts
 rendered from them, with the numbers behind them."""
 
 import math
@@ -8,10 +8,13 @@ import pandas as pd
 import pytest
 
 from headlab.core.evaluate import Encoded
-from headlab.findings import order_report
-from headlab.findings.claims import STUDY_CLAIMS
-from headlab.findings.order import CONDITIONS, case_shares, order_heads, sensitivity_reduction
-from headlab.findings.order_report import (
+from headlab.judging.sizes import SHUFFLE_PRECISION
+from headlab.judging.units import unit_of
+from headlab.judging.verdicts import claims_file, render
+from headlab.measures.order import CONDITIONS, case_shares, order_heads, sensitivity_reduction
+from headlab.pages import word_order as order_report
+from headlab.pages.claims import STUDY_CLAIMS
+from headlab.pages.word_order import (
     case_grades,
     masking_claims,
     order_heads_claims,
@@ -21,9 +24,6 @@ from headlab.findings.order_report import (
     verdict_order_heads,
     verdict_shuffle,
 )
-from headlab.findings.sizes import SHUFFLE_PRECISION
-from headlab.findings.units import unit_of
-from headlab.findings.verdicts import claims_file, render
 
 
 def _order_table(scores=(0.9, 0.6, 0.1), half=0.05):

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from headlab.book import build
-from headlab.findings.verdicts import StudyClaim
+from headlab.judging.verdicts import StudyClaim
 from headlab.lab import pages
 from headlab.lab.pages import CROSS_ENCODER, PRESET_TOTAL, Artifact, Page, Parameter, tiny
 

@@ -4,8 +4,8 @@ import pytest
 from conftest import minilm_tokenizer
 
 from headlab.core.evaluate import encode
-from headlab.findings.roles import ENGLISH_STOPWORDS
 from headlab.inputs.pair import read_pair
+from headlab.measures.roles import ENGLISH_STOPWORDS
 from headlab.models.loading import load_tokenizer
 
 

@@ -1,11 +1,11 @@
-"""headlab.findings.patching: restored shares with their intervals, overlap against chance, rank agreement and the
+"""headlab.pages.patching: restored shares with their intervals, overlap against chance, rank agreement and the
 specificity of a mask's cost to pairs that share terms."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from headlab.findings.patching import ablation_specificity, rank_agreement, restored_shares, top_heads, top_overlap
+from headlab.pages.patching import ablation_specificity, rank_agreement, restored_shares, top_heads, top_overlap
 
 
 def _table(n=200, seed=0):
@@ -106,14 +106,14 @@ def test_grades_too_small_to_compare_are_left_out_and_counted():
 
 
 def test_a_contrast_that_does_not_move_the_metric_its_way_is_gated():
-    from headlab.findings.patching import gap_moves
+    from headlab.pages.patching import gap_moves
 
     assert gap_moves({"gap_lo": 0.1, "gap_hi": 0.5}, 1) and not gap_moves({"gap_lo": -0.1, "gap_hi": 0.5}, 1)
     assert gap_moves({"gap_lo": -0.5, "gap_hi": -0.1}, -1) and not gap_moves({"gap_lo": 0.1, "gap_hi": 0.5}, -1)
 
 
 def test_a_patch_against_random_draws_covers_pairs_and_draws():
-    from headlab.findings.patching import restored_against_draws
+    from headlab.pages.patching import restored_against_draws
 
     table = _table()
     rng = np.random.default_rng(2)
@@ -151,7 +151,7 @@ def _with_random_sets(table, shares, seed=2):
 
 
 def test_draws_of_the_replacement_words_are_averaged_and_widen_the_interval():
-    from headlab.findings.patching import restored_against_draws
+    from headlab.pages.patching import restored_against_draws
 
     names = [f"draw{d}" for d in range(10)]
     one = _with_random_sets(_table(), (0.0, 0.1))

@@ -8,10 +8,13 @@ import pandas as pd
 import pytest
 from tiny_setup import tiny_setup
 
-from headlab.findings import patching
-from headlab.findings.claims import STUDY_CLAIMS
-from headlab.findings.cls_head import single_head_correct
-from headlab.findings.patching import (
+from headlab.judging.verdicts import claims_file
+from headlab.measures.grids import single_head_correct
+from headlab.measures.held_out import measured_examples
+from headlab.measures.matching import matching_heads
+from headlab.pages import patching
+from headlab.pages.claims import STUDY_CLAIMS
+from headlab.pages.patching import (
     CIRCUIT_TABLES,
     GREEDY_STEPS,
     ablation_specificity,
@@ -49,8 +52,6 @@ from headlab.findings.patching import (
     specificity,
     specificity_note,
 )
-from headlab.findings.term_matching import matching_heads, measured_examples
-from headlab.findings.verdicts import claims_file
 
 NO_PAIRS = {"n_examples": 0}  # a matched contrast no pair qualified for
 NO_CIRCUIT = {name: pd.DataFrame() for name in CIRCUIT_TABLES}

@@ -9,19 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from headlab.book.calibration import REPO
+from headlab.book.power import DRAWS_CAP, Design, Purchase, power_table, projected_mde, purchases, underpowered_counts
 from headlab.core.stats import draws_df
-from headlab.findings.calibration import REPO
-from headlab.findings.claims import STUDY_CLAIMS
-from headlab.findings.power import (
-    DRAWS_CAP,
-    Design,
-    Purchase,
-    power_table,
-    projected_mde,
-    purchases,
-    underpowered_counts,
-)
-from headlab.findings.verdicts import ALPHA, each_level, judge, minimum_detectable, quantile
+from headlab.judging.verdicts import ALPHA, each_level, judge, minimum_detectable, quantile
+from headlab.pages.claims import STUDY_CLAIMS
 
 LOSS = STUDY_CLAIMS["cls_head.masking_hurts"]  # a directional claim on pairs alone
 NONE = STUDY_CLAIMS["term_matching.random_no_change"]  # a no-effect claim over random draws

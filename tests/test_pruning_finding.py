@@ -5,7 +5,7 @@ import warnings
 import pandas as pd
 import pytest
 
-from headlab.findings.pruning import importance_order, importance_specs, least_important
+from headlab.measures.importance import importance_order, importance_specs, least_important
 
 
 def _importance():
@@ -50,7 +50,7 @@ import numpy as np  # noqa: E402
 
 from headlab.core.stats import quadratic_kappa  # noqa: E402
 from headlab.core.sweep import MaskSpec, baseline_spec, plan_table  # noqa: E402
-from headlab.findings.pruning import distillation_claim, safe_share, speed_rows  # noqa: E402
+from headlab.pages.pruning import distillation_claim, safe_share, speed_rows  # noqa: E402
 
 N = 400
 
@@ -199,7 +199,7 @@ def test_the_pruned_models_summary_compares_it_with_the_sweeps_mask(tmp_path):
     from tiny_setup import tiny_setup
 
     import headlab
-    from headlab.findings.pruning import pruned_summary
+    from headlab.pages.pruning import pruned_summary
 
     lab = tiny_setup(tmp_path / "runs", n_right=3)
     drop = [(0, 0), (1, 1), (1, 2)]
@@ -220,7 +220,7 @@ def test_the_pruned_models_summary_compares_it_with_the_sweeps_mask(tmp_path):
 def test_a_model_that_cannot_be_pruned_gets_a_note_not_a_failure(tmp_path):
     from tiny_setup import tiny_setup
 
-    from headlab.findings.pruning import pruned_model
+    from headlab.pages.pruning import pruned_model
 
     lab = tiny_setup(tmp_path / "runs")
     lab.model.config.model_type = "mpnet"  # pruning rebuilds BERT layers only
@@ -229,7 +229,7 @@ def test_a_model_that_cannot_be_pruned_gets_a_note_not_a_failure(tmp_path):
 
 
 def test_serving_rows_are_summarised_per_machine_and_the_goal_is_reached_only_with_both_intervals(tmp_path):
-    from headlab.findings.pruning import serve_summary, serve_text
+    from headlab.pages.pruning import serve_summary, serve_text
 
     assert serve_summary("minilm", "stsb-en", tmp_path / "none.csv").empty
     assert "No serving speed measured" in serve_text(pd.DataFrame())

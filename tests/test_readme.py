@@ -12,9 +12,9 @@ from tiny_setup import PAIRS, tiny_setup
 
 import headlab
 from headlab.book.build import REPO
-from headlab.findings.claims import registered
-from headlab.findings.units import unit_of
-from headlab.findings.verdicts import Claim, claims_table
+from headlab.judging.units import unit_of
+from headlab.judging.verdicts import Claim, claims_table
+from headlab.pages.claims import registered
 from tools import readme
 
 

@@ -1,12 +1,12 @@
-"""Finding 1's claims: measured on the share curve, judged by the one rule (headlab.findings.verdicts.judge); "falls
+"""Finding 1's claims: measured on the share curve, judged by the one rule (headlab.judging.verdicts.judge); "falls
 steadily" as the rise of the share of kappa lost, a share at the floor counting as fallen."""
 
 import math
 
 import pandas as pd
 
-from headlab.findings.redundancy import claims, verdict
-from headlab.findings.verdicts import render
+from headlab.judging.verdicts import render
+from headlab.pages.redundancy import claims, verdict
 
 KAPPA = 2.0  # in these curves a relative change of accuracy r loses a share -2r of kappa; -50% is the floor
 
@@ -158,7 +158,7 @@ def test_shares_not_in_the_sweep_are_said_to_be_untested():
 
 def test_the_mean_ablation_check_takes_the_shares_below_20_percent_and_the_largest():
     from headlab.core.sweep import baseline_spec, random_share_specs
-    from headlab.findings.redundancy import mean_ablation_specs
+    from headlab.pages.redundancy import mean_ablation_specs
 
     specs = [baseline_spec(), *random_share_specs(4, 4, [0.0, 0.125, 0.25, 0.5, 1.0], 3, 0)]
     shares = sorted({s.meta.get("share") for s in mean_ablation_specs(specs) if "share" in s.meta})

@@ -7,7 +7,8 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from headlab.core.attention import attention_maps
 from headlab.core.evaluate import encode
-from headlab.findings.roles import (
+from headlab.inputs.pair import read_pair
+from headlab.measures.roles import (
     ENGLISH_STOPWORDS,
     MOJIBAKE,
     ROLE_COLUMNS,
@@ -22,7 +23,6 @@ from headlab.findings.roles import (
     showcase_examples,
     summarize_roles,
 )
-from headlab.inputs.pair import read_pair
 
 
 @pytest.fixture(scope="module")
@@ -262,7 +262,7 @@ def test_paired_delta_shift_and_missing_matches():
 def test_pair_role_scores_are_computed_once_per_model_and_read_back(tmp_path, monkeypatch):
     from tiny_setup import tiny_setup
 
-    from headlab.findings import roles
+    from headlab.measures import roles
 
     setup = tiny_setup(tmp_path, n_right=3)
     passes = []

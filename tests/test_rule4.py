@@ -8,11 +8,10 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
+from headlab.book import sensitivity
 from headlab.core.stats import draws_df, pairs_share
-from headlab.findings import sensitivity
-from headlab.findings.claims import STUDY_CLAIMS
-from headlab.findings.units import ACCURACY_CHANGE
-from headlab.findings.verdicts import (
+from headlab.judging.units import ACCURACY_CHANGE
+from headlab.judging.verdicts import (
     RULE_VERSION,
     VERDICTS,
     Claim,
@@ -24,6 +23,7 @@ from headlab.findings.verdicts import (
     minimum_detectable,
     quantile,
 )
+from headlab.pages.claims import STUDY_CLAIMS
 
 LAYER_8 = STUDY_CLAIMS["layer_dependence.layer_8_gain"]  # an effect, +1, at least 1.15%
 IMPROVE = STUDY_CLAIMS["layer_dependence.some_heads_improve"]  # existential, +1, at least 1.15%

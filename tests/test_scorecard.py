@@ -9,9 +9,9 @@ import pytest
 
 from headlab.book.build import PRESETS, REPO, not_built_commands, site_toc
 from headlab.book.scorecard import _strength, answer_lines, interval_rows, scorecard_markdown, scorecard_table
-from headlab.findings.claims import STUDY_CLAIMS, registered
-from headlab.findings.units import STUDY_GRADE_SHIFT, TWO_TOWER_GAP, unit_of
-from headlab.findings.verdicts import Claim, claims_file, claims_table
+from headlab.judging.units import STUDY_GRADE_SHIFT, TWO_TOWER_GAP, unit_of
+from headlab.judging.verdicts import Claim, claims_file, claims_table
+from headlab.pages.claims import STUDY_CLAIMS, registered
 from headlab.report.bookjs import VEGA_PATH
 
 
@@ -271,8 +271,8 @@ def test_the_page_opens_on_a_grid_with_one_cell_per_claim_and_model_drawn_by_the
 
 
 def test_the_published_rows_of_this_rule_never_print_an_interval_narrower_adjusted_or_a_nan_bound():
-    from headlab.findings.units import in_current_units
-    from headlab.findings.verdicts import KINDS, RULE_VERSION
+    from headlab.judging.units import in_current_units
+    from headlab.judging.verdicts import KINDS, RULE_VERSION
 
     table = pd.read_csv(REPO / "results" / "scorecard.csv")
     current = table[table["rule_version"] == RULE_VERSION] if "rule_version" in table else table.iloc[0:0]

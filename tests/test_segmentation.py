@@ -6,7 +6,8 @@ from conftest import minilm_tokenizer, tiny_bert
 
 from headlab.core.attention import attention_maps
 from headlab.core.evaluate import Encoded
-from headlab.findings.segmentation import (
+from headlab.inputs.pieces import SENTENCEPIECE
+from headlab.measures.segmentation import (
     baselines,
     boundary_data,
     boundary_example,
@@ -30,7 +31,6 @@ from headlab.findings.segmentation import (
     shuffled_union_control,
     special_tokens,
 )
-from headlab.inputs.pieces import SENTENCEPIECE
 from headlab.models.pretrain import build_vocab, char_tokenizer
 
 

@@ -7,8 +7,10 @@ import pytest
 from conftest import minilm_tokenizer
 
 from headlab.core.evaluate import encode
-from headlab.findings.segmentation import BoundaryData
-from headlab.findings.segmentation_report import (
+from headlab.judging.units import unit_of
+from headlab.judging.verdicts import claims_file, render
+from headlab.measures.segmentation import BoundaryData
+from headlab.pages.word_segmentation import (
     ALL,
     MULTI,
     STUDY_UNION,
@@ -23,8 +25,6 @@ from headlab.findings.segmentation_report import (
     verdict_single_head,
     verdict_union,
 )
-from headlab.findings.units import unit_of
-from headlab.findings.verdicts import claims_file, render
 
 
 def _data(seed: int = 0, n_examples: int = 80, per_example: int = 12) -> BoundaryData:

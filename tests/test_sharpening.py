@@ -4,7 +4,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from headlab.findings.sharpening import (
+from headlab.judging.units import ATTENTION_CHANGE, unit_of
+from headlab.judging.verdicts import claims_file
+from headlab.pages.finetune_delta import (
     CHANGES,
     Choice,
     choose_heads,
@@ -14,8 +16,6 @@ from headlab.findings.sharpening import (
     scope_changes,
     verdict,
 )
-from headlab.findings.units import ATTENTION_CHANGE, unit_of
-from headlab.findings.verdicts import claims_file
 
 IDS = [
     "sharpening.match_rises",

@@ -15,12 +15,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from headlab.findings import sizes
-from headlab.findings.claims import STUDY_CLAIMS
-from headlab.findings.sensitivity import censored_from, judged_again, on_policy_scale
-from headlab.findings.sizes import NO_CHANGE_MARGIN, POLICY, STUDY_NUMBERS, Scale, Source
-from headlab.findings.units import ACCURACY_CHANGE, KAPPA_LOST, LEGACY
-from headlab.findings.verdicts import RULE_VERSION, StudyClaim, judge, quote_in
+from headlab.book.sensitivity import censored_from, judged_again, on_policy_scale
+from headlab.judging import sizes
+from headlab.judging.sizes import NO_CHANGE_MARGIN, POLICY, STUDY_NUMBERS, Scale, Source
+from headlab.judging.units import ACCURACY_CHANGE, KAPPA_LOST, LEGACY
+from headlab.judging.verdicts import RULE_VERSION, StudyClaim, judge, quote_in
+from headlab.pages.claims import STUDY_CLAIMS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -40,11 +40,11 @@ def test_the_policy_is_computed_without_reading_results(monkeypatch):
 
     monkeypatch.setattr(builtins, "open", guarded)
     monkeypatch.setattr(io, "open", guarded)  # Path.read_text and friends open through io.open
-    monkeypatch.delitem(sys.modules, "headlab.findings.sizes")
-    fresh = importlib.import_module("headlab.findings.sizes")
+    monkeypatch.delitem(sys.modules, "headlab.judging.sizes")
+    fresh = importlib.import_module("headlab.judging.sizes")
     assert not read
     assert {k: (s.min_size, s.margin, s.why) for k, s in fresh.POLICY.items()} == before
-    assert "results" not in (REPO / "headlab" / "findings" / "sizes.py").read_text(encoding="utf-8").replace(
+    assert "results" not in (REPO / "headlab" / "judging" / "sizes.py").read_text(encoding="utf-8").replace(
         "results/", ""
     ).replace("``results/``", "")
 
@@ -92,7 +92,7 @@ def test_no_loss_size_lies_inside_the_no_change_margin_of_its_unit():
     for label, v in shared.items():
         assert min(v["size"]) >= max(v["margin"]), label
     assert NO_CHANGE_MARGIN == sizes.SMALLEST_CHANGE
-    from headlab.findings.layer_dependence import HEAD_MARGIN
+    from headlab.pages.layer_dependence import HEAD_MARGIN
 
     assert HEAD_MARGIN == NO_CHANGE_MARGIN
 
@@ -240,7 +240,7 @@ def test_the_committed_rows_follow_the_policy():
     compares = current[(current["kind"] == "compare") & current["floor_reason"].fillna("").str.contains("; ")]
     for row in compares.itertuples():
         assert row.censored == censored_from(row.floor_reason, row.claim_id), (row.preset, row.claim_id)
-    from headlab.findings.sensitivity import REMEASURED
+    from headlab.book.sensitivity import REMEASURED
 
     kept = table[table["rule_version"] < newest]
     assert set(kept["claim_id"]) <= {*REMEASURED, "layer_dependence.some_heads_improve"}

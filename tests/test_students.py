@@ -1,4 +1,4 @@
-"""headlab.findings.students: three students of the same size (low heads kept, high heads kept, the most important
+"""headlab.pages.pruning: three students of the same size (low heads kept, high heads kept, the most important
 kept), the temperature chosen on dev, the claim judged on their test grades over pairs and seeds, and the build's
 step that trains them so the notebook only loads them."""
 
@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from headlab.core.stats import quadratic_kappa
-from headlab.findings.students import (
+from headlab.pages.pruning import (
     HIGH,
     IMPORTANT,
     KINDS,
@@ -156,10 +156,11 @@ def _sweep_without_students():
 def test_the_build_trains_the_students_and_the_page_only_loads_them(
     fresh_cache, tiny_model_folder, pairs_file, tmp_path, monkeypatch
 ):
-    from headlab.findings import students as students_module
-    from headlab.findings.students import distilled_students, train_students
+    from headlab.book.students import train_students
     from headlab.lab.lab import Lab
     from headlab.models.training import NO_TRAINING, TrainingError
+    from headlab.pages import pruning as students_module
+    from headlab.pages.pruning import distilled_students
 
     settings = {
         "MODEL": str(tiny_model_folder),
@@ -210,13 +211,8 @@ def test_the_build_trains_the_students_and_the_page_only_loads_them(
 def test_a_model_whose_heads_cannot_be_removed_has_no_students_and_the_claim_says_so(mpnet_folder):
     from types import SimpleNamespace
 
-    from headlab.findings.students import (
-        STUDENT_COLUMNS,
-        TEMPERATURE_COLUMNS,
-        distilled_students,
-        temperature_text,
-    )
     from headlab.models.loading import load_classifier
+    from headlab.pages.pruning import STUDENT_COLUMNS, TEMPERATURE_COLUMNS, distilled_students, temperature_text
 
     lab = SimpleNamespace(model=load_classifier(str(mpnet_folder)))  # an MPNet: pruning rebuilds BERT layers only
     students, temperatures = distilled_students(lab, student_drops(_importance(), 4, 3, 0.25), StudentSettings())

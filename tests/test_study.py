@@ -10,9 +10,9 @@ import headlab
 from headlab.core.attention import AttentionCache, attention_maps
 from headlab.core.masking import Ablation
 from headlab.core.sweep import MaskSpec, random_share_specs
-from headlab.findings.order import order_heads
-from headlab.findings.roles import cls_profile, role_scores
 from headlab.lab.params import Params
+from headlab.measures.order import order_heads
+from headlab.measures.roles import cls_profile, role_scores
 
 
 @pytest.fixture(scope="module")

@@ -4,20 +4,15 @@ import pytest
 from tiny_setup import tiny_setup
 
 from headlab.core.sweep import plan_table, run_sweep
-from headlab.findings import term_matching
-from headlab.findings.importance import half_pool
-from headlab.findings.roles import ENGLISH_STOPWORDS
-from headlab.findings.sizes import NO_CHANGE_MARGIN
-from headlab.findings.term_matching import (
-    claims,
-    condition_table,
-    draw_table,
-    head_roles,
-    random_comparison,
-    term_matching_specs,
-)
-from headlab.findings.units import KEEP_VERSUS_RANDOM_KAPPA, VERSUS_RANDOM
-from headlab.findings.verdicts import claims_file, render
+from headlab.judging.sizes import NO_CHANGE_MARGIN
+from headlab.judging.units import KEEP_VERSUS_RANDOM_KAPPA, VERSUS_RANDOM
+from headlab.judging.verdicts import claims_file, render
+from headlab.measures import held_out, matching
+from headlab.measures.halves import half_pool
+from headlab.measures.matching import head_roles, term_matching_specs
+from headlab.measures.roles import ENGLISH_STOPWORDS
+from headlab.pages import term_matching
+from headlab.pages.term_matching import claims, condition_table, draw_table, random_comparison
 
 MATCHING = [(2, 9), (1, 1), (2, 4), (0, 8), (1, 0)]
 
@@ -45,25 +40,25 @@ def test_specs_hold_every_condition_and_pair_kept_with_removed_random_sets():
     assert all(len(r) == 5 for r in randoms) and randoms != removed
     assert len({s.mask_id for s in specs}) == len(specs)
     assert term_matching_specs(6, 12, MATCHING, draws=4, keep_draws=3, seed=0) == specs  # a rerun resumes
-    assert [set(s) for s in term_matching.random_lower_sets(6, 12, MATCHING, 4, seed=0)] == removed
+    assert [set(s) for s in matching.random_lower_sets(6, 12, MATCHING, 4, seed=0)] == removed
 
 
 def test_random_sets_never_hold_a_named_head():
     """A control set that holds a matching head would blur the comparison: no draw of either control, over many
     seeds, ever does (and with a pool this small, the draws without the exclusion would)."""
-    matching = {(0, 0), (0, 1), (1, 2)}  # 3 of the 8 lower heads of a 4 x 4 model
+    named = {(0, 0), (0, 1), (1, 2)}  # 3 of the 8 lower heads of a 4 x 4 model
     for seed in range(30):
-        specs = term_matching_specs(4, 4, sorted(matching), draws=5, keep_draws=5, seed=seed)
+        specs = term_matching_specs(4, 4, sorted(named), draws=5, keep_draws=5, seed=seed)
         for spec in specs:
             if spec.kind in ("random", "random_lower"):
-                assert not set(spec.dropped) & matching, (seed, spec)
+                assert not set(spec.dropped) & named, (seed, spec)
             if spec.kind == "lower_but_random":  # the kept random heads are as many lower heads, none matching
-                assert matching <= set(spec.dropped)
-        for drawn in term_matching.random_lower_sets(4, 4, sorted(matching), 5, seed):
-            assert len(drawn) == 3 and not set(drawn) & matching
+                assert named <= set(spec.dropped)
+        for drawn in matching.random_lower_sets(4, 4, sorted(named), 5, seed):
+            assert len(drawn) == 3 and not set(drawn) & named
     # five named heads of a lower half of eight: the other three cannot make a set, so the other heads of any layer do
     five = {(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)}
-    for drawn in term_matching.random_lower_sets(4, 4, sorted(five), 4, 0):
+    for drawn in matching.random_lower_sets(4, 4, sorted(five), 4, 0):
         assert len(drawn) == 5 and not set(drawn) & five
 
 
@@ -353,18 +348,18 @@ def test_keeping_only_the_matching_heads_is_not_judged_on_accuracy_where_the_pol
 
 
 def test_heads_are_chosen_on_one_half_of_the_pairs_and_masks_measured_on_the_other():
-    measured = term_matching.measured_examples(100, None, 0)
-    chosen = term_matching.role_indices(100, term_matching.choice_limit(100, None), 0)
+    measured = held_out.measured_examples(100, None, 0)
+    chosen = held_out.role_indices(100, held_out.choice_limit(100, None), 0)
     assert len(measured) == 50 and not set(measured) & set(chosen) and set(measured) | set(chosen) == set(range(100))
-    assert list(term_matching.measured_examples(100, 30, 0)) == sorted(
-        set(range(100)) - set(term_matching.role_indices(100, 30, 0))
+    assert list(held_out.measured_examples(100, 30, 0)) == sorted(
+        set(range(100)) - set(held_out.role_indices(100, 30, 0))
     )
-    assert len(term_matching.measured_examples(100, 100, 0)) == 100  # chosen on all: measured on all
-    assert "chosen by attention on 50 of the 100 test pairs" in term_matching.selection_note(100, None, 0)
-    assert "the other 50" in term_matching.selection_note(100, None, 0)
-    assert "same 100 test pairs" in term_matching.selection_note(100, 100, 0)
+    assert len(held_out.measured_examples(100, 100, 0)) == 100  # chosen on all: measured on all
+    assert "chosen by attention on 50 of the 100 test pairs" in held_out.selection_note(100, None, 0)
+    assert "the other 50" in held_out.selection_note(100, None, 0)
+    assert "same 100 test pairs" in held_out.selection_note(100, 100, 0)
     table = pd.DataFrame([_row("lower", -0.8, 0.11)])
-    note = term_matching.selection_note(100, None, 0)
+    note = held_out.selection_note(100, None, 0)
     assert all(note in c.reason for c in claims(table, table.iloc[:0], selection=note) if not np.isnan(c.ours))
 
 
@@ -390,7 +385,7 @@ def test_head_roles_are_computed_once_then_loaded(tmp_path, monkeypatch):
     def no_compute(*args, **kwargs):
         raise AssertionError("should have been loaded")
 
-    monkeypatch.setattr(term_matching, "role_scores", no_compute)
+    monkeypatch.setattr(matching, "role_scores", no_compute)
     pd.testing.assert_frame_equal(head_roles(setup, stopwords=ENGLISH_STOPWORDS), first, check_dtype=False, atol=1e-5)
     with pytest.raises(AssertionError, match="loaded"):
         head_roles(setup, limit=3, stopwords=ENGLISH_STOPWORDS)  # other settings: another file
@@ -399,16 +394,16 @@ def test_head_roles_are_computed_once_then_loaded(tmp_path, monkeypatch):
 def test_head_roles_saved_under_another_shared_term_definition_are_computed_again(tmp_path, monkeypatch):
     setup = tiny_setup(tmp_path)
     head_roles(setup)
-    monkeypatch.setattr(term_matching, "SHARED_TERMS", "token ids")
+    monkeypatch.setattr(matching, "SHARED_TERMS", "token ids")
     head_roles(setup)
     assert len(list(setup.params.table_dir.glob("head_roles-*.csv"))) == 2
 
 
 def test_role_indices_are_a_seeded_sorted_subset():
-    assert term_matching.role_indices(10, None, 0) is None and term_matching.role_indices(10, 20, 0) is None
-    picked = term_matching.role_indices(100, 10, 3)
+    assert held_out.role_indices(10, None, 0) is None and held_out.role_indices(10, 20, 0) is None
+    picked = held_out.role_indices(100, 10, 3)
     assert len(set(picked)) == 10 and list(picked) == sorted(picked)
-    assert list(picked) == list(term_matching.role_indices(100, 10, 3))
+    assert list(picked) == list(held_out.role_indices(100, 10, 3))
 
 
 def test_term_matching_sweep_on_a_tiny_model(tmp_path):
@@ -439,21 +434,22 @@ def test_placement_against_the_study_layers():
 
 def test_later_notebooks_read_the_heads_notebook_05_chose_and_refuse_other_settings(tmp_path):
     setup = tiny_setup(tmp_path)
-    chosen, rows = term_matching.matching_heads(setup, k=2, stopwords=ENGLISH_STOPWORDS, choose=True)
+    chosen, rows = matching.matching_heads(setup, k=2, stopwords=ENGLISH_STOPWORDS, choose=True)
     assert len(chosen) == 2 and all(layer < 2 for layer, _ in chosen)  # the lower half of 4 layers
     assert (setup.params.table_dir / "term_matching_heads.csv").exists()
-    read, saved = term_matching.matching_heads(setup, k=2, stopwords=ENGLISH_STOPWORDS)
+    read, saved = matching.matching_heads(setup, k=2, stopwords=ENGLISH_STOPWORDS)
     assert read == chosen and saved["by"].iloc[0] == "match_excess"
     with pytest.raises(ValueError, match=r"other settings.*'k': \(2, 3\)"):
-        term_matching.matching_heads(setup, k=3, stopwords=ENGLISH_STOPWORDS)
+        matching.matching_heads(setup, k=3, stopwords=ENGLISH_STOPWORDS)
     with pytest.raises(ValueError, match="stopwords"):
-        term_matching.matching_heads(setup, k=2)
-    by_self, _ = term_matching.matching_heads(setup, k=2, by="self", choose=True)  # notebook 05 again: re-chosen
-    assert term_matching.matching_heads(setup, k=2, by="self")[0] == by_self
+        matching.matching_heads(setup, k=2)
+    by_self, _ = matching.matching_heads(setup, k=2, by="self", choose=True)  # notebook 05 again: re-chosen
+    assert matching.matching_heads(setup, k=2, by="self")[0] == by_self
 
 
 def test_the_mean_ablation_check_takes_the_matching_heads_and_the_lower_half():
-    from headlab.findings.term_matching import mean_ablation_specs, term_matching_specs
+    from headlab.measures.matching import term_matching_specs
+    from headlab.pages.term_matching import mean_ablation_specs
 
     specs = term_matching_specs(4, 4, [(0, 1), (1, 2)], draws=3, keep_draws=2, seed=0)
     kinds = [s.kind for s in mean_ablation_specs(specs)]

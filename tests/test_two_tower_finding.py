@@ -1,4 +1,4 @@
-"""headlab.findings.two_tower: conditions against the cross-encoder, the two claims of the study (worse; worse where
+"""headlab.pages.two_tower: conditions against the cross-encoder, the two claims of the study (worse; worse where
 terms are shared) and the comparisons shown without a verdict."""
 
 import numpy as np
@@ -7,8 +7,9 @@ import pytest
 from conftest import minilm_tokenizer
 
 from headlab.core.evaluate import encode
-from headlab.findings.roles import ENGLISH_STOPWORDS
-from headlab.findings.two_tower import (
+from headlab.judging.verdicts import claims_file, render
+from headlab.measures.roles import ENGLISH_STOPWORDS, shares_terms
+from headlab.pages.two_tower import (
     REFERENCE,
     claims,
     comparisons_text,
@@ -17,9 +18,7 @@ from headlab.findings.two_tower import (
     error_overlap,
     pretraining_note,
     shared_term_gap,
-    shares_terms,
 )
-from headlab.findings.verdicts import claims_file, render
 
 GRADES = np.array([1, 2, 3, 4, 5] * 40)
 
@@ -139,8 +138,8 @@ def test_the_cross_encoder_conditions_come_from_05s_sweep_in_its_precision(tmp_p
     from headlab.core.engine import MaskEngine
     from headlab.core.evaluate import predict, predicted_grades
     from headlab.core.masking import head_grid
-    from headlab.findings.term_matching import term_matching_specs
-    from headlab.findings.two_tower import cross_encoder_grades
+    from headlab.measures.matching import term_matching_specs
+    from headlab.pages.two_tower import cross_encoder_grades
 
     monkeypatch.setenv(device_module.PRECISION, "bf16")
     setup = tiny_setup(tmp_path, n_right=3)
@@ -170,8 +169,8 @@ def test_two_tower_probs_fine_tune_on_the_labs_settings_and_grade_its_pairs(tmp_
     from safetensors.torch import save_file
     from tiny_setup import tiny_setup
 
-    from headlab.findings import two_tower
     from headlab.models.two_tower import HEAD_FILE, TwoTower, load_two_tower, pair_encodings, predict_two_tower
+    from headlab.pages import two_tower
 
     lab = tiny_setup(tmp_path / "run")
     folder = tmp_path / "two-tower"  # what fine-tuning would leave: the encoder, its grading head, the tokenizer

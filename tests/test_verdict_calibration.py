@@ -1,10 +1,10 @@
-"""The verdict rule's error rates on the designs the rows really use (headlab.findings.calibration; verdicts v4, issue
+"""The verdict rule's error rates on the designs the rows really use (headlab.book.calibration; verdicts v4, issue
 #64): per preset and tally, a wrong decisive verdict on at most 5% of simulated scorecards, Clopper–Pearson bound
 included, both where nothing is true and where every claim sits at its smallest effect; the rows' MDE is the truth at
 which they hold 80% of the time; a search is simulated with the truth in every candidate; every decisive verdict is
 reachable at the book's own precision except where the row says it is underpowered for good.
 
-``results/calibration.csv`` is written by ``python -m headlab.findings.calibration`` (about 20 s); these tests check
+``results/calibration.csv`` is written by ``python -m headlab.book.calibration`` (about 20 s); these tests check
 that it is the current scorecard's designs and rule, recompute one preset live, and read its familywise rows."""
 
 import math
@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from headlab.findings import calibration
-from headlab.findings.verdicts import ALPHA, DECISIVE, VERDICTS, quantile
+from headlab.book import calibration
+from headlab.judging.verdicts import ALPHA, DECISIVE, VERDICTS, quantile
 
 RESULTS = calibration.REPO / "results"
 DESIGN_COLUMNS = ("n_examples", "se", "n_draws", "df", "pairs_share", "search", "weakest_of", "heads", "family")

@@ -13,7 +13,7 @@ import re
 import sys
 from pathlib import Path
 
-from headlab.findings.units import glossary_table
+from headlab.judging.units import glossary_table
 from headlab.lab import pages as registry
 from headlab.lab.params import REPO
 

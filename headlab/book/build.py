@@ -54,9 +54,9 @@ from headlab.book.records import (
     stacked,
 )
 from headlab.book.scorecard import scorecard_markdown, scorecard_table
+from headlab.book.students import train_students
 from headlab.core.device import resolve_device
 from headlab.core.worklog import WORK_LOG, work_noted
-from headlab.findings.students import train_students
 from headlab.lab.pages import (
     CROSS_ENCODER,
     PRESET_TOTAL,
@@ -324,7 +324,7 @@ def fine_tune_step(label: str, settings: dict, which: str, log: Path) -> float:
     log: ``which`` is :data:`PRETRAINING`, the model headlab pretrains that the others start from
     (:func:`headlab.models.pretrain.ensure_named`), :data:`CROSS_ENCODER`, the model every page reads,
     :data:`TWO_TOWER`, page 08's two towers, or :data:`STUDENTS`, page 10's students distilled from the cross-encoder
-    (:func:`headlab.findings.students.train_students`). Each trains on one torch thread wherever it runs
+    (:func:`headlab.book.students.train_students`). Each trains on one torch thread wherever it runs
     (:func:`headlab.models.training.one_thread`; this worker's torch is already started, so thread variables would
     not reach it), so two share a 2-core machine and give the weights a notebook run alone gives. The seconds."""
     os.environ[WORK_LOG] = str(log)

@@ -1,7 +1,7 @@
 """The scorecard: the study's claims (rows) against every model a site was built on (columns).
 
 Each notebook saves its claims as ``claims_<page>.csv`` in its preset's results folder
-(:mod:`headlab.findings.verdicts`, one verdict rule for all of them); the scorecard stacks them into one tidy table and
+(:mod:`headlab.judging.verdicts`, one verdict rule for all of them); the scorecard stacks them into one tidy table and
 renders the first page of the book from it: per model its accuracy, majority grade and lexical grader with a warning
 when the model is near its floor or beaten by the lexical grader; a tally of the study's claims per verdict; then per
 finding a table whose rows are the study's claims (sub-rows indented under their claim) and whose cells give the
@@ -20,11 +20,11 @@ from pathlib import Path
 import pandas as pd
 
 from headlab.core.stats import NEAR_FLOOR
-from headlab.findings.claims import STUDY_CLAIMS
-from headlab.findings.units import KAPPA_START, is_missing, no_negative_zero, unit_of
-from headlab.findings.verdicts import ALPHA, FAMILIES, RULE_VERSION, RULES, TALLIES, VERDICTS, study_claim_id
-from headlab.findings.verdicts import COLUMNS as CLAIM_COLUMNS
+from headlab.judging.units import KAPPA_START, is_missing, no_negative_zero, unit_of
+from headlab.judging.verdicts import ALPHA, FAMILIES, RULE_VERSION, RULES, TALLIES, VERDICTS, study_claim_id
+from headlab.judging.verdicts import COLUMNS as CLAIM_COLUMNS
 from headlab.lab.params import Params
+from headlab.pages.claims import STUDY_CLAIMS
 from headlab.report.charts import SIZES_SHOWN, claims_in_sizes, verdict_grid
 from headlab.report.layout import fit
 from headlab.report.render import BookChart
@@ -301,7 +301,7 @@ def intervals_html(table: pd.DataFrame, pages: dict[str, str]) -> str:
 
 
 def tally(table: pd.DataFrame, preset: str, family: str = "study") -> pd.Series:
-    """Verdicts of one tally's claims (:data:`headlab.findings.verdicts.TALLIES`) on one preset (sub-rows not
+    """Verdicts of one tally's claims (:data:`headlab.judging.verdicts.TALLIES`) on one preset (sub-rows not
     counted)."""
     if table.empty:
         return pd.Series(dtype=int)
@@ -612,7 +612,7 @@ def scorecard_markdown(
         "head's output is replaced by "
         f"its mean over training pairs instead of zero (mean-ablation). {SCALE_MARK} marks an effect whose sign "
         "differs on the other scale (κ beside an accuracy, accuracy beside a κ; the two share no size, so only the "
-        f"sign is read there: headlab.findings.sizes); {CENSORED_MARK} a comparison with one condition at the floor, "
+        f"sign is read there: headlab.judging.sizes); {CENSORED_MARK} a comparison with one condition at the floor, "
         "whose difference is then a bound: it can show the verdicts on the bound's side only. Verdicts: "
         f"{', '.join(VERDICTS)}. "
         f"{CORRECTION} Hover a rule for its wording. "

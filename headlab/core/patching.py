@@ -2,7 +2,7 @@
 
 The causal test of what a head carries (Meng et al. 2022; Wang et al. 2023; MechIR, ECIR 2025, for relevance models):
 take a *source* pair (the original) and a *target* pair of the same length that differs in what the head is said to
-compute (its shared terms replaced, :mod:`headlab.findings.contrast`). Run the target with one head's output taken
+compute (its shared terms replaced, :mod:`headlab.measures.contrast`). Run the target with one head's output taken
 from the source run: the share of the source-target difference in grade it restores is what that head carries of
 the difference. A head's output is, as in :mod:`headlab.core.masking`, its slice of the input of the layer's
 attention output projection; a forward pre-hook replaces the slice inside :func:`patch_heads`, so every patch

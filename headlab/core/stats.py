@@ -542,7 +542,7 @@ def modal_share(predicted) -> float:
 def floor_bound(plus_at_floor: bool, minus_at_floor: bool) -> int:
     """Which way a difference (plus condition minus minus condition) is bounded when one condition, not both, sits at
     the floor, whose loss is at least what is measured: +1 at least as measured, -1 at most, 0 neither
-    (:func:`headlab.findings.verdicts.judge`'s ``censored``)."""
+    (:func:`headlab.judging.verdicts.judge`'s ``censored``)."""
     return 0 if plus_at_floor == minus_at_floor else (1 if plus_at_floor else -1)
 
 

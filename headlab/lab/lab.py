@@ -231,7 +231,7 @@ class Lab:
     def class_means(self) -> torch.Tensor:
         """(layers, token classes, hidden): each head's mean output per token class ([CLS], query, title, separator)
         over the same training pairs as :meth:`means`: what a circuit's mean-ablated heads output (IOI's ablation,
-        :mod:`headlab.findings.faithfulness`), computed once per Lab, in the pass that keeps :meth:`class_donors`."""
+        :mod:`headlab.measures.faithfulness`), computed once per Lab, in the pass that keeps :meth:`class_donors`."""
         return self._class_reference()[0]
 
     def class_donors(self) -> Donors:

@@ -8,7 +8,7 @@ each notebook's ``parameters`` cell (:func:`parameters_cell`, literal assignment
 order and waits (:func:`page_needs`, :func:`training_needs`), the tiny preset (:func:`tiny_settings`), the timings
 steps (:func:`timing_steps`), the scorecard's headings (:func:`headings`) and the page tables of the README and the
 book's introduction (:func:`readme_table`, :func:`intro_table`). ``tests/test_pages.py`` checks the files against it,
-and adds a toy page to show a new page is one row here, one findings module and one notebook
+and adds a toy page to show a new page is one row here, one page module and one notebook
 (``docs/anatomy-of-a-page.md``).
 """
 
@@ -148,14 +148,14 @@ REDUNDANCY = (
 # 05's choice of term-matching heads: the pages that read its heads (06-09) take these, so they ask for 05's heads
 MATCHING_HEADS = (
     Parameter("K_MATCHING", 5, "term-matching heads (the study had 5)"),
-    Parameter("RANK_BY", "match_excess", "role score that ranks heads (one of headlab.findings.roles.ROLE_COLUMNS)"),
+    Parameter("RANK_BY", "match_excess", "role score that ranks heads (one of headlab.measures.roles.ROLE_COLUMNS)"),
     Parameter(
         "ROLE_LIMIT",
         None,
         "pairs that score heads, a seeded subset (None: a seeded half of EVAL_SPLIT)",
         hint="int",
     ),
-    Parameter("EXCLUDE_STOPWORDS", True, "leave headlab.findings.roles.ENGLISH_STOPWORDS out of the shared terms"),
+    Parameter("EXCLUDE_STOPWORDS", True, "leave headlab.measures.roles.ENGLISH_STOPWORDS out of the shared terms"),
 )
 # 05's random sets, whose sweep 08 and 09 read
 MATCHING_SETS = (

@@ -507,7 +507,7 @@ def boundary_heads(heads: pd.DataFrame) -> alt.VConcatChart:
     """The study's rule per head: accuracy minus the majority class's, one grid per token subset (stacked, to fit a
     page); best head framed.
 
-    ``heads``: ``segmentation_report.score_segmentation(...).heads`` (subset, layer, head, accuracy, gain, ...).
+    ``heads``: ``word_segmentation.score_segmentation(...).heads`` (subset, layer, head, accuracy, gain, ...).
     """
     panels = []
     for subset, table in heads.groupby("subset", sort=False):
@@ -523,7 +523,7 @@ def boundary_heads(heads: pd.DataFrame) -> alt.VConcatChart:
 def union_curve(union: pd.DataFrame, study: float = 0.96) -> alt.HConcatChart:
     """Oracle union accuracy against the number of heads, real and with shuffled calls (band: min-max over draws).
 
-    ``union``: ``segmentation_report.score_segmentation(...).union``; the dashed line is the study's 96%.
+    ``union``: ``word_segmentation.score_segmentation(...).union``; the dashed line is the study's 96%.
     """
     panels = []
     for subset, table in union.groupby("subset", sort=False):
@@ -775,7 +775,7 @@ VERDICT_COLOURS = {
     "cannot tell": "#bab0ac",
     "underpowered": "#d8cfa8",
     "not comparable": "#eeeeee",
-}  # headlab.findings.verdicts.VERDICTS, in their order
+}  # headlab.judging.verdicts.VERDICTS, in their order
 
 
 def verdict_grid(
@@ -934,12 +934,12 @@ def circuit_graph(
     minimality: pd.DataFrame | None = None,
     faithfulness: pd.DataFrame | None = None,
 ) -> alt.LayerChart:
-    """The circuit page 09 finds (:func:`headlab.findings.circuit.found_circuit`): the matching heads (senders, at
+    """The circuit page 09 finds (:func:`headlab.measures.circuit.found_circuit`): the matching heads (senders, at
     their layer and head) and the receivers above them that read most of their change, an edge from each sender to
     each receiver, its width the share of the grade-logit drop that comes back when that receiver alone reads that
     sender alone (grey where it restores, red where it pushes the other way), its tooltip the share with its
     interval; a receiver's tooltip gives what it reads of every sender at once (``ranking``). IOI's measures
-    (:mod:`headlab.findings.faithfulness`), where given: each head's tooltip what it adds inside the circuit
+    (:mod:`headlab.measures.faithfulness`), where given: each head's tooltip what it adds inside the circuit
     (``minimality``), and the subtitle what the circuit keeps beside random circuits (``faithfulness``)."""
     senders = pd.DataFrame([{"layer": int(l), "head": int(h), "role": "matching head"} for l, h in matching])
     found = edges[["layer", "head"]].drop_duplicates().merge(ranking, on=["layer", "head"], how="left")
@@ -1027,7 +1027,7 @@ def students(table: pd.DataFrame, title: str = "") -> alt.LayerChart:
     seeds), and, as a hollow mark, what the same heads masked without retraining lose: where the student started.
 
     ``table``: kind, kappa_lost, kappa_lost_lo, kappa_lost_hi, zero_budget_kappa_lost, seeds, accuracy
-    (:func:`headlab.findings.students.student_table`).
+    (:func:`headlab.pages.pruning.student_table`).
     """
     y = alt.Y("kind:N", sort=list(table["kind"]), title=None)
     axis = alt.Axis(format="%")

@@ -1,7 +1,7 @@
 """A live explorer of one head's attention across runs (models or masks): any example, any head (JupyterLab).
 
 The static book draws the same comparison from precomputed cells
-(:func:`headlab.findings.attention_compare.compare_maps` and :func:`headlab.report.charts.map_panels`), with menus and
+(:func:`headlab.measures.attention_compare.compare_maps` and :func:`headlab.report.charts.map_panels`), with menus and
 no kernel.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import headlab.report.charts as charts
 from headlab.core.masking import head_grid
-from headlab.findings.attention_compare import DIFFERENCE, compare_maps
+from headlab.measures.attention_compare import DIFFERENCE, compare_maps
 from headlab.report.render import in_book, live_panel
 
 
@@ -17,7 +17,7 @@ def live_explorer(lab, runs: dict, example: int = 0, head=(0, 0), stopwords=None
     """ipywidgets controls (example, layer, head) that draw that head's maps in every run and their difference.
 
     ``lab`` gives the pairs (its encoded split, and its frame's query, title and label to caption each), the
-    tokenizer and device; ``runs`` is as in :func:`headlab.findings.attention_compare.compare_maps`. In the static
+    tokenizer and device; ``runs`` is as in :func:`headlab.measures.attention_compare.compare_maps`. In the static
     book (``HEADLAB_BOOK=1``) a widget does nothing without a kernel, so a note is returned instead.
     """
     from IPython.display import Markdown

@@ -13,8 +13,8 @@ import headlab.report.charts as charts
 from headlab.core.attention import attention_maps
 from headlab.core.evaluate import Encoded
 from headlab.core.masking import head_grid
-from headlab.findings.order import case_k_table, depth_matched_k
-from headlab.findings.segmentation import boundary_example
+from headlab.measures.order import case_k_table, depth_matched_k
+from headlab.measures.segmentation import boundary_example
 from headlab.report.render import in_book, live_panel
 
 LIVE_ONLY = "*The live explorer needs a running kernel: open this notebook in JupyterLab.*"

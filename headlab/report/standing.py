@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from headlab.findings.units import is_missing
+from headlab.judging.units import is_missing
 from headlab.lab.params import REPO
 
 SEGMENTATION = {  # page 03's rows: claim id -> what it scores (Chinese: People's Daily's gold words, then jieba's

@@ -6,7 +6,7 @@
   gap on :func:`headlab.core.patching.grade_logit` (linear in the logits, so shares above 100% mean overshoot, not
   saturation), with paired bootstrap intervals over the pairs.
 - :func:`attribution_scores`: attribution patching (one backward pass per batch) per head, in the same share,
-  whole and per group; :func:`headlab.findings.patching.rank_agreement` checks it against exact patching.
+  whole and per group; :func:`headlab.pages.patching.rank_agreement` checks it against exact patching.
 - :func:`receiver_moves` and :func:`receiver_ranking`: path patching from the matching heads to every head above them,
   one at a time, whole and through its output at ``[CLS]`` alone, kept per pair: which heads read what the matching
   heads carry, found rather than assumed, each set against the other receivers, ranked on any part of the pairs.
@@ -15,7 +15,7 @@
   senders' layers instead (the random-sender control): a receiver that reads the matching heads should read them more
   than it reads any heads of theirs, or "top receiver" means only "an important upper head".
 - :func:`found_circuit`: the matching heads and the receivers that read most, per sender and receiver (the edges);
-  how much of the model the circuit accounts for is :mod:`headlab.findings.faithfulness`'s (IOI's measures).
+  how much of the model the circuit accounts for is :mod:`headlab.measures.faithfulness`'s (IOI's measures).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import pandas as pd
 
 from headlab.core.patching import PatchEngine, Route, grade_logit
 from headlab.core.stats import bootstrap_weights, draw_counts, ratio_of_means
-from headlab.findings.contrast import Contrast
 from headlab.inputs.pair import read_pair
+from headlab.measures.contrast import Contrast
 
 GROUPS = ("[CLS]", "query terms", "title terms", "other")
 
@@ -271,7 +271,7 @@ def found_circuit(engine: PatchEngine, senders, receivers, n_boot: int = 2000, s
     """The edges of the circuit ``senders`` -> ``receivers`` on the engine's pairs: per sender and receiver, the share
     of the grade-logit gap that comes back when that receiver alone reads that sender's change alone
     (:meth:`headlab.core.patching.PatchEngine.path_logits`), with a 95% paired bootstrap interval (the same
-    resamples throughout). How much the circuit accounts for is :mod:`headlab.findings.faithfulness`'s to say."""
+    resamples throughout). How much the circuit accounts for is :mod:`headlab.measures.faithfulness`'s to say."""
     source, target = (grade_logit(x) for x in engine.unpatched_logits())
     gap = source - target
     weights = bootstrap_weights(len(gap), n_boot, seed)

@@ -7,35 +7,25 @@ random heads cost nothing; all heads of layers 0-5 cost 86.5%, and all of them b
 with two controls the study lacks: 5 random heads of the lower half (the matching heads' own half, where masking
 costs more), and the lower half masked except 5 random heads of it. The matching heads' effects are then compared
 with the mean of those random draws, as a difference whose interval covers the draws' spread and the pairs. The
-page's verdict is the study's claims as rows (:func:`claims`), each judged by :func:`headlab.findings.verdicts.judge`.
+page's verdict is the study's claims as rows (:func:`claims`), each judged by :func:`headlab.judging.verdicts.judge`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-
 import numpy as np
 import pandas as pd
 
-from headlab.core.masking import head_grid
 from headlab.core.stats import mcnemar, relative_change, versus_random
 from headlab.core.sweep import (
     MaskSpec,
-    all_heads,
     baseline_correct,
     baseline_grades,
-    baseline_spec,
     correct_matrix,
     draw_seed,
     kappa_columns,
     predicted_matrix,
-    random_share_specs,
 )
-from headlab.findings.importance import half_pool, half_split
-from headlab.findings.layer_dependence import STUDY_MATCHING_LAYERS, study_layers_to_ours
-from headlab.findings.roles import SHARED_TERMS, rank_heads, role_scores
-from headlab.findings.units import (
+from headlab.judging.units import (
     ACCURACY_CHANGE,
     KAPPA_LOST,
     KEEP_VERSUS_RANDOM_KAPPA,
@@ -44,7 +34,8 @@ from headlab.findings.units import (
     VERSUS_RANDOM,
     with_interval,
 )
-from headlab.findings.verdicts import Claim, StudyClaim
+from headlab.judging.verdicts import Claim, StudyClaim
+from headlab.measures.study_layers import STUDY_MATCHING_LAYERS, study_layers_to_ours
 
 _pct = ACCURACY_CHANGE.number  # a relative change of accuracy as the pages write it
 
@@ -64,111 +55,6 @@ COMPARISONS = [
     ("matching", "random_lower", "lower"),
     ("lower_but_matching", "lower_but_random", "higher"),
 ]
-
-
-def _role_key(limit, seed: int, stopwords) -> str:
-    settings = {"limit": limit, "seed": seed, "stopwords": sorted(stopwords or ()), "terms": SHARED_TERMS}
-    return hashlib.sha256(json.dumps(settings).encode()).hexdigest()[:10]
-
-
-def role_indices(n_examples: int, limit: int | None, seed: int) -> np.ndarray | None:
-    """The examples role scores are computed on: all (None), or a seeded random ``limit`` of them in order."""
-    if limit is None or limit >= n_examples:
-        return None
-    return np.sort(np.random.default_rng(seed).choice(n_examples, int(limit), replace=False))
-
-
-def choice_limit(n_examples: int, limit: int | None) -> int:
-    """How many pairs the term-matching heads are chosen on: ``limit``, or a half of the pairs when None."""
-    return max(1, n_examples // 2) if limit is None else int(limit)
-
-
-def measured_examples(n_examples: int, limit: int | None, seed: int) -> np.ndarray:
-    """The pairs notebook 05 measures its masks on: those the heads were not chosen on (:func:`choice_limit`, drawn
-    by :func:`role_indices`); all pairs when the heads were chosen on all of them."""
-    chosen = role_indices(n_examples, choice_limit(n_examples, limit), seed)
-    return np.arange(n_examples) if chosen is None else np.setdiff1d(np.arange(n_examples), chosen)
-
-
-def selection_note(n_examples: int, limit: int | None, seed: int, split: str = "test") -> str:
-    """Which pairs chose the heads and which measure the masks, in one sentence."""
-    measured = len(measured_examples(n_examples, limit, seed))
-    if measured == n_examples:
-        return (
-            f"The heads were chosen on the same {n_examples} {split} pairs the masks are measured on (by "
-            "attention alone: no grade or prediction was used to choose them)."
-        )
-    return (
-        f"The heads were chosen by attention on {n_examples - measured} of the {n_examples} {split} pairs (no "
-        f"grade or prediction used) and every mask is measured on the other {measured}."
-    )
-
-
-def on_examples(per_example: pd.DataFrame, examples) -> pd.DataFrame:
-    """The rows of a sweep's per-example table for the pairs ``examples`` only."""
-    return per_example[per_example["example"].isin(np.asarray(examples))]
-
-
-def head_roles(lab, limit: int | None = None, stopwords=None) -> pd.DataFrame:
-    """Every head's role scores (:func:`headlab.findings.roles.role_scores`) on the evaluation split, loaded or
-    computed.
-
-    Notebooks 05-09 all rank heads by these scores, so the first to run saves them (the shared table
-    ``head_roles``, one per key: ``limit``, the examples used, a seeded subset; the seed; the stopword list; what a
-    shared term is, :data:`headlab.findings.roles.SHARED_TERMS`) and the others load them.
-    """
-    seed = lab.params.seed
-    return lab.shared_table(
-        "head_roles",
-        lambda: role_scores(
-            lab.attention(role_indices(len(lab.encoded), limit, seed)), lab.encoded, lab.tokenizer, stopwords=stopwords
-        ),
-        key=_role_key(limit, seed, stopwords),
-    )
-
-
-def _stopword_key(stopwords) -> str:
-    """A short name for a stopword list ("none" without one), saved with the heads it helped choose."""
-    return hashlib.sha256(json.dumps(sorted(stopwords)).encode()).hexdigest()[:10] if stopwords else "none"
-
-
-def matching_heads(
-    lab, k: int = 5, by: str = "match_excess", limit: int | None = None, stopwords=None, choose: bool = False
-) -> tuple[list[tuple[int, int]], pd.DataFrame]:
-    """The ``k`` lower-half heads with the highest ``by`` role score: ``(heads, rows)``.
-
-    They are chosen on ``limit`` pairs of the evaluation split, a seeded subset (:func:`role_indices`); None: on a
-    seeded half of them (:func:`choice_limit`), so that notebook 05 measures its masks on the other half
-    (:func:`measured_examples`). Notebook 05 chooses them (``choose=True``) and saves them with the settings that
-    chose them (the shared table ``term_matching_heads``); notebooks 06 to 09 read that table and stop if it was made
-    with other settings, so every page speaks of the same heads. Where no table exists yet (a notebook run alone), they
-    are chosen here the same way and saved.
-    """
-    settings = {
-        "k": int(k),
-        "by": by,
-        "limit": "half" if limit is None else str(int(limit)),
-        "seed": int(lab.params.seed),
-        "stopwords": _stopword_key(stopwords),
-    }
-    path = lab.shared_path("term_matching_heads")
-    if not choose and path.exists():
-        saved = pd.read_csv(path, dtype={"limit": str, "stopwords": str})
-        theirs = {name: saved[name].iloc[0] for name in settings}
-        theirs = {**theirs, "k": int(theirs["k"]), "seed": int(theirs["seed"])}
-        if theirs != settings:
-            differ = {n: (theirs[n], settings[n]) for n in settings if theirs[n] != settings[n]}
-            raise ValueError(
-                f"{path} holds heads chosen with other settings (saved, asked): {differ}; run notebook 05 "
-                "with these settings first, or set them as notebook 05 had them"
-            )
-        return [(int(l), int(h)) for l, h in zip(saved["layer"], saved["head"])], saved
-    layers, _ = head_grid(lab.model)
-    roles = head_roles(lab, choice_limit(len(lab.encoded), limit), stopwords)
-    heads, rows = rank_heads(roles, by, among_layers=half_split(layers)[0], k=k)
-    rows = rows.assign(**settings)
-    lab.save_table(rows, path.stem)
-    return heads, rows
 
 
 def placement(roles: pd.DataFrame, matching, layers: int, by: str = "match_excess") -> str:
@@ -223,54 +109,6 @@ def _study_change(condition: str) -> float:
 def labels(k: int | str) -> dict[str, str]:
     """Condition -> its name in tables and charts, for ``k`` matching heads."""
     return {condition: text.format(k=k) for condition, (text, _) in CONDITIONS.items()}
-
-
-def random_lower_sets(layers: int, heads: int, named, draws: int, seed: int) -> list[tuple[tuple[int, int], ...]]:
-    """``draws`` seeded sets of as many heads of the lower half as ``named`` holds, none of them ``named``: the
-    control sets of notebooks 05, 07 and 09, which a named head in a control set would blur. Where the lower half
-    holds fewer other heads than that (a toy model, never a real one), they are drawn from the other heads of any
-    layer.
-
-    Drawn by :func:`headlab.core.sweep.random_share_specs` with the seed ``seed + 1`` (so independent of the
-    all-heads draws); draw d is the same set whatever ``draws`` is.
-    """
-    named = {(int(l), int(h)) for l, h in named}
-    pool = [h for h in half_pool(layers, heads, "lower") if h not in named]
-    if len(pool) < len(named):  # a toy model whose lower half is mostly the named heads: the other heads of any layer
-        pool = [h for h in all_heads(layers, heads) if h not in named]
-    share = len(named) / (layers * heads)
-    specs = random_share_specs(layers, heads, [share], draws, seed + 1, pool=pool, kind="random_lower")
-    return [spec.dropped for spec in specs]
-
-
-def term_matching_specs(layers: int, heads: int, matching, draws: int, keep_draws: int, seed: int) -> list[MaskSpec]:
-    """The masks of the study's table and of the controls; each mask's ``kind`` is its condition.
-
-    ``random``: ``draws`` sets of k heads from all heads; ``random_lower``: ``draws`` sets of k heads of
-    the lower half; ``lower_but_random``: the lower half but each of the first ``keep_draws`` of those
-    sets (so kept and removed random sets are the same heads; see :func:`random_lower_sets`). k = len(matching);
-    no random set holds a matching head.
-    """
-    matching = sorted((int(l), int(h)) for l, h in matching)
-    if not matching:
-        raise ValueError("matching must name at least one head")
-    if draws < 1 or keep_draws < 1:
-        raise ValueError(f"draws and keep_draws must be positive, got {draws} and {keep_draws}")
-    k, lower = len(matching), half_pool(layers, heads, "lower")
-    lower_sets = random_lower_sets(layers, heads, matching, max(draws, keep_draws), seed)
-    others = [h for h in all_heads(layers, heads) if h not in matching]
-    return [
-        baseline_spec(),
-        *random_share_specs(layers, heads, [k / (layers * heads)], draws, seed, pool=others, kind="random"),
-        *[MaskSpec(f"random_lower-d{d}", s, "random_lower", {"draw": d}) for d, s in enumerate(lower_sets[:draws])],
-        MaskSpec("matching", tuple(matching), "matching"),
-        MaskSpec("lower", tuple(lower), "lower"),
-        MaskSpec("lower_but_matching", tuple(h for h in lower if h not in matching), "lower_but_matching"),
-        *[
-            MaskSpec(f"lower_but_random-d{d}", tuple(h for h in lower if h not in s), "lower_but_random", {"draw": d})
-            for d, s in enumerate(lower_sets[:keep_draws])
-        ],
-    ]
 
 
 def draw_table(per_example: pd.DataFrame, plan: pd.DataFrame, k: int) -> pd.DataFrame:
@@ -650,7 +488,7 @@ def _keep_claim(rows: pd.DataFrame, by_test: dict, names: dict, selection: str) 
 
 def claims(table: pd.DataFrame, comparison: pd.DataFrame, selection: str = "") -> list[Claim]:
     """The study's claims about the term-matching heads as rows (:func:`condition_table`, :func:`random_comparison`),
-    one per registered claim, each judged by :func:`headlab.findings.verdicts.judge`.
+    one per registered claim, each judged by :func:`headlab.judging.verdicts.judge`.
 
     The table's kappa columns put each masked condition on the chance-corrected scale (beside its accuracy, and in
     the reason for a comparison with random heads) and mark a mask that leaves the model at the floor;

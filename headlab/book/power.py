@@ -6,7 +6,7 @@ keeps its 95% interval, its degrees of freedom, its draws and its pairs; its var
 and the draws' part (:func:`headlab.core.stats.pairs_share`, solved from the Welch–Satterthwaite df the row was
 drawn with). A design with ``k`` times the pairs divides the pairs' part by ``k``; one with ``D'`` draws scales the
 draws' part by ``D / D'``; its df follows (:func:`headlab.core.stats.draws_df`) and its MDE is read exactly as the
-verdict reads the row (:func:`headlab.findings.verdicts.minimum_detectable`: the same tally, search and weakest-of
+verdict reads the row (:func:`headlab.judging.verdicts.minimum_detectable`: the same tally, search and weakest-of
 widening). A row over draws whose df sits at ``D - 1`` does not say how its variance splits (its page kept no
 Welch–Satterthwaite df), so it is planned at both ends (all pairs, all draws) and the worse is kept. The designs:
 
@@ -21,9 +21,9 @@ Welch–Satterthwaite df), so it is planned at both ends (all pairs, all draws) 
 - :attr:`Purchase.ALL`: every purchase that applies to the row, at once.
 
 A row's design is powered where its MDE is at most twice its size (for no effect: its margin,
-:func:`headlab.findings.verdicts.underpowered`). The rows planned are every judged row whose design is not powered
+:func:`headlab.judging.verdicts.underpowered`). The rows planned are every judged row whose design is not powered
 as built, whatever its verdict: a purchase extends every row of its claim, never only the undecided ones, which
-would be optional continuation. ``python -m headlab.findings.power`` writes ``results/power.csv``;
+would be optional continuation. ``python -m headlab.book.power`` writes ``results/power.csv``;
 ``docs/judging.md`` renders its counts.
 """
 
@@ -38,12 +38,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from headlab.book.calibration import REPO
+from headlab.book.sensitivity import _design, on_policy_scale
 from headlab.core.stats import draws_df, pairs_share
-from headlab.findings.calibration import REPO
-from headlab.findings.claims import STUDY_CLAIMS, registered
-from headlab.findings.sensitivity import _design, on_policy_scale
-from headlab.findings.units import in_current_units
-from headlab.findings.verdicts import each_level, minimum_detectable, quantile, underpowered
+from headlab.judging.units import in_current_units
+from headlab.judging.verdicts import each_level, minimum_detectable, quantile, underpowered
+from headlab.pages.claims import STUDY_CLAIMS, registered
 
 DRAWS_CAP = 4  # the most draws a purchase multiplies a row's by: each is one more mask on every pair (or a student)
 DEV_CHOSE = ("pruning.", "sharpening.")  # claims whose pages choose on the dev pairs: pooling dev would reuse them

@@ -3,7 +3,7 @@ other views of the same heads: the attention-chosen term-matching heads (noteboo
 (notebook 02).
 
 - :func:`restored_shares`: per patch, the share of the grade difference between the original pairs and their
-  contrast (:mod:`headlab.findings.contrast`) that the patch restores: mean(patched - target) / mean(source -
+  contrast (:mod:`headlab.measures.contrast`) that the patch restores: mean(patched - target) / mean(source -
   target), a ratio of means over the pairs (a per-pair ratio explodes where a pair barely moves), with a paired
   bootstrap interval over the pairs.
 - :func:`top_overlap`: how many of the top-k heads by one score are among k chosen heads, against the number two
@@ -34,7 +34,21 @@ from headlab.core.evaluate import Encoded
 from headlab.core.masking import head_grid
 from headlab.core.patching import PatchEngine, grade_logit, single_head_patches
 from headlab.core.stats import bootstrap_weights, draw_counts, draws_ratio_of_means
-from headlab.findings.circuit import (
+from headlab.inputs.pair import pair_classes, read_pair
+from headlab.judging.units import (
+    CARRY,
+    CIRCUIT_INCOMPLETE,
+    CIRCUIT_KEPT,
+    CLS_ROUTE,
+    GRADE_SHIFT_SPECIFICITY,
+    HEAD_ADDED,
+    IDENTITY,
+    READS_SENDERS,
+    RECEIVER_RANK,
+)
+from headlab.judging.verdicts import Claim, StudyClaim
+from headlab.lab.lab import MEAN_PAIRS
+from headlab.measures.circuit import (
     attribution_scores,
     found_circuit,
     position_groups,
@@ -46,30 +60,12 @@ from headlab.findings.circuit import (
     sender_control,
     sender_pool,
 )
-from headlab.findings.cls_head import focus_head, selection_grid, split_halves
-from headlab.findings.contrast import MATCHED_KINDS, Contrast, contrast_pairs, matched_contrasts
-from headlab.findings.faithfulness import AblationEngine, completeness, faithfulness, minimality
-from headlab.findings.term_matching import (
-    choice_limit,
-    head_roles,
-    measured_examples,
-    random_lower_sets,
-)
-from headlab.findings.two_tower import shares_terms
-from headlab.findings.units import (
-    CARRY,
-    CIRCUIT_INCOMPLETE,
-    CIRCUIT_KEPT,
-    CLS_ROUTE,
-    GRADE_SHIFT_SPECIFICITY,
-    HEAD_ADDED,
-    IDENTITY,
-    READS_SENDERS,
-    RECEIVER_RANK,
-)
-from headlab.findings.verdicts import Claim, StudyClaim
-from headlab.inputs.pair import pair_classes, read_pair
-from headlab.lab.lab import MEAN_PAIRS
+from headlab.measures.contrast import MATCHED_KINDS, Contrast, contrast_pairs, matched_contrasts
+from headlab.measures.faithfulness import AblationEngine, completeness, faithfulness, minimality
+from headlab.measures.grids import focus_head, selection_grid
+from headlab.measures.held_out import choice_limit, measured_examples, split_halves
+from headlab.measures.matching import head_roles, random_lower_sets
+from headlab.measures.roles import shares_terms
 
 METRIC = "grade_logit"  # what a share is of: headlab.core.patching.grade_logit, linear in the logits
 
@@ -569,7 +565,7 @@ def claims(
     matching,
     receiver,
 ) -> list[Claim]:
-    """Page 09's claims, one row each, judged by :func:`headlab.findings.verdicts.judge`: the matching heads carry
+    """Page 09's claims, one row each, judged by :func:`headlab.judging.verdicts.judge`: the matching heads carry
     what the replaced words changed (patching them restores more of the grade logit than random heads:
     :func:`restored_against_draws`, only where the contrast moves it, :func:`gap_moves`; the TFC1 contrast,
     :func:`contrast_controls`, as a sub-row); they carry term matching beyond a word's identity
@@ -933,7 +929,7 @@ def _in_split(made: Contrast, held: np.ndarray) -> Contrast:
 
 
 def identity_tables(lab, matching, limit: int | None, stopwords, draws: int) -> dict[str, list[pd.DataFrame]]:
-    """Per kind of :func:`headlab.findings.contrast.matched_contrasts` (one shared title word replaced, one unshared
+    """Per kind of :func:`headlab.measures.contrast.matched_contrasts` (one shared title word replaced, one unshared
     word of its shape and frequency band), per draw of the words (``draws``), the matching heads patched back from
     the original pairs: on notebook 05's held-out pairs, the pairs every draw qualifies, each table's ``example`` the
     pair's position in the evaluated split (what :func:`identity_difference` takes)."""
@@ -1084,7 +1080,7 @@ def head_views(
 ) -> pd.DataFrame:
     """Per head, the three views of it: the share of the grade it restores (patching, with its interval), its
     masking cost on the held-out pairs (``single_heads``: notebook 02's single-head masks,
-    :func:`headlab.findings.cls_head.single_head_correct`) and its role score ``by`` on the pairs the matching heads
+    :func:`headlab.measures.grids.single_head_correct`) and its role score ``by`` on the pairs the matching heads
     were chosen on (notebook 05); with ``attributed`` (:func:`circuit_views`), attribution patching's estimate of
     the share each head restores (``attribution``)."""
     seed = lab.params.seed
@@ -1293,8 +1289,8 @@ def circuit_views(
     lab, contrast: Contrast, matching, stopwords, n_boot: int = 2000
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(positions, attribution)`` on the contrast pairs: the matching heads patched back at each group of positions
-    (:func:`headlab.findings.circuit.restored_by_position`) and attribution patching per head in fp32
-    (:func:`headlab.findings.circuit.attribution_scores`) on the pairs every head is patched on
+    (:func:`headlab.measures.circuit.restored_by_position`) and attribution patching per head in fp32
+    (:func:`headlab.measures.circuit.attribution_scores`) on the pairs every head is patched on
     (:func:`head_map_pairs`, so the audit compares like with like), each kept (:meth:`headlab.lab.Lab.stored`)."""
     key = {
         "examples": [int(e) for e in contrast.examples],
@@ -1361,7 +1357,7 @@ def _circuit_key(lab, contrast: Contrast, matching, keep, n_boot: int) -> dict:
 
 def receiver_moves_view(lab, contrast: Contrast, matching, single_heads) -> tuple[pd.DataFrame, tuple, np.ndarray]:
     """``(moves, receiver, keep)``: path patching from the matching heads to every head in a layer above them, per
-    pair (:func:`headlab.findings.circuit.receiver_moves`), on the contrast pairs of notebook 07's held-out half
+    pair (:func:`headlab.measures.circuit.receiver_moves`), on the contrast pairs of notebook 07's held-out half
     (``keep``, by index in ``contrast``; a move's ``pair`` is its position in ``keep``), kept
     (:meth:`headlab.lab.Lab.stored`): the one set of path passes that both the ranking (:func:`receivers_view`) and the
     circuit's choice of receivers (:func:`circuit_measures`, on one part) read. ``receiver`` is 07's head. Empty where
@@ -1380,7 +1376,7 @@ def receiver_moves_view(lab, contrast: Contrast, matching, single_heads) -> tupl
 
 def receivers_view(lab, contrast: Contrast, matching, single_heads, n_boot: int = 2000) -> tuple[pd.DataFrame, tuple]:
     """``(ranking, receiver)``: every head in a layer above the matching heads ranked by what it reads of them
-    (:func:`headlab.findings.circuit.receiver_ranking`) on the contrast pairs of notebook 07's held-out half
+    (:func:`headlab.measures.circuit.receiver_ranking`) on the contrast pairs of notebook 07's held-out half
     (:func:`receiver_moves_view`); ``receiver`` is 07's head, to find in the ranking. An empty table where no layer
     lies above the matching heads or no pair lies in that half."""
     moves, receiver, _ = receiver_moves_view(lab, contrast, matching, single_heads)
@@ -1391,7 +1387,7 @@ def receivers_view(lab, contrast: Contrast, matching, single_heads, n_boot: int 
 
 def routes_view(lab, contrast: Contrast, matching, single_heads, n_boot: int = 2000) -> pd.DataFrame:
     """Notebook 07's head reading the matching heads' change through its query, key or value alone, and all three
-    (:func:`headlab.findings.circuit.route_shares`), on the pairs :func:`receivers_view` ranks on, kept. Empty where
+    (:func:`headlab.measures.circuit.route_shares`), on the pairs :func:`receivers_view` ranks on, kept. Empty where
     the head sits no higher than the matching heads or no pair lies in that half."""
     receiver, _, keep = _held_out_receivers(lab, contrast, matching, single_heads)
     if not _above(receiver, matching) or not len(keep):
@@ -1420,10 +1416,10 @@ def sender_view(
     n_boot: int = 2000,
     top: int = SENDER_RECEIVERS,
 ) -> pd.DataFrame:
-    """The random-sender control (:func:`headlab.findings.circuit.sender_control`) for notebook 07's head and the
+    """The random-sender control (:func:`headlab.measures.circuit.sender_control`) for notebook 07's head and the
     ``top`` receivers of ``ranking`` (each receiver costs a path pass per random set): what each reads of the
     matching heads against what it reads of ``draws`` random sets of as many heads in their layers
-    (:func:`headlab.findings.circuit.random_senders`, none of them a matching head or 07's head), on
+    (:func:`headlab.measures.circuit.random_senders`, none of them a matching head or 07's head), on
     :data:`SENDER_PAIRS` of the pairs :func:`receivers_view` ranked on (a seeded sample), kept. Empty where there is
     no ranking or too few heads to draw from."""
     if ranking.empty:
@@ -1472,7 +1468,7 @@ def circuit_halves(keep: np.ndarray, seed: int, size: int | None = None) -> tupl
 def circuit_measures(
     lab, contrast: Contrast, matching, single_heads, draws: int, n_boot: int = 2000
 ) -> dict[str, pd.DataFrame]:
-    """The circuit found, scored as IOI scored its circuit (Wang et al. 2023; :mod:`headlab.findings.faithfulness`),
+    """The circuit found, scored as IOI scored its circuit (Wang et al. 2023; :mod:`headlab.measures.faithfulness`),
     on the contrast pairs of notebook 07's held-out half, in two parts (:func:`circuit_halves`): on the first, path
     patching ranks every head above the matching heads (``chosen``, read off :func:`receiver_moves_view`'s passes)
     and the :data:`CIRCUIT_RECEIVERS` that read most join the matching heads as the circuit, the classifier reading

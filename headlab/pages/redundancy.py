@@ -2,7 +2,7 @@
 
 The study: below 20% of heads masked there is no loss; at 10% accuracy is about +1% above baseline; past
 some share accuracy falls steadily. :func:`claims` measures both claims on our share curve (one row each, the +1% at
-10% is the study's number beside the first), and :func:`headlab.findings.verdicts.judge` gives the verdicts.
+10% is the study's number beside the first), and :func:`headlab.judging.verdicts.judge` gives the verdicts.
 
 The curve (:func:`headlab.core.sweep.share_curve`) gives, per share, the relative change of the accuracy averaged
 over the draws with its 95% two-stage bootstrap interval (draws, then test pairs).
@@ -28,8 +28,8 @@ import math
 
 import pandas as pd
 
-from headlab.findings.units import ACCURACY_CHANGE, PAIRED, RISE, TWO_STAGE, with_interval
-from headlab.findings.verdicts import Claim, StudyClaim, draws_df_default, judge, render
+from headlab.judging.units import ACCURACY_CHANGE, PAIRED, RISE, TWO_STAGE, with_interval
+from headlab.judging.verdicts import Claim, StudyClaim, draws_df_default, judge, render
 
 STUDY_REFERENCE = pd.DataFrame(
     [

@@ -5,11 +5,11 @@ The study offers this, unmeasured, closing its finding 5. Here every condition i
 against the cross-encoder run the same way (fp32, :func:`headlab.core.evaluate.predict`): the two-tower model
 (:mod:`headlab.models.two_tower`), the cross-encoder with notebook 05's term-matching heads masked, the
 cross-encoder with attention kept inside each sentence, and a lexical grader with no encoder
-(:mod:`headlab.findings.lexical`). Effects are relative changes of accuracy, as in the study, with paired bootstrap
+(:mod:`headlab.measures.lexical`). Effects are relative changes of accuracy, as in the study, with paired bootstrap
 intervals. The study's reason is tested where it can be: if two towers fail because they cannot match terms, their
 loss against the cross-encoder is larger on the pairs whose query and title share a term
 (:func:`shares_terms`, :func:`shared_term_gap`). The claims are rows (:func:`claims`), judged by
-:func:`headlab.findings.verdicts.judge`.
+:func:`headlab.judging.verdicts.judge`.
 """
 
 from __future__ import annotations
@@ -24,11 +24,10 @@ from headlab.core.evaluate import GRADE_LABELS, metrics, predict, predicted_grad
 from headlab.core.masking import head_grid
 from headlab.core.stats import bootstrap_weights, mcnemar, relative_change
 from headlab.core.sweep import BASELINE, kappa_columns
-from headlab.findings.lexical import fit_lexical
-from headlab.findings.term_matching import term_matching_specs
-from headlab.findings.units import ACCURACY_CHANGE, PAIRED, TWO_TOWER_GAP
-from headlab.findings.verdicts import Claim, StudyClaim
-from headlab.inputs.pair import read_pair
+from headlab.judging.units import ACCURACY_CHANGE, PAIRED, TWO_TOWER_GAP
+from headlab.judging.verdicts import Claim, StudyClaim
+from headlab.measures.lexical import fit_lexical
+from headlab.measures.matching import term_matching_specs
 from headlab.models.two_tower import finetune_two_tower, load_two_tower, pair_encodings, predict_two_tower
 
 REFERENCE = "cross-encoder"
@@ -192,13 +191,6 @@ def comparisons_text(tests: list[dict]) -> str:
         f"that of {t['b']}; 95% paired bootstrap over {t['n_examples']} test pairs)."
         for t in tests
     )
-
-
-def shares_terms(encoded, tokenizer, stopwords=None) -> np.ndarray:
-    """Per pair: whether query and title share a term, as notebook 05 counts shared terms (whole words joined from
-    the tokenizer's pieces, casefolded; punctuation, unknown tokens and ``stopwords`` never count:
-    :attr:`headlab.inputs.pair.Pair.shared`)."""
-    return np.array([bool(read_pair(tokenizer, ids, stopwords).shared) for ids in encoded.input_ids], dtype=bool)
 
 
 GAP_METHOD = "bootstrap over test pairs, resampled within each group"

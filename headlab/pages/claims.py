@@ -1,31 +1,31 @@
 """Every claim the book tests, in the book's order (:data:`STUDY_CLAIMS`), for the scorecard, the README, the
-calibration and the tests. Each findings module declares its page's claims beside the code that measures them
-(:class:`headlab.findings.verdicts.StudyClaim` constants, listed in its ``CLAIMS``; a new module goes in
-:data:`MODULES`); the tallies must hold the stated families (:data:`headlab.findings.verdicts.FAMILIES`), checked
+calibration and the tests. Each page module declares its page's claims beside the code that measures them
+(:class:`headlab.judging.verdicts.StudyClaim` constants, listed in its ``CLAIMS``; a new module goes in
+:data:`MODULES`); the tallies must hold the stated families (:data:`headlab.judging.verdicts.FAMILIES`), checked
 when this module loads."""
 
 from __future__ import annotations
 
-import headlab.findings.cls_head as cls_head
-import headlab.findings.layer_dependence as layer_dependence
-import headlab.findings.objectives as objectives
-import headlab.findings.order_report as order_report
-import headlab.findings.patching as patching
-import headlab.findings.pruning as pruning
-import headlab.findings.redundancy as redundancy
-import headlab.findings.segmentation_report as segmentation_report
-import headlab.findings.sharpening as sharpening
-import headlab.findings.term_matching as term_matching
-import headlab.findings.two_tower as two_tower
-from headlab.findings.verdicts import FAMILIES, TALLIES, StudyClaim, study_claim_id
+import headlab.pages.cls_head as cls_head
+import headlab.pages.finetune_delta as finetune_delta
+import headlab.pages.layer_dependence as layer_dependence
+import headlab.pages.objectives as objectives
+import headlab.pages.patching as patching
+import headlab.pages.pruning as pruning
+import headlab.pages.redundancy as redundancy
+import headlab.pages.term_matching as term_matching
+import headlab.pages.two_tower as two_tower
+import headlab.pages.word_order as word_order
+import headlab.pages.word_segmentation as word_segmentation
+from headlab.judging.verdicts import FAMILIES, TALLIES, StudyClaim, study_claim_id
 
 MODULES = (  # the modules that declare claims, in the book's order (the objectives, on no one page, last)
     redundancy,
     layer_dependence,
-    segmentation_report,
-    order_report,
+    word_segmentation,
+    word_order,
     term_matching,
-    sharpening,
+    finetune_delta,
     cls_head,
     two_tower,
     patching,
@@ -41,7 +41,7 @@ def check_families(claims: dict[str, StudyClaim], families: dict[str, int]) -> N
     if registered != families:
         raise ValueError(
             f"the tallies hold {registered} claims but FAMILIES states {families}: a changed family is a new verdict "
-            "rule (state it in headlab.findings.verdicts.FAMILIES and raise RULE_VERSION)"
+            "rule (state it in headlab.judging.verdicts.FAMILIES and raise RULE_VERSION)"
         )
 
 
@@ -53,7 +53,7 @@ def registered(claim_id: str) -> StudyClaim:
     key = study_claim_id(claim_id)
     if key not in STUDY_CLAIMS:
         raise KeyError(
-            f"claim {claim_id!r} is not in headlab.findings.claims.STUDY_CLAIMS; declare it in its page's findings "
+            f"claim {claim_id!r} is not in headlab.pages.claims.STUDY_CLAIMS; declare it in its page's findings "
             "module's CLAIMS"
         )
     return STUDY_CLAIMS[key]

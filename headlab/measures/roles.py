@@ -361,3 +361,10 @@ def paired_delta(
     out = pd.DataFrame(rows)
     out[["layer", "head"]] = out[["layer", "head"]].astype("Int64")
     return out
+
+
+def shares_terms(encoded, tokenizer, stopwords=None) -> np.ndarray:
+    """Per pair: whether query and title share a term, as notebook 05 counts shared terms (whole words joined from
+    the tokenizer's pieces, casefolded; punctuation, unknown tokens and ``stopwords`` never count:
+    :attr:`headlab.inputs.pair.Pair.shared`)."""
+    return np.array([bool(read_pair(tokenizer, ids, stopwords).shared) for ids in encoded.input_ids], dtype=bool)

@@ -2,9 +2,9 @@
 
 The study's BERT has 12 layers. A model of another depth is compared by relative depth: a study layer
 maps to our layer that holds its middle (for 6 layers, study layers 2l and 2l+1 map to our layer l).
-Each claim of the study the page tests is one :class:`headlab.findings.verdicts.Claim` row (``halves_claims``,
+Each claim of the study the page tests is one :class:`headlab.judging.verdicts.Claim` row (``halves_claims``,
 ``layers_claims``, ``heads_claims``), built with ``Claim.measured``: our number with its 95% interval and how it was
-computed, the evidence in words, and the verdict of :func:`headlab.findings.verdicts.judge` (the one rule of the book).
+computed, the evidence in words, and the verdict of :func:`headlab.judging.verdicts.judge` (the one rule of the book).
 Accuracy effects carry the share of quadratic kappa lost beside them; "collapse" and "costs far less" are judged on
 that scale (0 for the unmasked model, 100% for no agreement with the gold grades beyond chance). The page
 shows those rows rendered, then the numbers behind them (``halves_details``, ``layers_details``, ``heads_details``).
@@ -19,35 +19,21 @@ import pandas as pd
 from scipy import stats as sps
 
 from headlab.core.stats import by_interval, equivalent, floor_bound
-from headlab.findings.importance import collapse_shares
-from headlab.findings.sizes import MARGIN_WHY, NO_CHANGE_MARGIN
-from headlab.findings.units import (
-    ACCURACY_CHANGE,
-    HALF_GAP,
-    HEADS_NOTHING,
-    KAPPA_LOST,
-    PAIRED,
-    TWO_STAGE,
-    with_interval,
-)
-from headlab.findings.verdicts import (
-    Claim,
-    StudyClaim,
-    draws_df_default,
-    each_level,
-    far_end,
-    judge,
-    reach,
-    render,
+from headlab.judging.sizes import MARGIN_WHY, NO_CHANGE_MARGIN
+from headlab.judging.units import ACCURACY_CHANGE, HALF_GAP, HEADS_NOTHING, KAPPA_LOST, PAIRED, TWO_STAGE, with_interval
+from headlab.judging.verdicts import Claim, StudyClaim, draws_df_default, each_level, far_end, judge, reach, render
+from headlab.measures.halves import collapse_shares
+from headlab.measures.study_layers import (
+    STUDY_GAIN_LAYERS,
+    STUDY_HIGH_HEAD_LAYER,
+    STUDY_LAYERS,
+    study_layer_to_ours,
+    study_layers_to_ours,
 )
 
 _pct = ACCURACY_CHANGE.number  # a relative change of accuracy as the pages write it
 
-STUDY_LAYERS = 12
-STUDY_GAIN_LAYERS = range(5, 10)  # masking any one of these whole layers improved accuracy
 STUDY_BEST_LAYER, STUDY_BEST_GAIN = 8, 0.023
-STUDY_MATCHING_LAYERS = range(2, 5)  # where the five term-matching heads sit
-STUDY_HIGH_HEAD_LAYER = 10  # the high head that hands the matching features to the classifier
 
 
 def _change(value: float, lo: float, hi: float) -> str:
@@ -64,18 +50,6 @@ def _span(values) -> str:
 
 def _head(layer, head) -> str:
     return f"{int(layer)}.{int(head)}"
-
-
-def study_layer_to_ours(layer: int, layers: int) -> int:
-    """Our layer at the relative depth of the middle of the study's ``layer`` (of 12)."""
-    if not 0 <= layer < STUDY_LAYERS:
-        raise ValueError(f"the study's layers are 0..{STUDY_LAYERS - 1}, got {layer}")
-    return (2 * layer + 1) * layers // (2 * STUDY_LAYERS)
-
-
-def study_layers_to_ours(study_layers, layers: int) -> list[int]:
-    """Our layers at the relative depth of a set of the study's layers."""
-    return sorted({study_layer_to_ours(k, layers) for k in study_layers})
 
 
 def depth_note(layers: int) -> str:
@@ -153,7 +127,7 @@ def _which_half(row) -> str:
 
 
 def _collapse_points(gap: pd.DataFrame) -> pd.DataFrame:
-    """The rows of ``gap`` where the study made its claim (:func:`headlab.findings.importance.collapse_shares`)."""
+    """The rows of ``gap`` where the study made its claim (:func:`headlab.measures.halves.collapse_shares`)."""
     masked = gap[gap["share"] > 0].sort_values("share")
     return masked[masked["share"].isin(collapse_shares(masked["share"].tolist()))]
 
@@ -268,12 +242,12 @@ def halves_claims(gap: pd.DataFrame) -> list[Claim]:
     """The study's two claims about the halves, measured where it made them: 80% and 100% of the low heads masked
     (40% and 50% of all heads on the axis), on the kappa scale.
 
-    ``gap`` comes from :func:`headlab.findings.importance.half_gap`. "Collapse": the share of the unmasked model's
+    ``gap`` comes from :func:`headlab.measures.halves.half_gap`. "Collapse": the share of the unmasked model's
     quadratic kappa lost with the low heads masked, judged at the weaker of the two points. "Far less": the lower
     half's share lost minus the upper half's (one bootstrap for both, :func:`headlab.core.stats.kappa_contrast`),
     judged at the weaker point among those where the two halves are not both at the floor (decided from their
     predictions); when both are at the floor at every point the comparison is saturated. Both verdicts come from
-    :func:`headlab.findings.verdicts.judge`.
+    :func:`headlab.judging.verdicts.judge`.
     """
     points = _collapse_points(gap)
     if points.empty:
@@ -450,11 +424,11 @@ def _layer_8(rows: pd.DataFrame, layers: int, n_examples: int) -> Claim:
 def layers_claims(table: pd.DataFrame, layers: int, n_examples: int, alpha: float = 0.05) -> list[Claim]:
     """The study's two claims about whole layers, at our layers of the same relative depth.
 
-    ``table`` comes from :func:`headlab.findings.importance.layer_effects`, over ``n_examples`` test pairs: each
+    ``table`` comes from :func:`headlab.measures.grids.layer_effects`, over ``n_examples`` test pairs: each
     layer's relative change with its 95% paired bootstrap interval, and its exact McNemar test Holm-corrected over all
     layers (kept beside the interval as the row's p). "Any of layers 5–9" is judged at the one of our layers there
     whose interval reaches lowest (the claim says every one); "layer 8" at our layer of that depth. Verdicts come from
-    :func:`headlab.findings.verdicts.judge`, the share of kappa lost beside (where the table has it). ``alpha`` is the
+    :func:`headlab.judging.verdicts.judge`, the share of kappa lost beside (where the table has it). ``alpha`` is the
     level of the table's Holm calls, named in :func:`layers_details`.
     """
     rows = table.set_index("layer")
@@ -608,12 +582,12 @@ def heads_claims(
 ) -> list[Claim]:
     """The study's claims about single heads (its finding 7), and the gain it left open.
 
-    ``grid`` comes from :func:`headlab.findings.importance.head_grid_table` (with the same ``alpha``), over
+    ``grid`` comes from :func:`headlab.measures.grids.head_grid_table` (with the same ``alpha``), over
     ``n_examples`` test pairs. "Changes nothing": the share of heads whose 90% interval lies within ±``margin``, with
     a Clopper–Pearson interval over the heads, against one half (more than half: "most"). "Some heads improve": the
     head with the strongest interval among all heads, judged with its interval widened once for the scorecard's
     claims and the heads it was chosen from (``search``), its Holm p kept beside it. Verdicts come from
-    :func:`headlab.findings.verdicts.judge`. The study's sentences about the term-matching heads and one head of layer
+    :func:`headlab.judging.verdicts.judge`. The study's sentences about the term-matching heads and one head of layer
     10 are tested on page 07, which reads notebook 05's heads and chooses its head on one part of the pairs and
     measures them all on the other.
     """
@@ -738,7 +712,7 @@ PROXY_GOOD, PROXY_LOOSE = 0.7, 0.4  # Spearman rho thresholds for "stands in" an
 def proxy_verdict(agreements: dict[str, dict], n_significant: int | None = None) -> str:
     """Can the gradient importance stand in for the ablations? (markdown)
 
-    ``agreements`` maps a label to a :func:`headlab.findings.importance.rank_agreement` result. The answer uses the
+    ``agreements`` maps a label to a :func:`headlab.measures.grids.rank_agreement` result. The answer uses the
     best rho: at least 0.7 (and p < 0.05) stands in, at least 0.4 agrees loosely, below that it cannot.
     """
     lines = []

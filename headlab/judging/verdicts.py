@@ -1,6 +1,6 @@
 """The one verdict rule, and the rows it writes: a claim of the study (:class:`StudyClaim`, declared by the findings
 module that measures it), measured on a run (:class:`Claim`), judged by :func:`judge`, rendered on its page and saved
-for the scorecard (the registry of every claim: :mod:`headlab.findings.claims`).
+for the scorecard (the registry of every claim: :mod:`headlab.pages.claims`).
 
 A :class:`StudyClaim` holds the study's sentence (``quote``, word for word), the page that tests it, its *tally*
 (:data:`TALLIES`: the study's claims; our own predictions that its reading implies; its objectives) and its *kind*:
@@ -27,7 +27,7 @@ heads of some layers) is judged at ``ALPHA / (family * search)``: the interval i
 pairs alone, and for random draws each part of the variance at its own (:func:`judged_quantile`), so an adjusted
 interval is never narrower than the raw one, and the verdict a page shows is the verdict the scorecard shows. Raw and
 adjusted intervals are both kept in the row, with the MDE and :data:`RULE_VERSION`. The rule's error rates on the
-rows' own designs: :mod:`headlab.findings.calibration`.
+rows' own designs: :mod:`headlab.book.calibration`.
 
 """
 
@@ -42,8 +42,8 @@ import pandas as pd
 from scipy import special
 
 from headlab.core.stats import pairs_share
-from headlab.findings.sizes import POLICY, Source, readable_quote
-from headlab.findings.units import KAPPA_START, Unit, unit_of
+from headlab.judging.sizes import POLICY, Source, readable_quote
+from headlab.judging.units import KAPPA_START, Unit, unit_of
 from headlab.lab.pages import headings
 
 KINDS = ("effect", "no_effect", "compare")
@@ -51,12 +51,12 @@ TALLIES = {
     "study": "the study's claims",
     "ours": "our own predictions",
     "objectives": "the study's credit of its pretraining objectives (two Chinese models compared)",
-}  # tally -> its heading; the objectives are judged on two models' results at once (headlab.findings.objectives)
+}  # tally -> its heading; the objectives are judged on two models' results at once (headlab.pages.objectives)
 # Each tally's Bonferroni family, stated (rule 3): a claim added or removed changes the level every verdict of its
 # tally is judged at, so it is a new rule: state the new family here and raise RULE_VERSION with it.
 FAMILIES = {"study": 26, "ours": 10, "objectives": 2}
 FAMILY = FAMILIES["study"]  # the study's claims on one model's scorecard: the family its correction is over
-# where a claim's smallest effect of interest comes from: the sizes policy's sources (headlab.findings.sizes)
+# where a claim's smallest effect of interest comes from: the sizes policy's sources (headlab.judging.sizes)
 SIZE_SOURCES = tuple(s.value for s in Source)
 OTHER_FINDINGS = {"objectives": "the pretraining objectives: MLM+NSP against MLM alone"}  # claims on no one page
 

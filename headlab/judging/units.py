@@ -240,7 +240,7 @@ UNITS = {
 def unit_of(label: str) -> Unit:
     """The unit a saved row's label names; an unknown label is an error that names it."""
     if label not in UNITS:
-        raise KeyError(f"no unit is labelled {label!r} (headlab.findings.units)")
+        raise KeyError(f"no unit is labelled {label!r} (headlab.judging.units)")
     return UNITS[label]
 
 

@@ -2,9 +2,9 @@
 
 The study showed one pair: query "京东小哥", title "京东小哥最近在干什么", grade 4; title shuffled, grade 2;
 shuffled with its 7 order heads masked, grade 3; shuffled with 7 random heads masked (100 draws), still 2.
-Each part of the page measures one claim of the study on the tables of :mod:`headlab.findings.order`, over a whole
-test set, as a :class:`~headlab.findings.verdicts.Claim` row (``*_claims``), judged by the one rule of
-:func:`headlab.findings.verdicts.judge`; its verdict is that row rendered, then the numbers behind it. The random heads
+Each part of the page measures one claim of the study on the tables of :mod:`headlab.measures.order`, over a whole
+test set, as a :class:`~headlab.judging.verdicts.Claim` row (``*_claims``), judged by the one rule of
+:func:`headlab.judging.verdicts.judge`; its verdict is that row rendered, then the numbers behind it. The random heads
 there are depth-matched (drawn from the order heads' layers). The study's one pair is counted and shown
 (:func:`verdict_case`), but it is no claim row: the study does not claim it is typical.
 """
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from headlab.findings.order import CONDITIONS, PATTERNS
-from headlab.findings.units import DIAGONAL, GRADE_SHIFT, STUDY_GRADE_SHIFT, TOTAL_VARIATION
+from headlab.judging.units import DIAGONAL, GRADE_SHIFT, STUDY_GRADE_SHIFT, TOTAL_VARIATION
 
 # notebook 04 takes claims_file and claims_table from here
-from headlab.findings.verdicts import Claim, StudyClaim, render
+from headlab.judging.verdicts import Claim, StudyClaim, render
+from headlab.measures.order import CONDITIONS, PATTERNS
 
 STUDY_K = 7
 STUDY_DRAWS = 100
@@ -56,7 +56,7 @@ def order_heads_claims(order_table: pd.DataFrame) -> list[Claim]:
 
     Ours is the clearest head's score: the share of a token's attention on its neighbour (on the head's side),
     averaged over pairs, with the 95% bootstrap interval over pairs of that head's per-pair share (``score_lo``,
-    ``score_hi`` of :func:`headlab.findings.order.order_heads`). The registered claim says "clean" means more than
+    ``score_hi`` of :func:`headlab.measures.order.order_heads`). The registered claim says "clean" means more than
     half of the attention (its ``null``), so the rule asks the adjusted interval to lie above 50%.
     """
     ranked = order_table.sort_values("rank")

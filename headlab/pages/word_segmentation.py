@@ -1,13 +1,13 @@
 """Finding 3, word-segmentation heads: our numbers beside the study's 70% (one head) and 96% (a union of heads).
 
-:func:`score_segmentation` turns the rule's calls (:class:`headlab.findings.segmentation.BoundaryData`) into the
+:func:`score_segmentation` turns the rule's calls (:class:`headlab.measures.segmentation.BoundaryData`) into the
 tables the notebook shows, on all tokens and on the tokens of multi-token words, where "word end" is not
 the answer almost everywhere. :func:`claims` gives the study's two claims as rows, each measured by what a rule adds
-to the majority class on held-out examples and judged by the one rule of :mod:`headlab.findings.verdicts`; a model
+to the majority class on held-out examples and judged by the one rule of :mod:`headlab.judging.verdicts`; a model
 whose pieces already mark the word ends (:func:`given_away`) says "not comparable". The verdicts render those rows,
 then put every number next to the baseline that needs no attention.
 No score counts the last token of a segment, whose "word end" is free
-(:func:`headlab.findings.segmentation.rule_positions`); every table counts those tokens in ``n_excluded``.
+(:func:`headlab.measures.segmentation.rule_positions`); every table counts those tokens in ``n_excluded``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,14 @@ import pandas as pd
 from headlab.core.attention import attention_maps
 from headlab.core.evaluate import Encoded
 from headlab.core.stats import by_interval
-from headlab.findings.segmentation import (
+from headlab.inputs.pieces import piece_convention
+from headlab.inputs.pku import held_out_sentences
+from headlab.inputs.words import SEGMENTER, chinese_words, has_cjk
+from headlab.judging.units import SEGMENTATION_GAIN, SINGLE_HEAD_ACCURACY, UNION_ACCURACY
+from headlab.judging.verdicts import Claim, StudyClaim, render
+from headlab.measures.segmentation import (
+    ALL,
+    MULTI,
     BoundaryData,
     baselines,
     boundary_data,
@@ -33,15 +40,9 @@ from headlab.findings.segmentation import (
     probe,
     shuffled_union_control,
 )
-from headlab.findings.units import SEGMENTATION_GAIN, SINGLE_HEAD_ACCURACY, UNION_ACCURACY
-from headlab.findings.verdicts import Claim, StudyClaim, render
-from headlab.inputs.pieces import piece_convention
-from headlab.inputs.pku import held_out_sentences
-from headlab.inputs.words import SEGMENTER, chinese_words, has_cjk
 
 STUDY_SINGLE_HEAD = 0.70  # one head's rule (the 3rd head of the 1st layer)
 STUDY_UNION = 0.96  # right when at least one of several heads is right
-ALL, MULTI = "all tokens", "multi-token words"
 MIN_EXAMPLES = 4  # a subset is scored only when its tokens come from at least this many examples
 CORPORA = ("eval", "eval-jieba", "pku-1998")
 PKU_DEFAULT_SENTENCES = 500
@@ -487,7 +488,7 @@ def claims(comparison: pd.DataFrame, not_comparable: str = "", corpus: str | Non
     WordPiece, so ours is what a rule adds to the majority class on examples it was not chosen on (a difference of
     shares, in points): the best head chosen on other examples (one head), and a probe on all heads' attention
     trained on other examples (several heads; the oracle union knows the answer when it picks the head). Both are
-    judged by :func:`headlab.findings.verdicts.judge`. ``comparison`` is :attr:`SegmentationResults.comparison`;
+    judged by :func:`headlab.judging.verdicts.judge`. ``comparison`` is :attr:`SegmentationResults.comparison`;
     ``not_comparable`` is :func:`given_away`'s reason for this model and corpus ("" when comparable); ``corpus``
     names a second corpus, whose rows are sub-rows of the claims (``word_segmentation.single_head/eval_jieba``).
     """

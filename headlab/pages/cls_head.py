@@ -9,8 +9,8 @@ head's per-example results masked alone (notebook 02's sweep, or computed the sa
 it is measured on the other: its effect on accuracy, its concentration on shared terms against the share a
 uniform row would give, and the spread, a paired before/after change of the row's entropy placed among the
 same change with random lower heads masked instead. Each of the study's claims is a
-:class:`headlab.findings.verdicts.Claim` row (:func:`focus_claims`, :func:`concentration_claims`,
-:func:`spread_claims`), judged by :func:`headlab.findings.verdicts.judge` from the registered claim, which the page
+:class:`headlab.judging.verdicts.Claim` row (:func:`focus_claims`, :func:`concentration_claims`,
+:func:`spread_claims`), judged by :func:`headlab.judging.verdicts.judge` from the registered claim, which the page
 renders as its verdict and saves. This page's ``cls_head.masking_hurts`` is the book's one verdict on the study's
 "so does one high head in layer 10", by one selection rule (:func:`focus_head` on one half, measured on the other).
 """
@@ -18,7 +18,6 @@ renders as its verdict and saves. This page's ``cls_head.masking_hurts`` is the 
 from __future__ import annotations
 
 import hashlib
-from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -29,22 +28,15 @@ from headlab.core.masking import head_grid
 from headlab.core.stats import bootstrap_weights, mcnemar, relative_change, versus_random
 from headlab.core.sweep import (
     MaskSpec,
-    baseline_correct,
-    baseline_grades,
-    baseline_spec,
-    correct_matrix,
     kappa_columns,
-    predicted_matrix,
-    single_head_specs,
 )
-from headlab.findings.attention_compare import token_labels
-from headlab.findings.importance import half_split
-from headlab.findings.layer_dependence import STUDY_HIGH_HEAD_LAYER, STUDY_LAYERS, study_layer_to_ours
-from headlab.findings.roles import cls_attention_on_shared, paired_delta
-from headlab.findings.term_matching import choice_limit, role_indices
-from headlab.findings.units import ACCURACY_CHANGE, CLS_CONCENTRATION, CLS_SPREAD, CLS_SPREAD_VERSUS_RANDOM
-from headlab.findings.verdicts import Claim, StudyClaim, judge, reach
 from headlab.inputs.pair import read_pair
+from headlab.judging.units import ACCURACY_CHANGE, CLS_CONCENTRATION, CLS_SPREAD, CLS_SPREAD_VERSUS_RANDOM
+from headlab.judging.verdicts import Claim, StudyClaim, judge, reach
+from headlab.measures.attention_compare import token_labels
+from headlab.measures.grids import single_heads
+from headlab.measures.roles import cls_attention_on_shared, paired_delta
+from headlab.measures.study_layers import STUDY_HIGH_HEAD_LAYER, STUDY_LAYERS, study_layer_to_ours
 
 SPREAD_METRICS = ["entropy", "shared_share", "content_mass"]
 MASK_METHOD = "paired bootstrap over the held-out test pairs (the half the head was not chosen on)"
@@ -53,87 +45,6 @@ CONTROL_METHOD = (
     "matching heads minus the mean of the random sets, t interval on a two-stage bootstrap over sets and held-out "
     "pairs (Welch–Satterthwaite degrees of freedom)"
 )
-
-
-def split_halves(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(select, estimate)``: the book's one seeded split of the ``n`` evaluation pairs into two halves (sorted).
-
-    The head is chosen on ``select`` and everything quoted about it is measured on ``estimate``: the worst
-    of many heads on some pairs looks worse there by chance too (winner's curse), so its size is measured on
-    pairs the choice never saw. It is the split notebook 05 chooses its term-matching heads on
-    (:func:`headlab.findings.term_matching.measured_examples` is ``estimate``), so notebook 09 measures the path
-    between the two pages' heads on pairs neither choice saw.
-    """
-    select = role_indices(n, choice_limit(n, None), seed)
-    if select is None:
-        raise ValueError(f"split_halves needs at least 2 evaluation pairs to split in two halves, got {n}")
-    return select, np.setdiff1d(np.arange(n), select)
-
-
-class SingleHeads(NamedTuple):
-    """Each head masked alone, per evaluation pair: ``correct`` (1/0) and ``predicted`` (grade) with one row per head
-    (index layer, head) and one column per pair, the unmasked row of each (``base_correct``, ``base_predicted``), the
-    gold grades, and where they came from (``source``)."""
-
-    correct: pd.DataFrame
-    base_correct: np.ndarray
-    source: str
-    predicted: pd.DataFrame
-    base_predicted: np.ndarray
-    gold: np.ndarray
-
-    @property
-    def grades(self) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
-        """``(predicted, base_predicted, gold)``: what the kappa scale reads (``grades=``, :func:`held_out_effect`)."""
-        return self.predicted, self.base_predicted, self.gold
-
-
-def single_head_correct(lab, progress: bool = True) -> SingleHeads:
-    """Per-example results of each head masked alone, and unmasked (:class:`SingleHeads`).
-
-    The baseline comes from the same sweep, so both sides ran at the same precision. Read from notebook 02's sweep
-    when a finished one in the lab's results (the shared sweep ``layer_dependence``) holds the unmasked and every
-    single-head mask (its plan holds other masks too, so it is found by name rather than resumed); else the same masks
-    run here with the same sweep code (resumable, folder ``single_head``), one pass over the evaluation set per mask.
-    """
-    layers, heads = head_grid(lab.model)
-    specs = [baseline_spec(), *single_head_specs(layers, heads)]
-    for folder, per_example in lab.finished_sweeps("layer_dependence", {s.mask_id for s in specs}):
-        return _single_heads(per_example, specs, f"notebook 02's sweep ({folder.name})")
-    per_example = lab.sweep(specs, "single_head", progress=progress)
-    return _single_heads(per_example, specs, f"computed ({len(specs) - 1} single-head masks and the unmasked model)")
-
-
-def _single_heads(per_example: pd.DataFrame, specs, source: str) -> SingleHeads:
-    """The single-head rows of a sweep as (layer, head) x example tables, and the unmasked row."""
-    heads = [s for s in specs if s.kind == "head"]
-    index = pd.MultiIndex.from_tuples([s.dropped[0] for s in heads], names=["layer", "head"])
-    correct = correct_matrix(per_example).loc[[s.mask_id for s in heads]].set_axis(index)
-    predicted = predicted_matrix(per_example).loc[[s.mask_id for s in heads]].set_axis(index)
-    return SingleHeads(correct, baseline_correct(per_example), source, predicted, *baseline_grades(per_example))
-
-
-def selection_grid(correct: pd.DataFrame, base_correct: np.ndarray, select) -> pd.DataFrame:
-    """Per head, accuracy and relative change when masked alone, on the pairs ``select`` only (what the choice sees)."""
-    base = np.asarray(base_correct, dtype=np.float64)[select]
-    accuracy = correct.iloc[:, select].to_numpy(dtype=np.float64).mean(axis=1)
-    return pd.DataFrame(
-        {
-            "layer": correct.index.get_level_values("layer"),
-            "head": correct.index.get_level_values("head"),
-            "accuracy": accuracy,
-            "rel_change": accuracy / base.mean() - 1.0,
-            "n_examples": len(base),
-        }
-    )
-
-
-def focus_head(grid: pd.DataFrame, layers: int) -> pd.Series:
-    """The grid row of the upper-half head whose masking costs most accuracy (lowest ``rel_change``)."""
-    upper = grid[grid["layer"].isin(half_split(layers)[1]) & grid["rel_change"].notna()]
-    if upper.empty:
-        raise ValueError("no upper-half head has a single-head result in the grid")
-    return upper.loc[upper["rel_change"].idxmin()]
 
 
 def held_out_effect(
@@ -228,7 +139,7 @@ def focus_claims(row: pd.Series, effect: dict, layers: int) -> list[Claim]:
     selection pairs (the upper-half head whose masking alone costs most there); ``effect`` its
     :func:`held_out_effect` on the other pairs, the only ones the row's number, interval and p come from (with its
     kappa columns, the share of kappa lost is shown beside and the floor marked). Judged by
-    :func:`headlab.findings.verdicts.judge` (an effect below zero); the McNemar p is kept beside the interval. Only one
+    :func:`headlab.judging.verdicts.judge` (an effect below zero); the McNemar p is kept beside the interval. Only one
     head is tested on the held-out pairs, so nothing is corrected for the many heads it was chosen from.
     """
     layer, head = int(row["layer"]), int(row["head"])
@@ -392,7 +303,7 @@ def spread(
 ) -> pd.DataFrame:
     """Paired before/after change of one head's [CLS] row: entropy, share on shared terms, content mass.
 
-    ``before`` and ``after`` are :func:`headlab.findings.roles.cls_profile` tables of the same examples without and with
+    ``before`` and ``after`` are :func:`headlab.measures.roles.cls_profile` tables of the same examples without and with
     a mask (all heads or just this one); one row per metric with the mean change and its 95% paired bootstrap
     interval.
     """
@@ -405,7 +316,7 @@ def spread(
 
 
 def head_cls_profile(lab, examples, layer: int, head: int, drop=(), stopwords=None) -> pd.DataFrame:
-    """:func:`headlab.findings.roles.cls_profile` of one head on ``examples``, heads in ``drop`` removed, from one pass
+    """:func:`headlab.measures.roles.cls_profile` of one head on ``examples``, heads in ``drop`` removed, from one pass
     that stops at the head's layer (:func:`headlab.core.attention.cls_attention_rows`): the same table, for a
     fraction of the work, where one head is read under many masks."""
     mask = MaskSpec("attention", tuple(drop), "attention").keep(*head_grid(lab.model)) if len(drop) else None
@@ -429,7 +340,7 @@ def head_cls_profile(lab, examples, layer: int, head: int, drop=(), stopwords=No
 def spread_under_masks(lab, layer: int, head: int, head_sets, before: pd.DataFrame, stopwords=None) -> pd.DataFrame:
     """Per pair, the change of the head's [CLS] entropy and shared-term share with each set of heads masked.
 
-    ``before`` is the unmasked :func:`headlab.findings.roles.cls_profile` of the same examples (at least this head).
+    ``before`` is the unmasked :func:`headlab.measures.roles.cls_profile` of the same examples (at least this head).
     One row per head set and pair: draw, heads ("l.h;l.h"), example, entropy_delta, shared_share_delta (NaN where
     the pair shares no term), so a comparison with these sets resamples the pairs and the draws alike
     (:func:`draw_means` gives one row per set). Computed once and kept (:meth:`headlab.lab.Lab.stored`): each set is
@@ -487,10 +398,10 @@ def cls_rows(lab, runs: dict, examples, layer: int, head: int, stopwords=None) -
     """One head's [CLS] row on each of ``examples``, renormalised over the non-special tokens, per run.
 
     ``lab`` gives the tokenizer, the encoded pairs, the batch size, device and pad id. ``runs`` maps a name to
-    ``(model, mask)`` as in :func:`headlab.findings.attention_compare.compare_maps`. One row per example and
+    ``(model, mask)`` as in :func:`headlab.measures.attention_compare.compare_maps`. One row per example and
     non-special token: example, position, token (position-prefixed label), shared (a term the other sentence
     shares), and one column per run: the share of that run's [CLS] row on the token, as
-    :func:`headlab.findings.roles.cls_attention_on_shared` measures it.
+    :func:`headlab.measures.roles.cls_attention_on_shared` measures it.
     """
     examples = [int(e) for e in examples]
     tokenizer, encoded = lab.tokenizer, lab.encoded
@@ -523,7 +434,7 @@ def concentration_claims(table: pd.DataFrame, layer: int, head: int) -> list[Cla
 
     ``table`` is the :func:`concentration` table of all heads on the held-out pairs (those the head was not
     chosen on), so the reason also says where the head ranks. Ours is the mean excess over a uniform row with its
-    95% bootstrap interval, judged by :func:`headlab.findings.verdicts.judge` (an effect above zero); the sign test's p
+    95% bootstrap interval, judged by :func:`headlab.judging.verdicts.judge` (an effect above zero); the sign test's p
     is kept beside it.
     """
     row = table[(table["layer"] == layer) & (table["head"] == head)].iloc[0]
@@ -644,7 +555,7 @@ def mean_ablated_effect(lab, layer: int, head: int, estimate, n_boot: int = 2000
     (mean-ablation, one mask, saved as the sweep ``cls_focus-mean``), against that sweep's own unmasked row."""
     spec = MaskSpec(f"head-{layer}-{head}", ((layer, head),), "head")
     per_example = lab.sweep([spec], "cls_focus", ablation="mean", progress=False)
-    heads = _single_heads(per_example, [spec], "mean-ablated")
+    heads = single_heads(per_example, [spec], "mean-ablated")
     return held_out_effect(heads.correct, heads.base_correct, layer, head, estimate, n_boot, seed, heads.grades)
 
 

@@ -39,6 +39,7 @@ from headlab.inputs.pieces import WORDPIECE, Pieces, piece_convention
 
 SPECIAL_TOKENS = frozenset({"[CLS]", "[SEP]", "[PAD]", "[MASK]", "<s>", "</s>", "<pad>", "<mask>"})
 UNK_TOKENS = frozenset({"[UNK]", "<unk>"})
+ALL, MULTI = "all tokens", "multi-token words"  # the two subsets a head's boundaries are scored on
 
 
 # --- gold word ends -------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """How often the verdict rule is wrong, and how often it finds a true effect, on the designs the rows really use
 (verdicts v4, issue #64): every judged row of every preset is simulated with a planted truth and decided by the rule's
-own core (:func:`headlab.findings.verdicts.decide`, the function :func:`~headlab.findings.verdicts.judge` words),
+own core (:func:`headlab.judging.verdicts.decide`, the function :func:`~headlab.judging.verdicts.judge` words),
 over many simulated scorecards.
 
 Why: a verdict is worth what its error rates are, and they are worst where a claim's truth sits *at* its smallest
@@ -37,13 +37,13 @@ weakest-of's conditions as independent with the row's precision; claims as indep
 they share test pairs: Bonferroni bounds the familywise rate under any dependence, so the simulated rate, taken as
 independent, is the harder case); no condition at the floor (saturation is not simulated). A row not measured or not
 comparable on a preset is no design there (the objectives, judged on two models no site builds, have none yet),
-nor is a row whose interval has no width (zh-char's chosen head changes no grade). The MDE (:func:`headlab.findings.
+nor is a row whose interval has no width (zh-char's chosen head changes no grade). The MDE (:func:`headlab.judging.
 verdicts.minimum_detectable`) treats the standard error as known: for rows over few random draws, whose spread is
 itself estimated, "holds" at the stated MDE falls a little short of 80% (the tests say by how much); the planted
 truths put every candidate or condition at the same truth, which for a weakest-of row is not the worst case of a
 wrong "holds" (one condition at the size, the others far past it): Bonferroni still bounds each row by its share.
 
-``python -m headlab.findings.calibration --out results/calibration.csv`` writes the table (:func:`calibration_table`).
+``python -m headlab.book.calibration --out results/calibration.csv`` writes the table (:func:`calibration_table`).
 """
 
 from __future__ import annotations
@@ -60,11 +60,8 @@ from scipy import stats as sps
 from scipy.special import ndtri
 
 from headlab.core.stats import draws_df, pairs_share
-from headlab.findings.claims import STUDY_CLAIMS
-from headlab.findings.importance import collapse_shares
-from headlab.findings.layer_dependence import STUDY_GAIN_LAYERS, study_layers_to_ours
-from headlab.findings.units import in_current_units
-from headlab.findings.verdicts import (
+from headlab.judging.units import in_current_units
+from headlab.judging.verdicts import (
     ALPHA,
     DECISIVE,
     FAMILIES,
@@ -78,6 +75,9 @@ from headlab.findings.verdicts import (
     quantile,
 )
 from headlab.lab.pages import page
+from headlab.measures.halves import collapse_shares
+from headlab.measures.study_layers import STUDY_GAIN_LAYERS, study_layers_to_ours
+from headlab.pages.claims import STUDY_CLAIMS
 
 REPO = Path(__file__).resolve().parents[2]  # the repository (not headlab.lab.params: it loads torch)
 N_SIM = 20_000  # simulated scorecards per planted truth: a 5% rate's Clopper–Pearson bound within about ±0.3 points
@@ -237,7 +237,7 @@ def simulate(
     planted_in_every: bool = True,
 ) -> np.ndarray:
     """The verdicts of ``n_sim`` simulated scorecards for one row at one planted truth (see the module's
-    docstring), as indices into :data:`headlab.findings.verdicts.VERDICTS`. ``search_widened=False`` judges a
+    docstring), as indices into :data:`headlab.judging.verdicts.VERDICTS`. ``search_widened=False`` judges a
     searched row as if it had not been chosen (no widening for the search) and ``planted_in_every=False`` plants the
     truth in one candidate only, the others at no effect: both only to show what the design guards against."""
     spec = d.spec

@@ -43,8 +43,8 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
-import headlab.findings.units as u
-from headlab.findings.units import KAPPA_START, Unit
+import headlab.judging.units as u
+from headlab.judging.units import KAPPA_START, Unit
 
 POLICY_VERSION = 3
 POLICY_DATE = "2026-12-07"  # fixed before the five columns are rebuilt by it (issue #64, item 8)
@@ -450,7 +450,7 @@ POLICY: dict[str, Size] = {s.claim_id: s for s in _SIZES}
 def size_of(claim_id: str) -> Size:
     """A claim's size under the policy; a claim the policy does not list is an error that names it."""
     if claim_id not in POLICY:
-        raise KeyError(f"claim {claim_id!r} has no size in headlab.findings.sizes.POLICY: state one there")
+        raise KeyError(f"claim {claim_id!r} has no size in headlab.judging.sizes.POLICY: state one there")
     return POLICY[claim_id]
 
 

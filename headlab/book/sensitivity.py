@@ -9,18 +9,18 @@ not new data's.
 
 A row keeps what the rule reads (its interval, df, draws, pairs, search, floor); the weakest-of count comes from the
 row, or for a row written before it was kept, from the page's parameters
-(:func:`headlab.findings.calibration.weakest_of`); an existential row's far end over all its candidates
+(:func:`headlab.book.calibration.weakest_of`); an existential row's far end over all its candidates
 (``far_adj``) is kept from rule 4 on; before, the rows hold the chosen candidate alone, so such a row is "not
 judged" here.
 
 A new rule reaches committed rows before their rebuild the same way (:func:`judged_again`): each older row judged
-again from its own numbers, under the sizes policy (:mod:`headlab.findings.sizes`), saying so and what its old rule
+again from its own numbers, under the sizes policy (:mod:`headlab.judging.sizes`), saying so and what its old rule
 said; the rebuild replaces them. A row whose claim the policy moved to another scale takes its number on that scale
 from the row (``term_matching.lower_half_costs``: its κ lost, kept beside the accuracy); a comparison whose one
 condition sat at the floor is censored (read from the row's floor words); a row whose number itself hangs on a margin
 the policy moved (:data:`REMEASURED`) keeps its older rule until the rebuild measures it again.
 
-``python -m headlab.findings.sensitivity`` writes ``results/sensitivity.csv`` (``--judge-again``: first the
+``python -m headlab.book.sensitivity`` writes ``results/sensitivity.csv`` (``--judge-again``: first the
 scorecard's older rows).
 """
 
@@ -35,18 +35,12 @@ from types import SimpleNamespace
 
 import pandas as pd
 
+from headlab.book.calibration import REPO, weakest_of
 from headlab.core.stats import floor_bound
-from headlab.findings.calibration import REPO, weakest_of
-from headlab.findings.claims import STUDY_CLAIMS, registered
-from headlab.findings.sizes import POLICY, POLICY_VERSION, Scale
-from headlab.findings.units import KAPPA_START, in_current_units, unit_of
-from headlab.findings.verdicts import (
-    RULE_VERSION,
-    Judgement,
-    judge,
-    signs_on_both_scales,
-    study_claim_id,
-)
+from headlab.judging.sizes import POLICY, POLICY_VERSION, Scale
+from headlab.judging.units import KAPPA_START, in_current_units, unit_of
+from headlab.judging.verdicts import RULE_VERSION, Judgement, judge, signs_on_both_scales, study_claim_id
+from headlab.pages.claims import STUDY_CLAIMS, registered
 
 SCALES = {"half": 0.5, "size": 1.0, "twice": 2.0}  # the size (or margin) each column judges at
 
@@ -127,7 +121,7 @@ def _design(row, layers: int) -> dict:
 
 
 def other_scale(row, layers: int) -> tuple[str, bool]:
-    """The sign the row's other scale shows (:func:`headlab.findings.verdicts.on_other_scale`; its κ lost beside an
+    """The sign the row's other scale shows (:func:`headlab.judging.verdicts.on_other_scale`; its κ lost beside an
     accuracy, its accuracy beside a κ), and whether it differs from the sign its own numbers show; ("", False) where
     it keeps none, for an existential claim (the twin would need every candidate) and for a sub-row. The κ interval
     is read with the row's own design: rows keep no κ degrees of freedom of their own."""
@@ -180,7 +174,7 @@ MEAN_SENTENCE = re.compile(
 
 
 def _number(text: str) -> float:
-    """A number as a page printed it (:meth:`headlab.findings.units.Unit.number`): "-5.1%", "+97.0 points", "0.41"."""
+    """A number as a page printed it (:meth:`headlab.judging.units.Unit.number`): "-5.1%", "+97.0 points", "0.41"."""
     text = text.strip()
     for suffix in ("%", " points"):
         if text.endswith(suffix):

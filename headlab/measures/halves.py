@@ -13,19 +13,16 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from headlab.core.stats import (
     boot_means,
     bootstrap_weights,
-    holm,
     kappa_contrast,
     relative_change,
     t_interval,
     two_stage,
 )
 from headlab.core.sweep import (
-    KAPPA_SHOWN,
     MaskSpec,
     baseline_correct,
     baseline_grades,
@@ -38,87 +35,6 @@ from headlab.core.sweep import (
 )
 
 HALVES = ("lower", "upper")
-
-
-def head_grid_table(summary: pd.DataFrame, layers: int, heads: int, alpha: float = 0.05) -> pd.DataFrame:
-    """The single-head ablation grid: one row per head, Holm-corrected over all heads tested.
-
-    ``direction`` says what *masking* the head does when the effect survives the correction: "hurts"
-    (accuracy falls), "helps" (accuracy rises), else "none". Heads of the ``layers x heads`` grid missing
-    from the summary stay in the grid with empty numbers and direction "untested", so a partial sweep never
-    looks like a sweep of heads that changed nothing.
-
-    Columns: layer, head, accuracy, rel_change, lo, hi, lo90, hi90, p_mcnemar, the summary's kappa columns
-    (:data:`headlab.core.sweep.KAPPA_SHOWN`, where it has them), p_holm, significant (p_holm below ``alpha``),
-    direction.
-    """
-    rows = masks_of_kind(summary, "head", ["layer", "head"])
-    outside = rows[(rows["layer"] >= layers) | (rows["head"] >= heads) | (rows["layer"] < 0) | (rows["head"] < 0)]
-    if not outside.empty:
-        raise ValueError(f"head masks outside a {layers}x{heads} grid: {list(outside['mask_id'])}")
-    if rows.duplicated(["layer", "head"]).any():
-        raise ValueError("the summary holds more than one single-head mask for the same head")
-    kappa = [c for c in KAPPA_SHOWN if c in rows]  # the kappa scale, where the summary has it
-    rows = rows[["layer", "head", "accuracy", "rel_change", "lo", "hi", "lo90", "hi90", "p_mcnemar", *kappa]]
-    rows["p_holm"] = holm(rows["p_mcnemar"].to_numpy())
-    grid = pd.DataFrame([(l, h) for l in range(layers) for h in range(heads)], columns=["layer", "head"])
-    grid = grid.merge(rows, on=["layer", "head"], how="left")
-    tested = grid["p_holm"].notna()
-    grid["significant"] = tested & (grid["p_holm"] < alpha)
-    grid["direction"] = np.where(
-        ~tested, "untested", np.where(~grid["significant"], "none", np.where(grid["rel_change"] < 0, "hurts", "helps"))
-    )
-    return grid
-
-
-def rank_agreement(grid: pd.DataFrame, importance: pd.DataFrame, column: str = "importance") -> dict:
-    """Do ablation and gradient importance rank the heads alike?
-
-    The ablation effect is the accuracy lost when a head is masked (``-rel_change``). Reported: Spearman's
-    rho with its p-value over the heads both tables have, and the overlap of the two top-k sets (k = 10% of
-    heads, at least 1) next to the overlap two random top-k sets would have on average (k^2 / n).
-    Ties are broken by grid order (layer, then head).
-    """
-    both = grid[["layer", "head", "rel_change"]].merge(importance[["layer", "head", column]], on=["layer", "head"])
-    both = both.dropna().sort_values(["layer", "head"]).reset_index(drop=True)
-    n = len(both)
-    if n < 3:
-        raise ValueError(f"rank agreement needs at least 3 heads present in both tables, got {n}")
-    effect = -both["rel_change"].to_numpy()
-    score = both[column].to_numpy()
-    rho, p_value = sps.spearmanr(effect, score)
-    k = max(1, int(round(0.1 * n)))
-    heads = list(zip(both["layer"].astype(int), both["head"].astype(int)))
-    top_ablation = [heads[i] for i in np.argsort(-effect, kind="stable")[:k]]
-    top_gradient = [heads[i] for i in np.argsort(-score, kind="stable")[:k]]
-    overlap = len(set(top_ablation) & set(top_gradient))
-    return {
-        "spearman_rho": float(rho),
-        "p_value": float(p_value),
-        "n_heads": n,
-        "k": k,
-        "top_overlap": overlap,
-        "top_overlap_expected": k * k / n,
-        "top_ablation": top_ablation,
-        "top_gradient": top_gradient,
-    }
-
-
-def layer_effects(summary: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
-    """Masking one whole layer at a time; ``distinguishable`` when the change survives Holm over all layers.
-
-    Every layer is a test, so with 12 layers one would pass at 5% by chance about half the time; the
-    McNemar p-values are Holm-corrected across layers (``p_holm``) before a layer's gain or loss is called.
-
-    Columns: layer, accuracy, rel_change, lo, hi, p_mcnemar, the summary's kappa columns
-    (:data:`headlab.core.sweep.KAPPA_SHOWN`, where it has them), p_holm, distinguishable (p_holm below ``alpha``).
-    """
-    rows = masks_of_kind(summary, "layer", ["layer"]).sort_values("layer")
-    kappa = [c for c in KAPPA_SHOWN if c in rows]  # the kappa scale, where the summary has it
-    table = rows[["layer", "accuracy", "rel_change", "lo", "hi", "p_mcnemar", *kappa]].reset_index(drop=True)
-    table["p_holm"] = holm(table["p_mcnemar"].to_numpy())
-    table["distinguishable"] = table["p_holm"] < alpha
-    return table
 
 
 def half_split(layers: int) -> tuple[list[int], list[int]]:

@@ -7,7 +7,7 @@ draws, new measures, a new checkpoint). Judging the old numbers by the new rule 
 verdict differs from the old numbers' new one, the rule moved it; where the old numbers' new verdict differs from the
 rebuild's, the data did.
 
-``python -m headlab.findings.moves NEW_SCORECARD`` (a build's ``runs/scorecard.csv``) writes
+``python -m headlab.book.moves NEW_SCORECARD`` (a build's ``runs/scorecard.csv``) writes
 ``results/verdict_moves.csv`` against ``results/scorecard.csv`` (before it is replaced) and prints, per column, the
 moves and the underpowered study claims before and after.
 """
@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from headlab.findings.calibration import REPO
-from headlab.findings.claims import STUDY_CLAIMS
-from headlab.findings.sensitivity import rejudged
-from headlab.findings.units import in_current_units
-from headlab.findings.verdicts import RULE_VERSION, study_claim_id
+from headlab.book.calibration import REPO
+from headlab.book.sensitivity import rejudged
+from headlab.judging.units import in_current_units
+from headlab.judging.verdicts import RULE_VERSION, study_claim_id
+from headlab.pages.claims import STUDY_CLAIMS
 
 UNJUDGED = ("not comparable", "not judged")  # verdicts the rule does not give from a row's numbers
 CAUSE_WORDS = {

@@ -4,7 +4,7 @@ character-level Chinese BERTs that differ only in that switch (``zh-char``: MLM+
 same corpus, sentence pairs, steps and seed), so the claim becomes a comparison of two result folders:
 
     make book MODEL=zh-char && make book MODEL=zh-char-mlm
-    python -m headlab.findings.objectives runs/zh-char-stsb-zh-*-test-all runs/zh-char-mlm-stsb-zh-*-test-all
+    python -m headlab.pages.objectives runs/zh-char-stsb-zh-*-test-all runs/zh-char-mlm-stsb-zh-*-test-all
 
 The prediction, if the study is right: masking the term-matching heads costs the MLM+NSP model more than the
 MLM-only model (whose "term-matching heads", found by the same score, should be no worse to lose than random
@@ -20,9 +20,9 @@ from pathlib import Path
 import pandas as pd
 from scipy.stats import binomtest
 
-from headlab.findings.segmentation_report import ALL, MULTI
-from headlab.findings.units import OBJECTIVES_MATCHING, STUDY_OBJECTIVES_MATCHING, objectives_gain
-from headlab.findings.verdicts import Claim, StudyClaim, render
+from headlab.judging.units import OBJECTIVES_MATCHING, STUDY_OBJECTIVES_MATCHING, objectives_gain
+from headlab.judging.verdicts import Claim, StudyClaim, render
+from headlab.measures.segmentation import ALL, MULTI
 from headlab.models.names import MODELS, named_model_dir
 from headlab.models.pretrain import pretraining_report
 
@@ -174,7 +174,7 @@ DIFFERENCE_METHOD = (
 
 def claims(table: pd.DataFrame) -> list[Claim]:
     """The study's credit of its two pretraining objectives as rows (:data:`CLAIMS`, tally ``objectives``, a family
-    of its own), judged by :func:`headlab.findings.verdicts.judge` on the differences of
+    of its own), judged by :func:`headlab.judging.verdicts.judge` on the differences of
     :func:`compare_objectives` (MLM+NSP minus MLM alone): NSP made the term-matching heads (masking them costs the NSP
     model more, by the registered size), and MLM alone made the segmentation heads (the best head's gain over the
     majority class is the same within the registered margin; multi-token words shown beside, not judged)."""
@@ -237,7 +237,7 @@ def verdict(table: pd.DataFrame) -> str:
 
 
 def main(argv=None) -> int:
-    """``python -m headlab.findings.objectives WITH_NSP WITHOUT_NSP``: write the comparison; the exit status."""
+    """``python -m headlab.pages.objectives WITH_NSP WITHOUT_NSP``: write the comparison; the exit status."""
     parser = argparse.ArgumentParser(description="Compare the MLM+NSP and MLM-only Chinese models' result folders.")
     parser.add_argument("with_nsp", type=Path, help="result folder of zh-char (runs/zh-char-stsb-zh-...)")
     parser.add_argument("without_nsp", type=Path, help="result folder of zh-char-mlm (runs/zh-char-mlm-stsb-zh-...)")

@@ -17,8 +17,8 @@ measured pair chooses a head, and a head is never chosen for how fine-tuning cha
 add is regression to the mean (a head ranked high before fine-tuning tends to score lower later), which works
 against a claimed rise.
 
-Each claimed change becomes :class:`headlab.findings.verdicts.Claim` rows (:func:`claims`), judged by
-:func:`headlab.findings.verdicts.judge`, with the ids of :data:`CHANGES` (all heads: the registered id; term-matching
+Each claimed change becomes :class:`headlab.judging.verdicts.Claim` rows (:func:`claims`), judged by
+:func:`headlab.judging.verdicts.judge`, with the ids of :data:`CHANGES` (all heads: the registered id; term-matching
 heads: ``<id>/matching_heads``; ``match_excess``: ``<id>/excess_all_heads``, ``<id>/excess_matching_heads``).
 """
 
@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from headlab.findings.importance import half_split
-from headlab.findings.roles import pair_role_scores, paired_delta, rank_heads
-from headlab.findings.units import ATTENTION_CHANGE
-from headlab.findings.verdicts import Claim, StudyClaim, render
+from headlab.judging.units import ATTENTION_CHANGE
+from headlab.judging.verdicts import Claim, StudyClaim, render
+from headlab.measures.halves import half_split
+from headlab.measures.roles import pair_role_scores, paired_delta, rank_heads
 
 CHOICE_SPLIT = "dev"  # the split the term-matching heads are chosen on: never the test pairs they are measured on
 
@@ -42,7 +42,7 @@ class Change:
     """An attention share whose change with fine-tuning the page measures, and the claim rows it answers."""
 
     text: str
-    metric: str  # a role column of headlab.findings.roles
+    metric: str  # a role column of headlab.measures.roles
     expected: int  # +1 rises, -1 falls, 0 not claimed by the study (reported for context)
     rows: dict[str, tuple[StudyClaim, str]] = field(default_factory=dict)  # SCOPES key -> (claim, sub-row part or "")
 
@@ -135,7 +135,7 @@ def choose_heads(lab, pretrained, k: int, by: str = "match_excess", limit: int |
 
     The pretrained model and the dev pairs, so that neither the measured pairs nor fine-tuning's own change choose a
     head (see the module's docstring). One attention pass of ``pretrained`` over those pairs, kept once computed
-    (:func:`headlab.findings.roles.pair_role_scores`)."""
+    (:func:`headlab.measures.roles.pair_role_scores`)."""
     if lab.params.eval_split == CHOICE_SPLIT:
         raise ValueError(f"the heads are chosen on the {CHOICE_SPLIT} pairs: measure the changes on another split")
     choosing = lab.on_split(CHOICE_SPLIT, limit)
@@ -146,7 +146,7 @@ def choose_heads(lab, pretrained, k: int, by: str = "match_excess", limit: int |
 
 
 def deltas(before: pd.DataFrame, after: pd.DataFrame, heads, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """:func:`headlab.findings.roles.paired_delta` for every change's metric, stacked: per head, and over ``heads`` and
+    """:func:`headlab.measures.roles.paired_delta` for every change's metric, stacked: per head, and over ``heads`` and
     all heads.
 
     ``before`` / ``after`` are per-example role tables of the pretrained encoder and the fine-tuned model
@@ -222,7 +222,7 @@ def _claim_text(change: Change, key: str) -> str | None:
 
 def _reason(r, choice: Choice) -> str:
     """The evidence of a row, in words: the levels, the change as a share of its level, the pairs, how heads were
-    chosen (no verdict: :func:`headlab.findings.verdicts.judge` gives it)."""
+    chosen (no verdict: :func:`headlab.judging.verdicts.judge` gives it)."""
     if r["scope"] == SCOPES["subset"]:
         chosen = f" The {len(choice.heads)} heads were {choice.how()}."
     else:
@@ -266,7 +266,7 @@ def claims(changes: pd.DataFrame, choice: Choice) -> list[Claim]:
 
     ``changes`` is :func:`scope_changes` of the test pairs; ``choice`` the heads' :class:`Choice`, which the
     term-matching rows describe. The study gave no numbers, so ``study`` is empty; the verdict is
-    :func:`headlab.findings.verdicts.judge`'s, an effect in the study's direction.
+    :func:`headlab.judging.verdicts.judge`'s, an effect in the study's direction.
     """
     return [_claim(change, key, changes, choice) for change in CHANGES for key in SCOPES if key in change.rows]
 
