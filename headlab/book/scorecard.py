@@ -25,7 +25,7 @@ from headlab.judging.verdicts import ALPHA, FAMILIES, RULE_VERSION, RULES, TALLI
 from headlab.judging.verdicts import COLUMNS as CLAIM_COLUMNS
 from headlab.lab.params import Params
 from headlab.pages.claims import STUDY_CLAIMS
-from headlab.report.charts import SIZES_SHOWN, claims_in_sizes, verdict_grid
+from headlab.report.charts.scorecard import SIZES_SHOWN, claims_in_sizes, verdict_grid
 from headlab.report.layout import fit
 from headlab.report.render import BookChart
 
