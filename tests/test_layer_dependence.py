@@ -1,10 +1,16 @@
+import ast
+import json
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from headlab.core.stats import holm
 from headlab.judging.sizes import NO_CHANGE_MARGIN
+from headlab.judging.units import ACCURACY_CHANGE
 from headlab.judging.verdicts import render
+from headlab.lab.pages import page
 from headlab.measures.study_layers import study_layer_to_ours, study_layers_to_ours
 from headlab.pages.layer_dependence import (
     HEAD_MARGIN,
@@ -489,3 +495,24 @@ def test_each_figure_caption_states_what_the_figure_shows_in_numbers_of_its_tabl
     assert explorer_takeaway(grid).startswith("The explorer opens on head 0.0, whose removal costs most (-30.0%)")
     unmasked = grid.assign(rel_change=np.nan)  # a grid with no head masked: a sentence, not a crash
     assert heads_takeaway(unmasked) == "No single head was masked." and "first head" in explorer_takeaway(unmasked)
+
+
+def test_the_page_judges_most_heads_at_the_policy_margin_which_no_parameter_sets():
+    """The margin is the sizes policy's, fixed before any result: a page parameter ``MARGIN = 0.02`` once judged every
+    column's row at ±2% while the policy (and the row's own reason) said ±1.15%. The page takes no such parameter, and
+    notebook 02 passes no margin to the claim or to its figure's caption."""
+    assert not [name for name in page("02_layer_dependence").defaults() if "MARGIN" in name]
+    notebook = Path(__file__).parents[1] / "notebooks" / "02_layer_dependence.ipynb"
+    cells = [c for c in json.loads(notebook.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code"]
+    calls = [
+        node
+        for cell in cells
+        for node in ast.walk(ast.parse("".join(cell["source"])))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("heads_claims", "within_margin_takeaway")
+    ]
+    assert {c.func.id for c in calls} == {"heads_claims", "within_margin_takeaway"}
+    for call in calls:
+        passed = len(call.args) + len(call.keywords)
+        assert passed == {"heads_claims": 3, "within_margin_takeaway": 1}[call.func.id], ast.unparse(call)
+    grid = _grid(MIXED)
+    assert f"±{ACCURACY_CHANGE.size(NO_CHANGE_MARGIN)}" in within_margin_takeaway(grid)

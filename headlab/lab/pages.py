@@ -203,7 +203,6 @@ PAGES = (
             tiny("HALF_DRAWS", 3, "random head sets per share and half", 2),
             tiny("DECIDING_DRAWS", 12, "... at 80% of the low heads (40% of all), where collapse is decided", 2),
             Parameter("EXAMPLE", 0, "the test pair whose attention the head explorer shows"),
-            Parameter("MARGIN", 0.02, "'changes nothing': a head's 90% interval lies within +-MARGIN"),
         ),
         produces=(
             Artifact(

@@ -655,7 +655,7 @@ def heads_takeaway(grid: pd.DataFrame) -> str:
     )
 
 
-def within_margin_takeaway(grid: pd.DataFrame, margin: float) -> str:
+def within_margin_takeaway(grid: pd.DataFrame, margin: float = HEAD_MARGIN) -> str:
     """The sorted-intervals figure's caption: how many heads are shown to change nothing (90% interval within
     ±``margin``) and how many intervals exclude zero before any correction."""
     tested = grid.dropna(subset=["rel_change"])
