@@ -29,7 +29,7 @@ def run_cells(repo: str, page: str, preset: str, run_dir: str, out: str) -> None
 
     torch.set_num_threads(1)
     import headlab
-    from headlab.book.build import PRESETS
+    from headlab.book.presets import PRESETS
 
     assert str(Path(headlab.__file__).resolve()).startswith(str(Path(repo).resolve())), headlab.__file__
     cells = json.loads((Path(repo) / "notebooks" / f"{page}.ipynb").read_text())["cells"]

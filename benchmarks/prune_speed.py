@@ -28,7 +28,7 @@ import pandas as pd
 import torch
 
 import headlab
-from headlab.book.build import PRESETS
+from headlab.book.presets import PRESETS
 from headlab.book.records import machine
 from headlab.core.device import precision
 from headlab.core.evaluate import predict, predicted_grades

@@ -251,7 +251,7 @@ class TinyBooks:
         import subprocess
         import sys
 
-        from headlab.book.build import REPO
+        from headlab.lab.params import REPO
 
         tiny, mpnet = self.root / "tiny-book", self.root / "mpnet"
         commands = {

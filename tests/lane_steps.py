@@ -1,4 +1,4 @@
-"""A step for headlab.book.build.in_lanes to run in its worker processes (a module of its own, so a worker imports
+"""A step for headlab.book.lanes.in_lanes to run in its worker processes (a module of its own, so a worker imports
 nothing heavy): it records when it started and ended, or fails at once."""
 
 import json

@@ -8,10 +8,11 @@ import pandas as pd
 import pytest
 from tiny_setup import tiny_setup
 
-from headlab.book.build import REPO, step_needs
+from headlab.book.steps import step_needs
 from headlab.core.sweep import baseline_spec, single_head_specs
 from headlab.lab.pages import PAGES as REGISTRY
 from headlab.lab.pages import SWEEP, TABLE, artifact, artifacts, page_ids, page_needs
+from headlab.lab.params import REPO
 
 PAGES = page_ids()
 ARTIFACTS = artifacts()

@@ -14,9 +14,10 @@ import pandas as pd
 import pytest
 from test_layers import LAYERS
 
-from headlab.book.build import PRESETS, REPO
+from headlab.book.presets import PRESETS
 from headlab.judging.verdicts import KINDS, VERDICTS, quote_in
 from headlab.lab.pages import page_ids, parameters_cell
+from headlab.lab.params import REPO
 from headlab.pages.claims import STUDY_CLAIMS
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))

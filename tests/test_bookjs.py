@@ -50,7 +50,7 @@ def test_a_file_that_does_not_match_its_pin_stops_the_build(tmp_path, monkeypatc
 def test_the_book_config_loads_no_script_from_a_cdn():
     import yaml
 
-    from headlab.book.build import REPO
+    from headlab.lab.params import REPO
 
     config = yaml.safe_load((REPO / "_config.yml").read_text())["sphinx"]["config"]
     assert config["mathjax_path"] == "../" + bookjs.MATHJAX.path  # relative to _static/

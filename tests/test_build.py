@@ -6,24 +6,14 @@ import nbformat
 import pandas as pd
 import pytest
 
-from headlab.book.build import (
-    CELL_TIMEOUT,
-    PRESETS,
-    REPO,
-    BookError,
-    _check_settings,
-    build,
-    cell_timeout,
-    execute_notebook,
-    main,
-    parse_setting,
-    reading_tags,
-    with_needs,
-)
+from headlab.book.build import build, main, parse_setting
+from headlab.book.notebooks import CELL_TIMEOUT, BookError, cell_timeout, check_settings, execute_notebook, reading_tags
+from headlab.book.presets import PRESETS
+from headlab.book.steps import with_needs
 from headlab.book.tuning import GRIDS
 from headlab.inputs.assets import is_asset
 from headlab.lab.pages import page_ids
-from headlab.lab.params import Params
+from headlab.lab.params import REPO, Params
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 
@@ -42,9 +32,9 @@ def test_parse_setting_reads_python_literals_and_strings():
 
 def test_an_unknown_setting_is_refused_before_anything_runs():
     with pytest.raises(BookError, match="DRAWZ"):
-        _check_settings({"DRAWZ": 3}, NOTEBOOKS)
+        check_settings({"DRAWZ": 3}, NOTEBOOKS)
     for preset in PRESETS.values():  # every preset sets only parameters that notebooks declare
-        _check_settings(preset, NOTEBOOKS)
+        check_settings(preset, NOTEBOOKS)
 
 
 def test_a_failing_cell_names_the_notebook_and_cell(tmp_path):
@@ -171,7 +161,7 @@ def test_no_site_writes_the_tables_and_the_build_time_and_builds_no_site(tmp_pat
 
 
 def test_a_notebook_declares_what_its_parameters_cell_assigns(tmp_path):
-    from headlab.book.build import notebook_parameters
+    from headlab.book.notebooks import notebook_parameters
 
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell('MODEL: str = "minilm"  # the model\nEXAMPLE = None\nDRAWS = 3')

@@ -26,8 +26,9 @@ import psutil
 import pytest
 from test_browser import browser, is_external  # noqa: F401  (browser: the Chromium fixture)
 
-from headlab.book.build import PRESETS, REPO, notebook_parameters
-from headlab.lab.params import results_root
+from headlab.book.notebooks import notebook_parameters
+from headlab.book.presets import PRESETS
+from headlab.lab.params import REPO, results_root
 
 NOTEBOOK = REPO / "notebooks" / "02_layer_dependence.ipynb"
 # `make lab`'s settings that keep JupyterLab offline and quiet: no news prompt, no update check

@@ -14,17 +14,13 @@ from lane_steps import timed_step
 from test_book import code_cells
 from transformers import BertConfig, BertForSequenceClassification
 
-from headlab.book.build import (
-    REPO,
-    BookError,
-    critical_path_first,
-    in_lanes,
-    lanes_and_threads,
-    step_needs,
-)
+from headlab.book.lanes import critical_path_first, in_lanes, lanes_and_threads
+from headlab.book.notebooks import BookError
 from headlab.book.records import recorded_seconds
+from headlab.book.steps import step_needs
 from headlab.core.engine import MaskEngine
 from headlab.lab.pages import CROSS_ENCODER, STUDENTS, TWO_TOWER, page_ids, page_needs, training_needs
+from headlab.lab.params import REPO
 
 PAGES = page_ids()
 NEEDS = page_needs()  # what each page reads of the others, from the page registry (headlab.lab.pages)
@@ -241,7 +237,8 @@ def test_several_presets_share_one_pool_each_step_after_its_own_presets_needs(tm
     page after its own preset's model, every step recorded under its preset, and a preset total for each."""
     from lane_steps import labelled_step
 
-    from headlab.book.build import PRESETS, execute_presets
+    from headlab.book.build import execute_presets
+    from headlab.book.presets import PRESETS
     from headlab.book.records import BuildClock
 
     monkeypatch.setenv("HEADLAB_TEST_STEPS", str(tmp_path))
@@ -273,7 +270,8 @@ def test_a_model_headlab_pretrains_is_a_lane_step_beside_other_work_that_its_fin
     preset; a preset on a published model has no such step."""
     from lane_steps import labelled_step
 
-    from headlab.book.build import PRESETS, execute_presets, pretrains
+    from headlab.book.build import execute_presets
+    from headlab.book.presets import PRESETS, pretrains
     from headlab.book.records import BuildClock
 
     monkeypatch.setenv("HEADLAB_TEST_STEPS", str(tmp_path))
@@ -320,7 +318,7 @@ def test_a_worker_whose_parent_is_no_longer_the_build_exits():
     import sys
 
     script = (
-        "import os, sys, threading; from headlab.book.build import _exit_when_orphaned; "
+        "import os, sys, threading; from headlab.book.lanes import _exit_when_orphaned; "
         "kept = threading.Thread(target=_exit_when_orphaned, args=(os.getppid(), 0.01), daemon=True); "
         "kept.start(); kept.join(0.5); print('kept', flush=True); "
         "_exit_when_orphaned(os.getppid() + 1, 0.01); print('not ended', flush=True)"
@@ -343,7 +341,7 @@ def test_a_killed_build_takes_its_lane_workers_with_it(tmp_path):
     tests = Path(__file__).parent
     script = (
         "import sys; sys.path.insert(0, sys.argv[1]); from lane_steps import pid_then_sleep; "
-        "from headlab.book.build import in_lanes; "
+        "from headlab.book.lanes import in_lanes; "
         "list(in_lanes({'a': (sys.argv[2],)}, {}, 1, run=pid_then_sleep))"
     )
     build = subprocess.Popen([sys.executable, "-c", script, str(tests), str(tmp_path)])

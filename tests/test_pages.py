@@ -9,12 +9,13 @@ import sys
 
 import pytest
 
-from headlab.book import build
+from headlab.book import lanes, notebooks, presets
+from headlab.book.steps import step_needs
 from headlab.judging.verdicts import StudyClaim
 from headlab.lab import pages
 from headlab.lab.pages import CROSS_ENCODER, PRESET_TOTAL, Artifact, Page, Parameter, tiny
+from headlab.lab.params import REPO
 
-REPO = build.REPO
 PAPERMILL = shutil.which("papermill", path=str(REPO / ".venv" / "bin")) or shutil.which("papermill")
 
 
@@ -72,7 +73,7 @@ def test_parameter_names_mean_one_thing_and_tiny_values_agree():
             by_name.setdefault(q.name, set()).add(repr((q.default, q.tiny, q.tiny_value)))
     drawn = [n for n in by_name if n.endswith("DRAWS")]
     assert "DRAWS" not in by_name and len(drawn) == len(set(drawn))
-    assert pages.tiny_settings()["REDUNDANCY_DRAWS"] == 2 and build.PRESETS["tiny"] == pages.tiny_settings()
+    assert pages.tiny_settings()["REDUNDANCY_DRAWS"] == 2 and presets.PRESETS["tiny"] == pages.tiny_settings()
     with pytest.raises(ValueError, match="a None default needs a hint"):
         Parameter("X", None, "no type")
 
@@ -108,12 +109,12 @@ def test_a_toy_page_is_one_row_and_every_list_of_pages_picks_it_up(monkeypatch, 
     assert "TOY_DRAWS: int = 9" in cell and 'MODEL: str = "minilm"' in cell  # its own and the shared parameters
     assert pages.tiny_settings()["TOY_DRAWS"] == 1  # the tiny preset
     assert pages.artifact("toy_table").page == "11_toy"
-    needs = build.step_needs(pages.page_ids())  # the build: after the page it reads and the fine-tune
+    needs = step_needs(pages.page_ids())  # the build: after the page it reads and the fine-tune
     assert needs["11_toy"] == ("02_layer_dependence", CROSS_ENCODER)
-    order = build.critical_path_first(pages.page_ids(), needs)
+    order = lanes.critical_path_first(pages.page_ids(), needs)
     assert order.index("02_layer_dependence") < order.index("11_toy")
-    steps = pages.timing_steps()  # the timings ledger
-    assert steps.index("11_toy") == steps.index(PRESET_TOTAL) - 1
+    ledger = pages.timing_steps()  # the timings ledger
+    assert ledger.index("11_toy") == ledger.index(PRESET_TOTAL) - 1
     notebook = tmp_path / "11_toy.ipynb"  # its notebook: the generated cell is all papermill needs
     notebook.write_text(
         json.dumps(
@@ -127,4 +128,4 @@ def test_a_toy_page_is_one_row_and_every_list_of_pages_picks_it_up(monkeypatch, 
             }
         )
     )
-    assert build.notebook_parameters(notebook) == set(pages.page("11_toy").defaults())
+    assert notebooks.notebook_parameters(notebook) == set(pages.page("11_toy").defaults())

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from headlab.book.build import REPOSITORY_VARIABLE, site_config
+from headlab.book.site import REPOSITORY_VARIABLE, site_config
 from headlab.lab.params import REPO
 from tools.publish import PublishError, branch_files, check_site, dist_archive, publish_pages, site_of
 

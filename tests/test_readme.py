@@ -11,9 +11,9 @@ import pytest
 from tiny_setup import PAIRS, tiny_setup
 
 import headlab
-from headlab.book.build import REPO
 from headlab.judging.units import unit_of
 from headlab.judging.verdicts import Claim, claims_table
+from headlab.lab.params import REPO
 from headlab.pages.claims import registered
 from tools import readme
 

@@ -7,10 +7,12 @@ import re
 import pandas as pd
 import pytest
 
-from headlab.book.build import PRESETS, REPO, not_built_commands, site_toc
+from headlab.book.presets import PRESETS
 from headlab.book.scorecard import _strength, answer_lines, interval_rows, scorecard_markdown, scorecard_table
+from headlab.book.site import not_built_commands, site_toc
 from headlab.judging.units import STUDY_GRADE_SHIFT, TWO_TOWER_GAP, unit_of
 from headlab.judging.verdicts import Claim, claims_file, claims_table
+from headlab.lab.params import REPO
 from headlab.pages.claims import STUDY_CLAIMS, registered
 from headlab.report.bookjs import VEGA_PATH
 

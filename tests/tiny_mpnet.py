@@ -9,7 +9,9 @@ from pathlib import Path
 import torch
 from transformers import MPNetConfig, MPNetForSequenceClassification, MPNetTokenizer
 
-from headlab.book.build import PRESETS, execute_presets, lanes_and_threads
+from headlab.book.build import execute_presets
+from headlab.book.lanes import lanes_and_threads
+from headlab.book.presets import PRESETS
 from headlab.inputs.assets import asset_path
 from headlab.lab.pages import page_ids
 

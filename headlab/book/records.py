@@ -186,7 +186,7 @@ class BuildClock:
 def recorded_seconds(preset: str, state: str, tables: list[Path]) -> dict[str, float]:
     """Each step's seconds in the latest recorded build of ``preset`` that started ``state`` (else in any state), from
     the first of the timing ``tables`` that has one: what the build expects a step to take when it orders the
-    steps (:func:`headlab.book.build.critical_path_first`). Empty when nothing was recorded."""
+    steps (:func:`headlab.book.lanes.critical_path_first`). Empty when nothing was recorded."""
     for path in tables:
         if not Path(path).exists():
             continue

@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
-from headlab.book.build import PRESETS
+from headlab.book.presets import PRESETS
 from headlab.core.device import resolve_device
 from headlab.lab.params import Params, results_root
 from headlab.models.finetune import FinetuneConfig, finetune, training_history

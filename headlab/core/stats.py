@@ -26,6 +26,7 @@ def bootstrap_weights(n: int, n_boot: int, seed: int) -> np.ndarray:
     return _bootstrap_weights(int(n), int(n_boot), int(seed))
 
 
+N_BOOT = 2000  # bootstrap resamples behind every interval unless a page says otherwise (its N_BOOT parameter)
 CACHED_WEIGHTS = 8_000_000  # largest resample matrix kept for reuse (64 MB); four are kept
 
 
@@ -65,7 +66,7 @@ def boot_means(values: np.ndarray, weights: np.ndarray, draw_seed) -> np.ndarray
 def relative_change(
     masked_correct: np.ndarray,
     base_correct: np.ndarray,
-    n_boot: int = 2000,
+    n_boot: int = N_BOOT,
     seed: int = 0,
     level: float = 0.95,
     draw_seed=None,
@@ -174,7 +175,7 @@ def versus_random(
     named: np.ndarray,
     random: np.ndarray,
     base: np.ndarray | None = None,
-    n_boot: int = 2000,
+    n_boot: int = N_BOOT,
     seed: int = 0,
     draw_seed=None,
     level: float = 0.95,
@@ -373,7 +374,7 @@ def kappa_lost(
     masked_predicted,
     base_predicted,
     gold,
-    n_boot: int = 2000,
+    n_boot: int = N_BOOT,
     seed: int = 0,
     draw_seed=None,
     level: float = 0.95,
@@ -498,7 +499,7 @@ def kappa_contrast(
     signs,
     base_predicted,
     gold,
-    n_boot: int = 2000,
+    n_boot: int = N_BOOT,
     seed: int = 0,
     draw_seeds=None,
     level: float = 0.95,

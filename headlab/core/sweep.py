@@ -24,7 +24,7 @@ from headlab.core.cluster import cluster_results, connect
 from headlab.core.engine import MaskEngine, first_masked_layer
 from headlab.core.evaluate import Encoded, predicted_grades
 from headlab.core.masking import head_grid
-from headlab.core.stats import at_floor, kappa_lost, mcnemar, mean_interval, modal_share, relative_change
+from headlab.core.stats import N_BOOT, at_floor, kappa_lost, mcnemar, mean_interval, modal_share, relative_change
 from headlab.core.worklog import note_work
 
 BASELINE = "none"
@@ -418,7 +418,7 @@ def kappa_columns(
     return {**kappa, "modal_share": modal_share(predicted), "at_floor": floor, "floor_reason": reason}
 
 
-def summarize(per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+def summarize(per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = N_BOOT, seed: int = 0) -> pd.DataFrame:
     """One row per mask: accuracy, relative change vs the sweep's unmasked row with its paired bootstrap interval,
     McNemar p, and the chance-corrected scale (quadratic kappa against the gold grades), resampling the same pairs.
 
@@ -483,7 +483,7 @@ def share_masks(
 
 
 def share_curve(
-    per_example: pd.DataFrame, plan: pd.DataFrame, kind: str, n_boot: int = 2000, seed: int = 0
+    per_example: pd.DataFrame, plan: pd.DataFrame, kind: str, n_boot: int = N_BOOT, seed: int = 0
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Random masks of one ``kind`` (meta: share, draw) summarized per share: ``(curve, draws)``.
 

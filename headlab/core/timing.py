@@ -17,6 +17,8 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from headlab.core.stats import N_BOOT
+
 
 def abba_rounds(
     baseline: Callable[[], object], candidate: Callable[[], object], rounds: int, clock=time.perf_counter
@@ -38,7 +40,7 @@ def abba_rounds(
     return pd.DataFrame(rows)
 
 
-def ratio_interval(rounds: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> dict:
+def ratio_interval(rounds: pd.DataFrame, n_boot: int = N_BOOT, seed: int = 0) -> dict:
     """The speed-up of the candidate over its baseline from :func:`abba_rounds` (rows pooled over invocations):
     ``ratio``, the median over rounds of baseline seconds / candidate seconds, with a 95% percentile bootstrap
     interval over rounds (``lo``, ``hi``), the rounds counted (``n_rounds``) and the spread of single rounds

@@ -18,6 +18,8 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+from headlab.core.stats import N_BOOT
+
 TABLE, SWEEP = "table", "sweep"
 CROSS_ENCODER, TWO_TOWER = "fine-tuning", "two-tower fine-tuning"  # the training steps a page can wait on
 STUDENTS = "students"  # page 10's distilled students: trained from the cross-encoder, so after it
@@ -127,7 +129,7 @@ SHARED = (
     tiny("EVAL_LIMIT", None, "evaluate on this many pairs of EVAL_SPLIT (None: all)", 40, hint="int"),
     Parameter("BATCH_SIZE", 64, "pairs per forward pass"),
     Parameter("RUN_DIR", "runs", "where result tables are written (a relative folder lies in the repository)"),
-    tiny("N_BOOT", 2000, "bootstrap resamples for every interval", 200),
+    tiny("N_BOOT", N_BOOT, "bootstrap resamples for every interval", 200),
     Parameter(
         "CLUSTER",
         None,

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from headlab.core.device import precision, resolve_device
+from headlab.core.stats import N_BOOT
 from headlab.core.sweep import plan_table
 from headlab.inputs.data import get_split, load_data
 from headlab.models.finetune import FinetuneConfig, checkpoint_dir, finetune
@@ -48,7 +49,7 @@ class Params:
     eval_limit: int | None = None
     batch_size: int = 64
     run_dir: str = "runs"
-    n_boot: int = 2000  # bootstrap resamples for every interval the lab computes
+    n_boot: int = N_BOOT  # bootstrap resamples for every interval the lab computes
     cluster: str | None = None  # sweeps on Dask: "local:N" or a scheduler address (headlab.core.cluster)
 
     @classmethod

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from headlab.core.patching import PatchEngine, Route, grade_logit
-from headlab.core.stats import bootstrap_weights, draw_counts, ratio_of_means
+from headlab.core.stats import N_BOOT, bootstrap_weights, draw_counts, ratio_of_means
 from headlab.inputs.pair import read_pair
 from headlab.measures.contrast import Contrast
 
@@ -57,7 +57,7 @@ def _boot_shares(moved: np.ndarray, gap: np.ndarray, weights: np.ndarray) -> np.
 
 
 def restored_by_position(
-    engine: PatchEngine, heads, groups: dict[str, list[list[int]]], n_boot: int = 2000, seed: int = 0
+    engine: PatchEngine, heads, groups: dict[str, list[list[int]]], n_boot: int = N_BOOT, seed: int = 0
 ) -> pd.DataFrame:
     """One row per group of :data:`GROUPS`, then ``all`` (every position at once) and ``sum of groups``: the share of
     the source-target gap in :func:`headlab.core.patching.grade_logit` that patching ``heads`` back at those positions
@@ -88,7 +88,7 @@ def restored_by_position(
 
 
 def attribution_scores(
-    engine: PatchEngine, groups: dict[str, list[list[int]]], n_boot: int = 2000, seed: int = 0
+    engine: PatchEngine, groups: dict[str, list[list[int]]], n_boot: int = N_BOOT, seed: int = 0
 ) -> pd.DataFrame:
     """Per head: attribution patching's estimate (:meth:`headlab.core.patching.PatchEngine.attribution`) of the share
     of the grade-logit gap that patching the head alone restores (``estimate``, with a 95% paired bootstrap interval
@@ -140,7 +140,7 @@ def receiver_moves(engine: PatchEngine, senders, receivers) -> pd.DataFrame:
     )
 
 
-def receiver_ranking(moves: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+def receiver_ranking(moves: pd.DataFrame, n_boot: int = N_BOOT, seed: int = 0) -> pd.DataFrame:
     """Per receiver head (layer, head) of :func:`receiver_moves` (on the pairs it holds: a part of them ranks on that
     part), sorted best first with its ``rank``: the share of the grade-logit gap that comes back when it alone reads
     the senders' change, ``restored`` with ``lo``, ``hi`` (95% paired bootstrap over the pairs, the same resamples for
@@ -184,7 +184,7 @@ def receiver_ranking(moves: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> 
     return table.assign(rank=np.arange(1, len(table) + 1)).reset_index(drop=True)
 
 
-def route_shares(engine: PatchEngine, senders, receiver, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+def route_shares(engine: PatchEngine, senders, receiver, n_boot: int = N_BOOT, seed: int = 0) -> pd.DataFrame:
     """How one receiver head reads the ``senders``' change: the share of the grade-logit gap that comes back when it
     reads the change through its query alone, its key alone, its value alone (the other two computed from the target's
     input; :class:`headlab.core.patching.Route`) and through all three (``all``), each with a 95% paired bootstrap
@@ -225,7 +225,7 @@ def random_senders(senders, heads: int, draws: int, seed: int, avoid=()) -> list
 
 
 def sender_control(
-    engine: PatchEngine, senders, receivers, random_sets, n_boot: int = 2000, seed: int = 0
+    engine: PatchEngine, senders, receivers, random_sets, n_boot: int = N_BOOT, seed: int = 0
 ) -> pd.DataFrame:
     """Per receiver (layer, head): the share of the grade-logit gap that comes back when it alone reads the
     ``senders``' change (``restored``), the mean share when it reads each random set's change instead
@@ -267,7 +267,7 @@ def sender_control(
     return pd.DataFrame(rows)
 
 
-def found_circuit(engine: PatchEngine, senders, receivers, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+def found_circuit(engine: PatchEngine, senders, receivers, n_boot: int = N_BOOT, seed: int = 0) -> pd.DataFrame:
     """The edges of the circuit ``senders`` -> ``receivers`` on the engine's pairs: per sender and receiver, the share
     of the grade-logit gap that comes back when that receiver alone reads that sender's change alone
     (:meth:`headlab.core.patching.PatchEngine.path_logits`), with a 95% paired bootstrap interval (the same

@@ -31,7 +31,7 @@ from headlab.core.engine import computed_heads, reads_cls_only
 from headlab.core.evaluate import Encoded, length_batches, model_inputs
 from headlab.core.masking import head_grid
 from headlab.core.patching import grade_logit
-from headlab.core.stats import bootstrap_weights, draw_counts, draws_ratio_of_means, ratio_of_means
+from headlab.core.stats import N_BOOT, bootstrap_weights, draw_counts, draws_ratio_of_means, ratio_of_means
 from headlab.inputs.pair import pair_classes
 
 Head = tuple[int, int]
@@ -175,7 +175,7 @@ def random_circuits(circuit, heads, n: int, seed: int = 0) -> list[list[Head]]:
 
 
 def faithfulness(
-    engine: AblationEngine, circuit, n_random: int = 20, seed: int = 0, n_boot: int = 2000, progress: bool = False
+    engine: AblationEngine, circuit, n_random: int = 20, seed: int = 0, n_boot: int = N_BOOT, progress: bool = False
 ) -> pd.DataFrame:
     """The full model F(M), the circuit F(C) and the empty circuit F(∅) (grade-logit gaps, with 95% intervals over
     pairs); the circuit's faithfulness F(C) / F(M); the mean faithfulness of ``n_random`` random circuits of its size
@@ -229,7 +229,7 @@ def completeness(
     n_random_subsets: int = 10,
     max_greedy: int = 3,
     seed: int = 0,
-    n_boot: int = 2000,
+    n_boot: int = N_BOOT,
     chosen_on: AblationEngine | None = None,
     progress: bool = False,
 ) -> pd.DataFrame:
@@ -264,7 +264,7 @@ def completeness(
 
 
 def minimality(
-    engine: AblationEngine, circuit, seed: int = 0, n_boot: int = 2000, progress: bool = False
+    engine: AblationEngine, circuit, seed: int = 0, n_boot: int = N_BOOT, progress: bool = False
 ) -> pd.DataFrame:
     r"""Per head v of the circuit, what it adds inside it: (F(C) - F(C \ {v})) / F(M), with a 95% paired bootstrap
     interval; a head of a minimal circuit adds something.

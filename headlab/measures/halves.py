@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from headlab.core.stats import (
+    N_BOOT,
     boot_means,
     bootstrap_weights,
     kappa_contrast,
@@ -101,7 +102,7 @@ def half_specs(layers: int, heads: int, steps: int, draws: int, seed: int, decid
     ]
 
 
-def half_gap(per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+def half_gap(per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = N_BOOT, seed: int = 0) -> pd.DataFrame:
     """Per share: the relative change from masking the lower and the upper half, and their difference.
 
     Each half's effect is that of its accuracy averaged over draws, as in :func:`headlab.core.sweep.share_curve`

@@ -22,7 +22,7 @@ from scipy import stats as sps
 
 from headlab.core.evaluate import Encoded, predict, predicted_grades
 from headlab.core.masking import head_grid
-from headlab.core.stats import boot_means, bootstrap_weights, versus_random
+from headlab.core.stats import N_BOOT, boot_means, bootstrap_weights, versus_random
 from headlab.core.sweep import MaskSpec, baseline_spec
 from headlab.inputs.words import join_words
 
@@ -224,7 +224,7 @@ def grade_shares(effects: pd.DataFrame, examples=None) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def shift_by_grade(effects: pd.DataFrame, examples=None, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+def shift_by_grade(effects: pd.DataFrame, examples=None, n_boot: int = N_BOOT, seed: int = 0) -> pd.DataFrame:
     """Per gold grade (and all together), unmasked: mean expected grade before and after shuffling, and the shift.
 
     The shift comes with its 95% bootstrap interval over examples; ``tv`` is the mean total variation distance.
@@ -350,7 +350,7 @@ def _per_kind(effects: pd.DataFrame, measure: str, examples) -> tuple[np.ndarray
 
 
 def masking_comparison(
-    effects: pd.DataFrame, examples=None, n_boot: int = 2000, seed: int = 0
+    effects: pd.DataFrame, examples=None, n_boot: int = N_BOOT, seed: int = 0
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Is the model less sensitive to the shuffle with the order heads masked than with k random heads masked?
 

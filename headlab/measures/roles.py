@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from headlab.core.evaluate import weights_digest
-from headlab.core.stats import bootstrap_weights
+from headlab.core.stats import N_BOOT, bootstrap_weights
 from headlab.inputs.pair import Pair, read_pair
 
 # A small English stopword list (articles, pronouns, prepositions, conjunctions, auxiliaries and the pieces
@@ -302,7 +302,7 @@ def paired_delta(
     before: pd.DataFrame,
     after: pd.DataFrame,
     metric: str,
-    n_boot: int = 2000,
+    n_boot: int = N_BOOT,
     seed: int = 0,
     heads=None,
     level: float = 0.95,

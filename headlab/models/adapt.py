@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from headlab.core.stats import bootstrap_weights
+from headlab.core.stats import N_BOOT, bootstrap_weights
 from headlab.inputs.pku import held_out_sentences, training_runs
 from headlab.models.loading import load_encoder, load_tokenizer
 from headlab.models.names import REPORT, ContinuedPretraining, model_dir
@@ -163,7 +163,7 @@ def _train(
 
 
 @torch.inference_mode()
-def _held_out_accuracy(model, sentences, tokenizer, special, outputs, counts, config, device, n_boot: int = 2000):
+def _held_out_accuracy(model, sentences, tokenizer, special, outputs, counts, config, device, n_boot: int = N_BOOT):
     """Masked-character accuracy on sentences never trained on, beside always guessing the commonest training
     character, each with a 95% bootstrap interval over sentences; the same masks for both."""
     model.eval()

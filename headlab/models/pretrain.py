@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from headlab.core.device import autocast, resolve_device
-from headlab.core.stats import bootstrap_weights
+from headlab.core.stats import N_BOOT, bootstrap_weights
 from headlab.inputs.pku import held_out_sentences, training_runs
 from headlab.models.adapt import continue_pretraining, describe_continued
 from headlab.models.loading import resolve_model
@@ -217,7 +217,7 @@ def masked_token_accuracy(
     unigram: np.ndarray,
     config: PretrainConfig,
     device="cpu",
-    n_boot: int = 2000,
+    n_boot: int = N_BOOT,
 ) -> dict:
     """Masked-token accuracy on single sentences never trained on, beside the unigram baseline (always guess
     the most frequent training token), each with a 95% bootstrap interval over sentences; same masks for both."""

@@ -25,7 +25,7 @@ from scipy import stats as sps
 
 from headlab.core.attention import attention_maps, cls_attention_rows, cls_value_weighted
 from headlab.core.masking import head_grid
-from headlab.core.stats import bootstrap_weights, mcnemar, relative_change, versus_random
+from headlab.core.stats import N_BOOT, bootstrap_weights, mcnemar, relative_change, versus_random
 from headlab.core.sweep import (
     MaskSpec,
     kappa_columns,
@@ -53,7 +53,7 @@ def held_out_effect(
     layer: int,
     head: int,
     estimate,
-    n_boot: int = 2000,
+    n_boot: int = N_BOOT,
     seed: int = 0,
     grades=None,
 ) -> dict:
@@ -178,7 +178,7 @@ def matching_hurt_claims(
     base_correct: np.ndarray,
     matching,
     estimate,
-    n_boot: int = 2000,
+    n_boot: int = N_BOOT,
     seed: int = 0,
     grades=None,
 ) -> list[Claim]:
@@ -222,7 +222,7 @@ def matching_hurt_claims(
     ]
 
 
-def concentration(profile: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+def concentration(profile: pd.DataFrame, n_boot: int = N_BOOT, seed: int = 0) -> pd.DataFrame:
     """Per head: how much more of its [CLS] row lands on shared terms than a uniform row would put there.
 
     Over the examples that share a term: mean ``shared_share`` and ``chance``, their difference ``excess``
@@ -261,7 +261,7 @@ WEIGHED = {  # measure -> (which row, where)
 }
 
 
-def what_it_sends(lab, examples, layer: int, head: int, stopwords=None, n_boot: int = 2000) -> pd.DataFrame:
+def what_it_sends(lab, examples, layer: int, head: int, stopwords=None, n_boot: int = N_BOOT) -> pd.DataFrame:
     """What the head's ``[CLS]`` row takes from where, on ``examples``, by its attention weights and by the norms of
     what each token sends (:func:`headlab.core.attention.cls_value_weighted`, Kobayashi et al. 2020): the share of
     the whole row (special tokens included, no renormalising) on the shared-term tokens and on the special tokens,
@@ -299,7 +299,7 @@ def _one_head(profile: pd.DataFrame, layer: int, head: int) -> pd.DataFrame:
 
 
 def spread(
-    before: pd.DataFrame, after: pd.DataFrame, layer: int, head: int, n_boot: int = 2000, seed: int = 0
+    before: pd.DataFrame, after: pd.DataFrame, layer: int, head: int, n_boot: int = N_BOOT, seed: int = 0
 ) -> pd.DataFrame:
     """Paired before/after change of one head's [CLS] row: entropy, share on shared terms, content mass.
 
@@ -535,7 +535,7 @@ def spread_claims(
     head: int,
     k: int,
     deltas: pd.Series | None = None,
-    n_boot: int = 2000,
+    n_boot: int = N_BOOT,
     seed: int = 0,
 ) -> list[Claim]:
     """The study's claim that the head's [CLS] attention spreads over many more terms with the matching heads masked,
@@ -550,7 +550,7 @@ def spread_claims(
     return [_spread_claim(change, layer, head, k), _control_claim(change, control, k, deltas, n_boot, seed)]
 
 
-def mean_ablated_effect(lab, layer: int, head: int, estimate, n_boot: int = 2000, seed: int = 0) -> dict:
+def mean_ablated_effect(lab, layer: int, head: int, estimate, n_boot: int = N_BOOT, seed: int = 0) -> dict:
     """:func:`held_out_effect` with the head's output replaced by its mean over training pairs instead of zero
     (mean-ablation, one mask, saved as the sweep ``cls_focus-mean``), against that sweep's own unmasked row."""
     spec = MaskSpec(f"head-{layer}-{head}", ((layer, head),), "head")
@@ -574,7 +574,7 @@ def focus_takeaway(grid: pd.DataFrame, layer: int, head: int) -> str:
 
 
 def depth_conflict(
-    correct: pd.DataFrame, base_correct, layer: int, head: int, layers: int, n_boot: int = 2000, seed: int = 0
+    correct: pd.DataFrame, base_correct, layer: int, head: int, layers: int, n_boot: int = N_BOOT, seed: int = 0
 ) -> str:
     """Where page 02 and this page meet on the study's layer-10 head, said beside the verdict ("" where the head
     chosen sits at the study's depth): the head this page tests is the costliest of the upper half, which need not

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from headlab.core.stats import N_BOOT
 from headlab.judging.units import ATTENTION_CHANGE
 from headlab.judging.verdicts import Claim, StudyClaim, render
 from headlab.measures.halves import half_split
@@ -145,7 +146,7 @@ def choose_heads(lab, pretrained, k: int, by: str = "match_excess", limit: int |
     return Choice(heads, ranking, by, CHOICE_SPLIT, len(choosing.encoded), lab.params.eval_split)
 
 
-def deltas(before: pd.DataFrame, after: pd.DataFrame, heads, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+def deltas(before: pd.DataFrame, after: pd.DataFrame, heads, n_boot: int = N_BOOT, seed: int = 0) -> pd.DataFrame:
     """:func:`headlab.measures.roles.paired_delta` for every change's metric, stacked: per head, and over ``heads`` and
     all heads.
 

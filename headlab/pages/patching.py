@@ -33,7 +33,7 @@ from headlab.core.ablation import DONORS, mean_ablated_logits
 from headlab.core.evaluate import Encoded
 from headlab.core.masking import head_grid
 from headlab.core.patching import PatchEngine, grade_logit, single_head_patches
-from headlab.core.stats import bootstrap_weights, draw_counts, draws_ratio_of_means
+from headlab.core.stats import N_BOOT, bootstrap_weights, draw_counts, draws_ratio_of_means
 from headlab.inputs.pair import pair_classes, read_pair
 from headlab.judging.units import (
     CARRY,
@@ -70,7 +70,7 @@ from headlab.measures.roles import shares_terms
 METRIC = "grade_logit"  # what a share is of: headlab.core.patching.grade_logit, linear in the logits
 
 
-def restored_shares(table: pd.DataFrame, n_boot: int = 2000, seed: int = 0, metric: str = METRIC) -> pd.DataFrame:
+def restored_shares(table: pd.DataFrame, n_boot: int = N_BOOT, seed: int = 0, metric: str = METRIC) -> pd.DataFrame:
     """One row per patch of a :func:`headlab.core.patching.run_patching` table: ``restored`` (the share of the
     source-target difference in ``metric`` it restores; 1: all of it, 0: nothing, above 1: overshoot), ``lo``,
     ``hi`` (95% paired bootstrap over the pairs), ``gap`` (the mean source-target difference it is a share of),
@@ -120,7 +120,7 @@ def top_overlap(top, chosen, n_heads: int) -> dict:
     return {"shared": shared, "k": len(top), "chance": chance, "p": p, "heads": sorted(top & chosen)}
 
 
-def rank_agreement(a, b, n_boot: int = 2000, seed: int = 0) -> dict:
+def rank_agreement(a, b, n_boot: int = N_BOOT, seed: int = 0) -> dict:
     """Spearman's rank correlation of two per-head scores (the same heads in the same order), with a 95% bootstrap
     interval resampling the heads."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
@@ -143,7 +143,7 @@ MIN_GROUP = 5  # pairs each group needs within a gold grade for that grade to co
 
 
 def ablation_specificity(
-    moved, base, shares, strata, n_boot: int = 2000, seed: int = 0, min_group: int = MIN_GROUP
+    moved, base, shares, strata, n_boot: int = N_BOOT, seed: int = 0, min_group: int = MIN_GROUP
 ) -> dict:
     """How much more an ablation moves the grade logit on pairs that share a term than on pairs that share none, for
     the named heads (``moved[0]``: ablated minus unablated grade logit, per pair) against random heads (``moved[1:]``,
@@ -252,7 +252,7 @@ def carry_takeaway(against: dict) -> str:
 
 
 def restored_against_draws(
-    tables, tested: str, draws: list[str], n_boot: int = 2000, seed: int = 0, metric: str = METRIC
+    tables, tested: str, draws: list[str], n_boot: int = N_BOOT, seed: int = 0, metric: str = METRIC
 ) -> dict:
     """The share of the difference in ``metric`` that patch ``tested`` restores minus the mean share the patches
     ``draws`` (random head sets of its size) restore, with a 95% bootstrap interval over every source of chance:
@@ -299,7 +299,7 @@ def restored_against_draws(
 
 
 def identity_difference(
-    tables: dict[str, list[pd.DataFrame]], n_boot: int = 2000, seed: int = 0, metric=METRIC
+    tables: dict[str, list[pd.DataFrame]], n_boot: int = N_BOOT, seed: int = 0, metric=METRIC
 ) -> dict:
     """The share of the difference in ``metric`` the ``matching`` patch restores on the ``one_shared`` contrast minus
     its share on the ``one_unshared`` one (:func:`identity_tables`: per kind, one table per draw of the replaced
@@ -1022,7 +1022,7 @@ def both_directions(
     restoring: pd.DataFrame,
     plan: dict,
     ranking: pd.DataFrame,
-    n_boot: int = 2000,
+    n_boot: int = N_BOOT,
     k: int = BOTH_WAYS_RECEIVERS,
     draws: int = BOTH_WAYS_DRAWS,
 ) -> pd.DataFrame:
@@ -1075,7 +1075,7 @@ def head_views(
     limit: int | None,
     stopwords,
     by: str,
-    n_boot: int = 2000,
+    n_boot: int = N_BOOT,
     attributed: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Per head, the three views of it: the share of the grade it restores (patching, with its interval), its
@@ -1108,7 +1108,7 @@ def head_views(
     return views
 
 
-def agreement(views: pd.DataFrame, matching, k: int, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+def agreement(views: pd.DataFrame, matching, k: int, n_boot: int = N_BOOT, seed: int = 0) -> pd.DataFrame:
     """How the patching map agrees with the two other views: the top-k heads by restored share against the matching
     heads (05) and against the top-k by masking cost (02), each with its chance overlap and p; Spearman's rank
     correlation of the restored share with the masking cost and with the role score, over every head."""
@@ -1150,7 +1150,7 @@ def agreement(views: pd.DataFrame, matching, k: int, n_boot: int = 2000, seed: i
 ATTRIBUTION_TOP = (5, 10)  # the exact top-k heads whose recall by attribution patching is checked
 
 
-def attribution_agreement(views: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+def attribution_agreement(views: pd.DataFrame, n_boot: int = N_BOOT, seed: int = 0) -> pd.DataFrame:
     """Attribution patching (``attribution``, computed in fp32: :func:`circuit_views`) audited against exact patching
     (``restored``) over every head: Spearman's rank correlation with its bootstrap interval over heads; per k of
     :data:`ATTRIBUTION_TOP`, the share of the exact top-k heads that attribution's top k recalls, with the heads
@@ -1188,7 +1188,7 @@ def attribution_agreement(views: pd.DataFrame, n_boot: int = 2000, seed: int = 0
 SPECIFIC_DRAWS = 6  # random lower-half sets mean-ablated for the specificity (each a pass over the held-out pairs)
 
 
-def specificity(lab, matching, limit: int | None, stopwords, n_boot: int = 2000, draws: int = SPECIFIC_DRAWS) -> dict:
+def specificity(lab, matching, limit: int | None, stopwords, n_boot: int = N_BOOT, draws: int = SPECIFIC_DRAWS) -> dict:
     """The matching heads mean-ablated per token class (:meth:`headlab.lab.Lab.class_means`, IOI's ablation, as the
     circuit's) against ``draws`` random lower-half sets: how much more each moves the grade logit on notebook 05's
     held-out pairs that share a term than on those that share none, at the same gold grade and unablated grade logit
@@ -1263,7 +1263,7 @@ def replacement_tables(
     return tables
 
 
-def contrast_controls(lab, matching, plan: dict, limit: int | None, stopwords, n_boot: int = 2000) -> dict[str, dict]:
+def contrast_controls(lab, matching, plan: dict, limit: int | None, stopwords, n_boot: int = N_BOOT) -> dict[str, dict]:
     """The matching heads against random heads (:func:`restored_against_draws`, on :data:`METRIC`) on the other
     contrast of the held-out pairs, ``injected`` (TFC1: a query term put into the title, which should raise the grade,
     so the original lies below its contrast). A word the query lacks, replaced, is :func:`identity_tables`' control,
@@ -1286,7 +1286,7 @@ def controls_table(controls: dict[str, dict]) -> pd.DataFrame:
 
 
 def circuit_views(
-    lab, contrast: Contrast, matching, stopwords, n_boot: int = 2000
+    lab, contrast: Contrast, matching, stopwords, n_boot: int = N_BOOT
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(positions, attribution)`` on the contrast pairs: the matching heads patched back at each group of positions
     (:func:`headlab.measures.circuit.restored_by_position`) and attribution patching per head in fp32
@@ -1374,7 +1374,7 @@ def receiver_moves_view(lab, contrast: Contrast, matching, single_heads) -> tupl
     return moves, receiver, keep
 
 
-def receivers_view(lab, contrast: Contrast, matching, single_heads, n_boot: int = 2000) -> tuple[pd.DataFrame, tuple]:
+def receivers_view(lab, contrast: Contrast, matching, single_heads, n_boot: int = N_BOOT) -> tuple[pd.DataFrame, tuple]:
     """``(ranking, receiver)``: every head in a layer above the matching heads ranked by what it reads of them
     (:func:`headlab.measures.circuit.receiver_ranking`) on the contrast pairs of notebook 07's held-out half
     (:func:`receiver_moves_view`); ``receiver`` is 07's head, to find in the ranking. An empty table where no layer
@@ -1385,7 +1385,7 @@ def receivers_view(lab, contrast: Contrast, matching, single_heads, n_boot: int 
     return receiver_ranking(moves, n_boot, lab.params.seed), receiver
 
 
-def routes_view(lab, contrast: Contrast, matching, single_heads, n_boot: int = 2000) -> pd.DataFrame:
+def routes_view(lab, contrast: Contrast, matching, single_heads, n_boot: int = N_BOOT) -> pd.DataFrame:
     """Notebook 07's head reading the matching heads' change through its query, key or value alone, and all three
     (:func:`headlab.measures.circuit.route_shares`), on the pairs :func:`receivers_view` ranks on, kept. Empty where
     the head sits no higher than the matching heads or no pair lies in that half."""
@@ -1413,7 +1413,7 @@ def sender_view(
     single_heads,
     ranking: pd.DataFrame,
     draws: int,
-    n_boot: int = 2000,
+    n_boot: int = N_BOOT,
     top: int = SENDER_RECEIVERS,
 ) -> pd.DataFrame:
     """The random-sender control (:func:`headlab.measures.circuit.sender_control`) for notebook 07's head and the
@@ -1466,7 +1466,7 @@ def circuit_halves(keep: np.ndarray, seed: int, size: int | None = None) -> tupl
 
 
 def circuit_measures(
-    lab, contrast: Contrast, matching, single_heads, draws: int, n_boot: int = 2000
+    lab, contrast: Contrast, matching, single_heads, draws: int, n_boot: int = N_BOOT
 ) -> dict[str, pd.DataFrame]:
     """The circuit found, scored as IOI scored its circuit (Wang et al. 2023; :mod:`headlab.measures.faithfulness`),
     on the contrast pairs of notebook 07's held-out half, in two parts (:func:`circuit_halves`): on the first, path

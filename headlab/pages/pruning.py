@@ -35,7 +35,7 @@ import pandas as pd
 
 from headlab.core.evaluate import predicted_grades
 from headlab.core.pruning import cannot_prune
-from headlab.core.stats import floor_bound, kappa_contrast, kappa_lost_point, relative_change
+from headlab.core.stats import N_BOOT, floor_bound, kappa_contrast, kappa_lost_point, relative_change
 from headlab.core.sweep import (
     BASELINE,
     MaskSpec,
@@ -102,7 +102,7 @@ def safe_share(
     test: tuple[pd.DataFrame, pd.DataFrame],
     kind: str,
     margin: float,
-    n_boot: int = 2000,
+    n_boot: int = N_BOOT,
     seed: int = 0,
 ) -> dict:
     """The largest share of heads ``kind``'s masks remove, *chosen on the dev pairs* and *measured on the test pairs*.
@@ -156,7 +156,7 @@ def distillation_claim(
     per_example: pd.DataFrame,
     plan: pd.DataFrame,
     shares=DISTILL_SHARES,
-    n_boot: int = 2000,
+    n_boot: int = N_BOOT,
     seed: int = 0,
 ) -> Claim:
     """The study's "for distillation: keep more low-level heads" at a budget of zero, pruning without retraining:
@@ -592,7 +592,7 @@ def _by_kind(students: pd.DataFrame, kind: str) -> np.ndarray:
     return np.stack(rows["predicted"].to_list())  # (seeds, pairs)
 
 
-def zero_budget(per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+def zero_budget(per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = N_BOOT, seed: int = 0) -> pd.DataFrame:
     """The sweep's summary (:func:`headlab.core.sweep.summarize`) of the students' heads masked on the teacher (kind
     :data:`STUDENT_KIND`), one row per student kind (its ``student`` column): where each student starts."""
     mine = plan[plan["kind"] == STUDENT_KIND]
@@ -603,7 +603,7 @@ def zero_budget(per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = 200
 
 
 def student_table(
-    students: pd.DataFrame, per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = 2000, seed: int = 0
+    students: pd.DataFrame, per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = N_BOOT, seed: int = 0
 ) -> pd.DataFrame:
     """One row per student kind: heads removed; the teacher's test accuracy (the sweep's unmasked row); the distilled
     students' accuracy (mean over seeds) and its relative change from the teacher's, and the share of the teacher's
@@ -645,7 +645,7 @@ def student_table(
 
 
 def student_claim(
-    students: pd.DataFrame, per_example: pd.DataFrame, settings: StudentSettings, n_boot: int = 2000, seed: int = 0
+    students: pd.DataFrame, per_example: pd.DataFrame, settings: StudentSettings, n_boot: int = N_BOOT, seed: int = 0
 ) -> Claim:
     """The study's "for distillation: keep more low-level heads" on retrained students of the same size: the share
     of the teacher's quadratic kappa lost by the student that keeps the high heads (it lacks low ones) minus that of

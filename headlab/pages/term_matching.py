@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from headlab.core.stats import mcnemar, relative_change, versus_random
+from headlab.core.stats import N_BOOT, mcnemar, relative_change, versus_random
 from headlab.core.sweep import (
     MaskSpec,
     baseline_correct,
@@ -131,7 +131,7 @@ def draw_table(per_example: pd.DataFrame, plan: pd.DataFrame, k: int) -> pd.Data
 
 
 def condition_table(
-    per_example: pd.DataFrame, plan: pd.DataFrame, k: int, n_boot: int = 2000, seed: int = 0
+    per_example: pd.DataFrame, plan: pd.DataFrame, k: int, n_boot: int = N_BOOT, seed: int = 0
 ) -> pd.DataFrame:
     """The study's table, ours beside it: one row per condition, against the sweep's unmasked row.
 
@@ -175,7 +175,7 @@ def condition_table(
 
 
 def random_comparison(
-    per_example: pd.DataFrame, plan: pd.DataFrame, k: int, n_boot: int = 2000, seed: int = 0
+    per_example: pd.DataFrame, plan: pd.DataFrame, k: int, n_boot: int = N_BOOT, seed: int = 0
 ) -> pd.DataFrame:
     """Do the matching heads matter more than random heads? Per comparison, the tested mask's relative change minus
     the mean relative change of the random draws, on the same pairs.

@@ -22,7 +22,7 @@ import pandas as pd
 from headlab.core.device import precision
 from headlab.core.evaluate import GRADE_LABELS, metrics, predict, predicted_grades
 from headlab.core.masking import head_grid
-from headlab.core.stats import bootstrap_weights, mcnemar, relative_change
+from headlab.core.stats import N_BOOT, bootstrap_weights, mcnemar, relative_change
 from headlab.core.sweep import BASELINE, kappa_columns
 from headlab.judging.units import ACCURACY_CHANGE, PAIRED, TWO_TOWER_GAP
 from headlab.judging.verdicts import Claim, StudyClaim
@@ -118,7 +118,7 @@ def lexical_grades(train: pd.DataFrame, evaluated: pd.DataFrame) -> np.ndarray:
 
 
 def condition_table(
-    predicted: dict[str, np.ndarray], grades: np.ndarray, n_boot: int = 2000, seed: int = 0, study: dict | None = None
+    predicted: dict[str, np.ndarray], grades: np.ndarray, n_boot: int = N_BOOT, seed: int = 0, study: dict | None = None
 ) -> pd.DataFrame:
     """One row per condition (``label``): accuracy and macro-F1, the accuracy's 95% interval over the test pairs,
     and the paired relative change of accuracy against the cross-encoder (``rel_change``, ``lo``, ``hi``) with
@@ -156,7 +156,7 @@ def condition_table(
 
 
 def difference(
-    predicted: dict[str, np.ndarray], grades: np.ndarray, a: str, b: str, n_boot: int = 2000, seed: int = 0
+    predicted: dict[str, np.ndarray], grades: np.ndarray, a: str, b: str, n_boot: int = N_BOOT, seed: int = 0
 ) -> dict:
     """How condition ``a``'s relative change (against the cross-encoder) differs from ``b``'s: ``(acc_a - acc_b) /
     acc_cross``, in points of the cross-encoder's accuracy, with its 95% bootstrap interval over the same test pairs.
@@ -196,7 +196,7 @@ def comparisons_text(tests: list[dict]) -> str:
 GAP_METHOD = "bootstrap over test pairs, resampled within each group"
 
 
-def shared_term_gap(tower_correct, cross_correct, shares, n_boot: int = 2000, seed: int = 0) -> dict:
+def shared_term_gap(tower_correct, cross_correct, shares, n_boot: int = N_BOOT, seed: int = 0) -> dict:
     """Is the two towers' loss against the cross-encoder larger on pairs that share a term?
 
     ``difference`` = (two-tower accuracy - cross-encoder accuracy) on the pairs that share a term, minus the same on

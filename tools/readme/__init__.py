@@ -23,7 +23,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from headlab.book.build import PRESETS
+from headlab.book.presets import PRESETS
 from headlab.lab.params import REPO
 from tools.readme.blocks import RENDER, block, problems, rewrite
 from tools.readme.collect import (

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from headlab.book.build import PRESETS
+from headlab.book.presets import PRESETS
 from headlab.book.scorecard import with_rule
 from headlab.judging.units import is_missing
 from headlab.judging.verdicts import KINDS, study_claim_id
@@ -20,7 +20,7 @@ from tools.readme.markers import RESULTS
 def merge_by_preset(new: pd.DataFrame, old: pd.DataFrame | None, by: tuple[str, ...] = ("preset",)) -> pd.DataFrame:
     """``new``'s presets replace their rows of ``old``; the other presets' rows stay. ``by`` ("preset", "page"): a
     preset's rows of the pages ``new`` has replace those pages' rows alone (a build of a few pages, ``--pages``).
-    Presets come in the order of :data:`headlab.book.build.PRESETS` (any other after them), whichever was built
+    Presets come in the order of :data:`headlab.book.presets.PRESETS` (any other after them), whichever was built
     last; :func:`collect` then moves the study's column (:func:`column_order`)."""
     both = new
     if old is not None and not old.empty:
@@ -31,7 +31,7 @@ def merge_by_preset(new: pd.DataFrame, old: pd.DataFrame | None, by: tuple[str, 
 
 
 def in_column_order(table: pd.DataFrame, order: list[str] | None = None, within: list[str] | None = None):
-    """``table``'s rows by preset in ``order`` (by default :data:`headlab.book.build.PRESETS`'; any other preset
+    """``table``'s rows by preset in ``order`` (by default :data:`headlab.book.presets.PRESETS`'; any other preset
     after them), then by ``within``, otherwise as they were: the README's, the picture's and the site's columns
     follow the row order."""
     rank = {preset: i for i, preset in enumerate(order or PRESETS)}
@@ -40,7 +40,7 @@ def in_column_order(table: pd.DataFrame, order: list[str] | None = None, within:
 
 
 def column_order(results: Path = RESULTS) -> list[str]:
-    """:data:`headlab.book.build.PRESETS`' order, except that the column shaped like the study
+    """:data:`headlab.book.presets.PRESETS`' order, except that the column shaped like the study
     (:func:`headlab.report.standing.study_shaped`, from the tables in ``results``) comes first of the presets on
     its data: the Chinese column to read the study beside is the first Chinese column."""
     order = list(PRESETS)
