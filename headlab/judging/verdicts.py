@@ -44,6 +44,7 @@ from scipy import special
 from headlab.core.stats import pairs_share
 from headlab.judging.sizes import POLICY, Source, readable_quote
 from headlab.judging.units import KAPPA_START, Unit, unit_of
+from headlab.lab.lab import Lab
 from headlab.lab.pages import headings
 
 KINDS = ("effect", "no_effect", "compare")
@@ -822,7 +823,7 @@ def floor_text(c: Claim) -> str:
     return f" ({share(c.kappa_lost)}{interval} of the unmasked quadratic κ lost{mark})"
 
 
-def save_claims(lab, rows: list[Claim]) -> None:
+def save_claims(lab: Lab, rows: list[Claim]) -> None:
     """Save the page's claims of the study in ``lab`` (a :class:`headlab.lab.lab.Lab`) as its one claims table
     (``claims_<page>``, which the scorecard reads)."""
     lab.save_table(claims_table(rows), claims_file(rows))

@@ -21,6 +21,7 @@ from headlab.core.sweep import (
     predicted_matrix,
     single_head_specs,
 )
+from headlab.lab.lab import Lab
 from headlab.measures.halves import half_split
 
 
@@ -123,7 +124,7 @@ class SingleHeads(NamedTuple):
         return self.predicted, self.base_predicted, self.gold
 
 
-def single_head_correct(lab, progress: bool = True) -> SingleHeads:
+def single_head_correct(lab: Lab, progress: bool = True) -> SingleHeads:
     """Per-example results of each head masked alone, and unmasked (:class:`SingleHeads`).
 
     The baseline comes from the same sweep, so both sides ran at the same precision. Read from notebook 02's sweep

@@ -11,6 +11,7 @@ import pandas as pd
 
 from headlab.core.masking import head_grid
 from headlab.core.sweep import MaskSpec, all_heads, baseline_spec, random_share_specs
+from headlab.lab.lab import Lab
 from headlab.measures.halves import half_pool, half_split
 from headlab.measures.held_out import choice_limit, role_indices
 from headlab.measures.roles import SHARED_TERMS, rank_heads, role_scores
@@ -21,7 +22,7 @@ def _role_key(limit, seed: int, stopwords) -> str:
     return hashlib.sha256(json.dumps(settings).encode()).hexdigest()[:10]
 
 
-def head_roles(lab, limit: int | None = None, stopwords=None) -> pd.DataFrame:
+def head_roles(lab: Lab, limit: int | None = None, stopwords=None) -> pd.DataFrame:
     """Every head's role scores (:func:`headlab.measures.roles.role_scores`) on the evaluation split, loaded or
     computed.
 

@@ -20,6 +20,7 @@ import pandas as pd
 from headlab.core.evaluate import weights_digest
 from headlab.core.stats import N_BOOT, bootstrap_weights
 from headlab.inputs.pair import Pair, read_pair
+from headlab.lab.lab import Lab
 
 # A small English stopword list (articles, pronouns, prepositions, conjunctions, auxiliaries and the pieces
 # WordPiece cuts from contractions), lower case as an uncased tokenizer writes them. About half of the tokens
@@ -215,7 +216,7 @@ def role_scores(attention, encoded, tokenizer, stopwords=None, per_example: bool
     return long if per_example else summarize_roles(long)
 
 
-def pair_role_scores(lab, examples=None, model=None, stopwords=None) -> pd.DataFrame:
+def pair_role_scores(lab: Lab, examples=None, model=None, stopwords=None) -> pd.DataFrame:
     """Every head's role scores on each of ``examples`` (all by default) of the lab's split, from the lab's model or
     ``model`` (e.g. the pretrained encoder): :func:`role_scores` with ``per_example=True``, computed once per model,
     examples and stopwords and kept (:meth:`headlab.lab.Lab.stored`), as each is an attention pass over the pairs."""

@@ -36,6 +36,7 @@ from headlab.core.attention import attention_maps
 from headlab.core.evaluate import Encoded
 from headlab.core.stats import bootstrap_weights
 from headlab.inputs.pieces import WORDPIECE, Pieces, piece_convention
+from headlab.lab.lab import Lab
 
 SPECIAL_TOKENS = frozenset({"[CLS]", "[SEP]", "[PAD]", "[MASK]", "<s>", "</s>", "<pad>", "<mask>"})
 UNK_TOKENS = frozenset({"[UNK]", "<unk>"})
@@ -358,7 +359,7 @@ class BoundaryExample:
     table: pd.DataFrame  # layer, head, position, token, to_sep, to_next, predicted_end, gold_end, multi
 
 
-def boundary_example(lab, encoded: Encoded, example: int, segments=None) -> BoundaryExample:
+def boundary_example(lab: Lab, encoded: Encoded, example: int, segments=None) -> BoundaryExample:
     """Attention and the rule's reading of every head on one example (``segments``: all examples' gold words).
 
     ``lab`` gives the model, tokenizer, device and pad id; ``encoded`` is the corpus's encoding (not always the lab's
@@ -390,7 +391,7 @@ def boundary_example(lab, encoded: Encoded, example: int, segments=None) -> Boun
     return BoundaryExample(example, maps, tokens, table)
 
 
-def boundary_examples(lab, encoded: Encoded, examples, segments=None, first_head=None) -> pd.DataFrame:
+def boundary_examples(lab: Lab, encoded: Encoded, examples, segments=None, first_head=None) -> pd.DataFrame:
     """The rule tables (:func:`boundary_example`) of several examples in one, for a static explorer.
 
     Rows come in the order of ``examples``, with ``first_head`` (layer, head) first within each, so a chart

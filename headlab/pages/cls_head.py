@@ -33,6 +33,7 @@ from headlab.core.sweep import (
 from headlab.inputs.pair import read_pair
 from headlab.judging.units import ACCURACY_CHANGE, CLS_CONCENTRATION, CLS_SPREAD, CLS_SPREAD_VERSUS_RANDOM
 from headlab.judging.verdicts import Claim, StudyClaim, judge, reach
+from headlab.lab.lab import Lab
 from headlab.measures.attention_compare import token_labels
 from headlab.measures.grids import single_heads
 from headlab.measures.roles import cls_attention_on_shared, paired_delta
@@ -261,7 +262,7 @@ WEIGHED = {  # measure -> (which row, where)
 }
 
 
-def what_it_sends(lab, examples, layer: int, head: int, stopwords=None, n_boot: int = N_BOOT) -> pd.DataFrame:
+def what_it_sends(lab: Lab, examples, layer: int, head: int, stopwords=None, n_boot: int = N_BOOT) -> pd.DataFrame:
     """What the head's ``[CLS]`` row takes from where, on ``examples``, by its attention weights and by the norms of
     what each token sends (:func:`headlab.core.attention.cls_value_weighted`, Kobayashi et al. 2020): the share of
     the whole row (special tokens included, no renormalising) on the shared-term tokens and on the special tokens,
@@ -315,7 +316,7 @@ def spread(
     return pd.concat(rows, ignore_index=True).drop(columns="scope")
 
 
-def head_cls_profile(lab, examples, layer: int, head: int, drop=(), stopwords=None) -> pd.DataFrame:
+def head_cls_profile(lab: Lab, examples, layer: int, head: int, drop=(), stopwords=None) -> pd.DataFrame:
     """:func:`headlab.measures.roles.cls_profile` of one head on ``examples``, heads in ``drop`` removed, from one pass
     that stops at the head's layer (:func:`headlab.core.attention.cls_attention_rows`): the same table, for a
     fraction of the work, where one head is read under many masks."""
@@ -337,7 +338,9 @@ def head_cls_profile(lab, examples, layer: int, head: int, drop=(), stopwords=No
     return pd.DataFrame(rows).sort_values(["example", "layer", "head"], ignore_index=True)
 
 
-def spread_under_masks(lab, layer: int, head: int, head_sets, before: pd.DataFrame, stopwords=None) -> pd.DataFrame:
+def spread_under_masks(
+    lab: Lab, layer: int, head: int, head_sets, before: pd.DataFrame, stopwords=None
+) -> pd.DataFrame:
     """Per pair, the change of the head's [CLS] entropy and shared-term share with each set of heads masked.
 
     ``before`` is the unmasked :func:`headlab.measures.roles.cls_profile` of the same examples (at least this head).
@@ -394,7 +397,7 @@ def entropy_deltas(before: pd.DataFrame, after: pd.DataFrame, layer: int, head: 
     return (a - b.loc[a.index]).sort_index()
 
 
-def cls_rows(lab, runs: dict, examples, layer: int, head: int, stopwords=None) -> pd.DataFrame:
+def cls_rows(lab: Lab, runs: dict, examples, layer: int, head: int, stopwords=None) -> pd.DataFrame:
     """One head's [CLS] row on each of ``examples``, renormalised over the non-special tokens, per run.
 
     ``lab`` gives the tokenizer, the encoded pairs, the batch size, device and pad id. ``runs`` maps a name to
@@ -550,7 +553,7 @@ def spread_claims(
     return [_spread_claim(change, layer, head, k), _control_claim(change, control, k, deltas, n_boot, seed)]
 
 
-def mean_ablated_effect(lab, layer: int, head: int, estimate, n_boot: int = N_BOOT, seed: int = 0) -> dict:
+def mean_ablated_effect(lab: Lab, layer: int, head: int, estimate, n_boot: int = N_BOOT, seed: int = 0) -> dict:
     """:func:`held_out_effect` with the head's output replaced by its mean over training pairs instead of zero
     (mean-ablation, one mask, saved as the sweep ``cls_focus-mean``), against that sweep's own unmasked row."""
     spec = MaskSpec(f"head-{layer}-{head}", ((layer, head),), "head")

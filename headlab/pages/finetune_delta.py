@@ -32,6 +32,7 @@ import pandas as pd
 from headlab.core.stats import N_BOOT
 from headlab.judging.units import ATTENTION_CHANGE
 from headlab.judging.verdicts import Claim, StudyClaim, render
+from headlab.lab.lab import Lab
 from headlab.measures.halves import half_split
 from headlab.measures.roles import pair_role_scores, paired_delta, rank_heads
 
@@ -130,7 +131,9 @@ class Choice:
         return f"The {len(self.heads)} term-matching heads (layer.head, mean `{self.by}`): {listed}; {self.how()}."
 
 
-def choose_heads(lab, pretrained, k: int, by: str = "match_excess", limit: int | None = None, stopwords=None) -> Choice:
+def choose_heads(
+    lab: Lab, pretrained, k: int, by: str = "match_excess", limit: int | None = None, stopwords=None
+) -> Choice:
     """The ``k`` lower-half heads with the highest mean ``by`` (notebook 05's rule) of the model ``pretrained`` over
     a seeded sample of ``limit`` pairs of :data:`CHOICE_SPLIT` (all when None), never the lab's own split.
 

@@ -47,7 +47,7 @@ from headlab.judging.units import (
     RECEIVER_RANK,
 )
 from headlab.judging.verdicts import Claim, StudyClaim
-from headlab.lab.lab import MEAN_PAIRS
+from headlab.lab.lab import MEAN_PAIRS, Lab
 from headlab.measures.circuit import (
     attribution_scores,
     found_circuit,
@@ -913,7 +913,7 @@ def _receiver_rows(ranking: pd.DataFrame, senders: pd.DataFrame, matching, recei
     return rows
 
 
-def held_out_contrast(lab, limit: int | None, stopwords=None, kind: str = "corrupted", draw: int = 0) -> Contrast:
+def held_out_contrast(lab: Lab, limit: int | None, stopwords=None, kind: str = "corrupted", draw: int = 0) -> Contrast:
     """The ``kind`` contrast of notebook 05's held-out pairs (those its term-matching heads were not chosen on), with
     ``examples`` and ``changes`` naming positions in the evaluated split; ``draw`` > 0: other replacement words."""
     held = measured_examples(len(lab.encoded), limit, lab.params.seed)
@@ -928,7 +928,7 @@ def _in_split(made: Contrast, held: np.ndarray) -> Contrast:
     )
 
 
-def identity_tables(lab, matching, limit: int | None, stopwords, draws: int) -> dict[str, list[pd.DataFrame]]:
+def identity_tables(lab: Lab, matching, limit: int | None, stopwords, draws: int) -> dict[str, list[pd.DataFrame]]:
     """Per kind of :func:`headlab.measures.contrast.matched_contrasts` (one shared title word replaced, one unshared
     word of its shape and frequency band), per draw of the words (``draws``), the matching heads patched back from
     the original pairs: on notebook 05's held-out pairs, the pairs every draw qualifies, each table's ``example`` the
@@ -952,7 +952,7 @@ def identity_tables(lab, matching, limit: int | None, stopwords, draws: int) -> 
     return tables
 
 
-def contrast_examples(contrast: Contrast, lab, n: int = 6) -> pd.DataFrame:
+def contrast_examples(contrast: Contrast, lab: Lab, n: int = 6) -> pd.DataFrame:
     """The first ``n`` contrast pairs as a reader checks them: query, title, the changed title, the words replaced."""
     rows = []
     for i, example in enumerate(contrast.examples[:n]):
@@ -982,7 +982,9 @@ def head_map_pairs(contrast: Contrast, seed: int, size: int | None = None) -> np
     return np.sort(order[: HEAD_MAP_PAIRS if size is None else size])
 
 
-def restoring_patches(lab, contrast: Contrast, plan: dict, progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+def restoring_patches(
+    lab: Lab, contrast: Contrast, plan: dict, progress: bool = True
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(named, heads)``: the contrast pairs with each patch of ``plan`` taken from the original pairs (does the head
     restore the grade?), :func:`headlab.core.patching.run_patching` tables: the named sets (the matching heads, the
     random sets) on every pair, every head alone on :func:`head_map_pairs`. Only this direction is patched for every
@@ -1188,7 +1190,9 @@ def attribution_agreement(views: pd.DataFrame, n_boot: int = N_BOOT, seed: int =
 SPECIFIC_DRAWS = 6  # random lower-half sets mean-ablated for the specificity (each a pass over the held-out pairs)
 
 
-def specificity(lab, matching, limit: int | None, stopwords, n_boot: int = N_BOOT, draws: int = SPECIFIC_DRAWS) -> dict:
+def specificity(
+    lab: Lab, matching, limit: int | None, stopwords, n_boot: int = N_BOOT, draws: int = SPECIFIC_DRAWS
+) -> dict:
     """The matching heads mean-ablated per token class (:meth:`headlab.lab.Lab.class_means`, IOI's ablation, as the
     circuit's) against ``draws`` random lower-half sets: how much more each moves the grade logit on notebook 05's
     held-out pairs that share a term than on those that share none, at the same gold grade and unablated grade logit
@@ -1212,7 +1216,7 @@ def specificity(lab, matching, limit: int | None, stopwords, n_boot: int = N_BOO
     return ablation_specificity(ablated - base, base, shares, pairs.grades, n_boot, seed)
 
 
-def _ablated_grade_logits(lab, pairs: Encoded, sets) -> pd.DataFrame:
+def _ablated_grade_logits(lab: Lab, pairs: Encoded, sets) -> pd.DataFrame:
     """One row per head set (``set``: its place in ``sets``, the first empty) and pair: the grade logit with the set
     mean-ablated per token class."""
     logits = mean_ablated_logits(
@@ -1263,7 +1267,9 @@ def replacement_tables(
     return tables
 
 
-def contrast_controls(lab, matching, plan: dict, limit: int | None, stopwords, n_boot: int = N_BOOT) -> dict[str, dict]:
+def contrast_controls(
+    lab: Lab, matching, plan: dict, limit: int | None, stopwords, n_boot: int = N_BOOT
+) -> dict[str, dict]:
     """The matching heads against random heads (:func:`restored_against_draws`, on :data:`METRIC`) on the other
     contrast of the held-out pairs, ``injected`` (TFC1: a query term put into the title, which should raise the grade,
     so the original lies below its contrast). A word the query lacks, replaced, is :func:`identity_tables`' control,
@@ -1321,7 +1327,7 @@ def circuit_views(
     return positions, attributed
 
 
-def _held_out_receivers(lab, contrast: Contrast, matching, single_heads):
+def _held_out_receivers(lab: Lab, contrast: Contrast, matching, single_heads):
     """Notebook 07's head (chosen, as there, on its selection half of ``single_heads``), every head in a layer above
     the matching heads, and the contrast pairs of 07's held-out half (the half 05 did not choose its heads on
     either), by their index in ``contrast``."""
@@ -1334,7 +1340,7 @@ def _held_out_receivers(lab, contrast: Contrast, matching, single_heads):
     return receiver, receivers, np.flatnonzero(np.isin(contrast.examples, estimate))
 
 
-def _engine(lab, contrast: Contrast, keep) -> PatchEngine:
+def _engine(lab: Lab, contrast: Contrast, keep) -> PatchEngine:
     return PatchEngine(
         lab.model,
         contrast.original.subset(keep),
@@ -1345,7 +1351,7 @@ def _engine(lab, contrast: Contrast, keep) -> PatchEngine:
     )
 
 
-def _circuit_key(lab, contrast: Contrast, matching, keep, n_boot: int) -> dict:
+def _circuit_key(lab: Lab, contrast: Contrast, matching, keep, n_boot: int) -> dict:
     return {
         "examples": [int(e) for e in contrast.examples[keep]],
         "kind": contrast.kind,
@@ -1355,7 +1361,7 @@ def _circuit_key(lab, contrast: Contrast, matching, keep, n_boot: int) -> dict:
     }
 
 
-def receiver_moves_view(lab, contrast: Contrast, matching, single_heads) -> tuple[pd.DataFrame, tuple, np.ndarray]:
+def receiver_moves_view(lab: Lab, contrast: Contrast, matching, single_heads) -> tuple[pd.DataFrame, tuple, np.ndarray]:
     """``(moves, receiver, keep)``: path patching from the matching heads to every head in a layer above them, per
     pair (:func:`headlab.measures.circuit.receiver_moves`), on the contrast pairs of notebook 07's held-out half
     (``keep``, by index in ``contrast``; a move's ``pair`` is its position in ``keep``), kept
@@ -1374,7 +1380,9 @@ def receiver_moves_view(lab, contrast: Contrast, matching, single_heads) -> tupl
     return moves, receiver, keep
 
 
-def receivers_view(lab, contrast: Contrast, matching, single_heads, n_boot: int = N_BOOT) -> tuple[pd.DataFrame, tuple]:
+def receivers_view(
+    lab: Lab, contrast: Contrast, matching, single_heads, n_boot: int = N_BOOT
+) -> tuple[pd.DataFrame, tuple]:
     """``(ranking, receiver)``: every head in a layer above the matching heads ranked by what it reads of them
     (:func:`headlab.measures.circuit.receiver_ranking`) on the contrast pairs of notebook 07's held-out half
     (:func:`receiver_moves_view`); ``receiver`` is 07's head, to find in the ranking. An empty table where no layer
@@ -1385,7 +1393,7 @@ def receivers_view(lab, contrast: Contrast, matching, single_heads, n_boot: int 
     return receiver_ranking(moves, n_boot, lab.params.seed), receiver
 
 
-def routes_view(lab, contrast: Contrast, matching, single_heads, n_boot: int = N_BOOT) -> pd.DataFrame:
+def routes_view(lab: Lab, contrast: Contrast, matching, single_heads, n_boot: int = N_BOOT) -> pd.DataFrame:
     """Notebook 07's head reading the matching heads' change through its query, key or value alone, and all three
     (:func:`headlab.measures.circuit.route_shares`), on the pairs :func:`receivers_view` ranks on, kept. Empty where
     the head sits no higher than the matching heads or no pair lies in that half."""

@@ -50,7 +50,7 @@ from headlab.core.sweep import (
 from headlab.judging.sizes import POLICY
 from headlab.judging.units import DISTILL_GAP, STUDENT_GAP
 from headlab.judging.verdicts import Claim, StudyClaim
-from headlab.lab.lab import load
+from headlab.lab.lab import Lab, load
 from headlab.lab.params import REPO
 from headlab.measures.halves import half_pool
 from headlab.measures.importance import importance_specs
@@ -243,7 +243,7 @@ def safe_share_text(safe: dict, n_heads: int) -> str:
     )
 
 
-def pruned_model(lab, drop, per_example: pd.DataFrame, plan: pd.DataFrame) -> pd.DataFrame:
+def pruned_model(lab: Lab, drop, per_example: pd.DataFrame, plan: pd.DataFrame) -> pd.DataFrame:
     """``lab``'s model without the heads in ``drop``, rebuilt (:meth:`headlab.lab.Lab.prune`), saved as safetensors in
     a temporary folder and loaded back with :func:`headlab.load` on the same pairs: the row of :func:`pruned_summary`,
     or, for a model that cannot be pruned, one row whose ``note`` says why."""
@@ -266,7 +266,9 @@ def pruned_model(lab, drop, per_example: pd.DataFrame, plan: pd.DataFrame) -> pd
         return pruned_summary(lab, reloaded, drop, folder, per_example, plan)
 
 
-def pruned_summary(lab, pruned_lab, drop, folder, per_example: pd.DataFrame, plan: pd.DataFrame) -> pd.DataFrame:
+def pruned_summary(
+    lab: Lab, pruned_lab: Lab, drop, folder, per_example: pd.DataFrame, plan: pd.DataFrame
+) -> pd.DataFrame:
     """One row about a pruned model (``pruned_lab``, loaded from ``folder``) beside ``lab``'s unpruned one: heads,
     parameters, safetensors size, accuracy, and the share of test pairs it grades as masking the same heads did in
     the sweep (``per_example``, ``plan``: the mask with exactly ``drop`` removed; the baseline for no head)."""
@@ -494,7 +496,7 @@ def choose_temperature(dev_accuracy: dict[float, float]) -> float:
     return min(dev_accuracy, key=lambda t: (-dev_accuracy[t], t))
 
 
-def distilled_students(lab, drops: dict, settings: StudentSettings, progress: bool = False):
+def distilled_students(lab: Lab, drops: dict, settings: StudentSettings, progress: bool = False):
     """Every student of ``lab``'s model that lacks the heads ``drops`` names per kind (:func:`student_drops`), trained
     or found in the cache (:func:`headlab.models.distill.distill`: a
     notebook of the book only finds them, the build trains them first), and its grades of ``lab``'s pairs.
@@ -550,7 +552,7 @@ def distilled_students(lab, drops: dict, settings: StudentSettings, progress: bo
     return pd.DataFrame(rows), temperatures
 
 
-def student_grades(lab, folder: Path) -> np.ndarray:
+def student_grades(lab: Lab, folder: Path) -> np.ndarray:
     """The grades the student in ``folder`` gives ``lab``'s pairs (its unmasked pass through the sweep engine, as the
     teacher's baseline is), computed once and kept (:meth:`headlab.lab.Lab.stored`, keyed by the student's folder and
     its weights file's time, as the teacher's logits are in :mod:`headlab.models.distill`): the build's students step
@@ -564,7 +566,7 @@ def student_grades(lab, folder: Path) -> np.ndarray:
     return lab.stored("student_grades", {"student": folder.name, "weights": weights}, grade)["predicted"].to_numpy()
 
 
-def student_note(lab) -> str:
+def student_note(lab: Lab) -> str:
     """Why no student is distilled for ``lab``'s model (its heads cannot be removed for real), or ""."""
     why = cannot_prune(lab.model)
     return f"No student is distilled for this model: {why}." if why else ""

@@ -26,6 +26,7 @@ from headlab.core.stats import N_BOOT, bootstrap_weights, mcnemar, relative_chan
 from headlab.core.sweep import BASELINE, kappa_columns
 from headlab.judging.units import ACCURACY_CHANGE, PAIRED, TWO_TOWER_GAP
 from headlab.judging.verdicts import Claim, StudyClaim
+from headlab.lab.lab import Lab
 from headlab.measures.lexical import fit_lexical
 from headlab.measures.matching import term_matching_specs
 from headlab.models.two_tower import finetune_two_tower, load_two_tower, pair_encodings, predict_two_tower
@@ -53,7 +54,7 @@ PRETRAINING = {
 }
 
 
-def cross_encoder_grades(lab, matching, draws: int, keep_draws: int) -> dict[str, np.ndarray]:
+def cross_encoder_grades(lab: Lab, matching, draws: int, keep_draws: int) -> dict[str, np.ndarray]:
     """The cross-encoder's predicted grades unmasked (``"unmasked"``), with the term-matching heads masked
     (``"masked"``), and with attention kept inside each sentence (``"within sentence"``), all in the sweeps'
     precision: the first two read from notebook 05's sweep (the same masks, never evaluated twice; run here where 05
@@ -90,7 +91,7 @@ def cross_encoder_grades(lab, matching, draws: int, keep_draws: int) -> dict[str
     }
 
 
-def two_tower_probs(lab) -> tuple[Path, np.ndarray]:
+def two_tower_probs(lab: Lab) -> tuple[Path, np.ndarray]:
     """``(folder, probs)``: the two-tower model fine-tuned on the lab's settings (trained on the first call, then read
     from the cache; :func:`headlab.models.two_tower.finetune_two_tower`) and its grade probabilities (pairs x 5) on
     the lab's pairs, query and title encoded apart, with the lab's batch size, device and pad id."""

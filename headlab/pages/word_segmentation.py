@@ -26,6 +26,7 @@ from headlab.inputs.pku import held_out_sentences
 from headlab.inputs.words import SEGMENTER, chinese_words, has_cjk
 from headlab.judging.units import SEGMENTATION_GAIN, SINGLE_HEAD_ACCURACY, UNION_ACCURACY
 from headlab.judging.verdicts import Claim, StudyClaim, render
+from headlab.lab.lab import Lab
 from headlab.measures.segmentation import (
     ALL,
     MULTI,
@@ -60,7 +61,7 @@ class SegmentationCorpus:
     note: str  # markdown
 
 
-def segmentation_corpus(lab, corpus: str = "eval", limit: int | None = None, seed: int = 0) -> SegmentationCorpus:
+def segmentation_corpus(lab: Lab, corpus: str = "eval", limit: int | None = None, seed: int = 0) -> SegmentationCorpus:
     """``"eval"``: the first ``limit`` pairs of the evaluation split, gold = the tokenizer's own word ends;
     ``"eval-jieba"``: the same pairs, gold = jieba's segmentation (for Chinese pairs and a character model);
     ``"pku-1998"``: ``limit`` (default 500) held-out People's Daily sentences with gold segmentation.

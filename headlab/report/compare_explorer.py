@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import headlab.report.charts as charts
 from headlab.core.masking import head_grid
+from headlab.lab.lab import Lab
 from headlab.measures.attention_compare import DIFFERENCE, compare_maps
 from headlab.report.render import in_book, live_panel
 
 
-def live_explorer(lab, runs: dict, example: int = 0, head=(0, 0), stopwords=None):
+def live_explorer(lab: Lab, runs: dict, example: int = 0, head=(0, 0), stopwords=None):
     """ipywidgets controls (example, layer, head) that draw that head's maps in every run and their difference.
 
     ``lab`` gives the pairs (its encoded split, and its frame's query, title and label to caption each), the

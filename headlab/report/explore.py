@@ -15,6 +15,7 @@ import headlab.report.charts as charts
 from headlab.core.attention import attention_maps
 from headlab.core.evaluate import Encoded, predict, predicted_grades
 from headlab.core.masking import head_grid, keep_all
+from headlab.lab.lab import Lab
 from headlab.report.render import in_book, live_panel
 
 
@@ -125,7 +126,7 @@ def example_view(
     return text, charts.attention_heatmap(maps[layer, head], tokens, title=f"head {layer}.{head}, example {example}")
 
 
-def head_explorer(lab, grid: pd.DataFrame, layer_table: pd.DataFrame, example: int = 0):
+def head_explorer(lab: Lab, grid: pd.DataFrame, layer_table: pd.DataFrame, example: int = 0):
     """Live controls (layer, head, example) over the ablation tables and the lab's model's attention on its split.
 
     In the static book (``HEADLAB_BOOK=1``) a widget would show nothing without a kernel, so a note is returned.
