@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 from tiny_setup import tiny_setup
 
+from headlab.book.records import stacked
 from headlab.book.steps import step_needs
 from headlab.core.sweep import baseline_spec, single_head_specs
 from headlab.lab.pages import PAGES as REGISTRY
@@ -27,7 +28,7 @@ def _code(page: str) -> str:
 def test_every_artifact_is_produced_by_a_page_before_its_readers(name):
     a = ARTIFACTS[name]
     readers = [p.id for p in REGISTRY if name in p.reads]
-    assert a.kind in (TABLE, SWEEP) and a.page in PAGES and readers
+    assert a.kind in (TABLE, SWEEP) and a.page in PAGES and (readers or a.for_build)
     assert all(PAGES.index(a.page) < PAGES.index(reader) for reader in readers), (a.page, readers)
 
 
@@ -77,3 +78,17 @@ def test_a_lab_finds_only_finished_sweeps_that_hold_the_masks(tmp_path):
 def test_a_lab_prints_as_one_line_with_its_model_data_split_and_baseline(tmp_path):
     lab = tiny_setup(tmp_path, n_right=3)
     assert repr(lab) == "Lab(minilm on stsb-en, test: 5 pairs, 4 x 4 heads, cpu; unmasked accuracy 60.0%)"
+
+
+@pytest.mark.parametrize("name", sorted(n for n, a in ARTIFACTS.items() if a.for_build))
+def test_a_table_the_build_stacks_is_saved_by_its_page_under_that_name(name):
+    assert re.search(rf'save_table\([^\n]*"{name}"\)', _code(ARTIFACTS[name].page))
+
+
+def test_the_build_stacks_only_tables_a_page_declares_for_it(tmp_path):
+    built = {"tiny": {"RUN_DIR": str(tmp_path)}}
+    with pytest.raises(KeyError, match="no shared artifact 'two_tower_condition'"):
+        stacked(built, "two_tower_condition")  # a typo of a declared name
+    with pytest.raises(KeyError, match="not a table a page declares for the build"):
+        stacked(built, "head_roles")  # a table pages share, not one the build stacks
+    assert stacked(built, "two_tower_conditions").columns.tolist() == ["preset"]  # declared, not built: empty

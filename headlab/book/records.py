@@ -19,6 +19,7 @@ import pandas as pd
 import torch
 
 from headlab.core.device import precision
+from headlab.lab.pages import TABLE, artifact
 from headlab.lab.params import REPO, Params
 from headlab.models.names import is_pretrained_name, named_model_dir
 from headlab.models.training import is_complete
@@ -262,11 +263,16 @@ def models_table(built: dict[str, dict]) -> pd.DataFrame:
 
 
 def stacked(built: dict[str, dict], name: str) -> pd.DataFrame:
-    """One result table (``<name>.csv``) of every built preset that saved it, stacked, with a ``preset`` column."""
+    """One result table of every built preset that saved it, stacked, with a ``preset`` column: ``name`` is a table
+    a page declares for the build (:class:`headlab.lab.pages.Artifact`, ``for_build``), so a renamed table fails here,
+    naming the registry, rather than leaving the README's table empty."""
+    table = artifact(name)
+    if not (table.kind == TABLE and table.for_build):
+        raise KeyError(f"{name!r} is not a table a page declares for the build (Artifact(..., for_build=True))")
     frames = [
         pd.read_csv(path).assign(preset=preset)
         for preset, settings in built.items()
-        if (path := Params.from_globals(settings).results_folder / f"{name}.csv").exists()
+        if (path := table.path(Params.from_globals(settings).results_folder)).exists()
     ]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["preset"])
 

@@ -70,12 +70,14 @@ def tiny(name: str, default: object, note: str, value: object, hint: str = "") -
 class Artifact:
     """A table (``<results>/<name>.csv``, or ``<name>-<key>.csv`` for one per setting) or a sweep (the folders
     ``<results>/sweeps/<name>-<plan hash>/``, whose masks later sweeps of the same split reuse) that one page writes
-    and later pages read (:attr:`Page.reads`); ``page`` is filled in by the registry."""
+    and later pages read (:attr:`Page.reads`), or the build stacks across presets into ``runs/`` (``for_build``: the
+    README's tables); ``page`` is filled in by the registry."""
 
     name: str
     kind: str
     what: str
     page: str = ""
+    for_build: bool = False
 
     def path(self, folder: Path, key: str | None = None) -> Path:
         """Where the table lies in the results ``folder`` (a sweep has folders instead: :meth:`folders`)."""
@@ -354,6 +356,14 @@ PAGES = (
         "attention blocked, and a lexical grader",
         "whether two towers grade worse because they cannot match terms",
         reads=("head_roles", "term_matching_heads", "term_matching"),
+        produces=(
+            Artifact(
+                "two_tower_conditions",
+                TABLE,
+                "each model's accuracy per condition: the build's runs/two_tower.csv",
+                for_build=True,
+            ),
+        ),
         groups=(MATCHING_HEADS, MATCHING_SETS),
         trains=(CROSS_ENCODER, TWO_TOWER),
     ),
@@ -389,6 +399,14 @@ PAGES = (
             Parameter("N_SHOWN", 6, "contrast pairs shown"),
         ),
         reads=("layer_dependence", "head_roles", "term_matching_heads"),
+        produces=(
+            Artifact(
+                "patching_attribution_agreement",
+                TABLE,
+                "attribution patching against activation patching: the build's runs/attribution_agreement.csv",
+                for_build=True,
+            ),
+        ),
         groups=(MATCHING_HEADS,),
     ),
     Page(
@@ -420,6 +438,20 @@ PAGES = (
             ),
         ),
         reads=("redundancy", "layer_dependence"),
+        produces=(
+            Artifact(
+                "pruning_safe_share",
+                TABLE,
+                "the share pruned within the margin: the build's runs/pruning.csv",
+                for_build=True,
+            ),
+            Artifact(
+                "pruning_model",
+                TABLE,
+                "the pruned model's size and grades: the build's runs/pruning.csv",
+                for_build=True,
+            ),
+        ),
         groups=(REDUNDANCY,),
         trains=(CROSS_ENCODER, STUDENTS),
     ),
@@ -441,7 +473,7 @@ def page(page_id: str) -> Page:
 
 def artifacts() -> dict[str, Artifact]:
     """Every table and sweep a page writes for later pages, by name, each with its page."""
-    return {a.name: Artifact(a.name, a.kind, a.what, p.id) for p in PAGES for a in p.produces}
+    return {a.name: Artifact(a.name, a.kind, a.what, p.id, a.for_build) for p in PAGES for a in p.produces}
 
 
 def artifact(name: str) -> Artifact:
