@@ -560,3 +560,15 @@ def test_the_figures_captions_and_the_depth_conflict_come_from_the_tables():
     )
     text = cls_head.spread_takeaway(change, sets)
     assert "by +0.300 [+0.200, +0.400] nats" in text and text.endswith("2 of them change it as much or more.")
+
+
+def test_masked_runs_mask_exactly_the_named_heads_and_keep_every_other():
+    from types import SimpleNamespace
+
+    model = object()
+    runs = cls_head.masked_runs(SimpleNamespace(shape=(3, 4), model=model), [(0, 1), (2, 3)])
+    assert list(runs) == ["all heads", "2 matching heads masked"]
+    assert runs["all heads"] == (model, None)
+    masked_model, mask = runs["2 matching heads masked"]
+    assert masked_model is model and mask.shape == (3, 4) and mask.dtype == np.float32
+    assert {(int(l), int(h)) for l, h in zip(*np.nonzero(mask == 0))} == {(0, 1), (2, 3)} and mask.sum() == 10

@@ -10,12 +10,17 @@ from headlab.core.evaluate import encode
 from headlab.judging.verdicts import claims_file, render
 from headlab.measures.roles import ENGLISH_STOPWORDS, shares_terms
 from headlab.pages.two_tower import (
+    BLOCKED,
+    LEXICAL,
     REFERENCE,
+    TWO_TOWERS,
     claims,
     comparisons_text,
     condition_table,
     difference,
     error_overlap,
+    graded_conditions,
+    masked_label,
     pretraining_note,
     shared_term_gap,
 )
@@ -190,3 +195,28 @@ def test_two_tower_probs_fine_tune_on_the_labs_settings_and_grade_its_pairs(tmp_
     assert probs.shape == (len(lab.frame), 5) and np.allclose(probs.sum(axis=1), 1, atol=1e-5)
     expected = predict_two_tower(load_two_tower(folder), queries, titles, batch_size=len(lab.frame))
     np.testing.assert_allclose(probs, expected, atol=1e-5)  # the lab's (ragged) batches grade as one batch does
+
+
+def test_graded_conditions_names_every_grader_as_its_row_and_the_floor_by_the_training_majority():
+    """Notebook 08's graders, assembled by the page: the rows' names the scorecard's claims read (the two towers, 05's
+    k heads masked), the lexical grader fitted on training pairs only, and the floor at the training pairs' commonest
+    grade, not the test split's."""
+    from types import SimpleNamespace
+
+    words = ["cat", "dog", "bird", "fish", "tree", "rock"]
+    train = pd.DataFrame(
+        {
+            "query": [f"{words[i % 6]} {words[(i + 1) % 6]}" for i in range(30)],
+            "title": [f"{words[i % 6]} {words[(i + 2) % 6]}" for i in range(30)],
+            "label": [4] * 20 + [1] * 10,
+        }
+    )
+    test = train.iloc[:8].assign(label=[1] * 8)  # the test split's commonest grade is 1: the floor must say 4
+    lab = SimpleNamespace(params=SimpleNamespace(train_frame=lambda: train), frame=test, encoded=[0] * len(test))
+    cross = {name: np.full(8, grade) for name, grade in (("unmasked", 3), ("masked", 2), ("within sentence", 5))}
+    tower = np.eye(5)[np.full(8, 1)]  # probabilities: grade 2 everywhere
+    graded = graded_conditions(lab, cross, tower, k=5)
+    assert list(graded) == [REFERENCE, "5 term-matching heads masked", BLOCKED, TWO_TOWERS, LEXICAL, "always grade 4"]
+    assert masked_label(5) in graded and graded[TWO_TOWERS].tolist() == [2] * 8
+    assert graded["always grade 4"].tolist() == [4] * 8 and graded[BLOCKED].tolist() == [5] * 8
+    assert set(graded[LEXICAL]) <= {1, 2, 3, 4, 5} and len(graded[LEXICAL]) == 8

@@ -33,6 +33,9 @@ from headlab.models.two_tower import finetune_two_tower, load_two_tower, pair_en
 
 REFERENCE = "cross-encoder"
 STUDY_MASKED = -0.524  # the study's 5 term-matching heads masked; it measured no two-tower model
+BLOCKED = "attention kept inside each sentence"  # the cross-encoder, query and title not attending to each other
+TWO_TOWERS = "two towers"
+LEXICAL = "lexical overlap grader"
 
 # How an encoder was pretrained matters here: one trained as a two-tower sentence encoder already knows how to
 # compare sentences it reads apart, unlike the study's BERT (pretrained on masked words and sentence pairs).
@@ -116,6 +119,28 @@ def pretraining_note(model: str) -> str:
 def lexical_grades(train: pd.DataFrame, evaluated: pd.DataFrame) -> np.ndarray:
     """Grades of the ``evaluated`` pairs by the lexical overlap grader fitted on the ``train`` pairs."""
     return fit_lexical(train).probabilities(evaluated).argmax(axis=1) + 1
+
+
+def masked_label(k: int) -> str:
+    """The row of the cross-encoder with notebook 05's ``k`` term-matching heads masked."""
+    return f"{k} term-matching heads masked"
+
+
+def graded_conditions(lab: Lab, cross: dict[str, np.ndarray], tower_probs: np.ndarray, k: int) -> dict[str, np.ndarray]:
+    """Every grader's test grades under the name its row carries: the cross-encoder unmasked (:data:`REFERENCE`),
+    with the ``k`` term-matching heads masked and with attention kept inside each sentence (``cross``:
+    :func:`cross_encoder_grades`), the two towers (``tower_probs``: :func:`two_tower_probs`), the lexical grader
+    fitted on the training pairs, and the training pairs' most common grade given to every pair (the floor)."""
+    train = lab.params.train_frame()
+    majority = int(train["label"].mode().iloc[0])
+    return {
+        REFERENCE: cross["unmasked"],
+        masked_label(k): cross["masked"],
+        BLOCKED: cross["within sentence"],
+        TWO_TOWERS: predicted_grades(tower_probs),
+        LEXICAL: lexical_grades(train, lab.frame),
+        f"always grade {majority}": np.full(len(lab.encoded), majority),
+    }
 
 
 def condition_table(
