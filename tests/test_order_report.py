@@ -249,3 +249,55 @@ def test_case_grades_and_verdict():
     assert text.startswith("- Of 2 pairs") and "4 -> 2 -> 3 -> 4 here, 4 -> 2 -> 3 -> 2 in the study" in text
     assert 'masking the order heads raises it again" (no pair goes further)' in text
     assert "Ours:" not in text and "**" not in text  # the case is counted and shown, not judged
+
+
+def _cases(depths_falls):
+    """A case table: per example, how deep into the study's case it goes (how many PATTERNS hold) and its fall."""
+    from headlab.measures.order import PATTERNS
+
+    rows = []
+    for example, (depth, fall) in enumerate(depths_falls):
+        rows.append(
+            {
+                "example": example,
+                **{name: i < depth for i, name in enumerate(PATTERNS)},
+                "expected_original": 4.0,
+                "expected_shuffled": 4.0 - fall,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def test_the_shown_case_is_the_deepest_short_pair_unless_the_page_names_one():
+    from types import SimpleNamespace
+
+    from headlab.pages.word_order import shown_case
+
+    cases = _cases([(3, 1.0), (3, 2.0), (2, 3.0), (1, 0.5)])  # example 1 is the deepest with the largest fall
+    lengths = SimpleNamespace(input_ids=[[0] * 5, [0] * 50, [0] * 5, [0] * 5])  # ... but too long to read
+    original = SimpleNamespace(input_ids=[[0] * 5] * 4)
+    example, pattern, ranked = shown_case(cases, [0, 1, 2, 3], (original, lengths), max_tokens=10)
+    assert (example, pattern) == (0, "order_restores") and 1 not in ranked["example"].tolist()
+    assert ranked["example"].tolist() == [0, 2, 3]
+    everything = shown_case(cases, [1], (original, lengths), max_tokens=10)  # none short: every changed pair
+    assert everything[:2] == (1, "order_restores")
+    named = shown_case(cases, [0, 1, 2, 3], (original, lengths), max_tokens=10, case=3)
+    assert named[:2] == (3, "relevant")  # the CASE parameter wins, its own pattern read off every case
+
+
+def test_pair_maps_reads_one_pair_under_each_encoding_with_its_tokens():
+    from types import SimpleNamespace
+
+    from headlab.pages.word_order import pair_maps
+
+    encodings = {
+        "original": SimpleNamespace(input_ids=[[1, 2], [3, 4, 5]], maps=np.zeros((1, 1, 3, 3))),
+        "shuffled": SimpleNamespace(input_ids=[[1, 2], [5, 4, 3]], maps=np.ones((1, 1, 3, 3))),
+    }
+    lab = SimpleNamespace(
+        attention=lambda examples, encoded: iter([(examples[0], encoded.maps)]),
+        tokenizer=SimpleNamespace(convert_ids_to_tokens=lambda ids: [f"t{i}" for i in ids]),
+    )
+    shown = pair_maps(lab, 1, encodings)
+    assert shown["original"][1] == ["t3", "t4", "t5"] and shown["shuffled"][1] == ["t5", "t4", "t3"]
+    assert shown["original"][0].sum() == 0 and shown["shuffled"][0].sum() == 9

@@ -11,13 +11,16 @@ there are depth-matched (drawn from the order heads' layers). The study's one pa
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
+from headlab.core.evaluate import Encoded
 from headlab.judging.units import DIAGONAL, GRADE_SHIFT, STUDY_GRADE_SHIFT, TOTAL_VARIATION
 
 # notebook 04 takes claims_file and claims_table from here
 from headlab.judging.verdicts import Claim, StudyClaim, render
-from headlab.measures.order import CONDITIONS, PATTERNS
+from headlab.lab.lab import Lab
+from headlab.measures.order import CONDITIONS, PATTERNS, rank_cases
 
 STUDY_K = 7
 STUDY_DRAWS = 100
@@ -290,3 +293,26 @@ def verdict_case(shares: pd.DataFrame, grades: pd.DataFrame, pattern: str) -> st
             f"shuffled with random heads masked is {ours} here, {study} in the study.",
         ]
     )
+
+
+def shown_case(
+    cases: pd.DataFrame, changed, encodings: tuple[Encoded, ...], max_tokens: int, case: int | None = None
+) -> tuple[int, str, pd.DataFrame]:
+    """``(example, pattern, ranked)``: the pair the page shows, the deepest pattern of the study's case it follows,
+    and the ``changed`` pairs short enough to read in every one of ``encodings`` (the original and the shuffled
+    titles: at most ``max_tokens`` tokens each) ranked most like the study's case first (:func:`rank_cases`; every
+    changed pair when none is that short). ``case`` (the page's CASE) overrides the choice."""
+    short = [e for e in changed if all(len(encoded.input_ids[e]) <= max_tokens for encoded in encodings)]
+    ranked = rank_cases(cases, short or changed)
+    example = int(ranked["example"].iloc[0]) if case is None else int(case)
+    return example, str(rank_cases(cases).set_index("example").loc[example, "pattern"]), ranked
+
+
+def pair_maps(lab: Lab, example: int, encodings: dict[str, Encoded]) -> dict[str, tuple[np.ndarray, list[str]]]:
+    """One pair's attention (layers x heads x tokens x tokens) and its tokens, under each named encoding of the
+    split (its original and its shuffled titles)."""
+    shown = {}
+    for name, encoded in encodings.items():
+        _, maps = next(iter(lab.attention([example], encoded=encoded)))
+        shown[name] = (maps, lab.tokenizer.convert_ids_to_tokens(encoded.input_ids[example]))
+    return shown
