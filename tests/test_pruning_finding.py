@@ -253,3 +253,36 @@ def test_serving_rows_are_summarised_per_machine_and_the_goal_is_reached_only_wi
     pd.DataFrame(rows[:2]).to_csv(tmp_path / "serve.csv", index=False)
     summary = serve_summary("minilm", "stsb-en", tmp_path / "serve.csv")
     assert list(summary[summary["reached"]]["variant"]) == ["int8"] and "reached by int8" in serve_text(summary)
+
+
+def test_the_page_sweep_holds_page_01s_random_masks_every_curve_and_each_student():
+    """Page 10's one sweep: its random masks are page 01's (same shares, draws and seed: read, not run again), then
+    the least important heads anywhere and within each half, then the students' heads; each mask id once."""
+    from headlab.core.sweep import random_share_specs
+    from headlab.pages.pruning import CURVE_KINDS, STUDENT_KIND, pruning_specs
+
+    importance = pd.DataFrame(
+        [(layer, head, float(2 * layer + head)) for layer in range(4) for head in range(2)],
+        columns=["layer", "head", "importance"],
+    )
+    drops = {"low heads kept": [(2, 0), (3, 0)], "high heads kept": [(0, 0), (1, 0)]}
+    specs = pruning_specs(importance, 4, 2, [0.0, 0.25, 0.5], [0.25], 3, 7, drops)
+    assert specs[0] == baseline_spec() and len({s.mask_id for s in specs}) == len(specs)
+    random = [s for s in specs if s.kind == "random"]
+    assert random == [s for s in random_share_specs(4, 2, [0.0, 0.25, 0.5], 3, 7) if s.kind == "random"]
+    assert {s.kind for s in specs} >= {*CURVE_KINDS, STUDENT_KIND}
+    lowest = next(s for s in specs if s.kind == CURVE_KINDS[1] and s.meta["share"] == 0.25)
+    assert set(lowest.dropped) == {(0, 0), (0, 1)}  # the two least important heads
+    assert [s.meta["student"] for s in specs if s.kind == STUDENT_KIND] == list(drops)
+
+
+def test_the_page_curves_stack_every_kind_and_keep_the_random_draws_for_the_dots():
+    from headlab.pages.pruning import CURVE_KINDS, pruning_curves
+
+    accuracies = {("random", 0.2, d): a for d, a in enumerate((0.9, 0.8))}
+    accuracies |= {(kind, 0.2, 0): 0.95 for kind in CURVE_KINDS[1:]}
+    per_example, plan = _sweep(accuracies)
+    curves, draws = pruning_curves(per_example, plan, n_boot=50, seed=0)
+    assert set(curves["kind"]) == set(CURVE_KINDS) and set(draws["kind"]) == {"random"} and len(draws) == 2
+    random = curves[(curves["kind"] == "random") & (curves["share"] == 0.2)]
+    assert random["rel_change"].iloc[0] == pytest.approx(-0.15)  # the mean of the two draws' -10% and -20%

@@ -41,9 +41,12 @@ from headlab.core.sweep import (
     MaskSpec,
     baseline_correct,
     baseline_grades,
+    baseline_spec,
     heads_key,
     kappa_columns,
     predicted_matrix,
+    random_share_specs,
+    share_curve,
     share_masks,
     summarize,
 )
@@ -486,6 +489,40 @@ def student_specs(drops: dict[str, list[tuple[int, int]]]) -> list[MaskSpec]:
         MaskSpec(f"{STUDENT_KIND}-{kind.split()[0]}", tuple(drop), STUDENT_KIND, {"student": kind})
         for kind, drop in drops.items()
     ]
+
+
+CURVE_KINDS = ("random", CURVE_KIND, "importance-lower", "importance-upper")  # the page's curves, random first
+
+
+def pruning_specs(
+    importance: pd.DataFrame,
+    layers: int,
+    heads: int,
+    shares,
+    half_shares,
+    draws: int,
+    seed: int,
+    drops: dict[str, list[tuple[int, int]]],
+) -> list[MaskSpec]:
+    """Every mask of the page's one sweep: no head removed, ``draws`` random sets at each of ``shares`` (the same
+    masks as page 01's, so their results are read, not run again), the least important heads at each share anywhere
+    and within each half at ``half_shares``, and each student's heads (:func:`student_specs`)."""
+    return (
+        [baseline_spec()]
+        + random_share_specs(layers, heads, shares, draws, seed)
+        + importance_specs(importance, layers, heads, [s for s in shares if s > 0])
+        + [s for where in ("lower", "upper") for s in importance_specs(importance, layers, heads, half_shares, where)]
+        + student_specs(drops)
+    )
+
+
+def pruning_curves(
+    per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = N_BOOT, seed: int = 0
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(curves, random draws)``: the accuracy change per share removed for each of :data:`CURVE_KINDS`, stacked,
+    and the random curve's draws (the chart's dots)."""
+    curves, draws = zip(*[share_curve(per_example, plan, kind=k, n_boot=n_boot, seed=seed) for k in CURVE_KINDS])
+    return pd.concat(curves, ignore_index=True), draws[0]
 
 
 def choose_temperature(dev_accuracy: dict[float, float]) -> float:
