@@ -3,6 +3,7 @@
 correction across a model's claims widened once with the right small-sample quantiles, and claims that quote the
 study word for word."""
 
+import dataclasses
 import importlib
 import math
 import pkgutil
@@ -456,3 +457,12 @@ def test_a_number_that_rounds_to_zero_prints_without_a_sign():
     assert Unit("u", Kind.RELATIVE).number(0.0001) == "+0.0%"  # only the minus goes
     assert Unit("u", Kind.RELATIVE).number(-0.05) == "-5.0%" and Unit("u", Kind.POINTS).number(0.05) == "+5.0 points"
     assert no_negative_zero("-0%") == "0%" and no_negative_zero("-0.05") == "-0.05"
+
+
+def test_a_claim_row_is_built_by_keyword_only():
+    """Forty-odd fields, many of them floats: a row built by position would put a number in the wrong column."""
+    row = Claim.not_measured(STUDY_CLAIMS["redundancy.falls_steadily"], reason="not run")
+    fields = [getattr(row, f.name) for f in dataclasses.fields(Claim)]
+    with pytest.raises(TypeError, match="positional"):
+        Claim(*fields)
+    assert Claim(**{f.name: getattr(row, f.name) for f in dataclasses.fields(Claim)}) == row
