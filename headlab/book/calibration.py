@@ -68,6 +68,7 @@ from headlab.judging.verdicts import (
     POWER,
     VERDICTS,
     StudyClaim,
+    Verdict,
     decide,
     each_level,
     far_end,
@@ -82,9 +83,15 @@ from headlab.pages.claims import STUDY_CLAIMS
 REPO = Path(__file__).resolve().parents[2]  # the repository (not headlab.lab.params: it loads torch)
 N_SIM = 20_000  # simulated scorecards per planted truth: a 5% rate's Clopper–Pearson bound within about ±0.3 points
 SEED = 0
-RATES = ("holds", "does not hold", "opposite", "cannot tell", "underpowered")
+RATES = (Verdict.HOLDS, Verdict.DOES_NOT_HOLD, Verdict.OPPOSITE, Verdict.CANNOT_TELL, Verdict.UNDERPOWERED)
 NULL, SMALLEST = "no effect", "smallest effect"  # the two points the familywise rate is held at
-WRONG_AT = {NULL: {"effect": ("holds", "opposite"), "compare": ("holds", "opposite"), "no_effect": ("does not hold",)}}
+WRONG_AT = {
+    NULL: {
+        "effect": (Verdict.HOLDS, Verdict.OPPOSITE),
+        "compare": (Verdict.HOLDS, Verdict.OPPOSITE),
+        "no_effect": (Verdict.DOES_NOT_HOLD,),
+    }
+}
 WRONG_AT[SMALLEST] = dict.fromkeys(("effect", "compare", "no_effect"), DECISIVE)  # any verdict on one side is wrong
 
 
@@ -171,7 +178,10 @@ def preset_designs(
     rows = rows[(rows["preset"] == preset) & rows["claim_id"].isin(list(STUDY_CLAIMS))].set_index("claim_id")
     designs = {}
     for claim_id, row in rows.iterrows():
-        if row["verdict"] in ("not comparable", "not judged") or not np.isfinite([row["lo"], row["hi"]]).all():
+        if (
+            row["verdict"] in (Verdict.NOT_COMPARABLE, Verdict.NOT_JUDGED)
+            or not np.isfinite([row["lo"], row["hi"]]).all()
+        ):
             continue
         if not row["hi"] > row["lo"]:  # an interval of no width (a head that changes no grade): no error to simulate
             continue
@@ -274,7 +284,9 @@ def simulate(
     code, a, b, _ = decide(spec, ours, lo, hi, df, each=each, weakest_of=k, every_far=every_far, **design)
     mde = minimum_detectable(spec, lo, hi, df, each=each, weakest_of=k, **design)
     limit = spec.margin if spec.kind == "no_effect" else 2 * spec.min_size
-    code = np.where((code == VERDICTS.index("cannot tell")) & (mde > limit), VERDICTS.index("underpowered"), code)
+    code = np.where(
+        (code == VERDICTS.index(Verdict.CANNOT_TELL)) & (mde > limit), VERDICTS.index(Verdict.UNDERPOWERED), code
+    )
     if k > 1:  # the row is the condition reaching least far in the claimed direction (as the pages choose)
         if spec.kind == "no_effect":
             reach = -np.maximum(np.abs(a - spec.null), np.abs(b - spec.null))
@@ -349,7 +361,7 @@ def reachable(d: Design) -> dict[str, float | None]:
     possible count."""
     spec = d.spec
     scale = spec.margin if spec.kind == "no_effect" else spec.min_size
-    allowed = ("holds", "does not hold") if spec.kind == "no_effect" else DECISIVE
+    allowed = (Verdict.HOLDS, Verdict.DOES_NOT_HOLD) if spec.kind == "no_effect" else DECISIVE
     if d.heads:
         counts = np.arange(d.heads + 1)
         values = counts / d.heads

@@ -22,10 +22,10 @@ import pandas as pd
 from headlab.book.calibration import REPO
 from headlab.book.sensitivity import rejudged
 from headlab.judging.units import in_current_units
-from headlab.judging.verdicts import RULE_VERSION, study_claim_id
+from headlab.judging.verdicts import RULE_VERSION, Verdict, study_claim_id
 from headlab.pages.claims import STUDY_CLAIMS
 
-UNJUDGED = ("not comparable", "not judged")  # verdicts the rule does not give from a row's numbers
+UNJUDGED = (Verdict.NOT_COMPARABLE, Verdict.NOT_JUDGED)  # verdicts the rule does not give from a row's numbers
 CAUSE_WORDS = {
     "rule": "by the rule",
     "data": "by the data",
@@ -69,16 +69,16 @@ def verdict_moves(before: pd.DataFrame, after: pd.DataFrame, layers: dict[str, i
         (kept, judgeable), rebuilt = old.get(key, (None, False)), new.get(key)
         study = study_claim_id(claim_id)
         rule: str | None = None
-        again = "not judged"
+        again = Verdict.NOT_JUDGED
         if kept is not None:
             judged = judgeable and study in STUDY_CLAIMS and kept.verdict not in UNJUDGED
-            again = rejudged(kept, 1.0, layers[preset]) if judged else "not judged"
-            rule = kept.verdict if again == "not judged" else again
+            again = rejudged(kept, 1.0, layers[preset]) if judged else Verdict.NOT_JUDGED
+            rule = kept.verdict if again == Verdict.NOT_JUDGED else again
         if kept is None or rule is None:
             cause = "new claim"
         elif rebuilt is None:
             cause = "dropped"
-        elif again == "not judged" and kept.verdict != rebuilt.verdict:
+        elif again == Verdict.NOT_JUDGED and kept.verdict != rebuilt.verdict:
             cause = "not judged again"  # the rule's part cannot be told from the data's
         else:
             cause = _cause(kept.verdict, rule, rebuilt.verdict)

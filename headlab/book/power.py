@@ -42,7 +42,7 @@ from headlab.book.calibration import REPO
 from headlab.book.sensitivity import _design, on_policy_scale
 from headlab.core.stats import draws_df, pairs_share
 from headlab.judging.units import in_current_units
-from headlab.judging.verdicts import each_level, minimum_detectable, quantile, underpowered
+from headlab.judging.verdicts import Verdict, each_level, minimum_detectable, quantile, underpowered
 from headlab.pages.claims import STUDY_CLAIMS, registered
 
 DRAWS_CAP = 4  # the most draws a purchase multiplies a row's by: each is one more mask on every pair (or a student)
@@ -129,7 +129,7 @@ def power_table(scorecard: Path = REPO / "results" / "scorecard.csv", repo: Path
     rows = in_current_units(pd.read_csv(scorecard))
     judged = rows[  # a sub-row's id (claim/part) is no registered claim's
         rows["claim_id"].isin(list(STUDY_CLAIMS))
-        & ~rows["verdict"].isin(["not comparable", "not judged", "not measured"])
+        & ~rows["verdict"].isin([Verdict.NOT_COMPARABLE, Verdict.NOT_JUDGED, "not measured"])
     ]
     out = []
     for raw in judged.itertuples():

@@ -21,7 +21,7 @@ import pandas as pd
 
 from headlab.core.stats import NEAR_FLOOR
 from headlab.judging.units import KAPPA_START, is_missing, no_negative_zero, unit_of
-from headlab.judging.verdicts import ALPHA, FAMILIES, RULE_VERSION, RULES, TALLIES, VERDICTS, study_claim_id
+from headlab.judging.verdicts import ALPHA, FAMILIES, RULE_VERSION, RULES, TALLIES, VERDICTS, Verdict, study_claim_id
 from headlab.judging.verdicts import COLUMNS as CLAIM_COLUMNS
 from headlab.lab.params import Params
 from headlab.pages.claims import STUDY_CLAIMS
@@ -60,8 +60,8 @@ CORRECTION = (
     f"Rows judged by a verdict rule older than this one (v{RULE_VERSION}) are marked ⟨rule vN⟩."
 )
 OLD_RULE = "⟨rule v{}⟩"
-JUDGED = [v for v in VERDICTS if v != "not judged"]  # a claim's own row is always judged (sub-rows are not)
-DECIDED = ("holds", "does not hold", "opposite")
+JUDGED = [v for v in VERDICTS if v != Verdict.NOT_JUDGED]  # a claim's own row is always judged (sub-rows are not)
+DECIDED = (Verdict.HOLDS, Verdict.DOES_NOT_HOLD, Verdict.OPPOSITE)
 
 
 def results_folder(settings: dict) -> Path:
@@ -202,7 +202,7 @@ def _text(row, column: str) -> str:
     return value if isinstance(value, str) else ""
 
 
-UNDECIDED = ("cannot tell", "underpowered")  # verdicts whose cell shows which way the estimate leans
+UNDECIDED = (Verdict.CANNOT_TELL, Verdict.UNDERPOWERED)  # verdicts whose cell shows which way the estimate leans
 
 
 def _toward(value: float, spec) -> float:
@@ -360,7 +360,7 @@ STUDY_COLUMN = "e5-zh-char"  # the column of the study's shape (Chinese, one cha
 STUDY_SHAPE = "a Chinese BERT (12 x 12) reading one character a token, on query–title relevance in five grades"
 
 
-PLURAL = {"holds": "hold", "does not hold": "do not hold"}  # "3 hold, 2 do not hold, 1 opposite"
+PLURAL = {Verdict.HOLDS: "hold", Verdict.DOES_NOT_HOLD: "do not hold"}  # "3 hold, 2 do not hold, 1 opposite"
 
 
 def column_order(presets: list[str]) -> list[str]:
@@ -380,25 +380,25 @@ def _strength(row) -> float:
     if spec.kind == "no_effect":
         lo, hi = row.lo_adj - spec.null, row.hi_adj - spec.null
         margin = row.margin
-        if row.verdict != "does not hold" or is_missing(margin) or not margin > 0:
+        if row.verdict != Verdict.DOES_NOT_HOLD or is_missing(margin) or not margin > 0:
             return math.nan
         return (min(abs(lo), abs(hi)) - margin) / margin if lo * hi > 0 else math.nan
     size = row.min_size
     if is_missing(size) or not size > 0 or spec.direction == 0:
         return math.nan
     near, far = sorted(_toward(v, spec) for v in (row.lo_adj, row.hi_adj))
-    if row.verdict == "holds":
+    if row.verdict == Verdict.HOLDS:
         return (near - size) / size
-    if row.verdict == "opposite":
+    if row.verdict == Verdict.OPPOSITE:
         return -far / size
-    return (size - far) / size if row.verdict == "does not hold" else math.nan
+    return (size - far) / size if row.verdict == Verdict.DOES_NOT_HOLD else math.nan
 
 
 # how far past what decided it a row's adjusted interval lies (_strength), said per verdict
 FIRMNESS_WORDS = {
-    "holds": "its near end {:.1f} sizes beyond the size",
-    "opposite": "opposite, its far end {:.1f} sizes beyond no effect the other way",
-    "does not hold": "does not hold, its far end {:.1f} sizes short of the size",
+    Verdict.HOLDS: "its near end {:.1f} sizes beyond the size",
+    Verdict.OPPOSITE: "opposite, its far end {:.1f} sizes beyond no effect the other way",
+    Verdict.DOES_NOT_HOLD: "does not hold, its far end {:.1f} sizes short of the size",
     "no effect": "does not hold, its near end {:.1f} margins beyond the margin",  # a no-effect claim's
 }
 

@@ -39,13 +39,13 @@ from headlab.book.calibration import REPO, weakest_of
 from headlab.core.stats import floor_bound
 from headlab.judging.sizes import POLICY, POLICY_VERSION, Scale
 from headlab.judging.units import KAPPA_START, in_current_units, unit_of
-from headlab.judging.verdicts import RULE_VERSION, Judgement, judge, signs_on_both_scales, study_claim_id
+from headlab.judging.verdicts import RULE_VERSION, Judgement, Verdict, judge, signs_on_both_scales, study_claim_id
 from headlab.pages.claims import STUDY_CLAIMS, registered
 
 SCALES = {"half": 0.5, "size": 1.0, "twice": 2.0}  # the size (or margin) each column judges at
 
 
-REJECTING = ("does not hold", "opposite")
+REJECTING = (Verdict.DOES_NOT_HOLD, Verdict.OPPOSITE)
 REMEASURED = {  # rows whose number itself was measured with a margin the sizes policy moved: the rebuild re-counts them
     "layer_dependence.most_heads_change_nothing": "its number counts the heads shown within a per-head margin, "
     "which the sizes policy moved from ±2% to the no-change margin; only the per-head intervals of a rebuild can "
@@ -164,7 +164,7 @@ def rejudged(row, scale: float, layers: int) -> str:
     """A scorecard row's verdict by the current rule at its size times ``scale`` (:func:`judgement`); "not judged"
     where the row cannot be judged again."""
     judged = judgement(row, layers, scale)
-    return "not judged" if judged is None else judged.verdict
+    return Verdict.NOT_JUDGED if judged is None else judged.verdict
 
 
 MEAN_SENTENCE = re.compile(
@@ -237,7 +237,7 @@ def judged_again(table: pd.DataFrame, layers: dict[str, int]) -> pd.DataFrame:
             update |= {"kappa_lost_lo": math.nan, "kappa_lost_hi": math.nan}
         if judged is not None:
             update |= {"lo_adj": judged.lo_adj, "hi_adj": judged.hi_adj, "level": judged.level}
-        if judged is not None and row.verdict not in ("not comparable", "not judged"):
+        if judged is not None and row.verdict not in (Verdict.NOT_COMPARABLE, Verdict.NOT_JUDGED):
             design = _design(moved, layers[row.preset])
             update |= {
                 "verdict": judged.verdict,
@@ -289,7 +289,9 @@ def sensitivity_table(scorecard: Path = REPO / "results" / "scorecard.csv", repo
     at twice its size, and ``moves`` (whether those three differ)."""
     layers = pd.read_csv(repo / "results" / "models.csv").set_index("preset")["layers"]
     rows = in_current_units(pd.read_csv(scorecard))
-    judged = rows[rows["claim_id"].isin(list(STUDY_CLAIMS)) & ~rows["verdict"].isin(["not comparable", "not judged"])]
+    judged = rows[
+        rows["claim_id"].isin(list(STUDY_CLAIMS)) & ~rows["verdict"].isin([Verdict.NOT_COMPARABLE, Verdict.NOT_JUDGED])
+    ]
     out = []
     for row in judged.itertuples():
         at = {name: rejudged(row, scale, int(layers[row.preset])) for name, scale in SCALES.items()}

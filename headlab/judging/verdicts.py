@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import asdict, dataclass, fields, replace
+from enum import Enum
 
 import numpy as np
 import pandas as pd
@@ -123,8 +124,31 @@ def quote_in(text: str, quote: str) -> bool:
     return squash(quote) in squash(text)
 
 
-VERDICTS = ("holds", "does not hold", "opposite", "cannot tell", "underpowered", "not comparable", "not judged")
-DECISIVE = ("holds", "does not hold", "opposite")  # the verdicts that put the effect on one side of its size or of 0
+class Verdict(str, Enum):
+    """What a row says of its claim (the module's docstring defines each). A ``str`` that prints as its words: rows
+    written to and read from CSV hold the same words, and a verdict read back compares equal to its member."""
+
+    def __str__(self) -> str:  # its words, not "Verdict.HOLDS", wherever it is printed or written (Python 3.10 on)
+        return str.__str__(self)
+
+    def __format__(self, spec: str) -> str:
+        return str.__format__(self, spec)
+
+    HOLDS = "holds"
+    DOES_NOT_HOLD = "does not hold"
+    OPPOSITE = "opposite"
+    CANNOT_TELL = "cannot tell"
+    UNDERPOWERED = "underpowered"
+    NOT_COMPARABLE = "not comparable"
+    NOT_JUDGED = "not judged"
+
+
+VERDICTS = tuple(Verdict)  # in the order tables and legends list them
+DECISIVE = (
+    Verdict.HOLDS,
+    Verdict.DOES_NOT_HOLD,
+    Verdict.OPPOSITE,
+)  # the verdicts that put the effect on one side of its size or of 0
 ALPHA = 0.05
 POWER = 0.8  # a design is powered for a claim when it gives "holds" this often at twice the smallest effect
 RULE_VERSION = 6  # the verdict rule's version, kept in every row (older rows are marked, never silently mixed)
@@ -290,9 +314,9 @@ class Claim:
             n_examples=int(n_examples),
         )
         verdict, why = (
-            ("not comparable", not_comparable)
+            (Verdict.NOT_COMPARABLE, not_comparable)
             if not_comparable
-            else ("not judged", SUB_ROW)
+            else (Verdict.NOT_JUDGED, SUB_ROW)
             if part
             else (judged.verdict, judged.why)
         )
@@ -370,7 +394,7 @@ class Claim:
             n_examples=0,
             n_draws=0,
             p=None,
-            verdict="cannot tell",
+            verdict=Verdict.CANNOT_TELL,
             reason=_sentence(reason),
             rule=RULES[spec.kind],
             min_size=spec.min_size,
@@ -612,7 +636,7 @@ def judge(
     searched = f" (widened once for the {family} claims, {' and '.join(widened)})" if widened else ""
     if any(math.isnan(x) for x in (ours, lo, hi)):
         return Judgement(
-            "cannot tell", "No interval was measured, so nothing can be decided.", level, math.nan, math.nan
+            Verdict.CANNOT_TELL, "No interval was measured, so nothing can be decided.", level, math.nan, math.nan
         )
     design = dict(n_draws=n_draws, n_examples=n_examples)
     code, a, b, far = (
@@ -626,23 +650,23 @@ def judge(
         size = _size(m, unit)
         rejecting = f"its far end, widened for the {weakest_of} conditions ({_size(far, unit)})"
         why = {
-            "holds": f"The adjusted interval lies within ±{size}",
-            "does not hold": f"The adjusted interval lies outside ±{size}"
+            Verdict.HOLDS: f"The adjusted interval lies within ±{size}",
+            Verdict.DOES_NOT_HOLD: f"The adjusted interval lies outside ±{size}"
             + (f", by {rejecting}" if weakest_of > 1 else ""),
-            "cannot tell": f"The adjusted interval reaches past ±{size}, so it shows neither"
+            Verdict.CANNOT_TELL: f"The adjusted interval reaches past ±{size}, so it shows neither"
             + (f" ({rejecting} does not lie outside the margin)" if weakest_of > 1 else ""),
         }[verdict]
-        needed = _pairs_needed(ours - spec.null, a, b, m, n_examples, df) if verdict == "cannot tell" else ""
+        needed = _pairs_needed(ours - spec.null, a, b, m, n_examples, df) if verdict == Verdict.CANNOT_TELL else ""
         judged = Judgement(verdict, f"{why}{searched} (margin: {spec.size_why}).{needed}", level, a, b, far, mde)
         return _powered(spec, judged, unit, n_examples, df, past_margin=abs(ours - spec.null) >= m)
     d, m = spec.direction, spec.min_size
     sized = f" by at least {_size(m, unit)} ({spec.size_why})"
     every = "every candidate's adjusted interval lies" if every_far is not None else "the adjusted interval lies"
-    if verdict == "holds":
+    if verdict == Verdict.HOLDS:
         why = f"The adjusted interval lies beyond no effect in the claimed direction{sized}."
-    elif verdict == "opposite":
+    elif verdict == Verdict.OPPOSITE:
         why = f"{every[0].upper()}{every[1:]} beyond no effect in the other direction."
-    elif verdict == "does not hold":
+    elif verdict == Verdict.DOES_NOT_HOLD:
         why = f"{every[0].upper()}{every[1:]} short of the smallest effect of interest{sized}."
     else:
         why = "The adjusted interval reaches both sides, so the data decide neither way."
@@ -655,7 +679,7 @@ def judge(
             if n_examples > 0 and gap > 0:
                 more = _more_evidence((b - a) / 2 / gap, n_examples, df)
                 why += f" At the effect and spread measured, {more} would decide it."
-    if at_floor and spec.kind == "compare" and verdict != "holds":
+    if at_floor and spec.kind == "compare" and verdict != Verdict.HOLDS:
         saturated = (
             "Saturated: both conditions sit at the model's floor, so their difference says nothing about the claim."
         )
@@ -665,8 +689,8 @@ def judge(
         )
         weak = weak if underpowered(spec, mde) else ""
         saturated = f"{saturated[:-1]}{searched}. {_mde_sentence(spec, mde, unit)}{weak}."  # the floor decides
-        return Judgement("cannot tell", saturated, level, a, b, far, mde)
-    stands = ("holds",) if censored * d > 0 else ("does not hold", "opposite")
+        return Judgement(Verdict.CANNOT_TELL, saturated, level, a, b, far, mde)
+    stands = (Verdict.HOLDS,) if censored * d > 0 else (Verdict.DOES_NOT_HOLD, Verdict.OPPOSITE)
     if censored and spec.kind == "compare" and verdict in DECISIVE and verdict not in stands:
         numbers = _powered(spec, Judgement(verdict, why[:-1] + searched + ".", level, a, b, far, mde), unit, 0, df)
         way = "at least" if censored > 0 else "at most"
@@ -675,7 +699,7 @@ def judge(
             f"and the difference is {way} what was measured: it can show {' or '.join(stands)} but not this; the "
             f"numbers alone would read {numbers.verdict} ({numbers.why})"
         )
-        return Judgement("cannot tell", censored_why, level, a, b, far, mde)
+        return Judgement(Verdict.CANNOT_TELL, censored_why, level, a, b, far, mde)
     return _powered(spec, Judgement(verdict, why[:-1] + searched + ".", level, a, b, far, mde), unit, n_examples, df)
 
 
@@ -711,7 +735,8 @@ def signs_on_both_scales(
 def sign_shown(verdict: str) -> str:
     """What a verdict says of the effect's sign: the claimed direction shown ("holds", "does not hold" beyond no
     effect is not told apart here), the other, or neither; the scale marks compare these (:func:`on_other_scale`)."""
-    return {"holds": "claimed", "opposite": "other"}.get(verdict, "neither")
+    signs: dict[str, str] = {Verdict.HOLDS: "claimed", Verdict.OPPOSITE: "other"}
+    return signs.get(verdict, "neither")
 
 
 def _mde_sentence(spec: StudyClaim, mde: float, unit: Unit | None) -> str:
@@ -738,7 +763,7 @@ def _powered(
     evidence would show that one within); every other verdict keeps its label and says its MDE."""
     target = spec.margin if spec.kind == "no_effect" else 2 * spec.min_size
     stated = f" {_mde_sentence(spec, j.mde, unit)}"
-    if j.verdict != "cannot tell" or not underpowered(spec, j.mde):
+    if j.verdict != Verdict.CANNOT_TELL or not underpowered(spec, j.mde):
         return replace(j, why=f"{j.why}{stated}.")
     room = target - (0 if spec.kind == "no_effect" else spec.min_size)  # what the quantile terms may take up
     more = (
@@ -749,7 +774,7 @@ def _powered(
     limit = _reach_needed(spec, unit)
     return replace(
         j,
-        verdict="underpowered",
+        verdict=Verdict.UNDERPOWERED,
         why=f"{j.why}{stated}, beyond {limit}, so this design could not have decided it{more}.",
     )
 
@@ -831,14 +856,14 @@ def save_claims(lab: Lab, rows: list[Claim]) -> None:
 
 
 VERDICT_LEGEND = {
-    "holds": "the adjusted interval lies past the claim's smallest effect, the claimed way (a no-change claim: "
+    Verdict.HOLDS: "the adjusted interval lies past the claim's smallest effect, the claimed way (a no-change claim: "
     "within its margin)",
-    "does not hold": "it lies short of that size (a no-change claim: outside its margin)",
-    "opposite": "it lies past no effect, the other way",
-    "cannot tell": "it reaches both sides of a line that decides",
-    "underpowered": "cannot tell, and this design would miss the claim's size more often than not",
-    "not comparable": "our measure cannot be put on the study's",
-    "not judged": "shown as evidence beside a judged row",
+    Verdict.DOES_NOT_HOLD: "it lies short of that size (a no-change claim: outside its margin)",
+    Verdict.OPPOSITE: "it lies past no effect, the other way",
+    Verdict.CANNOT_TELL: "it reaches both sides of a line that decides",
+    Verdict.UNDERPOWERED: "cannot tell, and this design would miss the claim's size more often than not",
+    Verdict.NOT_COMPARABLE: "our measure cannot be put on the study's",
+    Verdict.NOT_JUDGED: "shown as evidence beside a judged row",
 }
 
 

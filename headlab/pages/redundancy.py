@@ -29,7 +29,7 @@ import math
 import pandas as pd
 
 from headlab.judging.units import ACCURACY_CHANGE, PAIRED, RISE, TWO_STAGE, with_interval
-from headlab.judging.verdicts import Claim, StudyClaim, draws_df_default, judge, render
+from headlab.judging.verdicts import Claim, StudyClaim, Verdict, draws_df_default, judge, render
 
 STUDY_REFERENCE = pd.DataFrame(
     [
@@ -38,7 +38,14 @@ STUDY_REFERENCE = pd.DataFrame(
 )
 
 STUDY_GAIN_AT_10 = 0.01
-_ORDER = {"does not hold": 0, "opposite": 0, "cannot tell": 1, "underpowered": 1, "holds": 2, "not comparable": 3}
+_ORDER: dict[str, int] = {
+    Verdict.DOES_NOT_HOLD: 0,
+    Verdict.OPPOSITE: 0,
+    Verdict.CANNOT_TELL: 1,
+    Verdict.UNDERPOWERED: 1,
+    Verdict.HOLDS: 2,
+    Verdict.NOT_COMPARABLE: 3,
+}
 
 
 def _interval(r) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from headlab.judging.units import is_missing
+from headlab.judging.verdicts import Verdict
 from headlab.lab.params import REPO
 
 SEGMENTATION = {  # page 03's rows: claim id -> what it scores (Chinese: People's Daily's gold words, then jieba's
@@ -27,7 +28,7 @@ SEGMENTATION = {  # page 03's rows: claim id -> what it scores (Chinese: People'
     "word_segmentation.single_head/eval_jieba": "one head, second corpus",
     "word_segmentation.head_union/eval_jieba": "heads together, second corpus",
 }
-NOT_COMPARABLE = "not comparable"  # page 03's verdict where the tokenizer's pieces give word ends away
+NOT_COMPARABLE = Verdict.NOT_COMPARABLE  # page 03's verdict where the tokenizer's pieces give word ends away
 CROSS_ENCODER, LEXICAL = "cross-encoder", "lexical"  # page 08's rows: the model itself, and the lexical grader
 NAN = float("nan")
 

@@ -9,7 +9,7 @@ import pandas as pd
 
 from headlab.book.scorecard import CORRECTION, claim_tables
 from headlab.judging.units import in_current_units, is_missing
-from headlab.judging.verdicts import ALPHA, TALLIES
+from headlab.judging.verdicts import ALPHA, TALLIES, Verdict
 from headlab.pages.claims import STUDY_CLAIMS
 from headlab.pages.pruning import serve_summary, serve_text, speed_rows
 from headlab.report.standing import standing, standing_markdown, standing_note
@@ -275,7 +275,7 @@ def sensitivity_block(table: pd.DataFrame) -> list[str]:
     """Which verdicts hang on the size (:mod:`headlab.book.sensitivity`): per column the study's claims counted
     by verdict at half, at and at twice their smallest effect of interest, then every row whose verdict moves with
     the size, and every row the current rule judges otherwise than the rule it was kept under."""
-    verdicts = ("holds", "does not hold", "opposite", "cannot tell", "underpowered")
+    verdicts = (Verdict.HOLDS, Verdict.DOES_NOT_HOLD, Verdict.OPPOSITE, Verdict.CANNOT_TELL, Verdict.UNDERPOWERED)
     lines = [
         "The study's claims per column, by verdict, judged by the current rule on each row's own numbers at half "
         "its smallest effect of interest (or margin), at it, and at twice it (half / at / twice):",

@@ -7,13 +7,15 @@ import json
 import altair as alt
 import pandas as pd
 
+from headlab.judging.verdicts import Verdict
+
 VERDICT_COLOURS = {
-    "holds": "#54a24b",
-    "does not hold": "#e45756",
-    "opposite": "#8e1b3b",  # darker than "does not hold": the stronger contradiction
-    "cannot tell": "#bab0ac",
-    "underpowered": "#d8cfa8",
-    "not comparable": "#eeeeee",
+    Verdict.HOLDS: "#54a24b",
+    Verdict.DOES_NOT_HOLD: "#e45756",
+    Verdict.OPPOSITE: "#8e1b3b",  # darker than "does not hold": the stronger contradiction
+    Verdict.CANNOT_TELL: "#bab0ac",
+    Verdict.UNDERPOWERED: "#d8cfa8",
+    Verdict.NOT_COMPARABLE: "#eeeeee",
 }  # headlab.judging.verdicts.VERDICTS, in their order
 
 
