@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 from scipy import stats as sps
 
@@ -466,3 +467,16 @@ def test_a_claim_row_is_built_by_keyword_only():
     with pytest.raises(TypeError, match="positional"):
         Claim(*fields)
     assert Claim(**{f.name: getattr(row, f.name) for f in dataclasses.fields(Claim)}) == row
+
+
+def test_a_verdict_prints_and_saves_as_its_words_and_reads_back_equal(tmp_path):
+    """Verdict is an enum whose members are their words: a row saved to CSV holds "does not hold", never
+    "Verdict.DOES_NOT_HOLD", and the word read back is the member."""
+    from headlab.judging.verdicts import Verdict
+
+    assert [str(v) for v in Verdict] == list(VERDICTS) == [f"{v}" for v in Verdict]
+    path = tmp_path / "rows.csv"
+    pd.DataFrame({"verdict": list(Verdict)}).to_csv(path, index=False)
+    read = pd.read_csv(path)["verdict"].tolist()
+    assert read == [v.value for v in Verdict] and all(Verdict(w) == w for w in read)
+    assert {Verdict.DOES_NOT_HOLD: 1}["does not hold"] == 1  # a word looks its member up, and back
