@@ -20,9 +20,15 @@ from transformers import (
     BertForSequenceClassification,
     BertModel,
     BertTokenizer,
+    ElectraConfig,
+    ElectraForSequenceClassification,
     MPNetConfig,
     MPNetForSequenceClassification,
     MPNetTokenizer,
+    RobertaConfig,
+    RobertaForSequenceClassification,
+    XLMRobertaConfig,
+    XLMRobertaForSequenceClassification,
 )
 
 TESTS = Path(__file__).resolve().parent
@@ -88,6 +94,45 @@ def tiny_mpnet(attn: str = "eager", seed: int = 0):
     )
     config._attn_implementation = attn
     return MPNetForSequenceClassification(config).eval()
+
+
+def _tiny(config_class, model_class, attn: str, seed: int, **extra):
+    """A randomly initialised 3-layer x 4-head encoder of one architecture with a 5-way head: no download needed."""
+    torch.manual_seed(seed)
+    config = config_class(
+        vocab_size=50,
+        hidden_size=16,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        intermediate_size=32,
+        max_position_embeddings=40,
+        num_labels=5,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        initializer_range=0.3,
+        **extra,
+    )
+    config._attn_implementation = attn
+    return model_class(config).eval()
+
+
+def tiny_roberta(attn: str = "eager", seed: int = 0):
+    """RoBERTa: BERT's layers, learned positions counted from the padding id, a classifier with no pooler."""
+    return _tiny(RobertaConfig, RobertaForSequenceClassification, attn, seed, pad_token_id=0, type_vocab_size=1)
+
+
+def tiny_xlmr(attn: str = "eager", seed: int = 0):
+    """XLM-R (RoBERTa's classes under its own model type, as multilingual rerankers ship)."""
+    return _tiny(XLMRobertaConfig, XLMRobertaForSequenceClassification, attn, seed, pad_token_id=0, type_vocab_size=1)
+
+
+def tiny_electra(attn: str = "eager", seed: int = 0):
+    """ELECTRA: BERT's layers behind its own embedding size, a two-layer classifier on the first token, no pooler."""
+    return _tiny(ElectraConfig, ElectraForSequenceClassification, attn, seed, embedding_size=8)
+
+
+TINY_ENCODERS = [tiny_bert, tiny_mpnet, tiny_roberta, tiny_xlmr, tiny_electra]  # every supported architecture
+BERT_LAYERED = [tiny_bert, tiny_roberta, tiny_xlmr, tiny_electra]  # those whose layers are BERT's (arch.bert_layers)
 
 
 def random_encoded(n: int = 40, seed: int = 0, longest: int = 12):

@@ -3,13 +3,13 @@
 import numpy as np
 import pytest
 import torch
-from conftest import random_encoded, tiny_bert, tiny_mpnet
+from conftest import TINY_ENCODERS, random_encoded
 
 from headlab.core.attention import attention_maps, cls_attention_rows, cls_value_weighted
 from headlab.core.masking import encoder_layers, output_projections, query_key_value
 
 
-@pytest.mark.parametrize("make", [tiny_bert, tiny_mpnet])
+@pytest.mark.parametrize("make", TINY_ENCODERS, ids=lambda make: make.__name__)
 def test_one_heads_cls_row_is_that_of_the_full_maps(make):
     """The pass that stops at the head's layer gives the [CLS] row of the full maps, with heads below removed."""
     model, encoded = make(), random_encoded(11)
@@ -26,7 +26,7 @@ def test_one_heads_cls_row_is_that_of_the_full_maps(make):
     assert not any(layer._forward_pre_hooks for layer in encoder_layers(model))
 
 
-@pytest.mark.parametrize("make", [tiny_bert, tiny_mpnet])
+@pytest.mark.parametrize("make", TINY_ENCODERS, ids=lambda make: make.__name__)
 def test_value_weighted_rows_are_the_weights_times_what_each_token_sends(make):
     model, encoded = make(), random_encoded(7)
     layer = 1

@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 import torch
-from conftest import random_encoded, tiny_bert, tiny_mpnet
+from conftest import BERT_LAYERED, TINY_ENCODERS, random_encoded, tiny_bert, tiny_mpnet
 
-from headlab.core.engine import MaskEngine, first_masked_layer
+from headlab.core.engine import MaskEngine, first_masked_layer, reads_cls_only
 from headlab.core.evaluate import predict
 from headlab.core.masking import encoder_layers
 
@@ -29,7 +29,7 @@ def test_first_masked_layer():
     assert first_masked_layer(m) == 0
 
 
-@pytest.mark.parametrize("make", [tiny_bert, tiny_mpnet])
+@pytest.mark.parametrize("make", TINY_ENCODERS, ids=lambda make: make.__name__)
 def test_layer_reuse_gives_the_same_probabilities_as_full_forward_passes(make):
     model, encoded = make(), random_encoded(11)
     full = [predict(model, encoded, mask=mask, batch_size=4) for mask in _masks()]  # before the engine touches it
@@ -42,10 +42,13 @@ def test_layer_reuse_gives_the_same_probabilities_as_full_forward_passes(make):
 
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
-def test_the_last_layer_at_cls_alone_gives_the_full_models_grades(attn):
-    """The classifier reads the last layer at [CLS] only, so computing that row alone changes nothing but rounding,
-    with padding in the batches and with heads of the last layer masked (their hooks still apply)."""
-    model, encoded = tiny_bert(attn), random_encoded(11)
+@pytest.mark.parametrize("make", BERT_LAYERED, ids=lambda make: make.__name__)
+def test_the_last_layer_at_cls_alone_gives_the_full_models_grades(make, attn):
+    """The classifier reads the last layer at [CLS] only (BERT's pooler, RoBERTa's, XLM-R's and ELECTRA's dense head
+    alike), so computing that row alone changes nothing but rounding, with padding in the batches and with heads of
+    the last layer masked (their hooks still apply)."""
+    model, encoded = make(attn), random_encoded(11)
+    assert reads_cls_only(model)
     assert len(set(map(len, encoded.input_ids))) > 1  # batches are padded
     full = [predict(model, encoded, mask=mask, batch_size=4) for mask in _masks()]
     fast = MaskEngine(model, encoded, batch_size=4).probabilities(_masks())
@@ -66,10 +69,11 @@ def _whole_layer_and_a_last_layer_head(layers=3, heads=4):
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
 @pytest.mark.parametrize("cls_only", [False, True])
-def test_removed_heads_left_out_give_the_masked_models_grades(attn, cls_only):
+@pytest.mark.parametrize("make", BERT_LAYERED, ids=lambda make: make.__name__)
+def test_removed_heads_left_out_give_the_masked_models_grades(make, attn, cls_only):
     """The grades with removed heads left out of the computation are those of the hooks' zeroed outputs (a whole
     layer removed, heads of the last layer removed, padding in the batches); the layers get their forward back."""
-    model, encoded = tiny_bert(attn), random_encoded(11)
+    model, encoded = make(attn), random_encoded(11)
     masks = _masks() + [_whole_layer_and_a_last_layer_head()]
     full = [predict(model, encoded, mask=mask, batch_size=4) for mask in masks]
     fast = MaskEngine(model, encoded, batch_size=4, cls_only=cls_only).probabilities(masks)
@@ -103,12 +107,11 @@ def test_removed_heads_get_no_attention_computed(monkeypatch):
 
 
 def test_a_model_that_reads_more_than_cls_keeps_its_last_layer():
-    from headlab.core.engine import reads_cls_only
-
     assert reads_cls_only(tiny_bert()) and not reads_cls_only(tiny_mpnet())
+    assert not reads_cls_only(tiny_bert().bert)  # the bare encoder: every position is its output
 
 
-@pytest.mark.parametrize("make", [tiny_bert, tiny_mpnet])
+@pytest.mark.parametrize("make", TINY_ENCODERS, ids=lambda make: make.__name__)
 def test_the_layers_compute_again_after_a_replay(make):
     """Replayed layers get their own forward back: a model used by the engine then predicts new inputs right."""
     model = make()

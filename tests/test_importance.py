@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import tiny_bert, tiny_mpnet
+from conftest import TINY_ENCODERS, tiny_bert
 
 from headlab.core.evaluate import Encoded, predict, predicted_grades
 from headlab.core.gradients import gradient_importance
@@ -47,7 +47,7 @@ def as_read_back(table: pd.DataFrame) -> pd.DataFrame:
 # --- gradient importance -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("make", [tiny_bert, tiny_mpnet])
+@pytest.mark.parametrize("make", TINY_ENCODERS, ids=lambda make: make.__name__)
 def test_a_head_whose_output_is_zero_has_zero_importance(make):
     model = make()
     d = model.config.hidden_size // model.config.num_attention_heads

@@ -1,10 +1,10 @@
 import pytest
 import torch
-from conftest import tiny_bert, tiny_mpnet
+from conftest import TINY_ENCODERS, tiny_bert, tiny_mpnet
 
 from headlab.core.masking import head_grid, keep_all, mask_heads, output_projections
 
-MODELS = [tiny_bert, tiny_mpnet]
+MODELS = TINY_ENCODERS
 
 
 def _projection_inputs(model, batch):

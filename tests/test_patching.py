@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import random_encoded, tiny_bert, tiny_mpnet
+from conftest import TINY_ENCODERS, random_encoded, tiny_bert
 
 from headlab.core.evaluate import Encoded, length_batches, model_inputs
 from headlab.core.patching import PatchEngine, expected_grade, grade_logit, patch_heads, recording_head_outputs
@@ -131,7 +131,7 @@ def _scaled(engine: PatchEngine, eps: float) -> None:
     ]
 
 
-@pytest.mark.parametrize("make", [tiny_bert, tiny_mpnet], ids=["bert", "mpnet"])
+@pytest.mark.parametrize("make", TINY_ENCODERS, ids=lambda make: make.__name__)
 def test_attribution_patching_is_activation_patching_to_first_order(make):
     model, source = make().double(), random_encoded(8)
     target = _changed(source)
@@ -172,7 +172,7 @@ def test_patching_at_positions_adds_up_where_the_model_is_linear_and_all_positio
     np.testing.assert_allclose(split, whole, rtol=0.05, atol=0.01 * np.abs(whole).max())
 
 
-@pytest.mark.parametrize("make", [tiny_bert, tiny_mpnet], ids=["bert", "mpnet"])
+@pytest.mark.parametrize("make", TINY_ENCODERS, ids=lambda make: make.__name__)
 def test_path_logits_read_the_senders_change_through_one_receiver_at_a_time(make):
     model, source = make(), random_encoded(10)
     target = _changed(source)

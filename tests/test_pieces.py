@@ -57,3 +57,40 @@ def test_wordpiece_words_join_continuations_and_specials_close_words():
     tokens = ["[CLS]", "una", "##ffa", "##ble", "[SEP]", "##x", "cat"]
     special = [t.startswith("[") for t in tokens]
     assert texts_of(tokens, WORDPIECE, special) == ["unaffable", "x", "cat"]
+
+
+def _byte_level_tokenizer():
+    """A small byte-level BPE tokenizer (RoBERTa's kind), trained here: no download."""
+    from tokenizers import ByteLevelBPETokenizer, processors
+
+    trained = ByteLevelBPETokenizer()
+    text = ["the cat sat on the mat", "a dog ran in the park, quickly!", "cats and dogs sat"] * 20
+    trained.train_from_iterator(text, vocab_size=300, min_frequency=1, special_tokens=["<s>", "<pad>", "</s>", "<unk>"])
+    trained._tokenizer.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+    return PreTrainedTokenizerFast(
+        tokenizer_object=trained._tokenizer,
+        bos_token="<s>",
+        cls_token="<s>",
+        eos_token="</s>",
+        sep_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+    )
+
+
+def test_byte_level_pieces_start_words_at_their_space_mark_and_pairs_share_terms():
+    """RoBERTa's byte-level BPE marks a word's first piece with the space it read (``Ġ``): words join the pieces
+    after it, punctuation stands alone, and a query and title share the words they both hold."""
+    from headlab.inputs.pair import read_pair
+    from headlab.inputs.pieces import BYTE_LEVEL
+
+    tokenizer = _byte_level_tokenizer()
+    assert piece_convention(tokenizer) == BYTE_LEVEL
+    tokens = ["<s>", "the", "Ġcat", "Ġsat", "Ġquick", "ly", ",", "Ġon", "Ġmat", "s", "</s>"]
+    special = [t in ("<s>", "</s>") for t in tokens]
+    words = ["".join(BYTE_LEVEL.text(tokens[i]) for i in span) for span in word_spans(tokens, BYTE_LEVEL, special)]
+    assert words == ["the", "cat", "sat", "quickly", ",", "on", "mats"]
+    ids = tokenizer("the cat sat on mats", "a dog sat, quickly")["input_ids"]
+    pair = read_pair(tokenizer, ids)
+    shared = {pair.tokens[q] for q, _ in pair.shared}
+    assert shared == {"Ġsat"} and [w.text for w in pair.query_words] == ["the", "cat", "sat", "on", "mats"]

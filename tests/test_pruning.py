@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import random_encoded, tiny_bert
+from conftest import BERT_LAYERED, random_encoded, tiny_bert
 from tiny_setup import tiny_setup
 
 import headlab
@@ -25,17 +25,18 @@ def _keep(model, drop):
     return keep
 
 
-def test_a_pruned_model_gives_the_grades_of_masking_its_heads_with_fewer_weights():
-    model, encoded = tiny_bert(), random_encoded()
+@pytest.mark.parametrize("make", BERT_LAYERED, ids=lambda make: make.__name__)
+def test_a_pruned_model_gives_the_grades_of_masking_its_heads_with_fewer_weights(make):
+    model, encoded = make(), random_encoded()
     pruned = prune_heads(model, DROP)
     masked = predict(model, encoded, mask=_keep(model, DROP), batch_size=8)
     np.testing.assert_allclose(predict(pruned, encoded, batch_size=8), masked, atol=1e-5)
     assert not np.allclose(masked, predict(model, encoded, batch_size=8), atol=1e-3)  # the heads mattered
     size = model.config.hidden_size // model.config.num_attention_heads
-    first = pruned.bert.encoder.layer[0].attention
+    first = pruned.base_model.encoder.layer[0].attention
     assert first.self.query.weight.shape == (2 * size, model.config.hidden_size)
     assert first.output.dense.weight.shape == (model.config.hidden_size, 2 * size)
-    assert pruned.bert.encoder.layer[1].attention.output.dense.weight.shape[1] == 0
+    assert pruned.base_model.encoder.layer[1].attention.output.dense.weight.shape[1] == 0
     removed = len(DROP) * 4 * size * model.config.hidden_size + len(DROP) * 3 * size  # q, k, v, output; q, k, v bias
     assert sum(p.numel() for p in model.parameters()) - sum(p.numel() for p in pruned.parameters()) == removed
     assert kept_heads(pruned) == [[0, 2], [], [0, 1, 3]] + [[0, 1, 2, 3]] * (len(kept_heads(pruned)) - 3)

@@ -225,7 +225,7 @@ def test_a_model_that_cannot_be_pruned_gets_a_note_not_a_failure(tmp_path):
     lab = tiny_setup(tmp_path / "runs")
     lab.model.config.model_type = "mpnet"  # pruning rebuilds BERT layers only
     table = pruned_model(lab, [(0, 0)], pd.DataFrame(), pd.DataFrame())
-    assert list(table.columns) == ["note"] and "model_type='mpnet' is not one" in table["note"].iloc[0]
+    assert list(table.columns) == ["note"] and "MPNet's are not" in table["note"].iloc[0]
 
 
 def test_serving_rows_are_summarised_per_machine_and_the_goal_is_reached_only_with_both_intervals(tmp_path):

@@ -217,7 +217,7 @@ def test_a_model_whose_heads_cannot_be_removed_has_no_students_and_the_claim_say
     lab = SimpleNamespace(model=load_classifier(str(mpnet_folder)))  # an MPNet: pruning rebuilds BERT layers only
     students, temperatures = distilled_students(lab, student_drops(_importance(), 4, 3, 0.25), StudentSettings())
     assert students.empty and list(students.columns) == STUDENT_COLUMNS and list(temperatures) == TEMPERATURE_COLUMNS
-    assert "mpnet" in student_note(lab) and "No temperature was tried" in temperature_text(temperatures)
+    assert "MPNet" in student_note(lab) and "No temperature was tried" in temperature_text(temperatures)
     per_example, plan = _sweep()
     assert student_table(students, per_example, plan).empty
     claim = student_claim(students, per_example, StudentSettings())

@@ -12,6 +12,7 @@ from contextlib import contextmanager, nullcontext
 import numpy as np
 import torch
 
+from headlab.core.arch import architecture
 from headlab.core.evaluate import Encoded, length_batches, model_inputs
 from headlab.core.masking import encoder_layers, mask_heads, output_projections, query_key_value
 
@@ -110,7 +111,8 @@ def cls_attention_rows(
     by a pre-hook) and computes that one head's scores: a fraction of a full pass, and no (layers, heads, tokens,
     tokens) array per example, where a score needs one row of one head (e.g. many random masks, one head read).
     """
-    if model.config.model_type != "bert":  # another attention (MPNet's relative bias): read the full maps
+    adapter = architecture(model)
+    if adapter.score_bias or not adapter.bert_layers:  # scores are not q.k alone (MPNet's bias): read the full maps
         for example, maps in attention_maps(model, encoded, indices, mask, batch_size, device, pad_id):
             yield example, maps[layer, head, 0]
         return

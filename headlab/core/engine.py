@@ -27,6 +27,7 @@ from contextlib import ExitStack, contextmanager, nullcontext
 import numpy as np
 import torch
 
+from headlab.core.arch import architecture
 from headlab.core.device import autocast, precision
 from headlab.core.evaluate import NUM_GRADES, Encoded, length_batches, model_inputs, weights_digest
 from headlab.core.masking import KEPT_HEADS, encoder_layers, head_grid, mask_heads
@@ -117,12 +118,12 @@ def _bert_layer_forward(
 
 
 def prunes_heads(model) -> bool:
-    """True for a BERT encoder whose layers are plain self-attention and feed-forward (no cross-attention, no
-    chunking) with every head (not pruned): the engine can leave removed heads out of the computation instead of
-    zeroing their outputs."""
+    """True for an encoder with BERT's layers (:attr:`headlab.core.arch.Architecture.bert_layers`) that are plain
+    self-attention and feed-forward (no cross-attention, no chunking) with every head (not pruned): the engine can
+    leave removed heads out of the computation instead of zeroing their outputs."""
     config = model.config
     return (
-        config.model_type == "bert"
+        architecture(model).bert_layers
         and not config.is_decoder
         and not config.add_cross_attention
         and config.chunk_size_feed_forward == 0
@@ -131,9 +132,13 @@ def prunes_heads(model) -> bool:
 
 
 def reads_cls_only(model) -> bool:
-    """True for a BERT sequence classifier the engine computes itself (:func:`prunes_heads`): its grade reads the
-    last layer at ``[CLS]``."""
-    return type(model).__name__ == "BertForSequenceClassification" and prunes_heads(model)
+    """True for a sequence classifier the engine computes itself (:func:`prunes_heads`) whose grade reads the last
+    layer at ``[CLS]`` alone (:attr:`headlab.core.arch.Architecture.first_token_head`): not the bare encoder."""
+    return (
+        type(model).__name__.endswith("ForSequenceClassification")
+        and architecture(model).first_token_head
+        and prunes_heads(model)
+    )
 
 
 @contextmanager
@@ -314,7 +319,7 @@ class MaskEngine:
         layer at ``[CLS]`` alone), on its padded batches; with ``recording`` the unmasked pass that records every
         layer's output too. The work done, not a pass's nominal work: the numerator of a roofline."""
         if not prunes_heads(self.model):
-            raise ValueError(f"matmul_flops counts a BERT encoder's work, not a {self.model.config.model_type}'s")
+            raise ValueError(f"matmul_flops counts the work of BERT's layers, not {architecture(self.model).name}'s")
         config = self.model.config
         d, inner, heads = config.hidden_size, config.intermediate_size, config.num_attention_heads
         size, last = d // heads, len(self.layers) - 1
@@ -333,7 +338,7 @@ class MaskEngine:
                 total += sum(
                     layer(rows, length, kept_per_layer[i], at_cls and i == last) for i in range(skip, last + 1)
                 )
-                total += 2 * rows * d * (d + NUM_GRADES)  # pooler and classifier, at [CLS]
+                total += 2 * rows * d * (d + NUM_GRADES)  # pooler and classifier (or a dense head), at [CLS]
             return total
 
         masks = [torch.as_tensor(m, dtype=torch.float32) for m in masks]

@@ -16,20 +16,10 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 from torch import nn
 
+from headlab.core.arch import architecture
+
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
-
-# Where each architecture mixes its heads back into the residual stream: model_type -> path from a layer.
-# Add an encoder here (and a tiny-config test) to support it everywhere.
-OUTPUT_PROJECTION = {
-    "bert": "attention.output.dense",
-    "mpnet": "attention.attn.o",
-}
-# Each architecture's self-attention (path from a layer) and the names of its query, key and value projections.
-SELF_ATTENTION = {
-    "bert": ("attention.self", ("query", "key", "value")),
-    "mpnet": ("attention.attn", ("q", "k", "v")),
-}
 
 
 class Ablation(str, Enum):
@@ -51,26 +41,22 @@ class Ablation(str, Enum):
 def encoder_layers(model: PreTrainedModel) -> list[Any]:
     """The transformer layers of an encoder or of a model with an encoder inside (``model.base_model``), each the
     architecture's own module (``BertLayer``, ``MPNetLayer``: their submodules differ, hence ``Any``)."""
-    model_type = model.config.model_type
-    if model_type not in OUTPUT_PROJECTION:
-        raise ValueError(
-            f"headlab cannot mask heads of model_type={model_type!r}; supported: {sorted(OUTPUT_PROJECTION)}"
-        )
+    architecture(model)  # an architecture headlab cannot take apart is refused here, by name
     return list(model.base_model.encoder.layer)
 
 
 def output_projections(model: PreTrainedModel) -> list[nn.Linear]:
     """The Linear per layer whose input is the concatenation of that layer's head outputs."""
-    path = OUTPUT_PROJECTION[model.config.model_type]
+    path = architecture(model).output_projection
     return [cast(nn.Linear, layer.get_submodule(path)) for layer in encoder_layers(model)]
 
 
 def query_key_value(model: PreTrainedModel, layer: int) -> tuple[Any, list[nn.Linear]]:
     """Layer ``layer``'s self-attention, the architecture's own module (hence ``Any``), and its query, key and value
     projections (each head's rows are its slice of ``attention_head_size`` rows)."""
-    path, names = SELF_ATTENTION[model.config.model_type]
-    attention = encoder_layers(model)[layer].get_submodule(path)
-    return attention, [cast(nn.Linear, getattr(attention, name)) for name in names]
+    adapter = architecture(model)
+    attention = encoder_layers(model)[layer].get_submodule(adapter.self_attention)
+    return attention, [cast(nn.Linear, getattr(attention, name)) for name in adapter.projections]
 
 
 def head_grid(model: PreTrainedModel) -> tuple[int, int]:

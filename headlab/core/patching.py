@@ -28,6 +28,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from headlab.core.arch import architecture
 from headlab.core.device import autocast, precision
 from headlab.core.engine import appending_hook, computed_heads, reads_cls_only, replayed_layers
 from headlab.core.evaluate import GRADE_LABELS, Encoded, length_batches, model_inputs
@@ -392,7 +393,7 @@ class _Head:
         self.attention, self.projections = query_key_value(model, layer)
         size = self.attention.attention_head_size
         self.head, self.columns, self.scaling = head, slice(head * size, (head + 1) * size), size**-0.5
-        self.relative = model.config.model_type == "mpnet"
+        self.relative = architecture(model).score_bias
 
 
 def _off_cls(inputs) -> torch.Tensor:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from headlab.core.arch import architecture
 from headlab.core.masking import KEPT_HEADS, encoder_layers
 
 KEPT_NEURONS = "headlab_kept_neurons"  # a compressed model's config field: its kept feed-forward neurons per layer
@@ -42,11 +43,13 @@ def kept_heads(model) -> list[list[int]] | None:
 
 
 def cannot_prune(model) -> str:
-    """Why :func:`prune_heads` cannot rebuild this model ("" when it can): it rebuilds BERT encoder layers only (an
-    MPNet, for one, adds a relative position bias per head that its layers share)."""
+    """Why :func:`prune_heads` cannot rebuild this model ("" when it can): it rebuilds BERT's encoder layers only
+    (:attr:`headlab.core.arch.Architecture.bert_layers`; an MPNet, for one, adds a relative position bias per head
+    that its layers share)."""
     config = model.config
-    if config.model_type != "bert" or config.is_decoder or config.add_cross_attention:
-        return f"pruning rebuilds BERT encoder layers; model_type={config.model_type!r} is not one"
+    adapter = architecture(model)
+    if not adapter.bert_layers or config.is_decoder or config.add_cross_attention:
+        return f"pruning rebuilds BERT's encoder layers; {adapter.name}'s are not"
     return ""
 
 

@@ -1,4 +1,6 @@
-"""How a tokenizer's pieces make words: WordPiece marks a word's later pieces (``##``), SentencePiece its first (``▁``).
+"""How a tokenizer's pieces make words: WordPiece marks a word's later pieces (``##``), SentencePiece its first (``▁``),
+and byte-level BPE (RoBERTa's, ELECTRA's English cousins, most English rerankers) its first with the space it read
+(``Ġ``).
 
 The findings read words off token strings (word ends, shared terms), so they need to know which mark the
 tokenizer writes. A WordPiece tokenizer (BERT, MiniLM, the character models headlab pretrains) has already cut
@@ -7,6 +9,9 @@ starts a word. A SentencePiece unigram tokenizer (XLM-R, multilingual e5) cuts o
 may hold several Chinese characters (``▁一个人``) or stand alone as a bare ``▁`` before a piece that has no
 ``▁`` form. Its words are made the same as BERT's here: a piece also starts a word where punctuation or a
 Chinese character begins it or ends the piece before it, so word ends and shared terms mean the same for both.
+Byte-level BPE reads the same way as SentencePiece with ``Ġ`` for ``▁`` (its first word has no space before it, and
+follows a special token): a non-ASCII character is written as the bytes' stand-in letters, the same for the query's
+word and the title's, so shared terms match, though they print oddly.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ class Pieces:
 
 WORDPIECE = Pieces(continuation="##")
 SENTENCEPIECE = Pieces(word_start="▁")
+BYTE_LEVEL = Pieces(word_start="Ġ")  # the space byte's stand-in in byte-level BPE (GPT-2, RoBERTa)
 
 
 def _stands_alone(char: str) -> bool:
@@ -52,11 +58,14 @@ def _stands_alone(char: str) -> bool:
 
 
 def piece_convention(tokenizer) -> Pieces:
-    """The convention of a tokenizer: read off its fast backend's model (Unigram: ``▁`` word starts), else WordPiece."""
+    """The convention of a tokenizer: read off its fast backend (a Unigram model: ``▁`` word starts; a byte-level
+    pre-tokenizer: ``Ġ`` word starts), else WordPiece."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     model = getattr(backend, "model", None)
     if type(model).__name__ == "Unigram":
         return SENTENCEPIECE
+    if type(getattr(backend, "pre_tokenizer", None)).__name__ == "ByteLevel":
+        return BYTE_LEVEL
     return Pieces(continuation=getattr(model, "continuing_subword_prefix", None) or WORDPIECE.continuation)
 
 

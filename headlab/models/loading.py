@@ -15,8 +15,8 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoTokenizer
 
+from headlab.core.arch import architecture_of
 from headlab.core.evaluate import NUM_GRADES
-from headlab.core.masking import OUTPUT_PROJECTION
 from headlab.core.pruning import KEPT_HEADS, KEPT_NEURONS, shape_for_kept_heads
 from headlab.inputs.assets import ASSETS, asset_path, is_asset
 from headlab.models.names import MODELS, is_pretrained_name, named_model_dir
@@ -78,12 +78,10 @@ def _check_folder(folder: Path, allow_pickle: bool) -> None:
         raise ModelError(f"{config} is not valid JSON: {err}") from None
     if "auto_map" in settings:
         raise ModelError(f"{config} asks for remote code (auto_map); headlab never sets trust_remote_code")
-    model_type = settings.get("model_type")
-    if model_type not in OUTPUT_PROJECTION:
-        raise ModelError(
-            f"{config}: model_type={model_type!r} is not an encoder headlab supports "
-            f"(supported: {sorted(OUTPUT_PROJECTION)})"
-        )
+    try:
+        architecture_of(settings.get("model_type"))
+    except ValueError as err:
+        raise ModelError(f"{config}: {err}") from None
     has_safetensors = any(folder.glob("*.safetensors"))
     has_pickle = any(folder.glob("*.bin"))
     if not has_safetensors and has_pickle and not allow_pickle:
@@ -98,11 +96,10 @@ def _check_folder(folder: Path, allow_pickle: bool) -> None:
 def _load(loader, spec: str, allow_pickle: bool, attn: str, new: re.Pattern | None = None, **kwargs):
     path = resolve_model(spec, allow_pickle)
     config = AutoConfig.from_pretrained(path, trust_remote_code=False)
-    if config.model_type not in OUTPUT_PROJECTION:
-        raise ModelError(
-            f"model {spec!r}: model_type={config.model_type!r} is not an encoder headlab supports "
-            f"(supported: {sorted(OUTPUT_PROJECTION)})"
-        )
+    try:
+        architecture_of(config.model_type)
+    except ValueError as err:
+        raise ModelError(f"model {spec!r}: {err}") from None
 
     def load(implementation: str):
         if any(getattr(config, field, None) is not None for field in (KEPT_HEADS, KEPT_NEURONS)):
