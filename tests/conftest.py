@@ -135,6 +135,26 @@ TINY_ENCODERS = [tiny_bert, tiny_mpnet, tiny_roberta, tiny_xlmr, tiny_electra]  
 BERT_LAYERED = [tiny_bert, tiny_roberta, tiny_xlmr, tiny_electra]  # those whose layers are BERT's (arch.bert_layers)
 
 
+def measured_claim(claim_id: str, ours: float, half: float, method: str = "paired bootstrap over test pairs", **extra):
+    """A row of the registered claim ``claim_id`` judged on an accuracy change of ``ours`` ± ``half`` over 1379 test
+    pairs (the scorecard's and the moves' tests build their rows the same way)."""
+    from headlab.judging.units import unit_of
+    from headlab.judging.verdicts import Claim
+    from headlab.pages.claims import registered
+
+    return Claim.measured(
+        registered(claim_id),
+        ours=ours,
+        lo=ours - half,
+        hi=ours + half,
+        unit=unit_of("relative change of accuracy"),
+        method=method,
+        n_examples=1379,
+        reason="why",
+        **extra,
+    )
+
+
 def random_encoded(n: int = 40, seed: int = 0, longest: int = 12):
     """``n`` random pairs of ``[2] ids [3]`` (3 to ``longest - 1`` ids) with random grades, for the tiny models."""
     from headlab.core.evaluate import Encoded

@@ -19,17 +19,14 @@ from headlab.pages.layer_dependence import (
     halves_claims,
     halves_details,
     halves_takeaway,
-    halves_verdict,
     heads_claims,
     heads_details,
     heads_takeaway,
-    heads_verdict,
     importance_takeaway,
     layer_reference,
     layers_claims,
     layers_details,
     layers_takeaway,
-    layers_verdict,
     proxy_verdict,
     within_margin_takeaway,
 )
@@ -219,7 +216,7 @@ def test_two_halves_both_at_the_floor_are_saturated_not_a_failed_comparison():
 
 def test_halves_verdict_when_the_lower_half_collapses():
     gap = _gap(COLLAPSING)
-    text = halves_verdict(_with_kappa(gap))
+    text = "\n".join([render(halves_claims(_with_kappa(gap))), halves_details(_with_kappa(gap))])
     assert text.startswith(render(_claims(gap)))
     assert text == render(_claims(gap)) + "\n" + halves_details(gap)
     assert "**holds** · *Masking 80% and 100% of the low heads makes accuracy collapse.*" in text
@@ -237,11 +234,13 @@ def test_halves_verdict_when_the_halves_do_not_differ():
             (0.5, 36, -0.30, -0.35, -0.25, -0.28, -0.33, -0.23, -0.04, 0.08),
         ]
     )
-    text = halves_verdict(_with_kappa(gap))
+    text = "\n".join([render(halves_claims(_with_kappa(gap))), halves_details(_with_kappa(gap))])
     assert "the lower half costs more at 0 and the upper half at 0" in text
     assert "**does not hold** · *Masking most of the high heads costs far less than masking the low heads.*" in text
     assert "At 50% of all heads" in text
-    assert "Not tested" in halves_verdict(_with_kappa(gap.iloc[:1]))
+    assert "Not tested" in "\n".join(
+        [render(halves_claims(_with_kappa(gap.iloc[:1]))), halves_details(_with_kappa(gap.iloc[:1]))]
+    )
 
 
 def _layers(changes, p_values=None, half_width=0.01):
@@ -308,7 +307,7 @@ def test_layers_claims_are_judged_at_the_weakest_layer_of_the_studys_depth():
 
 def test_layers_verdict_compares_by_depth_and_with_the_study_numbers():
     table = _layers([-0.5, -0.2, 0.03, 0.0, 0.06, -0.1])
-    text = layers_verdict(table, 6, 400)
+    text = "\n".join([render(layers_claims(table, 6, 400)), layers_details(table, 6)])
     assert text == render(layers_claims(table, 6, 400)) + "\n" + layers_details(table, 6)
     assert "study layers → our layer" in text
     assert "**underpowered** · *Masking any one of layers 5–9 (of 12) raises accuracy.*" in text
@@ -321,7 +320,8 @@ def test_layers_verdict_compares_by_depth_and_with_the_study_numbers():
     )
     assert "Holm correction over all 6 layers" in text
     assert "the largest loss is layer 0: -50.0%" in text
-    text = layers_verdict(_layers([-0.5] * 12), 12, 400)
+    flat = _layers([-0.5] * 12)
+    text = "\n".join([render(layers_claims(flat, 12, 400)), layers_details(flat, 12)])
     assert "one to one" in text and "**opposite** ·" in text
     assert "Holm p = 0.012 over the 12 layers" in text and "excludes" in text and "gain after Holm at no layer" in text
 
@@ -329,7 +329,7 @@ def test_layers_verdict_compares_by_depth_and_with_the_study_numbers():
 def test_layers_verdict_needs_holm_across_layers_not_one_interval():
     # layer 2's interval excludes zero and p = 0.02, but six layers were tested: Holm makes it 0.1
     table = _layers([0.0, 0.0, 0.03, 0.0, 0.0, 0.0], p_values=[1, 1, 0.02, 1, 1, 1])
-    text = layers_verdict(table, 6, 400)
+    text = "\n".join([render(layers_claims(table, 6, 400)), layers_details(table, 6)])
     assert "layer 2: +3.0% [+2.0%, +4.0%];" in text and "gain after Holm at no layer" in text
     assert _by_slug(layers_claims(table, 6, 400))["layers_5_9_gain"].verdict == "underpowered"  # ±1%, 3 layers
 
@@ -410,7 +410,7 @@ def test_heads_claims_rules():
 
 def test_heads_verdict_counts_and_names_the_heads():
     grid = _grid(MIXED)
-    text = heads_verdict(grid, layers=3, n_examples=300)
+    text = "\n".join([render(heads_claims(grid, 3, 300)), heads_details(grid, 3)])
     assert text == render(heads_claims(grid, 3, 300)) + "\n" + heads_details(grid, 3)
     assert "6 heads" in text and "**3 significant**" in text
     assert "2 hurt when masked: 0.0 -30.0%" in text and "1 help: 2.0 +5.0%" in text
@@ -426,7 +426,7 @@ def test_heads_verdict_counts_and_names_the_heads():
 
 def test_heads_verdict_without_any_improving_head():
     grid = _grid([(0, 0, -0.30, 1e-6, 1e-5), (0, 1, 0.01, 0.5, 1.0)])
-    text = heads_verdict(grid, layers=2, n_examples=300)
+    text = "\n".join([render(heads_claims(grid, 2, 300)), heads_details(grid, 2)])
     assert "0 head(s) improve accuracy at an uncorrected McNemar p < 0.05; 0 survive" in text
     assert "The row shows head 0.1" in text and "uncorrected p < 0.05:" not in text
 

@@ -2,24 +2,10 @@
 
 import pandas as pd
 import pytest
+from conftest import measured_claim
 
 from headlab.book.moves import moves_text, verdict_moves
-from headlab.judging.units import unit_of
-from headlab.judging.verdicts import RULE_VERSION, Claim, claims_table
-from headlab.pages.claims import registered
-
-
-def _row(claim_id: str, ours: float, half: float) -> Claim:
-    return Claim.measured(
-        registered(claim_id),
-        ours=ours,
-        lo=ours - half,
-        hi=ours + half,
-        unit=unit_of("relative change of accuracy"),
-        method="paired bootstrap over test pairs",
-        n_examples=1379,
-        reason="why",
-    )
+from headlab.judging.verdicts import RULE_VERSION, claims_table
 
 
 def _table(rows, **kept) -> pd.DataFrame:
@@ -30,13 +16,13 @@ def _table(rows, **kept) -> pd.DataFrame:
 
 
 def test_each_moved_verdict_says_whether_the_rule_or_the_data_moved_it():
-    worse = _row("two_tower.worse", -0.30, 0.02)  # far past its size: holds by any rule
-    layer = _row("layer_dependence.layer_8_gain", 0.0, 0.03)
-    gone = _row("redundancy.no_loss_below_20", 0.0, 0.002)
+    worse = measured_claim("two_tower.worse", -0.30, 0.02)  # far past its size: holds by any rule
+    layer = measured_claim("layer_dependence.layer_8_gain", 0.0, 0.03)
+    gone = measured_claim("redundancy.no_loss_below_20", 0.0, 0.002)
     before = _table([worse, layer, gone], **{"layer_dependence.layer_8_gain": ("cannot tell", RULE_VERSION - 1)})
     assert layer.verdict != "cannot tell"  # the current rule reads these numbers otherwise
-    worse_now = _row("two_tower.worse", 0.001, 0.002)  # the rebuild's number: no loss any more
-    new = _row("two_tower.fails_on_shared_terms", -0.05, 0.01)
+    worse_now = measured_claim("two_tower.worse", 0.001, 0.002)  # the rebuild's number: no loss any more
+    new = measured_claim("two_tower.fails_on_shared_terms", -0.05, 0.01)
     after = _table([worse_now, layer, new])
     moves = verdict_moves(before, after, {"a": 12}).set_index("claim_id")
     assert moves.loc["two_tower.worse", ["before", "rule", "after", "cause"]].tolist() == [
@@ -60,7 +46,7 @@ def test_each_moved_verdict_says_whether_the_rule_or_the_data_moved_it():
 
 
 def test_a_rebuild_judged_by_an_older_rule_or_a_claim_twice_is_refused():
-    worse = _row("two_tower.worse", -0.30, 0.02)
+    worse = measured_claim("two_tower.worse", -0.30, 0.02)
     old = _table([worse], **{"two_tower.worse": ("holds", RULE_VERSION - 1)})
     with pytest.raises(ValueError, match=f"must be judged by rule {RULE_VERSION}: two_tower.worse"):
         verdict_moves(old, old, {"a": 12})

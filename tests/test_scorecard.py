@@ -6,6 +6,7 @@ import re
 
 import pandas as pd
 import pytest
+from conftest import measured_claim
 
 from headlab.book.presets import PRESETS
 from headlab.book.scorecard import _strength, answer_lines, interval_rows, scorecard_markdown, scorecard_table
@@ -18,17 +19,8 @@ from headlab.report.bookjs import VEGA_PATH
 
 
 def _claim(claim_id="redundancy.no_loss_below_20", ours=0.003, half=0.0015):
-    return Claim.measured(
-        registered(claim_id),
-        ours=ours,
-        lo=ours - half,
-        hi=ours + half,
-        unit=unit_of("relative change of accuracy"),
-        method="two-stage bootstrap over draws and test pairs",
-        n_examples=1379,
-        n_draws=10,
-        reason="why",
-        study=0.01,
+    return measured_claim(
+        claim_id, ours, half, method="two-stage bootstrap over draws and test pairs", n_draws=10, study=0.01
     )
 
 

@@ -21,7 +21,7 @@ from scipy import stats as sps
 from headlab.core.stats import by_interval, equivalent, floor_bound
 from headlab.judging.sizes import MARGIN_WHY, NO_CHANGE_MARGIN
 from headlab.judging.units import ACCURACY_CHANGE, HALF_GAP, HEADS_NOTHING, KAPPA_LOST, PAIRED, TWO_STAGE, with_interval
-from headlab.judging.verdicts import Claim, StudyClaim, draws_df_default, each_level, far_end, judge, reach, render
+from headlab.judging.verdicts import Claim, StudyClaim, draws_df_default, each_level, far_end, judge, reach
 from headlab.measures.halves import collapse_shares
 from headlab.measures.study_layers import (
     STUDY_GAIN_LAYERS,
@@ -306,11 +306,6 @@ def halves_takeaway(gap: pd.DataFrame) -> str:
     )
 
 
-def halves_verdict(gap: pd.DataFrame) -> str:
-    """The study's claims about the halves (:func:`halves_claims`), then the difference at every share (markdown)."""
-    return "\n".join([render(halves_claims(gap)), halves_details(gap)])
-
-
 # --- whole layers --------------------------------------------------------------------------------------
 
 GAINS = StudyClaim(
@@ -462,11 +457,6 @@ def layers_takeaway(table: pd.DataFrame) -> str:
         f"highest bar is layer {int(best.layer)}, {_change(best.rel_change, best.lo, best.hi)}; "
         f"{int(table['distinguishable'].sum())} of {len(table)} layers change accuracy after Holm."
     )
-
-
-def layers_verdict(table: pd.DataFrame, layers: int, n_examples: int, alpha: float = 0.05) -> str:
-    """The study's claims about whole layers (:func:`layers_claims`), then every layer's gain or loss (markdown)."""
-    return "\n".join([render(layers_claims(table, layers, n_examples, alpha)), layers_details(table, layers, alpha)])
 
 
 # --- single heads --------------------------------------------------------------------------------------
@@ -688,19 +678,6 @@ def importance_takeaway(agreements: dict[str, dict]) -> str:
             f"{label}, Spearman ρ {a['spearman_rho']:+.2f} over {a['n_heads']} heads" for label, a in agreements.items()
         )
         + "."
-    )
-
-
-def heads_verdict(
-    grid: pd.DataFrame,
-    layers: int,
-    n_examples: int,
-    alpha: float = 0.05,
-    margin: float = HEAD_MARGIN,
-) -> str:
-    """The study's claims about single heads (:func:`heads_claims`), then which heads hurt and help (markdown)."""
-    return "\n".join(
-        [render(heads_claims(grid, layers, n_examples, alpha, margin)), heads_details(grid, layers, alpha)]
     )
 
 
