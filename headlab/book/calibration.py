@@ -67,6 +67,7 @@ from headlab.judging.verdicts import (
     FAMILIES,
     POWER,
     VERDICTS,
+    Kind,
     StudyClaim,
     Verdict,
     decide,
@@ -87,18 +88,20 @@ RATES = (Verdict.HOLDS, Verdict.DOES_NOT_HOLD, Verdict.OPPOSITE, Verdict.CANNOT_
 NULL, SMALLEST = "no effect", "smallest effect"  # the two points the familywise rate is held at
 WRONG_AT = {
     NULL: {
-        "effect": (Verdict.HOLDS, Verdict.OPPOSITE),
-        "compare": (Verdict.HOLDS, Verdict.OPPOSITE),
-        "no_effect": (Verdict.DOES_NOT_HOLD,),
+        Kind.EFFECT: (Verdict.HOLDS, Verdict.OPPOSITE),
+        Kind.COMPARE: (Verdict.HOLDS, Verdict.OPPOSITE),
+        Kind.NO_EFFECT: (Verdict.DOES_NOT_HOLD,),
     }
 }
-WRONG_AT[SMALLEST] = dict.fromkeys(("effect", "compare", "no_effect"), DECISIVE)  # any verdict on one side is wrong
+WRONG_AT[SMALLEST] = dict.fromkeys(
+    (Kind.EFFECT, Kind.COMPARE, Kind.NO_EFFECT), DECISIVE
+)  # any verdict on one side is wrong
 
 
 def truths(spec: StudyClaim) -> dict[str, float]:
     """The planted truths, in the claim's unit: no effect, the smallest effect of interest (a no-effect claim: the
     margin), twice it, and the opposite at twice it."""
-    size = spec.margin if spec.kind == "no_effect" else spec.min_size
+    size = spec.margin if spec.kind == Kind.NO_EFFECT else spec.min_size
     step = (spec.direction or 1) * size
     return {
         NULL: spec.null,
@@ -283,12 +286,12 @@ def simulate(
     design = dict(n_draws=d.n_draws, n_examples=d.n_examples)
     code, a, b, _ = decide(spec, ours, lo, hi, df, each=each, weakest_of=k, every_far=every_far, **design)
     mde = minimum_detectable(spec, lo, hi, df, each=each, weakest_of=k, **design)
-    limit = spec.margin if spec.kind == "no_effect" else 2 * spec.min_size
+    limit = spec.margin if spec.kind == Kind.NO_EFFECT else 2 * spec.min_size
     code = np.where(
         (code == VERDICTS.index(Verdict.CANNOT_TELL)) & (mde > limit), VERDICTS.index(Verdict.UNDERPOWERED), code
     )
     if k > 1:  # the row is the condition reaching least far in the claimed direction (as the pages choose)
-        if spec.kind == "no_effect":
+        if spec.kind == Kind.NO_EFFECT:
             reach = -np.maximum(np.abs(a - spec.null), np.abs(b - spec.null))
         else:
             reach = sign * ((a if sign > 0 else b) - spec.null)
@@ -360,8 +363,8 @@ def reachable(d: Design) -> dict[str, float | None]:
     the smallest effect of interest (or the margin) and from -40 to +40 standard errors; a share of heads over every
     possible count."""
     spec = d.spec
-    scale = spec.margin if spec.kind == "no_effect" else spec.min_size
-    allowed = (Verdict.HOLDS, Verdict.DOES_NOT_HOLD) if spec.kind == "no_effect" else DECISIVE
+    scale = spec.margin if spec.kind == Kind.NO_EFFECT else spec.min_size
+    allowed = (Verdict.HOLDS, Verdict.DOES_NOT_HOLD) if spec.kind == Kind.NO_EFFECT else DECISIVE
     if d.heads:
         counts = np.arange(d.heads + 1)
         values = counts / d.heads

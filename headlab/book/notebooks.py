@@ -38,9 +38,10 @@ def cell_timeout() -> int:
     return seconds
 
 
-# the kernel's own log (it runs on localhost TCP, it saw its parent exit) off the build's console below errors; what a
-# notebook's code warns of still lands in its cell's output
-KERNEL_QUIET = "--IPKernelApp.log_level=ERROR"
+# the kernel's own log off the build's console: it runs on localhost TCP, it saw its parent exit, and a kernel shut
+# down while the machine is busy logs "KeyboardInterrupt caught in kernel" at ERROR level. A cell's error reaches the
+# build as papermill's, with its cell; what a notebook's code warns of still lands in its cell's output
+KERNEL_QUIET = "--IPKernelApp.log_level=CRITICAL"
 
 
 def execute_notebook(source: Path, target: Path, settings: dict, cwd: Path) -> float:

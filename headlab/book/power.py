@@ -42,7 +42,7 @@ from headlab.book.calibration import REPO
 from headlab.book.sensitivity import _design, on_policy_scale
 from headlab.core.stats import draws_df, pairs_share
 from headlab.judging.units import in_current_units
-from headlab.judging.verdicts import Verdict, each_level, minimum_detectable, quantile, underpowered
+from headlab.judging.verdicts import Kind, Verdict, each_level, minimum_detectable, quantile, underpowered
 from headlab.pages.claims import STUDY_CLAIMS, registered
 
 DRAWS_CAP = 4  # the most draws a purchase multiplies a row's by: each is one more mask on every pair (or a student)
@@ -144,7 +144,7 @@ def power_table(scorecard: Path = REPO / "results" / "scorecard.csv", repo: Path
         }
         if not np.isfinite(mde[Purchase.NONE]):
             continue
-        limit = spec.margin if spec.kind == "no_effect" else 2 * spec.min_size
+        limit = spec.margin if spec.kind == Kind.NO_EFFECT else 2 * spec.min_size
         out.append(
             {
                 "preset": row.preset,

@@ -21,7 +21,17 @@ import pandas as pd
 
 from headlab.core.stats import NEAR_FLOOR
 from headlab.judging.units import KAPPA_START, is_missing, no_negative_zero, unit_of
-from headlab.judging.verdicts import ALPHA, FAMILIES, RULE_VERSION, RULES, TALLIES, VERDICTS, Verdict, study_claim_id
+from headlab.judging.verdicts import (
+    ALPHA,
+    FAMILIES,
+    RULE_VERSION,
+    RULES,
+    TALLIES,
+    VERDICTS,
+    Kind,
+    Verdict,
+    study_claim_id,
+)
 from headlab.judging.verdicts import COLUMNS as CLAIM_COLUMNS
 from headlab.lab.params import Params
 from headlab.pages.claims import STUDY_CLAIMS
@@ -377,7 +387,7 @@ def _strength(row) -> float:
     spec = STUDY_CLAIMS.get(row.claim_id)
     if spec is None:
         return math.nan
-    if spec.kind == "no_effect":
+    if spec.kind == Kind.NO_EFFECT:
         lo, hi = row.lo_adj - spec.null, row.hi_adj - spec.null
         margin = row.margin
         if row.verdict != Verdict.DOES_NOT_HOLD or is_missing(margin) or not margin > 0:
@@ -405,7 +415,7 @@ FIRMNESS_WORDS = {
 
 def _firmness_key(row) -> str:
     spec = STUDY_CLAIMS.get(row.claim_id)
-    return "no effect" if spec is not None and spec.kind == "no_effect" else row.verdict
+    return "no effect" if spec is not None and spec.kind == Kind.NO_EFFECT else row.verdict
 
 
 def _strongest(rows: pd.DataFrame, verdicts: tuple[str, ...]) -> str:

@@ -39,7 +39,7 @@ from headlab.book.calibration import REPO, weakest_of
 from headlab.core.stats import floor_bound
 from headlab.judging.sizes import POLICY, POLICY_VERSION, Scale
 from headlab.judging.units import KAPPA_START, in_current_units, unit_of
-from headlab.judging.verdicts import RULE_VERSION, Judgement, Verdict, judge, signs_on_both_scales, study_claim_id
+from headlab.judging.verdicts import RULE_VERSION, Judgement, Kind, Verdict, judge, signs_on_both_scales, study_claim_id
 from headlab.pages.claims import STUDY_CLAIMS, registered
 
 SCALES = {"half": 0.5, "size": 1.0, "twice": 2.0}  # the size (or margin) each column judges at
@@ -79,7 +79,7 @@ def _censored(row) -> int:
     kept = getattr(row, "censored", math.nan)
     if isinstance(kept, (bool, int, float)) and not pd.isna(kept):
         return int(kept)
-    if registered(row.claim_id).kind != "compare":
+    if registered(row.claim_id).kind != Kind.COMPARE:
         return 0
     return censored_from(getattr(row, "floor_reason", ""), study_claim_id(row.claim_id))
 

@@ -48,7 +48,23 @@ from headlab.judging.units import KAPPA_START, Unit, unit_of
 from headlab.lab.lab import Lab
 from headlab.lab.pages import headings
 
-KINDS = ("effect", "no_effect", "compare")
+
+class Kind(str, Enum):
+    """What a claim asserts (:data:`RULES` says how each is judged): an effect of at least its size, no effect
+    beyond its margin, or one condition past another. A ``str`` that prints as its name, as :class:`Verdict`."""
+
+    EFFECT = "effect"
+    NO_EFFECT = "no_effect"
+    COMPARE = "compare"
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __format__(self, spec: str) -> str:
+        return str.__format__(self, spec)
+
+
+KINDS = tuple(Kind)
 TALLIES = {
     "study": "the study's claims",
     "ours": "our own predictions",
@@ -90,11 +106,11 @@ class StudyClaim:
                 min_size=size.min_size, margin=size.margin, size_why=size.why, size_source=size.source.value
             ).items():
                 object.__setattr__(self, name, value)
-        if self.kind == "no_effect" and not self.margin > 0:
+        if self.kind == Kind.NO_EFFECT and not self.margin > 0:
             raise ValueError(f"claim {self.claim_id}: a no_effect claim needs a margin above 0")
-        if self.kind != "no_effect" and self.direction not in (-1, 1):
+        if self.kind != Kind.NO_EFFECT and self.direction not in (-1, 1):
             raise ValueError(f"claim {self.claim_id}: a {self.kind} claim needs a direction of +1 or -1")
-        if self.kind != "no_effect" and not self.min_size > 0:
+        if self.kind != Kind.NO_EFFECT and not self.min_size > 0:
             raise ValueError(f"claim {self.claim_id}: a {self.kind} claim needs a smallest effect of interest above 0")
         if not self.size_why or self.size_source not in SIZE_SOURCES or self.tally not in TALLIES:
             raise ValueError(
@@ -152,13 +168,13 @@ DECISIVE = (
 ALPHA = 0.05
 POWER = 0.8  # a design is powered for a claim when it gives "holds" this often at twice the smallest effect
 RULE_VERSION = 6  # the verdict rule's version, kept in every row (older rows are marked, never silently mixed)
-RULES = {
-    "effect": "holds when the adjusted interval lies beyond the smallest effect of interest in the claimed "
+RULES: dict[str, str] = {
+    Kind.EFFECT: "holds when the adjusted interval lies beyond the smallest effect of interest in the claimed "
     "direction; does not hold when it lies short of that size; opposite when it lies beyond no effect in the other "
     "direction",
-    "no_effect": "holds when the adjusted interval (two one-sided tests) lies within the margin; does not hold when it "
-    "lies outside it",
-    "compare": "as an effect, on the difference of the two conditions; saturated (cannot tell) when both sit at the "
+    Kind.NO_EFFECT: "holds when the adjusted interval (two one-sided tests) lies within the margin; does not hold "
+    "when it lies outside it",
+    Kind.COMPARE: "as an effect, on the difference of the two conditions; saturated (cannot tell) when both sit at the "
     "model's floor; censored (holds, or cannot tell) when one of them does",
 }
 
@@ -530,7 +546,7 @@ def decide(
     needs every candidate short (and the row chosen among them is not the only one asked)."""
     ours, lo, hi = (np.asarray(x, dtype=float) for x in (ours, lo, hi))
     null = spec.null
-    if spec.kind == "no_effect":
+    if spec.kind == Kind.NO_EFFECT:
         # two one-sided tests, each at half the claim's error: a truth at the margin is wrongly "holds" or "does not
         # hold" at most `each` in all, as an effect at its smallest size
         scale = judged_quantile(1 - each / 2, df, n_draws, n_examples) / quantile(0.975, df)
@@ -575,7 +591,7 @@ def minimum_detectable(
     se = (hi - lo) / 2 / quantile(0.975, df)
     each_power = power ** (1 / max(1, int(weakest_of)))
     q = lambda p: judged_quantile(p, df, n_draws, n_examples)  # noqa: E731
-    if spec.kind == "no_effect":  # |estimate| + q se within the margin, in every condition
+    if spec.kind == Kind.NO_EFFECT:  # |estimate| + q se within the margin, in every condition
         return (q(1 - each / 2) + q(0.5 + each_power / 2)) * se
     return spec.min_size + (q(1 - each / 2) + q(each_power)) * se
 
@@ -591,7 +607,7 @@ def reach(spec: StudyClaim, j: Judgement) -> float:
 def underpowered(spec: StudyClaim, mde: float) -> bool:
     """Whether the design cannot decide the claim where it is most favourable: "holds" less than :data:`POWER` of
     the time at twice the smallest effect of interest (for no effect: at no effect itself, within the margin)."""
-    limit = spec.margin if spec.kind == "no_effect" else 2 * spec.min_size
+    limit = spec.margin if spec.kind == Kind.NO_EFFECT else 2 * spec.min_size
     return bool(mde > limit)
 
 
@@ -645,7 +661,7 @@ def judge(
     )
     verdict = VERDICTS[int(code)]
     mde = float(minimum_detectable(spec, lo, hi, df, each=each, weakest_of=weakest_of, **design))
-    if spec.kind == "no_effect":
+    if spec.kind == Kind.NO_EFFECT:
         m = spec.margin
         size = _size(m, unit)
         rejecting = f"its far end, widened for the {weakest_of} conditions ({_size(far, unit)})"
@@ -679,7 +695,7 @@ def judge(
             if n_examples > 0 and gap > 0:
                 more = _more_evidence((b - a) / 2 / gap, n_examples, df)
                 why += f" At the effect and spread measured, {more} would decide it."
-    if at_floor and spec.kind == "compare" and verdict != Verdict.HOLDS:
+    if at_floor and spec.kind == Kind.COMPARE and verdict != Verdict.HOLDS:
         saturated = (
             "Saturated: both conditions sit at the model's floor, so their difference says nothing about the claim."
         )
@@ -691,7 +707,7 @@ def judge(
         saturated = f"{saturated[:-1]}{searched}. {_mde_sentence(spec, mde, unit)}{weak}."  # the floor decides
         return Judgement(Verdict.CANNOT_TELL, saturated, level, a, b, far, mde)
     stands = (Verdict.HOLDS,) if censored * d > 0 else (Verdict.DOES_NOT_HOLD, Verdict.OPPOSITE)
-    if censored and spec.kind == "compare" and verdict in DECISIVE and verdict not in stands:
+    if censored and spec.kind == Kind.COMPARE and verdict in DECISIVE and verdict not in stands:
         numbers = _powered(spec, Judgement(verdict, why[:-1] + searched + ".", level, a, b, far, mde), unit, 0, df)
         way = "at least" if censored > 0 else "at most"
         censored_why = (
@@ -712,7 +728,7 @@ def on_other_scale(spec: StudyClaim) -> StudyClaim | None:
     for the sign: "holds" there means the adjusted interval lies beyond no effect in the claimed direction, with the
     direction turned over (a loss of accuracy is a gain of kappa lost). None for a no-effect claim and a comparison,
     whose margin or two conditions the rows do not keep on the other scale."""
-    if spec.kind != "effect":
+    if spec.kind != Kind.EFFECT:
         return None
     return replace(spec, direction=-spec.direction, min_size=SIGN_ONLY)
 
@@ -742,7 +758,7 @@ def sign_shown(verdict: str) -> str:
 def _mde_sentence(spec: StudyClaim, mde: float, unit: Unit | None) -> str:
     what = (
         "the smallest margin a true null would be shown within"
-        if spec.kind == "no_effect"
+        if spec.kind == Kind.NO_EFFECT
         else "the minimum detectable effect"
     )
     return f"At this design {what} ({POWER:.0%} power) is {_size(mde, unit)}"
@@ -751,7 +767,7 @@ def _mde_sentence(spec: StudyClaim, mde: float, unit: Unit | None) -> str:
 def _reach_needed(spec: StudyClaim, unit: Unit | None) -> str:
     """What a powered design must be able to show, in words: the margin, or twice the smallest effect of interest."""
     twice = _size(2 * spec.min_size, unit)
-    return "the margin" if spec.kind == "no_effect" else f"twice the smallest effect of interest ({twice})"
+    return "the margin" if spec.kind == Kind.NO_EFFECT else f"twice the smallest effect of interest ({twice})"
 
 
 def _powered(
@@ -761,11 +777,11 @@ def _powered(
     the minimum detectable effect beside the size and how much more evidence would bring it down to twice the size
     (for no effect: to the margin; not where the estimate itself lies at or past the margin, ``past_margin``: no
     evidence would show that one within); every other verdict keeps its label and says its MDE."""
-    target = spec.margin if spec.kind == "no_effect" else 2 * spec.min_size
+    target = spec.margin if spec.kind == Kind.NO_EFFECT else 2 * spec.min_size
     stated = f" {_mde_sentence(spec, j.mde, unit)}"
     if j.verdict != Verdict.CANNOT_TELL or not underpowered(spec, j.mde):
         return replace(j, why=f"{j.why}{stated}.")
-    room = target - (0 if spec.kind == "no_effect" else spec.min_size)  # what the quantile terms may take up
+    room = target - (0 if spec.kind == Kind.NO_EFFECT else spec.min_size)  # what the quantile terms may take up
     more = (
         f": {_more_evidence((j.mde - target + room) / room, n_examples, df)} would bring it to {_size(target, unit)}"
         if n_examples > 0 and not past_margin

@@ -32,7 +32,7 @@ from headlab.core.sweep import (
 )
 from headlab.inputs.pair import read_pair
 from headlab.judging.units import ACCURACY_CHANGE, CLS_CONCENTRATION, CLS_SPREAD, CLS_SPREAD_VERSUS_RANDOM
-from headlab.judging.verdicts import Claim, StudyClaim, judge, reach
+from headlab.judging.verdicts import Claim, Kind, StudyClaim, judge, reach
 from headlab.lab.lab import Lab
 from headlab.measures.attention_compare import token_labels
 from headlab.measures.grids import single_heads
@@ -88,7 +88,7 @@ MASKING_HURTS = StudyClaim(
     "07_cls_head",
     "One high-layer head (layer 10 of 12) costs accuracy when masked",
     "so does one high head in layer 10",
-    "effect",
+    Kind.EFFECT,
     direction=-1,
 )
 MATCHING_HEADS_HURT = StudyClaim(
@@ -96,7 +96,7 @@ MATCHING_HEADS_HURT = StudyClaim(
     "07_cls_head",
     "Each of the term-matching heads (notebook 05's) costs accuracy when masked alone",
     "the term-matching heads hurt when masked",
-    "effect",
+    Kind.EFFECT,
     direction=-1,
 )
 CONCENTRATES_ON_SHARED = StudyClaim(
@@ -104,7 +104,7 @@ CONCENTRATES_ON_SHARED = StudyClaim(
     "07_cls_head",
     "That head's [CLS] attention concentrates on the terms query and title share",
     "That head's `[CLS]` attention concentrates on the terms that query and title share",
-    "effect",
+    Kind.EFFECT,
     direction=1,
 )
 SPREADS_WITHOUT_MATCHING = StudyClaim(
@@ -112,7 +112,7 @@ SPREADS_WITHOUT_MATCHING = StudyClaim(
     "07_cls_head",
     "With the low-layer term-matching heads masked, its [CLS] attention spreads over many more terms",
     "its `[CLS]` attention spreads out over many more terms",
-    "effect",
+    Kind.EFFECT,
     direction=1,
 )
 READS_MATCHING_HEADS = StudyClaim(
@@ -120,7 +120,7 @@ READS_MATCHING_HEADS = StudyClaim(
     "07_cls_head",
     "It reads the matching heads: masking them spreads its [CLS] attention more than masking random lower heads",
     "the high head reads the low heads' matching features",
-    "compare",
+    Kind.COMPARE,
     direction=1,
 )
 CLAIMS = (MASKING_HURTS, MATCHING_HEADS_HURT, CONCENTRATES_ON_SHARED, SPREADS_WITHOUT_MATCHING, READS_MATCHING_HEADS)

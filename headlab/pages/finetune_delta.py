@@ -31,7 +31,7 @@ import pandas as pd
 
 from headlab.core.stats import N_BOOT
 from headlab.judging.units import ATTENTION_CHANGE
-from headlab.judging.verdicts import Claim, StudyClaim, render
+from headlab.judging.verdicts import Claim, Kind, StudyClaim, render
 from headlab.lab.lab import Lab
 from headlab.measures.halves import half_split
 from headlab.measures.roles import pair_role_scores, paired_delta, rank_heads
@@ -54,7 +54,7 @@ MATCH_RISES = StudyClaim(
     "06_finetune_delta",
     "Attention between identical query/title terms rises with fine-tuning",
     "attention between identical query/title terms rises",
-    "effect",
+    Kind.EFFECT,
     direction=1,
 )
 SELF_FALLS = StudyClaim(
@@ -62,7 +62,7 @@ SELF_FALLS = StudyClaim(
     "06_finetune_delta",
     "Attention of a term to itself falls with fine-tuning",
     "attention of a term to itself falls",
-    "effect",
+    Kind.EFFECT,
     direction=-1,
 )
 SEP_FALLS = StudyClaim(
@@ -70,7 +70,7 @@ SEP_FALLS = StudyClaim(
     "06_finetune_delta",
     "Attention to [SEP] falls with fine-tuning",
     'attention to `[SEP]` (read as "no-op", nothing to attend to) falls',
-    "effect",
+    Kind.EFFECT,
     direction=-1,
 )
 CLAIMS = (MATCH_RISES, SELF_FALLS, SEP_FALLS)

@@ -21,7 +21,7 @@ from scipy import stats as sps
 from headlab.core.stats import by_interval, equivalent, floor_bound
 from headlab.judging.sizes import MARGIN_WHY, NO_CHANGE_MARGIN
 from headlab.judging.units import ACCURACY_CHANGE, HALF_GAP, HEADS_NOTHING, KAPPA_LOST, PAIRED, TWO_STAGE, with_interval
-from headlab.judging.verdicts import Claim, StudyClaim, draws_df_default, each_level, far_end, judge, reach
+from headlab.judging.verdicts import Claim, Kind, StudyClaim, draws_df_default, each_level, far_end, judge, reach
 from headlab.measures.halves import collapse_shares
 from headlab.measures.study_layers import (
     STUDY_GAIN_LAYERS,
@@ -103,7 +103,7 @@ COLLAPSE = StudyClaim(
     "02_layer_dependence",
     "Masking 80% and 100% of the low heads makes accuracy collapse",
     "Masking 80% and 100% of the low heads (40% and 50% on the axis) makes accuracy collapse",
-    "effect",
+    Kind.EFFECT,
     direction=1,
 )
 COSTS_LESS = StudyClaim(
@@ -111,7 +111,7 @@ COSTS_LESS = StudyClaim(
     "02_layer_dependence",
     "Masking most of the high heads costs far less than masking the low heads",
     "masking most of the high heads costs far less",
-    "compare",
+    Kind.COMPARE,
     direction=1,
 )
 
@@ -313,7 +313,7 @@ GAINS = StudyClaim(
     "02_layer_dependence",
     "Masking any one of layers 5–9 (of 12) raises accuracy",
     "masking any of layers 5-9 *improves* accuracy",
-    "effect",
+    Kind.EFFECT,
     direction=1,
 )
 LAYER_8 = StudyClaim(
@@ -321,7 +321,7 @@ LAYER_8 = StudyClaim(
     "02_layer_dependence",
     "Masking all of layer 8 (of 12) raises accuracy by 2.3%",
     "masking all of layer 8 gives +2.3%",
-    "effect",
+    Kind.EFFECT,
     direction=1,
 )
 
@@ -466,7 +466,7 @@ NOTHING = StudyClaim(
     "02_layer_dependence",
     "Most single heads change nothing when masked",
     "most single heads change nothing",
-    "effect",
+    Kind.EFFECT,
     direction=1,
     null=0.5,
 )
@@ -475,7 +475,7 @@ IMPROVE = StudyClaim(
     "02_layer_dependence",
     "Masking some single heads improves the model (the study's open question)",
     "heads whose removal *improves* the model",
-    "effect",
+    Kind.EFFECT,
     direction=1,
     existential=True,
 )

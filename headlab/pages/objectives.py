@@ -21,7 +21,7 @@ import pandas as pd
 from scipy.stats import binomtest
 
 from headlab.judging.units import OBJECTIVES_MATCHING, STUDY_OBJECTIVES_MATCHING, objectives_gain
-from headlab.judging.verdicts import Claim, StudyClaim, render
+from headlab.judging.verdicts import Claim, Kind, StudyClaim, render
 from headlab.measures.segmentation import ALL, MULTI
 from headlab.models.names import MODELS, named_model_dir
 from headlab.models.pretrain import pretraining_report
@@ -153,7 +153,7 @@ MATCHING_CLAIM = StudyClaim(
     "Next-sentence prediction made the term-matching heads: losing them costs the model pretrained with it "
     "more than the model pretrained without it",
     "(credited to next-sentence-prediction pretraining)",
-    "compare",
+    Kind.COMPARE,
     direction=-1,
     tally="objectives",
 )
@@ -163,7 +163,7 @@ SEGMENTATION_CLAIM = StudyClaim(
     "Masked-language modelling alone made the word-segmentation heads: they segment as well without "
     "next-sentence prediction",
     "The study credits masked-language-model pretraining for this.",
-    "no_effect",
+    Kind.NO_EFFECT,
     tally="objectives",
 )
 CLAIMS = (MATCHING_CLAIM, SEGMENTATION_CLAIM)

@@ -46,7 +46,7 @@ from headlab.judging.units import (
     READS_SENDERS,
     RECEIVER_RANK,
 )
-from headlab.judging.verdicts import Claim, StudyClaim
+from headlab.judging.verdicts import Claim, Kind, StudyClaim
 from headlab.lab.lab import MEAN_PAIRS, Lab
 from headlab.measures.circuit import (
     attribution_scores,
@@ -380,7 +380,7 @@ CARRIES_REPLACED = StudyClaim(
     "The term-matching heads carry what the replaced words changed: patched back into pairs whose shared terms were "
     "replaced, they restore more of the grade than as many random lower-half heads",
     "Some heads put high attention between identical terms in the two sentences, most clearly 5 heads in layers 2-4",
-    "effect",
+    Kind.EFFECT,
     direction=1,
     tally="ours",
 )
@@ -391,7 +391,7 @@ BEYOND_IDENTITY = StudyClaim(
     "larger share of the grade when one shared title word was replaced than when one title word the query lacks, of "
     "the same shape and frequency, was",
     "Whether query and title share terms is a key feature",
-    "effect",
+    Kind.EFFECT,
     direction=1,
     tally="ours",
 )
@@ -401,7 +401,7 @@ COST_SPECIFIC = StudyClaim(
     "Removing the term-matching heads (mean-ablated) takes more of the grade logit from pairs that share a term than "
     "from pairs that share none, more than removing random heads does",
     "Whether query and title share terms is a key feature",
-    "compare",
+    Kind.COMPARE,
     direction=-1,
     tally="ours",
 )
@@ -412,7 +412,7 @@ HANDS_ON = StudyClaim(
     "comes back through its output at [CLS] alone (path patching from the matching heads), the route by which the "
     "classifier reads it",
     "hands them to the classifier",
-    "effect",
+    Kind.EFFECT,
     direction=1,
     tally="ours",
 )
@@ -422,7 +422,7 @@ READS = StudyClaim(
     "The high [CLS] head reads the matching heads more than other heads of theirs: more of the grade-logit difference "
     "comes back through it alone from the matching heads than from random sets of as many heads in their layers",
     "the high head reads the low heads' matching features",
-    "effect",
+    Kind.EFFECT,
     direction=1,
     tally="ours",
 )
@@ -434,7 +434,7 @@ FAITHFUL = StudyClaim(
     "the matching signal on its own: with every other head mean-ablated it keeps most of the full model's "
     "grade-logit difference, and more than random circuits of its size (IOI's faithfulness)",
     CIRCUIT_QUOTE,
-    "effect",
+    Kind.EFFECT,
     direction=1,
     tally="ours",
 )
@@ -444,7 +444,7 @@ COMPLETE = StudyClaim(
     "The circuit found is complete: for every part K of it removed (greedy parts chosen on other pairs, random "
     "parts), the circuit without K keeps what the model without K keeps (IOI's completeness)",
     CIRCUIT_QUOTE,
-    "no_effect",
+    Kind.NO_EFFECT,
     tally="ours",
 )
 MINIMAL = StudyClaim(
@@ -453,7 +453,7 @@ MINIMAL = StudyClaim(
     "The circuit found is minimal: each of its heads adds to what it keeps (IOI's minimality, read as each head's "
     "share inside the circuit)",
     CIRCUIT_QUOTE,
-    "effect",
+    Kind.EFFECT,
     direction=1,
     tally="ours",
 )

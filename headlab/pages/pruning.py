@@ -52,7 +52,7 @@ from headlab.core.sweep import (
 )
 from headlab.judging.sizes import POLICY
 from headlab.judging.units import DISTILL_GAP, STUDENT_GAP
-from headlab.judging.verdicts import Claim, StudyClaim
+from headlab.judging.verdicts import Claim, Kind, StudyClaim
 from headlab.lab.lab import Lab, load
 from headlab.lab.params import REPO
 from headlab.measures.halves import half_pool
@@ -67,7 +67,7 @@ DISTILL = StudyClaim(
     "For distillation, keep more low-level heads: a student distilled from the teacher that keeps every low head "
     "loses less of the teacher's quadratic κ than a student of the same size that keeps every high head",
     "For distillation: keep more low-level heads.",
-    "compare",
+    Kind.COMPARE,
     direction=1,
     tally="ours",
 )

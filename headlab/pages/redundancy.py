@@ -29,7 +29,7 @@ import math
 import pandas as pd
 
 from headlab.judging.units import ACCURACY_CHANGE, PAIRED, RISE, TWO_STAGE, with_interval
-from headlab.judging.verdicts import Claim, StudyClaim, Verdict, draws_df_default, judge, render
+from headlab.judging.verdicts import Claim, Kind, StudyClaim, Verdict, draws_df_default, judge, render
 
 STUDY_REFERENCE = pd.DataFrame(
     [
@@ -77,14 +77,14 @@ NO_LOSS = StudyClaim(
     "01_redundancy",
     "Masking fewer than 20% of the heads costs no accuracy (about +1% at 10% in the study)",
     "below 20% there is no loss; at 10% accuracy is about +1% above baseline",
-    "no_effect",
+    Kind.NO_EFFECT,
 )
 FALLS = StudyClaim(
     "redundancy.falls_steadily",
     "01_redundancy",
     "Past some share, accuracy falls steadily as more heads go",
     "Past some share, accuracy falls steadily as more heads go",
-    "effect",
+    Kind.EFFECT,
     direction=1,
 )
 CLAIMS = (NO_LOSS, FALLS)

@@ -34,7 +34,7 @@ from headlab.judging.units import (
     VERSUS_RANDOM,
     with_interval,
 )
-from headlab.judging.verdicts import Claim, StudyClaim
+from headlab.judging.verdicts import Claim, Kind, StudyClaim
 from headlab.measures.study_layers import STUDY_MATCHING_LAYERS, study_layers_to_ours
 
 _pct = ACCURACY_CHANGE.number  # a relative change of accuracy as the pages write it
@@ -238,14 +238,14 @@ RANDOM_NO_CHANGE = StudyClaim(
     "05_term_matching",
     "Masking 5 random heads changes no accuracy",
     "| change | +0% | +0% | -52.4% | -86.5% | -18.1% |",
-    "no_effect",
+    Kind.NO_EFFECT,
 )
 MATCHING_COSTS = StudyClaim(
     "term_matching.matching_costs",
     "05_term_matching",
     "Masking the 5 term-matching heads costs accuracy, far more than masking random heads",
     "| change | +0% | +0% | -52.4% | -86.5% | -18.1% |",
-    "compare",
+    Kind.COMPARE,
     direction=-1,
 )
 LOWER_HALF_COSTS = StudyClaim(
@@ -254,7 +254,7 @@ LOWER_HALF_COSTS = StudyClaim(
     "Masking all heads of the lower half costs most of the model's skill (judged on κ: the mask removes half of all "
     "heads, where accuracy's floor differs between data sets)",
     "| change | +0% | +0% | -52.4% | -86.5% | -18.1% |",
-    "effect",
+    Kind.EFFECT,
     direction=1,
 )
 MATCHING_KEEP_LOWER_HALF = StudyClaim(
@@ -263,7 +263,7 @@ MATCHING_KEEP_LOWER_HALF = StudyClaim(
     "Keeping only the 5 term-matching heads of the lower half keeps much of its skill, more than as many random heads "
     "of it would (judged on κ: the rest of the half masked removes more heads than the study's collapse point)",
     "Keeping only those 5 heads in layers 0-5 keeps about 82% of baseline performance",
-    "compare",
+    Kind.COMPARE,
     direction=-1,
 )
 NOT_ON_KAPPA = (

@@ -25,7 +25,7 @@ from headlab.core.masking import head_grid
 from headlab.core.stats import N_BOOT, bootstrap_weights, mcnemar, relative_change
 from headlab.core.sweep import BASELINE, kappa_columns
 from headlab.judging.units import ACCURACY_CHANGE, PAIRED, TWO_TOWER_GAP
-from headlab.judging.verdicts import Claim, StudyClaim
+from headlab.judging.verdicts import Claim, Kind, StudyClaim
 from headlab.lab.lab import Lab
 from headlab.measures.lexical import fit_lexical
 from headlab.measures.matching import term_matching_specs
@@ -279,7 +279,7 @@ WORSE = StudyClaim(
     "08_two_tower",
     "A two-tower model grades worse than one cross-encoder",
     "a two-tower (siamese) BERT, which encodes query and title apart, did badly here",
-    "effect",
+    Kind.EFFECT,
     direction=-1,
 )
 FAILS_ON_SHARED_TERMS = StudyClaim(
@@ -287,7 +287,7 @@ FAILS_ON_SHARED_TERMS = StudyClaim(
     "08_two_tower",
     "Two towers did badly because they cannot match terms: their loss is larger on pairs that share terms",
     "This is offered as the reason a two-tower (siamese) BERT",
-    "compare",
+    Kind.COMPARE,
     direction=-1,
     tally="ours",
 )

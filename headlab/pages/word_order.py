@@ -18,7 +18,7 @@ from headlab.core.evaluate import Encoded
 from headlab.judging.units import DIAGONAL, GRADE_SHIFT, STUDY_GRADE_SHIFT, TOTAL_VARIATION
 
 # notebook 04 takes claims_file and claims_table from here
-from headlab.judging.verdicts import Claim, StudyClaim, render
+from headlab.judging.verdicts import Claim, Kind, StudyClaim, render
 from headlab.lab.lab import Lab
 from headlab.measures.order import CONDITIONS, PATTERNS, rank_cases
 
@@ -31,7 +31,7 @@ CLEAN_DIAGONAL = StudyClaim(
     "04_word_order",
     "Some heads show a clean shifted diagonal (attention on the previous or the next token)",
     "Some heads show a clean shifted-diagonal (previous / next token) pattern",
-    "effect",
+    Kind.EFFECT,
     direction=1,
     null=0.5,
 )
@@ -40,7 +40,7 @@ SHUFFLE_LOWERS_GRADE = StudyClaim(
     "04_word_order",
     "Shuffling a title's words lowers its grade",
     "With the title's words shuffled: grade 2.",
-    "effect",
+    Kind.EFFECT,
     direction=-1,
 )
 ORDER_HEADS_CARRY_ORDER = StudyClaim(
@@ -48,7 +48,7 @@ ORDER_HEADS_CARRY_ORDER = StudyClaim(
     "04_word_order",
     "Masking the order heads makes the model less sensitive to a shuffled title than masking as many random heads",
     "without them BERT no longer notices the scrambled title",
-    "compare",
+    Kind.COMPARE,
     direction=-1,
 )
 CLAIMS = (CLEAN_DIAGONAL, SHUFFLE_LOWERS_GRADE, ORDER_HEADS_CARRY_ORDER)

@@ -25,7 +25,7 @@ from headlab.inputs.pieces import piece_convention
 from headlab.inputs.pku import held_out_sentences
 from headlab.inputs.words import SEGMENTER, chinese_words, has_cjk
 from headlab.judging.units import SEGMENTATION_GAIN, SINGLE_HEAD_ACCURACY, UNION_ACCURACY
-from headlab.judging.verdicts import Claim, StudyClaim, render
+from headlab.judging.verdicts import Claim, Kind, StudyClaim, render
 from headlab.lab.lab import Lab
 from headlab.measures.segmentation import (
     ALL,
@@ -328,7 +328,7 @@ SINGLE_HEAD = StudyClaim(
     "03_word_segmentation",
     "One head's attention segments words (70% right in the study)",
     "Reading one head's attention this way segments words with 70% accuracy",
-    "effect",
+    Kind.EFFECT,
     direction=1,
 )
 HEAD_UNION = StudyClaim(
@@ -336,7 +336,7 @@ HEAD_UNION = StudyClaim(
     "03_word_segmentation",
     "Several heads together segment words (96% right in the study)",
     "counting a character as right when at least one of them is right gives 96%",
-    "effect",
+    Kind.EFFECT,
     direction=1,
 )
 CLAIMS = (SINGLE_HEAD, HEAD_UNION)
