@@ -1,5 +1,6 @@
 """headlab.report.charts: the charts of every notebook build valid Vega-Lite from their tables."""
 
+import altair as alt
 import numpy as np
 import pandas as pd
 import pytest
@@ -240,3 +241,14 @@ def test_the_speed_table_is_a_chart_of_throughput_with_the_speed_up_beside_it():
     assert spec["spec"]["layer"][0]["encoding"]["x"]["field"] == "pairs_per_s"
     long = speed.assign(machine="AMD EPYC (family 25, model 17, AVX-512, AVX512-BF16), 2 cores, 2 torch threads")
     assert drawn_width(charts.speed_bars(long)) <= COLUMN_PX  # a row's label above it, never beside it
+
+
+def test_the_interval_forest_draws_each_rows_interval_and_estimate_with_shared_encodings():
+    from headlab.report.charts.forest import interval_rows, zero_line
+
+    table = pd.DataFrame({"name": ["a", "b"], "lo": [-0.1, 0.0], "hi": [0.1, 0.2], "est": [0.0, 0.1], "g": ["x", "y"]})
+    rule, point = interval_rows(alt.Chart(table), alt.Y("name:N"), alt.X("lo:Q", title="t"), "hi", "est", color="g:N")
+    rule, point = rule.to_dict()["encoding"], point.to_dict()["encoding"]
+    assert (rule["x"]["field"], rule["x2"]["field"], rule["x"]["title"]) == ("lo", "hi", "t")
+    assert point["x"]["field"] == "est" and rule["color"] == point["color"] == {"field": "g", "type": "nominal"}
+    assert zero_line().to_dict()["mark"] == {"type": "rule", "color": "gray"}

@@ -5,6 +5,8 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from headlab.report.charts.forest import interval_rows, zero_line
+
 
 def students(table: pd.DataFrame, title: str = "") -> alt.LayerChart:
     """Share of the teacher's quadratic κ each distilled student loses, with its 95% interval (over test pairs and
@@ -17,15 +19,14 @@ def students(table: pd.DataFrame, title: str = "") -> alt.LayerChart:
     axis = alt.Axis(format="%")
     base = alt.Chart(table)
     return alt.layer(
-        alt.Chart(pd.DataFrame({"zero": [0.0]})).mark_rule(color="gray").encode(x="zero:Q"),
-        base.mark_rule(strokeWidth=2).encode(
-            y=y,
-            x=alt.X("kappa_lost_lo:Q", title="share of the teacher's quadratic κ lost", axis=axis),
-            x2="kappa_lost_hi:Q",
-        ),
-        base.mark_point(filled=True, size=70).encode(
-            y=y,
-            x="kappa_lost:Q",
+        zero_line(),
+        *interval_rows(
+            base,
+            y,
+            alt.X("kappa_lost_lo:Q", title="share of the teacher's quadratic κ lost", axis=axis),
+            "kappa_lost_hi",
+            "kappa_lost",
+            size=70,
             tooltip=[
                 "kind",
                 alt.Tooltip("kappa_lost:Q", format=".1%", title="distilled"),

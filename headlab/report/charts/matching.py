@@ -8,6 +8,7 @@ import json
 import altair as alt
 import pandas as pd
 
+from headlab.report.charts.forest import interval_rows, zero_line
 from headlab.report.charts.heads import symmetric_scale
 
 
@@ -118,13 +119,14 @@ def condition_effects(table: pd.DataFrame, draws: pd.DataFrame | None = None, ti
     x_axis = alt.Axis(format="+%")
     base = alt.Chart(table)
     layers = [
-        alt.Chart(pd.DataFrame({"zero": [0.0]})).mark_rule(color="gray").encode(x="zero:Q"),
-        base.mark_rule(strokeWidth=2).encode(
-            y=y, x=alt.X("lo:Q", title="relative change of accuracy", axis=x_axis), x2="hi:Q"
-        ),
-        base.mark_point(filled=True, size=70).encode(
-            y=y,
-            x="rel_change:Q",
+        zero_line(),
+        *interval_rows(
+            base,
+            y,
+            alt.X("lo:Q", title="relative change of accuracy", axis=x_axis),
+            "hi",
+            "rel_change",
+            size=70,
             tooltip=[
                 "label",
                 alt.Tooltip("rel_change:Q", format="+.1%"),
@@ -157,18 +159,14 @@ def claim_intervals(claims: pd.DataFrame, title: str = "") -> alt.LayerChart:
     y = alt.Y("claim:N", sort=order, title=None, axis=alt.Axis(labelLimit=360))
     base = alt.Chart(claims)
     return alt.layer(
-        alt.Chart(pd.DataFrame({"zero": [0.0]})).mark_rule(color="gray").encode(x="zero:Q"),
-        base.mark_rule(strokeWidth=2).encode(
-            y=y,
+        zero_line(),
+        *interval_rows(
+            base,
+            y,
+            alt.X("lo:Q", title="after minus before (attention share)"),
+            "hi",
+            "delta",
             yOffset="scope:N",
-            color="scope:N",
-            x=alt.X("lo:Q", title="after minus before (attention share)"),
-            x2="hi:Q",
-        ),
-        base.mark_point(filled=True, size=60).encode(
-            y=y,
-            yOffset="scope:N",
-            x="delta:Q",
             color="scope:N",
             tooltip=[
                 "claim",

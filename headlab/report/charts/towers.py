@@ -5,6 +5,8 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from headlab.report.charts.forest import interval_rows
+
 
 def condition_accuracy(table: pd.DataFrame, title: str = "") -> alt.VConcatChart:
     """Test accuracy of each condition with its 95% interval, one panel per model, a dashed rule at the
@@ -29,8 +31,7 @@ def condition_accuracy(table: pd.DataFrame, title: str = "") -> alt.VConcatChart
                 base.transform_filter("datum.label == 'cross-encoder'")
                 .mark_rule(strokeDash=[4, 3], color="gray")
                 .encode(x="accuracy:Q"),
-                base.mark_rule(strokeWidth=2).encode(y=y, x=x, x2="acc_hi:Q"),
-                base.mark_point(filled=True, size=60).encode(y=y, x="accuracy:Q"),
+                *interval_rows(base, y, x, "acc_hi", "accuracy"),
             ).properties(
                 width=320, height=alt.Step(18), title=alt.TitleParams(str(preset), anchor="start", fontSize=12)
             )

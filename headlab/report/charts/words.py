@@ -7,6 +7,7 @@ import json
 import altair as alt
 import pandas as pd
 
+from headlab.report.charts.forest import interval_rows, zero_line
 from headlab.report.charts.heads import head_heatmap
 
 
@@ -220,13 +221,13 @@ def grade_shift(by_grade: pd.DataFrame, title: str = "") -> alt.LayerChart:
     y = alt.Y("grade:N", title="gold grade", sort=list(by_grade["grade"]))
     base = alt.Chart(by_grade)
     return alt.layer(
-        alt.Chart(pd.DataFrame({"zero": [0.0]})).mark_rule(color="gray").encode(x="zero:Q"),
-        base.mark_rule(strokeWidth=2).encode(
-            y=y, x=alt.X("lo:Q", title="expected grade, shuffled minus original"), x2="hi:Q"
-        ),
-        base.mark_point(filled=True, size=60).encode(
-            y=y,
-            x="shift:Q",
+        zero_line(),
+        *interval_rows(
+            base,
+            y,
+            alt.X("lo:Q", title="expected grade, shuffled minus original"),
+            "hi",
+            "shift",
             tooltip=[
                 "grade",
                 "n_examples",
