@@ -480,3 +480,7 @@ def test_a_verdict_prints_and_saves_as_its_words_and_reads_back_equal(tmp_path):
     read = pd.read_csv(path)["verdict"].tolist()
     assert read == [v.value for v in Verdict] and all(Verdict(w) == w for w in read)
     assert {Verdict.DOES_NOT_HOLD: 1}["does not hold"] == 1  # a word looks its member up, and back
+    assert repr(Verdict.OPPOSITE) == "'opposite'"  # altair writes a comparison into a Vega expression with repr
+    import altair as alt
+
+    assert str(alt.datum.verdict == Verdict.OPPOSITE) == "(datum.verdict === 'opposite')"

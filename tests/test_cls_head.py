@@ -567,6 +567,7 @@ def test_masked_runs_mask_exactly_the_named_heads_and_keep_every_other():
 
     model = object()
     runs = cls_head.masked_runs(SimpleNamespace(shape=(3, 4), model=model), [(0, 1), (2, 3)])
+    assert cls_head.masked_name(2) == "2 matching heads masked"
     assert list(runs) == ["all heads", "2 matching heads masked"]
     assert runs["all heads"] == (model, None)
     masked_model, mask = runs["2 matching heads masked"]

@@ -181,12 +181,14 @@ def test_head_means_average_each_projection_input_over_real_tokens_only():
     "options",
     [{}, {"cls_only": False}, {"leave_out_removed": False}, {"masks_per_pass": 2}, {"reuse_layers": False}],
 )
-def test_matmul_flops_counts_the_products_the_engine_performs(options):
+@pytest.mark.parametrize("make", BERT_LAYERED, ids=lambda make: make.__name__)
+def test_matmul_flops_counts_the_products_the_engine_performs(make, options):
     """The roofline's numerator is the work done: torch's own count of every product (eager attention, products
-    through torch) equals the engine's count, the unmasked recording pass included; a removed head saves work."""
+    through torch) equals the engine's count, the unmasked recording pass included (and ELECTRA's projection of its
+    embeddings, which every pass runs); a removed head saves work."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    model, encoded = tiny_bert("eager"), random_encoded(11)
+    model, encoded = make("eager"), random_encoded(11)
     masks = _masks() + [_whole_layer_and_a_last_layer_head()]
     engine = MaskEngine(model, encoded, batch_size=4, onednn=False, autocast=False, **options)
     with FlopCounterMode(display=False) as counter:

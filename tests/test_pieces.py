@@ -94,3 +94,16 @@ def test_byte_level_pieces_start_words_at_their_space_mark_and_pairs_share_terms
     pair = read_pair(tokenizer, ids)
     shared = {pair.tokens[q] for q, _ in pair.shared}
     assert shared == {"Ġsat"} and [w.text for w in pair.query_words] == ["the", "cat", "sat", "on", "mats"]
+
+
+def test_a_byte_level_pre_tokenizer_inside_a_sequence_is_read_as_byte_level():
+    from tokenizers import pre_tokenizers
+
+    from headlab.inputs.pieces import BYTE_LEVEL
+
+    tokenizer = _byte_level_tokenizer()
+    tokenizer.backend_tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(), pre_tokenizers.ByteLevel()]
+    )
+    assert piece_convention(tokenizer) == BYTE_LEVEL
+    assert piece_convention(minilm_tokenizer()) == WORDPIECE

@@ -65,6 +65,7 @@ from headlab.judging.verdicts import (
     ALPHA,
     DECISIVE,
     FAMILIES,
+    KINDS,
     POWER,
     VERDICTS,
     Kind,
@@ -86,16 +87,14 @@ N_SIM = 20_000  # simulated scorecards per planted truth: a 5% rate's Clopper–
 SEED = 0
 RATES = (Verdict.HOLDS, Verdict.DOES_NOT_HOLD, Verdict.OPPOSITE, Verdict.CANNOT_TELL, Verdict.UNDERPOWERED)
 NULL, SMALLEST = "no effect", "smallest effect"  # the two points the familywise rate is held at
-WRONG_AT = {
+WRONG_AT: dict[str, dict[str, tuple[str, ...]]] = {
     NULL: {
         Kind.EFFECT: (Verdict.HOLDS, Verdict.OPPOSITE),
         Kind.COMPARE: (Verdict.HOLDS, Verdict.OPPOSITE),
         Kind.NO_EFFECT: (Verdict.DOES_NOT_HOLD,),
-    }
+    },
+    SMALLEST: dict.fromkeys(KINDS, DECISIVE),  # at the smallest effect any verdict on one side is wrong
 }
-WRONG_AT[SMALLEST] = dict.fromkeys(
-    (Kind.EFFECT, Kind.COMPARE, Kind.NO_EFFECT), DECISIVE
-)  # any verdict on one side is wrong
 
 
 def truths(spec: StudyClaim) -> dict[str, float]:

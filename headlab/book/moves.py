@@ -69,7 +69,7 @@ def verdict_moves(before: pd.DataFrame, after: pd.DataFrame, layers: dict[str, i
         (kept, judgeable), rebuilt = old.get(key, (None, False)), new.get(key)
         study = study_claim_id(claim_id)
         rule: str | None = None
-        again = Verdict.NOT_JUDGED
+        again: str = Verdict.NOT_JUDGED
         if kept is not None:
             judged = judgeable and study in STUDY_CLAIMS and kept.verdict not in UNJUDGED
             again = rejudged(kept, 1.0, layers[preset]) if judged else Verdict.NOT_JUDGED

@@ -60,6 +60,7 @@ PRESETS["e5-zh-char"] = {**PRESETS["e5-zh"], "MODEL": "e5-small-char", "LR": 5e-
 
 
 def pretrains(settings: dict) -> bool:
-    """Whether the preset's model is one headlab pretrains (``zh-char``): its build has a :data:`PRETRAINING` step."""
+    """Whether the preset's model is one headlab pretrains (``zh-char``): its build has a
+    :data:`~headlab.lab.pages.PRETRAINING` step."""
     model = settings.get("MODEL")
     return isinstance(model, str) and is_pretrained_name(model)

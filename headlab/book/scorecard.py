@@ -120,7 +120,7 @@ def _raw_interval(row) -> str:
 
 
 def _adjusted_interval(row) -> str:
-    lo_adj, hi_adj = getattr(row, "lo_adj", None), getattr(row, "hi_adj", None)
+    lo_adj, hi_adj = getattr(row, "lo_adj", math.nan), getattr(row, "hi_adj", math.nan)
     return (
         ""
         if is_missing(lo_adj) or is_missing(hi_adj)
@@ -162,7 +162,7 @@ def scale_flips(table: pd.DataFrame, preset: str, family: str = "study") -> int:
 
 def _mde(row) -> str:
     """The design's minimum detectable effect beside the number (rows of rule 4 on)."""
-    mde = getattr(row, "mde", None)
+    mde = getattr(row, "mde", math.nan)
     return "" if is_missing(mde) else f"; MDE {unit_of(row.unit).size(mde)}"
 
 

@@ -29,12 +29,12 @@ from headlab.report.render import static_tables, static_widgets
 
 def fine_tune_step(label: str, settings: dict, which: str, log: Path) -> float:
     """Train, or find in the cache, one model the notebooks load, in a lane's worker process with its own work
-    log: ``which`` is :data:`PRETRAINING`, the model headlab pretrains that the others start from
+    log: ``which`` is :data:`~headlab.lab.pages.PRETRAINING`, the model headlab pretrains that the others start from
     (:func:`headlab.models.pretrain.ensure_named`), :data:`CROSS_ENCODER`, the model every page reads,
-    :data:`TWO_TOWER`, page 08's two towers, or :data:`STUDENTS`, page 10's students distilled from the cross-encoder
-    (:func:`headlab.book.students.train_students`). Each trains on one torch thread wherever it runs
-    (:func:`headlab.models.training.one_thread`; this worker's torch is already started, so thread variables would
-    not reach it), so two share a 2-core machine and give the weights a notebook run alone gives. The seconds."""
+    :data:`~headlab.lab.pages.TWO_TOWER`, page 08's two towers, or :data:`STUDENTS`, page 10's students distilled
+    from the cross-encoder (:func:`headlab.book.students.train_students`). Each trains on one torch thread wherever
+    it runs (:func:`headlab.models.training.one_thread`; this worker's torch is already started, so thread variables
+    would not reach it), so two share a 2-core machine and give the weights a notebook run alone gives. The seconds."""
     os.environ[WORK_LOG] = str(log)
     os.environ.pop(NO_TRAINING, None)
     params = Params.from_globals(settings)

@@ -31,7 +31,7 @@ from headlab.core.masking import encoder_layers, head_grid, mask_heads
 from headlab.core.pruning import prune_heads, prune_neurons
 
 
-def bert_layers(model) -> list:
+def compressible_layers(model) -> list:
     """The encoder's layers, which compression reads by BERT's module names (``attention.output``, ``intermediate``,
     ``output``): an architecture whose layers are not BERT's (:attr:`headlab.core.arch.Architecture.bert_layers`)
     is refused by name rather than failing inside a hook."""
@@ -51,7 +51,7 @@ def mask_neurons(model, mask):
     """Scale every feed-forward neuron's activation by ``mask[layer, neuron]`` (1 keeps, 0 removes) inside the
     ``with`` block; ``mask`` may be (batch, layers, neurons), one mask per example, and may require grad."""
     mask = torch.as_tensor(mask)
-    layers = bert_layers(model)
+    layers = compressible_layers(model)
     if mask.shape[-2:] != (len(layers), intermediate_size(model)):
         raise ValueError(
             f"neuron mask must have shape ({len(layers)}, {intermediate_size(model)}) or (batch, ...), "
@@ -143,7 +143,7 @@ def _capture(model, layer: int, inputs, head_scale, neuron_scale, which: str):
     """One pass of ``inputs`` through ``model`` with heads and neurons scaled (the compressed model so far), stopped
     after ``layer``; returns, for ``which`` "attention" or "feed-forward" of that layer, the unscaled per-unit input
     of its output matrix (head contexts or neuron activations) and the residual its LayerNorm adds it to."""
-    block = bert_layers(model)[layer]
+    block = compressible_layers(model)[layer]
     module = block.attention.output if which == "attention" else block.output
     got = []
 
@@ -176,7 +176,7 @@ def _capture(model, layer: int, inputs, head_scale, neuron_scale, which: str):
 def _targets(model, layer: int, inputs) -> dict[str, torch.Tensor]:
     """The inputs of ``layer``'s two LayerNorms in the original model, after its attention and its feed-forward
     block (``{"attention": ..., "feed-forward": ...}``), from one pass stopped at the second."""
-    block = bert_layers(model)[layer]
+    block = compressible_layers(model)[layer]
     got: dict[str, torch.Tensor] = {}
 
     def keeper(which: str):
@@ -227,7 +227,7 @@ def tune_masks(
         for layer in range(layers):
             if not (np.any(heads_kept[layer]) or np.any(neurons_kept[layer])):
                 continue  # nothing kept to scale
-            block = bert_layers(model)[layer]
+            block = compressible_layers(model)[layer]
             targets = [_targets(model, layer, inputs) for inputs in batches]  # the original's, once per layer
             for which, kept, weight, bias in (
                 (
@@ -275,7 +275,7 @@ def compressed_model(model, head_scale: np.ndarray, neuron_scale: np.ndarray):
     size = int(model.config.hidden_size) // heads
     drop = [(l, h) for l in range(layers) for h in range(heads) if head_scale[l, h] == 0]
     scaled = copy.deepcopy(model)
-    for l, block in enumerate(bert_layers(scaled)):
+    for l, block in enumerate(compressible_layers(scaled)):
         with torch.no_grad():
             block.attention.output.dense.weight.mul_(
                 torch.as_tensor(head_scale[l], dtype=torch.float32).repeat_interleave(size)[None, :]

@@ -314,7 +314,8 @@ class MaskEngine:
 
     def matmul_flops(self, masks: list[torch.Tensor], recording: bool = True) -> float:
         """Floating-point operations (two per multiply-add) of the matrix products :meth:`probabilities` performs
-        for ``masks``: projections, attention scores and sums, feed-forward, pooler and classifier, in the layers it
+        for ``masks``: projections, attention scores and sums, feed-forward, pooler and classifier (and ELECTRA's
+        projection of its embeddings, on every pass), in the layers it
         computes (from each pass's first masked layer, the kept heads only where it leaves removed heads out, the last
         layer at ``[CLS]`` alone), on its padded batches; with ``recording`` the unmasked pass that records every
         layer's output too. The work done, not a pass's nominal work: the numerator of a roofline."""
@@ -330,11 +331,15 @@ class MaskEngine:
             attention = 2 * rows * (queries * d * width + 2 * length * d * width + 2 * queries * length * width)
             return attention + 2 * rows * width * d * queries + 4 * rows * queries * d * inner
 
+        project = getattr(self.model.base_model, "embeddings_project", None)  # ELECTRA: embeddings to hidden size
+        projected = 0 if project is None else project.in_features * project.out_features
+
         def passes(kept_per_layer, skip: int, copies: int, at_cls: bool) -> float:
             total = 0.0
             for _, inputs in self.batches:
                 rows, length = inputs["input_ids"].shape
                 rows *= copies
+                total += 2 * rows * length * projected  # every pass embeds its inputs again, replayed layers or not
                 total += sum(
                     layer(rows, length, kept_per_layer[i], at_cls and i == last) for i in range(skip, last + 1)
                 )

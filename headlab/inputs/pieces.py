@@ -1,6 +1,5 @@
 """How a tokenizer's pieces make words: WordPiece marks a word's later pieces (``##``), SentencePiece its first (``▁``),
-and byte-level BPE (RoBERTa's, ELECTRA's English cousins, most English rerankers) its first with the space it read
-(``Ġ``).
+and byte-level BPE (RoBERTa's, GPT-2's) its first with the space it read (``Ġ``).
 
 The findings read words off token strings (word ends, shared terms), so they need to know which mark the
 tokenizer writes. A WordPiece tokenizer (BERT, MiniLM, the character models headlab pretrains) has already cut
@@ -16,6 +15,7 @@ word and the title's, so shared terms match, though they print oddly.
 
 from __future__ import annotations
 
+import json
 import unicodedata
 from dataclasses import dataclass
 
@@ -57,6 +57,15 @@ def _stands_alone(char: str) -> bool:
     return unicodedata.category(char).startswith("P") or has_cjk(char)
 
 
+def _byte_level(pre_tokenizer: dict | None) -> bool:
+    """Whether a fast tokenizer's pre-tokenizer (its JSON) is byte-level, alone or inside a sequence of them."""
+    if not pre_tokenizer:
+        return False
+    if pre_tokenizer.get("type") == "Sequence":
+        return any(_byte_level(inner) for inner in pre_tokenizer.get("pretokenizers", []))
+    return pre_tokenizer.get("type") == "ByteLevel"
+
+
 def piece_convention(tokenizer) -> Pieces:
     """The convention of a tokenizer: read off its fast backend (a Unigram model: ``▁`` word starts; a byte-level
     pre-tokenizer: ``Ġ`` word starts), else WordPiece."""
@@ -64,7 +73,8 @@ def piece_convention(tokenizer) -> Pieces:
     model = getattr(backend, "model", None)
     if type(model).__name__ == "Unigram":
         return SENTENCEPIECE
-    if type(getattr(backend, "pre_tokenizer", None)).__name__ == "ByteLevel":
+    pre_tokenizer = getattr(backend, "pre_tokenizer", None)
+    if pre_tokenizer is not None and _byte_level(json.loads(pre_tokenizer.__getstate__())):
         return BYTE_LEVEL
     return Pieces(continuation=getattr(model, "continuing_subword_prefix", None) or WORDPIECE.continuation)
 

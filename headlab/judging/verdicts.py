@@ -1,4 +1,4 @@
-"""The one verdict rule, and the rows it writes: a claim of the study (:class:`StudyClaim`, declared by the findings
+"""The one verdict rule, and the rows it writes: a claim of the study (:class:`StudyClaim`, declared by the page
 module that measures it), measured on a run (:class:`Claim`), judged by :func:`judge`, rendered on its page and saved
 for the scorecard (the registry of every claim: :mod:`headlab.pages.claims`).
 
@@ -49,19 +49,28 @@ from headlab.lab.lab import Lab
 from headlab.lab.pages import headings
 
 
-class Kind(str, Enum):
-    """What a claim asserts (:data:`RULES` says how each is judged): an effect of at least its size, no effect
-    beyond its margin, or one condition past another. A ``str`` that prints as its name, as :class:`Verdict`."""
-
-    EFFECT = "effect"
-    NO_EFFECT = "no_effect"
-    COMPARE = "compare"
+class Words(str, Enum):
+    """An enum whose members are their words wherever a string goes: printed, formatted, written to CSV or JSON, and
+    repr'd (altair writes a comparison into a Vega expression with ``repr``; an error message shows ``'holds'``, not
+    ``<Verdict.HOLDS: 'holds'>``), on Python 3.10 on. A word read back from a table compares equal to its member."""
 
     def __str__(self) -> str:
         return str.__str__(self)
 
     def __format__(self, spec: str) -> str:
         return str.__format__(self, spec)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class Kind(Words):
+    """What a claim asserts (:data:`RULES` says how each is judged): an effect of at least its size, no effect
+    beyond its margin, or one condition past another."""
+
+    EFFECT = "effect"
+    NO_EFFECT = "no_effect"
+    COMPARE = "compare"
 
 
 KINDS = tuple(Kind)
@@ -140,15 +149,8 @@ def quote_in(text: str, quote: str) -> bool:
     return squash(quote) in squash(text)
 
 
-class Verdict(str, Enum):
-    """What a row says of its claim (the module's docstring defines each). A ``str`` that prints as its words: rows
-    written to and read from CSV hold the same words, and a verdict read back compares equal to its member."""
-
-    def __str__(self) -> str:  # its words, not "Verdict.HOLDS", wherever it is printed or written (Python 3.10 on)
-        return str.__str__(self)
-
-    def __format__(self, spec: str) -> str:
-        return str.__format__(self, spec)
+class Verdict(Words):
+    """What a row says of its claim (the module's docstring defines each)."""
 
     HOLDS = "holds"
     DOES_NOT_HOLD = "does not hold"

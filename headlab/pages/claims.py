@@ -53,7 +53,6 @@ def registered(claim_id: str) -> StudyClaim:
     key = study_claim_id(claim_id)
     if key not in STUDY_CLAIMS:
         raise KeyError(
-            f"claim {claim_id!r} is not in headlab.pages.claims.STUDY_CLAIMS; declare it in its page's findings "
-            "module's CLAIMS"
+            f"claim {claim_id!r} is not in headlab.pages.claims.STUDY_CLAIMS; declare it in its page module's CLAIMS"
         )
     return STUDY_CLAIMS[key]

@@ -316,13 +316,19 @@ def spread(
     return pd.concat(rows, ignore_index=True).drop(columns="scope")
 
 
+def masked_name(k: int) -> str:
+    """The run with notebook 05's ``k`` term-matching heads masked (:func:`masked_runs`)."""
+    return f"{k} matching heads masked"
+
+
 def masked_runs(lab: Lab, heads) -> dict[str, tuple]:
     """The two runs the page's [CLS] bars and maps compare, ``{name: (model, keep-mask or None)}``: every head, and
-    ``heads`` (notebook 05's term-matching heads) masked, a (layers x heads) mask of 1 for a kept head, 0 for these."""
+    ``heads`` (notebook 05's term-matching heads) masked (:func:`masked_name`), a (layers x heads) mask of 1 for a
+    kept head, 0 for these."""
     mask = np.ones(lab.shape, dtype=np.float32)
     for layer, head in heads:
         mask[int(layer), int(head)] = 0.0
-    return {"all heads": (lab.model, None), f"{len(heads)} matching heads masked": (lab.model, mask)}
+    return {"all heads": (lab.model, None), masked_name(len(heads)): (lab.model, mask)}
 
 
 def head_cls_profile(lab: Lab, examples, layer: int, head: int, drop=(), stopwords=None) -> pd.DataFrame:

@@ -9,7 +9,7 @@ import pandas as pd
 
 from headlab.book.scorecard import CORRECTION, claim_tables
 from headlab.judging.units import in_current_units, is_missing
-from headlab.judging.verdicts import ALPHA, TALLIES, Verdict
+from headlab.judging.verdicts import ALPHA, TALLIES, Kind, Verdict
 from headlab.pages.claims import STUDY_CLAIMS
 from headlab.pages.pruning import serve_summary, serve_text, speed_rows
 from headlab.report.standing import standing, standing_markdown, standing_note
@@ -108,8 +108,8 @@ def models_block(table: pd.DataFrame) -> list[str]:
 
 
 def standing_block(results: Path = RESULTS) -> list[str]:
-    """The models that grade Chinese pairs side by side (:func:`headlab.book.standing.standing`), and which column is
-    shaped like the study (:func:`headlab.book.standing.standing_note`)."""
+    """The models that grade Chinese pairs side by side (:func:`headlab.report.standing.standing`), and which column is
+    shaped like the study (:func:`headlab.report.standing.standing_note`)."""
     table = standing(results)
     note = standing_note(table)
     return [*standing_markdown(table), *(["", note] if note else [])]
@@ -256,7 +256,7 @@ def calibration_block(table: pd.DataFrame, results: Path = RESULTS) -> list[str]
     twice = table[~familywise & (table["truth"] == "twice it")]
     for claim_id, rows in twice.groupby("claim_id", sort=False):
         spec = STUDY_CLAIMS[claim_id]
-        size = spec.margin if spec.kind == "no_effect" else spec.min_size
+        size = spec.margin if spec.kind == Kind.NO_EFFECT else spec.min_size
         cells = []
         for preset in presets:
             row = rows[rows["preset"] == preset]
@@ -264,8 +264,8 @@ def calibration_block(table: pd.DataFrame, results: Path = RESULTS) -> list[str]
                 cells.append("—")
                 continue
             r = row.iloc[0]
-            weak = r["mde"] > (size if spec.kind == "no_effect" else 2 * size)
-            text = f"{r['mde']:.3g}" + ("" if spec.kind == "no_effect" else f" ({r['holds']:.0%})")
+            weak = r["mde"] > (size if spec.kind == Kind.NO_EFFECT else 2 * size)
+            text = f"{r['mde']:.3g}" + ("" if spec.kind == Kind.NO_EFFECT else f" ({r['holds']:.0%})")
             cells.append(f"**{text}**" if weak else text)
         lines.append(f"| `{claim_id}` | {size:.3g} | {' | '.join(cells)} |")
     return lines
@@ -371,7 +371,7 @@ def sizes_block() -> list[str]:
     ]
     for claim_id, size in sizes.POLICY.items():
         spec = STUDY_CLAIMS[claim_id]
-        value = f"±{size.unit.size(size.margin)}" if spec.kind == "no_effect" else size.unit.size(size.min_size)
+        value = f"±{size.unit.size(size.margin)}" if spec.kind == Kind.NO_EFFECT else size.unit.size(size.min_size)
         scale = {sizes.Scale.ACCURACY: "accuracy", sizes.Scale.KAPPA: "κ", sizes.Scale.OWN: "own"}[size.scale]
         lines.append(
             f"| `{claim_id}` | {spec.kind} | {value} | {scale} | {size.source.value} | {size.why.replace('|', '/')} |"

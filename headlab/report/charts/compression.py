@@ -45,7 +45,7 @@ def students(table: pd.DataFrame, title: str = "") -> alt.LayerChart:
 
 
 def speed_bars(speed: pd.DataFrame) -> alt.FacetChart:
-    """Throughput per variant from ``findings.pruning.speed_rows``: pairs per second (median bar, min to max rule),
+    """Throughput per variant from ``pages.pruning.speed_rows``: pairs per second (median bar, min to max rule),
     the speed-up over the unpruned model printed at the bar's end, one row per share removed, batch size and machine
     (its first words; the tooltip names it in full): each row one run of the benchmark, its variants side by side."""
     table = speed.assign(

@@ -153,7 +153,7 @@ def condition_effects(table: pd.DataFrame, draws: pd.DataFrame | None = None, ti
 def claim_intervals(claims: pd.DataFrame, title: str = "") -> alt.LayerChart:
     """Change of each attention share after fine-tuning, with 95% intervals, per claim and scope of heads.
 
-    ``claims``: ``sharpening.scope_changes(...)`` (claim, scope, before, after, delta, lo, hi).
+    ``claims``: ``finetune_delta.scope_changes(...)`` (claim, scope, before, after, delta, lo, hi).
     """
     order = list(dict.fromkeys(claims["claim"]))
     y = alt.Y("claim:N", sort=order, title=None, axis=alt.Axis(labelLimit=360))

@@ -86,7 +86,7 @@ def verdict_grid(
             x=x,
             y=y,
             text=alt.Text("label:N" if "label" in table.columns else "verdict:N"),
-            color=alt.condition(alt.datum.verdict == "opposite", alt.value("white"), alt.value("black")),
+            color=alt.condition(alt.datum.verdict == Verdict.OPPOSITE, alt.value("white"), alt.value("black")),
             **live,
         ),
     ).properties(width=alt.Step(130), height=alt.Step(19), title=alt.TitleParams(title, anchor="start"))
