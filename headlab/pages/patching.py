@@ -213,13 +213,24 @@ def _per_set(draws_moved: np.ndarray, gaps: np.ndarray) -> np.ndarray:
     return (draws_moved.sum(axis=2) / gaps.sum(axis=1)[:, None]).mean(axis=0)
 
 
+def _moved(tables, patches: list[str], metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(gaps, moved)``: per replacement draw and pair, the source-target difference of ``metric`` (replacements x
+    pairs) and how far each of ``patches`` moved the target (replacements x patches x pairs). ``tables``: one patch
+    table per draw of the contrast's replacement words, on the same pairs (:func:`replacement_tables`)."""
+    tables = [tables] if isinstance(tables, pd.DataFrame) else list(tables)
+    wides = [t.pivot(index="example", columns="patch", values=metric) for t in tables]
+    if any(not w.index.equals(wides[0].index) for w in wides):
+        raise ValueError("replacement draws must cover the same pairs: take their common pairs first")
+    targets = [w["target"].to_numpy() for w in wides]
+    gaps = np.stack([w["source"].to_numpy() - target for w, target in zip(wides, targets)])
+    moved = np.stack([w[list(patches)].to_numpy().T - target for w, target in zip(wides, targets)])
+    return gaps, moved
+
+
 def restored_by_set(tables, draws: list[str], metric: str = METRIC) -> pd.DataFrame:
     """Each random set's share restored, as :func:`restored_against_draws` averages them (one row per set: draw,
     restored), for the figure that sets them beside the tested heads."""
-    tables = [tables] if isinstance(tables, pd.DataFrame) else list(tables)
-    wides = [t.pivot(index="example", columns="patch", values=metric) for t in tables]
-    gaps = np.stack([w["source"].to_numpy() - w["target"].to_numpy() for w in wides])
-    moved = np.stack([w[list(draws)].to_numpy().T - w["target"].to_numpy() for w in wides])
+    gaps, moved = _moved(tables, draws, metric)
     return pd.DataFrame({"draw": list(draws), "restored": _per_set(moved, gaps)})
 
 
@@ -261,13 +272,8 @@ def restored_against_draws(
     same pairs: :func:`replacement_tables`), those draws. ``gap``, ``gap_lo``, ``gap_hi``: the mean source-target
     difference and its 95% interval over the pairs (:func:`gap_moves` reads it)."""
     tables = [tables] if isinstance(tables, pd.DataFrame) else list(tables)
-    wides = [t.pivot(index="example", columns="patch", values=metric) for t in tables]
-    if any(not w.index.equals(wides[0].index) for w in wides):
-        raise ValueError("replacement draws must cover the same pairs: take their common pairs first")
-    targets = [w["target"].to_numpy() for w in wides]
-    gaps = np.stack([w["source"].to_numpy() - t for w, t in zip(wides, targets)])  # replacements x pairs
-    tested_moved = np.stack([w[tested].to_numpy() - t for w, t in zip(wides, targets)])
-    draws_moved = np.stack([w[list(draws)].to_numpy().T - t for w, t in zip(wides, targets)])  # r x draws x pairs
+    gaps, moved = _moved(tables, [tested, *draws], metric)  # replacements x pairs; replacements x patches x pairs
+    tested_moved, draws_moved = moved[:, 0], moved[:, 1:]
     gap = gaps.mean(axis=0)
     weights = bootstrap_weights(gaps.shape[1], n_boot, seed)
     gap_lo, gap_hi = np.quantile(weights @ gap / len(gap), [0.025, 0.975])
