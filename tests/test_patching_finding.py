@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from headlab.pages.patching import ablation_specificity, rank_agreement, restored_shares, top_heads, top_overlap
+from headlab.pages.patching import ablation_specificity, rank_correlation, restored_shares, top_heads, top_overlap
 
 
 def _table(n=200, seed=0):
@@ -49,12 +49,12 @@ def test_overlap_is_set_against_chance():
     assert top_overlap([(0, 1)], [(2, 2)], 72)["p"] == pytest.approx(1.0)
 
 
-def test_rank_agreement_of_two_scores():
+def test_rank_correlation_of_two_scores():
     rng = np.random.default_rng(0)
     a = rng.normal(size=72)
-    same = rank_agreement(a, a + rng.normal(0, 0.1, 72), n_boot=300)
+    same = rank_correlation(a, a + rng.normal(0, 0.1, 72), n_boot=300)
     assert same["rho"] > 0.9 and same["lo"] > 0.8
-    none = rank_agreement(a, rng.normal(size=72), n_boot=300)
+    none = rank_correlation(a, rng.normal(size=72), n_boot=300)
     assert none["lo"] < 0 < none["hi"]
 
 
@@ -135,7 +135,7 @@ def test_a_patch_against_random_draws_covers_pairs_and_draws():
 
 
 def test_a_constant_score_has_no_rank_correlation():
-    result = rank_agreement(np.zeros(16), np.arange(16.0), n_boot=50)
+    result = rank_correlation(np.zeros(16), np.arange(16.0), n_boot=50)
     assert np.isnan(result["rho"]) and np.isnan(result["lo"]) and result["n_heads"] == 16
 
 

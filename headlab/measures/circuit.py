@@ -6,7 +6,7 @@
   gap on :func:`headlab.core.patching.grade_logit` (linear in the logits, so shares above 100% mean overshoot, not
   saturation), with paired bootstrap intervals over the pairs.
 - :func:`attribution_scores`: attribution patching (one backward pass per batch) per head, in the same share,
-  whole and per group; :func:`headlab.pages.patching.rank_agreement` checks it against exact patching.
+  whole and per group; :func:`headlab.pages.patching.rank_correlation` checks it against exact patching.
 - :func:`receiver_moves` and :func:`receiver_ranking`: path patching from the matching heads to every head above them,
   one at a time, whole and through its output at ``[CLS]`` alone, kept per pair: which heads read what the matching
   heads carry, found rather than assumed, each set against the other receivers, ranked on any part of the pairs.

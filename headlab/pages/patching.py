@@ -8,7 +8,7 @@ other views of the same heads: the attention-chosen term-matching heads (noteboo
   bootstrap interval over the pairs.
 - :func:`top_overlap`: how many of the top-k heads by one score are among k chosen heads, against the number two
   random sets of k heads share (hypergeometric), with its one-sided p.
-- :func:`rank_agreement`: Spearman's rank correlation of two per-head scores, with a bootstrap interval over heads.
+- :func:`rank_correlation`: Spearman's rank correlation of two per-head scores, with a bootstrap interval over heads.
 - :func:`ablation_specificity`: how much more an ablation moves the grade logit on pairs that share a term than on
   pairs that share none, at the same gold grade and unablated grade logit, named heads against random ones.
 
@@ -120,7 +120,7 @@ def top_overlap(top, chosen, n_heads: int) -> dict:
     return {"shared": shared, "k": len(top), "chance": chance, "p": p, "heads": sorted(top & chosen)}
 
 
-def rank_agreement(a, b, n_boot: int = N_BOOT, seed: int = 0) -> dict:
+def rank_correlation(a, b, n_boot: int = N_BOOT, seed: int = 0) -> dict:
     """Spearman's rank correlation of two per-head scores (the same heads in the same order), with a 95% bootstrap
     interval resampling the heads."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
@@ -1140,7 +1140,7 @@ def agreement(views: pd.DataFrame, matching, k: int, n_boot: int = N_BOOT, seed:
             }
         )
     for column, name in {"masking_cost": "masking cost (02)", "role_score": "role score (05)"}.items():
-        r = rank_agreement(views["restored"], views[column], n_boot, seed)
+        r = rank_correlation(views["restored"], views[column], n_boot, seed)
         rows.append(
             {
                 "comparison": f"rank correlation of the restored share with the {name}",
@@ -1164,7 +1164,7 @@ def attribution_agreement(views: pd.DataFrame, n_boot: int = N_BOOT, seed: int =
     :data:`ATTRIBUTION_TOP`, the share of the exact top-k heads that attribution's top k recalls, with the heads
     where they disagree; and, for attribution's own top heads, its estimate over the exact share (1: exact; far
     from 1 where the patch is too large for a first-order estimate, AtP's saturation, Kramár et al. 2024)."""
-    r = rank_agreement(views["restored"], views["attribution"], n_boot, seed)
+    r = rank_correlation(views["restored"], views["attribution"], n_boot, seed)
     rows = [{"measure": "rank correlation (Spearman)", "value": r["rho"], "lo": r["lo"], "hi": r["hi"], "heads": ""}]
     for k in ATTRIBUTION_TOP:
         exact, estimated = set(top_heads(views, k)), set(top_heads(views, k, "attribution"))
