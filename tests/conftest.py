@@ -59,44 +59,7 @@ def minilm_tokenizer():
     return AutoTokenizer.from_pretrained(MINILM_TOKENIZER)
 
 
-def tiny_bert(attn: str = "eager", seed: int = 0):
-    """A randomly initialised 3-layer x 4-head BERT with a 5-way head: no download needed."""
-    torch.manual_seed(seed)
-    config = BertConfig(
-        vocab_size=50,
-        hidden_size=16,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        intermediate_size=32,
-        max_position_embeddings=32,
-        num_labels=5,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-        initializer_range=0.3,
-    )
-    config._attn_implementation = attn
-    return BertForSequenceClassification(config).eval()
-
-
-def tiny_mpnet(attn: str = "eager", seed: int = 0):
-    torch.manual_seed(seed)
-    config = MPNetConfig(
-        vocab_size=50,
-        hidden_size=16,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        intermediate_size=32,
-        max_position_embeddings=40,
-        num_labels=5,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-        initializer_range=0.3,
-    )
-    config._attn_implementation = attn
-    return MPNetForSequenceClassification(config).eval()
-
-
-def _tiny(config_class, model_class, attn: str, seed: int, **extra):
+def _tiny(config_class, model_class, attn: str, seed: int, positions: int = 40, **extra):
     """A randomly initialised 3-layer x 4-head encoder of one architecture with a 5-way head: no download needed."""
     torch.manual_seed(seed)
     config = config_class(
@@ -105,7 +68,7 @@ def _tiny(config_class, model_class, attn: str, seed: int, **extra):
         num_hidden_layers=3,
         num_attention_heads=4,
         intermediate_size=32,
-        max_position_embeddings=40,
+        max_position_embeddings=positions,
         num_labels=5,
         hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0,
@@ -114,6 +77,16 @@ def _tiny(config_class, model_class, attn: str, seed: int, **extra):
     )
     config._attn_implementation = attn
     return model_class(config).eval()
+
+
+def tiny_bert(attn: str = "eager", seed: int = 0):
+    """A randomly initialised 3-layer x 4-head BERT with a 5-way head: no download needed."""
+    return _tiny(BertConfig, BertForSequenceClassification, attn, seed, positions=32)
+
+
+def tiny_mpnet(attn: str = "eager", seed: int = 0):
+    """MPNet: its own attention module and a relative position bias on every score."""
+    return _tiny(MPNetConfig, MPNetForSequenceClassification, attn, seed)
 
 
 def tiny_roberta(attn: str = "eager", seed: int = 0):

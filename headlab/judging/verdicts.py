@@ -339,11 +339,7 @@ class Claim:
             else (judged.verdict, judged.why)
         )
         return cls(
-            claim_id=f"{spec.claim_id}/{part}" if part else spec.claim_id,
-            finding=spec.finding,
-            claim=claim or spec.claim,
-            quote=spec.quote,
-            kind=spec.kind,
+            **_declared(spec, part, claim),
             study=study,
             ours=float(ours),
             lo=float(lo),
@@ -355,10 +351,6 @@ class Claim:
             p=None if p is None else float(p),
             verdict=verdict,
             reason=_sentence(reason) + (f" {why}" if why else ""),
-            rule=RULES[spec.kind],
-            min_size=spec.min_size,
-            margin=spec.margin,
-            size_why=spec.size_why,
             level=judged.level,
             lo_adj=judged.lo_adj,
             hi_adj=judged.hi_adj,
@@ -368,11 +360,8 @@ class Claim:
             at_floor=at_floor,
             floor_reason=floor_reason,
             study_unit=study_unit.label if study_unit else "",
-            page=spec.page,
             df=df,
             search=int(search),
-            tally=spec.tally,
-            size_source=spec.size_source,
             weakest_of=int(weakest_of),
             far_adj=judged.far_adj if not (not_comparable or part) else math.nan,
             mde=judged.mde if not (not_comparable or part) else math.nan,
@@ -398,11 +387,7 @@ class Claim:
         """A claim this run could not measure (``reason`` says why): "cannot tell", with no number."""
         nan = math.nan
         return cls(
-            claim_id=f"{spec.claim_id}/{part}" if part else spec.claim_id,
-            finding=spec.finding,
-            claim=claim or spec.claim,
-            quote=spec.quote,
-            kind=spec.kind,
+            **_declared(spec, part, claim),
             study=study,
             ours=nan,
             lo=nan,
@@ -414,14 +399,27 @@ class Claim:
             p=None,
             verdict=Verdict.CANNOT_TELL,
             reason=_sentence(reason),
-            rule=RULES[spec.kind],
-            min_size=spec.min_size,
-            margin=spec.margin,
-            size_why=spec.size_why,
-            page=spec.page,
-            tally=spec.tally,
-            size_source=spec.size_source,
         )
+
+
+def _declared(spec: StudyClaim, part: str, claim: str | None) -> dict:
+    """The fields a row takes from its registered claim (its id, or a sub-row's ``<id>/<part>``; its sentence unless
+    ``claim`` words it otherwise; its kind's rule, size, page and tally): the same for a measured row and one not
+    measured."""
+    return dict(
+        claim_id=f"{spec.claim_id}/{part}" if part else spec.claim_id,
+        finding=spec.finding,
+        claim=claim or spec.claim,
+        quote=spec.quote,
+        kind=spec.kind,
+        rule=RULES[spec.kind],
+        min_size=spec.min_size,
+        margin=spec.margin,
+        size_why=spec.size_why,
+        page=spec.page,
+        tally=spec.tally,
+        size_source=spec.size_source,
+    )
 
 
 def with_mean_ablation(zeroed: list[Claim], mean_ablated: list[Claim]) -> list[Claim]:
