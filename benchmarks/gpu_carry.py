@@ -139,14 +139,15 @@ def check_tokenization(full, trimmed, frame, new_id: dict[int, int]) -> dict:
     (:func:`~headlab.core.evaluate.encode_sentences`) and every whitespace word of ``frame`` tokenizes to the same
     pieces with both tokenizers, the full one's ids renumbered; raise AssertionError at the first that does not."""
     from headlab.core.evaluate import encode, encode_sentences
+    from headlab.core.grades import STUDY_SCALE
 
     sentences = frame["query"].tolist() + frame["title"].tolist()
     words = sorted({w for text in sentences for w in str(text).split()})
     checks = {
-        "pairs": (encode(full, frame).input_ids, encode(trimmed, frame).input_ids),
+        "pairs": (encode(full, frame, STUDY_SCALE).input_ids, encode(trimmed, frame, STUDY_SCALE).input_ids),
         "sentences": (
-            encode_sentences(full, sentences, [1] * len(sentences)).input_ids,
-            encode_sentences(trimmed, sentences, [1] * len(sentences)).input_ids,
+            encode_sentences(full, sentences, [1] * len(sentences), STUDY_SCALE).input_ids,
+            encode_sentences(trimmed, sentences, [1] * len(sentences), STUDY_SCALE).input_ids,
         ),
         "words": (full(words)["input_ids"], trimmed(words)["input_ids"]),
     }
@@ -168,20 +169,21 @@ def check_outputs(full_dir: Path, trimmed_dir: Path, frame, sample: int = 256, s
     import torch
 
     from headlab.core.evaluate import encode, padded
+    from headlab.core.grades import STUDY_SCALE
     from headlab.models.loading import load_classifier, load_encoder, load_tokenizer
 
     rows = np.sort(np.random.default_rng(seed).choice(len(frame), min(sample, len(frame)), replace=False))
     part = frame.iloc[rows].reset_index(drop=True)
     batches = []
     for folder in (full_dir, trimmed_dir):
-        encoded = encode(load_tokenizer(str(folder)), part)
+        encoded = encode(load_tokenizer(str(folder)), part, STUDY_SCALE)
         batches.append(padded(encoded, list(range(len(encoded))), load_tokenizer(str(folder)).pad_token_id or 0))
     if not torch.equal(batches[0]["attention_mask"], batches[1]["attention_mask"]):
         raise AssertionError("the trimmed tokenizer gives the pairs other lengths")
     outputs = []
     for folder, batch in zip((full_dir, trimmed_dir), batches):
         torch.manual_seed(seed)
-        classifier = load_classifier(str(folder))
+        classifier = load_classifier(str(folder), STUDY_SCALE)
         encoder = load_encoder(str(folder), attn="eager")
         with torch.no_grad():
             logits = classifier(**batch).logits

@@ -31,7 +31,7 @@ import headlab
 from headlab.book.presets import PRESETS
 from headlab.book.records import machine
 from headlab.core.device import precision
-from headlab.core.evaluate import predict, predicted_grades
+from headlab.core.evaluate import predict
 from headlab.measures.importance import least_important
 
 
@@ -94,8 +94,8 @@ def main(argv=None) -> int:
     masked = test.evaluate(drop)
     agreement = float(
         np.mean(
-            predicted_grades(predict(pruned, test.encoded, batch_size=64, device=device, precision=chosen))
-            == predicted_grades(masked.probs)
+            test.scale.predicted(predict(pruned, test.encoded, batch_size=64, device=device, precision=chosen))
+            == test.scale.predicted(masked.probs)
         )
     )
     where = machine(1, torch.get_num_threads())  # the processor; on a GPU, the GPU first

@@ -36,7 +36,7 @@ from headlab.core.compress import (
     search_masks,
     tune_masks,
 )
-from headlab.core.evaluate import predict, predicted_grades
+from headlab.core.evaluate import predict
 from headlab.core.pruning import expanded
 from headlab.core.stats import bootstrap_weights
 from headlab.core.timing import abba_rounds, latency_percentiles, ratio_interval
@@ -67,7 +67,7 @@ def choose_budget(model, dev, fisher, budgets, within: float, tune_pairs: int, t
     and scales, and every budget's dev accuracy."""
     head_flops, neuron_flops = flops_per_token(model, tokens)
     full = encoder_flops(model, np.ones_like(fisher[0], bool), np.ones_like(fisher[1], bool), tokens)
-    base = (predicted_grades(predict(model, dev, pad_id=pad_id)) == dev.grades).mean()
+    base = (dev.scale.predicted(predict(model, dev, pad_id=pad_id)) == dev.grades).mean()
     tried: dict[float, float] = {}
     found = None
     tune = dev.subset(np.arange(min(tune_pairs, len(dev))))
@@ -75,7 +75,7 @@ def choose_budget(model, dev, fisher, budgets, within: float, tune_pairs: int, t
         heads, neurons = search_masks(*fisher, head_flops, neuron_flops, budget * full)
         scales = tune_masks(model, heads, neurons, tune, pad_id=pad_id)
         small = compressed_model(model, *scales)
-        tried[budget] = float((predicted_grades(predict(small, dev, pad_id=pad_id)) == dev.grades).mean())
+        tried[budget] = float((dev.scale.predicted(predict(small, dev, pad_id=pad_id)) == dev.grades).mean())
         if found is None and tried[budget] >= base - within:
             found = (budget, heads, neurons, small)
     if found is None:
@@ -126,12 +126,12 @@ def main(argv=None) -> int:
     ceilings = {"compressed": full / encoder_flops(model, heads, neurons, tokens), "int8": 1.0}
     ceilings["compressed+int8"] = ceilings["compressed"]
     grades = test.encoded.grades
-    base_grades = predicted_grades(predict(model, test.encoded, pad_id=pad))
+    base_grades = test.scale.predicted(predict(model, test.encoded, pad_id=pad))
     timed = test.encoded.subset(np.arange(min(args.pairs, len(test.encoded))))
     singles = [test.encoded.subset([i]) for i in range(min(args.single, len(test.encoded)))]
     rows = []
     for name, variant in variants.items():
-        quality = accuracy_change(grades, base_grades, predicted_grades(predict(variant, test.encoded, pad_id=pad)))
+        quality = accuracy_change(grades, base_grades, test.scale.predicted(predict(variant, test.encoded, pad_id=pad)))
         batch = ratio_interval(
             abba_rounds(
                 lambda: predict(model, timed, batch_size=64, pad_id=pad),

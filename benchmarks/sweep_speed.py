@@ -33,7 +33,7 @@ import torch
 from headlab.book.records import machine
 from headlab.core.device import precision
 from headlab.core.engine import MaskEngine
-from headlab.core.evaluate import NUM_GRADES, Encoded
+from headlab.core.evaluate import Encoded
 from headlab.core.masking import mask_heads
 from headlab.core.onednn import dense, onednn_available
 from headlab.core.sweep import random_share_specs, single_head_specs
@@ -43,7 +43,7 @@ from headlab.lab.params import Params
 
 def naive_probabilities(model, encoded: Encoded, mask, batch_size: int, device) -> np.ndarray:
     """One mask, full forward passes, every pair padded to 128 tokens, eager attention."""
-    probs = np.zeros((len(encoded), NUM_GRADES), dtype=np.float32)
+    probs = np.zeros((len(encoded), encoded.scale.count), dtype=np.float32)
     with torch.inference_mode(), mask_heads(model, mask):
         for start in range(0, len(encoded), batch_size):
             rows = range(start, min(start + batch_size, len(encoded)))

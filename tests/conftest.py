@@ -131,10 +131,11 @@ def measured_claim(claim_id: str, ours: float, half: float, method: str = "paire
 def random_encoded(n: int = 40, seed: int = 0, longest: int = 12):
     """``n`` random pairs of ``[2] ids [3]`` (3 to ``longest - 1`` ids) with random grades, for the tiny models."""
     from headlab.core.evaluate import Encoded
+    from headlab.core.grades import STUDY_SCALE
 
     rng = np.random.default_rng(seed)
     ids = [[2] + rng.integers(5, 50, size=rng.integers(3, longest)).tolist() + [3] for _ in range(n)]
-    return Encoded(ids, [[0] * len(x) for x in ids], rng.integers(1, 6, size=n), 0)
+    return Encoded(ids, [[0] * len(x) for x in ids], rng.integers(1, 6, size=n), 0, STUDY_SCALE)
 
 
 def grid_and_layers(layers=3, heads=4):

@@ -10,6 +10,7 @@ from safetensors.numpy import load_file
 from test_e5_chars import MAPPING, PIECES, scores
 from transformers import BertConfig, BertModel
 
+from headlab.core.grades import STUDY_SCALE
 from headlab.inputs.e5 import build_tokenizer
 from headlab.inputs.e5_chars import character_tokenizer
 from headlab.models import adapt
@@ -89,7 +90,7 @@ def test_a_continued_pass_trains_the_encoder_and_keeps_the_word_embeddings(fresh
     query = "encoder.layer.0.attention.self.query.weight"
     assert not np.array_equal(after[query], before[query])  # the encoder learned
     assert load_tokenizer(str(folder)).tokenize("京东小哥") == list("京东小哥")  # it reads as its base does
-    assert load_classifier(str(folder)).config.num_labels == 5
+    assert load_classifier(str(folder), STUDY_SCALE).config.num_labels == 5
     report = pretraining_report(folder)
     assert report["kind"] == adapt.KIND and report["steps"] == 6 and report["eval_sentences"] == 2
     assert report["corpus_sentences"] == len(TRAIN) and 0 <= report["masked_token_accuracy"] <= 1

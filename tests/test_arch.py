@@ -14,6 +14,7 @@ from transformers import DebertaV2Config, DebertaV2ForSequenceClassification
 import headlab
 from headlab.core.arch import ARCHITECTURES, architecture, supported
 from headlab.core.compress import mask_neurons
+from headlab.core.grades import STUDY_SCALE
 from headlab.core.masking import encoder_layers, mask_heads
 from headlab.core.pruning import cannot_prune
 from headlab.models.loading import ModelError, load_classifier
@@ -53,7 +54,7 @@ def test_deberta_v2_is_refused_by_name_with_why_before_any_head_is_touched(tmp_p
         pass
     model.save_pretrained(tmp_path / "deberta")
     with pytest.raises(ModelError, match=r"config.json: headlab cannot take apart model_type='deberta-v2'"):
-        load_classifier(str(tmp_path / "deberta"))
+        load_classifier(str(tmp_path / "deberta"), STUDY_SCALE)
 
 
 def test_an_unknown_architecture_is_refused_naming_what_is_supported(tmp_path):
@@ -62,7 +63,7 @@ def test_an_unknown_architecture_is_refused_naming_what_is_supported(tmp_path):
     (folder / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
     (folder / "model.safetensors").write_bytes(b"")
     with pytest.raises(ModelError, match=r"model_type='gpt2': no adapter .*supported: bert, electra, mpnet"):
-        load_classifier(str(folder))
+        load_classifier(str(folder), STUDY_SCALE)
 
 
 def test_compression_refuses_an_architecture_whose_layers_are_not_berts():

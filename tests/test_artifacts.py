@@ -77,7 +77,7 @@ def test_a_lab_finds_only_finished_sweeps_that_hold_the_masks(tmp_path):
 
 def test_a_lab_prints_as_one_line_with_its_model_data_split_and_baseline(tmp_path):
     lab = tiny_setup(tmp_path, n_right=3)
-    assert repr(lab) == "Lab(minilm on stsb-en, test: 5 pairs, 4 x 4 heads, cpu; unmasked accuracy 60.0%)"
+    assert repr(lab) == "Lab(minilm on stsb-en, test: 5 pairs on grades 1-5, 4 x 4 heads, cpu; unmasked accuracy 60.0%)"
 
 
 @pytest.mark.parametrize("name", sorted(n for n, a in ARTIFACTS.items() if a.for_build))

@@ -289,3 +289,24 @@ def test_every_notebook_runs_on_a_tiny_random_mpnet_on_cpu(mpnet_book):
     """The `mpnet` preset's architecture through the whole book (tests/tiny_mpnet.py, run beside the tiny book)."""
     grid = pd.read_csv(next(mpnet_book.glob("*/head_grid.csv")))
     assert len(grid) == 4 * 4  # every head of the MPNet was masked once
+
+
+@pytest.mark.slow  # the tiny MPNet's run (above)
+@pytest.mark.timeout(1800)
+def test_every_notebook_runs_on_a_file_of_three_grades(mpnet_book):
+    """The tiny MPNet's file grades 1-3 (tests/tiny_mpnet.py): the sweeps, the metrics and the claims use its scale,
+    and a claim told in the study's five grades is not comparable."""
+    from headlab.core.evaluate import metrics
+    from headlab.core.grades import GradeScale
+    from headlab.measures.order import grade_columns
+
+    [results] = [d for d in mpnet_book.glob("*-test-*") if (d / "baseline_metrics.csv").exists()]
+    sweep = pd.read_csv(next(results.glob("sweeps/layer_dependence-*/masks/none.csv")))
+    assert grade_columns(sweep) == ["p1", "p2", "p3"]
+    assert set(sweep["grade"]) <= {1, 2, 3} and set(sweep["predicted"]) <= {1, 2, 3}
+    baseline = pd.read_csv(results / "baseline_metrics.csv").set_index("metric")["value"]
+    expected = metrics(sweep["grade"].to_numpy(), sweep["predicted"].to_numpy(), GradeScale(1, 3))
+    assert baseline["accuracy"] == pytest.approx(expected["accuracy"])
+    assert baseline["macro_f1"] == pytest.approx(expected["macro_f1"], abs=1e-6)
+    order = pd.read_csv(results / "claims_04_word_order.csv").set_index("claim_id")["verdict"]
+    assert order["word_order.shuffle_lowers_grade"] == "not comparable"

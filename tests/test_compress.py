@@ -8,6 +8,7 @@ from tiny_setup import tiny_setup
 
 from headlab.core.compress import fisher_importance, flops_per_token, mask_neurons, search_masks
 from headlab.core.evaluate import length_batches, model_inputs, predict
+from headlab.core.grades import STUDY_SCALE
 from headlab.core.masking import encoder_layers, mask_heads
 
 
@@ -147,7 +148,9 @@ def test_a_compressed_model_loads_with_headlab_and_full_size_with_plain_transfor
     assert not np.allclose(masked, predict(model, encoded), atol=1e-3)  # the cut changes the grades
     small = compressed_model(model, head_scale, neuron_scale)
     small.save_pretrained(tmp_path / "small")
-    np.testing.assert_allclose(predict(load_classifier(str(tmp_path / "small")), encoded), masked, atol=1e-5)
+    np.testing.assert_allclose(
+        predict(load_classifier(str(tmp_path / "small"), STUDY_SCALE), encoded), masked, atol=1e-5
+    )
     expanded(small).save_pretrained(tmp_path / "plain")
     config = (tmp_path / "plain" / "config.json").read_text()
     assert KEPT_HEADS not in config and KEPT_NEURONS not in config

@@ -12,6 +12,7 @@ from conftest import minilm_tokenizer
 
 import headlab.measures.contrast as contrast_module
 from headlab.core.evaluate import encode
+from headlab.core.grades import GradeScale
 from headlab.inputs.pair import read_pair
 from headlab.measures.contrast import (
     MATCHED_KINDS,
@@ -48,7 +49,7 @@ PAIRS = pd.DataFrame(
 
 @pytest.fixture(scope="module")
 def encoded():
-    return encode(minilm_tokenizer(), PAIRS.assign(grade=PAIRS["label"] + 1))
+    return encode(minilm_tokenizer(), PAIRS, GradeScale.of_labels(PAIRS["label"]))
 
 
 # PAIRS and pairs whose words recur, so a shared and an unshared title word can fall in one frequency band (counted
@@ -87,7 +88,7 @@ QUALIFYING = [0, 6, 11]
 
 @pytest.fixture(scope="module")
 def matched_encoded():
-    return encode(minilm_tokenizer(), MATCHED_PAIRS.assign(grade=MATCHED_PAIRS["label"] + 1))
+    return encode(minilm_tokenizer(), MATCHED_PAIRS, GradeScale.of_labels(MATCHED_PAIRS["label"]))
 
 
 @pytest.fixture(scope="module")

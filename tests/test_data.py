@@ -5,15 +5,16 @@ import json
 
 import pytest
 
+from headlab.core.grades import GradeScale
 from headlab.inputs import data
 from headlab.inputs.data import (
-    GRADES,
     STSB_EN_MAPPING,
     STSB_ZH_MAPPING,
     DataError,
     DataWarning,
     class_balance,
     get_split,
+    grade_scale,
     load_data,
     load_pairs,
     load_stsb_en,
@@ -74,7 +75,6 @@ def test_stsb_zh_grade_rejects(label):
 
 def test_mapping_texts_for_the_book():
     assert "[4,5] -> 5" in STSB_EN_MAPPING and "0 and 1 -> 1" in STSB_ZH_MAPPING
-    assert GRADES == (1, 2, 3, 4, 5)
 
 
 # --- STS-B loaders ---------------------------------------------------------------------------------
@@ -145,10 +145,13 @@ def test_load_data_resolves_assets(tmp_path, monkeypatch):
 
 
 def test_tsv_with_split_column(tmp_path):
-    path = write(tmp_path, "pairs.tsv", "query\ttitle\tlabel\tsplit\n京东小哥\t京东小哥最近在干什么\t4\tTest\n")
+    path = write(
+        tmp_path, "pairs.tsv", "query\ttitle\tlabel\tsplit\n京东小哥\t京东小哥最近在干什么\t4\tTest\nq\tt\t2\tTrain\n"
+    )
     df = load_pairs(path)
     assert df.to_dict("records") == [
-        {"split": "test", "query": "京东小哥", "title": "京东小哥最近在干什么", "label": 4, "line": 2}
+        {"split": "test", "query": "京东小哥", "title": "京东小哥最近在干什么", "label": 4, "line": 2},
+        {"split": "train", "query": "q", "title": "t", "label": 2, "line": 3},
     ]
 
 
@@ -239,9 +242,33 @@ def test_empty_query_or_title(tmp_path, column, row):
     error(write(tmp_path, "pairs.tsv", HEADER + "q\tt\t3\n" + row + "\n"), ["line 3", f"{column} is empty"])
 
 
-@pytest.mark.parametrize("label", ["3.5", "high", "0", "6", ""])
+@pytest.mark.parametrize("label", ["3.5", "high", "-1", "11", ""])
 def test_bad_label(tmp_path, label):
     error(write(tmp_path, "pairs.tsv", HEADER + f"q\tt\t{label}\n"), ["line 2", f"label {label!r}"])
+
+
+@pytest.mark.parametrize(
+    "labels, scale",
+    [
+        ((0, 1, 2, 1), GradeScale(0, 3)),
+        ((1, 0, 1), GradeScale(0, 2)),
+        ((2, 3, 5), GradeScale(1, 5)),
+        ((1, 2), GradeScale(1, 2)),
+    ],
+)
+def test_a_file_brings_its_own_grades(tmp_path, labels, scale):
+    rows = "".join(f"q{i}\tt{i}\t{label}\n" for i, label in enumerate(labels))
+    df = load_pairs(write(tmp_path, "pairs.tsv", HEADER + rows))
+    assert grade_scale(df) == scale
+    assert class_balance(df)["label"].drop_duplicates().tolist() == list(scale.grades)  # a grade no pair uses: a zero
+
+
+@pytest.mark.parametrize(
+    "labels, message", [((3, 3), "every label is 3"), ((0, 11), "label '11'"), ((1, 10, 0), "11 grades")]
+)
+def test_labels_that_make_no_scale_name_the_file(tmp_path, labels, message):
+    rows = "".join(f"q{i}\tt{i}\t{label}\n" for i, label in enumerate(labels))
+    error(write(tmp_path, "pairs.tsv", HEADER + rows), ["pairs.tsv", message])
 
 
 def test_bad_label_in_jsonl(tmp_path):

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from headlab.core.evaluate import encode, predict
+from headlab.core.grades import STUDY_SCALE
 from headlab.core.pruning import kept_heads, prune_heads
 from headlab.inputs.data import get_split, load_data
 from headlab.models.distill import DistillConfig, distill, distillation_loss, student_dir
@@ -45,11 +46,13 @@ def test_a_student_is_the_pruned_teacher_trained_again_the_same_way_twice(
     config = DistillConfig(teacher, drop=[(1, 3), (0, 1), (1, 0)], temperature=2.0, epochs=1, lr=1e-3, seed=5)
     assert config.drop == ((0, 1), (1, 0), (1, 3))  # sorted: the same heads name the same student
     folder = distill(config, progress=False)
-    student = load_classifier(str(folder))
+    student = load_classifier(str(folder), STUDY_SCALE)
     assert kept_heads(student) == [[0, 2, 3], [1, 2]]
     frame = load_data(str(pairs_file))
-    test = encode(load_tokenizer(str(folder)), get_split(frame, "test"))
-    pruned_probs = predict(prune_heads(load_classifier(str(teacher_folder)), config.drop), test)  # its start
+    test = encode(load_tokenizer(str(folder)), get_split(frame, "test"), STUDY_SCALE)
+    pruned_probs = predict(
+        prune_heads(load_classifier(str(teacher_folder), STUDY_SCALE), config.drop), test
+    )  # its start
     trained_probs = predict(student, test)
     assert not np.allclose(trained_probs, pruned_probs, atol=1e-4)  # it was trained
     weights = (folder / "model.safetensors").read_bytes()

@@ -14,6 +14,7 @@ from safetensors.numpy import load_file
 from transformers import BertConfig, BertModel
 
 from headlab.core.evaluate import encode
+from headlab.core.grades import STUDY_SCALE
 from headlab.core.masking import mask_heads
 from headlab.inputs import assets
 from headlab.inputs.assets import MARKER, Asset, AssetError
@@ -140,7 +141,7 @@ def test_the_folder_loads_as_a_bert_headlab_can_mask(converted):
         encoder.encoder.layer[1].intermediate.dense.weight, torch.from_numpy(values["l1.fi.w"]), rtol=0, atol=0
     )
     batch = load_tokenizer(str(folder))(["ab c"], return_tensors="pt")
-    classifier = load_classifier(str(folder))
+    classifier = load_classifier(str(folder), STUDY_SCALE)
     with torch.inference_mode():
         plain = classifier(**batch).logits
         with mask_heads(classifier, torch.tensor([[1.0] * HEADS, [0.0] + [1.0] * (HEADS - 1)])):
@@ -344,7 +345,7 @@ def test_the_model_has_e5_smalls_sizes_and_the_xlm_r_special_tokens(encoder, tok
 @pytest.mark.parametrize("language", DATA)
 def test_headlab_encodes_pairs_and_finds_query_and_title(tokenizer, language):
     frame = load_data(DATA[language]).head(50)
-    encoded = encode(tokenizer, frame)
+    encoded = encode(tokenizer, frame, STUDY_SCALE)
     for ids, query, title in zip(encoded.input_ids, frame["query"], frame["title"]):
         roles = read_pair(tokenizer, ids)
         assert [ids[i] for i in roles.query] == tokenizer(query, add_special_tokens=False)["input_ids"]
@@ -354,7 +355,7 @@ def test_headlab_encodes_pairs_and_finds_query_and_title(tokenizer, language):
 
 @pytest.mark.slow
 def test_the_classifier_loads_and_its_heads_can_be_masked(tokenizer):
-    classifier = load_classifier("e5-small")
+    classifier = load_classifier("e5-small", STUDY_SCALE)
     batch = tokenizer(["query: a plane is taking off"], ["an air plane is taking off"], return_tensors="pt")
     mask = torch.ones(12, 12)
     mask[3, 5] = 0

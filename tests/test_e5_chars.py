@@ -12,6 +12,7 @@ from test_e5 import e5_bytes, e5_tensors
 from transformers import BertConfig, BertForSequenceClassification
 
 from headlab.core.evaluate import encode, predict
+from headlab.core.grades import STUDY_SCALE
 from headlab.inputs.e5 import build_tokenizer
 from headlab.inputs.e5_chars import CharacterTokenizerError, character_tokenizer, convert, unknown_characters
 from headlab.inputs.pieces import SENTENCEPIECE, piece_convention
@@ -174,7 +175,7 @@ def test_a_tiny_e5_shaped_model_reads_characters_through_the_engine_and_page_03(
     titles = ["他们在北京", "我在看书", "小哥最近在干什么", "飞机起飞了", "伊朗", "北京"]
     frame = pd.DataFrame({"query": queries, "title": titles, "label": [2, 4, 3, 5, 3, 1]})
     model = tiny_e5_shaped_classifier(len(PIECES), characters.pad_token_id)
-    encoded = encode(characters, frame)
+    encoded = encode(characters, frame, STUDY_SCALE)
     assert [len(ids) for ids in encoded.input_ids] == [len(q) + len(t) + 4 for q, t in zip(queries, titles)]
     probs = predict(model, encoded, batch_size=4, device="cpu", pad_id=characters.pad_token_id)
     assert probs.shape == (6, 5) and np.allclose(probs.sum(1), 1, atol=1e-5)

@@ -17,6 +17,7 @@ from headlab.core.evaluate import (
     sentence_ids,
     within_sentence_mask,
 )
+from headlab.core.grades import STUDY_SCALE
 from headlab.models.loading import load_classifier, load_tokenizer
 
 
@@ -24,14 +25,14 @@ def test_truncation_is_counted_and_reported():
     tokenizer = minilm_tokenizer()
     frame = pd.DataFrame({"query": ["word " * 100, "short"], "title": ["word " * 100, "short too"], "label": [1, 2]})
     with pytest.warns(UserWarning, match="1 of 2 pairs are longer than max_length=128"):
-        encoded = encode(tokenizer, frame, max_length=128)
+        encoded = encode(tokenizer, frame, STUDY_SCALE, max_length=128)
     assert encoded.n_truncated == 1 and max(len(x) for x in encoded.input_ids) == 128
 
 
 def test_predictions_and_maps_without_token_types(mpnet_folder, mpnet_pairs):
     """MPNet has no token types: they are not passed, and padding does not change its predictions."""
-    tokenizer, model = load_tokenizer(str(mpnet_folder)), load_classifier(str(mpnet_folder))
-    encoded = encode(tokenizer, mpnet_pairs)
+    tokenizer, model = load_tokenizer(str(mpnet_folder)), load_classifier(str(mpnet_folder), STUDY_SCALE)
+    encoded = encode(tokenizer, mpnet_pairs, STUDY_SCALE)
     _, batch = next(length_batches(encoded, 2, tokenizer.pad_token_id))
     assert set(model_inputs(model, batch, "cpu")) == {"input_ids", "attention_mask"}
     probs = predict(model, encoded, pad_id=tokenizer.pad_token_id)
@@ -59,6 +60,7 @@ def test_within_sentence_attention_keeps_the_query_blind_to_the_title(attn):
         [[0, 0, 0, 0, 1, 1, 1]] * 2 + [[0, 0, 0, 1, 1]],
         np.ones(3, dtype=int),
         0,
+        STUDY_SCALE,
     )
     batch = padded(encoded, [0, 1, 2])
 
@@ -81,7 +83,11 @@ def test_within_sentence_attention_keeps_the_query_blind_to_the_title(attn):
 def test_blocking_changes_predictions_and_none_is_the_plain_model():
     model = tiny_bert("eager")
     encoded = Encoded(
-        [[2, 5, 6, 3, 7, 8, 3], [2, 9, 3, 9, 5, 3]], [[0] * 4 + [1] * 3, [0] * 3 + [1] * 3], np.ones(2, dtype=int), 0
+        [[2, 5, 6, 3, 7, 8, 3], [2, 9, 3, 9, 5, 3]],
+        [[0] * 4 + [1] * 3, [0] * 3 + [1] * 3],
+        np.ones(2, dtype=int),
+        0,
+        STUDY_SCALE,
     )
     plain, blocked = predict(model, encoded), predict(model, encoded, block_across=3)
     assert not np.allclose(plain, blocked, atol=1e-4)

@@ -7,6 +7,7 @@ import numpy as np
 from conftest import grid_and_layers, tiny_bert
 
 from headlab.core.evaluate import Encoded
+from headlab.core.grades import STUDY_SCALE
 from headlab.report.explore import attention_table, example_view, head_explorer, head_explorer_chart, head_report
 
 
@@ -20,7 +21,7 @@ class StubTokenizer:
 def tiny_encoded(n: int = 4) -> Encoded:
     rng = np.random.default_rng(0)
     ids = [[1, *rng.integers(5, 50, size=6).tolist(), 2, *rng.integers(5, 50, size=3).tolist(), 2] for _ in range(n)]
-    return Encoded(ids, [[0] * len(i) for i in ids], rng.integers(1, 6, size=n), 0)
+    return Encoded(ids, [[0] * len(i) for i in ids], rng.integers(1, 6, size=n), 0, STUDY_SCALE)
 
 
 def test_attention_table_keeps_the_weights_above_the_floor():

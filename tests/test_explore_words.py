@@ -6,6 +6,7 @@ from conftest import tiny_bert
 from IPython.display import Markdown
 
 from headlab.core.evaluate import Encoded
+from headlab.core.grades import STUDY_SCALE
 from headlab.report.explore_words import case_texts, order_explorer, segmentation_explorer
 
 
@@ -20,13 +21,19 @@ class Tok:
 
 def _encoded(order=(7, 8, 9)):
     ids = [[1, 4, 5, 6, 2, *order, 2], [1, 4, 2, 8, 7, 2]]
-    return Encoded(ids, [[0] * len(i) for i in ids], np.array([4, 2]), 0)
+    return Encoded(ids, [[0] * len(i) for i in ids], np.array([4, 2]), 0, STUDY_SCALE)
 
 
 def _lab():
     """What the explorers read of a lab: the tiny model, the tokenizer, the original pairs and the run settings."""
     return SimpleNamespace(
-        model=tiny_bert(), tokenizer=Tok(), encoded=_encoded(), device="cpu", batch_size=64, pad_id=0
+        model=tiny_bert(),
+        tokenizer=Tok(),
+        encoded=_encoded(),
+        scale=STUDY_SCALE,
+        device="cpu",
+        batch_size=64,
+        pad_id=0,
     )
 
 

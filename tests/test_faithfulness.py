@@ -21,6 +21,7 @@ from headlab.core.ablation import (
     token_classes,
 )
 from headlab.core.evaluate import Encoded, encode, length_batches, model_inputs
+from headlab.core.grades import STUDY_SCALE
 from headlab.core.patching import grade_logit, recording_head_outputs
 from headlab.core.stats import bootstrap_weights
 from headlab.inputs.pair import pair_classes, read_pair
@@ -59,7 +60,7 @@ def _contrast(encoded: Encoded, tokenizer) -> Encoded:
         pair = read_pair(tokenizer, x)
         query = {x[i] for i in pair.query}
         ids.append([other if i in pair.title and t in query else t for i, t in enumerate(x)])
-    return Encoded(ids, [list(t) for t in encoded.token_type_ids], encoded.grades, 0)
+    return Encoded(ids, [list(t) for t in encoded.token_type_ids], encoded.grades, 0, STUDY_SCALE)
 
 
 def _known(seed: int):
@@ -82,8 +83,8 @@ def tokenizer():
 @pytest.fixture(scope="module")
 def data(tokenizer):
     """Reference pairs, and original pairs with their contrasts."""
-    original = encode(tokenizer, _pairs(40, 0))
-    return encode(tokenizer, _pairs(60, 100)), original, _contrast(original, tokenizer)
+    original = encode(tokenizer, _pairs(40, 0), STUDY_SCALE)
+    return encode(tokenizer, _pairs(60, 100), STUDY_SCALE), original, _contrast(original, tokenizer)
 
 
 def _engine(model, data, tokenizer, **kwargs):
@@ -98,7 +99,9 @@ def _batch(model, encoded):
 
 
 def test_token_classes_mark_cls_separators_query_and_title(tokenizer, mpnet_folder):
-    (ids,) = encode(tokenizer, pd.DataFrame({"query": ["red cat"], "title": ["the cat, red!"], "label": [1]})).input_ids
+    (ids,) = encode(
+        tokenizer, pd.DataFrame({"query": ["red cat"], "title": ["the cat, red!"], "label": [1]}), STUDY_SCALE
+    ).input_ids
     C, Q, T, S = (c.value for c in TokenClass)
     assert token_classes(read_pair(tokenizer, ids)).tolist() == [C, Q, Q, S, T, T, T, T, T, S]
     inside = tokenizer("red cat", "the [SEP] cat")["input_ids"]  # a separator inside the title's range

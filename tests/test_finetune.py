@@ -11,6 +11,7 @@ from interrupt import freeze_after, run_killed
 from safetensors.numpy import load_file
 
 from headlab.core.evaluate import Encoded
+from headlab.core.grades import STUDY_SCALE
 from headlab.models import finetune as finetune_module
 from headlab.models.finetune import FinetuneConfig, checkpoint_dir, finetune
 from headlab.models.training import is_complete
@@ -71,7 +72,7 @@ def test_length_bucketed_batches_cover_every_example_once_with_little_padding():
 
     rng = np.random.default_rng(0)
     lengths = rng.integers(5, 80, size=1000)
-    encoded = Encoded([[1] * n for n in lengths], [[0] * n for n in lengths], np.ones(1000, dtype=int), 0)
+    encoded = Encoded([[1] * n for n in lengths], [[0] * n for n in lengths], np.ones(1000, dtype=int), 0, STUDY_SCALE)
     batches = length_bucketed_batches(encoded, 32, np.random.default_rng(1))
     assert sorted(np.concatenate(batches).tolist()) == list(range(1000))
     padded = sum(len(b) * lengths[b].max() for b in batches)

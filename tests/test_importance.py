@@ -6,7 +6,8 @@ import pytest
 import torch
 from conftest import TINY_ENCODERS, tiny_bert
 
-from headlab.core.evaluate import Encoded, predict, predicted_grades
+from headlab.core.evaluate import Encoded, predict
+from headlab.core.grades import STUDY_SCALE
 from headlab.core.gradients import gradient_importance
 from headlab.core.masking import head_grid, keep_all, mask_heads, output_projections
 from headlab.core.sweep import (
@@ -36,7 +37,7 @@ def tiny_encoded(n: int, seed: int = 0, grades=None) -> Encoded:
     rng = np.random.default_rng(seed)
     ids = [[1, *rng.integers(5, 50, size=rng.integers(4, 12)).tolist(), 2] for _ in range(n)]
     grades = rng.integers(1, 6, size=n) if grades is None else np.asarray(grades)
-    return Encoded(ids, [[0] * len(i) for i in ids], grades.astype(np.int64), 0)
+    return Encoded(ids, [[0] * len(i) for i in ids], grades.astype(np.int64), 0, STUDY_SCALE)
 
 
 def as_read_back(table: pd.DataFrame) -> pd.DataFrame:
@@ -119,7 +120,7 @@ def test_grid_singles_out_the_one_head_that_decides(tmp_path):
     with torch.no_grad():  # head (2, 1) now dominates the last layer, and so the classifier
         output_projections(model)[2].weight[:, 1 * d : 2 * d] *= 50
     unlabeled = tiny_encoded(60)
-    encoded = tiny_encoded(60, grades=predicted_grades(predict(model, unlabeled)))  # baseline is 100% right
+    encoded = tiny_encoded(60, grades=STUDY_SCALE.predicted(predict(model, unlabeled)))  # baseline is 100% right
     specs = [baseline_spec(), *single_head_specs(layers, heads)]
     per_example = run_sweep(model, encoded, specs, tmp_path, batch_size=16, progress=False)
     plan = pd.read_csv(tmp_path / "plan.csv", keep_default_na=False)  # layer/head are strings here

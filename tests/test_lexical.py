@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from headlab.core.grades import STUDY_SCALE
 from headlab.measures.lexical import FEATURES, bm25, document_frequencies, fit_lexical, pair_features, terms
 
 
@@ -45,9 +46,9 @@ def test_the_grader_learns_a_grade_that_follows_overlap():
             }
         )
     frame = pd.DataFrame(rows)
-    grader = fit_lexical(frame)
+    grader = fit_lexical(frame, STUDY_SCALE)
     predicted = grader.probabilities(frame).argmax(axis=1) + 1
     assert np.mean(predicted == frame["label"]) > 0.95
     shuffled = frame.assign(label=rng.permutation(frame["label"].to_numpy()))
-    chance = fit_lexical(shuffled).probabilities(shuffled).argmax(axis=1) + 1
+    chance = fit_lexical(shuffled, STUDY_SCALE).grades(shuffled)
     assert np.mean(chance == shuffled["label"]) < 0.5  # nothing to learn once overlap and grade are unrelated

@@ -7,10 +7,12 @@ from conftest import MINILM_TOKENIZER
 from safetensors.torch import load_file, save_file
 from transformers import BertConfig, BertForSequenceClassification
 
+from headlab.core.grades import STUDY_SCALE, GradeScale
 from headlab.models.loading import (
     NEW_HEAD,
     POOLER,
     ModelError,
+    fine_tuned_scale,
     load_classifier,
     load_encoder,
     resolve_model,
@@ -43,7 +45,7 @@ def test_remote_code_and_unsupported_encoders_are_refused(tiny_model_folder):
 
 def test_a_model_without_sdpa_gets_eager_attention(mpnet_folder):
     """MPNet loads and reads like BERT: eager attention for want of sdpa."""
-    assert load_classifier(str(mpnet_folder)).config._attn_implementation == "eager"  # asked for sdpa
+    assert load_classifier(str(mpnet_folder), STUDY_SCALE).config._attn_implementation == "eager"  # asked for sdpa
     assert load_encoder(str(mpnet_folder)).config._attn_implementation == "eager"
 
 
@@ -62,7 +64,7 @@ def test_an_encoder_loads_under_a_new_head_quietly_and_a_checkpoint_missing_its_
 ):
     """A new grade head on an encoder is expected when fine-tuning starts: no load report, no warning. An encoder
     without its own weights would give wrong numbers: refused, the weights named."""
-    load_classifier(str(tiny_model_folder))
+    load_classifier(str(tiny_model_folder), STUDY_SCALE)
     out, err = capfd.readouterr()
     assert "LOAD REPORT" not in out + err and not recwarn.list
     keys = ["classifier.weight", "bert.pooler.dense.bias", "bert.encoder.layer.0.output.dense.bias"]
@@ -79,5 +81,21 @@ def test_an_encoder_loads_under_a_new_head_quietly_and_a_checkpoint_missing_its_
 def test_a_classifier_for_another_number_of_grades_is_refused_with_its_weights_named(tmp_path):
     config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, num_labels=3)
     BertForSequenceClassification(config).save_pretrained(tmp_path / "three-grades")
-    with pytest.raises(ModelError, match=r"2 weights .* do not fit .*\(classifier\.bias, classifier\.weight\).*in 5"):
-        load_classifier(str(tmp_path / "three-grades"))
+    with pytest.raises(
+        ModelError, match=r"2 weights .* do not fit .*\(classifier\.bias, classifier\.weight\).*grades 1-5"
+    ):
+        load_classifier(str(tmp_path / "three-grades"), STUDY_SCALE)
+
+
+def test_a_classifier_names_its_grades_and_one_named_for_others_is_refused(tmp_path):
+    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, num_labels=3)
+    BertForSequenceClassification(config).save_pretrained(tmp_path / "encoder")
+    scale = GradeScale(0, 3)
+    model = load_classifier(str(tmp_path / "encoder"), scale)  # transformers' default names: read as the data's
+    assert GradeScale.of_checkpoint(model.config.id2label, model.config.num_labels) == scale
+    model.save_pretrained(tmp_path / "fine-tuned")
+    assert fine_tuned_scale(str(tmp_path / "fine-tuned"), GradeScale(0, 2)) == scale  # a file without grade 2
+    with pytest.raises(ModelError, match="fine-tuned on grades 0-2, the data's are grades 1-3"):
+        load_classifier(str(tmp_path / "fine-tuned"), GradeScale(1, 3))
+    with pytest.raises(ModelError, match="classes for grades 0-2; the data has grades 1-5"):
+        fine_tuned_scale(str(tmp_path / "fine-tuned"), STUDY_SCALE)

@@ -10,6 +10,7 @@ from scipy import stats as sps
 
 from headlab.core.attention import attention_maps
 from headlab.core.evaluate import Encoded, encode
+from headlab.core.grades import STUDY_SCALE
 from headlab.core.stats import boot_means, bootstrap_weights
 from headlab.core.sweep import per_example_table, plan_table
 from headlab.inputs.pieces import piece_convention, word_spans
@@ -93,14 +94,14 @@ class Tok:
 
 
 def test_order_heads_ranks_every_head():
-    encoded = Encoded([[1, 5, 6, 2, 7, 8, 9, 2], [1, 5, 2, 7, 2]], [[0] * 8, [0] * 5], np.array([3, 4]), 0)
+    encoded = Encoded([[1, 5, 6, 2, 7, 8, 9, 2], [1, 5, 2, 7, 2]], [[0] * 8, [0] * 5], np.array([3, 4]), 0, STUDY_SCALE)
     table = order_heads(attention_maps(tiny_bert(), encoded), encoded, Tok(), k=3)
     assert len(table) == 12 and table["selected"].sum() == 3
     assert table["score"].is_monotonic_decreasing and (table["score"] == table[["prev", "next"]].max(axis=1)).all()
 
 
 def test_order_heads_leave_special_tokens_out():
-    encoded = Encoded([[1, 5, 6, 2, 7, 8, 9, 2], [1, 5, 2, 7, 2]], [[0] * 8, [0] * 5], np.array([3, 4]), 0)
+    encoded = Encoded([[1, 5, 6, 2, 7, 8, 9, 2], [1, 5, 2, 7, 2]], [[0] * 8, [0] * 5], np.array([3, 4]), 0, STUDY_SCALE)
     model = tiny_bert()
     prev = []  # example 1, [CLS] a [SEP] b [SEP], has no previous-token pair: it does not count
     for example, maps in attention_maps(model, encoded):
@@ -168,14 +169,18 @@ def _effects():
         "random-k1-d1": 0.5 * (eye[[1, 3, 0]] + eye[[2, 3, 0]]),
     }
     ids = {s.kind if s.kind != "random" else s.mask_id: s.mask_id for s in specs}
-    orig = pd.concat([per_example_table(ids[k], v, grades) for k, v in original.items()], ignore_index=True)
-    shuf = pd.concat([per_example_table(ids[k], v, grades) for k, v in shuffled.items()], ignore_index=True)
+    orig = pd.concat(
+        [per_example_table(ids[k], v, grades, STUDY_SCALE) for k, v in original.items()], ignore_index=True
+    )
+    shuf = pd.concat(
+        [per_example_table(ids[k], v, grades, STUDY_SCALE) for k, v in shuffled.items()], ignore_index=True
+    )
     return shuffle_effects(orig, shuf, plan_table(specs))
 
 
 def test_shuffle_effects_and_grade_tables():
     effects = _effects()
-    np.testing.assert_allclose(expected_grade(0.5 * np.eye(5)[[1]] + 0.5 * np.eye(5)[[4]]), [3.5])
+    np.testing.assert_allclose(expected_grade(0.5 * np.eye(5)[[1]] + 0.5 * np.eye(5)[[4]], STUDY_SCALE.values), [3.5])
     none = effects[effects["kind"] == "none"].set_index("example")
     assert none["shift"].tolist() == [-3.0, 0.0, 0.0] and none["tv"].tolist() == [1.0, 0.0, 0.0]
     assert none["predicted_shuffled"].tolist() == [2, 4, 1]
@@ -188,8 +193,8 @@ def test_shuffle_effects_and_grade_tables():
     one, two = np.eye(5)[[0]], np.eye(5)[[0, 1]]
     with pytest.raises(ValueError, match="different"):
         shuffle_effects(
-            per_example_table("none", one, np.array([1])),
-            per_example_table("none", two, np.array([1, 2])),
+            per_example_table("none", one, np.array([1]), STUDY_SCALE),
+            per_example_table("none", two, np.array([1, 2]), STUDY_SCALE),
             plan_table(order_mask_specs(_order_table([(0, 0)]), 1, 1, 0, 1, 2)),
         )
 
@@ -281,10 +286,14 @@ def test_case_table_patterns_and_pick():
 
 
 def test_case_k_table_on_a_tiny_model():
-    encoded = Encoded([[1, 5, 6, 2, 7, 8, 9, 2], [1, 5, 2, 7, 2]], [[0] * 8, [0] * 5], np.array([3, 4]), 0)
-    shuffled = Encoded([[1, 5, 6, 2, 9, 8, 7, 2], [1, 5, 2, 7, 2]], [[0] * 8, [0] * 5], np.array([3, 4]), 0)
+    encoded = Encoded([[1, 5, 6, 2, 7, 8, 9, 2], [1, 5, 2, 7, 2]], [[0] * 8, [0] * 5], np.array([3, 4]), 0, STUDY_SCALE)
+    shuffled = Encoded(
+        [[1, 5, 6, 2, 9, 8, 7, 2], [1, 5, 2, 7, 2]], [[0] * 8, [0] * 5], np.array([3, 4]), 0, STUDY_SCALE
+    )
     ranked = _order_table([(0, 1), (2, 3), (1, 0)])
-    lab = SimpleNamespace(model=tiny_bert(), encoded=encoded, device="cpu", batch_size=64, pad_id=0)
+    lab = SimpleNamespace(
+        model=tiny_bert(), encoded=encoded, scale=encoded.scale, device="cpu", batch_size=64, pad_id=0
+    )
     table = case_k_table(lab, shuffled, [0], ranked, k_values=[0, 2], draws=2, seed=0)
     assert set(table["k"]) == {0, 2} and set(table["example"]) == {0} and len(table) == 2 * 4 * 5
     sums = table.groupby(["k", "condition"])["probability"].sum()
@@ -301,8 +310,10 @@ def test_the_explorer_stops_at_the_last_k_random_heads_can_match_layer_by_layer(
     assert depth_matched_k(ranked, heads=4) == 3
     with pytest.raises(ValueError, match="depth-matched"):
         random_head_sets(3, 4, [(1, 0), (1, 1), (1, 2)], draws=1, seed=0)
-    encoded = Encoded([[1, 5, 6, 2, 7, 8, 9, 2]], [[0] * 8], np.array([3]), 0)
-    lab = SimpleNamespace(model=tiny_bert(), encoded=encoded, device="cpu", batch_size=64, pad_id=0)
+    encoded = Encoded([[1, 5, 6, 2, 7, 8, 9, 2]], [[0] * 8], np.array([3]), 0, STUDY_SCALE)
+    lab = SimpleNamespace(
+        model=tiny_bert(), encoded=encoded, scale=encoded.scale, device="cpu", batch_size=64, pad_id=0
+    )
     table = case_k_table(lab, encoded, [0], ranked, k_values=range(5), draws=2, seed=0)
     assert sorted(set(table["k"])) == [0, 1, 2, 3]
     assert depth_matched_k(_order_table([(0, 0), (1, 0), (2, 0)]), heads=4) == 3  # every k of the table
@@ -337,7 +348,9 @@ E5_TITLES = [
 
 @pytest.mark.slow
 def test_e5_order_scores_leave_out_its_special_tokens(e5_tokenizer):
-    encoded = encode(e5_tokenizer, pd.DataFrame({"query": E5_TITLES, "title": E5_TITLES[::-1], "label": [1, 2, 3, 4]}))
+    encoded = encode(
+        e5_tokenizer, pd.DataFrame({"query": E5_TITLES, "title": E5_TITLES[::-1], "label": [1, 2, 3, 4]}), STUDY_SCALE
+    )
     special_ids = set(e5_tokenizer.convert_tokens_to_ids(["<s>", "</s>"]))
     maps_of = {}
     for example, ids in enumerate(encoded.input_ids):  # one head: all attention on the previous token, if special

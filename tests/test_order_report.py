@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from headlab.core.evaluate import Encoded
+from headlab.core.grades import STUDY_SCALE, GradeScale
 from headlab.judging.sizes import SHUFFLE_PRECISION
 from headlab.judging.units import unit_of
 from headlab.judging.verdicts import claims_file, render
@@ -76,7 +77,7 @@ class Tok:
 def test_order_heads_bootstrap_the_score_over_pairs():
     """Head 0 puts 0.6, 0.7, ..., 1.0 on the previous token in the five pairs: its interval lies around 0.8."""
     ids = [1, 5, 6, 7, 2]
-    encoded = Encoded([ids] * 5, [[0] * 5] * 5, np.zeros(5), 0)
+    encoded = Encoded([ids] * 5, [[0] * 5] * 5, np.zeros(5), 0, STUDY_SCALE)
 
     def attention():
         for example, share in enumerate((0.6, 0.7, 0.8, 0.9, 1.0)):
@@ -111,23 +112,27 @@ def test_verdict_shuffle():
     shares = pd.DataFrame(
         {"condition": ["original"] * 2 + ["shuffled"] * 2, "grade": [4, 5, 4, 5], "share": [0.5, 0.5, 0.7, 0.3]}
     )
-    [row] = shuffle_claims(by_grade)
+    [row] = shuffle_claims(by_grade, STUDY_SCALE)
     assert (row.claim_id, row.verdict) == ("word_order.shuffle_lowers_grade", "holds")
     assert (row.ours, row.lo, row.hi, row.n_examples) == (-1.5, -1.7, -1.3, 30)
     assert row.method == "bootstrap over pairs"
-    text = verdict_shuffle(by_grade, shares, [row])
+    text = verdict_shuffle(by_grade, shares, STUDY_SCALE, [row])
     assert text.startswith(render([row]) + "\n")
     assert "-1.5 [-1.7, -1.3]" in text and "gold grade 5 (10)" in text and "20.0% of the pairs" in text
     # the study's one pair (grade 4 to 2) gives a direction, not a size: the size is the policy's stated precision
     size = SHUFFLE_PRECISION
     assert (row.min_size, row.size_source) == (size, "direction only") and "direction, not a size" in row.reason
-    assert shuffle_claims(_by_grade(-1.0, -1.3, -0.7))[0].verdict == "holds"  # a grade: no longer half of two grades
-    flat = shuffle_claims(_by_grade(-1.2 * size, -1.6 * size, -0.8 * size))[0]
+    assert (
+        shuffle_claims(_by_grade(-1.0, -1.3, -0.7), STUDY_SCALE)[0].verdict == "holds"
+    )  # a grade: no longer half of two grades
+    flat = shuffle_claims(_by_grade(-1.2 * size, -1.6 * size, -0.8 * size), STUDY_SCALE)[0]
     assert flat.verdict == "cannot tell" and "an effect is shown, not its size" in flat.reason  # astride the size
-    small = shuffle_claims(_by_grade(-0.3 * size, -0.5 * size, -0.1 * size))[0]  # moves, by less than the precision
+    small = shuffle_claims(_by_grade(-0.3 * size, -0.5 * size, -0.1 * size), STUDY_SCALE)[
+        0
+    ]  # moves, by less than the precision
     assert small.verdict == "does not hold" and "a stated precision" in small.reason
-    assert shuffle_claims(_by_grade(0.2, 0.1, 0.3))[0].verdict == "opposite"
-    assert "**cannot tell** ·" in verdict_shuffle(_by_grade(-1.2 * size, -1.6 * size, -0.8 * size), shares)
+    assert shuffle_claims(_by_grade(0.2, 0.1, 0.3), STUDY_SCALE)[0].verdict == "opposite"
+    assert "**cannot tell** ·" in verdict_shuffle(_by_grade(-1.2 * size, -1.6 * size, -0.8 * size), shares, STUDY_SCALE)
     # the reason describes the evidence; the verdict is the rule's alone
     for r in (row, flat):
         evidence = r.reason.split(". The adjusted")[0]
@@ -135,7 +140,7 @@ def test_verdict_shuffle():
 
 
 def test_the_studys_two_grades_are_not_put_beside_our_mean_as_the_same_number():
-    [row] = shuffle_claims(_by_grade(-0.025, -0.04, -0.01))
+    [row] = shuffle_claims(_by_grade(-0.025, -0.04, -0.01), STUDY_SCALE)
     assert row.study == -2 and row.study_unit and row.study_unit != row.unit and "one example pair" in row.study_unit
     assert unit_of(row.unit).number(row.ours) == "-0.025"
     text = render([row])
@@ -214,7 +219,7 @@ def test_the_page_makes_the_studys_claims_only():
     cannot follow it, so it was 0% by construction)."""
     rows = (
         order_heads_claims(_order_table())
-        + shuffle_claims(_by_grade(-0.3, -0.4, -0.2))
+        + shuffle_claims(_by_grade(-0.3, -0.4, -0.2), STUDY_SCALE)
         + masking_claims(*_comparison(0.05, 30, -0.15, -0.1))
     )
     page = {c.claim_id for c in STUDY_CLAIMS.values() if c.page == "04_word_order"}
@@ -245,10 +250,20 @@ def test_case_grades_and_verdict():
     grades = case_grades(cases, 0)
     assert grades["condition"].tolist() == list(CONDITIONS)
     assert grades["study_grade"].tolist() == [4, 2, 3, 2] and grades["predicted_grade"].tolist() == [4, 2, 3, 4]
-    text = verdict_case(case_shares(cases), grades, "order_restores")
+    text = verdict_case(case_shares(cases), grades, "order_restores", STUDY_SCALE)
     assert text.startswith("- Of 2 pairs") and "4 -> 2 -> 3 -> 4 here, 4 -> 2 -> 3 -> 2 in the study" in text
     assert 'masking the order heads raises it again" (no pair goes further)' in text
     assert "Ours:" not in text and "**" not in text  # the case is counted and shown, not judged
+    assert "Not comparable" not in text
+    other = verdict_case(case_shares(cases), grades, "order_restores", GradeScale(0, 3))
+    assert other.startswith("- Not comparable: the study's case is told in its grades 1-5") and "grades 0-2" in other
+
+
+def test_a_shift_in_grades_is_not_the_study_s_on_another_scale():
+    by_grade = _by_grade(-1.5, -1.7, -1.3)
+    [row] = shuffle_claims(by_grade, GradeScale(0, 3))
+    assert row.verdict == "not comparable" and "grades 0-2 are not the study's grades 1-5" in row.reason
+    assert (row.ours, row.lo, row.hi) == (-1.5, -1.7, -1.3)  # measured and shown all the same
 
 
 def _cases(depths_falls):

@@ -6,15 +6,17 @@ import json
 import shutil
 import subprocess
 import sys
+import types
 
 import pytest
 
 from headlab.book import lanes, notebooks, presets
 from headlab.book.steps import step_needs
-from headlab.judging.verdicts import StudyClaim
+from headlab.judging.verdicts import FAMILIES, StudyClaim
 from headlab.lab import pages
 from headlab.lab.pages import CROSS_ENCODER, PRESET_TOTAL, Artifact, Page, Parameter, tiny
 from headlab.lab.params import REPO
+from headlab.pages import claims
 
 PAPERMILL = shutil.which("papermill", path=str(REPO / ".venv" / "bin")) or shutil.which("papermill")
 
@@ -129,3 +131,24 @@ def test_a_toy_page_is_one_row_and_every_list_of_pages_picks_it_up(monkeypatch, 
         )
     )
     assert notebooks.notebook_parameters(notebook) == set(pages.page("11_toy").defaults())
+
+
+def test_a_toy_claim_is_one_declaration_in_its_page_module_and_its_family_a_stated_rule(monkeypatch):
+    """A page's module is found from the registry (``11_toy``: ``headlab.pages.toy``); the claim it declares in its
+    ``CLAIMS`` reaches the registry of claims with no other list to edit. Its tally's family grows by one, and the
+    family is the correction's size, a rule stated before the results: the registry says where to state it."""
+    toy = types.ModuleType("headlab.pages.toy")
+    toy.CLAIMS = (StudyClaim("toy.heads_read", "11_toy", "heads read", "q", "effect", 1, 0.05, "toy", tally="ours"),)
+    monkeypatch.setitem(sys.modules, "headlab.pages.toy", toy)
+    modules = claims.claim_modules((*pages.PAGES, TOY))
+    assert modules[-2] is toy and modules[-1] is claims.objectives  # in the book's order, the objectives last
+    found = claims.study_claims(modules)
+    assert list(found)[-len(claims.objectives.CLAIMS) - 1] == "toy.heads_read"  # the page's place in the book
+    assert set(found) - set(claims.STUDY_CLAIMS) == {"toy.heads_read"}
+    with pytest.raises(ValueError, match=r"FAMILIES states .*raise RULE_VERSION"):
+        claims.check_families(found, FAMILIES)
+    stated = {**FAMILIES, "ours": FAMILIES["ours"] + 1}
+    claims.check_families(found, stated)  # stated with it: the registry takes the page's claim
+    del toy.CLAIMS
+    with pytest.raises(AttributeError, match="headlab.pages.toy: a page module lists its claims in CLAIMS"):
+        claims.study_claims(modules)

@@ -4,6 +4,7 @@ import pytest
 from conftest import minilm_tokenizer
 
 from headlab.core.evaluate import encode
+from headlab.core.grades import STUDY_SCALE
 from headlab.inputs.pair import read_pair
 from headlab.measures.roles import ENGLISH_STOPWORDS
 from headlab.models.loading import load_tokenizer
@@ -27,7 +28,7 @@ def toy(tokenizer):
 def test_roles_of_a_pair_with_two_separators_in_the_middle(mpnet_folder, mpnet_pairs):
     """MPNet joins a pair as `<s> a </s></s> b </s>`."""
     tokenizer = load_tokenizer(str(mpnet_folder))
-    roles = read_pair(tokenizer, encode(tokenizer, mpnet_pairs).input_ids[0])
+    roles = read_pair(tokenizer, encode(tokenizer, mpnet_pairs, STUDY_SCALE).input_ids[0])
     assert roles.tokens == ["<s>", "a", "cat", "sat", "on", "the", "mat", "</s>", "</s>", "the", "dog", "ran", "</s>"]
     assert (roles.cls, roles.seps) == (0, [7, 8, 12])
     assert [roles.tokens[i] for i in roles.query] == ["a", "cat", "sat", "on", "the", "mat"]

@@ -8,6 +8,7 @@ import torch
 from conftest import TINY_ENCODERS, random_encoded, tiny_bert
 
 from headlab.core.evaluate import Encoded, length_batches, model_inputs
+from headlab.core.grades import STUDY_SCALE
 from headlab.core.patching import PatchEngine, expected_grade, grade_logit, patch_heads, recording_head_outputs
 
 
@@ -18,7 +19,7 @@ def _changed(encoded: Encoded, seed: int = 1) -> Encoded:
         [t if i in (0, len(x) - 1) or rng.random() > 0.35 else int(rng.integers(5, 50)) for i, t in enumerate(x)]
         for x in encoded.input_ids
     ]
-    return Encoded(ids, [list(t) for t in encoded.token_type_ids], encoded.grades, 0)
+    return Encoded(ids, [list(t) for t in encoded.token_type_ids], encoded.grades, 0, STUDY_SCALE)
 
 
 def _batch(model, encoded):
@@ -75,7 +76,7 @@ def test_the_engine_replays_the_layers_below_a_patch_and_matches_a_full_pass():
         model(**s)
     for heads, row in zip(patches, grades):
         with patch_heads(model, heads, passes[0]):
-            full = expected_grade(model(**t).logits)
+            full = expected_grade(model(**t).logits, STUDY_SCALE)
         np.testing.assert_allclose(row[order], full, atol=1e-5)
         assert not np.allclose(row, corrupted)  # a patch moves the grades
     np.testing.assert_allclose(engine.expected_grades([[]])[0], corrupted)
@@ -84,7 +85,11 @@ def test_the_engine_replays_the_layers_below_a_patch_and_matches_a_full_pass():
 def test_the_engine_refuses_pairs_of_other_lengths_by_position():
     model, source = tiny_bert(), random_encoded(6)
     target = Encoded(
-        [x + [3] if i == 4 else x for i, x in enumerate(source.input_ids)], source.token_type_ids, source.grades, 0
+        [x + [3] if i == 4 else x for i, x in enumerate(source.input_ids)],
+        source.token_type_ids,
+        source.grades,
+        0,
+        STUDY_SCALE,
     )
     with pytest.raises(ValueError, match="pair 4: source has"):
         PatchEngine(model, source, target)

@@ -11,13 +11,14 @@ from headlab.core import device as device_module
 from headlab.core.device import PRECISION, autocast, precision
 from headlab.core.engine import MaskEngine
 from headlab.core.evaluate import Encoded
+from headlab.core.grades import STUDY_SCALE
 from headlab.models.finetune import FinetuneConfig, cache_entry, checkpoint_dir
 
 
 def _encoded(n=24, seed=0):
     rng = np.random.default_rng(seed)
     ids = [[2] + list(rng.integers(5, 50, size=int(rng.integers(4, 12)))) + [3] for _ in range(n)]
-    return Encoded(ids, [[0] * len(x) for x in ids], rng.integers(1, 6, size=n), 0)
+    return Encoded(ids, [[0] * len(x) for x in ids], rng.integers(1, 6, size=n), 0, STUDY_SCALE)
 
 
 def test_the_cpu_runs_bf16_only_with_bf16_in_hardware(monkeypatch):

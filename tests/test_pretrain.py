@@ -8,6 +8,7 @@ from safetensors.torch import load_file
 
 from headlab.core.device import PRECISION
 from headlab.core.evaluate import encode
+from headlab.core.grades import STUDY_SCALE
 from headlab.inputs import pku
 from headlab.models.loading import ModelError, load_classifier, load_encoder, load_tokenizer, resolve_model
 from headlab.models.names import model_dir
@@ -135,8 +136,8 @@ def test_pretraining_learns_and_saves_a_model_every_notebook_can_load(tiny_corpu
     assert tokenizer.tokenize("我们喜欢１９９８年") == ["我", "们", "喜", "欢", "１", "##９", "##９", "##８", "年"]
     long_pair = pd.DataFrame({"query": ["我们喜欢学习中文" * 3], "title": ["他们研究经济" * 3], "label": [3]})
     with pytest.warns(UserWarning, match="longer than max_length=32"):  # the model has 32 positions, not 128
-        assert len(encode(tokenizer, long_pair).input_ids[0]) == 32
-    classifier, encoder = load_classifier(str(folder)), load_encoder(str(folder))
+        assert len(encode(tokenizer, long_pair, STUDY_SCALE).input_ids[0]) == 32
+    classifier, encoder = load_classifier(str(folder), STUDY_SCALE), load_encoder(str(folder))
     assert classifier.config.num_hidden_layers == 2 and encoder.config.num_attention_heads == 2
     pretrained = load_file(folder / "model.safetensors")
     assert torch.equal(

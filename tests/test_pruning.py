@@ -11,6 +11,7 @@ from tiny_setup import tiny_setup
 import headlab
 from headlab.core.engine import MaskEngine
 from headlab.core.evaluate import predict
+from headlab.core.grades import STUDY_SCALE
 from headlab.core.masking import head_grid, mask_heads
 from headlab.core.pruning import KEPT_HEADS, kept_heads, prune_heads
 from headlab.models.loading import ModelError, is_pruned_folder, load_classifier
@@ -67,7 +68,7 @@ def test_lab_prune_saves_a_folder_that_headlab_load_reads_back_without_training(
     assert is_pruned_folder(str(folder)) and not is_pruned_folder(str(tmp_path))
     assert sorted(p.name for p in folder.glob("*.safetensors")) == ["model.safetensors"]
     assert not list(folder.glob("*.bin"))
-    loaded = load_classifier(str(folder))
+    loaded = load_classifier(str(folder), STUDY_SCALE)
     assert kept_heads(loaded) == kept_heads(pruned)
     np.testing.assert_allclose(
         predict(loaded, lab.encoded, batch_size=8), predict(pruned, lab.encoded, batch_size=8), atol=1e-6
@@ -90,7 +91,7 @@ def test_weights_that_do_not_fit_the_kept_heads_are_refused(tmp_path):
     config[KEPT_HEADS] = [[0, 1, 2, 3]] * len(config[KEPT_HEADS])  # a config that keeps more heads than the weights
     (tmp_path / "config.json").write_text(config.to_json())
     with pytest.raises(ModelError, match="the weights do not fit the heads and neurons its config keeps"):
-        load_classifier(str(tmp_path))
+        load_classifier(str(tmp_path), STUDY_SCALE)
 
 
 def test_neurons_cut_from_the_feed_forward_blocks_grade_as_masking_them_and_load_back(tmp_path):
@@ -114,7 +115,7 @@ def test_neurons_cut_from_the_feed_forward_blocks_grade_as_masking_them_and_load
     )
     cut.save_pretrained(tmp_path / "cut", safe_serialization=True)
     assert is_pruned_folder(str(tmp_path / "cut"))
-    loaded = load_classifier(str(tmp_path / "cut"))
+    loaded = load_classifier(str(tmp_path / "cut"), STUDY_SCALE)
     assert getattr(loaded.config, KEPT_NEURONS) == keep
     np.testing.assert_allclose(predict(loaded, lab.encoded), predict(cut, lab.encoded), atol=1e-6)
     with pytest.raises(ValueError, match="already cut"):

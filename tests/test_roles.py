@@ -7,6 +7,7 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from headlab.core.attention import attention_maps
 from headlab.core.evaluate import encode
+from headlab.core.grades import STUDY_SCALE
 from headlab.inputs.pair import read_pair
 from headlab.measures.roles import (
     ENGLISH_STOPWORDS,
@@ -124,12 +125,14 @@ def test_showcase_examples_prefer_long_shared_phrases(tokenizer):
         }
     )
     # the order alone (near-duplicates allowed here: the overlap rule has its own test)
-    table = showcase_examples(encode(tokenizer, frame), tokenizer, stopwords=ENGLISH_STOPWORDS, max_overlap=1.0)
+    table = showcase_examples(
+        encode(tokenizer, frame, STUDY_SCALE), tokenizer, stopwords=ENGLISH_STOPWORDS, max_overlap=1.0
+    )
     assert table["example"].tolist() == [2, 1, 0]  # no shared term in the last pair
     assert table.loc[0, "phrase"] == "a dog runs fast" and table.loc[0, "phrase_terms"] == 3
     assert table.loc[1, "phrase"] == "red cat" and table.loc[2, "phrase_terms"] == 1
     short = showcase_examples(
-        encode(tokenizer, frame), tokenizer, max_tokens=11, stopwords=ENGLISH_STOPWORDS, max_overlap=1.0
+        encode(tokenizer, frame, STUDY_SCALE), tokenizer, max_tokens=11, stopwords=ENGLISH_STOPWORDS, max_overlap=1.0
     )
     assert short["example"].tolist() == [1, 0]
 
@@ -148,12 +151,16 @@ def test_a_showcase_pair_is_clean_and_shares_part_of_its_title_not_all_of_it(tok
         }
     )
     texts = (frame["query"] + " " + frame["title"]).tolist()
-    table = showcase_examples(encode(tokenizer, frame), tokenizer, stopwords=ENGLISH_STOPWORDS, texts=texts)
+    table = showcase_examples(
+        encode(tokenizer, frame, STUDY_SCALE), tokenizer, stopwords=ENGLISH_STOPWORDS, texts=texts
+    )
     # 0 repeats a whole sentence (its stopwords and the full stop must not dilute the overlap); 3 repeats its
     # query; 2 carries mojibake
     assert table["example"].tolist() == [1]
     assert table.loc[0, "overlap"] == pytest.approx(3 / 7)  # red, cat, sleeps of 7 terms (on, the: stopwords)
-    loose = showcase_examples(encode(tokenizer, frame), tokenizer, stopwords=ENGLISH_STOPWORDS, max_overlap=1.0)
+    loose = showcase_examples(
+        encode(tokenizer, frame, STUDY_SCALE), tokenizer, stopwords=ENGLISH_STOPWORDS, max_overlap=1.0
+    )
     assert set(loose["example"]) == {0, 1, 2, 3}  # the rule, not the data, left them out
     assert MOJIBAKE.search("Sharon ŔÄ") and not MOJIBAKE.search("Herr Müller")
     assert first_showcase(table) == 1 and first_showcase(table, example=3) == 3
@@ -188,7 +195,7 @@ def encoded(tokenizer):
             "label": [5, 3, 1],
         }
     )
-    return encode(tokenizer, frame)
+    return encode(tokenizer, frame, STUDY_SCALE)
 
 
 def test_role_scores_on_tiny_models(tokenizer, encoded):

@@ -6,6 +6,7 @@ from conftest import minilm_tokenizer, tiny_bert
 
 from headlab.core.attention import attention_maps
 from headlab.core.evaluate import Encoded
+from headlab.core.grades import STUDY_SCALE
 from headlab.inputs.pieces import SENTENCEPIECE
 from headlab.measures.segmentation import (
     baselines,
@@ -151,7 +152,7 @@ def test_no_free_hit_before_sep_for_the_heads_or_the_probe(tokenizer):
     end there, always right. Those tokens are left out of the calls and of the probe's rows, and counted."""
     ids = tokenizer("playing cat", "tokenization")["input_ids"]
     assert tokenizer.convert_ids_to_tokens(ids) == ["[CLS]", "playing", "cat", "[SEP]", "token", "##ization", "[SEP]"]
-    one = Encoded([ids], [[0] * len(ids)], np.zeros(1), 0)
+    one = Encoded([ids], [[0] * len(ids)], np.zeros(1), 0, STUDY_SCALE)
     wordpiece = boundary_data(next_token_heads(one), one, tokenizer)
     assert wordpiece.gold.tolist() == [True, False]  # playing, token; cat and ##ization left out
     assert wordpiece.excluded_multi.tolist() == [False, True]  # ##ization belongs to a word of two tokens

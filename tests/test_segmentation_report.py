@@ -7,6 +7,7 @@ import pytest
 from conftest import minilm_tokenizer
 
 from headlab.core.evaluate import encode
+from headlab.core.grades import STUDY_SCALE
 from headlab.judging.units import unit_of
 from headlab.judging.verdicts import claims_file, render
 from headlab.measures.segmentation import BoundaryData
@@ -241,7 +242,10 @@ def _corpus_setup():
     tokenizer = minilm_tokenizer()
     frame = pd.DataFrame({"query": ["a playing cat", "dogs"], "title": ["tokenization", "a dog"], "label": [3, 4]})
     return SimpleNamespace(
-        tokenizer=tokenizer, frame=frame, encoded=encode(tokenizer, frame), params=SimpleNamespace(eval_split="test")
+        tokenizer=tokenizer,
+        frame=frame,
+        encoded=encode(tokenizer, frame, STUDY_SCALE),
+        params=SimpleNamespace(eval_split="test"),
     )
 
 

@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from headlab.core.grades import STUDY_SCALE
 from headlab.judging.units import ATTENTION_CHANGE, unit_of
 from headlab.judging.verdicts import claims_file
 from headlab.pages.finetune_delta import (
@@ -117,7 +118,7 @@ def _chooser(tmp_path, tokenizer, fine_tuned):
         pd.concat([test.assign(split="test"), dev.assign(split="dev")]).to_csv(data, index=False)
         params = Params(data=str(data), device="cpu", run_dir=str(folder / "runs"), batch_size=4)
         frame = params.eval_frame()
-        lab = Lab(params, model, tokenizer, frame, encode(tokenizer, frame))
+        lab = Lab(params, model, tokenizer, frame, encode(tokenizer, frame, STUDY_SCALE))
         return choose_heads(lab, pretrained, k=2, by="match_excess", limit=limit)
 
     return choose

@@ -212,10 +212,12 @@ def test_quadratic_kappa_is_0_for_a_constant_predictor_1_for_a_perfect_one_and_n
         assert quadratic_kappa(np.full(7, grade), gold) == 0.0
     assert quadratic_kappa([3, 3, 3], [3, 3, 3]) == 0.0  # 0/0: a constant predictor, defined as 0
     assert quadratic_kappa([1, 2, 3], [3, 3, 3]) == 0.0  # constant gold: no covariance
-    with pytest.raises(ValueError, match="from 1 to 5"):
-        quadratic_kappa([0, 1, 2], [1, 2, 3])  # 0-based grades are refused, not scored
-    with pytest.raises(ValueError, match="from 1 to 5"):
+    with pytest.raises(ValueError, match="whole numbers from 0"):
+        quadratic_kappa([-1, 1, 2], [1, 2, 3])  # no scale has a grade below 0
+    with pytest.raises(ValueError, match="whole numbers from 0"):
         quadratic_kappa([1.0, np.nan, 2.0], [1, 2, 3])
+    with pytest.raises(ValueError, match="whole numbers from 0"):
+        quadratic_kappa([1.5, 1, 2], [1, 2, 3])
     with pytest.raises(ValueError, match="positive total"):
         quadratic_kappa([1, 2], [1, 2], weights=[0, 0])
     with pytest.raises(ValueError, match="same pairs"):

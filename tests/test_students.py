@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from headlab.core.grades import STUDY_SCALE
 from headlab.core.stats import quadratic_kappa
 from headlab.pages.pruning import (
     HIGH,
@@ -214,7 +215,9 @@ def test_a_model_whose_heads_cannot_be_removed_has_no_students_and_the_claim_say
     from headlab.models.loading import load_classifier
     from headlab.pages.pruning import STUDENT_COLUMNS, TEMPERATURE_COLUMNS, distilled_students, temperature_text
 
-    lab = SimpleNamespace(model=load_classifier(str(mpnet_folder)))  # an MPNet: pruning rebuilds BERT layers only
+    lab = SimpleNamespace(
+        model=load_classifier(str(mpnet_folder), STUDY_SCALE)
+    )  # an MPNet: pruning rebuilds BERT layers only
     students, temperatures = distilled_students(lab, student_drops(_importance(), 4, 3, 0.25), StudentSettings())
     assert students.empty and list(students.columns) == STUDENT_COLUMNS and list(temperatures) == TEMPERATURE_COLUMNS
     assert "MPNet" in student_note(lab) and "No temperature was tried" in temperature_text(temperatures)

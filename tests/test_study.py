@@ -8,6 +8,7 @@ from tiny_setup import tiny_setup
 
 import headlab
 from headlab.core.attention import AttentionCache, attention_maps
+from headlab.core.grades import STUDY_SCALE
 from headlab.core.masking import Ablation
 from headlab.core.sweep import MaskSpec, random_share_specs
 from headlab.lab.params import Params
@@ -136,12 +137,11 @@ def test_the_lab_bootstraps_as_many_times_as_its_parameters_say(tmp_path):
 
 
 def test_the_baseline_gives_the_quadratic_kappa_every_claim_is_judged_on(tmp_path):
-    from headlab.core import predicted_grades
     from headlab.core.stats import kappa_lost, quadratic_kappa
 
     lab = tiny_setup(tmp_path, n_right=3)
     kappa = lab.baseline_metrics().set_index("metric").loc["quadratic_kappa"]
-    predicted = predicted_grades(lab.base_probs)
+    predicted = STUDY_SCALE.predicted(lab.base_probs)
     assert kappa["value"] == pytest.approx(quadratic_kappa(predicted, lab.encoded.grades))
     same = kappa_lost(predicted, predicted, lab.encoded.grades, lab.params.n_boot, lab.params.seed)
     assert (kappa["lo"], kappa["hi"]) == (same["kappa_base_lo"], same["kappa_base_hi"])  # page 08's interval

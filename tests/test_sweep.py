@@ -14,6 +14,7 @@ from interrupt import freeze_after, run_killed
 from headlab.core import sweep as sweep_module
 from headlab.core.engine import MaskEngine
 from headlab.core.evaluate import Encoded, predict
+from headlab.core.grades import STUDY_SCALE
 from headlab.core.stats import at_floor, kappa_lost
 from headlab.core.sweep import (
     BASELINE,
@@ -136,7 +137,7 @@ def test_a_killed_sweep_resumes_to_the_same_table(tmp_path, sig):
     masks = killed / "masks"
     rng = np.random.default_rng(0)
     ids = [[2] + rng.integers(5, 50, size=rng.integers(5, 20)).tolist() + [3] for _ in range(24)]
-    enc = Encoded(ids, [[0] * len(x) for x in ids], rng.integers(1, 6, size=24), 0)
+    enc = Encoded(ids, [[0] * len(x) for x in ids], rng.integers(1, 6, size=24), 0, STUDY_SCALE)
 
     def run(out):
         run_sweep(
@@ -256,11 +257,11 @@ def graded_sweep(specs, n=300, seed=0):
     rng = np.random.default_rng(seed)
     grades = rng.integers(1, 6, n)
     base = np.clip(grades + rng.integers(-1, 2, n), 1, 5)
-    tables = [per_example_table(BASELINE, np.eye(5)[base - 1], grades)]
+    tables = [per_example_table(BASELINE, np.eye(5)[base - 1], grades, STUDY_SCALE)]
     for i, spec in enumerate(specs):
         noisy = np.where(rng.random(n) < 0.1 + 0.05 * i, rng.integers(1, 6, n), base)
         predicted = np.full(n, 3) if spec is specs[-1] else noisy
-        tables.append(per_example_table(spec.mask_id, np.eye(5)[predicted - 1], grades))
+        tables.append(per_example_table(spec.mask_id, np.eye(5)[predicted - 1], grades, STUDY_SCALE))
     return pd.concat(tables, ignore_index=True), grades, base
 
 

@@ -6,7 +6,8 @@ import pytest
 from conftest import WORDS, save_tiny_bert
 
 from headlab.book import tuning
-from headlab.core.evaluate import encode, predict, predicted_grades
+from headlab.core.evaluate import encode, predict
+from headlab.core.grades import STUDY_SCALE
 from headlab.inputs.data import get_split, load_data
 from headlab.models.finetune import FinetuneConfig, checkpoint_dir, training_history
 from headlab.models.loading import load_classifier, load_tokenizer
@@ -81,8 +82,8 @@ def test_the_test_split_never_counts(fresh_cache, model_folder, tmp_path):
 
     def test_predictions(checkpoint):
         folder = fresh_cache / "finetuned" / checkpoint
-        encoded = encode(load_tokenizer(str(folder)), test)
-        return predicted_grades(predict(load_classifier(str(folder)), encoded))
+        encoded = encode(load_tokenizer(str(folder)), test, STUDY_SCALE)
+        return STUDY_SCALE.predicted(predict(load_classifier(str(folder), STUDY_SCALE), encoded))
 
     second = _write_pairs(tmp_path / "rigged.tsv", test_labels=test_predictions(rejected["checkpoint"]))
     chosen = table[table["chosen"]].iloc[0]

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from headlab.core.evaluate import encode_sentences, padded
+from headlab.core.grades import STUDY_SCALE
 from headlab.inputs.data import get_split, load_data
 from headlab.models.finetune import FinetuneConfig, checkpoint_dir
 from headlab.models.loading import load_encoder, load_tokenizer
@@ -24,12 +25,14 @@ from headlab.models.two_tower import (
 @pytest.fixture
 def tower(tiny_model_folder):
     torch.manual_seed(0)
-    return TwoTower(load_encoder(str(tiny_model_folder))).eval(), load_tokenizer(str(tiny_model_folder))
+    return TwoTower(load_encoder(str(tiny_model_folder)), 5).eval(), load_tokenizer(str(tiny_model_folder))
 
 
 def _batch(tokenizer, texts):
     return padded(
-        encode_sentences(tokenizer, texts, np.ones(len(texts))), list(range(len(texts))), tokenizer.pad_token_id
+        encode_sentences(tokenizer, texts, np.ones(len(texts)), STUDY_SCALE),
+        list(range(len(texts))),
+        tokenizer.pad_token_id,
     )
 
 
@@ -62,7 +65,7 @@ def test_two_tower_training_is_cached_seeded_and_keyed_apart(fresh_cache, tiny_m
 
     model = load_two_tower(folder)
     test = get_split(load_data(str(pairs_file)), "test")
-    queries, titles = pair_encodings(load_tokenizer(str(folder)), test)
+    queries, titles = pair_encodings(load_tokenizer(str(folder)), test, STUDY_SCALE)
     probs = predict_two_tower(model, queries, titles, batch_size=7)
     assert probs.shape == (len(test), 5) and np.allclose(probs.sum(axis=1), 1, atol=1e-5)
     in_one_batch = predict_two_tower(model, queries, titles, batch_size=len(test))

@@ -7,6 +7,7 @@ import pytest
 from conftest import minilm_tokenizer
 
 from headlab.core.evaluate import encode
+from headlab.core.grades import STUDY_SCALE
 from headlab.judging.verdicts import claims_file, render
 from headlab.measures.roles import ENGLISH_STOPWORDS, shares_terms
 from headlab.pages.two_tower import (
@@ -37,7 +38,7 @@ def _predictions(right_share: float, seed: int) -> np.ndarray:
 
 def test_the_reference_row_changes_nothing_and_others_are_paired_against_it():
     predicted = {REFERENCE: _predictions(0.8, 0), "worse": _predictions(0.4, 1)}
-    table = condition_table(predicted, GRADES, n_boot=300, study={"worse": -0.5}).set_index("label")
+    table = condition_table(predicted, GRADES, STUDY_SCALE, n_boot=300, study={"worse": -0.5}).set_index("label")
     assert table.loc[REFERENCE, "rel_change"] == 0 and np.isnan(table.loc[REFERENCE, "p_mcnemar"])
     worse = table.loc["worse"]
     assert worse.rel_change == pytest.approx(worse.accuracy / table.loc[REFERENCE, "accuracy"] - 1)
@@ -56,7 +57,7 @@ def _gap(share_pairs, tower_wrong_on_sharing, tower_wrong_on_none, n=200, seed=0
 
 def test_the_two_towers_claims_are_worse_and_worse_where_terms_are_shared():
     predicted = {REFERENCE: _predictions(0.8, 0), "two towers": _predictions(0.4, 1)}
-    conditions = condition_table(predicted, GRADES, n_boot=300)
+    conditions = condition_table(predicted, GRADES, STUDY_SCALE, n_boot=300)
     tower, cross, shares = _gap(120, 0.5, 0.0)  # wrong only on pairs that share terms
     gap = shared_term_gap(tower, cross, shares, n_boot=500)
     rows = claims(conditions, gap, "two towers")
@@ -106,7 +107,7 @@ def test_pairs_share_terms_as_whole_words_without_stopwords():
         }
     )
     tokenizer = minilm_tokenizer()
-    encoded = encode(tokenizer, frame)
+    encoded = encode(tokenizer, frame, STUDY_SCALE)
     assert shares_terms(encoded, tokenizer, ENGLISH_STOPWORDS).tolist() == [False, False, True, False]
     assert shares_terms(encoded, tokenizer).tolist() == [True, True, True, False]  # "a", "the" count as terms
 
@@ -141,7 +142,7 @@ def test_the_cross_encoder_conditions_come_from_05s_sweep_in_its_precision(tmp_p
 
     from headlab.core import device as device_module
     from headlab.core.engine import MaskEngine
-    from headlab.core.evaluate import predict, predicted_grades
+    from headlab.core.evaluate import predict
     from headlab.core.masking import head_grid
     from headlab.measures.matching import term_matching_specs
     from headlab.pages.two_tower import cross_encoder_grades
@@ -166,7 +167,7 @@ def test_the_cross_encoder_conditions_come_from_05s_sweep_in_its_precision(tmp_p
     bf16 = predict(setup.model, setup.encoded, precision="bf16", **run)
     fp32 = predict(setup.model, setup.encoded, **run)
     assert np.abs(bf16 - fp32).max() > 1e-4  # the precisions differ, and the condition takes the sweeps' one
-    np.testing.assert_array_equal(grades["within sentence"], predicted_grades(bf16))
+    np.testing.assert_array_equal(grades["within sentence"], STUDY_SCALE.predicted(bf16))
 
 
 def test_two_tower_probs_fine_tune_on_the_labs_settings_and_grade_its_pairs(tmp_path, monkeypatch):
@@ -180,7 +181,7 @@ def test_two_tower_probs_fine_tune_on_the_labs_settings_and_grade_its_pairs(tmp_
     lab = tiny_setup(tmp_path / "run")
     folder = tmp_path / "two-tower"  # what fine-tuning would leave: the encoder, its grading head, the tokenizer
     torch.manual_seed(0)
-    trained = TwoTower(lab.model.bert)
+    trained = TwoTower(lab.model.bert, 5)
     trained.encoder.save_pretrained(folder, safe_serialization=True)
     save_file({k: v.contiguous() for k, v in trained.head.state_dict().items()}, folder / HEAD_FILE)
     lab.tokenizer.save_pretrained(folder)
@@ -191,7 +192,7 @@ def test_two_tower_probs_fine_tune_on_the_labs_settings_and_grade_its_pairs(tmp_
 
     found, probs = two_tower.two_tower_probs(lab)
     assert found == folder and asked == [(lab.params.finetune_config, lab.device)]
-    queries, titles = pair_encodings(lab.tokenizer, lab.frame)
+    queries, titles = pair_encodings(lab.tokenizer, lab.frame, lab.scale)
     assert probs.shape == (len(lab.frame), 5) and np.allclose(probs.sum(axis=1), 1, atol=1e-5)
     expected = predict_two_tower(load_two_tower(folder), queries, titles, batch_size=len(lab.frame))
     np.testing.assert_allclose(probs, expected, atol=1e-5)  # the lab's (ragged) batches grade as one batch does
@@ -212,7 +213,9 @@ def test_graded_conditions_names_every_grader_as_its_row_and_the_floor_by_the_tr
         }
     )
     test = train.iloc[:8].assign(label=[1] * 8)  # the test split's commonest grade is 1: the floor must say 4
-    lab = SimpleNamespace(params=SimpleNamespace(train_frame=lambda: train), frame=test, encoded=[0] * len(test))
+    lab = SimpleNamespace(
+        params=SimpleNamespace(train_frame=lambda: train), frame=test, encoded=[0] * len(test), scale=STUDY_SCALE
+    )
     cross = {name: np.full(8, grade) for name, grade in (("unmasked", 3), ("masked", 2), ("within sentence", 5))}
     tower = np.eye(5)[np.full(8, 1)]  # probabilities: grade 2 everywhere
     graded = graded_conditions(lab, cross, tower, k=5)

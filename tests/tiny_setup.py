@@ -11,7 +11,8 @@ import torch
 from conftest import minilm_tokenizer
 from transformers import BertConfig, BertForSequenceClassification
 
-from headlab.core.evaluate import encode, predict, predicted_grades
+from headlab.core.evaluate import encode, predict
+from headlab.core.grades import STUDY_SCALE
 from headlab.lab.lab import Lab
 from headlab.lab.params import Params
 
@@ -53,12 +54,12 @@ def tiny_setup(
     default ``batch_size`` splits the five pairs into ragged batches; many pairs run faster in larger ones."""
     tokenizer = minilm_tokenizer()
     model = tiny_classifier(len(tokenizer), layers, seed)
-    encoded = encode(tokenizer, frame)
+    encoded = encode(tokenizer, frame, STUDY_SCALE)
     probs = predict(model, encoded, batch_size=batch_size)
     if n_right is not None:
-        predicted = predicted_grades(probs)
+        predicted = STUDY_SCALE.predicted(probs)
         frame = frame.assign(label=np.where(np.arange(len(frame)) < n_right, predicted, predicted % 5 + 1))
-        encoded = encode(tokenizer, frame)
+        encoded = encode(tokenizer, frame, STUDY_SCALE)
     params = Params(device="cpu", run_dir=str(run_dir), batch_size=batch_size)
     return Lab(params, model, tokenizer, frame, encoded, probs)
 

@@ -200,7 +200,7 @@ def preset_designs(
             pairs_share(df, n_draws, n_examples),
             int(row["search"]),
             int(kept) if pd.notna(kept) and int(kept) > 0 else weakest_of(str(claim_id), layers),
-            layers * heads if claim_id == "layer_dependence.most_heads_change_nothing" else 0,
+            layers * heads if STUDY_CLAIMS[str(claim_id)].counts_heads else 0,
             FAMILIES[STUDY_CLAIMS[str(claim_id)].tally],
         )
     return designs

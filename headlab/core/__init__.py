@@ -4,7 +4,8 @@ from headlab.core import head_grid, run_sweep, single_head_specs
 """
 
 from headlab.core.attention import AttentionCache, attention_maps, cls_attention_rows
-from headlab.core.evaluate import confusion, encode, predict, predicted_grades
+from headlab.core.evaluate import confusion, encode, predict
+from headlab.core.grades import GradeScale
 from headlab.core.gradients import gradient_importance
 from headlab.core.masking import Ablation, head_grid, head_means, mask_heads
 from headlab.core.sweep import (
@@ -23,6 +24,7 @@ from headlab.core.sweep import (
 __all__ = [
     "Ablation",
     "AttentionCache",
+    "GradeScale",
     "MaskSpec",
     "attention_maps",
     "baseline_correct",
@@ -37,7 +39,6 @@ __all__ = [
     "mask_heads",
     "plan_table",
     "predict",
-    "predicted_grades",
     "random_share_specs",
     "run_sweep",
     "share_curve",

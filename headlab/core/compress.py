@@ -87,7 +87,7 @@ def fisher_importance(
         for idx, batch in length_batches(encoded, batch_size, pad_id):
             xi = torch.ones(len(idx), layers, heads, device=device, requires_grad=True)
             nu = torch.ones(len(idx), layers, neurons, device=device, requires_grad=True)
-            labels = torch.as_tensor(encoded.grades[idx] - 1, dtype=torch.long, device=device)
+            labels = torch.as_tensor(encoded.classes[idx], dtype=torch.long, device=device)
             with mask_heads(model, xi), mask_neurons(model, nu):
                 logits = model(**model_inputs(model, batch, device)).logits
             loss = torch.nn.functional.cross_entropy(logits.float(), labels, reduction="sum")

@@ -29,7 +29,7 @@ import torch
 
 from headlab.core.arch import architecture
 from headlab.core.device import autocast, precision
-from headlab.core.evaluate import NUM_GRADES, Encoded, length_batches, model_inputs, weights_digest
+from headlab.core.evaluate import Encoded, length_batches, model_inputs, weights_digest
 from headlab.core.masking import KEPT_HEADS, encoder_layers, head_grid, mask_heads
 from headlab.core.onednn import dense, keep_freed_memory, onednn_pays
 
@@ -292,7 +292,7 @@ class MaskEngine:
         m = len(masks)
         skip = min(first_masked_layer(mask) for mask in masks) if self.reuse_layers else 0
         skip = min(skip, len(self.layers))
-        out = np.zeros((m, self.n, NUM_GRADES), dtype=np.float32)
+        out = np.zeros((m, self.n, self.model.config.num_labels), dtype=np.float32)
         # one mask: its layers are set up once for every batch; several: each copy of a batch gets its own mask
         together = torch.stack(masks).to(self.device) if m > 1 else None
         recorded = self._layer_outputs or []  # recorded by probabilities() whenever layers are reused
@@ -308,7 +308,7 @@ class MaskEngine:
                 )
                 with replayed_layers(self.layers, replay), per_copy:
                     logits = self.model(**stacked).logits.float()
-                probs = torch.softmax(logits, dim=-1).cpu().numpy().reshape(m, rows, NUM_GRADES)
+                probs = torch.softmax(logits, dim=-1).cpu().numpy().reshape(m, rows, -1)
                 out[:, idx] = probs
         return list(out)
 
@@ -333,6 +333,7 @@ class MaskEngine:
 
         project = getattr(self.model.base_model, "embeddings_project", None)  # ELECTRA: embeddings to hidden size
         projected = 0 if project is None else project.in_features * project.out_features
+        grades = self.model.config.num_labels
 
         def passes(kept_per_layer, skip: int, copies: int, at_cls: bool) -> float:
             total = 0.0
@@ -343,7 +344,7 @@ class MaskEngine:
                 total += sum(
                     layer(rows, length, kept_per_layer[i], at_cls and i == last) for i in range(skip, last + 1)
                 )
-                total += 2 * rows * d * (d + NUM_GRADES)  # pooler and classifier (or a dense head), at [CLS]
+                total += 2 * rows * d * (d + grades)  # pooler and classifier (or a dense head), at [CLS]
             return total
 
         masks = [torch.as_tensor(m, dtype=torch.float32) for m in masks]

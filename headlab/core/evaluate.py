@@ -1,6 +1,7 @@
 """Tokenize once, predict in length-sorted batches, and score grades.
 
-Grades 1..5 are classes 0..4 inside the model; every table headlab writes uses grades.
+Grade ``first + i`` of the data's :class:`~headlab.core.grades.GradeScale` is class ``i`` inside the model; every
+table headlab writes uses grades.
 """
 
 from __future__ import annotations
@@ -15,33 +16,41 @@ import pandas as pd
 import torch
 
 from headlab.core.device import autocast
+from headlab.core.grades import GradeScale
 from headlab.core.masking import mask_heads
-
-NUM_GRADES = 5
-GRADE_LABELS = list(range(1, NUM_GRADES + 1))
 
 
 @dataclass
 class Encoded:
-    """A split tokenized once: token ids per example (unpadded), grades, and how many were truncated."""
+    """A split tokenized once: token ids per example (unpadded), grades on their scale, and how many were
+    truncated."""
 
     input_ids: list[list[int]]
     token_type_ids: list[list[int]]
     grades: np.ndarray
     n_truncated: int
+    scale: GradeScale
+
+    @property
+    def classes(self) -> np.ndarray:
+        """The model's class index of each pair's grade (what a loss is computed on)."""
+        return self.scale.classes(self.grades)
 
     def __len__(self) -> int:
         return len(self.input_ids)
 
     def subset(self, idx) -> Encoded:
         """The examples at positions ``idx``, in that order."""
-        return Encoded([self.input_ids[i] for i in idx], [self.token_type_ids[i] for i in idx], self.grades[idx], 0)
+        ids, types = [self.input_ids[i] for i in idx], [self.token_type_ids[i] for i in idx]
+        return Encoded(ids, types, self.grades[idx], 0, self.scale)
 
 
-def encode(tokenizer, frame: pd.DataFrame, max_length: int = 128) -> Encoded:
+def encode(tokenizer, frame: pd.DataFrame, scale: GradeScale, max_length: int = 128) -> Encoded:
     """Tokenize (query, title) pairs as ``[CLS] query [SEP] title [SEP]``; truncation is counted, never silent.
 
-    ``max_length`` is capped at the tokenizer's ``model_max_length`` (the model's positions)."""
+    ``scale`` is the data file's (:attr:`headlab.lab.params.Params.scale`), not read from ``frame``: one split
+    may lack a grade. ``max_length`` is capped at the tokenizer's ``model_max_length`` (the model's positions)."""
+    scale.check(frame["label"], "labels")
     max_length = min(max_length, getattr(tokenizer, "model_max_length", max_length) or max_length)
     queries, titles = frame["query"].tolist(), frame["title"].tolist()
     full = tokenizer(queries, titles, truncation=False)["input_ids"]
@@ -54,7 +63,7 @@ def encode(tokenizer, frame: pd.DataFrame, max_length: int = 128) -> Encoded:
         )
     enc = tokenizer(queries, titles, truncation="longest_first", max_length=max_length)
     token_types = enc.get("token_type_ids") or [[0] * len(ids) for ids in enc["input_ids"]]
-    return Encoded(enc["input_ids"], token_types, frame["label"].to_numpy(dtype=np.int64), n_truncated)
+    return Encoded(enc["input_ids"], token_types, frame["label"].to_numpy(dtype=np.int64), n_truncated, scale)
 
 
 def padded(encoded: Encoded, idx, pad_id: int = 0) -> dict:
@@ -80,14 +89,18 @@ def length_batches(encoded: Encoded, batch_size: int, pad_id: int = 0):
         yield idx, padded(encoded, idx, pad_id)
 
 
-def encode_sentences(tokenizer, texts, grades, max_length: int = 128) -> Encoded:
+def encode_sentences(tokenizer, texts, grades, scale: GradeScale, max_length: int = 128) -> Encoded:
     """Tokenize single sentences (``[CLS] text [SEP]``), for an encoder that reads query and title apart."""
     max_length = min(max_length, getattr(tokenizer, "model_max_length", max_length) or max_length)
     texts = list(texts)
     n_truncated = sum(len(ids) > max_length for ids in tokenizer(texts, truncation=False)["input_ids"])
     enc = tokenizer(texts, truncation=True, max_length=max_length)
     return Encoded(
-        enc["input_ids"], [[0] * len(ids) for ids in enc["input_ids"]], np.asarray(grades, dtype=np.int64), n_truncated
+        enc["input_ids"],
+        [[0] * len(ids) for ids in enc["input_ids"]],
+        np.asarray(grades, dtype=np.int64),
+        n_truncated,
+        scale,
     )
 
 
@@ -151,13 +164,13 @@ def predict(
     precision: str = "fp32",
     logits: bool = False,
 ) -> np.ndarray:
-    """Grade probabilities (examples x 5) of the model, with the heads of ``mask`` removed if given; ``logits``:
+    """Grade probabilities (examples x grades) of the model, with the heads of ``mask`` removed if given; ``logits``:
     the logits instead (what a student is distilled from, :mod:`headlab.models.distill`).
 
     ``block_across=sep_id`` keeps attention inside each sentence (:func:`within_sentence_mask`); ``precision="bf16"``
     computes under bf16 autocast, as the sweeps do where :func:`headlab.core.device.precision` chooses it, so the
     probabilities compare with a sweep's unmasked row."""
-    probs = np.zeros((len(encoded), NUM_GRADES), dtype=np.float32)
+    probs = np.zeros((len(encoded), encoded.scale.count), dtype=np.float32)
     model.eval()
     with mask_heads(model, mask) if mask is not None else nullcontext(), autocast(device, precision):
         for idx, batch in length_batches(encoded, batch_size, pad_id):
@@ -168,15 +181,13 @@ def predict(
     return probs
 
 
-def predicted_grades(probs: np.ndarray) -> np.ndarray:
-    """The most probable grade (1 to 5) of each row of ``probs`` (examples x 5)."""
-    return probs.argmax(axis=1) + 1
-
-
-def metrics(grades: np.ndarray, predicted: np.ndarray) -> dict:
-    """Accuracy and macro-F1 over the five grades (a grade never predicted nor present counts as F1 0)."""
+def metrics(grades: np.ndarray, predicted: np.ndarray, scale: GradeScale) -> dict:
+    """Accuracy and macro-F1 over the scale's grades that the pairs have or the model predicts (scikit-learn's
+    labels: a grade of the scale that neither uses would add an F1 of 0 that says nothing about the model)."""
+    scale.check(grades, "gold grades")
+    scale.check(predicted, "predicted grades")
     f1s = []
-    for g in GRADE_LABELS:
+    for g in sorted(set(np.asarray(grades).tolist()) | set(np.asarray(predicted).tolist())):
         tp = np.sum((predicted == g) & (grades == g))
         fp = np.sum((predicted == g) & (grades != g))
         fn = np.sum((predicted != g) & (grades == g))
@@ -184,12 +195,12 @@ def metrics(grades: np.ndarray, predicted: np.ndarray) -> dict:
     return {"n": int(len(grades)), "accuracy": float(np.mean(grades == predicted)), "macro_f1": float(np.mean(f1s))}
 
 
-def confusion(grades: np.ndarray, predicted: np.ndarray) -> pd.DataFrame:
+def confusion(grades: np.ndarray, predicted: np.ndarray, scale: GradeScale) -> pd.DataFrame:
     """Tidy confusion matrix: true grade, predicted grade, count, share of the true grade's row."""
     rows = []
-    for t in GRADE_LABELS:
+    for t in scale.grades:
         n_true = int(np.sum(grades == t))
-        for p in GRADE_LABELS:
+        for p in scale.grades:
             count = int(np.sum((grades == t) & (predicted == p)))
             rows.append({"true": t, "predicted": p, "count": count, "share": count / n_true if n_true else 0.0})
     return pd.DataFrame(rows)

@@ -56,7 +56,7 @@ def gradient_importance(
     with only_masks_need_grad(model):
         for idx, batch in length_batches(encoded, batch_size, pad_id):
             xi = torch.ones(len(idx), layers, heads, device=device, requires_grad=True)
-            labels = torch.as_tensor(encoded.grades[idx] - 1, dtype=torch.long, device=device)
+            labels = torch.as_tensor(encoded.classes[idx], dtype=torch.long, device=device)
             with mask_heads(model, xi):
                 logits = model(**model_inputs(model, batch, device)).logits
             loss = torch.nn.functional.cross_entropy(logits.float(), labels, reduction="sum")

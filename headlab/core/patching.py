@@ -31,7 +31,8 @@ from tqdm.auto import tqdm
 from headlab.core.arch import architecture
 from headlab.core.device import autocast, precision
 from headlab.core.engine import appending_hook, computed_heads, reads_cls_only, replayed_layers
-from headlab.core.evaluate import GRADE_LABELS, Encoded, length_batches, model_inputs
+from headlab.core.evaluate import Encoded, length_batches, model_inputs
+from headlab.core.grades import GradeScale
 from headlab.core.masking import encoder_layers, head_grid, output_projections, query_key_value
 from headlab.core.worklog import note_work
 
@@ -142,23 +143,23 @@ def head_output_gradients(model):
             parameter.requires_grad_(flag)
 
 
-def expected_grade(logits: torch.Tensor | np.ndarray) -> np.ndarray:
-    """The grade a pair is expected to get under the model's probabilities (1-5): bounded, so a patch can only
-    restore up to the source's grade."""
-    probs = torch.softmax(torch.as_tensor(logits).float(), dim=-1).cpu().numpy()
-    return probs @ np.asarray(GRADE_LABELS, dtype=np.float64)
-
-
-GRADE_WEIGHTS = np.asarray(GRADE_LABELS, dtype=np.float64) - np.mean(GRADE_LABELS)  # -2 ... 2
+def expected_grade(logits: torch.Tensor | np.ndarray, scale: GradeScale) -> np.ndarray:
+    """The grade a pair is expected to get under the model's probabilities: bounded by the scale's ends, so a patch
+    can only restore up to the source's grade."""
+    return scale.expected(torch.softmax(torch.as_tensor(logits).float(), dim=-1).cpu().numpy())
 
 
 def grade_logit(logits: torch.Tensor | np.ndarray):
-    """``sum_g (g - 3) * logit_g``: a pair's grade read linearly off its logits (the patching literature's metric,
-    Heimersheim & Nanda 2024: unbounded, so a patch's restored share is not squeezed by a softmax). The weights sum
-    to 0, so adding one constant to every logit leaves it unchanged. A tensor in, a tensor out (for gradients)."""
+    """``sum_i (i - (k - 1) / 2) * logit_i`` over a pair's k logits: its grade read linearly off them (the patching
+    literature's metric, Heimersheim & Nanda 2024: unbounded, so a patch's restored share is not squeezed by a
+    softmax). The weights are the grades minus their mean, whichever grade the scale starts at (-2 ... 2 on five
+    grades), and sum to 0, so adding one constant to every logit leaves it unchanged. A tensor in, a tensor out (for
+    gradients)."""
+    k = logits.shape[-1]
+    weights = np.arange(k, dtype=np.float64) - (k - 1) / 2
     if torch.is_tensor(logits):
-        return logits.float() @ torch.as_tensor(GRADE_WEIGHTS, dtype=torch.float32, device=logits.device)
-    return np.asarray(logits, dtype=np.float64) @ GRADE_WEIGHTS
+        return logits.float() @ torch.as_tensor(weights, dtype=torch.float32, device=logits.device)
+    return np.asarray(logits, dtype=np.float64) @ weights
 
 
 def first_layer(heads) -> int:
@@ -200,6 +201,7 @@ class PatchEngine:
         self.model = model.eval()
         self.device = torch.device(device)
         self.n = len(source)
+        self.scale = source.scale
         self.layers = encoder_layers(model)
         self.shape = head_grid(model)
         self.autocast = precision(self.device) == "bf16" if autocast is None else autocast
@@ -247,7 +249,7 @@ class PatchEngine:
 
     def unpatched_logits(self) -> tuple[np.ndarray, np.ndarray]:
         """The logits (pairs x grades) of the source and of the target pairs, as the patched runs compute them."""
-        source, target = np.zeros((self.n, len(GRADE_LABELS))), np.zeros((self.n, len(GRADE_LABELS)))
+        source, target = np.zeros((self.n, self.scale.count)), np.zeros((self.n, self.scale.count))
         for (idx, *_), (_, source_logits, _, target_logits, _) in zip(self.batches, self._record()):
             source[idx], target[idx] = source_logits, target_logits
         return source, target
@@ -255,7 +257,7 @@ class PatchEngine:
     def unpatched(self) -> tuple[np.ndarray, np.ndarray]:
         """The expected grades of the source and of the target pairs, as the patched runs compute them."""
         source, target = self.unpatched_logits()
-        return expected_grade(source), expected_grade(target)
+        return expected_grade(source, self.scale), expected_grade(target, self.scale)
 
     @torch.inference_mode()
     def logits(self, patches: list, where=None, progress: bool = False) -> np.ndarray:
@@ -263,7 +265,7 @@ class PatchEngine:
         taken from the source, at every position or, given ``where`` (per pair in source order, its positions), at
         those alone; layers below a patch's lowest head are replayed from the target's recorded run."""
         recorded = self._record()
-        out = np.zeros((len(patches), self.n, len(GRADE_LABELS)))
+        out = np.zeros((len(patches), self.n, self.scale.count))
         with self._autocast(), self._last_layer():
             for p, heads in enumerate(tqdm(patches, desc="patches", disable=not progress)):
                 if not heads:
@@ -281,7 +283,7 @@ class PatchEngine:
 
     def expected_grades(self, patches: list, progress: bool = False) -> np.ndarray:
         """(patches x pairs): :meth:`logits` as expected grades."""
-        return expected_grade(self.logits(patches, progress=progress))
+        return expected_grade(self.logits(patches, progress=progress), self.scale)
 
     def attribution(self, progress: bool = False) -> list[np.ndarray]:
         """Attribution patching (Nanda 2023; Kramar et al. 2024, AtP): per pair in source order, a (layers x heads x
@@ -340,7 +342,7 @@ class PatchEngine:
             raise ValueError(f"{len(routes)} routes for {len(receivers)} receivers: one tuple of routes each")
         if not receivers or min(l for l, _ in receivers) <= max(int(l) for l, _ in senders):
             raise ValueError(f"receivers {receivers} must all sit above the senders {sorted(senders)}")
-        out = np.zeros((len(receivers), self.n, len(GRADE_LABELS)))
+        out = np.zeros((len(receivers), self.n, self.scale.count))
         recorded = self._record()
         with self._autocast():
             for layer in sorted({l for l, _ in receivers}):
@@ -483,7 +485,7 @@ def run_patching(
         {
             "patch": np.repeat(names, len(source)),
             "example": np.tile(np.arange(len(source)), len(names)),
-            "expected": expected_grade(logits),
+            "expected": expected_grade(logits, source.scale),
             "grade_logit": grade_logit(logits),
         }
     )

@@ -323,7 +323,7 @@ class Floor:
         return cls(float(np.mean(correct)), float(np.mean(grades == majority)), len(grades))
 
 
-def _kappas(predicted: np.ndarray, gold: np.ndarray, weights: np.ndarray, n_grades: int) -> np.ndarray:
+def _kappas(predicted: np.ndarray, gold: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """(resamples x draws) quadratic-weighted kappas of each row of ``predicted`` (draws x pairs) on each row of
     ``weights`` (resamples x pairs, counts of each pair).
 
@@ -332,11 +332,12 @@ def _kappas(predicted: np.ndarray, gold: np.ndarray, weights: np.ndarray, n_grad
     these moments), so one matrix product of the weights with the grades' powers replaces a one-hot confusion matrix
     per resample. Scaled by the total weight N squared, every term is an integer when the weights are counts, so a
     constant predictor has exactly zero variance, and its kappa is defined as 0 (no agreement beyond chance), also
-    where the gold grades are that same constant and the ratio would be 0/0.
+    where the gold grades are that same constant and the ratio would be 0/0. The moments do not move when every
+    grade moves by one constant, so a scale from 0 and one from 1 give the same kappa.
     """
     for name, grades in (("predicted", predicted), ("gold", gold)):
-        if not np.all((grades >= 1) & (grades <= n_grades) & (grades == np.round(grades))):
-            raise ValueError(f"{name} grades must be whole numbers from 1 to {n_grades}")
+        if not np.all((grades >= 0) & (grades == np.round(grades))):
+            raise ValueError(f"{name} grades must be whole numbers from 0 up")
     sums = weights @ np.column_stack(
         [np.ones_like(gold), gold, gold**2, predicted.T, (predicted**2).T, (predicted * gold).T]
     )
@@ -349,14 +350,15 @@ def _kappas(predicted: np.ndarray, gold: np.ndarray, weights: np.ndarray, n_grad
     return np.where(constant, 0.0, 2 * covariance / np.where(constant, 1.0, spread))
 
 
-def quadratic_kappa(predicted, gold, n_grades: int = 5, weights=None) -> float:
-    """Cohen's kappa with quadratic weights of ``predicted`` against ``gold`` grades (1 to ``n_grades``): agreement
+def quadratic_kappa(predicted, gold, weights=None) -> float:
+    """Cohen's kappa with quadratic weights of ``predicted`` against ``gold`` grades: agreement
     beyond chance on the ordinal scale, 1 for perfect agreement, 0 for any constant predictor, below 0 for worse than
     chance. Unlike accuracy above the majority grade, it has a fixed top (1) and a fixed chance level (0).
 
-    ``weights`` (counts per pair, e.g. one bootstrap resample) count each pair that many times. ``n_grades`` only
-    bounds the grades: the weights (i - j)^2 / (n_grades - 1)^2 change by a factor that cancels. Raises ValueError
-    for grades out of range and for no pairs (zero total weight), where kappa is undefined; it never returns NaN.
+    ``weights`` (counts per pair, e.g. one bootstrap resample) count each pair that many times. The scale's number
+    of grades k does not enter: the weights (i - j)^2 / (k - 1)^2 change by a factor that cancels. Raises ValueError
+    for grades that are not whole numbers and for no pairs (zero total weight), where kappa is undefined; it never
+    returns NaN.
     """
     p = np.asarray(predicted, dtype=np.float64)
     g = np.asarray(gold, dtype=np.float64)
@@ -367,7 +369,7 @@ def quadratic_kappa(predicted, gold, n_grades: int = 5, weights=None) -> float:
         raise ValueError(f"weights {w.shape} must have one count per pair {g.shape}")
     if np.any(w < 0) or not w.sum() > 0:
         raise ValueError("weights must be non-negative with a positive total: kappa of no pairs is undefined")
-    return float(_kappas(p[None], g, w[None], n_grades)[0, 0])
+    return float(_kappas(p[None], g, w[None])[0, 0])
 
 
 def kappa_lost(
@@ -378,7 +380,6 @@ def kappa_lost(
     seed: int = 0,
     draw_seed=None,
     level: float = 0.95,
-    n_grades: int = 5,
 ) -> dict:
     """Share of the unmasked model's quadratic kappa (:func:`quadratic_kappa`) that masking takes away:
     1 - kappa_masked / kappa_base, with a bootstrap interval, never clipped: the percentile interval for one mask, a
@@ -402,7 +403,7 @@ def kappa_lost(
     if not masked.shape[1] == base.shape[0] == g.shape[0]:
         raise ValueError(f"masked predictions cover {masked.shape[1]} pairs, baseline {base.shape[0]}, gold {len(g)}")
     base_point, base_boot, [(masked_point, per_draw, counts)] = _kappa_replicates(
-        [masked], base, g, n_boot, seed, [seed if draw_seed is None else draw_seed], n_grades
+        [masked], base, g, n_boot, seed, [seed if draw_seed is None else draw_seed]
     )
     masked_boot = (counts * per_draw).sum(axis=1) / masked.shape[0]
     alpha = (1.0 - level) / 2.0
@@ -425,17 +426,17 @@ def kappa_lost(
     }
 
 
-def kappa_lost_point(masked_predicted, base_predicted, gold, n_grades: int = 5) -> float:
+def kappa_lost_point(masked_predicted, base_predicted, gold) -> float:
     """:func:`kappa_lost`'s point alone, 1 - kappa_masked / kappa_base (kappa_masked the mean over the draws of
     ``masked_predicted``, pairs or draws x pairs), with no bootstrap: NaN where kappa_base <= 0. Unlike
     :func:`kappa_lost`, it never reads a replicate, so a base kappa above 0 whose resamples reach 0 still gives a
     number (a choice needs the point, not its interval)."""
-    base_kappa = quadratic_kappa(base_predicted, gold, n_grades)
-    masked = np.mean([quadratic_kappa(draw, gold, n_grades) for draw in np.atleast_2d(masked_predicted)])
+    base_kappa = quadratic_kappa(base_predicted, gold)
+    masked = np.mean([quadratic_kappa(draw, gold) for draw in np.atleast_2d(masked_predicted)])
     return 1.0 - float(masked) / base_kappa if base_kappa > 0 else math.nan
 
 
-def _kappa_replicates(conditions, base, g, n_boot, seed, draw_seeds, n_grades):
+def _kappa_replicates(conditions, base, g, n_boot, seed, draw_seeds):
     """``(base_point, base_boot, [(kappa, per_draw, counts), ...])``: the baseline's kappa at the point and in every
     replicate, and per condition its kappa (mean over draws), its draws' kappas in every replicate (n_boot x draws)
     and the replicates' draw counts (:func:`draw_counts`). One pass over the resamples for the baseline and every
@@ -445,8 +446,8 @@ def _kappa_replicates(conditions, base, g, n_boot, seed, draw_seeds, n_grades):
         if m.shape[1] != len(g):
             raise ValueError(f"a condition covers {m.shape[1]} pairs, gold {len(g)}")
     both = np.vstack([base, *masked])
-    point = _kappas(both, g, np.ones((1, len(g))), n_grades)[0]
-    boots = _kappas(both, g, bootstrap_weights(len(g), n_boot, seed), n_grades)
+    point = _kappas(both, g, np.ones((1, len(g))))[0]
+    boots = _kappas(both, g, bootstrap_weights(len(g), n_boot, seed))
     ends = np.cumsum([1, *(m.shape[0] for m in masked)])
     per_condition = [
         (float(point[start:end].mean()), boots[:, start:end], draw_counts(end - start, n_boot, draw_seed))
@@ -503,7 +504,6 @@ def kappa_contrast(
     seed: int = 0,
     draw_seeds=None,
     level: float = 0.95,
-    n_grades: int = 5,
 ) -> dict:
     """A signed sum of shares of kappa lost, sum_i sign_i * (1 - kappa_i / kappa_base), with one bootstrap for all:
     e.g. the lower half's share lost minus the upper half's (signs +1, -1), or a mean over shares (signs 1/k).
@@ -526,7 +526,7 @@ def kappa_contrast(
     if len(conditions) != len(signs) or not len(conditions):
         raise ValueError(f"{len(conditions)} conditions and {len(signs)} signs: give one sign per condition")
     seeds = [seed] * len(conditions) if draw_seeds is None else list(draw_seeds)
-    base_point, base_boot, per_condition = _kappa_replicates(conditions, base, g, n_boot, seed, seeds, n_grades)
+    base_point, base_boot, per_condition = _kappa_replicates(conditions, base, g, n_boot, seed, seeds)
     return _shares_lost(signs, base_point, base_boot, per_condition, len(g), level)
 
 

@@ -22,7 +22,8 @@ from tqdm.auto import tqdm
 
 from headlab.core.cluster import cluster_results, connect
 from headlab.core.engine import MaskEngine, first_masked_layer
-from headlab.core.evaluate import Encoded, predicted_grades
+from headlab.core.evaluate import Encoded
+from headlab.core.grades import GradeScale
 from headlab.core.masking import head_grid
 from headlab.core.stats import N_BOOT, at_floor, kappa_lost, mcnemar, mean_interval, modal_share, relative_change
 from headlab.core.worklog import note_work
@@ -153,13 +154,13 @@ def _mask_file(out_dir: Path, mask_id: str) -> Path:
     return out_dir / "masks" / f"{mask_id}.csv"
 
 
-def per_example_table(mask_id: str, probs: np.ndarray, grades: np.ndarray) -> pd.DataFrame:
+def per_example_table(mask_id: str, probs: np.ndarray, grades: np.ndarray, scale: GradeScale) -> pd.DataFrame:
     """One mask's run, one row per example: what a sweep folder keeps in ``masks/<mask_id>.csv``.
 
-    Columns: mask_id, example (position in the split), grade (the label, 1 to 5), predicted (the most probable
-    grade), correct (1 or 0), p1 ... p5 (the probability of each grade).
+    Columns: mask_id, example (position in the split), grade (the label), predicted (the most probable grade),
+    correct (1 or 0), and per grade g of ``scale`` p<g> (its probability: p1 ... p5 on the study's scale).
     """
-    predicted = predicted_grades(probs)
+    predicted = scale.predicted(probs)
     frame = pd.DataFrame(
         {
             "mask_id": mask_id,
@@ -169,8 +170,8 @@ def per_example_table(mask_id: str, probs: np.ndarray, grades: np.ndarray) -> pd
             "correct": (predicted == grades).astype(int),
         }
     )
-    for g in range(probs.shape[1]):
-        frame[f"p{g + 1}"] = probs[:, g]
+    for i, g in enumerate(scale.grades):
+        frame[f"p{g}"] = probs[:, i]
     return frame
 
 
@@ -288,7 +289,7 @@ def run_sweep(
     ``engine``, one already built on ``model`` and ``encoded`` (e.g. a :class:`headlab.lab.Lab`'s), is used in this
     process instead of a new one, so its recorded unmasked layers serve every sweep of the split.
 
-    Columns: those of :func:`per_example_table` (mask_id, example, grade, predicted, correct, p1 ... p5), one row
+    Columns: those of :func:`per_example_table` (mask_id, example, grade, predicted, correct, p<g> per grade), one row
     per mask and example, the masks in plan order (:func:`load_sweep`).
     """
     if means is not None and cluster is not None:
@@ -344,7 +345,7 @@ def run_sweep(
                     record_precision(out_dir, check)
                 for (group, _), probs in zip(chunks[i], probabilities):
                     for spec in group:
-                        table = per_example_table(spec.mask_id, probs, encoded.grades)
+                        table = per_example_table(spec.mask_id, probs, encoded.grades, encoded.scale)
                         write_atomically(
                             _mask_file(out_dir, spec.mask_id), table.to_csv(index=False, float_format="%.6f")
                         )
@@ -360,7 +361,7 @@ def run_sweep(
 def load_sweep(out_dir) -> pd.DataFrame:
     """Merge the per-mask files of a finished sweep, in plan order (identical however it was sharded).
 
-    Columns: those of :func:`per_example_table` (mask_id, example, grade, predicted, correct, p1 ... p5).
+    Columns: those of :func:`per_example_table` (mask_id, example, grade, predicted, correct, p<g> per grade).
     """
     out_dir = Path(out_dir)
     plan = pd.read_csv(out_dir / "plan.csv", keep_default_na=False)
@@ -381,7 +382,7 @@ def correct_matrix(per_example: pd.DataFrame) -> pd.DataFrame:
 
 
 def predicted_matrix(per_example: pd.DataFrame) -> pd.DataFrame:
-    """Predicted grade (1 to 5) per mask (rows) and example (columns, in order), for the kappa scale.
+    """Predicted grade per mask (rows) and example (columns, in order), for the kappa scale.
 
     Columns: the examples (0 ... n-1); index: mask_id.
     """

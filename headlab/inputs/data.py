@@ -1,7 +1,8 @@
-"""Relevance pairs (query, title, grade 1-5) from STS-B or a user's file.
+"""Relevance pairs (query, title, grade) from STS-B (grades 1-5) or a user's file (its own scale).
 
 Every loader returns the same frame: ``split, query, title, label, line`` in file order, where ``line`` is
-the 1-based line in the source file (header = line 1), so any row can be traced back to its origin. Bad
+the 1-based line in the source file (header = line 1), so any row can be traced back to its origin; its grade scale
+is :func:`grade_scale`'s, read from every label of the file. Bad
 input raises :class:`DataError` naming the file, the line and what was expected, never a parser traceback.
 """
 
@@ -18,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from headlab.core.grades import MOST, GradeError, GradeScale
 from headlab.inputs.assets import asset_path
 
-GRADES = (1, 2, 3, 4, 5)
 SPLITS = ("train", "dev", "test")
 COLUMNS = ["split", "query", "title", "label", "line"]
 REQUIRED = ("query", "title", "label")
@@ -209,7 +210,8 @@ def _jsonl_records(path: Path, text: str) -> list[tuple[int, dict]]:
 
 
 def load_pairs(path, seed: int = 0) -> pd.DataFrame:
-    """A user's .tsv/.csv/.jsonl of query, title, label (1-5) and optional split, fully validated.
+    """A user's .tsv/.csv/.jsonl of query, title, label (a whole grade, numbered from 0 or 1: :func:`grade_scale`)
+    and optional split, fully validated.
 
     Without a split column the rows get a seeded 80/10/10 train/dev/test split, so reruns see the same test set.
     """
@@ -226,13 +228,17 @@ def load_pairs(path, seed: int = 0) -> pd.DataFrame:
     out = []
     for line, rec in records:
         label = _as_int(rec["label"])
-        if label not in GRADES:
-            _fail(path, f"label {rec['label']!r} is not an integer grade 1-5", line)
+        if label is None or not 0 <= label <= MOST:
+            _fail(path, f"label {rec['label']!r} is not a whole grade from 0 to {MOST}", line)
         split = _split(path, line, str(rec.get("split")).strip().lower()) if has_split else None
         out.append(
             (split, _text(path, line, "query", rec["query"]), _text(path, line, "title", rec["title"]), label, line)
         )
     df = _frame(out)
+    try:
+        GradeScale.of_labels(df["label"], where=str(path))
+    except GradeError as err:
+        raise DataError(str(err)) from None
     # Before assigning splits, so the same pair landing in train and test is counted too.
     duplicates = int(df.duplicated(["split", "query", "title", "label"]).sum())
     if duplicates:
@@ -271,10 +277,15 @@ def get_split(df: pd.DataFrame, split: str, limit: int | None = None, seed: int 
     return rows.reset_index(drop=True)
 
 
+def grade_scale(df: pd.DataFrame) -> GradeScale:
+    """The grades of a loaded file (every split's labels: a grade only the test split uses is still a class)."""
+    return GradeScale.of_labels(df["label"])
+
+
 def class_balance(df: pd.DataFrame) -> pd.DataFrame:
     """Tidy count and share of each grade per split (zeros included), e.g. to judge the majority-class baseline."""
     present = [s for s in SPLITS if s in set(df["split"])]
-    grid = pd.MultiIndex.from_product([present, GRADES], names=["split", "label"])
+    grid = pd.MultiIndex.from_product([present, grade_scale(df).grades], names=["split", "label"])
     out = df.groupby(["split", "label"]).size().reindex(grid, fill_value=0).rename("count").reset_index()
     out["share"] = out["count"] / out.groupby("split")["count"].transform("sum")
     return out
@@ -283,5 +294,5 @@ def class_balance(df: pd.DataFrame) -> pd.DataFrame:
 def grade_mapping(spec: str) -> str:
     """How the labels of a data spec became grades, in words for the book."""
     return {"stsb-en": STSB_EN_MAPPING, "stsb-zh": STSB_ZH_MAPPING}.get(
-        spec, f"{spec}: labels are the grades 1-5 as given in the file"
+        spec, f"{spec}: labels are the grades as given in the file"
     )

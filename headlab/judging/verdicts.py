@@ -105,6 +105,7 @@ class StudyClaim:
     size_source: str = "precision"  # where min_size (or the margin) comes from: one of SIZE_SOURCES
     tally: str = "study"  # the study's claim, or a prediction of ours (TALLIES): each tally is its own family
     existential: bool = False  # "some candidate has the effect": not holding needs every candidate short (judge)
+    counts_heads: bool = False  # its number is a share of the model's heads, its interval Clopper–Pearson over them
 
     def __post_init__(self):
         if self.kind not in KINDS:

@@ -27,7 +27,8 @@ from headlab.core.ablation import DONORS, Donors, class_outputs
 from headlab.core.attention import AttentionCache, attention_maps
 from headlab.core.device import precision
 from headlab.core.engine import MaskEngine
-from headlab.core.evaluate import Encoded, encode, length_batches, metrics, model_inputs, predicted_grades
+from headlab.core.evaluate import Encoded, encode, length_batches, metrics, model_inputs
+from headlab.core.grades import GradeScale
 from headlab.core.gradients import gradient_importance
 from headlab.core.masking import Ablation, head_grid, head_means
 from headlab.core.patching import run_patching, single_head_patches
@@ -131,7 +132,8 @@ class Lab:
             else "baseline not computed yet"
         )
         return (
-            f"Lab({self.params.model} on {self.params.data}, {self.params.eval_split}: {len(self.encoded)} pairs, "
+            f"Lab({self.params.model} on {self.params.data}, {self.params.eval_split}: {len(self.encoded)} pairs "
+            f"on {self.scale}, "
             f"{layers} x {heads} heads, {self.device}; {baseline})"
         )
 
@@ -142,9 +144,9 @@ class Lab:
         unmasked row instead)."""
         folder = params.fine_tune()
         tokenizer = load_tokenizer(str(folder))
-        model = load_classifier(str(folder)).to(params.torch_device)
+        model = load_classifier(str(folder), params.scale).to(params.torch_device)
         frame = params.eval_frame()
-        return cls(params, model, tokenizer, frame, encode(tokenizer, frame))
+        return cls(params, model, tokenizer, frame, encode(tokenizer, frame, params.scale))
 
     @classmethod
     def from_globals(cls, names: dict) -> Lab:
@@ -162,12 +164,17 @@ class Lab:
     @property
     def base_correct(self) -> np.ndarray:
         """1 where the unmasked model grades a pair right, else 0 (per pair of the split)."""
-        return (predicted_grades(self.base_probs) == self.encoded.grades).astype(int)
+        return (self.scale.predicted(self.base_probs) == self.encoded.grades).astype(int)
 
     @property
     def floor(self) -> Floor:
         """The unmasked accuracy and that of always answering the majority grade: the ends of the floor scale."""
         return Floor.of(self.base_correct, self.encoded.grades)
+
+    @property
+    def scale(self) -> GradeScale:
+        """The data's grades: the model's classes, in order."""
+        return self.encoded.scale
 
     @property
     def pad_id(self) -> int:
@@ -207,7 +214,7 @@ class Lab:
         own folder."""
         params = replace(self.params, eval_split=split, eval_limit=limit)
         frame = params.eval_frame()
-        return Lab(params, self.model, self.tokenizer, frame, encode(self.tokenizer, frame))
+        return Lab(params, self.model, self.tokenizer, frame, encode(self.tokenizer, frame, self.scale))
 
     def with_model(self, model: PreTrainedModel) -> Lab:
         """The same pairs graded by another model of this tokenizer (a student distilled from this one): its own
@@ -253,7 +260,7 @@ class Lab:
         to is taken over."""
         train = self.params.train_frame()
         sample = train.sample(n=min(MEAN_PAIRS, len(train)), random_state=self.params.seed)
-        return encode(self.tokenizer, sample, min(128, self.model.config.max_position_embeddings))
+        return encode(self.tokenizer, sample, self.scale, min(128, self.model.config.max_position_embeddings))
 
     def ablation_engine(self, ablation: Ablation | str = Ablation.ZERO) -> MaskEngine:
         """The sweep engine that zeroes removed heads (``"zero"``, the study's HEAD-MASK) or puts each one's mean over
@@ -272,8 +279,8 @@ class Lab:
         spec = MaskSpec("evaluate", tuple(sorted((int(l), int(h)) for l, h in drop)), "evaluate")
         engine = self.ablation_engine(ablation)
         base, probs = engine.probabilities([torch.ones(self.shape), spec.keep(*self.shape)])
-        correct = (predicted_grades(probs) == self.encoded.grades).astype(int)
-        base_correct = (predicted_grades(base) == self.encoded.grades).astype(int)
+        correct = (self.scale.predicted(probs) == self.encoded.grades).astype(int)
+        base_correct = (self.scale.predicted(base) == self.encoded.grades).astype(int)
         effect = relative_change(
             correct, base_correct, n_boot=self.params.n_boot if n_boot is None else n_boot, seed=self.params.seed
         )
@@ -309,7 +316,8 @@ class Lab:
         else:
             probs = self.ablation_engine(ablation).probabilities([s.keep(*self.shape) for s in specs])
             per_example = pd.concat(
-                [per_example_table(s.mask_id, p, self.encoded.grades) for s, p in zip(specs, probs)], ignore_index=True
+                [per_example_table(s.mask_id, p, self.encoded.grades, self.scale) for s, p in zip(specs, probs)],
+                ignore_index=True,
             )
         return summarize(
             per_example,
@@ -444,7 +452,7 @@ class Lab:
     def baseline_metrics(self, n_boot: int | None = None) -> pd.DataFrame:
         """Accuracy and macro-F1 of the unmasked model with 95% bootstrap intervals, the majority-class rate, and its
         quadratic κ with its interval (the same resamples as the κ scale every claim is judged on)."""
-        grades, predicted = self.encoded.grades, predicted_grades(self.base_probs)
+        grades, predicted = self.encoded.grades, self.scale.predicted(self.base_probs)
         n_boot = self.params.n_boot if n_boot is None else n_boot
         w = bootstrap_weights(len(grades), n_boot, self.params.seed)
         correct = (grades == predicted).astype(float)
@@ -457,7 +465,7 @@ class Lab:
                 "lo": np.quantile(boot_acc, 0.025),
                 "hi": np.quantile(boot_acc, 0.975),
             },
-            {"metric": "macro_f1", **_f1_interval(grades, predicted, w)},
+            {"metric": "macro_f1", **_f1_interval(grades, predicted, w, self.scale)},
             {
                 "metric": f"majority class (grade {majority}) accuracy",
                 "value": float(np.mean(grades == majority)),
@@ -513,14 +521,14 @@ class Lab:
         return path
 
 
-def _f1_interval(grades, predicted, weights) -> dict:
+def _f1_interval(grades, predicted, weights, scale: GradeScale) -> dict:
     """Macro-F1 and its bootstrap interval (resampling examples with the given multinomial weights)."""
     stats = []
     for w in weights:
         rows = np.repeat(np.arange(len(grades)), w.astype(int))
-        stats.append(metrics(grades[rows], predicted[rows])["macro_f1"])
+        stats.append(metrics(grades[rows], predicted[rows], scale)["macro_f1"])
     return {
-        "value": metrics(grades, predicted)["macro_f1"],
+        "value": metrics(grades, predicted, scale)["macro_f1"],
         "lo": float(np.quantile(stats, 0.025)),
         "hi": float(np.quantile(stats, 0.975)),
     }

@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import pandas as pd
 
 from headlab.core.device import precision, resolve_device
+from headlab.core.grades import GradeScale
 from headlab.core.stats import N_BOOT
 from headlab.core.sweep import plan_table
-from headlab.inputs.data import get_split, load_data
+from headlab.inputs.data import get_split, grade_scale, load_data
 from headlab.models.finetune import FinetuneConfig, checkpoint_dir, finetune
-from headlab.models.loading import is_pruned_folder
+from headlab.models.loading import fine_tuned_scale, is_pruned_folder
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -117,6 +119,13 @@ class Params:
         resume."""
         plan = plan_table(specs).to_csv(index=False) + f"precision={precision(self.torch_device)}"
         return self.table_dir / "sweeps" / f"{name}-{hashlib.sha256(plan.encode()).hexdigest()[:10]}"
+
+    @cached_property
+    def scale(self) -> GradeScale:
+        """The data file's grades (read from every split's labels): the classes the model is fine-tuned on; a pruned
+        model folder, already fine-tuned, grades in its own (:func:`headlab.models.loading.fine_tuned_scale`)."""
+        data = grade_scale(load_data(self.data, seed=self.seed))
+        return fine_tuned_scale(self.model, data) if is_pruned_folder(self.model) else data
 
     def eval_frame(self) -> pd.DataFrame:
         """The evaluation pairs (``EVAL_LIMIT`` of ``EVAL_SPLIT``, seeded): query, title, label, split."""

@@ -209,7 +209,7 @@ def _pair_rng(seed: int, example: int, draw: int) -> np.random.Generator:
 def _contrast(kind: str, encoded: Encoded, kept: list[int], changed_ids: list[list[int]], rows: list[dict]) -> Contrast:
     """The ``kept`` pairs as they are and as changed, with one row per replaced word."""
     original = encoded.subset(kept)
-    changed = Encoded(changed_ids, [list(t) for t in original.token_type_ids], original.grades, 0)
+    changed = Encoded(changed_ids, [list(t) for t in original.token_type_ids], original.grades, 0, original.scale)
     table = pd.DataFrame(rows, columns=["example", "position", "n_pieces", "was", "now"])
     return Contrast(kind, original, changed, np.asarray(kept, dtype=int), table, len(encoded))
 

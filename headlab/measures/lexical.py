@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from headlab.core.evaluate import NUM_GRADES
+from headlab.core.grades import GradeScale
 
 _TERM = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[^\W_\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 
@@ -96,18 +96,24 @@ class LexicalGrader:
     std: np.ndarray
     weights: np.ndarray  # features x grades
     bias: np.ndarray
+    scale: GradeScale
 
     def probabilities(self, frame: pd.DataFrame) -> np.ndarray:
-        """Grade probabilities (pairs x 5)."""
+        """Grade probabilities (pairs x grades of the scale)."""
         z = (pair_features(frame, self.frequencies).to_numpy(dtype=np.float64) - self.mean) / self.std
         logits = z @ self.weights + self.bias
         logits -= logits.max(axis=1, keepdims=True)
         probs = np.exp(logits)
         return probs / probs.sum(axis=1, keepdims=True)
 
+    def grades(self, frame: pd.DataFrame) -> np.ndarray:
+        """The most probable grade of each pair."""
+        return self.scale.predicted(self.probabilities(frame))
 
-def fit_lexical(train: pd.DataFrame, l2: float = 1e-3, max_iter: int = 500) -> LexicalGrader:
-    """Fit the grader on the training pairs: mean log-loss plus ``l2`` times the squared weights, by L-BFGS.
+
+def fit_lexical(train: pd.DataFrame, scale: GradeScale, l2: float = 1e-3, max_iter: int = 500) -> LexicalGrader:
+    """Fit the grader on the training pairs, one class per grade of ``scale`` (the data's): mean log-loss plus
+    ``l2`` times the squared weights, by L-BFGS.
 
     Document frequencies for BM25 come from the training queries and titles; nothing of the test split is used."""
     frequencies = document_frequencies(list(train["query"]) + list(train["title"]))
@@ -115,9 +121,9 @@ def fit_lexical(train: pd.DataFrame, l2: float = 1e-3, max_iter: int = 500) -> L
     mean, std = x.mean(axis=0), x.std(axis=0)
     std[std == 0] = 1.0
     z = torch.tensor((x - mean) / std)
-    target = torch.as_tensor(train["label"].to_numpy() - 1)
-    weights = torch.zeros((x.shape[1], NUM_GRADES), dtype=torch.float64, requires_grad=True)
-    bias = torch.zeros(NUM_GRADES, dtype=torch.float64, requires_grad=True)
+    target = torch.as_tensor(scale.classes(train["label"].to_numpy()))
+    weights = torch.zeros((x.shape[1], scale.count), dtype=torch.float64, requires_grad=True)
+    bias = torch.zeros(scale.count, dtype=torch.float64, requires_grad=True)
     optimizer = torch.optim.LBFGS([weights, bias], max_iter=max_iter, line_search_fn="strong_wolfe")
 
     def objective():
@@ -127,4 +133,4 @@ def fit_lexical(train: pd.DataFrame, l2: float = 1e-3, max_iter: int = 500) -> L
         return loss
 
     optimizer.step(objective)
-    return LexicalGrader(frequencies, mean, std, weights.detach().numpy().copy(), bias.detach().numpy().copy())
+    return LexicalGrader(frequencies, mean, std, weights.detach().numpy().copy(), bias.detach().numpy().copy(), scale)

@@ -11,6 +11,7 @@ picked (:func:`case_table`).
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections import Counter
 from collections.abc import Callable
@@ -20,15 +21,32 @@ import pandas as pd
 import torch
 from scipy import stats as sps
 
-from headlab.core.evaluate import Encoded, predict, predicted_grades
+from headlab.core.evaluate import Encoded, predict
 from headlab.core.masking import head_grid
 from headlab.core.stats import N_BOOT, boot_means, bootstrap_weights, versus_random
 from headlab.core.sweep import MaskSpec, baseline_spec
 from headlab.inputs.words import join_words
 
-GRADES = np.arange(1, 6, dtype=np.float64)
-PROBS = [f"p{g}" for g in range(1, 6)]  # a sweep table's grade probabilities
-SHUFFLED_PROBS = [f"{p}_shuffled" for p in PROBS]
+PROBABILITY = re.compile(r"p(\d+)")  # a sweep table's probability of grade <g>: p<g> (headlab.core.sweep)
+
+
+def grade_columns(table: pd.DataFrame) -> list[str]:
+    """A sweep table's grade probabilities, lowest grade first: one ``p<g>`` per grade of its scale, so the table
+    names its own grades (p1 ... p5 on the study's, p0 ... p2 on a 0-2 file)."""
+    columns = sorted((c for c in table.columns if PROBABILITY.fullmatch(c)), key=lambda c: int(c[1:]))
+    if len(columns) < 2:
+        raise ValueError(f"no grade probabilities (p<grade>) among the columns {list(table.columns)}")
+    return columns
+
+
+def shuffled_columns(columns: list[str]) -> list[str]:
+    """The same probabilities with the title shuffled (:func:`shuffle_effects`'s columns)."""
+    return [f"{c}_shuffled" for c in columns]
+
+
+def column_grades(columns: list[str]) -> np.ndarray:
+    """The grade each probability column is of (floats, for an expected grade)."""
+    return np.asarray([int(c.removesuffix("_shuffled")[1:]) for c in columns], float)
 
 
 # --- shuffling ------------------------------------------------------------------------------------
@@ -152,9 +170,14 @@ def _nan_mean_interval(values: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, n
 # --- sensitivity to shuffling ---------------------------------------------------------------------
 
 
-def expected_grade(probs: np.ndarray) -> np.ndarray:
-    """E[grade] = sum over g of g * p_g, per example: a smooth grade that moves before the argmax does."""
-    return np.asarray(probs, dtype=np.float64) @ GRADES
+def expected_grade(probs: np.ndarray, grades: np.ndarray) -> np.ndarray:
+    """E[grade] = sum over g of g * p_g, per example (``probs``: examples x grades; ``grades``: the grade of each
+    column): a smooth grade that moves before the argmax does."""
+    return np.asarray(probs, dtype=np.float64) @ grades
+
+
+def _most_probable(probs: np.ndarray, grades: np.ndarray) -> np.ndarray:
+    return grades.astype(np.int64)[np.asarray(probs).argmax(axis=1)]
 
 
 def _interval(per_example: np.ndarray, w: np.ndarray) -> tuple[float, float, float]:
@@ -212,12 +235,13 @@ def depth_matched_k(order_table: pd.DataFrame, heads: int) -> int:
 def grade_shares(effects: pd.DataFrame, examples=None) -> pd.DataFrame:
     """Predicted-grade distribution over the set, unmasked, with original and shuffled titles.
 
-    Columns: condition ("original" or "shuffled"), grade (1 to 5), count, share.
+    Columns: condition ("original" or "shuffled"), grade (every grade of the scale), count, share.
     """
     rows = _unmasked(effects, examples)
+    grades = column_grades(grade_columns(effects)).astype(int)
     out = []
     for condition, column in (("original", "predicted"), ("shuffled", "predicted_shuffled")):
-        counts = rows[column].value_counts().reindex(range(1, len(GRADES) + 1), fill_value=0)
+        counts = rows[column].value_counts().reindex(grades, fill_value=0)
         out += [
             {"condition": condition, "grade": g, "count": int(c), "share": c / len(rows)} for g, c in counts.items()
         ]
@@ -304,18 +328,22 @@ def shuffle_effects(original: pd.DataFrame, shuffled: pd.DataFrame, plan: pd.Dat
     ``tv`` the total variation distance between the two grade distributions (0 unchanged, 1 disjoint).
 
     Columns: mask_id, kind, example, grade, predicted, predicted_shuffled, expected, expected_shuffled, shift, tv,
-    p1 ... p5, p1_shuffled ... p5_shuffled.
+    the grade probabilities p<g> (:func:`grade_columns`) and the same with the suffix _shuffled.
     """
+    probs = grade_columns(original)
+    if grade_columns(shuffled) != probs:
+        raise ValueError("the original and shuffled sweeps are on different grade scales")
     merged = original.merge(
-        shuffled[["mask_id", "example", "predicted", *PROBS]],
+        shuffled[["mask_id", "example", "predicted", *probs]],
         on=["mask_id", "example"],
         suffixes=("", "_shuffled"),
         validate="one_to_one",
     )
     if len(merged) != len(original) or len(merged) != len(shuffled):
         raise ValueError("the original and shuffled sweeps cover different masks or examples")
-    p, q = merged[PROBS].to_numpy(np.float64), merged[SHUFFLED_PROBS].to_numpy(np.float64)
-    merged["expected"], merged["expected_shuffled"] = expected_grade(p), expected_grade(q)
+    p, q = merged[probs].to_numpy(np.float64), merged[shuffled_columns(probs)].to_numpy(np.float64)
+    grades = column_grades(probs)
+    merged["expected"], merged["expected_shuffled"] = expected_grade(p, grades), expected_grade(q, grades)
     merged["shift"] = merged["expected_shuffled"] - merged["expected"]
     merged["tv"] = 0.5 * np.abs(q - p).sum(axis=1)
     merged = merged.merge(plan[["mask_id", "kind"]], on="mask_id", how="left")
@@ -331,8 +359,8 @@ def shuffle_effects(original: pd.DataFrame, shuffled: pd.DataFrame, plan: pd.Dat
             "expected_shuffled",
             "shift",
             "tv",
-            *PROBS,
-            *SHUFFLED_PROBS,
+            *probs,
+            *shuffled_columns(probs),
         ]
     ]
 
@@ -451,19 +479,21 @@ def case_table(effects: pd.DataFrame, min_grade: int = 4, min_drop: int = 2) -> 
     def by_kind(kind):
         return effects[effects["kind"] == kind].groupby("example")
 
+    probs = grade_columns(effects)
+    shuffled, grades = shuffled_columns(probs), column_grades(probs)
     unmasked = by_kind("none").first()
     order = by_kind("order").first()
-    random = by_kind("random")[SHUFFLED_PROBS].mean()
+    random = by_kind("random")[shuffled].mean()
     table = pd.DataFrame({"example": unmasked.index, "grade": unmasked["grade"].to_numpy()})
     distributions = {
-        CONDITIONS[0]: unmasked[PROBS].to_numpy(np.float64),
-        CONDITIONS[1]: unmasked[SHUFFLED_PROBS].to_numpy(np.float64),
-        CONDITIONS[2]: order.loc[unmasked.index, SHUFFLED_PROBS].to_numpy(np.float64),
+        CONDITIONS[0]: unmasked[probs].to_numpy(np.float64),
+        CONDITIONS[1]: unmasked[shuffled].to_numpy(np.float64),
+        CONDITIONS[2]: order.loc[unmasked.index, shuffled].to_numpy(np.float64),
         CONDITIONS[3]: random.loc[unmasked.index].to_numpy(np.float64),
     }
     for short, condition in zip(("original", "shuffled", "order", "random"), CONDITIONS):
-        table[f"predicted_{short}"] = predicted_grades(distributions[condition])
-        table[f"expected_{short}"] = expected_grade(distributions[condition])
+        table[f"predicted_{short}"] = _most_probable(distributions[condition], grades)
+        table[f"expected_{short}"] = expected_grade(distributions[condition], grades)
     table["relevant"] = (table["grade"] >= min_grade) & (table["predicted_original"] >= min_grade)
     table["drops"] = table["relevant"] & (table["predicted_original"] - table["predicted_shuffled"] >= min_drop)
     table["order_restores"] = table["drops"] & (table["predicted_order"] > table["predicted_shuffled"])
@@ -530,21 +560,24 @@ def pick_case(cases: pd.DataFrame, examples=None) -> tuple[int, str]:
 def case_distributions(effects: pd.DataFrame, example: int) -> pd.DataFrame:
     """Tidy grade distributions of one example under the four :data:`CONDITIONS`.
 
-    Columns: condition, grade (1 to 5), probability.
+    Columns: condition, grade (every grade of the scale), probability.
     """
+    probs = grade_columns(effects)
+    shuffled = shuffled_columns(probs)
     rows = effects[effects["example"] == example]
     unmasked, order = rows[rows["kind"] == "none"].iloc[0], rows[rows["kind"] == "order"].iloc[0]
-    random = rows[rows["kind"] == "random"][SHUFFLED_PROBS].mean()
-    values = [unmasked[PROBS], unmasked[SHUFFLED_PROBS], order[SHUFFLED_PROBS], random]
-    return _tidy_distributions(dict(zip(CONDITIONS, (np.asarray(v, dtype=np.float64) for v in values))))
+    random = rows[rows["kind"] == "random"][shuffled].mean()
+    values = [unmasked[probs], unmasked[shuffled], order[shuffled], random]
+    by_condition = dict(zip(CONDITIONS, (np.asarray(v, dtype=np.float64) for v in values)))
+    return _tidy_distributions(by_condition, column_grades(probs).astype(int))
 
 
-def _tidy_distributions(by_condition: dict) -> pd.DataFrame:
+def _tidy_distributions(by_condition: dict, grades: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame(
         [
-            {"condition": c, "grade": g + 1, "probability": float(p[g])}
+            {"condition": c, "grade": int(g), "probability": float(p[i])}
             for c, p in by_condition.items()
-            for g in range(len(GRADES))
+            for i, g in enumerate(grades)
         ]
     )
 
@@ -559,7 +592,7 @@ def case_k_table(
     seeded sets per k with the layers of the top k but none of them (:func:`random_head_sets`), averaged; a k past
     :func:`depth_matched_k` has no such sets and is left out.
 
-    Columns: example, k, condition (:data:`CONDITIONS`), grade (1 to 5), probability.
+    Columns: example, k, condition (:data:`CONDITIONS`), grade (every grade of the lab's scale), probability.
     """
     examples = list(examples)
     model = lab.model
@@ -583,7 +616,8 @@ def case_k_table(
         )
         for row, example in enumerate(examples):
             values = (base_o[row], base_s[row], order_s[row], random_s[row])
-            tables.append(_tidy_distributions(dict(zip(CONDITIONS, values))).assign(example=example, k=k))
+            by_condition = dict(zip(CONDITIONS, values))
+            tables.append(_tidy_distributions(by_condition, np.asarray(lab.scale.grades)).assign(example=example, k=k))
     return pd.concat(tables, ignore_index=True)[["example", "k", "condition", "grade", "probability"]]
 
 

@@ -34,12 +34,14 @@ import torch
 
 from headlab.core.attention import attention_maps
 from headlab.core.evaluate import Encoded
+from headlab.core.grades import GradeScale
 from headlab.core.stats import bootstrap_weights
 from headlab.inputs.pieces import WORDPIECE, Pieces, piece_convention
 from headlab.lab.lab import Lab
 
 SPECIAL_TOKENS = frozenset({"[CLS]", "[SEP]", "[PAD]", "[MASK]", "<s>", "</s>", "<pad>", "<mask>"})
 UNK_TOKENS = frozenset({"[UNK]", "<unk>"})
+UNGRADED = GradeScale(0, 2)  # a corpus's sentences: no one graded them, each carries grade 0 and nothing reads it
 ALL, MULTI = "all tokens", "multi-token words"  # the two subsets a head's boundaries are scored on
 
 
@@ -223,7 +225,7 @@ def encode_segmented_examples(tokenizer, examples: list[list[list[str]]], max_le
         ids.append(enc["input_ids"])
         types.append(enc.get("token_type_ids") or [0] * len(enc["input_ids"]))
         segments.append([list(words) for words in example])
-    encoded = Encoded(ids, types, np.zeros(len(ids), dtype=np.int64), 0)
+    encoded = Encoded(ids, types, np.zeros(len(ids), dtype=np.int64), 0, UNGRADED)
     return SegmentedSet(encoded, segments, too_long, unaligned)
 
 

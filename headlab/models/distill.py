@@ -102,7 +102,7 @@ def _train(config: DistillConfig, work: Path, device: torch.device, progress: bo
     teacher_folder = checkpoint_dir(config.teacher)
     if not (teacher_folder / "model.safetensors").exists():
         raise FileNotFoundError(f"the teacher {teacher_folder} is not in the cache: fine-tune it before its students")
-    teacher = load_classifier(str(teacher_folder)).to(device)
+    teacher = load_classifier(str(teacher_folder), train_enc.scale).to(device)
     key = (
         str(teacher_folder),
         (teacher_folder / "model.safetensors").stat().st_mtime_ns,

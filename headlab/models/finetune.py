@@ -20,9 +20,9 @@ import torch
 from tqdm.auto import tqdm
 
 from headlab.core.device import autocast
-from headlab.core.evaluate import encode, length_batches, metrics, model_inputs, predict, predicted_grades
+from headlab.core.evaluate import encode, length_batches, metrics, model_inputs, predict
 from headlab.inputs.assets import cache_dir, is_asset, sha256_of
-from headlab.inputs.data import get_split, load_data
+from headlab.inputs.data import get_split, grade_scale, load_data
 from headlab.models.loading import load_classifier, load_tokenizer, resolve_model
 from headlab.models.names import REPORT, is_pretrained_name
 from headlab.models.training import cached, load_state, one_thread, optimizer_and_schedule, save_state, train_step
@@ -122,10 +122,17 @@ def training_pairs(config: FinetuneConfig):
     """``(tokenizer, train, dev, train_enc, dev_enc)``: the pairs a fine-tune learns from and is scored on, as
     frames and as ``[CLS] query [SEP] title [SEP]`` encodings."""
     frame = load_data(config.data, seed=config.seed)
+    scale = grade_scale(frame)
     train = get_split(frame, "train", limit=config.train_limit, seed=config.seed)
     dev = get_split(frame, "dev")
     tokenizer = load_tokenizer(config.model)
-    return tokenizer, train, dev, encode(tokenizer, train, config.max_length), encode(tokenizer, dev, config.max_length)
+    return (
+        tokenizer,
+        train,
+        dev,
+        encode(tokenizer, train, scale, config.max_length),
+        encode(tokenizer, dev, scale, config.max_length),
+    )
 
 
 def _train(config: FinetuneConfig, work: Path, device: torch.device, progress: bool) -> None:
@@ -133,7 +140,7 @@ def _train(config: FinetuneConfig, work: Path, device: torch.device, progress: b
     pad_id = tokenizer.pad_token_id or 0
 
     torch.manual_seed(config.seed)
-    model = load_classifier(config.model).to(device)
+    model = load_classifier(config.model, train_enc.scale).to(device)
     model.get_input_embeddings().requires_grad_(not config.freeze_word_embeddings)  # no gradient: AdamW skips it
 
     def batch_loss(idx):
@@ -146,11 +153,11 @@ def _train(config: FinetuneConfig, work: Path, device: torch.device, progress: b
 
 
 def training_batch(model, train_enc, idx, pad_id: int, device):
-    """The examples ``idx`` of ``train_enc`` as one padded batch: the model's inputs, their gold grades (0-based) and
+    """The examples ``idx`` of ``train_enc`` as one padded batch: the model's inputs, their gold classes and
     ``rows``, the batch's order (its row ``r`` is example ``idx[rows[r]]``)."""
     sub = train_enc.subset(idx)
     ((rows, batch),) = length_batches(sub, len(idx), pad_id)
-    return model_inputs(model, batch, device), torch.as_tensor(sub.grades[rows] - 1, device=device), rows
+    return model_inputs(model, batch, device), torch.as_tensor(sub.classes[rows], device=device), rows
 
 
 def fit_and_save(
@@ -163,26 +170,26 @@ def fit_and_save(
     def dev_probs():
         return predict(model, dev_enc, batch_size=64, device=device, pad_id=pad_id)
 
-    fit(model, config, work, device, progress, train_enc, batch_loss, dev_probs if score_dev else None, dev_enc.grades)
+    fit(model, config, work, device, progress, train_enc, batch_loss, dev_probs if score_dev else None, dev_enc)
     model.save_pretrained(work, safe_serialization=True)
     tokenizer.save_pretrained(work)
 
 
 def fit(
-    model, config: FinetuneConfig, work: Path, device, progress: bool, train_enc, batch_loss, dev_probs, dev_grades
+    model, config: FinetuneConfig, work: Path, device, progress: bool, train_enc, batch_loss, dev_probs, dev_pairs
 ) -> pd.DataFrame:
     """The epochs every classifier shares: seeded length-bucketed batches, AdamW with warm-up and decay, the state
     saved after each epoch (an interrupted run resumes to the same weights), dev scores per epoch; one torch thread
     (:func:`headlab.models.training.one_thread`: the same weights wherever it runs).
 
-    ``batch_loss(example indices)`` gives a batch's loss and ``dev_probs()`` the dev grade probabilities (None: the
-    dev scores are left empty, NaN); the history is written to ``work/history.csv`` and returned."""
+    ``batch_loss(example indices)`` gives a batch's loss and ``dev_probs()`` the grade probabilities of ``dev_pairs``
+    (None: the dev scores are left empty, NaN); the history is written to ``work/history.csv`` and returned."""
     with one_thread():
-        return _fit(model, config, work, device, progress, train_enc, batch_loss, dev_probs, dev_grades)
+        return _fit(model, config, work, device, progress, train_enc, batch_loss, dev_probs, dev_pairs)
 
 
 def _fit(
-    model, config: FinetuneConfig, work: Path, device, progress: bool, train_enc, batch_loss, dev_probs, dev_grades
+    model, config: FinetuneConfig, work: Path, device, progress: bool, train_enc, batch_loss, dev_probs, dev_pairs
 ) -> pd.DataFrame:
     steps_per_epoch = -(-len(train_enc) // config.batch_size)
     optimizer, scheduler = optimizer_and_schedule(
@@ -210,7 +217,7 @@ def _fit(
         dev_scores = {"accuracy": float("nan"), "macro_f1": float("nan")}
         if dev_probs is not None:
             with autocast(device, config.precision):
-                dev_scores = metrics(dev_grades, predicted_grades(dev_probs()))
+                dev_scores = metrics(dev_pairs.grades, dev_pairs.scale.predicted(dev_probs()), dev_pairs.scale)
         history.append(
             {
                 "epoch": epoch + 1,

@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoTokenizer
 
 from headlab.core.arch import architecture_of
-from headlab.core.evaluate import NUM_GRADES
+from headlab.core.grades import GradeError, GradeScale
 from headlab.core.pruning import KEPT_HEADS, KEPT_NEURONS, shape_for_kept_heads
 from headlab.inputs.assets import ASSETS, asset_path, is_asset
 from headlab.models.names import MODELS, is_pretrained_name, named_model_dir
@@ -93,13 +93,21 @@ def _check_folder(folder: Path, allow_pickle: bool) -> None:
         raise ModelError(f"model folder {folder} has no weights (*.safetensors)")
 
 
-def _load(loader, spec: str, allow_pickle: bool, attn: str, new: re.Pattern | None = None, **kwargs):
+def _load(
+    loader,
+    spec: str,
+    allow_pickle: bool,
+    attn: str,
+    new: re.Pattern | None = None,
+    scale: GradeScale | None = None,
+):
     path = resolve_model(spec, allow_pickle)
     config = AutoConfig.from_pretrained(path, trust_remote_code=False)
     try:
         architecture_of(config.model_type)
     except ValueError as err:
         raise ModelError(f"model {spec!r}: {err}") from None
+    kwargs = {} if scale is None else _grade_head(spec, config, scale)
 
     def load(implementation: str):
         if any(getattr(config, field, None) is not None for field in (KEPT_HEADS, KEPT_NEURONS)):
@@ -121,7 +129,7 @@ def _load(loader, spec: str, allow_pickle: bool, attn: str, new: re.Pattern | No
             raise ModelError(
                 f"could not load model {spec!r}: {len(mismatched)} weights of its checkpoint do not fit this model's "
                 f"shapes ({', '.join(sorted(mismatched)[:4])}{', ...' if len(mismatched) > 4 else ''}); a classifier "
-                f"trained for another number of grades has such a head (headlab grades in {NUM_GRADES})"
+                f"trained for another number of grades has such a head (the data's are {scale or 'not given'})"
             )
         missing = unexpected_missing(info.get("missing_keys", ()), new)
         if missing:
@@ -191,13 +199,47 @@ def _load_pruned(loader, folder: Path, config, attn: str) -> torch.nn.Module:
     return model
 
 
-def load_classifier(spec: str, attn: str = "sdpa", allow_pickle: bool = False) -> torch.nn.Module:
-    """The encoder with a 5-way grade classifier on ``[CLS]`` (new and untrained unless the folder has one: the head
-    and its pooler may be missing, nothing else).
+def _grade_head(spec: str, config, scale: GradeScale) -> dict:
+    """The keywords that give a classifier one class per grade of ``scale``, named by its grade (so the checkpoint
+    says which grades it learned); a checkpoint that names other grades is refused, not silently re-read."""
+    try:
+        trained = GradeScale.of_checkpoint(config.id2label, config.num_labels)
+    except GradeError as err:
+        raise ModelError(f"model {spec!r}: {err}") from None
+    if trained is not None and trained != scale:
+        raise ModelError(
+            f"model {spec!r} was fine-tuned on {trained}, the data's are {scale}: its classes are not them"
+        )
+    if any(getattr(config, field, None) is not None for field in (KEPT_HEADS, KEPT_NEURONS)):
+        if config.num_labels != scale.count:  # a pruned model is built from its config as saved
+            raise ModelError(f"pruned model {spec!r} grades in {config.num_labels} classes, the data's are {scale}")
+        return {}
+    id2label = scale.id2label()
+    return {"num_labels": scale.count, "id2label": id2label, "label2id": {g: i for i, g in id2label.items()}}
+
+
+def fine_tuned_scale(spec: str, data: GradeScale) -> GradeScale:
+    """The grades of an already fine-tuned folder (a pruned model: nothing is trained again) evaluated on a file of
+    ``data``'s grades: those its classes are named by, else its number of classes counted from the data's first
+    grade (transformers' default names say nothing more); refused where the data has a grade the model lacks."""
+    config = AutoConfig.from_pretrained(resolve_model(spec), trust_remote_code=False)
+    try:
+        named = GradeScale.of_checkpoint(config.id2label, config.num_labels)
+        scale = named or GradeScale(data.first, config.num_labels)
+    except GradeError as err:
+        raise ModelError(f"model {spec!r}: {err}") from None
+    if data.first < scale.first or data.last > scale.last:
+        raise ModelError(f"model {spec!r} has classes for {scale}; the data has {data}, which it cannot give")
+    return scale
+
+
+def load_classifier(spec: str, scale: GradeScale, attn: str = "sdpa", allow_pickle: bool = False) -> torch.nn.Module:
+    """The encoder with a classifier on ``[CLS]`` of one class per grade of ``scale`` (new and untrained unless the
+    folder has one: the head and its pooler may be missing, nothing else).
 
     sdpa is the fast default; an encoder that has no sdpa path gets eager attention instead.
     """
-    return _load(AutoModelForSequenceClassification, spec, allow_pickle, attn, NEW_HEAD, num_labels=NUM_GRADES).eval()
+    return _load(AutoModelForSequenceClassification, spec, allow_pickle, attn, NEW_HEAD, scale).eval()
 
 
 def load_encoder(spec: str, attn: str = "eager", allow_pickle: bool = False) -> torch.nn.Module:

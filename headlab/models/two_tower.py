@@ -17,7 +17,8 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from headlab.core.evaluate import NUM_GRADES, Encoded, encode_sentences, model_inputs, padded
+from headlab.core.evaluate import Encoded, encode_sentences, model_inputs, padded
+from headlab.core.grades import GradeScale
 from headlab.models.finetune import (
     TRAINING_PROCEDURE,
     FinetuneConfig,
@@ -35,10 +36,10 @@ HEAD_FILE = "two_tower_head.safetensors"
 class TwoTower(torch.nn.Module):
     """One encoder for both sentences; a linear grader on ``[u, v, |u - v|, u * v]`` of their mean-pooled vectors."""
 
-    def __init__(self, encoder: torch.nn.Module):
+    def __init__(self, encoder: torch.nn.Module, grades: int):
         super().__init__()
         self.encoder = encoder
-        self.head = torch.nn.Linear(4 * encoder.config.hidden_size, NUM_GRADES)
+        self.head = torch.nn.Linear(4 * encoder.config.hidden_size, grades)  # one logit per grade of the scale
 
     def embed(self, batch: dict) -> torch.Tensor:
         """Mean of the last hidden states over each sentence's tokens (padding excluded)."""
@@ -64,12 +65,12 @@ def finetune_two_tower(config: FinetuneConfig = FinetuneConfig(), device="cpu", 
     return cached(two_tower_dir(config), lambda work: _train(config, work, torch.device(device), progress))
 
 
-def pair_encodings(tokenizer, frame, max_length: int = 128) -> tuple[Encoded, Encoded]:
+def pair_encodings(tokenizer, frame, scale: GradeScale, max_length: int = 128) -> tuple[Encoded, Encoded]:
     """Queries and titles of ``frame`` tokenized apart, each with the pairs' grades."""
     grades = frame["label"].to_numpy()
     return (
-        encode_sentences(tokenizer, frame["query"], grades, max_length),
-        encode_sentences(tokenizer, frame["title"], grades, max_length),
+        encode_sentences(tokenizer, frame["query"], grades, scale, max_length),
+        encode_sentences(tokenizer, frame["title"], grades, scale, max_length),
     )
 
 
@@ -77,24 +78,24 @@ def _train(config: FinetuneConfig, work: Path, device: torch.device, progress: b
     # the cross-encoder's pair encoding orders the batches, so both models see the same examples in each step
     tokenizer, train, dev, train_pairs, dev_pairs = training_pairs(config)
     pad_id = tokenizer.pad_token_id or 0
-    queries, titles = pair_encodings(tokenizer, train, config.max_length)
-    dev_queries, dev_titles = pair_encodings(tokenizer, dev, config.max_length)
+    queries, titles = pair_encodings(tokenizer, train, train_pairs.scale, config.max_length)
+    dev_queries, dev_titles = pair_encodings(tokenizer, dev, dev_pairs.scale, config.max_length)
 
     torch.manual_seed(config.seed)
     # eager attention: under bf16 autocast on a CPU, sdpa with padding masks ran 0.83 s a step where eager ran 0.59
-    model = TwoTower(load_encoder(config.model, attn="eager")).to(device)
+    model = TwoTower(load_encoder(config.model, attn="eager"), train_pairs.scale.count).to(device)
     model.encoder.get_input_embeddings().requires_grad_(not config.freeze_word_embeddings)
 
     def batch_loss(idx):
         logits = model(*(model_inputs(model.encoder, padded(enc, idx, pad_id), device) for enc in (queries, titles)))
-        labels = torch.as_tensor(train_pairs.grades[idx] - 1, device=device)
+        labels = torch.as_tensor(train_pairs.classes[idx], device=device)
         return torch.nn.functional.cross_entropy(logits, labels)
 
     def dev_probs():
         return predict_two_tower(model, dev_queries, dev_titles, batch_size=64, device=device, pad_id=pad_id)
 
     started = time.time()
-    fit(model, config, work, device, progress, train_pairs, batch_loss, dev_probs, dev_pairs.grades)
+    fit(model, config, work, device, progress, train_pairs, batch_loss, dev_probs, dev_pairs)
     model.encoder.save_pretrained(work, safe_serialization=True)
     save_file({k: v.contiguous() for k, v in model.head.state_dict().items()}, work / HEAD_FILE)
     tokenizer.save_pretrained(work)
@@ -106,8 +107,9 @@ def load_two_tower(folder) -> TwoTower:
     folder = Path(folder)
     if not (folder / HEAD_FILE).is_file():
         raise FileNotFoundError(f"{folder}: no {HEAD_FILE}; this is not a two-tower model folder")
-    model = TwoTower(load_encoder(str(folder), attn="sdpa"))
-    model.head.load_state_dict(load_file(folder / HEAD_FILE))
+    head = load_file(folder / HEAD_FILE)
+    model = TwoTower(load_encoder(str(folder), attn="sdpa"), grades=head["weight"].shape[0])
+    model.head.load_state_dict(head)
     return model.eval()
 
 
@@ -115,11 +117,11 @@ def load_two_tower(folder) -> TwoTower:
 def predict_two_tower(
     model: TwoTower, queries: Encoded, titles: Encoded, batch_size: int = 64, device="cpu", pad_id: int = 0
 ) -> np.ndarray:
-    """Grade probabilities (pairs x 5), in batches ordered by the pairs' lengths."""
+    """Grade probabilities (pairs x grades), in batches ordered by the pairs' lengths."""
     model.eval()
     lengths = np.array([len(q) + len(t) for q, t in zip(queries.input_ids, titles.input_ids)])
     order = np.argsort(lengths, kind="stable")
-    probs = np.zeros((len(queries), NUM_GRADES), dtype=np.float32)
+    probs = np.zeros((len(queries), model.head.out_features), dtype=np.float32)
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]
         logits = model(*(model_inputs(model.encoder, padded(enc, idx, pad_id), device) for enc in (queries, titles)))

@@ -1,38 +1,50 @@
 """Every claim the book tests, in the book's order (:data:`STUDY_CLAIMS`), for the scorecard, the README, the
 calibration and the tests. Each page module declares its page's claims beside the code that measures them
-(:class:`headlab.judging.verdicts.StudyClaim` constants, listed in its ``CLAIMS``; a new module goes in
-:data:`MODULES`); the tallies must hold the stated families (:data:`headlab.judging.verdicts.FAMILIES`), checked
-when this module loads."""
+(:class:`headlab.judging.verdicts.StudyClaim` constants, listed in its ``CLAIMS``); the modules are found from the page
+registry (:func:`claim_modules`: a page ``NN_name`` is measured in ``headlab.pages.name``), so a page's claims reach the
+scorecard with the page. The tallies must hold the stated families (:data:`headlab.judging.verdicts.FAMILIES`),
+checked when this module loads: a family is the correction's size, a rule stated before the results, so a new claim
+states it there too."""
 
 from __future__ import annotations
 
-import headlab.pages.cls_head as cls_head
-import headlab.pages.finetune_delta as finetune_delta
-import headlab.pages.layer_dependence as layer_dependence
-import headlab.pages.objectives as objectives
-import headlab.pages.patching as patching
-import headlab.pages.pruning as pruning
-import headlab.pages.redundancy as redundancy
-import headlab.pages.term_matching as term_matching
-import headlab.pages.two_tower as two_tower
-import headlab.pages.word_order as word_order
-import headlab.pages.word_segmentation as word_segmentation
-from headlab.judging.verdicts import FAMILIES, TALLIES, StudyClaim, study_claim_id
+from collections.abc import Sequence
+from importlib import import_module
+from types import ModuleType
 
-MODULES = (  # the modules that declare claims, in the book's order (the objectives, on no one page, last)
-    redundancy,
-    layer_dependence,
-    word_segmentation,
-    word_order,
-    term_matching,
-    finetune_delta,
-    cls_head,
-    two_tower,
-    patching,
-    pruning,
-    objectives,
-)
-STUDY_CLAIMS: dict[str, StudyClaim] = {c.claim_id: c for module in MODULES for c in module.CLAIMS}
+import headlab.pages.objectives as objectives
+from headlab.judging.verdicts import FAMILIES, TALLIES, StudyClaim, study_claim_id
+from headlab.lab.pages import PAGES, Page
+
+
+def page_module(p: Page) -> str:
+    """The module that measures page ``p`` (``04_word_order``: ``headlab.pages.word_order``)."""
+    return f"headlab.pages.{p.id.split('_', 1)[1]}"
+
+
+def claim_modules(pages: Sequence[Page] = PAGES) -> tuple[ModuleType, ...]:
+    """The modules that declare claims, in the book's order: each registered page's own, where it has one (the setup
+    page measures nothing), then the objectives' (on no one page) last."""
+    modules = []
+    for p in pages:
+        try:
+            modules.append(import_module(page_module(p)))
+        except ModuleNotFoundError as err:
+            if err.name != page_module(p):
+                raise
+    return (*modules, objectives)
+
+
+def study_claims(modules: Sequence[ModuleType]) -> dict[str, StudyClaim]:
+    """Every claim the ``modules`` declare, by id; a module of a page without ``CLAIMS`` is an error naming it."""
+    missing = [m.__name__ for m in modules if not hasattr(m, "CLAIMS")]
+    if missing:
+        raise AttributeError(f"{', '.join(missing)}: a page module lists its claims in CLAIMS (an empty tuple: none)")
+    return {c.claim_id: c for module in modules for c in module.CLAIMS}
+
+
+MODULES = claim_modules()
+STUDY_CLAIMS: dict[str, StudyClaim] = study_claims(MODULES)
 
 
 def check_families(claims: dict[str, StudyClaim], families: dict[str, int]) -> None:

@@ -469,6 +469,7 @@ NOTHING = StudyClaim(
     Kind.EFFECT,
     direction=1,
     null=0.5,
+    counts_heads=True,
 )
 IMPROVE = StudyClaim(
     "layer_dependence.some_heads_improve",

@@ -33,7 +33,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from headlab.core.evaluate import predicted_grades
 from headlab.core.pruning import cannot_prune
 from headlab.core.stats import N_BOOT, floor_bound, kappa_contrast, kappa_lost_point, relative_change
 from headlab.core.sweep import (
@@ -280,7 +279,7 @@ def pruned_summary(
     if match.empty:
         raise ValueError(f"no mask of the sweep removes exactly the {len(drop)} heads to compare with")
     masked = per_example[per_example["mask_id"] == match["mask_id"].iloc[0]].sort_values("example")
-    predicted = predicted_grades(pruned_lab.base_probs)
+    predicted = pruned_lab.scale.predicted(pruned_lab.base_probs)
     mb = lambda path: sum(f.stat().st_size for f in Path(path).glob("*.safetensors")) / 2**20  # noqa: E731
     with tempfile.TemporaryDirectory() as unpruned:  # the unpruned model saved the same way, for a like size
         lab.model.save_pretrained(unpruned, safe_serialization=True)
@@ -596,8 +595,8 @@ def student_grades(lab: Lab, folder: Path) -> np.ndarray:
     grades them and page 10 reads them, so no student grades the test pairs twice, and a kept grading loads no model."""
 
     def grade() -> pd.DataFrame:
-        model = load_classifier(str(folder))
-        return pd.DataFrame({"predicted": predicted_grades(lab.with_model(model).base_probs)})
+        model = load_classifier(str(folder), lab.scale)
+        return pd.DataFrame({"predicted": lab.scale.predicted(lab.with_model(model).base_probs)})
 
     weights = (folder / "model.safetensors").stat().st_mtime_ns
     return lab.stored("student_grades", {"student": folder.name, "weights": weights}, grade)["predicted"].to_numpy()

@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 
 from headlab.core.device import precision
-from headlab.core.evaluate import GRADE_LABELS, metrics, predict, predicted_grades
+from headlab.core.evaluate import metrics, predict
+from headlab.core.grades import GradeScale
 from headlab.core.masking import head_grid
 from headlab.core.stats import N_BOOT, bootstrap_weights, mcnemar, relative_change
 from headlab.core.sweep import BASELINE, kappa_columns
@@ -84,23 +85,23 @@ def cross_encoder_grades(lab: Lab, matching, draws: int, keep_draws: int) -> dic
                 block_across=sep,
                 precision=chosen,
             ),
-            columns=[f"p{g}" for g in GRADE_LABELS],
+            columns=[f"p{g}" for g in lab.scale.grades],
         ),
     )
     return {
         "unmasked": grades[BASELINE].to_numpy(),
         "masked": grades["matching"].to_numpy(),
-        "within sentence": predicted_grades(within.to_numpy()),
+        "within sentence": lab.scale.predicted(within.to_numpy()),
     }
 
 
 def two_tower_probs(lab: Lab) -> tuple[Path, np.ndarray]:
     """``(folder, probs)``: the two-tower model fine-tuned on the lab's settings (trained on the first call, then read
-    from the cache; :func:`headlab.models.two_tower.finetune_two_tower`) and its grade probabilities (pairs x 5) on
+    from the cache; :func:`headlab.models.two_tower.finetune_two_tower`) and its grade probabilities (pairs x grades) on
     the lab's pairs, query and title encoded apart, with the lab's batch size, device and pad id."""
     folder = finetune_two_tower(lab.params.finetune_config, device=lab.device)
     two_tower = load_two_tower(folder).to(lab.device)
-    queries, titles = pair_encodings(lab.tokenizer, lab.frame)
+    queries, titles = pair_encodings(lab.tokenizer, lab.frame, lab.scale)
     probs = predict_two_tower(
         two_tower, queries, titles, batch_size=lab.batch_size, device=lab.device, pad_id=lab.pad_id
     )
@@ -116,9 +117,9 @@ def pretraining_note(model: str) -> str:
     )
 
 
-def lexical_grades(train: pd.DataFrame, evaluated: pd.DataFrame) -> np.ndarray:
+def lexical_grades(train: pd.DataFrame, evaluated: pd.DataFrame, scale: GradeScale) -> np.ndarray:
     """Grades of the ``evaluated`` pairs by the lexical overlap grader fitted on the ``train`` pairs."""
-    return fit_lexical(train).probabilities(evaluated).argmax(axis=1) + 1
+    return fit_lexical(train, scale).grades(evaluated)
 
 
 def masked_label(k: int) -> str:
@@ -137,14 +138,19 @@ def graded_conditions(lab: Lab, cross: dict[str, np.ndarray], tower_probs: np.nd
         REFERENCE: cross["unmasked"],
         masked_label(k): cross["masked"],
         BLOCKED: cross["within sentence"],
-        TWO_TOWERS: predicted_grades(tower_probs),
-        LEXICAL: lexical_grades(train, lab.frame),
+        TWO_TOWERS: lab.scale.predicted(tower_probs),
+        LEXICAL: lexical_grades(train, lab.frame, lab.scale),
         f"always grade {majority}": np.full(len(lab.encoded), majority),
     }
 
 
 def condition_table(
-    predicted: dict[str, np.ndarray], grades: np.ndarray, n_boot: int = N_BOOT, seed: int = 0, study: dict | None = None
+    predicted: dict[str, np.ndarray],
+    grades: np.ndarray,
+    scale: GradeScale,
+    n_boot: int = N_BOOT,
+    seed: int = 0,
+    study: dict | None = None,
 ) -> pd.DataFrame:
     """One row per condition (``label``): accuracy and macro-F1, the accuracy's 95% interval over the test pairs,
     and the paired relative change of accuracy against the cross-encoder (``rel_change``, ``lo``, ``hi``) with
@@ -168,7 +174,7 @@ def condition_table(
                 "accuracy": correct.mean(),
                 "acc_lo": np.quantile(boot, 0.025),
                 "acc_hi": np.quantile(boot, 0.975),
-                "macro_f1": metrics(grades, np.asarray(pred))["macro_f1"],
+                "macro_f1": metrics(grades, np.asarray(pred), scale)["macro_f1"],
                 "rel_change": change["rel_change"],
                 "lo": change["lo"],
                 "hi": change["hi"],

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from headlab.core.evaluate import Encoded
+from headlab.core.grades import STUDY_SCALE, GradeScale
 from headlab.judging.units import DIAGONAL, GRADE_SHIFT, STUDY_GRADE_SHIFT, TOTAL_VARIATION
 
 # notebook 04 takes claims_file and claims_table from here
@@ -115,14 +116,20 @@ def verdict_order_heads(
     )
 
 
-def shuffle_claims(by_grade: pd.DataFrame) -> list[Claim]:
+def shuffle_claims(by_grade: pd.DataFrame, scale: GradeScale) -> list[Claim]:
     """The study's pair lost grades when its title was shuffled: does shuffling lower the grade over the whole set?
 
     Ours is the mean change of the expected grade over the pairs whose title changed order, with its 95% bootstrap
     interval over pairs. The study's −2 is the argmax grade its one pair lost: another unit, so it is kept with its
-    own (``study_unit``) and never put beside ours as the same number.
+    own (``study_unit``) and never put beside ours as the same number. A shift in grades says how far on the study's
+    scale only: on another ``scale`` (a 0-2 file's grade is not a 1-5 grade) the row is not comparable.
     """
     total = _record(by_grade, "grade", "all")
+    other_scale = (
+        ""
+        if scale.is_study
+        else f"the data's {scale} are not the study's {STUDY_SCALE}, so a shift counted in grades is not the study's"
+    )
     return [
         Claim.measured(
             SHUFFLE_LOWERS_GRADE,
@@ -134,8 +141,10 @@ def shuffle_claims(by_grade: pd.DataFrame) -> list[Claim]:
             n_examples=int(total.n_examples),
             study=float(STUDY_SHIFT),
             study_unit=STUDY_GRADE_SHIFT,
+            not_comparable=other_scale,
             reason=(
-                f"Ours: the mean change of the expected grade (grades run 1 to 5) over the {int(total.n_examples)} "
+                f"Ours: the mean change of the expected grade (grades run {scale.first} to {scale.last}) over the "
+                f"{int(total.n_examples)} "
                 f"pairs whose title changed order, from {total.expected:.3f} to {total.expected_shuffled:.3f}. The "
                 f"study's {STUDY_SHIFT:+d} is the argmax grade its one example pair lost, not a mean over pairs, so "
                 "the two are not the same number"
@@ -144,14 +153,16 @@ def shuffle_claims(by_grade: pd.DataFrame) -> list[Claim]:
     ]
 
 
-def verdict_shuffle(by_grade: pd.DataFrame, shares: pd.DataFrame, rows: list[Claim] | None = None) -> str:
+def verdict_shuffle(
+    by_grade: pd.DataFrame, shares: pd.DataFrame, scale: GradeScale, rows: list[Claim] | None = None
+) -> str:
     """Markdown: how far shuffling the title moves the grades (``rows``, default :func:`shuffle_claims`), beside the
-    study's 4 -> 2."""
+    study's 4 -> 2; the pairs of the scale's two highest grades apart."""
     total = _record(by_grade, "grade", "all")
-    high = by_grade[by_grade["grade"].isin(["4", "5"])]
+    high = by_grade[by_grade["grade"].isin([str(g) for g in scale.grades[-2:]])]
     moved = _grade_change(shares)
     lines = [
-        render(shuffle_claims(by_grade) if rows is None else rows),
+        render(shuffle_claims(by_grade, scale) if rows is None else rows),
         f"- The grade distributions with the original and the shuffled title differ by a total variation of "
         f"{total.tv:.3g} per pair on average.",
     ]
@@ -269,10 +280,10 @@ def case_grades(cases: pd.DataFrame, example: int) -> pd.DataFrame:
     )
 
 
-def verdict_case(shares: pd.DataFrame, grades: pd.DataFrame, pattern: str) -> str:
+def verdict_case(shares: pd.DataFrame, grades: pd.DataFrame, pattern: str, scale: GradeScale) -> str:
     """Markdown: how many pairs follow the study's case, and how the example shown behaves. No claim row: the study
     shows its pair as an illustration and does not claim it is typical (and pairs graded below 4 could not follow
-    it)."""
+    it). Its grades are the study's 1-5: on another ``scale`` the case is said to be not comparable."""
     counts = shares.set_index("pattern")
     funnel = "; ".join(
         f"{PATTERNS[p]}: {int(r['count'])} ({r['share']:.1%}, [{r['lo']:.1%}, {r['hi']:.1%}])"
@@ -286,8 +297,17 @@ def verdict_case(shares: pd.DataFrame, grades: pd.DataFrame, pattern: str) -> st
         shown = "is the pair whose expected grade falls most (no pair has a high gold and predicted grade)"
     else:
         shown = f'goes as far as "{PATTERNS[pattern].removeprefix("... ")}" (no pair goes further)'
+    other_scale = (
+        []
+        if scale.is_study
+        else [
+            f"- Not comparable: the study's case is told in its {STUDY_SCALE} (4 -> 2 -> 3 -> 2), the data's are "
+            f"{scale}; the counts below follow the page's MIN_GRADE and MIN_DROP on them."
+        ]
+    )
     return "\n".join(
         [
+            *other_scale,
             f"- Of {int(counts['n_examples'].iloc[0])} pairs: {funnel}.",
             f"- The pair shown {shown}: original -> shuffled -> shuffled with order heads masked -> "
             f"shuffled with random heads masked is {ours} here, {study} in the study.",

@@ -13,7 +13,7 @@ import pandas as pd
 
 import headlab.report.charts as charts
 from headlab.core.attention import attention_maps
-from headlab.core.evaluate import Encoded, predict, predicted_grades
+from headlab.core.evaluate import Encoded, predict
 from headlab.core.masking import head_grid, keep_all
 from headlab.lab.lab import Lab
 from headlab.report.render import in_book, live_panel
@@ -115,8 +115,8 @@ def example_view(
     one = encoded.subset([example])
     mask = keep_all(model)
     mask[layer, head] = 0.0
-    kept = predicted_grades(predict(model, one, device=device, pad_id=pad_id))[0]
-    masked = predicted_grades(predict(model, one, mask=mask, device=device, pad_id=pad_id))[0]
+    kept = encoded.scale.predicted(predict(model, one, device=device, pad_id=pad_id))[0]
+    masked = encoded.scale.predicted(predict(model, one, mask=mask, device=device, pad_id=pad_id))[0]
     _, maps = next(attention_maps(model, one, device=device, pad_id=pad_id))
     tokens = tokenizer.convert_ids_to_tokens(encoded.input_ids[example])
     text = (

@@ -14,7 +14,7 @@ from headlab.report.charts.heads import (
 )
 from headlab.report.charts.matching import claim_intervals, cls_bars, condition_effects, draws_against, map_panels
 from headlab.report.charts.scorecard import SIZES_SHOWN, VERDICT_COLOURS, claims_in_sizes, verdict_grid
-from headlab.report.charts.setup import GRADE_SCALE, class_balance, confusion, share_curve, training_history
+from headlab.report.charts.setup import class_balance, confusion, share_curve, training_history
 from headlab.report.charts.towers import condition_accuracy
 from headlab.report.charts.words import (
     boundary_heads,
@@ -27,7 +27,6 @@ from headlab.report.charts.words import (
 )
 
 __all__ = [
-    "GRADE_SCALE",
     "SIZES_SHOWN",
     "VERDICT_COLOURS",
     "attention_cells",

@@ -5,8 +5,6 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-GRADE_SCALE = alt.Scale(domain=[1, 2, 3, 4, 5])
-
 
 def class_balance(balance: pd.DataFrame) -> alt.Chart:
     """Share of each grade per split."""
