@@ -70,6 +70,7 @@ from headlab.judging.verdicts import (
     VERDICTS,
     Kind,
     StudyClaim,
+    Tally,
     Verdict,
     decide,
     each_level,
@@ -348,7 +349,13 @@ def calibration_table(
             lo, hi = clopper_pearson(x, n_sim)
             rows.append(
                 {"preset": preset, "claim_id": f"familywise ({tally})", "tally": tally, "truth": truth, "n_sim": n_sim}
-                | {"wrong": x / n_sim, "wrong_lo": lo, "wrong_hi": hi, "family": FAMILIES[tally], "claims": len(hits)}
+                | {
+                    "wrong": x / n_sim,
+                    "wrong_lo": lo,
+                    "wrong_hi": hi,
+                    "family": FAMILIES[Tally(tally)],
+                    "claims": len(hits),
+                }
             )
     return pd.DataFrame(rows)
 

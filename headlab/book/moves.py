@@ -22,7 +22,7 @@ import pandas as pd
 from headlab.book.calibration import REPO
 from headlab.book.sensitivity import rejudged
 from headlab.judging.units import in_current_units
-from headlab.judging.verdicts import RULE_VERSION, Verdict, study_claim_id
+from headlab.judging.verdicts import RULE_VERSION, Tally, Verdict, study_claim_id
 from headlab.pages.claims import STUDY_CLAIMS
 
 UNJUDGED = (Verdict.NOT_COMPARABLE, Verdict.NOT_JUDGED)  # verdicts the rule does not give from a row's numbers
@@ -109,7 +109,7 @@ def moves_text(moves: pd.DataFrame) -> str:
     lines = []
     for preset, rows in moves.groupby("preset", sort=False):
         moved = rows[rows["cause"] != ""]
-        study = rows[rows["tally"] == "study"]
+        study = rows[rows["tally"] == Tally.STUDY]
         counts = moved["cause"].value_counts().to_dict()
         lines.append(
             f"**{preset}**: {len(moved)} of {len(rows)} rows moved ("

@@ -42,7 +42,7 @@ from headlab.book.calibration import REPO
 from headlab.book.sensitivity import _design, on_policy_scale
 from headlab.core.stats import draws_df, pairs_share
 from headlab.judging.units import in_current_units
-from headlab.judging.verdicts import Kind, Verdict, each_level, minimum_detectable, quantile, underpowered
+from headlab.judging.verdicts import Kind, Tally, Verdict, each_level, minimum_detectable, quantile, underpowered
 from headlab.pages.claims import STUDY_CLAIMS, registered
 
 DRAWS_CAP = 4  # the most draws a purchase multiplies a row's by: each is one more mask on every pair (or a student)
@@ -162,7 +162,7 @@ def power_table(scorecard: Path = REPO / "results" / "scorecard.csv", repo: Path
     return pd.DataFrame(out)
 
 
-def underpowered_counts(table: pd.DataFrame, tally: str = "study") -> pd.DataFrame:
+def underpowered_counts(table: pd.DataFrame, tally: Tally = Tally.STUDY) -> pd.DataFrame:
     """Per preset, how many of ``tally``'s rows have a design that is not powered as built (whatever their verdict)
     and how many would still not be under each purchase (one that does not apply leaves a row as built)."""
     rows = table[(table["tally"] == tally) & (table[f"powered {Purchase.NONE.value}"].astype(str) == "False")]

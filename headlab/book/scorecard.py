@@ -29,6 +29,7 @@ from headlab.judging.verdicts import (
     TALLIES,
     VERDICTS,
     Kind,
+    Tally,
     Verdict,
     study_claim_id,
 )
@@ -53,8 +54,9 @@ _TWO_LINES = (
 )
 CORRECTION = (
     f"Every verdict is taken at {ALPHA:.0%} over a family of claims (Bonferroni): one model's "
-    f"{FAMILIES['study']} claims of the study are one family, its {FAMILIES['ours']} predictions of our own another, "
-    f"so each claim of the study is judged at {ALPHA:.0%} / {FAMILIES['study']} = {ALPHA / FAMILIES['study']:.2g}, "
+    f"{FAMILIES[Tally.STUDY]} claims of the study are one family, its {FAMILIES[Tally.OURS]} predictions of our own "
+    f"another, so each claim of the study is judged at {ALPHA:.0%} / {FAMILIES[Tally.STUDY]} = "
+    f"{ALPHA / FAMILIES[Tally.STUDY]:.2g}, "
     f"and a row chosen among k candidates on its page (a head among the heads of some layers) at {ALPHA:.0%} / "
     "(family × k). Each 95% interval is widened once to that level, each side at half of it, by the ratio of "
     "quantiles (normal where only pairs are resampled; where random draws are too, the pairs' and the draws' parts "
@@ -153,7 +155,7 @@ def _scale_flip(row) -> str:
     return f" ({SCALE_MARK} on {scale}: {SIGN_WORDS[other]})"
 
 
-def scale_flips(table: pd.DataFrame, preset: str, family: str = "study") -> int:
+def scale_flips(table: pd.DataFrame, preset: str, family: Tally = Tally.STUDY) -> int:
     """How many of one tally's claims show another sign on one preset when read on the other scale."""
     if table.empty or "scale_flip" not in table:
         return 0
@@ -230,7 +232,7 @@ def leaning(row) -> str:
     return " (+)" if lean > 0 else " (−)" if lean < 0 else ""
 
 
-def grid_cells(table: pd.DataFrame, pages: dict[str, str], family: str = "study") -> pd.DataFrame:
+def grid_cells(table: pd.DataFrame, pages: dict[str, str], family: Tally = Tally.STUDY) -> pd.DataFrame:
     """One row per claim (not sub-row) of one tally (``family``) and built preset (``pages``: preset -> folder of its
     pages), for a grid of the page: its verdict, its cell's ``label`` (the verdict, and for an undecided one which
     way it leans: :func:`leaning`), what its tooltip says (:data:`GRID_TOOLTIP`) and ``href``, the page with its
@@ -240,7 +242,7 @@ def grid_cells(table: pd.DataFrame, pages: dict[str, str], family: str = "study"
         return pd.DataFrame(columns=columns)
     main = table[table["claim_id"].map(is_main) & table["preset"].isin(list(pages))]
     if "tally" in main:
-        main = main[main["tally"].fillna("study") == family]
+        main = main[main["tally"].fillna(Tally.STUDY) == family]
     labels = {preset: column_label(preset, table) for preset in pages}
     cells = [
         {
@@ -261,7 +263,7 @@ def grid_cells(table: pd.DataFrame, pages: dict[str, str], family: str = "study"
     return pd.DataFrame(cells, columns=columns)
 
 
-def grid_html(table: pd.DataFrame, pages: dict[str, str], family: str = "study") -> str:
+def grid_html(table: pd.DataFrame, pages: dict[str, str], family: Tally = Tally.STUDY) -> str:
     """One tally's grid as HTML that the book's own Vega bundle draws (no network; SVG for readers without
     JavaScript), laid out to fit the text column; empty when no claim of it was saved."""
     cells = grid_cells(table, pages, family)
@@ -310,7 +312,7 @@ def intervals_html(table: pd.DataFrame, pages: dict[str, str]) -> str:
     return "" if rows.empty else BookChart(fit(claims_in_sizes(rows)))._repr_html_()
 
 
-def tally(table: pd.DataFrame, preset: str, family: str = "study") -> pd.Series:
+def tally(table: pd.DataFrame, preset: str, family: Tally = Tally.STUDY) -> pd.Series:
     """Verdicts of one tally's claims (:data:`headlab.judging.verdicts.TALLIES`) on one preset (sub-rows not
     counted)."""
     if table.empty:
@@ -322,7 +324,7 @@ def _main_rows(table: pd.DataFrame, preset: str, family: str) -> pd.DataFrame:
     return table[(table["preset"] == preset) & table["claim_id"].map(is_main) & (table["tally"] == family)]
 
 
-def mean_flips(table: pd.DataFrame, preset: str, family: str = "study") -> int:
+def mean_flips(table: pd.DataFrame, preset: str, family: Tally = Tally.STUDY) -> int:
     """How many of one tally's claims change verdict on one preset when removed heads are mean-ablated."""
     if table.empty:
         return 0
@@ -331,7 +333,7 @@ def mean_flips(table: pd.DataFrame, preset: str, family: str = "study") -> int:
     return int(((other != "") & (other != mine["verdict"])).sum())
 
 
-def tally_lines(table: pd.DataFrame, presets: list[str], family: str) -> list[str]:
+def tally_lines(table: pd.DataFrame, presets: list[str], family: Tally) -> list[str]:
     """One tally's verdicts counted per model, with the claims decided (holds, does not hold or opposite) and those
     whose verdict mean-ablation changes."""
     lines = [
@@ -442,7 +444,7 @@ def answer_lines(table: pd.DataFrame, presets: list[str], models: pd.DataFrame |
     if table.empty or "claim_id" not in table:
         return lines
     for preset in column_order(presets):
-        rows = _main_rows(table, preset, "study")
+        rows = _main_rows(table, preset, Tally.STUDY)
         if rows.empty:
             continue
         first = rows.iloc[0]
@@ -588,17 +590,17 @@ def scorecard_markdown(
         ]
     for family, caption in (
         (
-            "study",
+            Tally.STUDY,
             "The study's claims (rows) on each model (columns). Hover a cell for our number, its intervals and the "
             "rule; click it for the page with the evidence. An undecided cell says which way our estimate leans: (+) "
             "the claim's way, (−) the other way. The tables below give every cell in full.",
         ),
-        ("ours", "Our own predictions (rows), apart from the study's, on each model (columns)."),
+        (Tally.OURS, "Our own predictions (rows), apart from the study's, on each model (columns)."),
     ):
         grid = grid_html(table, pages, family)
         if grid:
             lines += [caption, "", "````{raw} html", grid, "````", ""]
-        if family == "study" and (intervals := intervals_html(table, pages)):
+        if family == Tally.STUDY and (intervals := intervals_html(table, pages)):
             lines += [
                 "The same claims on one model (pick it in the menu): our estimate in multiples of the claim's size, "
                 "from no effect (0) to the size it asks for (1) in the claimed direction, with the interval adjusted "

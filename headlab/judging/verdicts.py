@@ -74,15 +74,26 @@ class Kind(Words):
 
 
 KINDS = tuple(Kind)
+
+
+class Tally(Words):
+    """Whose claim it is, counted apart and each its own Bonferroni family: the study's claims, our own predictions
+    that its reading implies, and its credit of its pretraining objectives."""
+
+    STUDY = "study"
+    OURS = "ours"
+    OBJECTIVES = "objectives"
+
+
 TALLIES = {
-    "study": "the study's claims",
-    "ours": "our own predictions",
-    "objectives": "the study's credit of its pretraining objectives (two Chinese models compared)",
+    Tally.STUDY: "the study's claims",
+    Tally.OURS: "our own predictions",
+    Tally.OBJECTIVES: "the study's credit of its pretraining objectives (two Chinese models compared)",
 }  # tally -> its heading; the objectives are judged on two models' results at once (headlab.pages.objectives)
 # Each tally's Bonferroni family, stated (rule 3): a claim added or removed changes the level every verdict of its
 # tally is judged at, so it is a new rule: state the new family here and raise RULE_VERSION with it.
-FAMILIES = {"study": 26, "ours": 10, "objectives": 2}
-FAMILY = FAMILIES["study"]  # the study's claims on one model's scorecard: the family its correction is over
+FAMILIES = {Tally.STUDY: 26, Tally.OURS: 10, Tally.OBJECTIVES: 2}
+FAMILY = FAMILIES[Tally.STUDY]  # the study's claims on one model's scorecard: the family its correction is over
 # where a claim's smallest effect of interest comes from: the sizes policy's sources (headlab.judging.sizes)
 SIZE_SOURCES = tuple(s.value for s in Source)
 OTHER_FINDINGS = {"objectives": "the pretraining objectives: MLM+NSP against MLM alone"}  # claims on no one page
@@ -103,7 +114,7 @@ class StudyClaim:
     margin: float = 0.0  # no_effect: the equivalence margin, in the claim's unit
     null: float = 0.0  # the value that means "no effect" in the claim's unit
     size_source: str = "precision"  # where min_size (or the margin) comes from: one of SIZE_SOURCES
-    tally: str = "study"  # the study's claim, or a prediction of ours (TALLIES): each tally is its own family
+    tally: Tally = Tally.STUDY  # the study's claim, or a prediction of ours: each tally is its own family
     existential: bool = False  # "some candidate has the effect": not holding needs every candidate short (judge)
     counts_heads: bool = False  # its number is a share of the model's heads, its interval Clopper–Pearson over them
 
@@ -122,6 +133,8 @@ class StudyClaim:
             raise ValueError(f"claim {self.claim_id}: a {self.kind} claim needs a direction of +1 or -1")
         if self.kind != Kind.NO_EFFECT and not self.min_size > 0:
             raise ValueError(f"claim {self.claim_id}: a {self.kind} claim needs a smallest effect of interest above 0")
+        if self.tally in TALLIES:
+            object.__setattr__(self, "tally", Tally(self.tally))  # typed, whichever way it was spelled
         if not self.size_why or self.size_source not in SIZE_SOURCES or self.tally not in TALLIES:
             raise ValueError(
                 f"claim {self.claim_id}: say why its size is what it is (size_why), from one of {SIZE_SOURCES}, in "
@@ -223,7 +236,7 @@ class Claim:
     mean_ablation: str = ""  # the verdict with removed heads mean-ablated instead of zeroed ("" when not run)
     df: float = math.inf  # the interval's degrees of freedom (infinite: pairs alone)
     search: int = 1  # how many candidates the row was chosen among on its page (widens its interval once)
-    tally: str = "study"  # the family it is judged in (TALLIES)
+    tally: Tally = Tally.STUDY  # the family it is judged in
     size_source: str = ""  # where min_size (or the margin) comes from (SIZE_SOURCES)
     rule_version: int = RULE_VERSION
     weakest_of: int = 1  # the conditions the row is the weakest of (its far end widened for them)

@@ -13,7 +13,7 @@ from importlib import import_module
 from types import ModuleType
 
 import headlab.pages.objectives as objectives
-from headlab.judging.verdicts import FAMILIES, TALLIES, StudyClaim, study_claim_id
+from headlab.judging.verdicts import FAMILIES, TALLIES, StudyClaim, Tally, study_claim_id
 from headlab.lab.pages import PAGES, Page
 
 
@@ -47,7 +47,7 @@ MODULES = claim_modules()
 STUDY_CLAIMS: dict[str, StudyClaim] = study_claims(MODULES)
 
 
-def check_families(claims: dict[str, StudyClaim], families: dict[str, int]) -> None:
+def check_families(claims: dict[str, StudyClaim], families: dict[Tally, int]) -> None:
     """Refuse a registry whose tallies do not hold the stated families (checked when this module loads)."""
     registered = {tally: sum(c.tally == tally for c in claims.values()) for tally in TALLIES}
     if registered != families:

@@ -21,7 +21,7 @@ import pandas as pd
 from scipy.stats import binomtest
 
 from headlab.judging.units import OBJECTIVES_MATCHING, STUDY_OBJECTIVES_MATCHING, objectives_gain
-from headlab.judging.verdicts import Claim, Kind, StudyClaim, render
+from headlab.judging.verdicts import Claim, Kind, StudyClaim, Tally, render
 from headlab.measures.segmentation import ALL, MULTI
 from headlab.models.names import MODELS, named_model_dir
 from headlab.models.pretrain import pretraining_report
@@ -155,7 +155,7 @@ MATCHING_CLAIM = StudyClaim(
     "(credited to next-sentence-prediction pretraining)",
     Kind.COMPARE,
     direction=-1,
-    tally="objectives",
+    tally=Tally.OBJECTIVES,
 )
 SEGMENTATION_CLAIM = StudyClaim(
     "objectives.mlm_made_segmentation_heads",
@@ -164,7 +164,7 @@ SEGMENTATION_CLAIM = StudyClaim(
     "next-sentence prediction",
     "The study credits masked-language-model pretraining for this.",
     Kind.NO_EFFECT,
-    tally="objectives",
+    tally=Tally.OBJECTIVES,
 )
 CLAIMS = (MATCHING_CLAIM, SEGMENTATION_CLAIM)
 DIFFERENCE_METHOD = (

@@ -46,7 +46,7 @@ from headlab.judging.units import (
     READS_SENDERS,
     RECEIVER_RANK,
 )
-from headlab.judging.verdicts import Claim, Kind, StudyClaim
+from headlab.judging.verdicts import Claim, Kind, StudyClaim, Tally
 from headlab.lab.lab import MEAN_PAIRS, Lab
 from headlab.measures.circuit import (
     attribution_scores,
@@ -388,7 +388,7 @@ CARRIES_REPLACED = StudyClaim(
     "Some heads put high attention between identical terms in the two sentences, most clearly 5 heads in layers 2-4",
     Kind.EFFECT,
     direction=1,
-    tally="ours",
+    tally=Tally.OURS,
 )
 BEYOND_IDENTITY = StudyClaim(
     "patching.matching_beyond_identity",
@@ -399,7 +399,7 @@ BEYOND_IDENTITY = StudyClaim(
     "Whether query and title share terms is a key feature",
     Kind.EFFECT,
     direction=1,
-    tally="ours",
+    tally=Tally.OURS,
 )
 COST_SPECIFIC = StudyClaim(
     "patching.cost_specific_to_shared_terms",
@@ -409,7 +409,7 @@ COST_SPECIFIC = StudyClaim(
     "Whether query and title share terms is a key feature",
     Kind.COMPARE,
     direction=-1,
-    tally="ours",
+    tally=Tally.OURS,
 )
 HANDS_ON = StudyClaim(
     "patching.cls_route_hands_on",
@@ -420,7 +420,7 @@ HANDS_ON = StudyClaim(
     "hands them to the classifier",
     Kind.EFFECT,
     direction=1,
-    tally="ours",
+    tally=Tally.OURS,
 )
 READS = StudyClaim(
     "patching.cls_head_reads_matching",
@@ -430,7 +430,7 @@ READS = StudyClaim(
     "the high head reads the low heads' matching features",
     Kind.EFFECT,
     direction=1,
-    tally="ours",
+    tally=Tally.OURS,
 )
 CIRCUIT_QUOTE = "the high head reads the low heads' matching features and hands them to the classifier"
 FAITHFUL = StudyClaim(
@@ -442,7 +442,7 @@ FAITHFUL = StudyClaim(
     CIRCUIT_QUOTE,
     Kind.EFFECT,
     direction=1,
-    tally="ours",
+    tally=Tally.OURS,
 )
 COMPLETE = StudyClaim(
     "patching.circuit_complete",
@@ -451,7 +451,7 @@ COMPLETE = StudyClaim(
     "parts), the circuit without K keeps what the model without K keeps (IOI's completeness)",
     CIRCUIT_QUOTE,
     Kind.NO_EFFECT,
-    tally="ours",
+    tally=Tally.OURS,
 )
 MINIMAL = StudyClaim(
     "patching.circuit_minimal",
@@ -461,7 +461,7 @@ MINIMAL = StudyClaim(
     CIRCUIT_QUOTE,
     Kind.EFFECT,
     direction=1,
-    tally="ours",
+    tally=Tally.OURS,
 )
 CLAIMS = (CARRIES_REPLACED, BEYOND_IDENTITY, COST_SPECIFIC, HANDS_ON, READS, FAITHFUL, COMPLETE, MINIMAL)
 

@@ -51,7 +51,7 @@ from headlab.core.sweep import (
 )
 from headlab.judging.sizes import POLICY
 from headlab.judging.units import DISTILL_GAP, STUDENT_GAP
-from headlab.judging.verdicts import Claim, Kind, StudyClaim
+from headlab.judging.verdicts import Claim, Kind, StudyClaim, Tally
 from headlab.lab.lab import Lab, load
 from headlab.lab.params import REPO
 from headlab.measures.halves import half_pool
@@ -68,7 +68,7 @@ DISTILL = StudyClaim(
     "For distillation: keep more low-level heads.",
     Kind.COMPARE,
     direction=1,
-    tally="ours",
+    tally=Tally.OURS,
 )
 CLAIMS = (DISTILL,)
 DISTILL_SHARES = (0.1, 0.2, 0.3, 0.4)  # shares of all heads, each within one half; 0.5 is the whole half (02)

@@ -26,7 +26,7 @@ from headlab.core.masking import head_grid
 from headlab.core.stats import N_BOOT, bootstrap_weights, mcnemar, relative_change
 from headlab.core.sweep import BASELINE, kappa_columns
 from headlab.judging.units import ACCURACY_CHANGE, PAIRED, TWO_TOWER_GAP
-from headlab.judging.verdicts import Claim, Kind, StudyClaim
+from headlab.judging.verdicts import Claim, Kind, StudyClaim, Tally
 from headlab.lab.lab import Lab
 from headlab.measures.lexical import fit_lexical
 from headlab.measures.matching import term_matching_specs
@@ -295,7 +295,7 @@ FAILS_ON_SHARED_TERMS = StudyClaim(
     "This is offered as the reason a two-tower (siamese) BERT",
     Kind.COMPARE,
     direction=-1,
-    tally="ours",
+    tally=Tally.OURS,
 )
 CLAIMS = (WORSE, FAILS_ON_SHARED_TERMS)
 
