@@ -36,32 +36,17 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import asdict, dataclass, fields, replace
-from enum import Enum
 
 import numpy as np
 import pandas as pd
 from scipy import special
 
+from headlab.core.enums import Words
 from headlab.core.stats import pairs_share
 from headlab.judging.sizes import POLICY, Source, readable_quote
 from headlab.judging.units import KAPPA_START, Unit, unit_of
 from headlab.lab.lab import Lab
 from headlab.lab.pages import headings
-
-
-class Words(str, Enum):
-    """An enum whose members are their words wherever a string goes: printed, formatted, written to CSV or JSON, and
-    repr'd (altair writes a comparison into a Vega expression with ``repr``; an error message shows ``'holds'``, not
-    ``<Verdict.HOLDS: 'holds'>``), on Python 3.10 on. A word read back from a table compares equal to its member."""
-
-    def __str__(self) -> str:
-        return str.__str__(self)
-
-    def __format__(self, spec: str) -> str:
-        return str.__format__(self, spec)
-
-    def __repr__(self) -> str:
-        return repr(self.value)
 
 
 class Kind(Words):

@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from headlab.core.enums import Words
 from headlab.core.stats import (
     N_BOOT,
     boot_means,
@@ -35,7 +36,15 @@ from headlab.core.sweep import (
     random_share_specs,
 )
 
-HALVES = ("lower", "upper")
+
+class Half(Words):
+    """The lower or the upper half of the layers (the study splits 12 at 6): a pool of heads and a kind of mask."""
+
+    LOWER = "lower"
+    UPPER = "upper"
+
+
+HALVES = tuple(Half)
 
 
 def half_split(layers: int) -> tuple[list[int], list[int]]:
@@ -45,11 +54,11 @@ def half_split(layers: int) -> tuple[list[int], list[int]]:
     return list(range(layers // 2)), list(range(layers // 2, layers))
 
 
-def half_pool(layers: int, heads: int, which: str) -> list[tuple[int, int]]:
+def half_pool(layers: int, heads: int, which: Half) -> list[tuple[int, int]]:
     """Every (layer, head) of the lower or upper half: the pool random masks of that half draw from."""
     if which not in HALVES:
         raise ValueError(f"which must be one of {HALVES}, got {which!r}")
-    half = half_split(layers)[HALVES.index(which)]
+    half = half_split(layers)[HALVES.index(Half(which))]
     return [(l, h) for l in half for h in range(heads)]
 
 
@@ -59,7 +68,7 @@ def half_shares(layers: int, heads: int, steps: int) -> list[float]:
     Each share is rounded to a whole number of heads and given back as that count over all heads, so the
     axis shows what was masked (for 6x12: 0.1 of 72 heads is 7.2, so the point is 7/72 = 0.097).
     """
-    half = len(half_pool(layers, heads, "lower"))
+    half = len(half_pool(layers, heads, Half.LOWER))
     if not 1 <= steps <= half:
         raise ValueError(f"steps must lie in [1, {half}] (one head per step at most), got {steps}")
     counts = np.round(np.linspace(0, half, steps + 1)).astype(int)
@@ -130,17 +139,18 @@ def half_gap(per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = N_BOOT
         rows = masks_of_kind(plan, which, ["n_dropped"])
         rows["share"] = pd.to_numeric(rows["share"]).astype(float)
         by_half[which] = dict(list(rows.groupby("share", sort=True)))
-    if sorted(by_half["lower"]) != sorted(by_half["upper"]):
+    if sorted(by_half[Half.LOWER]) != sorted(by_half[Half.UPPER]):
         raise ValueError(
-            f"the halves were masked at different shares: {sorted(by_half['lower'])} vs {sorted(by_half['upper'])}"
+            f"the halves were masked at different shares: {sorted(by_half[Half.LOWER])} vs "
+            f"{sorted(by_half[Half.UPPER])}"
         )
     weights = bootstrap_weights(len(base), n_boot, seed)
     base_boot = weights @ base
     out = []
-    for share in sorted(by_half["lower"]):
+    for share in sorted(by_half[Half.LOWER]):
         row = {
             "share": share,
-            "n_heads": int(by_half["lower"][share]["n_dropped"].iloc[0]),
+            "n_heads": int(by_half[Half.LOWER][share]["n_dropped"].iloc[0]),
             "base_accuracy": float(base.mean()),
         }
         boots, fixed, grades, seeds_of = {}, {}, {}, {}
@@ -170,7 +180,8 @@ def half_gap(per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = N_BOOT
             with np.errstate(divide="ignore", invalid="ignore"):
                 boots[which] = boot_means(draws, weights, seeds) * len(base) / base_boot - 1.0
                 fixed[which] = (weights @ draws.T).mean(axis=1) / base_boot - 1.0
-        gap_boot, gap_fixed = boots["upper"] - boots["lower"], fixed["upper"] - fixed["lower"]
+        gap_boot = boots[Half.UPPER] - boots[Half.LOWER]
+        gap_fixed = fixed[Half.UPPER] - fixed[Half.LOWER]
         keep = np.isfinite(gap_boot) & np.isfinite(gap_fixed)
         gap = row["upper_change"] - row["lower_change"]
         draws_each = min(row["lower_draws"], row["upper_draws"])
@@ -180,13 +191,13 @@ def half_gap(per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = N_BOOT
         else:
             df, (gap_lo, gap_hi) = math.inf, np.quantile(gap_boot[keep], [0.025, 0.975])
         kappa_gap = kappa_contrast(
-            [grades["lower"], grades["upper"]],
+            [grades[Half.LOWER], grades[Half.UPPER]],
             [1.0, -1.0],
             base_predicted,
             gold,
             n_boot,
             seed,
-            [seeds_of["lower"], seeds_of["upper"]],
+            [seeds_of[Half.LOWER], seeds_of[Half.UPPER]],
         )
         row.update(
             {

@@ -6,7 +6,9 @@ from __future__ import annotations
 import pandas as pd
 
 from headlab.core.sweep import MaskSpec
-from headlab.measures.halves import half_pool
+from headlab.measures.halves import Half, half_pool
+
+ALL_LAYERS = "all"  # importance_specs' pool when no half is named: every layer's heads
 
 
 def importance_order(importance: pd.DataFrame, column: str = "importance") -> list[tuple[int, int]]:
@@ -25,12 +27,17 @@ def least_important(importance: pd.DataFrame, share: float, column: str = "impor
 
 
 def importance_specs(
-    importance: pd.DataFrame, layers: int, heads: int, shares, where: str = "all", column: str = "importance"
+    importance: pd.DataFrame,
+    layers: int,
+    heads: int,
+    shares,
+    where: Half | str = ALL_LAYERS,
+    column: str = "importance",
 ) -> list[MaskSpec]:
     """One mask per share of *all* heads, removing the least important heads among those ``where`` allows
     (``"all"`` layers, or the ``"lower"`` or ``"upper"`` half: the study's distillation advice compares them at the
     same share). Kind ``importance-<where>``; a share larger than the allowed pool is refused."""
-    allowed = None if where == "all" else set(half_pool(layers, heads, where))
+    allowed = None if where == ALL_LAYERS else set(half_pool(layers, heads, Half(where)))
     order = [h for h in importance_order(importance, column) if allowed is None or h in allowed]
     specs = []
     for share in shares:

@@ -12,7 +12,7 @@ import pandas as pd
 from headlab.core.masking import head_grid
 from headlab.core.sweep import MaskSpec, all_heads, baseline_spec, random_share_specs
 from headlab.lab.lab import Lab
-from headlab.measures.halves import half_pool, half_split
+from headlab.measures.halves import Half, half_pool, half_split
 from headlab.measures.held_out import choice_limit, role_indices
 from headlab.measures.roles import SHARED_TERMS, rank_heads, role_scores
 
@@ -94,7 +94,7 @@ def random_lower_sets(layers: int, heads: int, named, draws: int, seed: int) -> 
     all-heads draws); draw d is the same set whatever ``draws`` is.
     """
     named = {(int(l), int(h)) for l, h in named}
-    pool = [h for h in half_pool(layers, heads, "lower") if h not in named]
+    pool = [h for h in half_pool(layers, heads, Half.LOWER) if h not in named]
     if len(pool) < len(named):  # a toy model whose lower half is mostly the named heads: the other heads of any layer
         pool = [h for h in all_heads(layers, heads) if h not in named]
     share = len(named) / (layers * heads)
@@ -115,7 +115,7 @@ def term_matching_specs(layers: int, heads: int, matching, draws: int, keep_draw
         raise ValueError("matching must name at least one head")
     if draws < 1 or keep_draws < 1:
         raise ValueError(f"draws and keep_draws must be positive, got {draws} and {keep_draws}")
-    k, lower = len(matching), half_pool(layers, heads, "lower")
+    k, lower = len(matching), half_pool(layers, heads, Half.LOWER)
     lower_sets = random_lower_sets(layers, heads, matching, max(draws, keep_draws), seed)
     others = [h for h in all_heads(layers, heads) if h not in matching]
     return [
@@ -123,7 +123,7 @@ def term_matching_specs(layers: int, heads: int, matching, draws: int, keep_draw
         *random_share_specs(layers, heads, [k / (layers * heads)], draws, seed, pool=others, kind="random"),
         *[MaskSpec(f"random_lower-d{d}", s, "random_lower", {"draw": d}) for d, s in enumerate(lower_sets[:draws])],
         MaskSpec("matching", tuple(matching), "matching"),
-        MaskSpec("lower", tuple(lower), "lower"),
+        MaskSpec(Half.LOWER, tuple(lower), Half.LOWER),
         MaskSpec("lower_but_matching", tuple(h for h in lower if h not in matching), "lower_but_matching"),
         *[
             MaskSpec(f"lower_but_random-d{d}", tuple(h for h in lower if h not in s), "lower_but_random", {"draw": d})

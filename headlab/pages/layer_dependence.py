@@ -22,7 +22,7 @@ from headlab.core.stats import by_interval, equivalent, floor_bound
 from headlab.judging.sizes import MARGIN_WHY, NO_CHANGE_MARGIN
 from headlab.judging.units import ACCURACY_CHANGE, HALF_GAP, HEADS_NOTHING, KAPPA_LOST, PAIRED, TWO_STAGE, with_interval
 from headlab.judging.verdicts import Claim, Kind, StudyClaim, draws_df_default, each_level, far_end, judge, reach
-from headlab.measures.halves import collapse_shares
+from headlab.measures.halves import HALVES, collapse_shares
 from headlab.measures.study_layers import (
     STUDY_GAIN_LAYERS,
     STUDY_HIGH_HEAD_LAYER,
@@ -724,9 +724,5 @@ def proxy_verdict(agreements: dict[str, dict], n_significant: int | None = None)
 def mean_ablation_specs(specs) -> list:
     """The masks this page checks with mean-ablation (a handful, not the sweep): every whole layer, and the halves at
     the shares nearest the study's collapse points (40% and 50% of all heads), each with its draws."""
-    near = set(collapse_shares(sorted({float(s.meta["share"]) for s in specs if s.kind in ("lower", "upper")})))
-    return [
-        s
-        for s in specs
-        if s.kind in ("none", "layer") or (s.kind in ("lower", "upper") and float(s.meta["share"]) in near)
-    ]
+    near = set(collapse_shares(sorted({float(s.meta["share"]) for s in specs if s.kind in HALVES})))
+    return [s for s in specs if s.kind in ("none", "layer") or (s.kind in HALVES and float(s.meta["share"]) in near)]

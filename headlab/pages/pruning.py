@@ -54,8 +54,8 @@ from headlab.judging.units import DISTILL_GAP, STUDENT_GAP
 from headlab.judging.verdicts import Claim, Kind, StudyClaim, Tally
 from headlab.lab.lab import Lab, load
 from headlab.lab.params import REPO
-from headlab.measures.halves import half_pool
-from headlab.measures.importance import importance_specs
+from headlab.measures.halves import HALVES, Half, half_pool
+from headlab.measures.importance import ALL_LAYERS, importance_specs
 from headlab.models.distill import DistillConfig, distill
 from headlab.models.loading import load_classifier
 
@@ -475,10 +475,10 @@ def student_drops(importance: pd.DataFrame, layers: int, heads: int, share: floa
     if len(importance) != layers * heads:
         raise ValueError(f"the importance table has {len(importance)} heads, the model {layers * heads}")
     n = int(round(share * layers * heads))
-    if not 0 < n <= min(len(half_pool(layers, heads, where)) for where in ("upper", "lower")):
+    if not 0 < n <= min(len(half_pool(layers, heads, where)) for where in HALVES):
         raise ValueError(f"a share of {share} is {n} heads: it must be at least one head and at most one half")
     drop = lambda where: list(importance_specs(importance, layers, heads, [share], where)[0].dropped)  # noqa: E731
-    return {LOW: drop("upper"), HIGH: drop("lower"), IMPORTANT: drop("all")}
+    return {LOW: drop(Half.UPPER), HIGH: drop(Half.LOWER), IMPORTANT: drop(ALL_LAYERS)}
 
 
 def student_specs(drops: dict[str, list[tuple[int, int]]]) -> list[MaskSpec]:
@@ -510,7 +510,7 @@ def pruning_specs(
         [baseline_spec()]
         + random_share_specs(layers, heads, shares, draws, seed)
         + importance_specs(importance, layers, heads, [s for s in shares if s > 0])
-        + [s for where in ("lower", "upper") for s in importance_specs(importance, layers, heads, half_shares, where)]
+        + [s for where in HALVES for s in importance_specs(importance, layers, heads, half_shares, where)]
         + student_specs(drops)
     )
 
