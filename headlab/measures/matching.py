@@ -9,12 +9,27 @@ import json
 
 import pandas as pd
 
+from headlab.core.enums import Words
 from headlab.core.masking import head_grid
-from headlab.core.sweep import MaskSpec, all_heads, baseline_spec, random_share_specs
+from headlab.core.sweep import BASELINE, MaskSpec, all_heads, baseline_spec, random_share_specs
 from headlab.lab.lab import Lab
 from headlab.measures.halves import Half, half_pool, half_split
 from headlab.measures.held_out import choice_limit, role_indices
 from headlab.measures.roles import SHARED_TERMS, rank_heads, role_scores
+
+
+class Condition(Words):
+    """The masks page 05 compares, each a kind of its sweep: none, random heads (anywhere, or in the lower half), the
+    term-matching heads, the whole lower half, and the lower half but the term-matching heads (or as many random ones
+    of it)."""
+
+    NONE = BASELINE
+    RANDOM = "random"
+    RANDOM_LOWER = "random_lower"
+    MATCHING = "matching"
+    LOWER = "lower"
+    LOWER_BUT_MATCHING = "lower_but_matching"
+    LOWER_BUT_RANDOM = "lower_but_random"
 
 
 def _role_key(limit, seed: int, stopwords) -> str:
@@ -98,7 +113,7 @@ def random_lower_sets(layers: int, heads: int, named, draws: int, seed: int) -> 
     if len(pool) < len(named):  # a toy model whose lower half is mostly the named heads: the other heads of any layer
         pool = [h for h in all_heads(layers, heads) if h not in named]
     share = len(named) / (layers * heads)
-    specs = random_share_specs(layers, heads, [share], draws, seed + 1, pool=pool, kind="random_lower")
+    specs = random_share_specs(layers, heads, [share], draws, seed + 1, pool=pool, kind=Condition.RANDOM_LOWER)
     return [spec.dropped for spec in specs]
 
 
@@ -120,13 +135,20 @@ def term_matching_specs(layers: int, heads: int, matching, draws: int, keep_draw
     others = [h for h in all_heads(layers, heads) if h not in matching]
     return [
         baseline_spec(),
-        *random_share_specs(layers, heads, [k / (layers * heads)], draws, seed, pool=others, kind="random"),
-        *[MaskSpec(f"random_lower-d{d}", s, "random_lower", {"draw": d}) for d, s in enumerate(lower_sets[:draws])],
-        MaskSpec("matching", tuple(matching), "matching"),
-        MaskSpec(Half.LOWER, tuple(lower), Half.LOWER),
-        MaskSpec("lower_but_matching", tuple(h for h in lower if h not in matching), "lower_but_matching"),
+        *random_share_specs(layers, heads, [k / (layers * heads)], draws, seed, pool=others, kind=Condition.RANDOM),
         *[
-            MaskSpec(f"lower_but_random-d{d}", tuple(h for h in lower if h not in s), "lower_but_random", {"draw": d})
+            MaskSpec(f"random_lower-d{d}", s, Condition.RANDOM_LOWER, {"draw": d})
+            for d, s in enumerate(lower_sets[:draws])
+        ],
+        MaskSpec(Condition.MATCHING, tuple(matching), Condition.MATCHING),
+        MaskSpec(Condition.LOWER, tuple(lower), Condition.LOWER),
+        MaskSpec(
+            Condition.LOWER_BUT_MATCHING, tuple(h for h in lower if h not in matching), Condition.LOWER_BUT_MATCHING
+        ),
+        *[
+            MaskSpec(
+                f"lower_but_random-d{d}", tuple(h for h in lower if h not in s), Condition.LOWER_BUT_RANDOM, {"draw": d}
+            )
             for d, s in enumerate(lower_sets[:keep_draws])
         ],
     ]

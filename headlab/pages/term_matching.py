@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from headlab.core.enums import Words
 from headlab.core.stats import N_BOOT, mcnemar, relative_change, versus_random
 from headlab.core.sweep import (
     MaskSpec,
@@ -35,25 +36,35 @@ from headlab.judging.units import (
     with_interval,
 )
 from headlab.judging.verdicts import Claim, Kind, StudyClaim
+from headlab.measures.matching import Condition
 from headlab.measures.study_layers import STUDY_MATCHING_LAYERS, study_layers_to_ours
 
 _pct = ACCURACY_CHANGE.number  # a relative change of accuracy as the pages write it
 
 # condition -> (how the table names it, the study's relative change or None where the study has no number)
-CONDITIONS: dict[str, tuple[str, float | None]] = {
-    "none": ("no mask", 0.0),
-    "random": ("{k} random heads", 0.0),
-    "random_lower": ("{k} random heads of the lower half", None),
-    "matching": ("the {k} term-matching heads", -0.524),
-    "lower": ("all heads of the lower half", -0.865),
-    "lower_but_matching": ("the lower half but the {k} term-matching heads", -0.181),
-    "lower_but_random": ("the lower half but {k} random heads of it", None),
+CONDITIONS: dict[Condition, tuple[str, float | None]] = {
+    Condition.NONE: ("no mask", 0.0),
+    Condition.RANDOM: ("{k} random heads", 0.0),
+    Condition.RANDOM_LOWER: ("{k} random heads of the lower half", None),
+    Condition.MATCHING: ("the {k} term-matching heads", -0.524),
+    Condition.LOWER: ("all heads of the lower half", -0.865),
+    Condition.LOWER_BUT_MATCHING: ("the lower half but the {k} term-matching heads", -0.181),
+    Condition.LOWER_BUT_RANDOM: ("the lower half but {k} random heads of it", None),
 }
+
+
+class Side(Words):
+    """The side of its random control a tested condition is more extreme on: lower accuracy, or higher."""
+
+    LOWER = "lower"
+    HIGHER = "higher"
+
+
 # tested condition -> (random condition it is compared with, the side on which it is more extreme)
 COMPARISONS = [
-    ("matching", "random", "lower"),
-    ("matching", "random_lower", "lower"),
-    ("lower_but_matching", "lower_but_random", "higher"),
+    (Condition.MATCHING, Condition.RANDOM, Side.LOWER),
+    (Condition.MATCHING, Condition.RANDOM_LOWER, Side.LOWER),
+    (Condition.LOWER_BUT_MATCHING, Condition.LOWER_BUT_RANDOM, Side.HIGHER),
 ]
 
 
@@ -89,7 +100,7 @@ def chosen_takeaway(roles: pd.DataFrame, matching, layers: int, by: str = "match
 def conditions_takeaway(table: pd.DataFrame) -> str:
     """The conditions figure's caption: each condition's relative change of accuracy with its interval (random
     conditions averaged over their draws), in the table's order."""
-    rows = table[table["condition"] != "none"]
+    rows = table[table["condition"] != Condition.NONE]
     parts = [
         f"{r.label}{' (mean of draws)' if r.condition.startswith(('random', 'lower_but_random')) else ''} "
         f"{with_interval(ACCURACY_CHANGE, r.rel_change, r.lo, r.hi)}"
@@ -98,7 +109,7 @@ def conditions_takeaway(table: pd.DataFrame) -> str:
     return "Relative change of accuracy, masking " + "; ".join(parts) + "."
 
 
-def _study_change(condition: str) -> float:
+def _study_change(condition: Condition) -> float:
     """The study's relative change for a condition it reported."""
     change = CONDITIONS[condition][1]
     if change is None:
@@ -215,8 +226,8 @@ def random_comparison(
                 "reference_min": versus["random_min"],
                 "reference_max": versus["random_max"],
                 "n_draws": versus["n_draws"],
-                "n_as_extreme": int(np.sum(per_draw <= value) if side == "lower" else np.sum(per_draw >= value)),
-                "n_reverse": int(np.sum(per_draw >= value) if side == "lower" else np.sum(per_draw <= value)),
+                "n_as_extreme": int(np.sum(per_draw <= value) if side == Side.LOWER else np.sum(per_draw >= value)),
+                "n_reverse": int(np.sum(per_draw >= value) if side == Side.LOWER else np.sum(per_draw <= value)),
                 "difference": versus["difference"],
                 "difference_lo": versus["difference_lo"],
                 "difference_hi": versus["difference_hi"],
@@ -232,7 +243,7 @@ VERSUS_METHOD = (
     "(Welch–Satterthwaite degrees of freedom)"
 )
 # the stricter control first: random heads of the matching heads' own half cost more than random heads of any layer
-CONTROLS = ("random_lower", "random")
+CONTROLS = (Condition.RANDOM_LOWER, Condition.RANDOM)
 RANDOM_NO_CHANGE = StudyClaim(
     "term_matching.random_no_change",
     "05_term_matching",
@@ -327,7 +338,7 @@ def _versus_text(r) -> str:
     )
 
 
-def _not_measured(spec: StudyClaim, condition: str, what: str) -> Claim:
+def _not_measured(spec: StudyClaim, condition: Condition, what: str) -> Claim:
     return Claim.not_measured(
         spec,
         reason=f"Not measured: no mask of {what} in the sweep",
@@ -338,9 +349,9 @@ def _not_measured(spec: StudyClaim, condition: str, what: str) -> Claim:
 
 def _random_claim(rows: pd.DataFrame, names: dict, selection: str) -> Claim:
     """The study's "+0%" for random heads: a claim of no effect, judged as equivalence within the registered margin."""
-    if "random" not in rows.index:
-        return _not_measured(RANDOM_NO_CHANGE, "random", "random heads")
-    r = rows.loc["random"]
+    if Condition.RANDOM not in rows.index:
+        return _not_measured(RANDOM_NO_CHANGE, Condition.RANDOM, "random heads")
+    r = rows.loc[Condition.RANDOM]
     spread = (
         f"; single draws {_pct(r['draw_lo'])} to {_pct(r['draw_hi'])} (2.5-97.5%)"
         if int(r["n_draws"]) > 1
@@ -356,7 +367,7 @@ def _random_claim(rows: pd.DataFrame, names: dict, selection: str) -> Claim:
         n_examples=r["n_examples"],
         n_draws=r["n_draws"],
         df=r["df"] if pd.notna(r.get("df")) else None,  # its interval's own Welch–Satterthwaite df
-        study=CONDITIONS["random"][1],
+        study=CONDITIONS[Condition.RANDOM][1],
         kappa=_kappa(r),
         reason=f"Masking {names['random']}, averaged over {int(r['n_draws'])} draws{spread}. {selection}",
     )
@@ -366,17 +377,17 @@ def _matching_claim(rows: pd.DataFrame, by_test: dict, names: dict, selection: s
     """Masking the matching heads costs far more than random heads: one row, the number the matching heads' change
     minus the mean change of the stricter control (random heads of their own half, where there are such draws),
     with the draws' spread in its interval."""
-    if "matching" not in rows.index:
-        return _not_measured(MATCHING_COSTS, "matching", "the term-matching heads")
-    m = rows.loc["matching"]
-    tests = [by_test[("matching", c)] for c in CONTROLS if ("matching", c) in by_test]
+    if Condition.MATCHING not in rows.index:
+        return _not_measured(MATCHING_COSTS, Condition.MATCHING, "the term-matching heads")
+    m = rows.loc[Condition.MATCHING]
+    tests = [by_test[(Condition.MATCHING, c)] for c in CONTROLS if (Condition.MATCHING, c) in by_test]
     if not tests:
         return Claim.not_measured(
             MATCHING_COSTS,
             reason=f"Not measured: masking {names['matching']} cost {_pct(m['rel_change'])}, but no random draws were "
             "masked to compare them with",
             unit=VERSUS_RANDOM,
-            study=CONDITIONS["matching"][1],
+            study=CONDITIONS[Condition.MATCHING][1],
         )
     strict = tests[0]
     control = (
@@ -386,7 +397,7 @@ def _matching_claim(rows: pd.DataFrame, by_test: dict, names: dict, selection: s
         + (
             ", the stricter one: random heads of the matching heads' own half, where masking costs more than in the "
             "upper half"
-            if strict.reference == "random_lower"
+            if strict.reference == Condition.RANDOM_LOWER
             else ""
         )
         + f": {_versus_text(strict)}."
@@ -401,22 +412,22 @@ def _matching_claim(rows: pd.DataFrame, by_test: dict, names: dict, selection: s
         n_examples=m["n_examples"],
         n_draws=strict.n_draws,
         df=strict.df,
-        study=_study_change("matching") - _study_change("random"),
+        study=_study_change(Condition.MATCHING) - _study_change(Condition.RANDOM),
         reason=f"Masking {names['matching']}: {_pct(m['rel_change'])} [{_pct(m['lo'])}, {_pct(m['hi'])}]"
         f"{_mcnemar(m)}.{_kappa_note(m, 'them')} {control} {selection}",
     )
 
 
 def _lower_claim(rows: pd.DataFrame, names: dict, selection: str) -> Claim:
-    if "lower" not in rows.index:
-        return _not_measured(LOWER_HALF_COSTS, "lower", "the lower half")
-    r = rows.loc["lower"]
+    if Condition.LOWER not in rows.index:
+        return _not_measured(LOWER_HALF_COSTS, Condition.LOWER, "the lower half")
+    r = rows.loc[Condition.LOWER]
     if _kappa(r) is None or pd.isna(r["kappa_lost"]):
         return Claim.not_measured(
             LOWER_HALF_COSTS,
             reason="Not measured: the sweep kept no κ for the lower half, the scale this claim is judged on",
             unit=KAPPA_LOST,
-            study=CONDITIONS["lower"][1],
+            study=CONDITIONS[Condition.LOWER][1],
         )
     return Claim.measured(
         LOWER_HALF_COSTS,
@@ -427,7 +438,7 @@ def _lower_claim(rows: pd.DataFrame, names: dict, selection: str) -> Claim:
         method=_method(r),
         n_examples=r["n_examples"],
         p=None if pd.isna(r["p_mcnemar"]) else r["p_mcnemar"],
-        study=CONDITIONS["lower"][1],
+        study=CONDITIONS[Condition.LOWER][1],
         study_unit=ACCURACY_CHANGE,
         accuracy=r,
         reason=f"Masking {names['lower']} ({int(r['n_heads'])} heads) keeps {r['kept']:.0%} of the accuracy, "
@@ -441,17 +452,19 @@ def _keep_claim(rows: pd.DataFrame, by_test: dict, names: dict, selection: str) 
     the change with the half masked but them, minus the mean change with the half masked but random sets of it. The
     sizes policy reads the claim on κ, which the page does not yet compare kept sets on: the claim's row says so, and
     the accuracy comparison is shown under it, not judged."""
-    if "lower_but_matching" not in rows.index:
+    if Condition.LOWER_BUT_MATCHING not in rows.index:
         return [
-            _not_measured(MATCHING_KEEP_LOWER_HALF, "lower_but_matching", "the lower half but the term-matching heads")
+            _not_measured(
+                MATCHING_KEEP_LOWER_HALF, Condition.LOWER_BUT_MATCHING, "the lower half but the term-matching heads"
+            )
         ]
-    keep = rows.loc["lower_but_matching"]
-    r = by_test.get(("lower_but_matching", "lower_but_random"))
+    keep = rows.loc[Condition.LOWER_BUT_MATCHING]
+    r = by_test.get((Condition.LOWER_BUT_MATCHING, Condition.LOWER_BUT_RANDOM))
     text = (
         f"Masking {names['lower_but_matching']}, they keep {keep['kept']:.0%} [{1 + keep['lo']:.0%}, "
         f"{1 + keep['hi']:.0%}] of the accuracy{_mcnemar(keep)}"
     )
-    if "lower" in rows.index:
+    if Condition.LOWER in rows.index:
         text += f", against {rows.loc['lower', 'kept']:.0%} with the whole lower half masked"
     if r is None:
         return [
@@ -510,4 +523,4 @@ def mean_ablation_specs(specs: list[MaskSpec]) -> list[MaskSpec]:
     pairs): the unmasked model, the matching heads and the lower half. The random controls stay zeroed (mean-ablating
     every draw would double the page's sweep), so the comparisons with random heads are judged zeroed only; the matching
     heads' own number under mean-ablation is reported beside."""
-    return [s for s in specs if s.kind in ("none", "matching", "lower")]
+    return [s for s in specs if s.kind in (Condition.NONE, Condition.MATCHING, Condition.LOWER)]
