@@ -133,7 +133,7 @@ def compare(engine_probs, masks, model, encoded, args, device, rng) -> dict[str,
     model.set_attn_implementation("sdpa")
 
     def acc(probs):
-        return float(np.mean(probs.argmax(1) + 1 == encoded.grades))
+        return float(np.mean(encoded.scale.predicted(probs) == encoded.grades))
 
     diff = max(abs(acc(fast[i]) - acc(slow[i])) for i in picked)
     note = "" if len(picked) == len(masks) else f" (extrapolated from {len(picked)} of {len(masks)} masks)"

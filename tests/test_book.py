@@ -295,7 +295,7 @@ def test_every_notebook_runs_on_a_tiny_random_mpnet_on_cpu(mpnet_book):
 @pytest.mark.timeout(1800)
 def test_every_notebook_runs_on_a_file_of_three_grades(mpnet_book):
     """The tiny MPNet's file grades 1-3 (tests/tiny_mpnet.py): the sweeps, the metrics and the claims use its scale,
-    and a claim told in the study's five grades is not comparable."""
+    and page 04 says the study's case, told in its five grades, is not comparable."""
     from headlab.core.evaluate import metrics
     from headlab.core.grades import GradeScale
     from headlab.measures.order import grade_columns
@@ -308,5 +308,7 @@ def test_every_notebook_runs_on_a_file_of_three_grades(mpnet_book):
     expected = metrics(sweep["grade"].to_numpy(), sweep["predicted"].to_numpy(), GradeScale(1, 3))
     assert baseline["accuracy"] == pytest.approx(expected["accuracy"])
     assert baseline["macro_f1"] == pytest.approx(expected["macro_f1"], abs=1e-6)
-    order = pd.read_csv(results / "claims_04_word_order.csv").set_index("claim_id")["verdict"]
-    assert order["word_order.shuffle_lowers_grade"] == "not comparable"
+    order = pd.read_csv(results / "claims_04_word_order.csv").set_index("claim_id")
+    assert "(grades run 1 to 3)" in order.at["word_order.shuffle_lowers_grade", "reason"]  # judged on its scale
+    page = (mpnet_book.parent / "executed" / "04_word_order.ipynb").read_text(encoding="utf-8")
+    assert "Not comparable: the study's case is told in its grades 1-5" in page and "the data's are grades 1-3" in page

@@ -17,6 +17,7 @@ from headlab.pages import word_order as order_report
 from headlab.pages.claims import STUDY_CLAIMS
 from headlab.pages.word_order import (
     case_grades,
+    case_thresholds,
     masking_claims,
     order_heads_claims,
     shuffle_claims,
@@ -259,11 +260,16 @@ def test_case_grades_and_verdict():
     assert other.startswith("- Not comparable: the study's case is told in its grades 1-5") and "grades 0-2" in other
 
 
-def test_a_shift_in_grades_is_not_the_study_s_on_another_scale():
-    by_grade = _by_grade(-1.5, -1.7, -1.3)
-    [row] = shuffle_claims(by_grade, GradeScale(0, 3))
-    assert row.verdict == "not comparable" and "grades 0-2 are not the study's grades 1-5" in row.reason
-    assert (row.ours, row.lo, row.hi) == (-1.5, -1.7, -1.3)  # measured and shown all the same
+def test_the_shuffle_claim_asks_a_direction_so_it_is_judged_on_any_scale():
+    [row] = shuffle_claims(_by_grade(-1.5, -1.7, -1.3), GradeScale(0, 3))
+    assert row.verdict == "holds" and "(grades run 0 to 2)" in row.reason
+
+
+def test_the_case_s_thresholds_follow_the_scale_unless_given():
+    assert case_thresholds(STUDY_SCALE, None, None) == (4, 2)  # the study's grade 4 and its fall of 2
+    assert case_thresholds(GradeScale(0, 3), None, None) == (1, 2)
+    assert case_thresholds(GradeScale(0, 2), None, None) == (0, 1)  # binary: relevant pairs falling to 0
+    assert case_thresholds(GradeScale(1, 10), 7, 3) == (7, 3)
 
 
 def _cases(depths_falls):

@@ -275,7 +275,8 @@ class MaskEngine:
 
     @torch.inference_mode()
     def probabilities(self, masks: list[torch.Tensor]) -> list[np.ndarray]:
-        """Probabilities (examples x 5) for each (layers x heads) keep-mask; masks go ``masks_per_pass`` at a time."""
+        """Probabilities (examples x grades) for each (layers x heads) keep-mask; masks go ``masks_per_pass`` at a
+        time."""
         masks = [torch.as_tensor(m, dtype=torch.float32) for m in masks]
         results: dict[int, np.ndarray] = {}
         order = sorted(range(len(masks)), key=lambda i: first_masked_layer(masks[i]))

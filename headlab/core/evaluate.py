@@ -92,6 +92,7 @@ def length_batches(encoded: Encoded, batch_size: int, pad_id: int = 0):
 def encode_sentences(tokenizer, texts, grades, scale: GradeScale, max_length: int = 128) -> Encoded:
     """Tokenize single sentences (``[CLS] text [SEP]``), for an encoder that reads query and title apart."""
     max_length = min(max_length, getattr(tokenizer, "model_max_length", max_length) or max_length)
+    scale.check(grades, "grades")
     texts = list(texts)
     n_truncated = sum(len(ids) > max_length for ids in tokenizer(texts, truncation=False)["input_ids"])
     enc = tokenizer(texts, truncation=True, max_length=max_length)

@@ -70,11 +70,6 @@ class GradeScale:
         """The grade each row of ``probs`` (examples x count) expects: bounded by the scale's ends."""
         return np.asarray(probs, dtype=np.float64) @ self.values
 
-    def centred(self) -> np.ndarray:
-        """The grades minus their mean (count,): weights summing to 0, so a constant added to every logit of a
-        pair leaves their dot product with the logits unchanged."""
-        return self.values - self.values.mean()
-
     def id2label(self) -> dict[int, str]:
         """The checkpoint's class names: class ``i`` is grade ``first + i``."""
         return {i: str(g) for i, g in enumerate(self.grades)}

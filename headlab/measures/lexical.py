@@ -2,7 +2,7 @@
 
 No neural encoder: a pair becomes a few overlap features (shared terms, their shares of each side, Jaccard,
 BM25 of the title given the query, lengths), and a multinomial logistic regression trained on the train split maps
-them to the five grades. Its accuracy says how much of the task is term matching at all; the errors it shares with
+them to the data's grades. Its accuracy says how much of the task is term matching at all; the errors it shares with
 the cross-encoder show where attention adds something. Terms are lower-cased words where the language uses spaces
 and single characters of Chinese (the unit the Chinese models read), so the baseline needs no segmenter.
 """

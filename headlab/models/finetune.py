@@ -1,4 +1,4 @@
-"""Fine-tune an encoder into a 5-grade relevance classifier, with a plain, seeded PyTorch loop.
+"""Fine-tune an encoder into a relevance classifier, one class per grade of the data, with a plain, seeded PyTorch loop.
 
 The checkpoint is cached under a key of (model, data, hyperparameters, seed): every notebook asks for the
 same key and gets the same model. Training saves its state after every epoch, so an interrupted run

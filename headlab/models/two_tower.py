@@ -4,7 +4,7 @@ The study blames the two-tower design for a poor relevance model: encoding the s
 term-matching heads impossible. This is that design with everything else kept: the same pretrained encoder,
 data, epochs, learning rate, seed, batches and training loop as the cross-encoder of :mod:`headlab.models.finetune`.
 Each sentence is mean-pooled over its tokens (the pooling all-MiniLM-L6-v2 and e5 were trained with; ``[CLS]``
-and ``[SEP]`` included, padding not), and the pair features ``[u, v, |u - v|, u * v]`` go into a 5-grade linear
+and ``[SEP]`` included, padding not), and the pair features ``[u, v, |u - v|, u * v]`` go into a per-grade linear
 head. Checkpoints are cached like the cross-encoder's, under a key that also names the architecture.
 """
 

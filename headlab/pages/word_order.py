@@ -121,15 +121,10 @@ def shuffle_claims(by_grade: pd.DataFrame, scale: GradeScale) -> list[Claim]:
 
     Ours is the mean change of the expected grade over the pairs whose title changed order, with its 95% bootstrap
     interval over pairs. The study's −2 is the argmax grade its one pair lost: another unit, so it is kept with its
-    own (``study_unit``) and never put beside ours as the same number. A shift in grades says how far on the study's
-    scale only: on another ``scale`` (a 0-2 file's grade is not a 1-5 grade) the row is not comparable.
+    own (``study_unit``) and never put beside ours as the same number. The claim asks a direction, not a size
+    (:mod:`headlab.judging.sizes`), so it is judged on any ``scale``; the reason names the scale its grades run on.
     """
     total = _record(by_grade, "grade", "all")
-    other_scale = (
-        ""
-        if scale.is_study
-        else f"the data's {scale} are not the study's {STUDY_SCALE}, so a shift counted in grades is not the study's"
-    )
     return [
         Claim.measured(
             SHUFFLE_LOWERS_GRADE,
@@ -141,7 +136,6 @@ def shuffle_claims(by_grade: pd.DataFrame, scale: GradeScale) -> list[Claim]:
             n_examples=int(total.n_examples),
             study=float(STUDY_SHIFT),
             study_unit=STUDY_GRADE_SHIFT,
-            not_comparable=other_scale,
             reason=(
                 f"Ours: the mean change of the expected grade (grades run {scale.first} to {scale.last}) over the "
                 f"{int(total.n_examples)} "
@@ -280,10 +274,19 @@ def case_grades(cases: pd.DataFrame, example: int) -> pd.DataFrame:
     )
 
 
+def case_thresholds(scale: GradeScale, min_grade: int | None, min_drop: int | None) -> tuple[int, int]:
+    """The page's MIN_GRADE and MIN_DROP on the data's ``scale``: where not given, the scale's second-highest grade
+    (the study's 4 of 1-5) and a fall of 2 grades (the study's 4 -> 2), or the scale's whole span where it has fewer."""
+    return (
+        scale.last - 1 if min_grade is None else int(min_grade),
+        min(2, scale.count - 1) if min_drop is None else int(min_drop),
+    )
+
+
 def verdict_case(shares: pd.DataFrame, grades: pd.DataFrame, pattern: str, scale: GradeScale) -> str:
     """Markdown: how many pairs follow the study's case, and how the example shown behaves. No claim row: the study
-    shows its pair as an illustration and does not claim it is typical (and pairs graded below 4 could not follow
-    it). Its grades are the study's 1-5: on another ``scale`` the case is said to be not comparable."""
+    shows its pair as an illustration and does not claim it is typical (and pairs graded below MIN_GRADE could not
+    follow it). Its grades are the study's 1-5: on another ``scale`` the case is said to be not comparable."""
     counts = shares.set_index("pattern")
     funnel = "; ".join(
         f"{PATTERNS[p]}: {int(r['count'])} ({r['share']:.1%}, [{r['lo']:.1%}, {r['hi']:.1%}])"
