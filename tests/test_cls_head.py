@@ -573,3 +573,26 @@ def test_masked_runs_mask_exactly_the_named_heads_and_keep_every_other():
     masked_model, mask = runs["2 matching heads masked"]
     assert masked_model is model and mask.shape == (3, 4) and mask.dtype == np.float32
     assert {(int(l), int(h)) for l, h in zip(*np.nonzero(mask == 0))} == {(0, 1), (2, 3)} and mask.sum() == 10
+
+
+def test_choose_focus_chooses_on_the_selection_half_and_judges_on_the_held_out_half(tmp_path, monkeypatch):
+    setup = tiny_setup(tmp_path, n_right=3)
+    measured = []
+
+    def zeroed_again(lab, layer, head, estimate, n_boot, seed):  # the method check, without training pairs
+        measured.append(list(estimate))
+        single = single_head_correct(lab, progress=False)
+        return held_out_effect(single.correct, single.base_correct, layer, head, estimate, n_boot, seed, single.grades)
+
+    monkeypatch.setattr(cls_head, "mean_ablated_effect", zeroed_again)
+    focus = cls_head.choose_focus(setup, [(0, 1), (1, 2)], n_boot=50, seed=0)
+    select, estimate = split_halves(5, 0)
+    assert focus.select.tolist() == select.tolist() and focus.estimate.tolist() == estimate.tolist()
+    single = single_head_correct(setup, progress=False)
+    chosen = focus_head(selection_grid(single.correct, single.base_correct, select), 4)
+    assert (focus.layer, focus.head) == (int(chosen["layer"]), int(chosen["head"])) and focus.layer >= 2
+    framed = focus.grid[focus.grid["focus"]]
+    assert len(framed) == 1 and (int(framed["layer"].iloc[0]), int(framed["head"].iloc[0])) == (focus.layer, focus.head)
+    assert measured == [estimate.tolist()]  # the held-out pairs only
+    assert [r.claim_id for r in focus.rows][-1] == "cls_head.matching_heads_hurt"
+    assert focus.rows == [*focus.head_rows, *focus.matching_rows]

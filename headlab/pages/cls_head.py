@@ -18,6 +18,7 @@ renders as its verdict and saves. This page's ``cls_head.masking_hurts`` is the 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -32,10 +33,11 @@ from headlab.core.sweep import (
 )
 from headlab.inputs.pair import read_pair
 from headlab.judging.units import ACCURACY_CHANGE, CLS_CONCENTRATION, CLS_SPREAD, CLS_SPREAD_VERSUS_RANDOM
-from headlab.judging.verdicts import Claim, Kind, StudyClaim, judge, reach
+from headlab.judging.verdicts import Claim, Kind, StudyClaim, judge, reach, with_mean_ablation
 from headlab.lab.lab import Lab
 from headlab.measures.attention_compare import token_labels
-from headlab.measures.grids import single_heads
+from headlab.measures.grids import SingleHeads, focus_head, selection_grid, single_head_correct, single_heads
+from headlab.measures.held_out import split_halves
 from headlab.measures.roles import cls_attention_on_shared, paired_delta
 from headlab.measures.study_layers import STUDY_HIGH_HEAD_LAYER, STUDY_LAYERS, study_layer_to_ours
 
@@ -575,6 +577,47 @@ def mean_ablated_effect(lab: Lab, layer: int, head: int, estimate, n_boot: int =
     per_example = lab.sweep([spec], "cls_focus", ablation="mean", progress=False)
     heads = single_heads(per_example, [spec], "mean-ablated")
     return held_out_effect(heads.correct, heads.base_correct, layer, head, estimate, n_boot, seed, heads.grades)
+
+
+@dataclass
+class Focus:
+    """The upper head page 07 follows and what chose and judged it: the halves (``select`` chooses, ``estimate``
+    measures), every head masked alone (``single``), the grid on the selection half with the head framed (``focus``
+    column), its held-out effect zeroed and mean-ablated (the method check), and the claims they give: the head's
+    and the study's "the term-matching heads hurt when masked" (05's ``matching`` heads, each alone, held out)."""
+
+    select: np.ndarray
+    estimate: np.ndarray
+    single: SingleHeads
+    grid: pd.DataFrame
+    layer: int
+    head: int
+    head_rows: list[Claim]
+    matching_rows: list[Claim]
+
+    @property
+    def rows(self) -> list[Claim]:
+        """Both claims' rows, the head's first."""
+        return [*self.head_rows, *self.matching_rows]
+
+
+def choose_focus(lab: Lab, matching, n_boot: int = N_BOOT, seed: int = 0) -> Focus:
+    """Page 07's choice, then its measurement (:class:`Focus`): the upper-half head whose masking alone costs most
+    on the selection half (:func:`headlab.measures.grids.focus_head`), measured on the held-out half."""
+    select, estimate = split_halves(len(lab.encoded), seed)
+    single = single_head_correct(lab)
+    grid = selection_grid(single.correct, single.base_correct, select)
+    chosen = focus_head(grid, lab.shape[0])
+    layer, head = int(chosen["layer"]), int(chosen["head"])
+    grid["focus"] = (grid["layer"] == layer) & (grid["head"] == head)
+    effect = held_out_effect(single.correct, single.base_correct, layer, head, estimate, n_boot, seed, single.grades)
+    mean_effect = mean_ablated_effect(lab, layer, head, estimate, n_boot=n_boot, seed=seed)
+    layers = lab.shape[0]
+    head_rows = with_mean_ablation(focus_claims(chosen, effect, layers), focus_claims(chosen, mean_effect, layers))
+    matching_rows = matching_hurt_claims(
+        single.correct, single.base_correct, matching, estimate, n_boot, seed, single.grades
+    )
+    return Focus(select, estimate, single, grid, layer, head, head_rows, matching_rows)
 
 
 def focus_takeaway(grid: pd.DataFrame, layer: int, head: int) -> str:
