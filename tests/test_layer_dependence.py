@@ -521,3 +521,27 @@ def test_the_page_judges_most_heads_at_the_policy_margin_which_no_parameter_sets
 def _called(call: ast.Call) -> str:
     """The name a call calls, bare or through a module (``ld.heads_claims``)."""
     return ast.unparse(call.func).split(".")[-1]
+
+
+def test_the_page_s_sweeps_and_halves_come_from_one_call_each(tmp_path, monkeypatch):
+    """run_sweeps masks the halves' draws, every layer and every head (and the unmasked model), and mean-ablates only
+    the method check's handful; compare_halves gives both halves' curves over the same shares and the claims."""
+    from tiny_setup import PAIRS, tiny_setup
+
+    from headlab.lab.params import Params
+    from headlab.pages.layer_dependence import compare_halves, run_sweeps
+
+    monkeypatch.setattr(Params, "train_frame", lambda self: PAIRS)  # the tiny lab's "training pairs"
+    lab = tiny_setup(tmp_path, n_right=3)
+    sweeps = run_sweeps(lab, half_steps=2, half_draws=2, deciding_draws=0, n_boot=50, seed=0)
+    kinds = sweeps.plan["kind"].value_counts().to_dict()
+    assert kinds["layer"] == 4 and kinds["head"] == 16 and kinds["none"] == 1 and {"lower", "upper"} <= set(kinds)
+    assert set(sweeps.mean_plan["mask_id"]) < set(sweeps.plan["mask_id"])  # a handful, checked again
+    assert len(sweeps.summary) == len(sweeps.plan) and len(sweeps.mean_summary) == len(sweeps.mean_plan)
+    assert sweeps.note(lab).startswith(f"{len(sweeps.plan)} masks (") and "of a 4 x 4 model" in sweeps.note(lab)
+    halves = compare_halves(sweeps, n_boot=50, seed=0)
+    assert set(halves.curve["kind"]) == {"lower", "upper"}
+    assert sorted(halves.curve[halves.curve["kind"] == "lower"]["share"]) == sorted(halves.gap["share"])
+    assert [r.claim_id for r in halves.rows] == [c.claim_id for c in halves_claims(halves.gap)]
+    checked = sweeps.mean_plan["kind"].value_counts().to_dict()
+    assert checked["layer"] == 4 and checked["none"] == 1 and "head" not in checked  # every layer, no single head

@@ -13,16 +13,37 @@ shows those rows rendered, then the numbers behind them (``halves_details``, ``l
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
 from headlab.core.stats import by_interval, equivalent, floor_bound
+from headlab.core.sweep import (
+    baseline_correct,
+    baseline_spec,
+    layer_specs,
+    plan_table,
+    share_curve,
+    single_head_specs,
+    summarize,
+)
 from headlab.judging.sizes import MARGIN_WHY, NO_CHANGE_MARGIN
 from headlab.judging.units import ACCURACY_CHANGE, HALF_GAP, HEADS_NOTHING, KAPPA_LOST, PAIRED, TWO_STAGE, with_interval
-from headlab.judging.verdicts import Claim, Kind, StudyClaim, draws_df_default, each_level, far_end, judge, reach
-from headlab.measures.halves import HALVES, collapse_shares
+from headlab.judging.verdicts import (
+    Claim,
+    Kind,
+    StudyClaim,
+    draws_df_default,
+    each_level,
+    far_end,
+    judge,
+    reach,
+    with_mean_ablation,
+)
+from headlab.lab.lab import Lab
+from headlab.measures.halves import HALVES, collapse_shares, half_gap, half_specs
 from headlab.measures.study_layers import (
     STUDY_GAIN_LAYERS,
     STUDY_HIGH_HEAD_LAYER,
@@ -726,3 +747,77 @@ def mean_ablation_specs(specs) -> list:
     the shares nearest the study's collapse points (40% and 50% of all heads), each with its draws."""
     near = set(collapse_shares(sorted({float(s.meta["share"]) for s in specs if s.kind in HALVES})))
     return [s for s in specs if s.kind in ("none", "layer") or (s.kind in HALVES and float(s.meta["share"]) in near)]
+
+
+# --- the page's sweeps ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Sweeps:
+    """Page 02's masks and what they did: the plan and per-pair results of its sweep (the halves' random draws, every
+    whole layer, every head alone, with the unmasked model) and their summary, and the same for the handful of masks
+    the method check mean-ablates (:func:`mean_ablation_specs`)."""
+
+    plan: pd.DataFrame
+    per_example: pd.DataFrame
+    summary: pd.DataFrame
+    mean_plan: pd.DataFrame
+    mean_example: pd.DataFrame
+    mean_summary: pd.DataFrame
+
+    def note(self, lab: Lab) -> str:
+        """What ran, in one sentence: the masks of each kind, the pairs, the model's shape and its floor."""
+        layers, heads = lab.shape
+        kinds = self.plan["kind"].value_counts().to_dict()
+        return (
+            f"{len(self.plan)} masks ({kinds}) on {len(lab.encoded)} {lab.params.eval_split} pairs of a {layers} x "
+            f"{heads} model; unmasked accuracy {baseline_correct(self.per_example).mean():.1%}, always answering the "
+            f"most frequent grade {lab.floor.majority:.1%}."
+        )
+
+
+def run_sweeps(lab: Lab, half_steps: int, half_draws: int, deciding_draws: int, n_boot: int, seed: int) -> Sweeps:
+    """The page's sweep, saved mask by mask and resumed (:meth:`headlab.lab.Lab.sweep`), and its mean-ablated method
+    check (each removed head's output replaced by its mean over training pairs instead of zero)."""
+    layers, heads = lab.shape
+    specs = [
+        baseline_spec(),
+        *half_specs(layers, heads, half_steps, half_draws, seed, deciding_draws),
+        *layer_specs(layers, heads),
+        *single_head_specs(layers, heads),
+    ]
+    plan, per_example = plan_table(specs), lab.sweep(specs, "layer_dependence")
+    mean_specs = mean_ablation_specs(specs)
+    mean_plan, mean_example = plan_table(mean_specs), lab.sweep(mean_specs, "layer_dependence", ablation="mean")
+    return Sweeps(
+        plan,
+        per_example,
+        summarize(per_example, plan, n_boot=n_boot, seed=seed),
+        mean_plan,
+        mean_example,
+        summarize(mean_example, mean_plan, n_boot=n_boot, seed=seed),
+    )
+
+
+@dataclass
+class Halves:
+    """The two halves masked at the same shares: each half's curve over the shares (``curve``; ``draws``, one row per
+    draw), the gap between them per share (``gap``) and the claims they give, marked where mean-ablation moves them."""
+
+    curve: pd.DataFrame
+    draws: pd.DataFrame
+    gap: pd.DataFrame
+    rows: list[Claim]
+
+
+def compare_halves(sweeps: Sweeps, n_boot: int, seed: int) -> Halves:
+    """:class:`Halves` from the page's sweeps: the share curves of each half (:func:`headlab.core.sweep.share_curve`),
+    their gap (:func:`headlab.measures.halves.half_gap`), zeroed and mean-ablated, and :func:`halves_claims` marked
+    where mean-ablation moves them."""
+    curves, draws = zip(
+        *(share_curve(sweeps.per_example, sweeps.plan, kind=half, n_boot=n_boot, seed=seed) for half in HALVES)
+    )
+    gap = half_gap(sweeps.per_example, sweeps.plan, n_boot=n_boot, seed=seed)
+    mean_gap = half_gap(sweeps.mean_example, sweeps.mean_plan, n_boot=n_boot, seed=seed)
+    rows = with_mean_ablation(halves_claims(gap), halves_claims(mean_gap))
+    return Halves(pd.concat(curves, ignore_index=True), pd.concat(draws, ignore_index=True), gap, rows)
