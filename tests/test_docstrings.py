@@ -172,3 +172,19 @@ def test_the_type_checker_covers_core_and_lab():
     config = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
     assert {"headlab/core", "headlab/lab"} <= set(config["tool"]["mypy"]["files"])
     assert config["tool"]["ruff"]["line-length"] == 120
+
+
+# a shape written the other ways: "(pairs x grades)" or "(L, H, T, T)"
+OTHER_SHAPE = re.compile(r"\((?:[a-z_]+ x [a-z_]+|L, H\b)")
+
+
+def test_shapes_are_written_one_way():
+    """A tensor's or a table's shape is written as its axes' names in parentheses, ``(layers, heads, tokens, tokens)``
+    (TransformerLens names its axes in the same place), never ``(pairs x grades)`` nor ``(L, H, T, T)``."""
+    other = [
+        f"{path.relative_to(PACKAGE.parent)}:{number}: {line.strip()}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if OTHER_SHAPE.search(line)
+    ]
+    assert not other, other[:5]

@@ -7,8 +7,9 @@ when the model is near its floor or beaten by the lexical grader; a tally of the
 finding a table whose rows are the study's claims (sub-rows indented under their claim) and whose cells give the
 verdict, our number with its 95% interval, a mark where the condition sits at the model's floor, and a link to the
 page with the evidence. The README carries a copy, generated from the last build's table by :mod:`tools.readme`.
-The page opens on the grid of verdicts (claims x models, the README's picture), drawn by the Vega bundle the book
-ships, so with no network: a cell's tooltip gives its number, intervals and rule, and a click opens its page.
+The page opens on the grid of verdicts (a row per claim, a column per model: the README's picture), drawn by the
+Vega bundle the book ships, so with no network: a cell's tooltip gives its number, intervals and rule, and a click
+opens its page.
 """
 
 from __future__ import annotations

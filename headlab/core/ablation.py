@@ -53,7 +53,7 @@ def token_classes(pair) -> np.ndarray:
 
 
 def padded_classes(classes: list[np.ndarray], idx) -> torch.Tensor:
-    """(batch x tokens) the token classes of the pairs at ``idx`` (``classes``: one array per pair, from
+    """(batch, tokens) the token classes of the pairs at ``idx`` (``classes``: one array per pair, from
     :func:`token_classes`), padded as :func:`headlab.core.evaluate.padded` pads their ids, with :data:`PADDING`."""
     rows = [classes[i] for i in idx]
     out = torch.full((len(rows), max(len(r) for r in rows)), PADDING, dtype=torch.long)
@@ -103,7 +103,7 @@ def class_outputs(
     pad_id: int = 0,
 ) -> tuple[torch.Tensor, Donors]:
     """One fp32 pass of the plain model over the ``encoded`` reference pairs (training ones; ``classes``: one
-    :func:`token_classes` array per pair), every position of every layer: (layers x classes x hidden) each layer's
+    :func:`token_classes` array per pair), every position of every layer: (layers, classes, hidden) each layer's
     head outputs averaged per :class:`TokenClass` over every non-padding position (what :func:`mean_ablated` reads),
     and the head outputs of ``donors`` of the pairs that hold every class, drawn at random (seeded; what
     :func:`resample_ablated` reads)."""
@@ -167,7 +167,7 @@ def mean_ablated(model, heads, means: torch.Tensor, classes: torch.Tensor):
 
 def resample_ablated(model, heads, donors: Donors, chosen: torch.Tensor, positions: torch.Tensor):
     """Inside the block, each head ``(layer, head)`` of ``heads`` outputs what it output on a real reference pair:
-    row ``b`` reads donor ``chosen[b]`` (:class:`Donors`) at ``positions[b]`` (batch x tokens,
+    row ``b`` reads donor ``chosen[b]`` (:class:`Donors`) at ``positions[b]`` ((batch, tokens):
     :meth:`Donors.positions`: same class, same rank). One donor a pair, so a layer above reads one real pair's
     outputs, not a patchwork of positions from many (causal scrubbing resamples one other input whole); every other head
     computes as usual."""
@@ -191,7 +191,7 @@ def mean_ablated_logits(
     pad_id: int = 0,
     chosen_precision: str | None = None,
 ) -> np.ndarray:
-    """(sets x pairs x grades): the classifier's logits on the ``encoded`` pairs with each set of ``head_sets``
+    """(sets, pairs, grades): the classifier's logits on the ``encoded`` pairs with each set of ``head_sets``
     mean-ablated in turn (:func:`mean_ablated`; an empty set: the model as it is), every batch built once for all
     the sets. ``classes``: one :func:`token_classes` array per pair; ``chosen_precision``: as
     :func:`headlab.core.device.autocast`."""

@@ -76,7 +76,7 @@ def mask_neurons(model, mask):
 def fisher_importance(
     model, encoded: Encoded, batch_size: int = 32, device="cpu", pad_id: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(heads, neurons)``: per head (layers x heads) and per feed-forward neuron (layers x neurons), the sum over
+    """``(heads, neurons)``: per head (layers, heads) and per feed-forward neuron (layers, neurons), the sum over
     ``encoded``'s pairs of the squared gradient of the gold grade's cross-entropy with respect to its mask variable
     at 1 (each pair its own mask row, so the square is taken per pair)."""
     layers, heads = head_grid(model)

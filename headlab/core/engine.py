@@ -275,7 +275,7 @@ class MaskEngine:
 
     @torch.inference_mode()
     def probabilities(self, masks: list[torch.Tensor]) -> list[np.ndarray]:
-        """Probabilities (examples x grades) for each (layers x heads) keep-mask; masks go ``masks_per_pass`` at a
+        """Probabilities (examples, grades) for each (layers, heads) keep-mask; masks go ``masks_per_pass`` at a
         time."""
         masks = [torch.as_tensor(m, dtype=torch.float32) for m in masks]
         results: dict[int, np.ndarray] = {}

@@ -165,7 +165,7 @@ def predict(
     precision: str = "fp32",
     logits: bool = False,
 ) -> np.ndarray:
-    """Grade probabilities (examples x grades) of the model, with the heads of ``mask`` removed if given; ``logits``:
+    """Grade probabilities (examples, grades) of the model, with the heads of ``mask`` removed if given; ``logits``:
     the logits instead (what a student is distilled from, :mod:`headlab.models.distill`).
 
     ``block_across=sep_id`` keeps attention inside each sentence (:func:`within_sentence_mask`); ``precision="bf16"``

@@ -56,7 +56,7 @@ class GradeScale:
         return self == STUDY_SCALE
 
     def predicted(self, probs: np.ndarray) -> np.ndarray:
-        """The most probable grade of each row of ``probs`` (examples x count)."""
+        """The most probable grade of each row of ``probs`` (examples, count)."""
         probs = np.asarray(probs)
         if probs.shape[-1] != self.count:
             raise GradeError(f"probabilities over {probs.shape[-1]} classes cannot be read on {self.count} {self}")
@@ -67,7 +67,7 @@ class GradeScale:
         return np.asarray(grades, dtype=np.int64) - self.first
 
     def expected(self, probs: np.ndarray) -> np.ndarray:
-        """The grade each row of ``probs`` (examples x count) expects: bounded by the scale's ends."""
+        """The grade each row of ``probs`` (examples, count) expects: bounded by the scale's ends."""
         return np.asarray(probs, dtype=np.float64) @ self.values
 
     def id2label(self) -> dict[int, str]:

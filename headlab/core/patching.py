@@ -91,7 +91,7 @@ def projection_pre_hooks(model, hooks: dict):
 def patch_heads(model, heads, source: list[torch.Tensor | None], where: torch.Tensor | None = None):
     """Inside the block, each head ``(layer, head)`` of ``heads`` outputs what it output in the source run
     (``source[layer]``: that layer's head outputs, batch x tokens x hidden, from :func:`recording_head_outputs`);
-    every other head computes as usual. ``where`` (batch x tokens, 1 or 0) limits the patch to those positions of
+    every other head computes as usual. ``where`` ((batch, tokens), 1 or 0) limits the patch to those positions of
     each pair (MechIR's head-by-position view). A layer that computes ``[CLS]`` alone reads the source's first row."""
     hooks = {}
     for layer, columns in head_columns(model, heads).items():
@@ -248,7 +248,7 @@ class PatchEngine:
         return self._recorded
 
     def unpatched_logits(self) -> tuple[np.ndarray, np.ndarray]:
-        """The logits (pairs x grades) of the source and of the target pairs, as the patched runs compute them."""
+        """The logits (pairs, grades) of the source and of the target pairs, as the patched runs compute them."""
         source, target = np.zeros((self.n, self.scale.count)), np.zeros((self.n, self.scale.count))
         for (idx, *_), (_, source_logits, _, target_logits, _) in zip(self.batches, self._record()):
             source[idx], target[idx] = source_logits, target_logits
@@ -261,7 +261,7 @@ class PatchEngine:
 
     @torch.inference_mode()
     def logits(self, patches: list, where=None, progress: bool = False) -> np.ndarray:
-        """(patches x pairs x grades): the target's logits with each patch's heads (a list of ``(layer, head)``)
+        """(patches, pairs, grades): the target's logits with each patch's heads (a list of ``(layer, head)``)
         taken from the source, at every position or, given ``where`` (per pair in source order, its positions), at
         those alone; layers below a patch's lowest head are replayed from the target's recorded run."""
         recorded = self._record()
@@ -282,11 +282,11 @@ class PatchEngine:
         return out
 
     def expected_grades(self, patches: list, progress: bool = False) -> np.ndarray:
-        """(patches x pairs): :meth:`logits` as expected grades."""
+        """(patches, pairs): :meth:`logits` as expected grades."""
         return expected_grade(self.logits(patches, progress=progress), self.scale)
 
     def attribution(self, progress: bool = False) -> list[np.ndarray]:
-        """Attribution patching (Nanda 2023; Kramar et al. 2024, AtP): per pair in source order, a (layers x heads x
+        """Attribution patching (Nanda 2023; Kramar et al. 2024, AtP): per pair in source order, a (layers, heads,
         tokens) array of the first-order estimate of what patching that head at that position alone from the source
         changes in the target's :func:`grade_logit`: the gradient at the target run times (source - target) head
         output, every head and position from one backward pass per batch. :meth:`logits` checks it exactly."""
@@ -325,7 +325,7 @@ class PatchEngine:
 
     @torch.inference_mode()
     def path_logits(self, senders, receivers, cls_only: bool = False, routes=None) -> np.ndarray:
-        """(receivers x pairs x grades): the target's logits with each receiver head (layer, head) alone reading the
+        """(receivers, pairs, grades): the target's logits with each receiver head (layer, head) alone reading the
         senders' change, the rest of the run the target's. Path patching, one step (Wang et al. 2023): the senders'
         outputs come from the source and every other head from the lowest sender's layer up is frozen at its target
         output, so their change reaches the receiver's layer along the residual stream and through the MLPs alone;
@@ -399,7 +399,7 @@ class _Head:
 
 
 def _off_cls(inputs) -> torch.Tensor:
-    """(batch x tokens) 1 at every position of each pair but ``[CLS]`` (position 0), 0 there and at padding."""
+    """(batch, tokens) 1 at every position of each pair but ``[CLS]`` (position 0), 0 there and at padding."""
     where = inputs["attention_mask"].float().clone()
     where[:, 0] = 0.0
     return where
@@ -429,7 +429,7 @@ def _reading(receiver: _Head, residual: torch.Tensor, routes=tuple(Route)):
 
 
 def _position_mask(positions, idx, attention_mask: torch.Tensor) -> torch.Tensor:
-    """(batch x tokens) 1 at each pair's ``positions`` (given per pair in source order), 0 elsewhere."""
+    """(batch, tokens) 1 at each pair's ``positions`` (given per pair in source order), 0 elsewhere."""
     where = torch.zeros(attention_mask.shape, dtype=torch.float32)
     for row, example in enumerate(idx):
         where[row, list(positions[example])] = 1.0

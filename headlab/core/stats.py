@@ -15,7 +15,7 @@ from scipy import stats as sps
 
 
 def bootstrap_weights(n: int, n_boot: int, seed: int) -> np.ndarray:
-    """(n_boot x n) multinomial counts: each row is one bootstrap resample of n examples (read-only).
+    """(n_boot, n) multinomial counts: each row is one bootstrap resample of n examples (read-only).
 
     Drawn once per (n, n_boot, seed) in a process and then reused: a sweep's hundreds of effects resample the same
     pairs, and drawing 2000 resamples of a test split costs a tenth of a second each time."""
@@ -39,7 +39,7 @@ def _bootstrap_weights(n: int, n_boot: int, seed: int) -> np.ndarray:
 
 
 def draw_counts(n_draws: int, n_boot: int, seed) -> np.ndarray:
-    """(n_boot x n_draws) counts resampling the random draws with replacement: stage one of the two-stage bootstrap.
+    """(n_boot, n_draws) counts resampling the random draws with replacement: stage one of the two-stage bootstrap.
 
     One draw (a fixed mask) is never resampled. The generator is seeded apart from :func:`bootstrap_weights`,
     so adding draws never changes which test pairs a replicate resamples.
@@ -51,7 +51,7 @@ def draw_counts(n_draws: int, n_boot: int, seed) -> np.ndarray:
 
 
 def boot_means(values: np.ndarray, weights: np.ndarray, draw_seed) -> np.ndarray:
-    """Bootstrap replicates of the mean over draws and examples of ``values`` (draws x examples, or examples).
+    """Bootstrap replicates of the mean over draws and examples of ``values`` ((draws, examples), or (examples,)).
 
     Two stages, because both are chance: which heads a random mask drew (draws resampled with
     :func:`draw_counts`) and which test pairs were sampled (examples resampled with ``weights``, the same
@@ -183,7 +183,7 @@ def versus_random(
     """The named heads' effect minus the mean effect of random head sets, on the same pairs, with its uncertainty.
 
     ``named`` is one value per pair (right/wrong, or a per-pair measure) with the named heads removed, ``random``
-    (draws x pairs) the same for each random set. With ``base`` (per-pair values of the unmasked model) both effects
+    (draws, pairs) the same for each random set. With ``base`` (per-pair values of the unmasked model) both effects
     are relative changes against it (``mean / mean(base) - 1``, the study's unit for accuracy), else plain means.
     Uncertainty: a two-stage bootstrap, the pairs resampled once for every condition (paired) and the draws resampled
     (:func:`boot_means`); the interval is a t interval on its standard error with Welch–Satterthwaite degrees of
@@ -324,8 +324,8 @@ class Floor:
 
 
 def _kappas(predicted: np.ndarray, gold: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """(resamples x draws) quadratic-weighted kappas of each row of ``predicted`` (draws x pairs) on each row of
-    ``weights`` (resamples x pairs, counts of each pair).
+    """(resamples, draws) quadratic-weighted kappas of each row of ``predicted`` (draws, pairs) on each row of
+    ``weights`` ((resamples, pairs), counts of each pair).
 
     Quadratic kappa is Lin's concordance: 2 cov(p, g) / (var p + var g + (mean p - mean g)^2), population moments
     over the weighted pairs (the agreement matrix's weights (i - j)^2 and its chance matrix's marginals reduce to
@@ -438,7 +438,7 @@ def kappa_lost_point(masked_predicted, base_predicted, gold) -> float:
 
 def _kappa_replicates(conditions, base, g, n_boot, seed, draw_seeds):
     """``(base_point, base_boot, [(kappa, per_draw, counts), ...])``: the baseline's kappa at the point and in every
-    replicate, and per condition its kappa (mean over draws), its draws' kappas in every replicate (n_boot x draws)
+    replicate, and per condition its kappa (mean over draws), its draws' kappas in every replicate (n_boot, draws)
     and the replicates' draw counts (:func:`draw_counts`). One pass over the resamples for the baseline and every
     draw of every condition."""
     masked = [np.atleast_2d(np.asarray(c, dtype=np.float64)) for c in conditions]

@@ -469,7 +469,7 @@ def share_masks(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The masks of ``kind`` that remove a share of the heads, and the sweep's right/wrong matrix: ``(specs,
     correct)``, specs with ``mask_id``, a float ``share`` and the ``meta`` columns, correct indexed by ``mask_id``
-    (masks x examples). A mask of the plan with no result in the sweep is an error naming it.
+    (masks, examples). A mask of the plan with no result in the sweep is an error naming it.
 
     Columns of specs: the plan's (mask_id, kind, n_dropped, dropped, meta), share as a float.
     Columns of correct: the examples (0 ... n-1), 1 right and 0 wrong; index: mask_id.

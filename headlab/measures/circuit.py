@@ -52,7 +52,7 @@ def position_groups(contrast: Contrast, tokenizer, stopwords=None) -> dict[str, 
 
 
 def _boot_shares(moved: np.ndarray, gap: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """(rows x resamples): each row of ``moved`` (rows x pairs) as a share of the gap, per bootstrap resample."""
+    """(rows, resamples): each row of ``moved`` (rows, pairs) as a share of the gap, per bootstrap resample."""
     return (moved @ weights.T) / (weights @ gap)
 
 

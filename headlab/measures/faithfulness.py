@@ -101,7 +101,7 @@ class AblationEngine:
         return torch.as_tensor(chosen, device=self.device), positions.to(self.device)
 
     def gaps(self, kept_sets, progress: bool = False) -> np.ndarray:
-        """(sets x pairs): per pair, grade_logit(original) - grade_logit(contrast) with every head outside the set (of
+        """(sets, pairs): per pair, grade_logit(original) - grade_logit(contrast) with every head outside the set (of
         ``(layer, head)``) ablated on both; a set computed before is read back, not computed again."""
         keys = [self._key(kept) for kept in kept_sets]
         new = [k for k in dict.fromkeys(keys) if k not in self._gaps]
@@ -204,7 +204,7 @@ def faithfulness(
 
 
 def _incompleteness(engine: AblationEngine, circuit: list[Head], subsets, progress: bool = False) -> np.ndarray:
-    r"""(subsets x pairs): per pair, the gap of C \ K minus that of M \ K for each K of ``subsets``: what removing K
+    r"""(subsets, pairs): per pair, the gap of C \ K minus that of M \ K for each K of ``subsets``: what removing K
     costs the circuit and not the model."""
     gaps = engine.gaps([[h for h in kept if h not in k] for k in subsets for kept in (circuit, engine.heads)], progress)
     return gaps[0::2] - gaps[1::2]

@@ -99,7 +99,7 @@ class LexicalGrader:
     scale: GradeScale
 
     def probabilities(self, frame: pd.DataFrame) -> np.ndarray:
-        """Grade probabilities (pairs x grades of the scale)."""
+        """Grade probabilities (pairs, grades of the scale)."""
         z = (pair_features(frame, self.frequencies).to_numpy(dtype=np.float64) - self.mean) / self.std
         logits = z @ self.weights + self.bias
         logits -= logits.max(axis=1, keepdims=True)

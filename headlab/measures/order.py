@@ -102,7 +102,7 @@ def shuffled_frame(frame: pd.DataFrame, seed: int, column: str = "title", segmen
 
 
 def shifted_diagonal_scores(maps: np.ndarray, special) -> np.ndarray:
-    """(L, H, 2): mean attention from each ordinary token to the token before it (0) and after it (1).
+    """(layers, heads, 2): mean attention from each ordinary token to the token before it (0) and after it (1).
 
     ``special`` flags the special tokens ([CLS], [SEP], ...) by position. A pair counts only when both tokens
     are ordinary: a title's first token attending to [SEP] is not word order, and special tokens are not
@@ -622,7 +622,7 @@ def case_k_table(
 
 
 def removal_mask(model, heads) -> torch.Tensor:
-    """(L, H) mask removing ``heads``."""
+    """(layers, heads) mask removing ``heads``."""
     mask = torch.ones(head_grid(model))
     for layer, head in heads:
         mask[layer, head] = 0.0

@@ -144,7 +144,7 @@ def _match_scores(maps: np.ndarray, pair: Pair) -> dict[str, np.ndarray]:
     other[np.ix_(pair.query, pair.title)] = 1.0
     other[np.ix_(pair.title, pair.query)] = 1.0
     sources = np.flatnonzero(identical.sum(axis=1))
-    on_identical = (maps * identical).sum(axis=-1)[..., sources]  # (L, H, sources)
+    on_identical = (maps * identical).sum(axis=-1)[..., sources]  # (layers, heads, sources)
     on_other = (maps * other).sum(axis=-1)[..., sources]
     per_other_token = on_other / other.sum(axis=1)[sources]
     uniform_on_identical = per_other_token * identical.sum(axis=1)[sources]
@@ -172,7 +172,7 @@ def example_role_scores(maps: np.ndarray, pair: Pair) -> dict[str, np.ndarray]:
     with np.errstate(divide="ignore", invalid="ignore"):
         scores["match_ratio"] = scores["match"] / scores["match_baseline"]
     scores["match_excess"] = scores["match"] - scores["match_baseline"]
-    rows = maps[..., content, :]  # (L, H, content, T)
+    rows = maps[..., content, :]  # (layers, heads, content, tokens)
     scores["self"] = rows[..., np.arange(len(content)), content].mean(axis=-1)
     scores["sep"] = rows[..., pair.seps].sum(axis=-1).mean(axis=-1)
     scores["cls"] = rows[..., pair.cls].mean(axis=-1)
@@ -267,7 +267,7 @@ def cls_attention_on_shared(maps: np.ndarray, pair: Pair) -> dict:
     Per-head values are (layers, heads) arrays; ``chance``, ``n_shared_tokens``, ``n_tokens`` are numbers.
     """
     content = pair.content
-    rows = maps[:, :, pair.cls, content].astype(np.float64)  # (L, H, content)
+    rows = maps[:, :, pair.cls, content].astype(np.float64)  # (layers, heads, content)
     content_mass = rows.sum(axis=-1)
     p = rows / content_mass[..., None]
     shared = pair.shared_positions

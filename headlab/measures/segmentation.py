@@ -233,7 +233,8 @@ def encode_segmented_examples(tokenizer, examples: list[list[list[str]]], max_le
 
 
 def _sep_and_next(maps: np.ndarray, sep_positions, scored_positions) -> tuple[np.ndarray, np.ndarray]:
-    """(L, H, n) attention of each scored token to all [SEP]s together, and to the token right after it."""
+    """(layers, heads, scored) attention of each scored token to all [SEP]s together, and to the token right after
+    it."""
     maps = np.asarray(maps)
     scored = np.asarray(scored_positions, dtype=np.int64)
     if scored.size and scored.max() + 1 >= maps.shape[-1]:
@@ -247,10 +248,11 @@ def _sep_and_next(maps: np.ndarray, sep_positions, scored_positions) -> tuple[np
 
 
 def rule_predictions(maps: np.ndarray, sep_positions, scored_positions) -> np.ndarray:
-    """(L, H, n) bool: head (l, h) says "word end" for token t when attention to [SEP] beats attention to t + 1.
+    """(layers, heads, scored) bool: head (l, h) says "word end" for token t when attention to [SEP] beats attention
+    to t + 1.
 
-    ``maps`` is one example's (L, H, T, T), rows attending. All [SEP] positions count together. A token
-    right before a [SEP] has no next token to weigh against [SEP] and raises ValueError; the study counted
+    ``maps`` is one example's (layers, heads, tokens, tokens), rows attending. All [SEP] positions count together. A
+    token right before a [SEP] has no next token to weigh against [SEP] and raises ValueError; the study counted
     every character, but there the rule's "word end" is free (:func:`rule_positions` leaves those out).
     """
     to_sep, to_next = _sep_and_next(maps, sep_positions, scored_positions)
@@ -271,7 +273,7 @@ class BoundaryData:
     The tokens left out because a [SEP] follows them (:func:`rule_positions`) are kept apart, to be counted.
     """
 
-    pred: np.ndarray  # (L, H, n) bool
+    pred: np.ndarray  # (layers, heads, scored) bool
     features: np.ndarray  # (n, L*H)
     gold: np.ndarray  # (n,) bool
     groups: np.ndarray  # (n,) example index of each token (split and bootstrap by these)
@@ -353,7 +355,8 @@ def boundary_data(attention, encoded: Encoded, tokenizer, segments=None) -> Boun
 
 @dataclass
 class BoundaryExample:
-    """One example read closely: its attention maps (L, H, T, T), tokens, and the rule per head and scored token."""
+    """One example read closely: its attention maps (layers, heads, tokens, tokens), tokens, and the rule per head
+    and scored token."""
 
     example: int
     maps: np.ndarray
@@ -460,7 +463,7 @@ def head_boundary_scores(
 
 
 def _grouped_mean_interval(values: np.ndarray, groups, n_boot: int, seed: int):
-    """95% cluster-bootstrap interval of the per-token mean of each row of ``values`` (rows x tokens).
+    """95% cluster-bootstrap interval of the per-token mean of each row of ``values`` (rows, tokens).
 
     Whole examples (groups) are resampled, since the tokens of one sentence are not independent. Rows of 0/1
     give accuracies; rows of differences (-1, 0, 1) give paired accuracy gains.

@@ -117,7 +117,7 @@ def load_two_tower(folder) -> TwoTower:
 def predict_two_tower(
     model: TwoTower, queries: Encoded, titles: Encoded, batch_size: int = 64, device="cpu", pad_id: int = 0
 ) -> np.ndarray:
-    """Grade probabilities (pairs x grades), in batches ordered by the pairs' lengths."""
+    """Grade probabilities (pairs, grades), in batches ordered by the pairs' lengths."""
     model.eval()
     lengths = np.array([len(q) + len(t) for q, t in zip(queries.input_ids, titles.input_ids)])
     order = np.argsort(lengths, kind="stable")

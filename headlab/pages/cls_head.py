@@ -325,7 +325,7 @@ def masked_name(k: int) -> str:
 
 def masked_runs(lab: Lab, heads) -> dict[str, tuple]:
     """The two runs the page's [CLS] bars and maps compare, ``{name: (model, keep-mask or None)}``: every head, and
-    ``heads`` (notebook 05's term-matching heads) masked (:func:`masked_name`), a (layers x heads) mask of 1 for a
+    ``heads`` (notebook 05's term-matching heads) masked (:func:`masked_name`), a (layers, heads) mask of 1 for a
     kept head, 0 for these."""
     mask = np.ones(lab.shape, dtype=np.float32)
     for layer, head in heads:

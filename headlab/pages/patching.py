@@ -153,10 +153,10 @@ def ablation_specificity(
     counted), the move is regressed on the grade, whether the pair shares a term and its unablated grade logit
     (``base``): an ablation pulls every pair toward the average, and pairs that share terms already sit higher within
     their grade, so only a difference at the same grade *and* the same starting logit speaks to terms. The
-    coefficient of sharing, over the pooled within-cell (grade x group) standard deviation of the move, is each set's
-    standardised difference ``d``; the judged ``difference`` is the named heads' ``d`` minus the random draws' mean
-    ``d``. 95% intervals: the pairs resampled within each cell (the same resamples for every set, the scale computed
-    again in each) and the draws resampled (two stages, :func:`headlab.core.stats.draw_counts`).
+    coefficient of sharing, over the pooled within-cell standard deviation of the move (a cell: one grade and one
+    group), is each set's standardised difference ``d``; the judged ``difference`` is the named heads' ``d`` minus
+    the random draws' mean ``d``. 95% intervals: the pairs resampled within each cell (the same resamples for every
+    set, the scale computed again in each) and the draws resampled (two stages, :func:`headlab.core.stats.draw_counts`).
     """
     moved = np.atleast_2d(np.asarray(moved, dtype=np.float64))
     base, shares, strata = np.asarray(base, dtype=np.float64), np.asarray(shares, dtype=bool), np.asarray(strata)
@@ -215,7 +215,7 @@ def _per_set(draws_moved: np.ndarray, gaps: np.ndarray) -> np.ndarray:
 
 def _moved(tables, patches: list[str], metric: str) -> tuple[np.ndarray, np.ndarray]:
     """``(gaps, moved)``: per replacement draw and pair, the source-target difference of ``metric`` (replacements x
-    pairs) and how far each of ``patches`` moved the target (replacements x patches x pairs). ``tables``: one patch
+    pairs) and how far each of ``patches`` moved the target (replacements, patches, pairs). ``tables``: one patch
     table per draw of the contrast's replacement words, on the same pairs (:func:`replacement_tables`)."""
     tables = [tables] if isinstance(tables, pd.DataFrame) else list(tables)
     wides = [t.pivot(index="example", columns="patch", values=metric) for t in tables]

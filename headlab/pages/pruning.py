@@ -81,7 +81,7 @@ PAIRED = "paired bootstrap over test pairs (one resample for every share, both h
 
 def _by_share(per_example: pd.DataFrame, plan: pd.DataFrame, kind: str) -> pd.DataFrame:
     """One row per share of ``kind`` (ascending, no-head shares left out): ``share``, ``n_heads``, ``correct``, its
-    right/wrong matrix (draws x examples), and ``predicted``, its predicted grades (draws x examples)."""
+    right/wrong matrix (draws, examples), and ``predicted``, its predicted grades (draws, examples)."""
     specs, matrix = share_masks(per_example, plan, kind, ["n_dropped"])
     grades = predicted_matrix(per_example)
     specs = specs[specs["n_dropped"] > 0]

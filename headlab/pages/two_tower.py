@@ -97,7 +97,7 @@ def cross_encoder_grades(lab: Lab, matching, draws: int, keep_draws: int) -> dic
 
 def two_tower_probs(lab: Lab) -> tuple[Path, np.ndarray]:
     """``(folder, probs)``: the two-tower model fine-tuned on the lab's settings (trained on the first call, then read
-    from the cache; :func:`headlab.models.two_tower.finetune_two_tower`) and its grade probabilities (pairs x grades) on
+    from the cache; :func:`headlab.models.two_tower.finetune_two_tower`) and its grade probabilities (pairs, grades) on
     the lab's pairs, query and title encoded apart, with the lab's batch size, device and pad id."""
     folder = finetune_two_tower(lab.params.finetune_config, device=lab.device)
     two_tower = load_two_tower(folder).to(lab.device)

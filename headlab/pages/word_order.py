@@ -332,7 +332,7 @@ def shown_case(
 
 
 def pair_maps(lab: Lab, example: int, encodings: dict[str, Encoded]) -> dict[str, tuple[np.ndarray, list[str]]]:
-    """One pair's attention (layers x heads x tokens x tokens) and its tokens, under each named encoding of the
+    """One pair's attention (layers, heads, tokens, tokens) and its tokens, under each named encoding of the
     split (its original and its shuffled titles)."""
     shown = {}
     for name, encoded in encodings.items():

@@ -1,7 +1,7 @@
 """bertviz attention views that also work in the static book, with no network.
 
     from headlab.report.views import head_view, model_view
-    head_view(maps, tokens)                       # maps: (L, H, T, T) array, row = attending token
+    head_view(maps, tokens)                       # maps: (layers, heads, tokens, tokens) array, row = attending token
     model_view(maps, tokens, sentence_b_start=9)  # a grid of every layer x head
 
 End a cell with the call. bertviz's HTML loads require.js, jQuery and d3 from a CDN; headlab rewrites it to need no
@@ -84,10 +84,10 @@ def head_view(
 ):
     """bertviz's head view: one layer's heads as lines from each token to the tokens it attends to.
 
-    ``attention_maps``: (L, H, T, T) array or tensor, or a list of L (H, T, T) / (1, H, T, T) tensors (what
-    transformers returns), row = attending token; ``tokens``: the T tokens; ``sentence_b_start``: index of the
-    second sentence's first token (adds a menu to show either sentence's attention); ``layer``: the layer shown
-    first; ``heads``: the heads selected first (default all).
+    ``attention_maps``: (layers, heads, tokens, tokens) array or tensor, or a list of one (heads, tokens, tokens) or
+    (1, heads, tokens, tokens) tensor per layer (what transformers returns), row = attending token; ``tokens``: the
+    tokens; ``sentence_b_start``: index of the second sentence's first token (adds a menu to show either sentence's
+    attention); ``layer``: the layer shown first; ``heads``: the heads selected first (default all).
     """
     from bertviz import head_view as bertviz_head_view
 

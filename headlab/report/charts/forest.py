@@ -15,7 +15,7 @@ def zero_line() -> alt.Chart:
 def interval_rows(
     base: alt.Chart, y: alt.Y, lo: alt.X, hi: str, estimate: str, size: int = 60, tooltip=None, **shared
 ) -> list[alt.Chart]:
-    """The two marks of every row of ``base``'s table: a line from ``lo`` (the x channel, with the axis's title and
+    """The two marks of every row of ``base``'s table: a line from ``lo`` (the channel x, with the axis's title and
     format) to the column ``hi``, and a filled point at the column ``estimate`` (``size``, ``tooltip``);
     ``shared`` encodings (colour, an offset) apply to both."""
     point = {"tooltip": tooltip} if tooltip is not None else {}

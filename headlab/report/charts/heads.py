@@ -200,6 +200,6 @@ def attention_cells(cells, tokens: list[str], title: str = "") -> alt.Chart:
 
 
 def attention_heatmap(weights, tokens: list[str], title: str = "") -> alt.Chart:
-    """One head's attention map (tokens x tokens array, rows attending) as a heatmap."""
+    """One head's attention map (an array (tokens, tokens), rows attending) as a heatmap."""
     cells = pd.DataFrame(weights).rename_axis(index="query", columns="key").stack().rename("weight").reset_index()
     return attention_cells(cells, tokens, title)
