@@ -20,8 +20,11 @@ ARTIFACTS = artifacts()
 
 
 def _code(page: str) -> str:
+    """A page's code: its notebook's code cells and its module in headlab/pages (where the notebook's steps live)."""
     cells = json.loads((REPO / "notebooks" / f"{page}.ipynb").read_text(encoding="utf-8"))["cells"]
-    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    module = REPO / "headlab" / "pages" / f"{page.split('_', 1)[1]}.py"
+    own = module.read_text(encoding="utf-8") if module.exists() else ""
+    return "\n".join([*("".join(c["source"]) for c in cells if c["cell_type"] == "code"), own])
 
 
 @pytest.mark.parametrize("name", sorted(ARTIFACTS))

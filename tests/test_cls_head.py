@@ -120,7 +120,7 @@ def test_the_head_chosen_on_one_half_is_measured_on_the_other():
     effect = held_out_effect(correct, base, layer, head, estimate, n_boot=300, seed=1)
     # ... and its reported size, interval and test come from the other half only
     expected = relative_change(chosen[estimate], base[estimate], n_boot=300, seed=1)
-    assert {k: effect[k] for k in expected} == expected and effect["n_examples"] == len(estimate)
+    assert {k: effect[k] for k in expected.columns()} == expected.columns() and effect["n_examples"] == len(estimate)
     assert effect["p_mcnemar"] == mcnemar(chosen[estimate], base[estimate])
     # over many tables of heads that do nothing, the held-out interval covers no effect about 95% of the time and the
     # held-out size shrinks back from the chosen one (one table alone can miss by chance, as seed 0 does here)

@@ -177,8 +177,14 @@ def test_lanes_share_out_the_cores():
 
 
 def _calls(page: str, function: str) -> list[str]:
-    """The calls of ``function`` in a page's code, as written."""
-    code = "\n".join(c["source"] for c in code_cells(REPO / "notebooks" / f"{page}.ipynb"))
+    """The calls of ``function`` in a page's code, as written: its notebook's cells and its module in headlab/pages."""
+    module = REPO / "headlab" / "pages" / f"{page.split('_', 1)[1]}.py"
+    code = "\n".join(
+        [
+            *(c["source"] for c in code_cells(REPO / "notebooks" / f"{page}.ipynb")),
+            module.read_text(encoding="utf-8") if module.exists() else "",
+        ]
+    )
     return re.findall(rf"\b{function}\((.*?)\)", code, flags=re.S)
 
 

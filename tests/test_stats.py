@@ -61,9 +61,9 @@ def test_relative_change_is_exact_and_its_interval_covers_it():
     masked = base.copy()
     masked[np.flatnonzero(base)[:60]] = 0  # 60 right answers lost
     result = relative_change(masked, base, n_boot=500)
-    assert result["rel_change"] == pytest.approx(-60 / base.sum())
-    assert result["lo"] < result["rel_change"] < result["hi"] < 0
-    assert relative_change(base, base, n_boot=200)["rel_change"] == 0
+    assert result.rel_change == pytest.approx(-60 / base.sum())
+    assert result.lo < result.rel_change < result.hi < 0
+    assert relative_change(base, base, n_boot=200).rel_change == 0
     with pytest.raises(ValueError, match="cover 10 examples, baseline 400"):
         relative_change(masked[:10], base)
 
@@ -102,12 +102,12 @@ def test_random_draws_widen_the_interval_two_stage_bootstrap():
         draws[d, np.flatnonzero(base)[:120]] = 0
     two_stage = relative_change(draws, base, n_boot=1000)
     pairs_only = relative_change(draws.mean(axis=0), base, n_boot=1000)
-    assert two_stage["rel_change"] == pytest.approx(pairs_only["rel_change"])
-    assert two_stage["interval"] == "draws and pairs" and pairs_only["interval"] == "pairs"
-    assert (two_stage["hi"] - two_stage["lo"]) > 2 * (pairs_only["hi"] - pairs_only["lo"])
-    assert two_stage["lo"] < two_stage["lo90"] < two_stage["rel_change"] < two_stage["hi90"] < two_stage["hi"]
+    assert two_stage.rel_change == pytest.approx(pairs_only.rel_change)
+    assert two_stage.interval == "draws and pairs" and pairs_only.interval == "pairs"
+    assert (two_stage.hi - two_stage.lo) > 2 * (pairs_only.hi - pairs_only.lo)
+    assert two_stage.lo < two_stage.lo90 < two_stage.rel_change < two_stage.hi90 < two_stage.hi
     # the draws' spread dominates, so the t interval takes the draws' few degrees of freedom, not a normal quantile
-    assert 9 <= two_stage["df"] < 20
+    assert 9 <= two_stage.df < 20
 
 
 def test_a_replicate_whose_baseline_got_nothing_right_is_left_out_not_a_nan_interval():
@@ -144,8 +144,8 @@ def test_one_draw_is_the_paired_bootstrap_and_identical_draws_add_no_width():
     one = relative_change(masked, base, n_boot=400)
     same = relative_change(np.tile(masked, (7, 1)), base, n_boot=400)
     # identical draws: no between-draw variance, so the pairs' degrees of freedom and the same width
-    assert same["df"] == 299 and one["df"] == float("inf")
-    assert same["hi"] - same["lo"] == pytest.approx(one["hi"] - one["lo"], rel=0.05)
+    assert same.df == 299 and one.df == float("inf")
+    assert same.hi - same.lo == pytest.approx(one.hi - one.lo, rel=0.05)
     counts = draw_counts(7, 400, seed=0)
     assert counts.shape == (400, 7) and (counts.sum(axis=1) == 7).all() and draw_counts(1, 5, 0).tolist() == [[1]] * 5
 

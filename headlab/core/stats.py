@@ -7,7 +7,7 @@ the same examples; the bootstrap resamples examples, so both accuracies move tog
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -63,6 +63,28 @@ def boot_means(values: np.ndarray, weights: np.ndarray, draw_seed) -> np.ndarray
     return (counts * per_draw).sum(axis=1) / values.shape[0]
 
 
+@dataclass(frozen=True)
+class Change:
+    """A mask's relative change of accuracy against the unmasked model on the same pairs (:func:`relative_change`):
+    the estimate, its ``level`` interval (``lo``, ``hi``) and the 90% one an equivalence test uses (``lo90``,
+    ``hi90``), what it is computed over, and the interval's degrees of freedom (infinite for one mask)."""
+
+    rel_change: float
+    lo: float
+    hi: float
+    lo90: float
+    hi90: float
+    n_examples: int
+    n_draws: int
+    n_boot: int
+    df: float
+    interval: str  # "pairs", or "draws and pairs"
+
+    def columns(self) -> dict[str, float | int | str]:
+        """The change as a table row's columns, under its field names."""
+        return asdict(self)
+
+
 def relative_change(
     masked_correct: np.ndarray,
     base_correct: np.ndarray,
@@ -70,7 +92,7 @@ def relative_change(
     seed: int = 0,
     level: float = 0.95,
     draw_seed=None,
-) -> dict:
+) -> Change:
     """Relative accuracy change of masked vs base with a paired bootstrap interval.
 
     ``masked_correct`` is (examples,) or (draws, examples). With one mask the interval is the paired percentile
@@ -104,18 +126,18 @@ def relative_change(
         df = math.inf
         lo, hi = float(np.quantile(boots, alpha)), float(np.quantile(boots, 1.0 - alpha))
         lo90, hi90 = float(np.quantile(boots, 0.05)), float(np.quantile(boots, 0.95))
-    return {
-        "rel_change": point,
-        "lo": lo,
-        "hi": hi,
-        "lo90": lo90,
-        "hi90": hi90,
-        "n_examples": int(n),
-        "n_draws": int(masked.shape[0]),
-        "n_boot": int(n_boot),
-        "df": df,
-        "interval": "draws and pairs" if masked.shape[0] > 1 else "pairs",
-    }
+    return Change(
+        rel_change=point,
+        lo=lo,
+        hi=hi,
+        lo90=lo90,
+        hi90=hi90,
+        n_examples=int(n),
+        n_draws=int(masked.shape[0]),
+        n_boot=int(n_boot),
+        df=df,
+        interval="draws and pairs" if masked.shape[0] > 1 else "pairs",
+    )
 
 
 def two_stage(boots: np.ndarray, pairs_only: np.ndarray, n_draws: int, n_examples: int) -> tuple[float, float]:

@@ -438,7 +438,13 @@ def summarize(per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = N_BOO
         effect = relative_change(correct, base, n_boot=n_boot, seed=seed)
         kappa = kappa_columns(group["predicted"].to_numpy(), base_predicted, gold, n_boot, seed)
         rows.append(
-            {"mask_id": mask_id, "accuracy": correct.mean(), **effect, "p_mcnemar": mcnemar(correct, base), **kappa}
+            {
+                "mask_id": mask_id,
+                "accuracy": correct.mean(),
+                **effect.columns(),
+                "p_mcnemar": mcnemar(correct, base),
+                **kappa,
+            }
         )
     return plan.merge(pd.DataFrame(rows), on="mask_id", how="right")
 
@@ -529,7 +535,7 @@ def share_curve(
                 "kind": kind,
                 "share": share,
                 "n_heads": int(n_heads[0]),
-                **effect,
+                **effect.columns(),
                 **kappa,
                 "draw_lo": draw_lo,
                 "draw_hi": draw_hi,

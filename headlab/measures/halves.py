@@ -164,11 +164,11 @@ def half_gap(per_example: pd.DataFrame, plan: pd.DataFrame, n_boot: int = N_BOOT
             row.update(
                 {
                     f"{which}_accuracy": float(draws.mean()),
-                    f"{which}_change": effect["rel_change"],
-                    f"{which}_lo": effect["lo"],
-                    f"{which}_hi": effect["hi"],
+                    f"{which}_change": effect.rel_change,
+                    f"{which}_lo": effect.lo,
+                    f"{which}_hi": effect.hi,
                     f"{which}_draws": len(masks),
-                    f"{which}_df": effect["df"],
+                    f"{which}_df": effect.df,
                     f"{which}_kappa_lost": kappa["kappa_lost"],
                     f"{which}_kappa_lo": kappa["kappa_lost_lo"],
                     f"{which}_kappa_hi": kappa["kappa_lost_hi"],

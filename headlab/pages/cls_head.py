@@ -77,7 +77,7 @@ def held_out_effect(
             seed,
         )
     return {
-        **relative_change(masked, base, n_boot=n_boot, seed=seed),
+        **relative_change(masked, base, n_boot=n_boot, seed=seed).columns(),
         "p_mcnemar": mcnemar(masked, base),
         "accuracy": float(np.mean(masked)),
         "base_accuracy": float(np.mean(base)),

@@ -130,7 +130,7 @@ def safe_share(
     if share > 0 and share not in test_rows.index:
         raise ValueError(f"the test sweep has no {kind} mask at the share {share} chosen on dev")
     if share > 0:
-        change = relative_change(test_rows.at[share, "correct"], base_correct, n_boot, seed)
+        change = relative_change(test_rows.at[share, "correct"], base_correct, n_boot, seed).columns()
         kappa = kappa_columns(test_rows.at[share, "predicted"], base_predicted, gold, n_boot, seed)
     else:  # nothing removed: nothing lost
         change = dict.fromkeys(("rel_change", "lo", "hi"), 0.0)
@@ -667,9 +667,9 @@ def student_table(
                 "temperature": float(students["temperature"].iloc[0]),
                 "teacher_accuracy": base_correct.mean(),
                 "accuracy": correct.mean(),
-                "rel_change": change["rel_change"],
-                "lo": change["lo"],
-                "hi": change["hi"],
+                "rel_change": change.rel_change,
+                "lo": change.lo,
+                "hi": change.hi,
                 "kappa_lost": kappa["kappa_lost"],
                 "kappa_lost_lo": kappa["kappa_lost_lo"],
                 "kappa_lost_hi": kappa["kappa_lost_hi"],
