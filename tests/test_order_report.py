@@ -322,3 +322,20 @@ def test_pair_maps_reads_one_pair_under_each_encoding_with_its_tokens():
     shown = pair_maps(lab, 1, encodings)
     assert shown["original"][1] == ["t3", "t4", "t5"] and shown["shuffled"][1] == ["t5", "t4", "t3"]
     assert shown["original"][0].sum() == 0 and shown["shuffled"][0].sum() == 9
+
+
+def test_shuffle_titles_sweeps_the_page_s_masks_on_both_titles(tmp_path):
+    from test_order import _order_table
+    from tiny_setup import tiny_setup
+
+    from headlab.pages.word_order import shuffle_titles
+
+    lab = tiny_setup(tmp_path, n_right=3)
+    shuffle = shuffle_titles(lab, _order_table([(2, 1), (0, 3), (1, 1)]), k=2, draws=2, seed=0)
+    assert shuffle.frame["query"].tolist() == lab.frame["query"].tolist() and len(shuffle.encoded) == len(lab.encoded)
+    moved = shuffle.frame["title"] != lab.frame["title"]
+    assert shuffle.changed.tolist() == np.flatnonzero(shuffle.frame["changed"]).tolist()
+    assert set(np.flatnonzero(moved)) <= set(shuffle.changed)  # a changed order may spell the same title
+    assert set(shuffle.effects["kind"]) == {"none", "order", "random"} and shuffle.n_masks == 4
+    assert len(shuffle.effects) == shuffle.n_masks * len(lab.encoded)
+    assert shuffle.note(2).startswith(f"{len(shuffle.changed)} of 5 titles changed order; 4 masks")

@@ -11,17 +11,28 @@ there are depth-matched (drawn from the order heads' layers). The study's one pa
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
-from headlab.core.evaluate import Encoded
+from headlab.core.evaluate import Encoded, encode
 from headlab.core.grades import STUDY_SCALE, GradeScale
+from headlab.core.sweep import plan_table
+from headlab.inputs.words import word_segmenter
 from headlab.judging.units import DIAGONAL, GRADE_SHIFT, STUDY_GRADE_SHIFT, TOTAL_VARIATION
 
 # notebook 04 takes claims_file and claims_table from here
 from headlab.judging.verdicts import Claim, Kind, StudyClaim, render
 from headlab.lab.lab import Lab
-from headlab.measures.order import CONDITIONS, PATTERNS, rank_cases
+from headlab.measures.order import (
+    CONDITIONS,
+    PATTERNS,
+    order_mask_specs,
+    rank_cases,
+    shuffle_effects,
+    shuffled_frame,
+)
 
 STUDY_K = 7
 STUDY_DRAWS = 100
@@ -339,3 +350,40 @@ def pair_maps(lab: Lab, example: int, encodings: dict[str, Encoded]) -> dict[str
         _, maps = next(iter(lab.attention([example], encoded=encoded)))
         shown[name] = (maps, lab.tokenizer.convert_ids_to_tokens(encoded.input_ids[example]))
     return shown
+
+
+# --- the shuffle and its sweeps -----------------------------------------------------------------------------
+
+
+@dataclass
+class Shuffle:
+    """The pairs with their titles' words shuffled (``frame``: the lab's pairs, ``title`` shuffled and ``changed``
+    where the order moved; ``encoded``: tokenized), the pairs that changed, and what the page's masks did on both
+    titles (``effects``: :func:`headlab.measures.order.shuffle_effects`, one row per mask and pair)."""
+
+    frame: pd.DataFrame
+    encoded: Encoded
+    changed: np.ndarray
+    effects: pd.DataFrame
+    n_masks: int
+
+    def note(self, draws: int) -> str:
+        """What ran, in one sentence."""
+        return (
+            f"{len(self.changed)} of {len(self.frame)} titles changed order; {self.n_masks} masks (none, the order "
+            f"heads, {draws} random sets), each on the original and on the shuffled titles."
+        )
+
+
+def shuffle_titles(lab: Lab, ranked: pd.DataFrame, k: int, draws: int, seed: int) -> Shuffle:
+    """Shuffle every title's words (seeded; Chinese titles cut into words by the named segmenter), then sweep the
+    page's masks (none, the top ``k`` order heads of ``ranked``, ``draws`` random sets of heads of the same layers) on
+    the original and on the shuffled titles, each saved mask by mask and resumed."""
+    frame = shuffled_frame(lab.frame, seed, segment=word_segmenter(lab.frame["title"]))
+    encoded = encode(lab.tokenizer, frame, lab.scale)
+    layers, heads = lab.shape
+    specs = order_mask_specs(ranked, k, draws, seed, layers, heads)
+    original = lab.sweep(specs, "order_original")
+    shuffled = lab.sweep(specs, f"order_shuffled_seed{seed}", encoded=encoded)
+    effects = shuffle_effects(original, shuffled, plan_table(specs))
+    return Shuffle(frame, encoded, np.flatnonzero(frame["changed"].to_numpy()), effects, len(specs))
