@@ -10,7 +10,7 @@ from headlab.core.patching import expected_grade, grade_logit
 from headlab.core.stats import quadratic_kappa
 from headlab.core.sweep import per_example_table
 from headlab.measures.lexical import fit_lexical
-from headlab.measures.order import column_grades, grade_columns
+from headlab.measures.order import grade_columns, table_scale
 
 
 @pytest.mark.parametrize(
@@ -79,7 +79,9 @@ def test_a_sweep_table_names_its_own_grades():
     scale = GradeScale(0, 3)
     probs = np.array([[0.2, 0.5, 0.3], [0.6, 0.3, 0.1]])
     table = per_example_table("none", probs, np.array([1, 2]), scale)
-    assert grade_columns(table) == ["p0", "p1", "p2"] and column_grades(["p0", "p2_shuffled"]).tolist() == [0, 2]
+    assert grade_columns(table) == ["p0", "p1", "p2"] and table_scale(table) == scale
+    with pytest.raises(ValueError, match="not one grade scale"):
+        table_scale(table.drop(columns="p1"))
     assert table["predicted"].tolist() == [1, 0] and table["correct"].tolist() == [1, 0]
 
 

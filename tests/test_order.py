@@ -24,7 +24,6 @@ from headlab.measures.order import (
     case_table,
     depth_matched_k,
     draw_table,
-    expected_grade,
     grade_shares,
     masking_comparison,
     order_heads,
@@ -180,7 +179,7 @@ def _effects():
 
 def test_shuffle_effects_and_grade_tables():
     effects = _effects()
-    np.testing.assert_allclose(expected_grade(0.5 * np.eye(5)[[1]] + 0.5 * np.eye(5)[[4]], STUDY_SCALE.values), [3.5])
+    np.testing.assert_allclose(STUDY_SCALE.expected(0.5 * np.eye(5)[[1]] + 0.5 * np.eye(5)[[4]]), [3.5])
     none = effects[effects["kind"] == "none"].set_index("example")
     assert none["shift"].tolist() == [-3.0, 0.0, 0.0] and none["tv"].tolist() == [1.0, 0.0, 0.0]
     assert none["predicted_shuffled"].tolist() == [2, 4, 1]

@@ -22,6 +22,7 @@ import torch
 from scipy import stats as sps
 
 from headlab.core.evaluate import Encoded, predict
+from headlab.core.grades import GradeScale
 from headlab.core.masking import head_grid
 from headlab.core.stats import N_BOOT, boot_means, bootstrap_weights, versus_random
 from headlab.core.sweep import MaskSpec, baseline_spec
@@ -44,9 +45,14 @@ def shuffled_columns(columns: list[str]) -> list[str]:
     return [f"{c}_shuffled" for c in columns]
 
 
-def column_grades(columns: list[str]) -> np.ndarray:
-    """The grade each probability column is of (floats, for an expected grade)."""
-    return np.asarray([int(c.removesuffix("_shuffled")[1:]) for c in columns], float)
+def table_scale(table: pd.DataFrame) -> GradeScale:
+    """The grade scale a sweep table's probability columns name (:func:`grade_columns`): its expected and most
+    probable grades are the scale's own (:meth:`GradeScale.expected`, :meth:`GradeScale.predicted`)."""
+    columns = grade_columns(table)
+    scale = GradeScale(int(columns[0][1:]), len(columns))
+    if columns != [f"p{g}" for g in scale.grades]:
+        raise ValueError(f"the grade probabilities {columns} are not one grade scale")
+    return scale
 
 
 # --- shuffling ------------------------------------------------------------------------------------
@@ -170,16 +176,6 @@ def _nan_mean_interval(values: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, n
 # --- sensitivity to shuffling ---------------------------------------------------------------------
 
 
-def expected_grade(probs: np.ndarray, grades: np.ndarray) -> np.ndarray:
-    """E[grade] = sum over g of g * p_g, per example (``probs``: examples x grades; ``grades``: the grade of each
-    column): a smooth grade that moves before the argmax does."""
-    return np.asarray(probs, dtype=np.float64) @ grades
-
-
-def _most_probable(probs: np.ndarray, grades: np.ndarray) -> np.ndarray:
-    return grades.astype(np.int64)[np.asarray(probs).argmax(axis=1)]
-
-
 def _interval(per_example: np.ndarray, w: np.ndarray) -> tuple[float, float, float]:
     return _quantiles(per_example.mean(), w @ per_example / len(per_example))
 
@@ -238,7 +234,7 @@ def grade_shares(effects: pd.DataFrame, examples=None) -> pd.DataFrame:
     Columns: condition ("original" or "shuffled"), grade (every grade of the scale), count, share.
     """
     rows = _unmasked(effects, examples)
-    grades = column_grades(grade_columns(effects)).astype(int)
+    grades = list(table_scale(effects).grades)
     out = []
     for condition, column in (("original", "predicted"), ("shuffled", "predicted_shuffled")):
         counts = rows[column].value_counts().reindex(grades, fill_value=0)
@@ -330,7 +326,7 @@ def shuffle_effects(original: pd.DataFrame, shuffled: pd.DataFrame, plan: pd.Dat
     Columns: mask_id, kind, example, grade, predicted, predicted_shuffled, expected, expected_shuffled, shift, tv,
     the grade probabilities p<g> (:func:`grade_columns`) and the same with the suffix _shuffled.
     """
-    probs = grade_columns(original)
+    probs, scale = grade_columns(original), table_scale(original)
     if grade_columns(shuffled) != probs:
         raise ValueError("the original and shuffled sweeps are on different grade scales")
     merged = original.merge(
@@ -342,8 +338,7 @@ def shuffle_effects(original: pd.DataFrame, shuffled: pd.DataFrame, plan: pd.Dat
     if len(merged) != len(original) or len(merged) != len(shuffled):
         raise ValueError("the original and shuffled sweeps cover different masks or examples")
     p, q = merged[probs].to_numpy(np.float64), merged[shuffled_columns(probs)].to_numpy(np.float64)
-    grades = column_grades(probs)
-    merged["expected"], merged["expected_shuffled"] = expected_grade(p, grades), expected_grade(q, grades)
+    merged["expected"], merged["expected_shuffled"] = scale.expected(p), scale.expected(q)
     merged["shift"] = merged["expected_shuffled"] - merged["expected"]
     merged["tv"] = 0.5 * np.abs(q - p).sum(axis=1)
     merged = merged.merge(plan[["mask_id", "kind"]], on="mask_id", how="left")
@@ -479,8 +474,8 @@ def case_table(effects: pd.DataFrame, min_grade: int = 4, min_drop: int = 2) -> 
     def by_kind(kind):
         return effects[effects["kind"] == kind].groupby("example")
 
-    probs = grade_columns(effects)
-    shuffled, grades = shuffled_columns(probs), column_grades(probs)
+    probs, scale = grade_columns(effects), table_scale(effects)
+    shuffled = shuffled_columns(probs)
     unmasked = by_kind("none").first()
     order = by_kind("order").first()
     random = by_kind("random")[shuffled].mean()
@@ -492,8 +487,8 @@ def case_table(effects: pd.DataFrame, min_grade: int = 4, min_drop: int = 2) -> 
         CONDITIONS[3]: random.loc[unmasked.index].to_numpy(np.float64),
     }
     for short, condition in zip(("original", "shuffled", "order", "random"), CONDITIONS):
-        table[f"predicted_{short}"] = _most_probable(distributions[condition], grades)
-        table[f"expected_{short}"] = expected_grade(distributions[condition], grades)
+        table[f"predicted_{short}"] = scale.predicted(distributions[condition])
+        table[f"expected_{short}"] = scale.expected(distributions[condition])
     table["relevant"] = (table["grade"] >= min_grade) & (table["predicted_original"] >= min_grade)
     table["drops"] = table["relevant"] & (table["predicted_original"] - table["predicted_shuffled"] >= min_drop)
     table["order_restores"] = table["drops"] & (table["predicted_order"] > table["predicted_shuffled"])
@@ -569,10 +564,10 @@ def case_distributions(effects: pd.DataFrame, example: int) -> pd.DataFrame:
     random = rows[rows["kind"] == "random"][shuffled].mean()
     values = [unmasked[probs], unmasked[shuffled], order[shuffled], random]
     by_condition = dict(zip(CONDITIONS, (np.asarray(v, dtype=np.float64) for v in values)))
-    return _tidy_distributions(by_condition, column_grades(probs).astype(int))
+    return _tidy_distributions(by_condition, table_scale(effects).grades)
 
 
-def _tidy_distributions(by_condition: dict, grades: np.ndarray) -> pd.DataFrame:
+def _tidy_distributions(by_condition: dict, grades) -> pd.DataFrame:
     return pd.DataFrame(
         [
             {"condition": c, "grade": int(g), "probability": float(p[i])}
@@ -617,7 +612,7 @@ def case_k_table(
         for row, example in enumerate(examples):
             values = (base_o[row], base_s[row], order_s[row], random_s[row])
             by_condition = dict(zip(CONDITIONS, values))
-            tables.append(_tidy_distributions(by_condition, np.asarray(lab.scale.grades)).assign(example=example, k=k))
+            tables.append(_tidy_distributions(by_condition, lab.scale.grades).assign(example=example, k=k))
     return pd.concat(tables, ignore_index=True)[["example", "k", "condition", "grade", "probability"]]
 
 
