@@ -121,18 +121,21 @@ class Params:
         return self.table_dir / "sweeps" / f"{name}-{hashlib.sha256(plan.encode()).hexdigest()[:10]}"
 
     @cached_property
+    def pairs(self) -> pd.DataFrame:
+        """Every pair of ``DATA`` (every split), read once for the scale and the splits these parameters take."""
+        return load_data(self.data, seed=self.seed)
+
+    @cached_property
     def scale(self) -> GradeScale:
         """The data file's grades (read from every split's labels): the classes the model is fine-tuned on; a pruned
         model folder, already fine-tuned, grades in its own (:func:`headlab.models.loading.fine_tuned_scale`)."""
-        data = grade_scale(load_data(self.data, seed=self.seed))
+        data = grade_scale(self.pairs)
         return fine_tuned_scale(self.model, data) if is_pruned_folder(self.model) else data
 
     def eval_frame(self) -> pd.DataFrame:
         """The evaluation pairs (``EVAL_LIMIT`` of ``EVAL_SPLIT``, seeded): query, title, label, split."""
-        frame = load_data(self.data, seed=self.seed)
-        return get_split(frame, self.eval_split, limit=self.eval_limit, seed=self.seed)
+        return get_split(self.pairs, self.eval_split, limit=self.eval_limit, seed=self.seed)
 
     def train_frame(self) -> pd.DataFrame:
         """The pairs the model was fine-tuned on (``TRAIN_LIMIT`` of them, if set): what a baseline may learn from."""
-        frame = load_data(self.data, seed=self.seed)
-        return get_split(frame, "train", limit=self.train_limit, seed=self.seed)
+        return get_split(self.pairs, "train", limit=self.train_limit, seed=self.seed)

@@ -110,7 +110,7 @@ def _load(
     kwargs = {} if scale is None else _grade_head(spec, config, scale)
 
     def load(implementation: str):
-        if any(getattr(config, field, None) is not None for field in (KEPT_HEADS, KEPT_NEURONS)):
+        if _keeps_heads(config):
             return _load_pruned(loader, Path(path), config, implementation)
         with _transformers_quiet():
             model, info = loader.from_pretrained(
@@ -199,18 +199,28 @@ def _load_pruned(loader, folder: Path, config, attn: str) -> torch.nn.Module:
     return model
 
 
+def _keeps_heads(config) -> bool:
+    """True for the config of a model :func:`headlab.core.pruning.prune_heads` made (it names the kept heads)."""
+    return any(getattr(config, field, None) is not None for field in (KEPT_HEADS, KEPT_NEURONS))
+
+
+def _named_scale(spec: str, config) -> GradeScale | None:
+    """The grades a checkpoint's class names say it learned (:meth:`GradeScale.of_checkpoint`), as a model error."""
+    try:
+        return GradeScale.of_checkpoint(config.id2label, config.num_labels)
+    except GradeError as err:
+        raise ModelError(f"model {spec!r}: {err}") from None
+
+
 def _grade_head(spec: str, config, scale: GradeScale) -> dict:
     """The keywords that give a classifier one class per grade of ``scale``, named by its grade (so the checkpoint
     says which grades it learned); a checkpoint that names other grades is refused, not silently re-read."""
-    try:
-        trained = GradeScale.of_checkpoint(config.id2label, config.num_labels)
-    except GradeError as err:
-        raise ModelError(f"model {spec!r}: {err}") from None
+    trained = _named_scale(spec, config)
     if trained is not None and trained != scale:
         raise ModelError(
             f"model {spec!r} was fine-tuned on {trained}, the data's are {scale}: its classes are not them"
         )
-    if any(getattr(config, field, None) is not None for field in (KEPT_HEADS, KEPT_NEURONS)):
+    if _keeps_heads(config):
         if config.num_labels != scale.count:  # a pruned model is built from its config as saved
             raise ModelError(f"pruned model {spec!r} grades in {config.num_labels} classes, the data's are {scale}")
         return {}
@@ -224,8 +234,7 @@ def fine_tuned_scale(spec: str, data: GradeScale) -> GradeScale:
     grade (transformers' default names say nothing more); refused where the data has a grade the model lacks."""
     config = AutoConfig.from_pretrained(resolve_model(spec), trust_remote_code=False)
     try:
-        named = GradeScale.of_checkpoint(config.id2label, config.num_labels)
-        scale = named or GradeScale(data.first, config.num_labels)
+        scale = _named_scale(spec, config) or GradeScale(data.first, config.num_labels)
     except GradeError as err:
         raise ModelError(f"model {spec!r}: {err}") from None
     if data.first < scale.first or data.last > scale.last:

@@ -607,12 +607,12 @@ def choose_focus(lab: Lab, matching, n_boot: int = N_BOOT, seed: int = 0) -> Foc
     select, estimate = split_halves(len(lab.encoded), seed)
     single = single_head_correct(lab)
     grid = selection_grid(single.correct, single.base_correct, select)
-    chosen = focus_head(grid, lab.shape[0])
+    layers = lab.shape[0]
+    chosen = focus_head(grid, layers)
     layer, head = int(chosen["layer"]), int(chosen["head"])
     grid["focus"] = (grid["layer"] == layer) & (grid["head"] == head)
     effect = held_out_effect(single.correct, single.base_correct, layer, head, estimate, n_boot, seed, single.grades)
     mean_effect = mean_ablated_effect(lab, layer, head, estimate, n_boot=n_boot, seed=seed)
-    layers = lab.shape[0]
     head_rows = with_mean_ablation(focus_claims(chosen, effect, layers), focus_claims(chosen, mean_effect, layers))
     matching_rows = matching_hurt_claims(
         single.correct, single.base_correct, matching, estimate, n_boot, seed, single.grades
